@@ -1,0 +1,194 @@
+"""The narrow interfaces every engine implements.
+
+A session never touches a model directly: it talks to these protocols, so the real embedded models,
+an OpenAI-compatible server and the deterministic fakes of the unit tests are interchangeable.
+Heavy models are shared by all sessions; whatever blocks runs off the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+Float32Audio = npt.NDArray[np.float32]
+"""Mono audio as float32 in [-1, 1]."""
+
+LISTEN_SAMPLE_RATE = 16_000
+"""Every listening engine (VAD, ASR) receives mono 16 kHz audio."""
+
+
+class CancelToken:
+    """A response's cancellation flag, checked by every stage once per token or chunk.
+
+    Cancellation is a value, not an exception path: a stage that sees ``cancelled`` stops producing
+    and returns normally.
+    """
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+        self.reason: str | None = None
+
+    @property
+    def cancelled(self) -> bool:
+        """True once :meth:`cancel` has been called."""
+        return self._event.is_set()
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        """Mark the work as cancelled; idempotent, the first reason wins."""
+        if not self._event.is_set():
+            self.reason = reason
+            self._event.set()
+
+    async def wait(self) -> None:
+        """Block until cancelled."""
+        await self._event.wait()
+
+
+# --- voice activity -----------------------------------------------------------------------------------
+
+
+class VadStream(Protocol):
+    """One session's view of a shared VAD model: keeps that session's recurrent state."""
+
+    async def probability(self, frame: Float32Audio) -> float:
+        """Speech probability of one frame of exactly ``frame_samples`` samples at 16 kHz."""
+        ...
+
+    def reset(self) -> None:
+        """Forget the recurrent state (after a long gap or a buffer clear)."""
+        ...
+
+    def close(self) -> None:
+        """Release the stream's slot in the shared model."""
+        ...
+
+
+class VoiceActivityDetector(Protocol):
+    """A VAD model shared by every session."""
+
+    frame_samples: int
+    """Samples per frame at 16 kHz (512 for Silero: 32 ms)."""
+
+    def open_stream(self) -> VadStream:
+        """A new per-session stream."""
+        ...
+
+
+# --- speech recognition -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WordTiming:
+    """A word and where it lies in an audio clip, in milliseconds from the clip's start."""
+
+    word: str
+    start_ms: float
+    end_ms: float
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """What a recogniser heard in one clip, with the confidences the listening classifier uses."""
+
+    text: str
+    language: str = "en"
+    no_speech_prob: float = 0.0
+    avg_logprob: float = 0.0
+    words: tuple[WordTiming, ...] = ()
+
+
+@runtime_checkable
+class SpeechRecognizer(Protocol):
+    """Speech to text on 16 kHz mono audio, shared by every session."""
+
+    async def transcribe(self, audio: Float32Audio, *, language: str | None = None,
+                         prompt: str | None = None) -> Transcript:
+        """Recognise a whole clip (final transcript)."""
+        ...
+
+
+# --- language model -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChatImage:
+    """An image attached to a user turn (camera frame or ``input_image`` item), as a data URL."""
+
+    data_url: str
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    """One message of the history the LLM sees. Assistant messages hold heard text only."""
+
+    role: Literal["system", "user", "assistant"]
+    content: str
+    images: tuple[ChatImage, ...] = ()
+
+
+@dataclass(frozen=True)
+class GenerationOptions:
+    """Per-response generation knobs."""
+
+    max_tokens: int = 256
+    temperature: float = 0.7
+
+
+@runtime_checkable
+class LanguageModel(Protocol):
+    """Streams a reply token by token; stops within one token of ``cancel``."""
+
+    def stream(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
+               options: GenerationOptions | None = None) -> AsyncIterator[str]:
+        """Yield text pieces (tokens) of the reply until done or cancelled."""
+        ...
+
+
+# --- speech synthesis ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SpeechChunk:
+    """A piece of synthesised speech and the words it carries (timings relative to this chunk)."""
+
+    audio: Float32Audio
+    sample_rate: int
+    words: tuple[WordTiming, ...] = field(default=())
+
+
+@runtime_checkable
+class SpeechSynthesizer(Protocol):
+    """Text to speech. Yields audio as it is made; stops within one chunk of ``cancel``."""
+
+    sample_rate: int
+
+    def synthesize(self, text: str, *, voice: str | None, cancel: CancelToken) -> AsyncIterator[SpeechChunk]:
+        """Speak one clause or sentence."""
+        ...
+
+
+# --- the bundle ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Engines:
+    """The engines a server shares among its sessions."""
+
+    vad: VoiceActivityDetector
+    asr: SpeechRecognizer
+    llm: LanguageModel
+    tts: SpeechSynthesizer
+    description: dict[str, str] = field(default_factory=dict)
+    """Human-readable name and origin of each engine, printed at start-up."""
+
+    async def aclose(self) -> None:
+        """Release model resources; engines without resources ignore this."""
+        for engine in (self.vad, self.asr, self.llm, self.tts):
+            closer = getattr(engine, "aclose", None)
+            if closer is not None:
+                await closer()

