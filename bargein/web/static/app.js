@@ -1,0 +1,402 @@
+// The bargein page: wires the microphone, the speakers, the camera and the conversation view to one OpenAI
+// Realtime session. Protocol handling lives here; audio, camera, socket and view details live in their modules.
+
+import { AudioEngine } from './audio.js';
+import { Camera } from './camera.js';
+import { base64ToBytes, bytesToBase64, RealtimeClient } from './realtime.js';
+import { ConversationView } from './transcript.js';
+
+const $ = (id) => document.getElementById(id);
+const params = new URLSearchParams(location.search);
+const PREBUFFER_MS = Number(params.get('prebuffer') ?? 60);
+const FRAME_MS = 20;
+const MAX_SOCKET_BACKLOG = 1 << 20; // bytes; beyond this the network is not keeping up and frames are dropped
+
+const view = new ConversationView($('log'));
+const ui = {
+  conn: $('conn-state'),
+  ready: $('server-ready'),
+  agent: $('agent-state'),
+  errors: $('errors'),
+  turns: $('turns').querySelector('tbody'),
+  playback: $('playback-info'),
+};
+
+// Everything the browser test reads, in one place (window.bargeinTest).
+const test = {
+  state: 'idle',
+  sessionId: null,
+  samplesPlayed: 0,
+  playedByItem: {},
+  receivedMsByItem: {},
+  underruns: 0,
+  lastTruncate: null,
+  truncates: [],
+  truncatedAcks: [],
+  clears: 0,
+  speechStarted: 0,
+  framesSent: 0,
+  framesDropped: 0,
+  imagesSent: 0,
+  errors: [],
+  turns: [],
+  events: {},
+  bargeinEvents: [],
+  get transcripts() {
+    return view.snapshot();
+  },
+};
+window.bargeinTest = test;
+
+let client = null;
+let audio = null;
+let sentMs = 0; // input stream clock: ms of audio appended so far
+let sendLog = []; // {endMs, perf}: when each frame left, to place server stream positions on the wall clock
+const cutItems = new Set(); // agent items cut by barge-in: late audio for them is dropped
+const liveItems = new Set(); // agent items with audio received and not yet played to the end
+const itemResponse = new Map(); // item_id -> response_id
+const turnsByResponse = new Map();
+
+function setConn(state, text) {
+  test.state = state;
+  ui.conn.dataset.state = state;
+  ui.conn.textContent = text ?? state;
+  const live = state === 'connecting' || state === 'open' || state === 'connected';
+  $('connect').disabled = live;
+  $('disconnect').disabled = !live;
+  $('mute').disabled = !live;
+}
+
+function setAgent(state) {
+  ui.agent.dataset.state = state;
+  ui.agent.textContent = `agent ${state}`;
+}
+
+function showError(source, err) {
+  const e = typeof err === 'object' && err !== null ? err : { message: String(err) };
+  const entry = { source, type: e.type ?? null, code: e.code ?? null, message: e.message ?? String(err),
+    param: e.param ?? null, event_id: e.event_id ?? null, at: new Date().toISOString() };
+  test.errors.push(entry);
+  const li = document.createElement('li');
+  const where = [entry.source, entry.type, entry.code].filter(Boolean).join(' / ');
+  li.textContent = `${entry.at.slice(11, 19)} ${where}: ${entry.message}` + (entry.param ? ` (param ${entry.param})` : '');
+  ui.errors.prepend(li);
+}
+
+// ---- turns and latency -------------------------------------------------------------------------------------
+
+function fmtMs(v) {
+  return typeof v === 'number' && Number.isFinite(v) ? `${Math.round(v)} ms` : '–';
+}
+
+function renderTurn(turn) {
+  if (!turn.row) {
+    turn.row = document.createElement('tr');
+    ui.turns.prepend(turn.row);
+  }
+  const cells = [String(turn.n), fmtMs(turn.firstAudioMs), fmtMs(turn.fromSpeechEndMs), fmtMs(turn.serverFirstAudioMs)];
+  turn.row.replaceChildren(...cells.map((t) => Object.assign(document.createElement('td'), { textContent: t })));
+  if (turn.server) turn.row.title = JSON.stringify(turn.server);
+}
+
+function currentTurn() {
+  return test.turns[test.turns.length - 1] ?? null;
+}
+
+/** Wall-clock time at which the sample at stream position `ms` was sent (null if too old to know). */
+function streamMsToPerf(ms) {
+  for (const e of sendLog) if (e.endMs >= ms) return e.perf - (e.endMs - ms);
+  return null;
+}
+
+function onSpeechStopped(ev) {
+  const turn = { n: test.turns.length + 1, stoppedAt: performance.now(), audioEndMs: ev.audio_end_ms ?? null,
+    userItem: ev.item_id ?? null, responseId: null, agentItem: null, firstAudioMs: null, fromSpeechEndMs: null,
+    serverFirstAudioMs: null, server: null, row: null };
+  test.turns.push(turn);
+  renderTurn(turn);
+  setAgent('thinking');
+}
+
+function onAudible(itemId, contextTime) {
+  const turn = currentTurn();
+  if (!turn || turn.firstAudioMs !== null) return;
+  const playedAt = audio.contextToPerf(contextTime);
+  turn.agentItem = itemId;
+  turn.firstAudioMs = playedAt - turn.stoppedAt;
+  const speechEnd = turn.audioEndMs === null ? null : streamMsToPerf(turn.audioEndMs);
+  if (speechEnd !== null) turn.fromSpeechEndMs = playedAt - speechEnd;
+  renderTurn(turn);
+}
+
+function onTurnMetrics(ev) {
+  // Our own event: its fields may grow; show first_audio_ms, keep the rest in the row's tooltip.
+  const rid = ev.response_id ?? ev.metrics?.response_id;
+  const turn = (rid && turnsByResponse.get(rid)) || currentTurn();
+  if (!turn) return;
+  turn.server = ev.metrics ?? ev;
+  const v = ev.first_audio_ms ?? ev.metrics?.first_audio_ms;
+  if (typeof v === 'number') turn.serverFirstAudioMs = v;
+  renderTurn(turn);
+}
+
+// ---- barge-in ----------------------------------------------------------------------------------------------
+
+async function bargeIn() {
+  test.speechStarted++;
+  if (!audio) return;
+  // Cut now, before the worklet answers: audio arriving during the round trip must not slip into the buffer.
+  for (const itemId of liveItems) cutItems.add(itemId);
+  liveItems.clear();
+  const report = await audio.clear();
+  test.clears++;
+  for (const it of report.items) {
+    // Only an item that was still playing or waiting to play was cut; one that finished was heard in full.
+    if (it.unplayedMs <= 0 && it.ended) continue;
+    cutItems.add(it.itemId);
+    const audioEndMs = Math.floor(it.playedMs);
+    const sent = client?.send({ type: 'conversation.item.truncate', item_id: it.itemId, content_index: 0,
+      audio_end_ms: audioEndMs });
+    const record = { item_id: it.itemId, audio_end_ms: audioEndMs, played24k: it.played24k,
+      unplayed_ms: it.unplayedMs, received_ms: test.receivedMsByItem[it.itemId] ?? 0, sent: Boolean(sent),
+      at: performance.now() };
+    test.lastTruncate = record;
+    test.truncates.push(record);
+    view.agentCut(it.itemId, audioEndMs);
+    setAgent('interrupted');
+  }
+}
+
+// ---- server events -----------------------------------------------------------------------------------------
+
+function sessionUpdate() {
+  return {
+    type: 'session.update',
+    session: {
+      type: 'realtime',
+      output_modalities: ['audio'],
+      audio: {
+        input: {
+          format: { type: 'audio/pcm', rate: 24000 },
+          turn_detection: { type: 'server_vad', create_response: true, interrupt_response: true },
+          transcription: {},
+        },
+        output: { format: { type: 'audio/pcm', rate: 24000 } },
+      },
+    },
+  };
+}
+
+function onEvent(ev) {
+  const type = ev.type ?? '?';
+  test.events[type] = (test.events[type] ?? 0) + 1;
+  if (type.startsWith('bargein.')) {
+    test.bargeinEvents.push(ev);
+    if (type === 'bargein.turn.metrics') onTurnMetrics(ev);
+    return;
+  }
+  switch (type) {
+    case 'session.created':
+      test.sessionId = ev.session?.id ?? null;
+      setConn('connected', 'connected');
+      break;
+    case 'error':
+      showError('server', { ...ev.error, event_id: ev.error?.event_id });
+      break;
+    case 'input_audio_buffer.speech_started':
+      if (ev.item_id) view.userSpeaking(ev.item_id);
+      setAgent('listening');
+      bargeIn().catch((err) => showError('client', err));
+      break;
+    case 'input_audio_buffer.speech_stopped':
+      onSpeechStopped(ev);
+      break;
+    case 'conversation.item.input_audio_transcription.delta':
+      view.userDelta(ev.item_id, ev.delta ?? '');
+      break;
+    case 'conversation.item.input_audio_transcription.completed':
+      if (ev.transcript) view.userFinal(ev.item_id, ev.transcript);
+      else view.userDiscard(ev.item_id);
+      break;
+    case 'conversation.item.input_audio_transcription.failed':
+      showError('transcription', ev.error ?? { message: 'transcription failed' });
+      break;
+    case 'response.created': {
+      const turn = currentTurn();
+      if (turn && !turn.responseId) {
+        turn.responseId = ev.response?.id ?? null;
+        if (turn.responseId) turnsByResponse.set(turn.responseId, turn);
+      }
+      break;
+    }
+    case 'response.output_item.added':
+      if (ev.item?.id) itemResponse.set(ev.item.id, ev.response_id);
+      break;
+    case 'response.output_audio.delta': {
+      if (cutItems.has(ev.item_id)) break; // stale audio of a cut reply must never play
+      const bytes = base64ToBytes(ev.delta ?? '');
+      const ms = (bytes.byteLength / 2 / 24000) * 1000;
+      liveItems.add(ev.item_id);
+      test.receivedMsByItem[ev.item_id] = (test.receivedMsByItem[ev.item_id] ?? 0) + ms;
+      view.agentAudio(ev.item_id, ms);
+      audio?.play(ev.item_id, bytes);
+      break;
+    }
+    case 'response.output_audio.done':
+      audio?.end(ev.item_id);
+      break;
+    case 'response.output_audio_transcript.delta':
+    case 'response.output_text.delta':
+      view.agentText(ev.item_id, ev.delta ?? '');
+      break;
+    case 'response.output_audio_transcript.done':
+    case 'response.output_text.done':
+      view.agentDone(ev.item_id);
+      break;
+    case 'conversation.item.truncated':
+      test.truncatedAcks.push({ item_id: ev.item_id, audio_end_ms: ev.audio_end_ms });
+      view.agentCut(ev.item_id, ev.audio_end_ms);
+      break;
+    case 'response.done': {
+      const r = ev.response ?? {};
+      if (r.status === 'failed') showError('response', r.status_details?.error ?? { message: 'response failed' });
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+function onPlayback(msg) {
+  if (msg.type === 'cursor') {
+    test.samplesPlayed = msg.totalPlayed24k;
+    test.playedByItem = msg.items;
+    test.underruns = msg.underruns;
+    for (const [itemId, n] of Object.entries(msg.items)) view.agentPlayed(itemId, (n / 24000) * 1000);
+    if (msg.state === 'playing') setAgent('speaking');
+    else if (ui.agent.dataset.state === 'speaking') setAgent('idle');
+    ui.playback.textContent = `playback ${msg.state}, buffered ${Math.round(msg.bufferedMs)} ms, ` +
+      `underruns ${msg.underruns}, output ${audio?.sampleRate ?? 0} Hz`;
+  } else if (msg.type === 'started') {
+    onAudible(msg.itemId, msg.contextTime);
+  } else if (msg.type === 'drained') {
+    liveItems.delete(msg.itemId);
+  }
+}
+
+// ---- microphone --------------------------------------------------------------------------------------------
+
+function onMicFrame(pcm, peak) {
+  $('mic-level').value = peak;
+  if (!client?.open) return;
+  if (client.buffered > MAX_SOCKET_BACKLOG) {
+    test.framesDropped++;
+    return;
+  }
+  client.send({ type: 'input_audio_buffer.append', audio: bytesToBase64(pcm) });
+  sentMs += FRAME_MS;
+  test.framesSent++;
+  sendLog.push({ endMs: sentMs, perf: performance.now() });
+  if (sendLog.length > 3000) sendLog = sendLog.slice(-1500); // one minute of frames is plenty
+}
+
+// ---- connection --------------------------------------------------------------------------------------------
+
+async function connect(ev) {
+  ev?.preventDefault();
+  setConn('connecting', 'connecting…');
+  sentMs = 0;
+  sendLog = [];
+  // The AudioContext is created inside the click handler: browsers only let a user gesture start audio.
+  audio = new AudioEngine({ onFrame: onMicFrame, onPlayback });
+  try {
+    await audio.start({ prebufferMs: PREBUFFER_MS });
+  } catch (err) {
+    showError('microphone', err);
+    if (!audio.playback) {
+      setConn('failed', 'audio failed');
+      return;
+    }
+  }
+  client = new RealtimeClient({
+    onEvent,
+    onState: (state, detail) => {
+      if (state === 'open') {
+        setConn('open', 'open');
+        client.send(sessionUpdate());
+      } else if (state === 'closed') {
+        if (detail.code !== 1000) {
+          showError('socket', { code: detail.code, message: `connection closed (${detail.code}) ${detail.reason}` });
+        }
+        setConn('closed', `closed ${detail.code}`);
+        audio?.stop();
+        audio = null;
+      } else if (state === 'failed') {
+        showError('socket', detail);
+        setConn('failed', 'failed');
+      } else {
+        setConn(state);
+      }
+    },
+  });
+  client.connect($('api-key').value.trim(), $('model').value.trim());
+}
+
+$('connect-form').addEventListener('submit', connect);
+$('disconnect').addEventListener('click', () => client?.close());
+$('mute').addEventListener('click', () => {
+  const muted = $('mute').getAttribute('aria-pressed') !== 'true';
+  $('mute').setAttribute('aria-pressed', String(muted));
+  $('mute').textContent = muted ? 'Unmute' : 'Mute';
+  audio?.setMuted(muted);
+});
+
+// ---- camera ------------------------------------------------------------------------------------------------
+
+const camera = new Camera($('preview'), {
+  everyMs: Number(params.get('frame_ms') ?? 3000),
+  onFrame: (dataUrl) => {
+    const info = `last frame ${Math.round((dataUrl.length * 3) / 4 / 1024)} KiB`;
+    if ($('send-frames').checked && client?.open) {
+      client.send({ type: 'conversation.item.create',
+        item: { type: 'message', role: 'user', content: [{ type: 'input_image', image_url: dataUrl }] } });
+      test.imagesSent++;
+      $('camera-info').textContent = `${info}, ${test.imagesSent} sent`;
+    } else {
+      $('camera-info').textContent = `${info} (not sent)`;
+    }
+  },
+});
+$('camera').addEventListener('click', async () => {
+  if (camera.on) {
+    camera.stop();
+  } else {
+    try {
+      await camera.start();
+    } catch (err) {
+      showError('camera', err);
+    }
+  }
+  $('camera').setAttribute('aria-pressed', String(camera.on));
+  $('camera').textContent = camera.on ? 'Camera off' : 'Camera on';
+});
+
+// ---- server readiness --------------------------------------------------------------------------------------
+
+async function pollHealth() {
+  let ready = false;
+  try {
+    const r = await fetch('/healthz', { cache: 'no-store' });
+    const body = await r.json();
+    ready = body.ready === true;
+    ui.ready.dataset.state = ready ? 'ready' : 'warming';
+    ui.ready.textContent = ready ? 'server ready' : 'server warming up';
+  } catch {
+    ui.ready.dataset.state = 'down';
+    ui.ready.textContent = 'server unreachable';
+  }
+  setTimeout(pollHealth, ready ? 30000 : 3000);
+}
+
+setConn('idle', 'disconnected');
+pollHealth();
