@@ -1,0 +1,145 @@
+"""Deterministic fake engines, named as fakes: for unit tests and for the ``instant`` benchmark mode.
+
+They implement the same protocols as the real models, answer at once (or after a configured delay)
+and produce predictable output, so tests can assert exact transcripts, replies and audio lengths.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator, Sequence
+
+import numpy as np
+
+from bargein.engines.base import (
+    CancelToken,
+    ChatMessage,
+    Float32Audio,
+    GenerationOptions,
+    SpeechChunk,
+    Transcript,
+    WordTiming,
+)
+
+
+class FakeRecognizer:
+    """Returns the scripted transcripts in turn (then the last one again); empty audio gives ''."""
+
+    def __init__(self, transcripts: Sequence[str] = ("hello there",), *, delay_s: float = 0.0,
+                 min_speech_s: float = 0.1) -> None:
+        self._transcripts = list(transcripts)
+        self._next = itertools.count()
+        self.delay_s = delay_s
+        self.min_speech_s = min_speech_s
+        self.calls = 0
+
+    async def transcribe(self, audio: Float32Audio, *, language: str | None = None,
+                         prompt: str | None = None) -> Transcript:
+        """The next scripted transcript, or '' for audio shorter than ``min_speech_s``."""
+        self.calls += 1
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        if len(audio) < self.min_speech_s * 16_000:
+            return Transcript(text="", no_speech_prob=1.0)
+        index = min(next(self._next), len(self._transcripts) - 1)
+        return Transcript(text=self._transcripts[index])
+
+
+class FakeLanguageModel:
+    """Replies ``You said: <last user text>.`` followed by ``filler``, one word per token."""
+
+    def __init__(self, *, filler: str = "", token_delay_s: float = 0.0, fail: bool = False) -> None:
+        self.filler = filler
+        self.token_delay_s = token_delay_s
+        self.fail = fail
+        self.seen: list[list[ChatMessage]] = []
+
+    async def stream(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
+                     options: GenerationOptions | None = None) -> AsyncIterator[str]:
+        """Yield the reply word by word, stopping at the first token after ``cancel``."""
+        self.seen.append(list(messages))
+        if self.fail:
+            raise RuntimeError("fake language model failure")
+        last_user = next((m.content for m in reversed(messages) if m.role == "user"), "")
+        reply = f"You said: {last_user}. {self.filler}".strip()
+        for index, word in enumerate(reply.split(" ")):
+            if cancel.cancelled:
+                return
+            if self.token_delay_s:
+                await asyncio.sleep(self.token_delay_s)
+            if cancel.cancelled:
+                return
+            yield word if index == 0 else " " + word
+
+
+class FakeSynthesizer:
+    """Speaks any text as a quiet 220 Hz tone, ``ms_per_char`` long, in chunks of ``chunk_ms``."""
+
+    sample_rate = 24_000
+
+    def __init__(self, *, ms_per_char: float = 60.0, chunk_ms: float = 100.0, delay_s: float = 0.0,
+                 amplitude: float = 0.2) -> None:
+        self.ms_per_char = ms_per_char
+        self.chunk_ms = chunk_ms
+        self.delay_s = delay_s
+        self.amplitude = amplitude
+
+    async def synthesize(self, text: str, *, voice: str | None,
+                         cancel: CancelToken) -> AsyncIterator[SpeechChunk]:
+        """Yield the tone chunk by chunk with proportional word timings."""
+        total_ms = len(text) * self.ms_per_char
+        words = _proportional_words(text, total_ms)
+        start_ms = 0.0
+        while start_ms < total_ms:
+            if cancel.cancelled:
+                return
+            if self.delay_s:
+                await asyncio.sleep(self.delay_s)
+            end_ms = min(total_ms, start_ms + self.chunk_ms)
+            samples = np.arange(int(start_ms * 24), int(end_ms * 24))
+            audio = (self.amplitude * np.sin(2 * np.pi * 220 * samples / 24_000)).astype(np.float32)
+            chunk_words = tuple(
+                WordTiming(w.word, w.start_ms - start_ms, w.end_ms - start_ms)
+                for w in words if start_ms <= w.start_ms < end_ms
+            )
+            yield SpeechChunk(audio, 24_000, chunk_words)
+            start_ms = end_ms
+
+
+def _proportional_words(text: str, total_ms: float) -> list[WordTiming]:
+    timings: list[WordTiming] = []
+    position = 0
+    for word in text.split():
+        start = text.index(word, position)
+        position = start + len(word)
+        timings.append(WordTiming(word, total_ms * start / len(text), total_ms * position / len(text)))
+    return timings
+
+
+class FakeVad:
+    """Calls a frame speech when its RMS exceeds ``rms_threshold``: for scripted-audio tests."""
+
+    frame_samples = 512
+
+    def __init__(self, rms_threshold: float = 0.02) -> None:
+        self.rms_threshold = rms_threshold
+
+    def open_stream(self) -> _FakeVadStream:
+        """A stateless stream."""
+        return _FakeVadStream(self.rms_threshold)
+
+
+class _FakeVadStream:
+    def __init__(self, rms_threshold: float) -> None:
+        self.rms_threshold = rms_threshold
+
+    async def probability(self, frame: Float32Audio) -> float:
+        rms = float(np.sqrt(np.mean(np.square(frame)))) if len(frame) else 0.0
+        return 0.95 if rms >= self.rms_threshold else 0.02
+
+    def reset(self) -> None:
+        """Stateless."""
+
+    def close(self) -> None:
+        """Stateless."""

@@ -1,0 +1,365 @@
+"""The embedded language model: a GGUF model on llama-cpp-python, shared by every session.
+
+How concurrency works: one ``Llama`` context and one worker thread own the model. Sessions submit
+jobs to the worker's inbox; the worker serves the active jobs round-robin, ``slice_tokens`` tokens
+at a time, so a second session's first token does not wait for the first session's whole reply.
+The context holds one conversation's KV cache at a time; switching conversations copies the outgoing
+one's cache out to host memory (:mod:`bargein.engines.llama_kv`) and the incoming one's back in, so
+every turn evaluates only the tokens its conversation has not seen (KV prefix reuse across turns).
+llama-cpp-python's high-level API has no multi-sequence batched decode, so jobs are interleaved,
+not batched: throughput is one model's, latency is shared fairly.
+
+Tokens travel to the event loop with ``call_soon_threadsafe``; the worker checks the response's
+cancel flag before every token (and between prompt chunks), so a cancel stops it within one token.
+Sampling is done here in numpy (:mod:`bargein.engines.llm_sampling`) so that broken logits fall back
+to greedy and are counted in ``nonfinite_fallbacks``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import logging
+import os
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions
+from bargein.engines.llama_kv import KvSnapshots, Tokens, common_prefix, restore_sequence, save_sequence
+from bargein.engines.llm_models import describe, resolve_gguf
+from bargein.engines.llm_prompt import DEFAULT_SYSTEM_PROMPT, with_system_prompt
+from bargein.engines.llm_sampling import SamplingParams, sample
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LLM = "qwen2.5-coder-0.5b"
+"""The packaged model :func:`load_llama` uses unless told otherwise (see docs/llm_choice.md)."""
+
+_CHATML = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+PROMPT_CHUNK = 32
+"""Prompt tokens evaluated per decode call: the cancel flag is checked between chunks."""
+MIN_SNAPSHOT_TOKENS = 32
+"""A conversation is copied out before being overwritten only if it holds at least this many tokens."""
+
+
+class LanguageModelError(RuntimeError):
+    """Generation failed inside the model; the session reports it and lives on."""
+
+
+@dataclass
+class TurnStats:
+    """What one reply cost: the figures the prefix cache and the benchmarks are judged by."""
+
+    prompt_tokens: int = 0
+    reused_tokens: int = 0
+    """Prompt tokens whose KV cache was already there (kept in the context or restored)."""
+    restored_snapshot: bool = False
+    completion_tokens: int = 0
+    finish_reason: str = ""
+    first_token_s: float | None = None
+    """Seconds from submission to the first text piece, measured on the worker."""
+    total_s: float = 0.0
+    tokens_at_cancel: int | None = None
+    """Completion tokens already sampled when the cancel was seen by the event loop."""
+
+
+_END = object()
+
+
+@dataclass
+class _Job:
+    messages: list[ChatMessage]
+    options: GenerationOptions
+    emit: Callable[[object], None]
+    stop: threading.Event = field(default_factory=threading.Event)
+    stats: TurnStats = field(default_factory=TurnStats)
+    tokens: list[int] = field(default_factory=list)
+    generated: list[int] = field(default_factory=list)
+    started: bool = False
+    synced: bool = False
+    submitted: float = field(default_factory=time.perf_counter)
+    decoder: codecs.IncrementalDecoder = field(
+        default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="replace"))
+    done: threading.Event = field(default_factory=threading.Event)
+
+    def send(self, item: object) -> None:
+        try:
+            self.emit(item)
+        except RuntimeError:  # the session's event loop is closed: nobody listens, stop generating
+            self.stop.set()
+
+
+class LlamaLanguageModel:
+    """A :class:`~bargein.engines.base.LanguageModel` on llama.cpp, one context shared by all sessions."""
+
+    def __init__(self, model_path: str | Path, *, name: str | None = None, n_ctx: int = 4096,
+                 n_threads: int | None = None, system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
+                 sampling: SamplingParams | None = None, seed: int | None = None,
+                 slice_tokens: int = 16, snapshot_bytes: int = 256 << 20) -> None:
+        import llama_cpp  # imported here so the fast tests and the OpenAI engine never need it
+
+        self._lib = llama_cpp
+        self.name = name or Path(model_path).name
+        self.system_prompt = system_prompt
+        self.sampling = sampling or SamplingParams()
+        self.slice_tokens = slice_tokens
+        self.nonfinite_fallbacks = 0
+        """Tokens chosen greedily because the model's logits held NaN or +inf."""
+        self.snapshots = KvSnapshots(snapshot_bytes)
+        self.recent_stats: deque[TurnStats] = deque(maxlen=64)
+        threads = n_threads or os.cpu_count() or 1
+        self._llama = llama_cpp.Llama(model_path=str(model_path), n_ctx=n_ctx, n_batch=256,
+                                      n_threads=threads, n_threads_batch=threads, verbose=False)
+        self._n_vocab = self._llama.n_vocab()
+        self._vocab = llama_cpp.llama_model_get_vocab(self._llama.model)
+        self._rng = np.random.default_rng(seed)
+        self._formatter = self._make_formatter()
+        self._kv_saved = True  # nothing worth copying out yet
+        self._inbox: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._worker = threading.Thread(target=self._serve, name=f"llm-{self.name}", daemon=True)
+        self._worker.start()
+
+    # --- the session side --------------------------------------------------------------------------------
+
+    async def stream(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
+                     options: GenerationOptions | None = None) -> AsyncIterator[str]:
+        """Yield the reply piece by piece; return within one token once ``cancel`` fires."""
+        if cancel.cancelled:
+            return
+        loop = asyncio.get_running_loop()
+        # Unbounded in type only: the worker puts at most max_tokens pieces and one end marker.
+        pieces: asyncio.Queue[object] = asyncio.Queue()
+
+        def emit(item: object) -> None:
+            loop.call_soon_threadsafe(pieces.put_nowait, item)
+
+        job = _Job(list(messages), options or GenerationOptions(), emit)
+
+        async def watch_cancel() -> None:
+            await cancel.wait()
+            job.stop.set()
+            job.stats.tokens_at_cancel = len(job.generated)
+            pieces.put_nowait(_END)
+
+        watcher = asyncio.ensure_future(watch_cancel())
+        self._inbox.put(job)
+        try:
+            while True:
+                item = await pieces.get()
+                if item is _END or cancel.cancelled:
+                    return
+                if isinstance(item, BaseException):
+                    raise LanguageModelError(f"{self.name} failed: {item}") from item
+                assert isinstance(item, str)
+                yield item
+        finally:
+            job.stop.set()  # also when the consumer walks away without cancelling
+            watcher.cancel()
+
+    def generate(self, messages: Sequence[ChatMessage], options: GenerationOptions | None = None) -> str:
+        """The whole reply, blocking (for warm-up, scripts and benchmarks; never on the event loop)."""
+        out: list[object] = []
+        job = _Job(list(messages), options or GenerationOptions(), out.append)
+        self._inbox.put(job)
+        job.done.wait()
+        errors = [item for item in out if isinstance(item, BaseException)]
+        if errors:
+            raise LanguageModelError(f"{self.name} failed: {errors[0]}") from errors[0]
+        return "".join(item for item in out if isinstance(item, str))
+
+    @property
+    def last_stats(self) -> TurnStats | None:
+        """Figures of the most recently finished reply."""
+        return self.recent_stats[-1] if self.recent_stats else None
+
+    def close(self) -> None:
+        """Stop the worker (after the reply in progress) and free the model."""
+        if self._worker.is_alive():
+            self._inbox.put(None)
+            self._worker.join()
+        self._llama.close()
+
+    async def aclose(self) -> None:
+        """Close without blocking the event loop."""
+        await asyncio.to_thread(self.close)
+
+    # --- the worker ----------------------------------------------------------------------------------------
+
+    def _serve(self) -> None:
+        active: deque[_Job] = deque()
+        while True:
+            waiting = [self._inbox.get()] if not active else []
+            while True:
+                try:
+                    waiting.append(self._inbox.get_nowait())
+                except queue.Empty:
+                    break
+            for job in waiting:
+                if job is None:
+                    for left in active:
+                        self._finish(left, "cancelled")
+                    return
+                active.append(job)
+            job = active[0]
+            if self._advance(job):
+                active.popleft()
+            else:
+                active.rotate(-1)
+
+    def _advance(self, job: _Job) -> bool:
+        """Run up to ``slice_tokens`` tokens of ``job``; True once it is finished."""
+        try:
+            if not job.started:
+                job.started = True
+                job.tokens = self._prompt_tokens(job)
+                job.stats.prompt_tokens = len(job.tokens)
+            for _ in range(self.slice_tokens):
+                if job.stop.is_set():
+                    return self._finish(job, "cancelled")
+                if not self._sync_kv(job):
+                    return self._finish(job, "cancelled")
+                logits = np.ctypeslib.as_array(self._lib.llama_get_logits_ith(self._llama.ctx, -1),
+                                               shape=(self._n_vocab,))
+                recent = np.asarray(job.generated[-self.sampling.repeat_window:], dtype=np.intc)
+                pick = sample(logits, self._params(job.options), self._rng, recent)
+                if pick.fell_back:
+                    self.nonfinite_fallbacks += 1
+                    log.warning("%s produced non-finite logits; took the greedy token", self.name)
+                if pick.token is None or self._lib.llama_vocab_is_eog(self._vocab, pick.token):
+                    return self._finish(job, "stop")
+                job.generated.append(pick.token)
+                job.tokens.append(pick.token)
+                text = job.decoder.decode(self._llama.detokenize([pick.token]))
+                if text:
+                    if job.stats.first_token_s is None:
+                        job.stats.first_token_s = time.perf_counter() - job.submitted
+                    job.send(text)
+                if len(job.generated) >= job.options.max_tokens:
+                    return self._finish(job, "length")
+            return False
+        except Exception as exc:  # the session gets an error event; the model and the worker live on
+            log.exception("%s failed while generating", self.name)
+            self._llama.n_tokens = 0
+            self._kv_saved = True
+            job.send(exc)
+            return self._finish(job, "error")
+
+    def _finish(self, job: _Job, reason: str) -> bool:
+        job.stats.finish_reason = reason
+        job.stats.completion_tokens = len(job.generated)
+        job.stats.total_s = time.perf_counter() - job.submitted
+        tail = job.decoder.decode(b"", final=True)
+        if tail and reason != "cancelled":
+            job.send(tail)
+        self.recent_stats.append(job.stats)
+        job.send(_END)
+        job.done.set()
+        return True
+
+    def _params(self, options: GenerationOptions) -> SamplingParams:
+        base = self.sampling
+        return SamplingParams(temperature=options.temperature, top_k=base.top_k, top_p=base.top_p,
+                              repeat_penalty=base.repeat_penalty, repeat_window=base.repeat_window)
+
+    def _sync_kv(self, job: _Job) -> bool:
+        """Make the context hold ``job.tokens`` and their last logits, evaluating only what is missing.
+
+        Returns False if the job was cancelled halfway through its prompt.
+        """
+        llama = self._llama
+        target: Tokens = np.asarray(job.tokens, dtype=np.intc)
+        last = target.shape[0] - 1  # at least the last token is evaluated, for its logits
+        kept = min(common_prefix(llama.input_ids[: llama.n_tokens], target), last)
+        snapshot, shared = self.snapshots.best(target)
+        shared = min(shared, last)
+        first_sync = not job.synced
+        job.synced = True
+        if snapshot is not None and shared > kept:
+            self._save_current()
+            restore_sequence(self._lib, llama.ctx, snapshot)
+            llama.input_ids[: snapshot.tokens.shape[0]] = snapshot.tokens
+            llama.n_tokens = snapshot.tokens.shape[0]
+            self._kv_saved = True
+            kept = shared
+            if first_sync:
+                job.stats.restored_snapshot = True
+        elif llama.n_tokens - kept >= MIN_SNAPSHOT_TOKENS:
+            self._save_current()  # another conversation is about to be overwritten: keep it
+        if first_sync:
+            job.stats.reused_tokens = kept
+        llama.n_tokens = kept
+        for start in range(kept, target.shape[0], PROMPT_CHUNK):
+            if job.stop.is_set():
+                return False
+            llama.eval(target[start:start + PROMPT_CHUNK].tolist())
+            self._kv_saved = False
+        return True
+
+    def _save_current(self) -> None:
+        llama = self._llama
+        if self._kv_saved or llama.n_tokens < MIN_SNAPSHOT_TOKENS:
+            return
+        tokens = np.array(llama.input_ids[: llama.n_tokens], dtype=np.intc)
+        self.snapshots.add(save_sequence(self._lib, llama.ctx, tokens))
+        self._kv_saved = True
+
+    # --- prompts -----------------------------------------------------------------------------------------
+
+    def _make_formatter(self) -> Any:
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        llama = self._llama
+        template = llama.metadata.get("tokenizer.chat_template") or _CHATML
+        eos = llama.detokenize([llama.token_eos()], special=True).decode("utf-8", "replace")
+        bos = llama.detokenize([llama.token_bos()], special=True).decode("utf-8", "replace")
+        return Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)
+
+    def _render(self, messages: Sequence[ChatMessage]) -> list[int]:
+        # Local models read text only; images are left to the scene describer upstream.
+        wire = [{"role": m.role, "content": m.content} for m in messages]
+        prompt: str = self._formatter(messages=wire).prompt
+        bos = self._llama.detokenize([self._llama.token_bos()], special=True).decode("utf-8", "replace")
+        add_bos = not (bos and prompt.startswith(bos))
+        tokens: list[int] = self._llama.tokenize(prompt.encode("utf-8"), add_bos=add_bos, special=True)
+        return tokens
+
+    def _prompt_tokens(self, job: _Job) -> list[int]:
+        """The prompt, dropping the oldest exchanges until it and the reply fit in the context."""
+        history = with_system_prompt(job.messages, self.system_prompt)
+        budget = self._llama.n_ctx() - job.options.max_tokens
+        tokens = self._render(history)
+        while len(tokens) > budget:
+            droppable = [i for i, m in enumerate(history[:-1]) if m.role != "system"]
+            if not droppable:
+                break
+            del history[droppable[0]]
+            tokens = self._render(history)
+        if len(tokens) >= self._llama.n_ctx():
+            raise LanguageModelError(f"the prompt ({len(tokens)} tokens) does not fit the context")
+        room = self._llama.n_ctx() - len(tokens)
+        job.options = GenerationOptions(max_tokens=min(job.options.max_tokens, room),
+                                        temperature=job.options.temperature)
+        return tokens
+
+
+def load_llama(name: str = DEFAULT_LLM, **kwargs: Any) -> LlamaLanguageModel:
+    """Load a packaged model by registry name (or a local ``.gguf`` path), verified and warmed up.
+
+    The warm-up runs one tiny reply, which also leaves the system prompt's KV cache in place for
+    the first real turn.
+    """
+    model = LlamaLanguageModel(resolve_gguf(name), name=name, **kwargs)
+    log.info("language model: %s", describe(name))
+    model.generate([ChatMessage(role="user", content="Hi!")], GenerationOptions(max_tokens=4))
+    return model

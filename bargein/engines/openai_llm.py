@@ -1,0 +1,141 @@
+"""Any OpenAI-compatible chat completions server as the language model (vLLM, Ollama, llama.cpp server).
+
+Replies stream over server-sent events. Cancellation races every read: the moment the response's
+:class:`CancelToken` fires the HTTP stream is closed (the server sees the disconnect and stops
+generating) and nothing more is yielded, so a cancel costs at most the chunk already in hand.
+Images attached to user turns go out as ``image_url`` content parts with their data URLs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from typing import Any, TypeVar
+
+import httpx
+
+from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions
+from bargein.engines.llm_prompt import DEFAULT_SYSTEM_PROMPT, with_system_prompt
+
+T = TypeVar("T")
+
+
+class LanguageModelError(RuntimeError):
+    """The server refused the request or sent something that is not a chat completion stream."""
+
+
+def to_openai_messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
+    """Chat messages in the wire format; text-only turns stay plain strings for the widest compatibility."""
+    wire: list[dict[str, Any]] = []
+    for message in messages:
+        if message.images and message.role == "user":
+            parts: list[dict[str, Any]] = [{"type": "text", "text": message.content}]
+            parts.extend({"type": "image_url", "image_url": {"url": image.data_url}}
+                         for image in message.images)
+            wire.append({"role": message.role, "content": parts})
+        else:
+            wire.append({"role": message.role, "content": message.content})
+    return wire
+
+
+def parse_sse_data(line: str) -> dict[str, Any] | None:
+    """The JSON payload of one SSE ``data:`` line; ``None`` for comments, other fields and ``[DONE]``."""
+    if not line.startswith("data:"):
+        return None
+    payload = line[5:].strip()
+    if not payload or payload == "[DONE]":
+        return None
+    try:
+        decoded = json.loads(payload)
+    except json.JSONDecodeError as exc:
+        raise LanguageModelError(f"malformed stream chunk from the server: {payload[:200]!r}") from exc
+    if not isinstance(decoded, dict):
+        raise LanguageModelError(f"unexpected stream chunk from the server: {payload[:200]!r}")
+    if "error" in decoded:
+        raise LanguageModelError(f"the server reported an error mid-stream: {decoded['error']}")
+    return decoded
+
+
+def delta_text(chunk: dict[str, Any]) -> str:
+    """The text a chat completion chunk adds (empty for role-only or final chunks)."""
+    choices = chunk.get("choices") or []
+    if not choices:
+        return ""
+    delta = choices[0].get("delta") or {}
+    content = delta.get("content")
+    return content if isinstance(content, str) else ""
+
+
+class OpenAICompatibleLanguageModel:
+    """Streams replies from ``{base_url}/chat/completions``; one HTTP connection pool shared by all sessions.
+
+    Concurrency is the server's business: each session's request is an independent stream, so a
+    batching server (vLLM, llama.cpp with ``--parallel``) batches them.
+    """
+
+    def __init__(self, base_url: str, model: str, api_key: str | None = None, *,
+                 system_prompt: str | None = DEFAULT_SYSTEM_PROMPT, timeout_s: float = 60.0,
+                 client: httpx.AsyncClient | None = None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.system_prompt = system_prompt
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        # Reads may pause for as long as the server thinks; connecting must be quick.
+        self._client = client or httpx.AsyncClient(
+            headers=headers, timeout=httpx.Timeout(timeout_s, connect=5.0))
+        self._owns_client = client is None
+
+    def _body(self, messages: Sequence[ChatMessage], options: GenerationOptions) -> dict[str, Any]:
+        wire = to_openai_messages(with_system_prompt(messages, self.system_prompt))
+        return {"model": self.model, "messages": wire, "stream": True,
+                "max_tokens": options.max_tokens, "temperature": options.temperature}
+
+    async def stream(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
+                     options: GenerationOptions | None = None) -> AsyncIterator[str]:
+        """Yield reply pieces as the server sends them; return at once when ``cancel`` fires."""
+        if cancel.cancelled:
+            return
+        body = self._body(messages, options or GenerationOptions())
+        request = self._client.build_request("POST", f"{self.base_url}/chat/completions", json=body)
+        cancelled = asyncio.ensure_future(cancel.wait())
+        response: httpx.Response | None = None
+        try:
+            response = await self._race(self._client.send(request, stream=True), cancelled)
+            if response is None:
+                return
+            if response.status_code >= 400:
+                detail = (await response.aread()).decode("utf-8", "replace")[:500]
+                raise LanguageModelError(
+                    f"{self.base_url}/chat/completions answered {response.status_code}: {detail}")
+            lines = response.aiter_lines()
+            while True:
+                line = await self._race(anext(lines, None), cancelled)
+                if line is None:
+                    return
+                chunk = parse_sse_data(line)
+                if chunk is not None and (text := delta_text(chunk)):
+                    yield text
+        finally:
+            cancelled.cancel()
+            if response is not None:
+                # Closing the stream drops the connection, which tells the server to stop generating.
+                await response.aclose()
+
+    @staticmethod
+    async def _race(work: Awaitable[T], cancelled: asyncio.Future[None]) -> T | None:
+        """Await ``work`` unless the cancel future completes first, then give ``None``."""
+        task = asyncio.ensure_future(work)
+        done, _ = await asyncio.wait((task, cancelled), return_when=asyncio.FIRST_COMPLETED)
+        if task in done:
+            return task.result()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, httpx.HTTPError):
+            await task
+        return None
+
+    async def aclose(self) -> None:
+        """Close the connection pool (only if this object created it)."""
+        if self._owns_client:
+            await self._client.aclose()

@@ -1,0 +1,68 @@
+"""Word error rate, for checking a recogniser against reference transcripts.
+
+A plain Levenshtein distance over words after a light normalisation (case, punctuation, small
+numbers spelled out), so "He was not an ill-disposed young man." matches the reference
+"he was not an ill disposed young man" and "10 of clubs" matches "ten of clubs".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+_ONES = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+         "sixteen seventeen eighteen nineteen").split()
+_TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
+_NOT_WORD = re.compile(r"[^a-z0-9' ]+")
+# the references spell out titles; recognisers abbreviate them
+_ABBREVIATIONS = {"mr": "mister", "mrs": "missus", "dr": "doctor", "st": "saint"}
+
+
+def _spell(number: int) -> str:
+    """Spell 0..99 the way the references do; larger numbers stay as digits."""
+    if number < 20:
+        return _ONES[number]
+    if number < 100:
+        tens, ones = divmod(number, 10)
+        return _TENS[tens] + ("" if ones == 0 else " " + _ONES[ones])
+    return str(number)
+
+
+def normalize(text: str) -> list[str]:
+    """Lower-case words without punctuation; hyphens split words, small numbers and titles are spelled out."""
+    cleaned = _NOT_WORD.sub(" ", text.lower().replace("-", " "))
+    words: list[str] = []
+    for word in cleaned.split():
+        word = word.strip("'")
+        if not word:
+            continue
+        if word.isdigit():
+            words.extend(_spell(int(word)).split())
+        else:
+            words.append(_ABBREVIATIONS.get(word, word))
+    return words
+
+
+def edit_distance(reference: Sequence[str], hypothesis: Sequence[str]) -> int:
+    """Substitutions + deletions + insertions turning ``reference`` into ``hypothesis``."""
+    previous = list(range(len(hypothesis) + 1))
+    for i, ref_word in enumerate(reference, start=1):
+        current = [i]
+        for j, hyp_word in enumerate(hypothesis, start=1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1,
+                               previous[j - 1] + (ref_word != hyp_word)))
+        previous = current
+    return previous[-1]
+
+
+def word_error_rate(references: Iterable[str], hypotheses: Iterable[str]) -> float:
+    """Corpus WER: total word edits over total reference words (0.0 when both are empty)."""
+    errors = 0
+    total = 0
+    for reference, hypothesis in zip(references, hypotheses, strict=True):
+        ref_words = normalize(reference)
+        errors += edit_distance(ref_words, normalize(hypothesis))
+        total += len(ref_words)
+    if total == 0:
+        return 0.0 if errors == 0 else float("inf")
+    return errors / total

@@ -1,0 +1,65 @@
+"""Builders for the server events we emit, named and shaped as in the OpenAI Realtime GA protocol.
+
+Each returns a plain dict ready for JSON; a test validates every event a conversation produces
+against ``openai.types.realtime.RealtimeServerEvent``. Events of our own carry the ``bargein.`` prefix.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from bargein.protocol.errors import ProtocolError
+
+ServerEvent = dict[str, Any]
+
+
+def new_id(prefix: str) -> str:
+    """An id like the OpenAI ones: a prefix and 20 random characters."""
+    return f"{prefix}_{secrets.token_hex(10)}"
+
+
+def event(type_: str, **fields: Any) -> ServerEvent:
+    """A server event with a fresh ``event_id``."""
+    return {"type": type_, "event_id": new_id("event"), **fields}
+
+
+def error_event(error: ProtocolError) -> ServerEvent:
+    """The ``error`` event for a rejected client event (echoes its ``event_id``)."""
+    return event("error", error={
+        "type": error.type, "code": error.code, "message": error.message,
+        "param": error.param, "event_id": error.event_id,
+    })
+
+
+def response_object(response_id: str, *, status: str, output: list[dict[str, Any]] | None = None,
+                     modalities: list[str] | None = None, status_details: dict[str, Any] | None = None,
+                     usage: dict[str, Any] | None = None, audio_format: dict[str, Any] | None = None,
+                     voice: str | None = None, metadata: dict[str, str] | None = None) -> dict[str, Any]:
+    """The ``response`` object of ``response.created`` / ``response.done``."""
+    body: dict[str, Any] = {
+        "id": response_id, "object": "realtime.response", "status": status,
+        "status_details": status_details, "output": output or [],
+        "conversation_id": "conv_default", "output_modalities": modalities or ["audio"],
+        "max_output_tokens": "inf", "metadata": metadata,
+    }
+    if audio_format is not None:
+        body["audio"] = {"output": {"format": audio_format, "voice": voice or "alloy"}}
+    if usage is not None:
+        body["usage"] = usage
+    return body
+
+
+def usage_object(input_tokens: int, output_tokens: int) -> dict[str, Any]:
+    """Token usage of a response (text tokens; audio is not tokenised here)."""
+    return {
+        "total_tokens": input_tokens + output_tokens, "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "input_token_details": {"text_tokens": input_tokens, "audio_tokens": 0, "cached_tokens": 0},
+        "output_token_details": {"text_tokens": output_tokens, "audio_tokens": 0},
+    }
+
+
+def transcription_usage(seconds: float) -> dict[str, Any]:
+    """Usage of an input transcription, by audio duration."""
+    return {"type": "duration", "seconds": round(seconds, 3)}

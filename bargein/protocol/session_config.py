@@ -1,0 +1,168 @@
+"""The session configuration the client shapes with ``session.update`` (OpenAI Realtime GA names).
+
+Defaults are the OpenAI ones: pcm16 at 24 kHz both ways, ``server_vad`` 0.5 / 300 ms / 500 ms, audio out.
+Fields we accept but do not act on (tools, tracing, ...) are kept so the session echoes them back.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from bargein.audio.codecs import AudioFormat
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PcmFormat(_Strict):
+    """pcm16 little-endian; only 24 kHz is defined by the protocol."""
+
+    type: Literal["audio/pcm"] = "audio/pcm"
+    rate: Literal[24000] = 24000
+
+
+class PcmuFormat(_Strict):
+    """G.711 μ-law at 8 kHz."""
+
+    type: Literal["audio/pcmu"] = "audio/pcmu"
+
+
+class PcmaFormat(_Strict):
+    """G.711 A-law at 8 kHz."""
+
+    type: Literal["audio/pcma"] = "audio/pcma"
+
+
+WireFormat = Annotated[PcmFormat | PcmuFormat | PcmaFormat, Field(discriminator="type")]
+
+
+def to_audio_format(wire: PcmFormat | PcmuFormat | PcmaFormat) -> AudioFormat:
+    """The codec for a configured wire format."""
+    if isinstance(wire, PcmFormat):
+        return AudioFormat("audio/pcm", wire.rate)
+    return AudioFormat(wire.type, 8_000)
+
+
+class ServerVad(_Strict):
+    """Turn detection from voice activity: a threshold, padding before onset, silence that ends a turn."""
+
+    type: Literal["server_vad"] = "server_vad"
+    threshold: float = Field(0.5, ge=0.0, le=1.0)
+    prefix_padding_ms: int = Field(300, ge=0, le=5_000)
+    silence_duration_ms: int = Field(500, ge=0, le=10_000)
+    create_response: bool = True
+    interrupt_response: bool = True
+    idle_timeout_ms: int | None = Field(None, ge=5_000, le=30_000)
+
+
+class SemanticVad(_Strict):
+    """Turn detection that waits longer after an incomplete sentence (eagerness sets how long)."""
+
+    type: Literal["semantic_vad"] = "semantic_vad"
+    eagerness: Literal["low", "medium", "high", "auto"] = "auto"
+    create_response: bool = True
+    interrupt_response: bool = True
+
+
+TurnDetection = Annotated[ServerVad | SemanticVad, Field(discriminator="type")]
+
+
+class InputTranscription(BaseModel):
+    """Which recogniser transcribes the input; our engine is fixed, the fields are echoed."""
+
+    model_config = ConfigDict(extra="ignore")
+    model: str | None = None
+    language: str | None = None
+    prompt: str | None = None
+
+
+class NoiseReduction(BaseModel):
+    """Accepted and echoed; the browser's own noise suppression does this job for now."""
+
+    model_config = ConfigDict(extra="ignore")
+    type: Literal["near_field", "far_field"] | None = None
+
+
+class AudioInput(_Strict):
+    """Input audio: wire format, transcription, turn detection."""
+
+    format: WireFormat = Field(default_factory=PcmFormat)
+    transcription: InputTranscription | None = Field(default_factory=InputTranscription)
+    noise_reduction: NoiseReduction | None = None
+    turn_detection: TurnDetection | None = Field(default_factory=ServerVad)
+
+
+class AudioOutput(_Strict):
+    """Output audio: wire format, voice, speed."""
+
+    format: WireFormat = Field(default_factory=PcmFormat)
+    voice: str = "alloy"
+    speed: float = Field(1.0, ge=0.25, le=1.5)
+
+
+class AudioConfig(_Strict):
+    """Both directions of audio."""
+
+    input: AudioInput = Field(default_factory=AudioInput)
+    output: AudioOutput = Field(default_factory=AudioOutput)
+
+
+DEFAULT_INSTRUCTIONS = (
+    "You are a helpful voice assistant. Answer in one or two short spoken sentences, "
+    "without lists, markdown or emoji."
+)
+
+
+class SessionConfig(BaseModel):
+    """The whole session, as sent in ``session.created`` / ``session.updated``."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["realtime"] = "realtime"
+    model: str = "bargein"
+    instructions: str = DEFAULT_INSTRUCTIONS
+    output_modalities: list[Literal["audio", "text"]] = Field(default_factory=lambda: ["audio"])
+    audio: AudioConfig = Field(default_factory=AudioConfig)
+    max_output_tokens: int | Literal["inf"] = "inf"
+    tool_choice: Any = "auto"
+    tools: list[Any] = Field(default_factory=list)
+    tracing: Any = None
+    truncation: Any = "auto"
+    include: list[str] | None = None
+    prompt: Any = None
+
+    def updated(self, patch: dict[str, Any]) -> SessionConfig:
+        """A new config with ``patch`` merged in depth (nested objects merge, lists and scalars replace)."""
+        merged = _deep_merge(self.model_dump(mode="json"), patch)
+        return SessionConfig.model_validate(merged)
+
+    @property
+    def input_format(self) -> AudioFormat:
+        """Codec of client audio."""
+        return to_audio_format(self.audio.input.format)
+
+    @property
+    def output_format(self) -> AudioFormat:
+        """Codec of agent audio."""
+        return to_audio_format(self.audio.output.format)
+
+    def wire(self) -> dict[str, Any]:
+        """The JSON object of ``session.created`` / ``session.updated``."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+def _deep_merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    result = dict(base)
+    for key, value in patch.items():
+        if key == "turn_detection" and isinstance(value, dict) and isinstance(result.get(key), dict):
+            # a new type starts from that type's defaults rather than the old type's fields
+            if value.get("type", result[key].get("type")) != result[key].get("type"):
+                result[key] = value
+                continue
+        if isinstance(value, dict) and isinstance(result.get(key), dict):
+            result[key] = _deep_merge(result[key], value)
+        else:
+            result[key] = value
+    return result

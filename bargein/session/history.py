@@ -1,0 +1,184 @@
+"""The conversation: ordered items, truncated to what the user heard, rendered for the LLM.
+
+An assistant item keeps its full transcript and word timings beside ``heard_ms``; its visible
+transcript (and what the LLM sees) is only the words heard. A truncate may be re-applied with a
+better figure (the client's playback cursor after the server's own estimate) because the full text
+is never thrown away.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from bargein.engines.base import ChatImage, ChatMessage, WordTiming
+from bargein.protocol.errors import ProtocolError
+
+Role = Literal["user", "assistant", "system"]
+MAX_ITEMS = 2_000
+"""Oldest items are forgotten past this, so a long session's history stays bounded."""
+
+
+@dataclass
+class Part:
+    """One content part of an item."""
+
+    type: Literal["input_text", "input_audio", "input_image", "output_text", "output_audio"]
+    text: str = ""
+    image_url: str | None = None
+    detail: str | None = None
+
+    def wire(self, *, heard_text: str | None = None) -> dict[str, Any]:
+        """The part as the protocol shows it."""
+        text = self.text if heard_text is None else heard_text
+        if self.type in ("input_text", "output_text"):
+            return {"type": self.type, "text": text}
+        if self.type == "input_image":
+            return {"type": "input_image", "image_url": self.image_url, "detail": self.detail or "auto"}
+        return {"type": self.type, "transcript": text}
+
+
+@dataclass
+class Item:
+    """A conversation item (we serve message items only)."""
+
+    id: str
+    role: Role
+    parts: list[Part]
+    status: Literal["completed", "incomplete", "in_progress"] = "completed"
+    audio_ms: float = 0.0
+    """Length of the item's audio (assistant: audio sent so far)."""
+    words: list[WordTiming] = field(default_factory=list)
+    """Assistant word timings, in ms from the start of the item's audio."""
+    heard_ms: float | None = None
+    """Where playback stopped; ``None`` means all of it was heard."""
+
+    @property
+    def is_assistant_audio(self) -> bool:
+        """True for a spoken reply, the only kind that can be truncated."""
+        return self.role == "assistant" and any(p.type == "output_audio" for p in self.parts)
+
+    def heard_text(self) -> str:
+        """The transcript cut to the words heard."""
+        full = " ".join(p.text for p in self.parts if p.type in ("output_audio", "output_text")).strip()
+        if self.heard_ms is None:
+            return full
+        return heard_prefix(full, self.words, self.heard_ms, self.audio_ms)
+
+    def wire(self) -> dict[str, Any]:
+        """The item as the protocol shows it (assistant transcripts cut to what was heard)."""
+        heard = self.heard_text() if self.heard_ms is not None else None
+        content = [p.wire(heard_text=heard if p.type == "output_audio" else None) for p in self.parts]
+        return {"id": self.id, "object": "realtime.item", "type": "message", "role": self.role,
+                "status": self.status, "content": content}
+
+
+def heard_prefix(full: str, words: list[WordTiming], heard_ms: float, total_ms: float) -> str:
+    """The words of ``full`` heard in the first ``heard_ms``.
+
+    With word timings a word counts once half of it has played; without them the text is cut in
+    proportion to characters, at a word boundary.
+    """
+    if heard_ms <= 0 or not full:
+        return ""
+    if words:
+        heard = [w.word for w in words if (w.start_ms + w.end_ms) / 2 <= heard_ms]
+        return " ".join(word.strip() for word in heard if word.strip())
+    if total_ms <= 0 or heard_ms >= total_ms:
+        return full
+    cut = int(len(full) * heard_ms / total_ms)
+    if cut < len(full) and not full[cut].isspace():
+        space = full.rfind(" ", 0, cut)
+        cut = space if space > 0 else 0
+    return full[:cut].rstrip()
+
+
+class Conversation:
+    """The items of one session, in order."""
+
+    def __init__(self) -> None:
+        self._items: OrderedDict[str, Item] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._items.values())
+
+    def get(self, item_id: str, *, event_id: str | None = None) -> Item:
+        """The item, or a protocol error naming the unknown id."""
+        item = self._items.get(item_id)
+        if item is None:
+            raise ProtocolError(f"item with item_id {item_id[:80]!r} not found", code="item_not_found",
+                                param="item_id", event_id=event_id)
+        return item
+
+    def last_id(self) -> str | None:
+        """Id of the newest item."""
+        return next(reversed(self._items), None) if self._items else None
+
+    def add(self, item: Item, *, previous_item_id: str | None = None, event_id: str | None = None) -> str | None:
+        """Insert after ``previous_item_id`` (default: at the end); returns the id it follows."""
+        if item.id in self._items:
+            raise ProtocolError(f"an item with id {item.id!r} already exists", code="item_already_exists",
+                                param="item.id", event_id=event_id)
+        if previous_item_id is None or previous_item_id == self.last_id():
+            previous = self.last_id()
+            self._items[item.id] = item
+        elif previous_item_id == "root":
+            previous = None
+            self._items[item.id] = item
+            self._items.move_to_end(item.id, last=False)
+        else:
+            self.get(previous_item_id, event_id=event_id)
+            entries = list(self._items.items())
+            index = next(i for i, (key, _) in enumerate(entries) if key == previous_item_id)
+            entries.insert(index + 1, (item.id, item))
+            self._items = OrderedDict(entries)
+            previous = previous_item_id
+        while len(self._items) > MAX_ITEMS:
+            self._items.popitem(last=False)
+        return previous
+
+    def delete(self, item_id: str, *, event_id: str | None = None) -> None:
+        """Remove an item; unknown ids are a protocol error."""
+        self.get(item_id, event_id=event_id)
+        del self._items[item_id]
+
+    def truncate(self, item_id: str, content_index: int, audio_end_ms: float, *,
+                 event_id: str | None = None) -> float:
+        """Keep only the first ``audio_end_ms`` of an assistant reply; returns the clamped figure.
+
+        Past the end is clamped to the item's length rather than refused: clients round their
+        playback cursor and a few ms over must never be an error.
+        """
+        item = self.get(item_id, event_id=event_id)
+        if not item.is_assistant_audio:
+            raise ProtocolError("only assistant messages with audio can be truncated", code="invalid_value",
+                                param="item_id", event_id=event_id)
+        if content_index != 0 or content_index >= len(item.parts):
+            raise ProtocolError(f"content_index {content_index} out of range", code="invalid_value",
+                                param="content_index", event_id=event_id)
+        clamped = max(0.0, min(float(audio_end_ms), item.audio_ms))
+        item.heard_ms = clamped
+        if clamped < item.audio_ms:
+            item.status = "incomplete"
+        return clamped
+
+    def chat_messages(self, instructions: str | None) -> list[ChatMessage]:
+        """The history as the LLM sees it: assistant turns hold heard text only."""
+        messages: list[ChatMessage] = []
+        if instructions:
+            messages.append(ChatMessage("system", instructions))
+        for item in self._items.values():
+            if item.role == "assistant":
+                text = item.heard_text()
+                if text:
+                    messages.append(ChatMessage("assistant", text))
+                continue
+            text = " ".join(p.text for p in item.parts if p.type in ("input_text", "input_audio") and p.text)
+            images = tuple(ChatImage(p.image_url) for p in item.parts if p.type == "input_image" and p.image_url)
+            if text or images:
+                messages.append(ChatMessage(item.role, text.strip(), images))
+        return messages

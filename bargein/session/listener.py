@@ -1,0 +1,126 @@
+"""The listening stage: client audio in, 16 kHz buffer and VAD frames out.
+
+Appended wire audio is decoded, resampled with a streaming resampler to 16 kHz, kept in the input
+buffer (with its stream position, the clock that onsets and ends are measured against), and cut
+into VAD frames whose speech probabilities feed the duplex machine.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from bargein.audio.codecs import AudioFormat, int16_to_float
+from bargein.audio.framing import Framer
+from bargein.audio.resample import StreamResampler, resample
+from bargein.engines.base import LISTEN_SAMPLE_RATE, VoiceActivityDetector
+from bargein.protocol.errors import ProtocolError
+from bargein.session.duplex import VadFrame
+
+MAX_BUFFER_BYTES = 15 * 1024 * 1024
+"""The input buffer cap, in wire bytes (the OpenAI Realtime API's 15 MiB)."""
+_MS_PER_SAMPLE = 1000.0 / LISTEN_SAMPLE_RATE
+
+
+class InputBuffer:
+    """16 kHz audio from stream position ``start_sample`` on, with the wire size it stands for."""
+
+    def __init__(self) -> None:
+        self._chunks: list[npt.NDArray[np.float32]] = []
+        self.start_sample = 0
+        self.end_sample = 0
+
+    @property
+    def duration_ms(self) -> float:
+        """Audio held, in ms."""
+        return (self.end_sample - self.start_sample) * _MS_PER_SAMPLE
+
+    def append(self, samples: npt.NDArray[np.float32]) -> None:
+        """Add audio at the end."""
+        if len(samples):
+            self._chunks.append(samples)
+            self.end_sample += len(samples)
+
+    def take(self, start_ms: float | None, end_ms: float | None) -> npt.NDArray[np.float32]:
+        """Audio between two stream positions (``None``: the buffer's ends); drops everything up to the end."""
+        audio = self._joined()
+        first = self.start_sample if start_ms is None else max(self.start_sample, int(start_ms / _MS_PER_SAMPLE))
+        last = self.end_sample if end_ms is None else min(self.end_sample, int(end_ms / _MS_PER_SAMPLE))
+        clip = audio[first - self.start_sample:max(first, last) - self.start_sample].copy()
+        self.trim_before(last * _MS_PER_SAMPLE)
+        return clip
+
+    def trim_before(self, stream_ms: float) -> None:
+        """Forget audio before a stream position (keeps idle buffers small in VAD mode)."""
+        cut = min(self.end_sample, max(self.start_sample, int(stream_ms / _MS_PER_SAMPLE)))
+        if cut == self.start_sample:
+            return
+        audio = self._joined()[cut - self.start_sample:]
+        self._chunks = [audio] if len(audio) else []
+        self.start_sample = cut
+
+    def clear(self) -> None:
+        """Drop everything held."""
+        self._chunks = []
+        self.start_sample = self.end_sample
+
+    def _joined(self) -> npt.NDArray[np.float32]:
+        if len(self._chunks) != 1:
+            self._chunks = [np.concatenate(self._chunks)] if self._chunks else [np.zeros(0, np.float32)]
+        return self._chunks[0]
+
+
+class Listener:
+    """Decodes, resamples, buffers and runs the VAD for one session."""
+
+    def __init__(self, vad: VoiceActivityDetector, wire_format: AudioFormat) -> None:
+        self._vad = vad.open_stream()
+        self._framer = Framer(vad.frame_samples)
+        self.buffer = InputBuffer()
+        self.wire_format = wire_format
+        self._resampler = StreamResampler(wire_format.rate, LISTEN_SAMPLE_RATE)
+
+    @property
+    def stream_ms(self) -> float:
+        """Stream time: the position of the newest sample heard, in ms since the session began."""
+        return self.buffer.end_sample * _MS_PER_SAMPLE
+
+    def set_format(self, wire_format: AudioFormat) -> None:
+        """Switch the client's wire format (resets the resampler, keeps the stream clock)."""
+        if wire_format != self.wire_format:
+            self.wire_format = wire_format
+            self._resampler = StreamResampler(wire_format.rate, LISTEN_SAMPLE_RATE)
+
+    def check_room(self, payload_bytes: int, *, event_id: str | None) -> None:
+        """Refuse an append that would take the buffer past its cap (what is held stays)."""
+        held = self.buffer.duration_ms / 1000.0 * self.wire_format.rate * self.wire_format.bytes_per_sample
+        if held + payload_bytes > MAX_BUFFER_BYTES:
+            raise ProtocolError(
+                f"the input audio buffer would exceed {MAX_BUFFER_BYTES // (1024 * 1024)} MiB; "
+                "commit or clear it first", code="input_audio_buffer_full", param="audio", event_id=event_id)
+
+    def decode(self, payload: bytes) -> npt.NDArray[np.float32]:
+        """Wire bytes to 16 kHz float32 (raises :class:`AudioFormatError` on malformed audio)."""
+        samples = int16_to_float(self.wire_format.decode(payload))
+        return self._resampler.process(samples)
+
+    def decode_clip(self, payload: bytes) -> npt.NDArray[np.float32]:
+        """A whole clip (an ``input_audio`` item) to 16 kHz float32, apart from the live stream."""
+        samples = int16_to_float(self.wire_format.decode(payload))
+        return resample(samples, self.wire_format.rate, LISTEN_SAMPLE_RATE)
+
+    async def hear(self, audio16k: npt.NDArray[np.float32]) -> list[VadFrame]:
+        """Buffer 16 kHz audio and return the VAD frames that became whole, placed in stream time."""
+        self.buffer.append(audio16k)
+        first_sample = self._framer.samples_framed
+        step = self._framer.frame_samples
+        frames: list[VadFrame] = []
+        for index, frame in enumerate(self._framer.push(audio16k)):
+            start = first_sample + index * step
+            probability = await self._vad.probability(frame)
+            frames.append(VadFrame(start * _MS_PER_SAMPLE, (start + step) * _MS_PER_SAMPLE, probability))
+        return frames
+
+    def close(self) -> None:
+        """Release the VAD stream."""
+        self._vad.close()

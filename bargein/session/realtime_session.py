@@ -1,0 +1,394 @@
+"""One Realtime conversation: the imperative shell around the pure duplex machine.
+
+Client events come in through :meth:`RealtimeSession.handle_message`; the machine decides; this
+shell carries out its actions with the engines and queues server events on :attr:`outbound`.
+Nothing a client sends escapes as an exception: every problem becomes an ``error`` event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from bargein.audio.codecs import AudioFormatError, decode_base64
+from bargein.engines.base import CancelToken, Engines, WordTiming
+from bargein.protocol import client_events as ce
+from bargein.protocol.errors import ProtocolError
+from bargein.protocol.server_events import error_event, event, new_id
+from bargein.protocol.session_config import SemanticVad, ServerVad, SessionConfig
+from bargein.session import duplex as dx
+from bargein.session.history import Conversation, Item, Part
+from bargein.session.ledger import TurnLedger
+from bargein.session.listener import Listener
+from bargein.session.outbound import Outbound, Outgoing
+from bargein.session.playback import PlaybackEstimate
+from bargein.session.reply_events import ReplyState, assistant_item
+from bargein.session.responder import Responder, ReplyPlan
+from bargein.session.transcription import Transcriber
+
+log = logging.getLogger(__name__)
+SEMANTIC_SILENCE_MS = {"low": 800, "medium": 500, "auto": 500, "high": 300}
+
+
+def turn_settings(config: SessionConfig) -> dx.TurnSettings | None:
+    """The machine's view of the session's ``turn_detection``."""
+    detection = config.audio.input.turn_detection
+    if isinstance(detection, ServerVad):
+        return dx.TurnSettings(detection.threshold, detection.prefix_padding_ms, detection.silence_duration_ms,
+                               detection.create_response, detection.interrupt_response,
+                               detection.idle_timeout_ms)
+    if isinstance(detection, SemanticVad):
+        return dx.TurnSettings(silence_duration_ms=SEMANTIC_SILENCE_MS[detection.eagerness],
+                               create_response=detection.create_response,
+                               interrupt_response=detection.interrupt_response)
+    return None
+
+
+class RealtimeSession:
+    """The conversation state, the machine, and the tasks that serve one client."""
+
+    def __init__(self, engines: Engines, *, config: SessionConfig | None = None) -> None:
+        self.engines = engines
+        self.config = config or SessionConfig()
+        self.outbound = Outbound()
+        self.conversation = Conversation()
+        self.machine = dx.DuplexMachine(new_id, turn_settings(self.config))
+        self.listener = Listener(engines.vad, self.config.input_format)
+        self.transcriber = Transcriber(engines.asr, self.conversation, self._emit)
+        self.responder = Responder(engines.llm, engines.tts)
+        self.ledgers: dict[str, TurnLedger] = {}
+        self.current_ledger: TurnLedger | None = None
+        self._replies: dict[str, ReplyState] = {}
+        self._cancels: dict[str, CancelToken] = {}
+        self._playback: dict[str, PlaybackEstimate] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self._pending_response: ce.ResponseParams | None = None
+        self.dropped_audio_chunks = 0
+
+    # -- inbound ------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Greet the client with ``session.created``."""
+        self._emit(Outgoing(event("session.created", session=self.config.wire())))
+
+    async def handle_message(self, raw: str | bytes) -> None:
+        """Process one client message; problems become ``error`` events, never exceptions."""
+        try:
+            await self._dispatch(ce.parse_client_event(raw))
+        except ProtocolError as error:
+            self._emit(Outgoing(error_event(error)))
+        except Exception as error:  # a bug or an engine failure must not end the session
+            log.exception("unexpected failure handling a client event")
+            self._emit(Outgoing(error_event(ProtocolError(
+                f"internal error: {type(error).__name__}", code="server_error", type="server_error"))))
+
+    async def _dispatch(self, message: ce.ClientEvent) -> None:
+        match message:
+            case ce.InputAudioBufferAppend():
+                await self._append(message)
+            case ce.SessionUpdate():
+                self._update_session(message)
+            case ce.InputAudioBufferCommit():
+                self._feed(dx.ClientCommit(self.listener.buffer.duration_ms, message.event_id))
+            case ce.InputAudioBufferClear():
+                self._feed(dx.ClientClear())
+            case ce.ConversationItemCreate():
+                self._create_item(message)
+            case ce.ConversationItemTruncate():
+                clamped = self.conversation.truncate(message.item_id, message.content_index,
+                                                     message.audio_end_ms, event_id=message.event_id)
+                self._emit(Outgoing(event("conversation.item.truncated", item_id=message.item_id,
+                                          content_index=message.content_index, audio_end_ms=int(clamped))))
+            case ce.ConversationItemDelete():
+                self.conversation.delete(message.item_id, event_id=message.event_id)
+                self._emit(Outgoing(event("conversation.item.deleted", item_id=message.item_id)))
+            case ce.ResponseCreate():
+                self._pending_response = message.response
+                self._feed(dx.ClientResponseCreate(message.event_id))
+            case ce.ResponseCancel():
+                self._feed(dx.ClientResponseCancel(message.response_id, message.event_id))
+
+    async def _append(self, message: ce.InputAudioBufferAppend) -> None:
+        try:
+            payload = decode_base64(message.audio)
+            self.listener.check_room(len(payload), event_id=message.event_id)
+            audio = self.listener.decode(payload)
+        except AudioFormatError as error:
+            raise ProtocolError(str(error), code="invalid_audio", param="audio", event_id=message.event_id) from None
+        for frame in await self.listener.hear(audio):
+            self._feed(frame)
+        if self.machine.phase is not dx.Phase.USER_SPEAKING and self.machine.settings is not None:
+            keep = max(self.machine.settings.prefix_padding_ms, 500)
+            self.listener.buffer.trim_before(self.listener.stream_ms - keep)
+
+    def _update_session(self, message: ce.SessionUpdate) -> None:
+        try:
+            config = self.config.updated(message.session)
+        except ValidationError as error:
+            first = error.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise ProtocolError(f"invalid session.update: session.{where}: {first['msg']}",
+                                code="invalid_value", param=f"session.{where}", event_id=message.event_id) from None
+        self.config = config
+        self.listener.set_format(config.input_format)
+        self._feed(dx.SettingsChanged(turn_settings(config)))
+        self._emit(Outgoing(event("session.updated", session=config.wire())))
+
+    def _create_item(self, message: ce.ConversationItemCreate) -> None:
+        spec = message.item
+        parts: list[Part] = []
+        audio_clips = []
+        for content in spec.content:
+            if isinstance(content, ce.InputText):
+                parts.append(Part("input_text", content.text))
+            elif isinstance(content, ce.InputImage):
+                if not content.image_url.startswith("data:image/"):
+                    raise ProtocolError("input_image.image_url must be a data:image/... URL", code="invalid_value",
+                                        param="item.content.image_url", event_id=message.event_id)
+                parts.append(Part("input_image", image_url=content.image_url, detail=content.detail))
+            elif isinstance(content, ce.InputAudio):
+                parts.append(Part("input_audio", content.transcript or ""))
+                if content.audio and not content.transcript:
+                    audio_clips.append((len(parts) - 1, self._decode_item_audio(content.audio, message.event_id)))
+            else:
+                parts.append(Part("output_text" if spec.role == "assistant" else "input_text", content.text))
+        item = Item(spec.id or new_id("item"), spec.role, parts)
+        previous = self.conversation.add(item, previous_item_id=message.previous_item_id,
+                                         event_id=message.event_id)
+        self._emit(Outgoing(event("conversation.item.added", previous_item_id=previous, item=item.wire())))
+        if not audio_clips:
+            self._emit(Outgoing(event("conversation.item.done", previous_item_id=previous, item=item.wire())))
+        for index, clip in audio_clips:
+            self.transcriber.start(item, clip, content_index=index)
+
+    def _decode_item_audio(self, audio: str, event_id: str | None) -> Any:
+        try:
+            payload = decode_base64(audio)
+            return self.listener.decode_clip(payload)
+        except AudioFormatError as error:
+            raise ProtocolError(str(error), code="invalid_audio", param="item.content.audio",
+                                event_id=event_id) from None
+
+    # -- the machine and its actions ----------------------------------------------------------------
+
+    def _feed(self, machine_event: dx.Event) -> None:
+        self.machine.feed(machine_event)
+        for action in self.machine.take_actions():
+            self._act(action)
+
+    def _act(self, action: dx.Action) -> None:  # noqa: C901 - one case per action keeps it readable
+        match action:
+            case dx.SpeechStarted(item_id, start_ms):
+                self.current_ledger = TurnLedger(item_id=item_id)
+                self.ledgers[item_id] = self.current_ledger
+                self.current_ledger.mark("speech_start", stream_ms=start_ms)
+                self._emit(Outgoing(event("input_audio_buffer.speech_started", audio_start_ms=int(start_ms),
+                                          item_id=item_id)))
+            case dx.SpeechStopped(item_id, end_ms):
+                if ledger := self.ledgers.get(item_id):
+                    ledger.mark("speech_end", stream_ms=end_ms)
+                self._emit(Outgoing(event("input_audio_buffer.speech_stopped", audio_end_ms=int(end_ms),
+                                          item_id=item_id)))
+            case dx.CommitBuffer(item_id, start_ms, end_ms):
+                self._commit(item_id, start_ms, end_ms)
+            case dx.ClearBuffer():
+                self.listener.buffer.clear()
+                self._emit(Outgoing(event("input_audio_buffer.cleared")))
+            case dx.StartReply(response_id, trigger):
+                self._start_reply(response_id, trigger)
+            case dx.CancelReply(response_id, reason):
+                self._cancel_reply(response_id, reason)
+            case dx.ForwardAudio(response_id, payload):
+                self._forward_audio(response_id, payload)
+            case dx.DropAudio():
+                self.dropped_audio_chunks += 1
+            case dx.CompleteReply(response_id, status):
+                self._finish_reply(response_id, status)
+            case dx.ArmIdleTimer(delay_ms):
+                self._arm_idle_timer(delay_ms)
+            case dx.DisarmIdleTimer():
+                if self._idle_timer is not None:
+                    self._idle_timer.cancel()
+                    self._idle_timer = None
+            case dx.IdleTimeout(item_id, start_ms, end_ms):
+                self._emit(Outgoing(event("input_audio_buffer.timeout_triggered", item_id=item_id,
+                                          audio_start_ms=int(start_ms), audio_end_ms=int(end_ms))))
+            case dx.Reject(error):
+                self._emit(Outgoing(error_event(error)))
+            case dx.SilenceBegan() | dx.SpeechResumed():
+                pass  # speculative recognition hooks in here
+
+    def _commit(self, item_id: str, start_ms: float | None, end_ms: float | None) -> None:
+        audio = self.listener.buffer.take(start_ms, end_ms)
+        ledger = self.ledgers.setdefault(item_id, TurnLedger(item_id=item_id))
+        self.current_ledger = ledger
+        ledger.mark("commit", stream_ms=self.listener.stream_ms)
+        item = Item(item_id, "user", [Part("input_audio")], audio_ms=1000.0 * len(audio) / 16_000)
+        previous = self.conversation.add(item)
+        self._emit(Outgoing(event("input_audio_buffer.committed", previous_item_id=previous, item_id=item_id)))
+        self._emit(Outgoing(event("conversation.item.added", previous_item_id=previous, item=item.wire())))
+        self.transcriber.start(item, audio, content_index=0, ledger=ledger)
+
+    def _start_reply(self, response_id: str, trigger: str) -> None:
+        params, self._pending_response = self._pending_response, None
+        modalities = (params.output_modalities if params and params.output_modalities
+                      else self.config.output_modalities)
+        audio = "audio" in modalities
+        reply = ReplyState(response_id, assistant_item(new_id("item"), audio=audio), audio,
+                           self.config.output_format, self.config.audio.output.voice,
+                           in_conversation=not (params and params.conversation == "none"),
+                           metadata=params.metadata if params else None)
+        self._replies[response_id] = reply
+        self._playback[reply.item.id] = PlaybackEstimate()
+        cancel = self._cancels[response_id] = CancelToken()
+        ledger = self.current_ledger
+        if ledger is not None and ledger.response_id is None:
+            ledger.response_id = response_id
+        reply.open(self._emit, self.conversation)
+        instructions = params.instructions if params and params.instructions else self.config.instructions
+        max_tokens = self.config.max_output_tokens
+        task = asyncio.create_task(self._run_reply(reply, cancel, instructions,
+                                                   None if max_tokens == "inf" else max_tokens, trigger))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run_reply(self, reply: ReplyState, cancel: CancelToken, instructions: str,
+                         max_tokens: int | None, trigger: str) -> None:
+        failed = False
+        try:
+            await self.transcriber.wait_all()  # the reply answers what the user said, so it needs the words
+            if cancel.cancelled:
+                return
+            if trigger == "turn_detected" and not self._last_user_text():
+                log.info("reply %s: the turn had no words, so nothing to answer", reply.response_id)
+                return
+            messages = self.conversation.chat_messages(instructions)
+            plan = ReplyPlan(reply.response_id, messages, reply.audio, self.config.audio.output.voice,
+                             reply.output_format, max_tokens)
+            await self.responder.run(plan, _Sink(self), cancel)
+        except Exception as error:
+            failed = True
+            log.exception("reply %s failed", reply.response_id)
+            if self.machine.active_response_id == reply.response_id:
+                self._emit(Outgoing(error_event(ProtocolError(
+                    f"the reply failed in an engine: {type(error).__name__}: {error}"[:500],
+                    code="engine_error", type="server_error"))))
+        finally:
+            if self.machine.active_response_id == reply.response_id:
+                self._feed(dx.ReplyFinished(reply.response_id, failed=failed))
+
+    def _last_user_text(self) -> str:
+        user_items = [item for item in self.conversation if item.role == "user"]
+        return " ".join(p.text for p in user_items[-1].parts).strip() if user_items else ""
+
+    def _forward_audio(self, response_id: str, payload: object) -> None:
+        reply = self._replies[response_id]
+        assert isinstance(payload, _AudioPiece)
+        reply.audio_delta(self._emit, payload.data, payload.duration_ms, payload.words)
+
+    def _cancel_reply(self, response_id: str, reason: str) -> None:
+        self._cancels[response_id].cancel(reason)
+        self.outbound.purge(response_id)
+        reply = self._replies.pop(response_id)
+        estimate = self._playback.pop(reply.item.id, None)
+        if reply.audio and estimate is not None and reply.item.heard_ms is None:
+            reply.item.audio_ms = estimate.sent_ms  # purged deltas never reached the client
+            reply.item.heard_ms = estimate.heard_ms()
+        if ledger := self._ledger_for(response_id):
+            ledger.mark("barge_in", stream_ms=self.listener.stream_ms)
+        reply.close(self._emit, "cancelled", reason=reason)
+
+    def _finish_reply(self, response_id: str, status: str) -> None:
+        reply = self._replies.pop(response_id)
+        self._cancels.pop(response_id, None)
+        if ledger := self._ledger_for(response_id):
+            ledger.mark("response_done")
+        reply.close(self._emit, "failed" if status == "failed" else "completed")
+
+    def _ledger_for(self, response_id: str) -> TurnLedger | None:
+        return next((ledger for ledger in reversed(self.ledgers.values()) if ledger.response_id == response_id),
+                    None)
+
+    def _arm_idle_timer(self, delay_ms: int) -> None:
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+        loop = asyncio.get_running_loop()
+        self._idle_timer = loop.call_later(
+            delay_ms / 1000, lambda: self._feed(dx.IdleTimerFired(self.listener.stream_ms)))
+
+    # -- outbound -----------------------------------------------------------------------------------
+
+    def _emit(self, item: Outgoing) -> None:
+        self.outbound.put(item)
+
+    def on_sent(self, item: Outgoing) -> None:
+        """The transport wrote ``item`` to the socket: playback and ledger bookkeeping."""
+        if not item.is_data or item.response_id is None:
+            return
+        reply = self._replies.get(item.response_id)
+        if reply is not None and (estimate := self._playback.get(reply.item.id)) is not None:
+            estimate.on_sent(item.audio_ms)
+        if (ledger := self._ledger_for(item.response_id)) is not None:
+            ledger.mark("first_delta_sent")
+
+    async def close(self) -> None:
+        """Cancel every task and release the VAD stream."""
+        for token in self._cancels.values():
+            token.cancel("session closed")
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+        tasks = list(self._tasks) + self.transcriber.tasks()
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self.outbound.close()
+        self.listener.close()
+
+
+class _AudioPiece:
+    """Wire audio travelling through the machine as an opaque payload."""
+
+    __slots__ = ("data", "duration_ms", "words")
+
+    def __init__(self, data: bytes, duration_ms: float, words: Sequence[WordTiming]) -> None:
+        self.data = data
+        self.duration_ms = duration_ms
+        self.words = words
+
+
+class _Sink:
+    """The responder's view of the session: only the active reply gets through."""
+
+    def __init__(self, session: RealtimeSession) -> None:
+        self.session = session
+
+    async def wait_for_room(self) -> None:
+        await self.session.outbound.wait_for_room()
+
+    def reply_text(self, response_id: str, text: str) -> None:
+        session = self.session
+        if session.machine.active_response_id == response_id:
+            session._replies[response_id].text_delta(session._emit, text)
+
+    def reply_audio(self, response_id: str, payload: bytes, duration_ms: float,
+                    words: Sequence[WordTiming]) -> None:
+        self.session._feed(dx.ReplyAudio(response_id, _AudioPiece(payload, duration_ms, words)))
+
+    def reply_mark(self, response_id: str, stage: str) -> None:
+        if (ledger := self.session._ledger_for(response_id)) is not None:
+            ledger.mark(stage)
+
+    def reply_tokens(self, response_id: str, count: int) -> None:
+        reply = self.session._replies.get(response_id)
+        if reply is not None:
+            reply.output_tokens += count
+        if (ledger := self.session._ledger_for(response_id)) is not None:
+            ledger.add("tokens", count)

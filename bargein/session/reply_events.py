@@ -1,0 +1,125 @@
+"""The event sequence of one response, from ``response.created`` to ``response.done``.
+
+A :class:`ReplyState` owns the response's assistant item and emits, in protocol order: created,
+output item and content part opened, audio/transcript (or text) deltas, then the closing events
+and ``response.done`` with the final status. Closing is idempotent, so a cancel racing the natural
+end cannot produce two ``response.done``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from bargein.audio.codecs import AudioFormat, encode_base64
+from bargein.engines.base import WordTiming
+from bargein.protocol.server_events import event, response_object, usage_object
+from bargein.session.history import Conversation, Item, Part
+from bargein.session.outbound import Outgoing
+
+Emit = Callable[[Outgoing], None]
+Status = Literal["completed", "cancelled", "failed", "incomplete"]
+
+
+@dataclass
+class ReplyState:
+    """One response's item and counters, and the events that describe it."""
+
+    response_id: str
+    item: Item
+    audio: bool
+    output_format: AudioFormat
+    voice: str
+    in_conversation: bool = True
+    metadata: dict[str, str] | None = None
+    closed: bool = False
+    text_parts: list[str] = field(default_factory=list)
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def modalities(self) -> list[str]:
+        """``["audio"]`` or ``["text"]``."""
+        return ["audio"] if self.audio else ["text"]
+
+    @property
+    def part_type(self) -> str:
+        """The content part's type in ``response.content_part.*`` events."""
+        return "audio" if self.audio else "text"
+
+    def _ids(self) -> dict[str, Any]:
+        return {"response_id": self.response_id, "item_id": self.item.id, "output_index": 0,
+                "content_index": 0}
+
+    def _response(self, status: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+        return response_object(
+            self.response_id, status=status, modalities=self.modalities,
+            output=[self.item.wire()] if status != "in_progress" else [],
+            status_details=details, metadata=self.metadata,
+            usage=usage_object(self.input_tokens, self.output_tokens) if status != "in_progress" else None,
+            audio_format=_format_wire(self.output_format) if self.audio else None, voice=self.voice,
+        )
+
+    def open(self, emit: Emit, conversation: Conversation) -> None:
+        """``response.created`` and the opening of its output item and content part."""
+        emit(Outgoing(event("response.created", response=self._response("in_progress"))))
+        previous = conversation.add(self.item) if self.in_conversation else None
+        emit(Outgoing(event("response.output_item.added", response_id=self.response_id, output_index=0,
+                            item=self.item.wire())))
+        if self.in_conversation:
+            emit(Outgoing(event("conversation.item.added", previous_item_id=previous, item=self.item.wire())))
+        part = {"type": self.part_type, "transcript": ""} if self.audio else {"type": "text", "text": ""}
+        emit(Outgoing(event("response.content_part.added", **self._ids(), part=part)))
+
+    def text_delta(self, emit: Emit, text: str) -> None:
+        """A transcript (audio) or text delta."""
+        self.text_parts.append(text)
+        self.item.parts[0].text = "".join(self.text_parts)
+        kind = "response.output_audio_transcript.delta" if self.audio else "response.output_text.delta"
+        emit(Outgoing(event(kind, **self._ids(), delta=text), response_id=self.response_id))
+
+    def audio_delta(self, emit: Emit, payload: bytes, duration_ms: float, words: Sequence[WordTiming]) -> None:
+        """An audio delta; the item's length and word timings grow with what is actually sent."""
+        offset = self.item.audio_ms
+        self.item.words.extend(WordTiming(w.word, w.start_ms + offset, w.end_ms + offset) for w in words)
+        self.item.audio_ms += duration_ms
+        emit(Outgoing(event("response.output_audio.delta", **self._ids(), delta=encode_base64(payload)),
+                      response_id=self.response_id, audio_ms=duration_ms))
+
+    def close(self, emit: Emit, status: Status, *, reason: str | None = None,
+              error: dict[str, Any] | None = None) -> None:
+        """The closing events and ``response.done``; a second call does nothing."""
+        if self.closed:
+            return
+        self.closed = True
+        self.item.status = "completed" if status == "completed" else "incomplete"
+        ids = self._ids()
+        heard = self.item.heard_text()
+        if self.audio:
+            emit(Outgoing(event("response.output_audio.done", **ids)))
+            emit(Outgoing(event("response.output_audio_transcript.done", **ids, transcript=heard)))
+            part = {"type": "audio", "transcript": heard}
+        else:
+            emit(Outgoing(event("response.output_text.done", **ids, text=heard)))
+            part = {"type": "text", "text": heard}
+        emit(Outgoing(event("response.content_part.done", **ids, part=part)))
+        emit(Outgoing(event("response.output_item.done", response_id=self.response_id, output_index=0,
+                            item=self.item.wire())))
+        if self.in_conversation:
+            emit(Outgoing(event("conversation.item.done", item=self.item.wire())))
+        details: dict[str, Any] = {"type": status}
+        if reason:
+            details["reason"] = reason
+        if error:
+            details["error"] = error
+        emit(Outgoing(event("response.done", response=self._response(status, details))))
+
+
+def _format_wire(fmt: AudioFormat) -> dict[str, Any]:
+    return {"type": fmt.type, "rate": fmt.rate} if fmt.type == "audio/pcm" else {"type": fmt.type}
+
+
+def assistant_item(item_id: str, *, audio: bool) -> Item:
+    """An empty in-progress assistant item for a new reply."""
+    return Item(item_id, "assistant", [Part("output_audio" if audio else "output_text")], status="in_progress")

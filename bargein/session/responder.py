@@ -1,0 +1,172 @@
+"""The think and speak stages of one reply: LLM tokens -> clauses -> TTS -> wire audio.
+
+The LLM and the TTS run concurrently: clauses flow through a small bounded queue, so the first
+clause is being spoken while the model is still writing the second. Both check the reply's
+:class:`CancelToken` once per token or chunk. What they produce goes to a :class:`ReplySink`,
+which decides (through the duplex machine) whether it may still reach the client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from bargein.audio.codecs import AudioFormat, float_to_int16
+from bargein.audio.resample import StreamResampler
+from bargein.engines.base import (
+    CancelToken,
+    ChatMessage,
+    GenerationOptions,
+    LanguageModel,
+    SpeechSynthesizer,
+    WordTiming,
+)
+from bargein.engines.clauses import ClauseSplitter
+
+log = logging.getLogger(__name__)
+DELTA_MS = 200.0
+"""Longest audio delta sent: finer deltas make cancellation and the heard estimate finer."""
+
+
+class ReplySink(Protocol):
+    """Where a reply's output goes; implemented by the session."""
+
+    async def wait_for_room(self) -> None:
+        """Backpressure from the client connection."""
+
+    def reply_text(self, response_id: str, text: str) -> None:
+        """A piece of the reply's text (transcript of audio about to be sent, or text output)."""
+
+    def reply_audio(self, response_id: str, payload: bytes, duration_ms: float,
+                    words: Sequence[WordTiming]) -> None:
+        """A piece of wire audio; word timings are relative to this piece."""
+
+    def reply_mark(self, response_id: str, stage: str) -> None:
+        """A latency stage was reached (llm_first_token, tts_first_audio)."""
+
+    def reply_tokens(self, response_id: str, count: int) -> None:
+        """Tokens the LLM produced."""
+
+
+@dataclass(frozen=True)
+class ReplyPlan:
+    """Everything a reply needs to know up front."""
+
+    response_id: str
+    messages: Sequence[ChatMessage]
+    audio: bool
+    voice: str | None
+    output_format: AudioFormat
+    max_tokens: int | None = None
+
+
+class Responder:
+    """Runs replies against the shared LLM and TTS engines."""
+
+    def __init__(self, llm: LanguageModel, tts: SpeechSynthesizer, *, clause_queue: int = 4) -> None:
+        self.llm = llm
+        self.tts = tts
+        self.clause_queue = clause_queue
+
+    async def run(self, plan: ReplyPlan, sink: ReplySink, cancel: CancelToken) -> None:
+        """Produce the whole reply unless cancelled; engine errors propagate to the caller."""
+        clauses: asyncio.Queue[str | None] = asyncio.Queue(self.clause_queue)
+        think = asyncio.create_task(self._think(plan, sink, cancel, clauses if plan.audio else None))
+        if not plan.audio:
+            await think
+            return
+        speak = asyncio.create_task(self._speak(plan, sink, cancel, clauses))
+        try:
+            done, _ = await asyncio.wait({think, speak}, return_when=asyncio.FIRST_EXCEPTION)
+            for task in done:
+                task.result()
+            await asyncio.gather(think, speak)
+        finally:
+            for task in (think, speak):
+                if not task.done():
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await task
+
+    async def _think(self, plan: ReplyPlan, sink: ReplySink, cancel: CancelToken,
+                     clauses: asyncio.Queue[str | None] | None) -> None:
+        splitter = ClauseSplitter()
+        options = GenerationOptions(max_tokens=plan.max_tokens or 256)
+        tokens = 0
+        try:
+            async for token in self.llm.stream(plan.messages, cancel=cancel, options=options):
+                if cancel.cancelled:
+                    break
+                if tokens == 0:
+                    sink.reply_mark(plan.response_id, "llm_first_token")
+                tokens += 1
+                if clauses is None:
+                    sink.reply_text(plan.response_id, token)
+                    continue
+                for clause in splitter.feed(token):
+                    await clauses.put(clause)
+            if clauses is not None:
+                if cancel.cancelled:
+                    _drain_then_end(clauses)
+                else:
+                    if rest := splitter.flush():
+                        await clauses.put(rest)
+                    await clauses.put(None)
+        finally:
+            sink.reply_tokens(plan.response_id, tokens)
+
+    async def _speak(self, plan: ReplyPlan, sink: ReplySink, cancel: CancelToken,
+                     clauses: asyncio.Queue[str | None]) -> None:
+        out_rate = plan.output_format.rate
+        resampler: StreamResampler | None = None
+        first_audio = True
+        first_clause = True
+        while (clause := await clauses.get()) is not None:
+            if cancel.cancelled:
+                return
+            spoken_text_sent = False
+            async for chunk in self.tts.synthesize(clause, voice=plan.voice, cancel=cancel):
+                if cancel.cancelled:
+                    return
+                if resampler is None or resampler.in_rate != chunk.sample_rate:
+                    resampler = StreamResampler(chunk.sample_rate, out_rate)
+                audio = resampler.process(chunk.audio)
+                if not len(audio):
+                    continue
+                if first_audio:
+                    sink.reply_mark(plan.response_id, "tts_first_audio")
+                    first_audio = False
+                if not spoken_text_sent:
+                    # the transcript of a clause goes out with its first audio, so text never runs ahead
+                    sink.reply_text(plan.response_id, clause if first_clause else " " + clause)
+                    spoken_text_sent = True
+                    first_clause = False
+                await self._send_audio(plan, sink, cancel, audio, chunk.words)
+
+    async def _send_audio(self, plan: ReplyPlan, sink: ReplySink, cancel: CancelToken,
+                          audio: np.ndarray, words: Sequence[WordTiming]) -> None:
+        rate = plan.output_format.rate
+        step = int(rate * DELTA_MS / 1000)
+        for offset in range(0, len(audio), step):
+            await sink.wait_for_room()
+            if cancel.cancelled:
+                return
+            piece = audio[offset:offset + step]
+            start_ms = 1000.0 * offset / rate
+            duration_ms = 1000.0 * len(piece) / rate
+            piece_words = [WordTiming(w.word, w.start_ms - start_ms, w.end_ms - start_ms)
+                           for w in words if start_ms <= w.start_ms < start_ms + duration_ms]
+            sink.reply_audio(plan.response_id, plan.output_format.encode(float_to_int16(piece)),
+                             duration_ms, piece_words)
+
+
+def _drain_then_end(queue: asyncio.Queue[str | None]) -> None:
+    while not queue.empty():
+        queue.get_nowait()
+    queue.put_nowait(None)

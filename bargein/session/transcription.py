@@ -1,0 +1,71 @@
+"""The transcribe stage: committed user audio to text, with the protocol's transcription events."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+import numpy as np
+import numpy.typing as npt
+
+from bargein.engines.base import SpeechRecognizer, Transcript
+from bargein.protocol.server_events import event, transcription_usage
+from bargein.session.history import Conversation, Item
+from bargein.session.ledger import TurnLedger
+from bargein.session.outbound import Outgoing
+
+log = logging.getLogger(__name__)
+
+
+class Transcriber:
+    """Runs recognition of each committed user item and reports it; replies wait for it."""
+
+    def __init__(self, asr: SpeechRecognizer, conversation: Conversation,
+                 emit: Callable[[Outgoing], None]) -> None:
+        self.asr = asr
+        self.conversation = conversation
+        self.emit = emit
+        self._pending: dict[str, asyncio.Task[Transcript | None]] = {}
+        self.results: dict[str, Transcript] = {}
+
+    def start(self, item: Item, audio: npt.NDArray[np.float32], *, content_index: int,
+              ledger: TurnLedger | None = None) -> None:
+        """Begin recognising ``audio`` for ``item.parts[content_index]``."""
+        task = asyncio.create_task(self._run(item, audio, content_index, ledger))
+        self._pending[item.id] = task
+        task.add_done_callback(lambda _t: self._pending.pop(item.id, None))
+
+    async def _run(self, item: Item, audio: npt.NDArray[np.float32], content_index: int,
+                   ledger: TurnLedger | None) -> Transcript | None:
+        try:
+            transcript = await self.asr.transcribe(audio)
+        except Exception as error:
+            log.exception("transcription of %s failed", item.id)
+            self.emit(Outgoing(event(
+                "conversation.item.input_audio_transcription.failed", item_id=item.id,
+                content_index=content_index,
+                error={"type": "server_error", "code": "asr_error", "message": f"{type(error).__name__}: {error}",
+                       "param": None})))
+            return None
+        if ledger is not None:
+            ledger.mark("asr_final")
+        text = transcript.text.strip()
+        item.parts[content_index].text = text
+        self.results[item.id] = transcript
+        self.emit(Outgoing(event(
+            "conversation.item.input_audio_transcription.completed", item_id=item.id,
+            content_index=content_index, transcript=text,
+            usage=transcription_usage(len(audio) / 16_000))))
+        self.emit(Outgoing(event("conversation.item.done", item=item.wire())))
+        return transcript
+
+    async def wait_all(self) -> None:
+        """Until every pending recognition has finished (failures included)."""
+        pending = list(self._pending.values())
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    def tasks(self) -> list[asyncio.Task[Transcript | None]]:
+        """The recognitions still running."""
+        return list(self._pending.values())
