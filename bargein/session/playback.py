@@ -38,3 +38,25 @@ class PlaybackEstimate:
             return 0.0
         played = 1000.0 * (self.clock() - self.first_sent_wall_s) - self._stall_ms
         return max(0.0, min(self.sent_ms, played))
+
+
+@dataclass
+class Pacer:
+    """Keeps a reply's audio at most ``lead_ms`` ahead of real-time playback.
+
+    Sending a whole reply at once would leave it "done" on the server while the client still plays
+    it; pacing keeps the reply live until its last ``lead_ms``, so a barge-in cancels it for real and
+    the client never holds more than ``lead_ms`` of audio to throw away.
+    """
+
+    lead_ms: float = 1000.0
+    clock: Callable[[], float] = time.monotonic
+    started_s: float | None = None
+
+    def delay_s(self, forwarded_ms: float) -> float:
+        """How long to wait before forwarding more, given ``forwarded_ms`` already forwarded."""
+        now = self.clock()
+        if self.started_s is None:
+            self.started_s = now
+        played_ms = 1000.0 * (now - self.started_s)
+        return max(0.0, (forwarded_ms - played_ms - self.lead_ms) / 1000.0)

@@ -26,7 +26,7 @@ from bargein.session.history import Conversation, Item, Part
 from bargein.session.ledger import TurnLedger
 from bargein.session.listener import Listener
 from bargein.session.outbound import Outbound, Outgoing
-from bargein.session.playback import PlaybackEstimate
+from bargein.session.playback import Pacer, PlaybackEstimate
 from bargein.session.reply_events import ReplyState, assistant_item
 from bargein.session.responder import Responder, ReplyPlan
 from bargein.session.transcription import Transcriber
@@ -52,8 +52,10 @@ def turn_settings(config: SessionConfig) -> dx.TurnSettings | None:
 class RealtimeSession:
     """The conversation state, the machine, and the tasks that serve one client."""
 
-    def __init__(self, engines: Engines, *, config: SessionConfig | None = None) -> None:
+    def __init__(self, engines: Engines, *, config: SessionConfig | None = None,
+                 output_lead_ms: float = 1000.0) -> None:
         self.engines = engines
+        self.output_lead_ms = output_lead_ms
         self.config = config or SessionConfig()
         self.outbound = Outbound()
         self.conversation = Conversation()
@@ -65,7 +67,9 @@ class RealtimeSession:
         self.current_ledger: TurnLedger | None = None
         self._replies: dict[str, ReplyState] = {}
         self._cancels: dict[str, CancelToken] = {}
-        self._playback: dict[str, PlaybackEstimate] = {}
+        self._playback: dict[str, tuple[Item, PlaybackEstimate]] = {}
+        """The recent replies' items and play estimates, by response id (kept past response.done)."""
+        self._pacers: dict[str, Pacer] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._idle_timer: asyncio.TimerHandle | None = None
         self._pending_response: ce.ResponseParams | None = None
@@ -188,6 +192,7 @@ class RealtimeSession:
                 self.current_ledger = TurnLedger(item_id=item_id)
                 self.ledgers[item_id] = self.current_ledger
                 self.current_ledger.mark("speech_start", stream_ms=start_ms)
+                self._cut_playing_replies()
                 self._emit(Outgoing(event("input_audio_buffer.speech_started", audio_start_ms=int(start_ms),
                                           item_id=item_id)))
             case dx.SpeechStopped(item_id, end_ms):
@@ -245,7 +250,10 @@ class RealtimeSession:
                            in_conversation=not (params and params.conversation == "none"),
                            metadata=params.metadata if params else None)
         self._replies[response_id] = reply
-        self._playback[reply.item.id] = PlaybackEstimate()
+        self._playback[response_id] = (reply.item, PlaybackEstimate())
+        while len(self._playback) > 4:
+            self._playback.pop(next(iter(self._playback)))
+        self._pacers[response_id] = Pacer(self.output_lead_ms)
         cancel = self._cancels[response_id] = CancelToken()
         ledger = self.current_ledger
         if ledger is not None and ledger.response_id is None:
@@ -296,17 +304,31 @@ class RealtimeSession:
         self._cancels[response_id].cancel(reason)
         self.outbound.purge(response_id)
         reply = self._replies.pop(response_id)
-        estimate = self._playback.pop(reply.item.id, None)
-        if reply.audio and estimate is not None and reply.item.heard_ms is None:
-            reply.item.audio_ms = estimate.sent_ms  # purged deltas never reached the client
-            reply.item.heard_ms = estimate.heard_ms()
+        self._pacers.pop(response_id, None)
+        if reply.audio and (entry := self._playback.get(response_id)) is not None:
+            reply.item.audio_ms = entry[1].sent_ms  # purged deltas never reached the client
+            reply.item.heard_ms = entry[1].heard_ms()
         if ledger := self._ledger_for(response_id):
             ledger.mark("barge_in", stream_ms=self.listener.stream_ms)
         reply.close(self._emit, "cancelled", reason=reason)
 
+    def _cut_playing_replies(self) -> None:
+        """The user spoke while the client may still be playing a finished reply: keep what was heard.
+
+        A client truncate, if one follows, replaces this estimate with its playback cursor.
+        """
+        for response_id, (item, estimate) in self._playback.items():
+            if response_id in self._replies or item.heard_ms is not None:
+                continue
+            heard = estimate.heard_ms()
+            if heard < estimate.sent_ms - 1.0:
+                item.heard_ms = heard
+                item.status = "incomplete"
+
     def _finish_reply(self, response_id: str, status: str) -> None:
         reply = self._replies.pop(response_id)
         self._cancels.pop(response_id, None)
+        self._pacers.pop(response_id, None)
         if ledger := self._ledger_for(response_id):
             ledger.mark("response_done")
         reply.close(self._emit, "failed" if status == "failed" else "completed")
@@ -331,9 +353,8 @@ class RealtimeSession:
         """The transport wrote ``item`` to the socket: playback and ledger bookkeeping."""
         if not item.is_data or item.response_id is None:
             return
-        reply = self._replies.get(item.response_id)
-        if reply is not None and (estimate := self._playback.get(reply.item.id)) is not None:
-            estimate.on_sent(item.audio_ms)
+        if (entry := self._playback.get(item.response_id)) is not None:
+            entry[1].on_sent(item.audio_ms)
         if (ledger := self._ledger_for(item.response_id)) is not None:
             ledger.mark("first_delta_sent")
 
@@ -370,8 +391,13 @@ class _Sink:
     def __init__(self, session: RealtimeSession) -> None:
         self.session = session
 
-    async def wait_for_room(self) -> None:
-        await self.session.outbound.wait_for_room()
+    async def wait_for_room(self, response_id: str) -> None:
+        session = self.session
+        await session.outbound.wait_for_room()
+        reply = session._replies.get(response_id)
+        pacer = session._pacers.get(response_id)
+        if reply is not None and pacer is not None and (delay := pacer.delay_s(reply.item.audio_ms)) > 0:
+            await asyncio.sleep(delay)
 
     def reply_text(self, response_id: str, text: str) -> None:
         session = self.session

@@ -37,8 +37,8 @@ DELTA_MS = 200.0
 class ReplySink(Protocol):
     """Where a reply's output goes; implemented by the session."""
 
-    async def wait_for_room(self) -> None:
-        """Backpressure from the client connection."""
+    async def wait_for_room(self, response_id: str) -> None:
+        """Backpressure from the client connection and real-time pacing."""
 
     def reply_text(self, response_id: str, text: str) -> None:
         """A piece of the reply's text (transcript of audio about to be sent, or text output)."""
@@ -154,7 +154,7 @@ class Responder:
         rate = plan.output_format.rate
         step = int(rate * DELTA_MS / 1000)
         for offset in range(0, len(audio), step):
-            await sink.wait_for_room()
+            await sink.wait_for_room(plan.response_id)
             if cancel.cancelled:
                 return
             piece = audio[offset:offset + step]

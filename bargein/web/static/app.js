@@ -130,12 +130,14 @@ function onAudible(itemId, contextTime) {
 }
 
 function onTurnMetrics(ev) {
-  // Our own event: its fields may grow; show first_audio_ms, keep the rest in the row's tooltip.
-  const rid = ev.response_id ?? ev.metrics?.response_id;
-  const turn = (rid && turnsByResponse.get(rid)) || currentTurn();
+  // Our own event: its fields may grow. Show the server's first-audio figure; keep the rest in the tooltip.
+  const m = ev.metrics ?? ev.turn ?? ev;
+  const rid = m.response_id ?? ev.response_id;
+  const uid = m.item_id ?? ev.item_id;
+  const turn = (rid && turnsByResponse.get(rid)) || test.turns.find((t) => uid && t.userItem === uid) || currentTurn();
   if (!turn) return;
-  turn.server = ev.metrics ?? ev;
-  const v = ev.first_audio_ms ?? ev.metrics?.first_audio_ms;
+  turn.server = m;
+  const v = m.first_audio_ms ?? m.first_delta_sent_ms;
   if (typeof v === 'number') turn.serverFirstAudioMs = v;
   renderTurn(turn);
 }

@@ -1,0 +1,147 @@
+"""End to end with the official openai client: real speech streamed at real-time pace, real Silero VAD.
+
+ASR, LLM and TTS are the deterministic fakes here (named as such), so the assertions can be exact;
+the real models have their own tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from bargein.engines.base import Engines
+from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer
+from bargein.engines.silero_vad import SileroVad
+from tests.support.realtime_client import EventLog, collect, openai_client, stream_realtime, validate_server_event
+from tests.support.server import running_server
+from tests.support.speech import librivox_clip, pcm16_24k
+
+LONG_REPLY = ("This is a long answer that keeps going for a while, so that there is plenty of time to cut in "
+              "before it ends, and it still goes on after that.")
+
+
+def fake_engines(*, filler: str = "", transcripts: tuple[str, ...] = ("he was not an ill disposed young man",)) \
+        -> tuple[Engines, FakeLanguageModel]:
+    llm = FakeLanguageModel(filler=filler, token_delay_s=0.005)
+    engines = Engines(SileroVad(), FakeRecognizer(transcripts), llm, FakeSynthesizer(ms_per_char=60, chunk_ms=100))
+    return engines, llm
+
+
+def assert_no_audio_after_done(log: EventLog) -> None:
+    done_at: dict[str, int] = {}
+    for index, received in enumerate(log.events):
+        event = received.event
+        if event["type"] == "response.done":
+            done_at[event["response"]["id"]] = index
+        if event["type"] == "response.output_audio.delta":
+            assert event["response_id"] not in done_at, "audio delta after its response.done"
+
+
+async def test_spoken_turn_gets_transcript_reply_and_audio() -> None:
+    engines, llm = fake_engines()
+    with running_server(engines) as host:
+        async with openai_client(host).realtime.connect(model="bargein-test") as connection:
+            log = EventLog()
+            reader = asyncio.create_task(collect(connection, log))
+            await log.wait_for(lambda e: e["type"] == "session.created")
+            await stream_realtime(connection, pcm16_24k(librivox_clip("0880"), silence_after_s=1.2))
+            done = await log.wait_for(lambda e: e["type"] == "response.done", timeout=30)
+            reader.cancel()
+
+    for received in log.events:
+        validate_server_event(received.event)
+    types = log.types()
+    assert types[0] == "session.created"
+    assert types.index("input_audio_buffer.speech_started") < types.index("input_audio_buffer.speech_stopped")
+    assert types.index("input_audio_buffer.speech_stopped") < types.index("input_audio_buffer.committed")
+    started = log.of("input_audio_buffer.speech_started")
+    assert len(started) == 1, "one utterance must give one turn"
+    # the clip's speech starts within its first half second and lasts about 3 s
+    assert 0 <= started[0]["audio_start_ms"] <= 600
+    assert 2200 <= log.of("input_audio_buffer.speech_stopped")[0]["audio_end_ms"] <= 3300
+    completed = log.of("conversation.item.input_audio_transcription.completed")
+    assert completed[0]["transcript"] == "he was not an ill disposed young man"
+    assert done["response"]["status"] == "completed"
+    deltas = log.of("response.output_audio.delta")
+    assert deltas and all(d["response_id"] == done["response"]["id"] for d in deltas)
+    transcript = log.of("response.output_audio_transcript.done")[0]["transcript"]
+    assert transcript == "You said: he was not an ill disposed young man."
+    assert llm.seen[-1][-1].content == "he was not an ill disposed young man"
+
+
+async def test_barge_in_cancels_reply_and_history_keeps_only_heard_text() -> None:
+    engines, llm = fake_engines(filler=LONG_REPLY, transcripts=("he was not an ill disposed young man",
+                                                                 "he might even have been made amiable himself"))
+    with running_server(engines) as host:
+        async with openai_client(host).realtime.connect(model="bargein-test") as connection:
+            log = EventLog()
+            reader = asyncio.create_task(collect(connection, log))
+            await log.wait_for(lambda e: e["type"] == "session.created")
+            await stream_realtime(connection, pcm16_24k(librivox_clip("0880"), silence_after_s=0.8))
+            first_delta = await log.wait_for(lambda e: e["type"] == "response.output_audio.delta")
+            first_response = first_delta["response_id"]
+            assistant_item = first_delta["item_id"]
+            # let about 1.5 s of the reply "play", then the user cuts in
+            silence = bytes(960 * 75)
+            await stream_realtime(connection, silence)
+            await stream_realtime(connection, pcm16_24k(librivox_clip("0930"), silence_after_s=1.2))
+            cancelled = await log.wait_for(lambda e: e["type"] == "response.done"
+                                           and e["response"]["id"] == first_response)
+            received_ms = sum(len(d["delta"]) * 3 / 4 / 48 for d in log.of("response.output_audio.delta")
+                              if d["response_id"] == first_response)
+            await connection.send({"type": "conversation.item.truncate", "item_id": assistant_item,
+                                   "content_index": 0, "audio_end_ms": 1500})
+            truncated = await log.wait_for(lambda e: e["type"] == "conversation.item.truncated")
+            second_done = await log.wait_for(lambda e: e["type"] == "response.done"
+                                             and e["response"]["id"] != first_response, timeout=30)
+            await asyncio.sleep(0.3)
+            reader.cancel()
+
+    for received in log.events:
+        validate_server_event(received.event)
+    assert cancelled["response"]["status"] == "cancelled"
+    assert cancelled["response"]["status_details"]["reason"] == "turn_detected"
+    assert_no_audio_after_done(log)
+    starts = log.of("input_audio_buffer.speech_started")
+    assert len(starts) == 2
+    # the interruption was noticed before the first reply finished on its own
+    full_reply_ms = len("You said: he was not an ill disposed young man. " + LONG_REPLY) * 60
+    assert received_ms < full_reply_ms
+    assert truncated["audio_end_ms"] == min(1500, int(received_ms))
+    assert second_done["response"]["status"] == "completed"
+    # the second reply's history holds only the heard words of the first
+    history = llm.seen[-1]
+    assistant = [m.content for m in history if m.role == "assistant"]
+    assert len(assistant) == 1
+    heard = assistant[0]
+    assert heard and len(heard) < len("You said: he was not an ill disposed young man. " + LONG_REPLY)
+    assert ("You said: he was not an ill disposed young man. " + LONG_REPLY).startswith(heard.rstrip("."))
+    # 1.5 s at 60 ms per character is about 25 characters
+    assert 10 <= len(heard) <= 40
+
+
+async def test_text_turn_with_text_output() -> None:
+    engines, llm = fake_engines()
+    with running_server(engines) as host:
+        async with openai_client(host).realtime.connect(model="bargein-test") as connection:
+            log = EventLog()
+            reader = asyncio.create_task(collect(connection, log))
+            await connection.session.update(session={"type": "realtime", "output_modalities": ["text"]})
+            await connection.conversation.item.create(item={
+                "type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi there"}]})
+            await connection.response.create()
+            done = await log.wait_for(lambda e: e["type"] == "response.done")
+            reader.cancel()
+    for received in log.events:
+        validate_server_event(received.event)
+    text = "".join(e["delta"] for e in log.of("response.output_text.delta"))
+    assert text == "You said: hi there."
+    assert not log.of("response.output_audio.delta")
+    assert done["response"]["output"][0]["content"][0] == {"type": "output_text", "text": "You said: hi there."}
+    _ = llm
+
+
+def _unused(_: Any) -> None:
+    pass
