@@ -74,7 +74,8 @@ def proportional_words(text: str, audio: Float32Audio, sample_rate: int) -> tupl
 
 class FliteSynthesizer:
     """:class:`~bargein.engines.base.SpeechSynthesizer` on the flite binary: 24 kHz mono, one chunk per
-    sentence, word timings proportional to characters within each chunk.
+    sentence, word timings proportional to characters within each chunk (flite's own segment timings
+    are not read back), leading silence trimmed to ``lead_ms``.
 
     At most ``max_processes`` flite processes run at once (per event loop), so a burst of sessions
     cannot fork without bound; the waiting ones queue.
@@ -82,7 +83,8 @@ class FliteSynthesizer:
 
     sample_rate = SAMPLE_RATE
 
-    def __init__(self, *, binary: str = "flite", default_voice: str = "slt", max_processes: int = 2) -> None:
+    def __init__(self, *, binary: str = "flite", default_voice: str = "slt", max_processes: int = 2,
+                 lead_ms: float = 100.0) -> None:
         path = shutil.which(binary)
         if path is None:
             raise FliteNotFound(f"{binary!r} is not on PATH; fix: apt-get install flite")
@@ -93,6 +95,7 @@ class FliteSynthesizer:
             raise FliteNotFound(f"{path} -lv lists no voices; fix: apt-get install --reinstall flite")
         self.default_voice = default_voice if default_voice in self.voices else self.voices[0]
         self.max_processes = max_processes
+        self.lead_samples = round(lead_ms * SAMPLE_RATE / 1000)
         self._slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary())
 
@@ -123,6 +126,10 @@ class FliteSynthesizer:
                 audio = soxr.resample(audio, rate, SAMPLE_RATE, quality="HQ").astype(np.float32)
             # Resampling can overshoot by a hair near full scale.
             audio = np.clip(audio, -1.0, 1.0)
+            # Flite pads about 250 ms of silence in front of every sentence: keep ``lead_ms`` of it, so
+            # first audio comes early and sentences are not separated by long gaps.
+            loud = np.flatnonzero(np.abs(audio) > _SILENCE)
+            audio = audio[max(int(loud[0]) - self.lead_samples, 0) if len(loud) else 0:]
             yield SpeechChunk(audio=audio, sample_rate=SAMPLE_RATE,
                               words=proportional_words(sentence, audio, SAMPLE_RATE))
 
