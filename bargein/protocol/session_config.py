@@ -92,7 +92,7 @@ class AudioInput(_Strict):
     format: WireFormat = Field(default_factory=PcmFormat)
     transcription: InputTranscription | None = Field(default_factory=InputTranscription)
     noise_reduction: NoiseReduction | None = None
-    turn_detection: TurnDetection | None = Field(default_factory=ServerVad)
+    turn_detection: TurnDetection | None = Field(default_factory=lambda: ServerVad())
 
 
 class AudioOutput(_Strict):
@@ -107,13 +107,17 @@ class AudioConfig(_Strict):
     """Both directions of audio."""
 
     input: AudioInput = Field(default_factory=AudioInput)
-    output: AudioOutput = Field(default_factory=AudioOutput)
+    output: AudioOutput = Field(default_factory=lambda: AudioOutput())
 
 
 DEFAULT_INSTRUCTIONS = (
     "You are a helpful voice assistant. Answer in one or two short spoken sentences, "
     "without lists, markdown or emoji."
 )
+
+
+def _audio_only() -> list[Literal["audio", "text"]]:
+    return ["audio"]
 
 
 class SessionConfig(BaseModel):
@@ -123,7 +127,7 @@ class SessionConfig(BaseModel):
     type: Literal["realtime"] = "realtime"
     model: str = "bargein"
     instructions: str = DEFAULT_INSTRUCTIONS
-    output_modalities: list[Literal["audio", "text"]] = Field(default_factory=lambda: ["audio"])
+    output_modalities: list[Literal["audio", "text"]] = Field(default_factory=_audio_only)
     audio: AudioConfig = Field(default_factory=AudioConfig)
     max_output_tokens: int | Literal["inf"] = "inf"
     tool_choice: Any = "auto"
@@ -156,11 +160,11 @@ class SessionConfig(BaseModel):
 def _deep_merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
     result = dict(base)
     for key, value in patch.items():
-        if key == "turn_detection" and isinstance(value, dict) and isinstance(result.get(key), dict):
+        if (key == "turn_detection" and isinstance(value, dict) and isinstance(result.get(key), dict)
+                and value.get("type", result[key].get("type")) != result[key].get("type")):
             # a new type starts from that type's defaults rather than the old type's fields
-            if value.get("type", result[key].get("type")) != result[key].get("type"):
-                result[key] = value
-                continue
+            result[key] = value
+            continue
         if isinstance(value, dict) and isinstance(result.get(key), dict):
             result[key] = _deep_merge(result[key], value)
         else:

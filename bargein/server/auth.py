@@ -27,7 +27,7 @@ def offered_key(websocket: WebSocket) -> str | None:
         return header[7:].strip()
     for protocol in websocket.scope.get("subprotocols", []):
         if protocol.startswith(KEY_SUBPROTOCOL_PREFIX):
-            return protocol[len(KEY_SUBPROTOCOL_PREFIX):]
+            return str(protocol[len(KEY_SUBPROTOCOL_PREFIX):])
     return None
 
 

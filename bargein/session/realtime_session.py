@@ -28,7 +28,7 @@ from bargein.session.listener import Listener
 from bargein.session.outbound import Outbound, Outgoing
 from bargein.session.playback import Pacer, PlaybackEstimate
 from bargein.session.reply_events import ReplyState, assistant_item
-from bargein.session.responder import Responder, ReplyPlan
+from bargein.session.responder import ReplyPlan, Responder
 from bargein.session.transcription import Transcriber
 
 log = logging.getLogger(__name__)
@@ -186,7 +186,7 @@ class RealtimeSession:
         for action in self.machine.take_actions():
             self._act(action)
 
-    def _act(self, action: dx.Action) -> None:  # noqa: C901 - one case per action keeps it readable
+    def _act(self, action: dx.Action) -> None:
         match action:
             case dx.SpeechStarted(item_id, start_ms):
                 self.current_ledger = TurnLedger(item_id=item_id)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import time
 from collections.abc import Callable
@@ -42,7 +43,7 @@ class EventLog:
         """Event types in arrival order."""
         return [r.event["type"] for r in self.events]
 
-    async def wait_for(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 30.0) -> dict[str, Any]:
+    async def wait_for(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 30.0) -> dict[str, Any]:  # noqa: ASYNC109
         """The first event (already received or future) matching ``predicate``."""
         deadline = time.monotonic() + timeout
         seen = 0
@@ -55,10 +56,8 @@ class EventLog:
             if remaining <= 0:
                 raise TimeoutError(f"no matching event; got {self.types()[-30:]}")
             self.changed.clear()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.changed.wait(), remaining)
-            except TimeoutError:
-                pass
 
 
 def validate_server_event(event: dict[str, Any]) -> None:

@@ -1,0 +1,233 @@
+"""Scripted timelines for the pure duplex machine: stream time is the only clock."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from bargein.session import duplex as dx
+
+FRAME_MS = 32.0
+
+
+class Timeline:
+    """Feeds VAD frames of 32 ms at given probabilities and keeps every action."""
+
+    def __init__(self, settings: dx.TurnSettings | str | None = "default") -> None:
+        counter = itertools.count(1)
+        self.machine = dx.DuplexMachine(lambda prefix: f"{prefix}_{next(counter)}",
+                                        dx.TurnSettings() if settings == "default" else settings)  # type: ignore[arg-type]
+        self.now_ms = 0.0
+        self.actions: list[dx.Action] = []
+
+    def frames(self, probability: float, duration_ms: float) -> list[dx.Action]:
+        new: list[dx.Action] = []
+        for _ in range(round(duration_ms / FRAME_MS)):
+            self.machine.feed(dx.VadFrame(self.now_ms, self.now_ms + FRAME_MS, probability))
+            self.now_ms += FRAME_MS
+            new += self.machine.take_actions()
+        self.actions += new
+        return new
+
+    def speech(self, duration_ms: float) -> list[dx.Action]:
+        return self.frames(0.9, duration_ms)
+
+    def silence(self, duration_ms: float) -> list[dx.Action]:
+        return self.frames(0.05, duration_ms)
+
+    def feed(self, event: dx.Event) -> list[dx.Action]:
+        self.machine.feed(event)
+        new = self.machine.take_actions()
+        self.actions += new
+        return new
+
+
+def of(actions: list[dx.Action], kind: type) -> list:
+    return [a for a in actions if isinstance(a, kind)]
+
+
+def test_a_turn_ends_after_the_silence_duration_and_starts_a_reply() -> None:
+    t = Timeline()
+    t.silence(320)
+    started = of(t.speech(1024), dx.SpeechStarted)
+    assert started == [dx.SpeechStarted("item_1", 320.0)]
+    assert t.machine.phase is dx.Phase.USER_SPEAKING
+    # 480 ms of silence is not yet the 500 ms endpoint
+    assert not of(t.silence(480), dx.SpeechStopped)
+    end = t.silence(32)
+    assert of(end, dx.SpeechStopped) == [dx.SpeechStopped("item_1", 1344.0)]
+    commit = of(end, dx.CommitBuffer)[0]
+    assert commit.item_id == "item_1" and commit.start_ms == 320.0 - 300 and commit.end_ms == t.now_ms
+    assert of(end, dx.StartReply) == [dx.StartReply("resp_2", "turn_detected")]
+    assert t.machine.phase is dx.Phase.THINKING
+
+
+def test_prefix_padding_never_reaches_before_the_stream_start() -> None:
+    t = Timeline()
+    t.speech(320)
+    commit = of(t.silence(544), dx.CommitBuffer)[0]
+    assert commit.start_ms == 0.0
+
+
+def test_hysteresis_keeps_a_turn_going_through_middling_probabilities() -> None:
+    t = Timeline()
+    t.speech(320)
+    # 0.4 is below the 0.5 onset threshold but above the 0.35 offset threshold: still speech
+    assert not of(t.frames(0.4, 1000), dx.SilenceBegan)
+    assert t.machine.phase is dx.Phase.USER_SPEAKING
+
+
+def test_speech_resuming_before_the_endpoint_voids_the_silence() -> None:
+    t = Timeline()
+    t.speech(320)
+    began = of(t.silence(320), dx.SilenceBegan)
+    assert began == [dx.SilenceBegan("item_1", 320.0)]
+    assert of(t.speech(64), dx.SpeechResumed) == [dx.SpeechResumed("item_1")]
+    assert not of(t.silence(480), dx.CommitBuffer)
+    assert of(t.silence(32), dx.CommitBuffer)
+
+
+def _agent_speaking(t: Timeline) -> str:
+    t.speech(640)
+    response_id = of(t.silence(512), dx.StartReply)[0].response_id
+    forwarded = t.feed(dx.ReplyAudio(response_id, "chunk-1"))
+    assert forwarded == [dx.ForwardAudio(response_id, "chunk-1")]
+    assert t.machine.phase is dx.Phase.AGENT_SPEAKING
+    return response_id
+
+
+def test_speech_during_the_reply_cancels_it_and_its_later_audio_is_dropped() -> None:
+    t = Timeline()
+    response_id = _agent_speaking(t)
+    barge = t.speech(32)
+    assert [type(a) for a in barge] == [dx.DisarmIdleTimer, dx.SpeechStarted, dx.CancelReply]
+    assert of(barge, dx.CancelReply) == [dx.CancelReply(response_id, "turn_detected")]
+    assert t.feed(dx.ReplyAudio(response_id, "chunk-2")) == [dx.DropAudio(response_id)]
+    # the generation task ending later changes nothing: response.done went out with the cancel
+    assert t.feed(dx.ReplyFinished(response_id)) == []
+    assert t.machine.phase is dx.Phase.USER_SPEAKING
+
+
+def test_interrupt_response_off_lets_the_reply_continue() -> None:
+    t = Timeline(dx.TurnSettings(interrupt_response=False))
+    response_id = _agent_speaking(t)
+    assert not of(t.speech(64), dx.CancelReply)
+    assert t.feed(dx.ReplyAudio(response_id, "chunk-2")) == [dx.ForwardAudio(response_id, "chunk-2")]
+
+
+def test_speech_exactly_at_reply_start_cancels_the_reply_before_any_audio() -> None:
+    t = Timeline()
+    t.speech(640)
+    t.silence(480)
+    # the frame that completes the endpoint is followed at once by a speech frame
+    endpoint = t.silence(32)
+    response_id = of(endpoint, dx.StartReply)[0].response_id
+    barge = t.speech(32)
+    assert of(barge, dx.CancelReply) == [dx.CancelReply(response_id, "turn_detected")]
+    assert t.feed(dx.ReplyAudio(response_id, "first")) == [dx.DropAudio(response_id)]
+    # the new turn gets its own reply once it ends
+    t.speech(320)
+    assert of(t.silence(512), dx.StartReply)[0].response_id != response_id
+
+
+def test_two_barge_ins_in_a_row_each_cancel_their_own_reply() -> None:
+    t = Timeline()
+    first = _agent_speaking(t)
+    assert of(t.speech(320), dx.CancelReply) == [dx.CancelReply(first, "turn_detected")]
+    second = of(t.silence(512), dx.StartReply)[0].response_id
+    t.feed(dx.ReplyAudio(second, "a"))
+    assert of(t.speech(320), dx.CancelReply) == [dx.CancelReply(second, "turn_detected")]
+    assert t.feed(dx.ReplyAudio(first, "late")) == [dx.DropAudio(first)]
+    assert t.feed(dx.ReplyAudio(second, "late")) == [dx.DropAudio(second)]
+    assert len(of(t.actions, dx.SpeechStarted)) == 3
+
+
+def test_cancel_racing_the_last_audio_chunk() -> None:
+    t = Timeline()
+    response_id = _agent_speaking(t)
+    # the client's cancel lands first: the last chunk, produced just after, is dropped
+    assert t.feed(dx.ClientResponseCancel()) == [dx.CancelReply(response_id, "client_cancelled")]
+    assert t.feed(dx.ReplyAudio(response_id, "last")) == [dx.DropAudio(response_id)]
+    assert t.feed(dx.ReplyFinished(response_id)) == []
+
+
+def test_cancel_arriving_after_the_reply_finished_is_an_error_not_a_second_done() -> None:
+    t = Timeline()
+    response_id = _agent_speaking(t)
+    t.feed(dx.ReplyAudio(response_id, "last"))
+    assert t.feed(dx.ReplyFinished(response_id)) == [dx.CompleteReply(response_id, "completed")]
+    rejected = t.feed(dx.ClientResponseCancel(event_id="evt_9"))
+    assert len(rejected) == 1 and isinstance(rejected[0], dx.Reject)
+    assert rejected[0].error.code == "response_cancel_not_active"
+    assert rejected[0].error.event_id == "evt_9"
+
+
+def test_cancel_naming_another_response_is_rejected() -> None:
+    t = Timeline()
+    response_id = _agent_speaking(t)
+    rejected = t.feed(dx.ClientResponseCancel("resp_other"))
+    assert isinstance(rejected[0], dx.Reject)
+    assert t.machine.active_response_id == response_id
+
+
+def test_commit_with_an_empty_buffer_is_rejected() -> None:
+    t = Timeline(None)
+    rejected = t.feed(dx.ClientCommit(0.0, event_id="evt_1"))
+    assert len(rejected) == 1 and isinstance(rejected[0], dx.Reject)
+    assert rejected[0].error.code == "input_audio_buffer_commit_empty"
+    assert rejected[0].error.event_id == "evt_1"
+    assert t.feed(dx.ClientCommit(99.0))[0].__class__ is dx.Reject
+    assert t.machine.phase is dx.Phase.LISTENING
+
+
+def test_manual_turns_ignore_the_vad_and_wait_for_commit_and_response_create() -> None:
+    t = Timeline(None)
+    assert t.speech(640) == []
+    committed = t.feed(dx.ClientCommit(640.0))
+    assert committed == [dx.CommitBuffer("item_1", None, None)]
+    assert t.feed(dx.ClientResponseCreate()) == [dx.DisarmIdleTimer(), dx.StartReply("resp_2", "client")]
+    again = t.feed(dx.ClientResponseCreate(event_id="evt_2"))
+    assert isinstance(again[0], dx.Reject) and again[0].error.code == "conversation_already_has_active_response"
+
+
+def test_commit_during_speech_ends_the_turn_in_vad_mode() -> None:
+    t = Timeline()
+    t.speech(320)
+    actions = t.feed(dx.ClientCommit(320.0))
+    assert [type(a) for a in actions] == [dx.SpeechStopped, dx.CommitBuffer, dx.DisarmIdleTimer, dx.StartReply]
+    assert t.machine.phase is dx.Phase.THINKING
+
+
+def test_idle_timer_is_armed_after_a_reply_and_fires_a_reply_only_when_still_idle() -> None:
+    t = Timeline(dx.TurnSettings(idle_timeout_ms=6000))
+    response_id = _agent_speaking(t)
+    assert t.feed(dx.ReplyFinished(response_id)) == [dx.CompleteReply(response_id, "completed"),
+                                                     dx.ArmIdleTimer(6000)]
+    fired = t.feed(dx.IdleTimerFired(t.now_ms))
+    assert isinstance(fired[0], dx.IdleTimeout)
+    assert of(fired, dx.StartReply)[0].trigger == "idle_timeout"
+    # a stale timer firing while the user speaks does nothing
+    t.speech(64)
+    assert t.feed(dx.IdleTimerFired(t.now_ms)) == []
+
+
+def test_time_going_backwards_is_an_illegal_transition() -> None:
+    t = Timeline()
+    t.speech(64)
+    with pytest.raises(dx.IllegalTransition):
+        t.machine.feed(dx.VadFrame(0.0, 32.0, 0.9))
+
+
+def test_finishing_a_reply_that_never_started_is_an_illegal_transition() -> None:
+    t = Timeline()
+    with pytest.raises(dx.IllegalTransition):
+        t.machine.feed(dx.ReplyFinished("resp_unknown"))
+
+
+def test_switching_to_manual_mid_turn_drops_the_turn() -> None:
+    t = Timeline()
+    t.speech(320)
+    t.feed(dx.SettingsChanged(None))
+    assert t.machine.phase is dx.Phase.LISTENING
+    assert t.silence(1000) == []
