@@ -5,22 +5,43 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-_SENTENCE_END = re.compile(r"[.!?…]+[\"')\]]*\s")
+# Sentence punctuation, closing quotes or brackets, the whitespace after, and the next character if it
+# has arrived: whether a period ends a sentence often depends on what follows it.
+_SENTENCE_END = re.compile(r"([.!?…]+)([\"'”’)\]]*)(\s+)(\S?)")
 _CLAUSE_END = re.compile(r"[,;:—–]\s")
-_ABBREVIATIONS = ("mr.", "mrs.", "ms.", "dr.", "st.", "e.g.", "i.e.", "etc.", "vs.", "no.")
+_TITLES = frozenset({
+    # Before a name: a capital after them does not start a sentence.
+    "mr", "mrs", "ms", "dr", "prof", "st", "mt", "sr", "jr", "gen", "gov", "sen", "rep", "lt", "col",
+    "capt", "sgt", "rev", "no", "nos", "fig", "vol", "vs", "ch", "sec", "art", "op",
+})
+_ABBREVIATIONS = frozenset({
+    # Often mid-sentence: they end one only when a capital follows.
+    "e.g", "i.e", "etc", "approx", "a.m", "p.m", "cf", "al", "inc", "ltd", "co", "corp", "dept", "est",
+    "min", "max", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
+})
 
 
 @dataclass
 class ClauseSplitter:
     """Accumulates LLM tokens and releases text at sentence (or long-clause) boundaries.
 
-    A clause break at a comma is taken only once the pending text is at least ``min_clause_chars``
-    long, so the TTS is not fed fragments of one or two words that sound choppy.
+    A sentence ends at ``!``, ``?``, an ellipsis or a period followed by whitespace, and at a line break
+    (list items, paragraphs). A period after a title ("Dr. Smith"), an initial, a list number
+    ("1. Open it") or an abbreviation followed by a lowercase word ("e.g. this") does not end one; when
+    that depends on the next character, the splitter waits for it (one token), and only then.
+    Decimals ("3.5") never break: a break needs whitespace after the punctuation.
+
+    A clause break at a comma, semicolon, colon or dash is taken only once the pending text is at least
+    ``min_clause_chars`` long, so the TTS is not fed fragments of one or two words that sound choppy; the
+    first clause of a reply uses the lower ``first_min_clause_chars``, because first audio waits for it.
+    Text with no break at all is cut at the last space before ``max_clause_chars``.
     """
 
     min_clause_chars: int = 40
     max_clause_chars: int = 220
+    first_min_clause_chars: int = 24
     _pending: str = field(default="", init=False)
+    _released: int = field(default=0, init=False)
 
     def feed(self, token: str) -> list[str]:
         """Add a token; return the clauses that became complete."""
@@ -30,24 +51,60 @@ class ClauseSplitter:
             clause, self._pending = self._pending[:cut].strip(), self._pending[cut:].lstrip()
             if clause:
                 ready.append(clause)
+                self._released += 1
         return ready
 
     def flush(self) -> str | None:
-        """Whatever is left at the end of the reply."""
+        """Whatever is left at the end of the reply; the splitter is then ready for the next reply."""
         rest, self._pending = self._pending.strip(), ""
+        self._released = 0
         return rest or None
 
     def _cut_point(self) -> int | None:
-        for match in _SENTENCE_END.finditer(self._pending):
-            head = self._pending[: match.start() + 1].lower()
-            if head.endswith(_ABBREVIATIONS) or re.search(r"\b\d+\.$", head):
-                continue
-            return match.end()
-        if len(self._pending) >= self.min_clause_chars:
-            for match in _CLAUSE_END.finditer(self._pending):
-                if match.start() >= self.min_clause_chars // 2:
-                    return match.end()
-        if len(self._pending) > self.max_clause_chars:
-            space = self._pending.rfind(" ", 0, self.max_clause_chars)
-            return space + 1 if space > 0 else self.max_clause_chars
+        text = self._pending
+        limit = self.max_clause_chars
+        newline = text.find("\n")
+        while newline >= 0 and not text[:newline].strip():
+            newline = text.find("\n", newline + 1)
+        for match in _SENTENCE_END.finditer(text):
+            if 0 <= newline < match.start() or match.start() >= limit:
+                break
+            verdict = self._ends_sentence(text, match)
+            if verdict is None:  # decided by a character that has not arrived yet
+                return newline + 1 if 0 <= newline < limit else None
+            if verdict:
+                return match.end(3)
+        if 0 <= newline < limit:
+            return newline + 1
+        minimum = self.first_min_clause_chars if self._released == 0 else self.min_clause_chars
+        for match in _CLAUSE_END.finditer(text):
+            if match.start() >= limit:
+                break
+            if match.start() + 1 >= minimum:
+                return match.end()
+        if len(text) > limit:
+            space = text.rfind(" ", 0, limit)
+            return space + 1 if space > 0 else limit
         return None
+
+    @staticmethod
+    def _ends_sentence(text: str, match: re.Match[str]) -> bool | None:
+        """Whether the punctuation of ``match`` ends a sentence; None when the next character decides."""
+        punct, following = match.group(1), match.group(4)
+        if following and following.islower():
+            return False  # "e.g. this", "Wait... what", "3 p.m. today"
+        if punct != ".":
+            # "!" and "?" end a sentence at once; an ellipsis only before a capital.
+            return True if ("!" in punct or "?" in punct or following) else None
+        start = max(text.rfind(" ", 0, match.start()), text.rfind("\n", 0, match.start())) + 1
+        word = text[start:match.start()].lstrip("\"'“‘([")
+        key = word.lower()
+        if key in _TITLES or (len(word) == 1 and word.isupper()):
+            return False  # "Dr. Smith", "J. K. Rowling"
+        if word.isdigit():
+            line_start = text.rfind("\n", 0, start) + 1
+            if not text[line_start:start].strip():
+                return False  # a number opening a line is a list marker: "1. Open the box"
+        elif key not in _ABBREVIATIONS and "." not in word:
+            return True  # an ordinary word: no need to wait for the next character
+        return None if not following else True
