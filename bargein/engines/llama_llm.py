@@ -32,11 +32,12 @@ from typing import Any
 
 import numpy as np
 
+from bargein.engines import llm_sampling
 from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions
 from bargein.engines.llama_kv import KvSnapshots, Tokens, common_prefix, restore_sequence, save_sequence
 from bargein.engines.llm_models import describe, resolve_gguf
 from bargein.engines.llm_prompt import DEFAULT_SYSTEM_PROMPT, with_system_prompt
-from bargein.engines.llm_sampling import SamplingParams, sample
+from bargein.engines.llm_sampling import SamplingParams
 
 log = logging.getLogger(__name__)
 
@@ -232,7 +233,7 @@ class LlamaLanguageModel:
                 logits = np.ctypeslib.as_array(self._lib.llama_get_logits_ith(self._llama.ctx, -1),
                                                shape=(self._n_vocab,))
                 recent = np.asarray(job.generated[-self.sampling.repeat_window:], dtype=np.intc)
-                pick = sample(logits, self._params(job.options), self._rng, recent)
+                pick = llm_sampling.sample(logits, self._params(job.options), self._rng, recent)
                 if pick.fell_back:
                     self.nonfinite_fallbacks += 1
                     log.warning("%s produced non-finite logits; took the greedy token", self.name)

