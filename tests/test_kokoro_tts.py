@@ -171,3 +171,14 @@ def test_a_tampered_weight_file_is_refused(tmp_path: Path) -> None:
     model.unlink()
     with pytest.raises(WeightError, match="missing"):
         KokoroSynthesizer(assets_dir=assets)
+
+
+async def test_a_very_long_sentence_is_cut_into_several_chunks(tts: KokoroSynthesizer) -> None:
+    text = ("When you get to the station, walk past the ticket machines, take the stairs on your left, "
+            "cross the footbridge over the tracks, turn right at the bakery on the corner, follow the "
+            "river for about ten minutes until you see the old mill, and then knock on the blue door "
+            "next to the garden gate where my aunt has lived for nearly forty years.")
+    chunks = await _collect(tts, text)
+    assert len(chunks) >= 2
+    assert [w.word for c in chunks for w in c.words] == text.split()
+    assert all(_rms(c.audio) > 0.01 for c in chunks)

@@ -137,8 +137,9 @@ class _Model:
 class KokoroSynthesizer:
     """:class:`~bargein.engines.base.SpeechSynthesizer` on hibari-tts (Kokoro-82M distilled), 24 kHz mono.
 
-    Each :meth:`synthesize` call yields one :class:`SpeechChunk` per sentence (long sentences are cut at
-    clause punctuation), with the next one rendering while the caller streams the current one. Word
+    Each :meth:`synthesize` call yields one :class:`SpeechChunk` per sentence, with the next one rendering
+    while the caller streams the current one. A sentence over ``max_phonemes`` (about 14 s of speech; hibari
+    itself cuts at 400) is cut at clause punctuation, so first audio never waits for a whole paragraph. Word
     timings come from the model's phoneme durations (see the module docstring). The model's leading
     silence (about 350 ms per call) is trimmed to ``lead_ms`` so first audio comes early and sentences
     are not separated by long gaps. Create with :func:`load_kokoro`.
@@ -147,7 +148,7 @@ class KokoroSynthesizer:
     sample_rate = SAMPLE_RATE
 
     def __init__(self, *, default_voice: str = DEFAULT_VOICE, speed: float = 1.0, threads: int = 1,
-                 workers: int = 1, lead_ms: float = 100.0, max_phonemes: int = 400,
+                 workers: int = 1, lead_ms: float = 100.0, max_phonemes: int = 250,
                  assets_dir: Path | None = None) -> None:
         # Check every file before the package is even imported: importing hibari reads two of them.
         for name, sha in DATA_FILES.items():
@@ -230,7 +231,8 @@ class KokoroSynthesizer:
                 # Render the next part while the caller streams this one.
                 if i + 1 < len(parts):
                     upcoming = self._submit(loop, parts[i + 1], name, cancel)
-                yield chunk
+                if len(chunk.audio):
+                    yield chunk
         finally:
             if upcoming is not None and not upcoming.cancel() and not upcoming.cancelled():
                 upcoming.exception()  # collected, so an error of a discarded job is not reported twice
@@ -314,6 +316,8 @@ class KokoroSynthesizer:
             return None
         model = self._model(voice)
         ids, where = token_ids(part.phonemes, self._vocab)
+        if len(ids) < 3:  # nothing the model can say (no character of the part is in its vocabulary)
+            return SpeechChunk(audio=np.zeros(0, np.float32), sample_rate=SAMPLE_RATE)
         outputs = model.session.run(None, {"ids": np.asarray([ids], np.int64),
                                            "speed": np.asarray([self.speed], np.float32)})
         if cancel.cancelled:
