@@ -21,10 +21,11 @@ import pytest
 
 from bargein.audio.codecs import float_to_int16
 from bargein.audio.resample import resample
+from bargein.config import Settings
 from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer
 from bargein.engines.silero_vad import SileroVad
-from tests.support.server import running_server
+from tests.support.server import free_port, running_server
 from tests.support.speech import librivox_clip, librivox_reference
 
 pytestmark = pytest.mark.slow
@@ -178,5 +179,32 @@ def test_page_fits_a_phone(server: str) -> None:
             page.goto(f"http://{server}/")
             width = page.evaluate("document.documentElement.scrollWidth")
             assert width <= 360
+        finally:
+            browser.close()
+
+
+def test_page_authenticates_with_the_key_typed_in() -> None:
+    """With keys configured, a wrong key is refused and shown as an error; the right one opens the session."""
+    if not CHROMIUM.is_file():
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium package (the test set-up does)")
+    from playwright.sync_api import sync_playwright
+
+    settings = Settings(port=free_port(), api_keys=["sk-browser-test"])
+    with running_server(browser_engines(), settings) as address, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=chromium_args(Path(os.devnull)))
+        try:
+            page = browser.new_page()
+            page.goto(f"http://{address}/")
+            page.fill("#api-key", "sk-wrong")
+            page.click("#connect")
+            page.wait_for_function("window.bargeinTest.state === 'closed'", timeout=10_000)
+            errors = page.evaluate("window.bargeinTest.errors")
+            assert errors and errors[-1]["source"] == "socket"
+            assert page.locator("#errors li").count() >= 1
+
+            page.fill("#api-key", "sk-browser-test")
+            page.click("#connect")
+            page.wait_for_function("window.bargeinTest.state === 'connected'", timeout=10_000)
+            assert page.evaluate("window.bargeinTest.events['session.created']") == 1
         finally:
             browser.close()

@@ -5,6 +5,7 @@ import { AudioEngine } from './audio.js';
 import { Camera } from './camera.js';
 import { base64ToBytes, bytesToBase64, RealtimeClient } from './realtime.js';
 import { ConversationView } from './transcript.js';
+import { TurnLog } from './turns.js';
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
@@ -13,12 +14,12 @@ const FRAME_MS = 20;
 const MAX_SOCKET_BACKLOG = 1 << 20; // bytes; beyond this the network is not keeping up and frames are dropped
 
 const view = new ConversationView($('log'));
+const turns = new TurnLog($('turns').querySelector('tbody'));
 const ui = {
   conn: $('conn-state'),
   ready: $('server-ready'),
   agent: $('agent-state'),
   errors: $('errors'),
-  turns: $('turns').querySelector('tbody'),
   playback: $('playback-info'),
 };
 
@@ -39,7 +40,7 @@ const test = {
   framesDropped: 0,
   imagesSent: 0,
   errors: [],
-  turns: [],
+  turns: turns.turns,
   events: {},
   bargeinEvents: [],
   get transcripts() {
@@ -50,12 +51,9 @@ window.bargeinTest = test;
 
 let client = null;
 let audio = null;
-let sentMs = 0; // input stream clock: ms of audio appended so far
-let sendLog = []; // {endMs, perf}: when each frame left, to place server stream positions on the wall clock
 const cutItems = new Set(); // agent items cut by barge-in: late audio for them is dropped
 const liveItems = new Set(); // agent items with audio received and not yet played to the end
 const itemResponse = new Map(); // item_id -> response_id
-const turnsByResponse = new Map();
 
 function setConn(state, text) {
   test.state = state;
@@ -79,67 +77,9 @@ function showError(source, err) {
   test.errors.push(entry);
   const li = document.createElement('li');
   const where = [entry.source, entry.type, entry.code].filter(Boolean).join(' / ');
-  li.textContent = `${entry.at.slice(11, 19)} ${where}: ${entry.message}` + (entry.param ? ` (param ${entry.param})` : '');
+  const param = entry.param ? ` (param ${entry.param})` : '';
+  li.textContent = `${entry.at.slice(11, 19)} ${where}: ${entry.message}${param}`;
   ui.errors.prepend(li);
-}
-
-// ---- turns and latency -------------------------------------------------------------------------------------
-
-function fmtMs(v) {
-  return typeof v === 'number' && Number.isFinite(v) ? `${Math.round(v)} ms` : '–';
-}
-
-function renderTurn(turn) {
-  if (!turn.row) {
-    turn.row = document.createElement('tr');
-    ui.turns.prepend(turn.row);
-  }
-  const cells = [String(turn.n), fmtMs(turn.firstAudioMs), fmtMs(turn.fromSpeechEndMs), fmtMs(turn.serverFirstAudioMs)];
-  turn.row.replaceChildren(...cells.map((t) => Object.assign(document.createElement('td'), { textContent: t })));
-  if (turn.server) turn.row.title = JSON.stringify(turn.server);
-}
-
-function currentTurn() {
-  return test.turns[test.turns.length - 1] ?? null;
-}
-
-/** Wall-clock time at which the sample at stream position `ms` was sent (null if too old to know). */
-function streamMsToPerf(ms) {
-  for (const e of sendLog) if (e.endMs >= ms) return e.perf - (e.endMs - ms);
-  return null;
-}
-
-function onSpeechStopped(ev) {
-  const turn = { n: test.turns.length + 1, stoppedAt: performance.now(), audioEndMs: ev.audio_end_ms ?? null,
-    userItem: ev.item_id ?? null, responseId: null, agentItem: null, firstAudioMs: null, fromSpeechEndMs: null,
-    serverFirstAudioMs: null, server: null, row: null };
-  test.turns.push(turn);
-  renderTurn(turn);
-  setAgent('thinking');
-}
-
-function onAudible(itemId, contextTime) {
-  const turn = currentTurn();
-  if (!turn || turn.firstAudioMs !== null) return;
-  const playedAt = audio.contextToPerf(contextTime);
-  turn.agentItem = itemId;
-  turn.firstAudioMs = playedAt - turn.stoppedAt;
-  const speechEnd = turn.audioEndMs === null ? null : streamMsToPerf(turn.audioEndMs);
-  if (speechEnd !== null) turn.fromSpeechEndMs = playedAt - speechEnd;
-  renderTurn(turn);
-}
-
-function onTurnMetrics(ev) {
-  // Our own event: its fields may grow. Show the server's first-audio figure; keep the rest in the tooltip.
-  const m = ev.metrics ?? ev.turn ?? ev;
-  const rid = m.response_id ?? ev.response_id;
-  const uid = m.item_id ?? ev.item_id;
-  const turn = (rid && turnsByResponse.get(rid)) || test.turns.find((t) => uid && t.userItem === uid) || currentTurn();
-  if (!turn) return;
-  turn.server = m;
-  const v = m.first_audio_ms ?? m.first_delta_sent_ms;
-  if (typeof v === 'number') turn.serverFirstAudioMs = v;
-  renderTurn(turn);
 }
 
 // ---- barge-in ----------------------------------------------------------------------------------------------
@@ -194,7 +134,7 @@ function onEvent(ev) {
   test.events[type] = (test.events[type] ?? 0) + 1;
   if (type.startsWith('bargein.')) {
     test.bargeinEvents.push(ev);
-    if (type === 'bargein.turn.metrics') onTurnMetrics(ev);
+    if (type === 'bargein.turn.metrics') turns.metrics(ev);
     return;
   }
   switch (type) {
@@ -211,7 +151,8 @@ function onEvent(ev) {
       bargeIn().catch((err) => showError('client', err));
       break;
     case 'input_audio_buffer.speech_stopped':
-      onSpeechStopped(ev);
+      turns.speechStopped(ev);
+      setAgent('thinking');
       break;
     case 'conversation.item.input_audio_transcription.delta':
       view.userDelta(ev.item_id, ev.delta ?? '');
@@ -223,14 +164,9 @@ function onEvent(ev) {
     case 'conversation.item.input_audio_transcription.failed':
       showError('transcription', ev.error ?? { message: 'transcription failed' });
       break;
-    case 'response.created': {
-      const turn = currentTurn();
-      if (turn && !turn.responseId) {
-        turn.responseId = ev.response?.id ?? null;
-        if (turn.responseId) turnsByResponse.set(turn.responseId, turn);
-      }
+    case 'response.created':
+      turns.responseCreated(ev.response?.id);
       break;
-    }
     case 'response.output_item.added':
       if (ev.item?.id) itemResponse.set(ev.item.id, ev.response_id);
       break;
@@ -280,7 +216,7 @@ function onPlayback(msg) {
     ui.playback.textContent = `playback ${msg.state}, buffered ${Math.round(msg.bufferedMs)} ms, ` +
       `underruns ${msg.underruns}, output ${audio?.sampleRate ?? 0} Hz`;
   } else if (msg.type === 'started') {
-    onAudible(msg.itemId, msg.contextTime);
+    if (audio) turns.audible(msg.itemId, audio.contextToPerf(msg.contextTime));
   } else if (msg.type === 'drained') {
     liveItems.delete(msg.itemId);
   }
@@ -296,10 +232,8 @@ function onMicFrame(pcm, peak) {
     return;
   }
   client.send({ type: 'input_audio_buffer.append', audio: bytesToBase64(pcm) });
-  sentMs += FRAME_MS;
+  turns.frameSent(FRAME_MS);
   test.framesSent++;
-  sendLog.push({ endMs: sentMs, perf: performance.now() });
-  if (sendLog.length > 3000) sendLog = sendLog.slice(-1500); // one minute of frames is plenty
 }
 
 // ---- connection --------------------------------------------------------------------------------------------
@@ -307,8 +241,9 @@ function onMicFrame(pcm, peak) {
 async function connect(ev) {
   ev?.preventDefault();
   setConn('connecting', 'connecting…');
-  sentMs = 0;
-  sendLog = [];
+  turns.reset();
+  cutItems.clear();
+  liveItems.clear();
   // The AudioContext is created inside the click handler: browsers only let a user gesture start audio.
   audio = new AudioEngine({ onFrame: onMicFrame, onPlayback });
   try {
@@ -328,7 +263,11 @@ async function connect(ev) {
         client.send(sessionUpdate());
       } else if (state === 'closed') {
         if (detail.code !== 1000) {
-          showError('socket', { code: detail.code, message: `connection closed (${detail.code}) ${detail.reason}` });
+          // 1006 without a reason is what a browser reports when the server refused the handshake.
+          const refused = detail.code === 1006 && !detail.reason;
+          const hint = refused ? ' (refused or dropped: check the API key and the server log)' : '';
+          const message = `connection closed (${detail.code}) ${detail.reason}${hint}`;
+          showError('socket', { code: detail.code, message });
         }
         setConn('closed', `closed ${detail.code}`);
         audio?.stop();
