@@ -160,9 +160,9 @@ class SessionConfig(BaseModel):
 def _deep_merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
     result = dict(base)
     for key, value in patch.items():
-        if (key == "turn_detection" and isinstance(value, dict) and isinstance(result.get(key), dict)
+        if (isinstance(value, dict) and isinstance(result.get(key), dict)
                 and value.get("type", result[key].get("type")) != result[key].get("type")):
-            # a new type starts from that type's defaults rather than the old type's fields
+            # a new type (format, turn detection) starts from its own defaults, not the old type's fields
             result[key] = value
             continue
         if isinstance(value, dict) and isinstance(result.get(key), dict):

@@ -148,6 +148,10 @@ class Responder:
                     spoken_text_sent = True
                     first_clause = False
                 await self._send_audio(plan, sink, cancel, audio, chunk.words)
+        if resampler is not None and not cancel.cancelled:
+            tail = resampler.process(np.zeros(0, np.float32), last=True)
+            if len(tail):
+                await self._send_audio(plan, sink, cancel, tail, ())
 
     async def _send_audio(self, plan: ReplyPlan, sink: ReplySink, cancel: CancelToken,
                           audio: np.ndarray, words: Sequence[WordTiming]) -> None:

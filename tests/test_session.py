@@ -1,0 +1,144 @@
+"""The session shell in process (no socket): engine failures, cancellation reach, formats, items."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from bargein.audio.codecs import AudioFormat, float_to_int16
+from bargein.engines.base import CancelToken, ChatMessage, Engines, GenerationOptions
+from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
+from bargein.session.realtime_session import RealtimeSession
+from tests.support.realtime_client import validate_server_event
+
+
+class CountingLanguageModel:
+    """Streams numbered tokens forever, counting those produced after cancellation."""
+
+    def __init__(self) -> None:
+        self.after_cancel = 0
+
+    async def stream(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
+                     options: GenerationOptions | None = None) -> AsyncIterator[str]:
+        for index in range(10_000):
+            if cancel.cancelled:
+                self.after_cancel += 1
+                return
+            await asyncio.sleep(0.002)
+            yield f" w{index}."
+
+
+class Harness:
+    """A session plus a drain of its outbound queue."""
+
+    def __init__(self, engines: Engines) -> None:
+        self.session = RealtimeSession(engines)
+        self.events: list[dict[str, Any]] = []
+        self.session.start()
+
+    async def send(self, **event: Any) -> None:
+        await self.session.handle_message(json.dumps(event))
+
+    async def drain(self, until: str | None = None, timeout: float = 10.0) -> list[dict[str, Any]]:
+        async def pump() -> None:
+            while True:
+                item = await self.session.outbound.get()
+                self.session.on_sent(item)
+                validate_server_event(item.event)
+                self.events.append(item.event)
+                if until is not None and item.event["type"] == until:
+                    return
+                if until is None and len(self.session.outbound) == 0:
+                    return
+        await asyncio.wait_for(pump(), timeout)
+        return self.events
+
+    def types(self) -> list[str]:
+        return [e["type"] for e in self.events]
+
+
+def engines(llm: Any = None, asr: Any = None) -> Engines:
+    return Engines(FakeVad(), asr or FakeRecognizer(("hello",)), llm or FakeLanguageModel(), FakeSynthesizer())
+
+
+async def test_an_llm_failure_is_an_error_event_and_a_failed_response_and_the_session_lives() -> None:
+    h = Harness(engines(llm=FakeLanguageModel(fail=True)))
+    await h.send(type="conversation.item.create", item={"type": "message", "role": "user",
+                                                        "content": [{"type": "input_text", "text": "hi"}]})
+    await h.send(type="response.create")
+    await h.drain(until="response.done")
+    errors = [e for e in h.events if e["type"] == "error"]
+    assert errors and errors[0]["error"]["type"] == "server_error" and errors[0]["error"]["code"] == "engine_error"
+    assert h.events[-1]["response"]["status"] == "failed"
+    await h.send(type="session.update", session={"instructions": "still here"})
+    assert (await h.drain(until="session.updated"))[-1]["session"]["instructions"] == "still here"
+    await h.session.close()
+
+
+async def test_cancel_reaches_the_llm_within_one_token_and_no_audio_follows_done() -> None:
+    llm = CountingLanguageModel()
+    h = Harness(engines(llm=llm))
+    await h.send(type="conversation.item.create", item={"type": "message", "role": "user",
+                                                        "content": [{"type": "input_text", "text": "talk"}]})
+    await h.send(type="response.create")
+    await h.drain(until="response.output_audio.delta")
+    await h.send(type="response.cancel")
+    await h.drain(until="response.done")
+    assert h.events[-1]["response"]["status"] == "cancelled"
+    assert h.events[-1]["response"]["status_details"]["reason"] == "client_cancelled"
+    await asyncio.sleep(0.1)
+    assert len(h.session.outbound) == 0, "nothing may be queued for a cancelled response"
+    assert llm.after_cancel <= 1
+    await h.session.close()
+
+
+async def test_mulaw_audio_in_and_out() -> None:
+    h = Harness(engines())
+    await h.send(type="session.update", session={"audio": {"input": {"format": {"type": "audio/pcmu"}},
+                                                           "output": {"format": {"type": "audio/pcmu"}}}})
+    fmt = AudioFormat("audio/pcmu", 8000)
+    tone = 0.3 * np.sin(2 * np.pi * 300 * np.arange(8000) / 8000)
+    clip = np.concatenate([np.zeros(2400), tone, np.zeros(8000)]).astype(np.float32)
+    wire = fmt.encode(float_to_int16(clip))
+    for offset in range(0, len(wire), 160):  # 20 ms of μ-law
+        await h.send(type="input_audio_buffer.append", audio=base64.b64encode(wire[offset:offset + 160]).decode())
+    await h.drain(until="response.done")
+    started = [e for e in h.events if e["type"] == "input_audio_buffer.speech_started"][0]
+    stopped = [e for e in h.events if e["type"] == "input_audio_buffer.speech_stopped"][0]
+    assert 250 <= started["audio_start_ms"] <= 350
+    assert 1250 <= stopped["audio_end_ms"] <= 1400
+    deltas = [e for e in h.events if e["type"] == "response.output_audio.delta"]
+    assert deltas
+    # 8 kHz μ-law is one byte per sample: "You said: hello." is 16 characters of 60 ms of fake speech
+    total = sum(len(base64.b64decode(d["delta"])) for d in deltas)
+    assert abs(total - 16 * 0.060 * 8000) <= 8
+    await h.session.close()
+
+
+async def test_an_input_audio_item_is_transcribed_and_answered() -> None:
+    h = Harness(engines(asr=FakeRecognizer(("what time is it",))))
+    audio = float_to_int16((0.2 * np.sin(np.arange(24_000) / 5)).astype(np.float32)).tobytes()
+    await h.send(type="conversation.item.create", item={
+        "type": "message", "role": "user", "content": [{"type": "input_audio",
+                                                        "audio": base64.b64encode(audio).decode()}]})
+    await h.drain(until="conversation.item.input_audio_transcription.completed")
+    await h.send(type="response.create", response={"output_modalities": ["text"]})
+    await h.drain(until="response.done")
+    text = "".join(e["delta"] for e in h.events if e["type"] == "response.output_text.delta")
+    assert text == "You said: what time is it."
+    await h.session.close()
+
+
+async def test_silence_alone_never_starts_a_turn_and_an_empty_transcript_gets_no_words() -> None:
+    h = Harness(engines(asr=FakeRecognizer(("",))))
+    silence = base64.b64encode(bytes(960)).decode()
+    for _ in range(100):
+        await h.send(type="input_audio_buffer.append", audio=silence)
+    assert "input_audio_buffer.speech_started" not in h.types()
+    assert h.session.listener.buffer.duration_ms <= 600, "an idle buffer in VAD mode stays small"
+    await h.session.close()
