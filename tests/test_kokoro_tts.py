@@ -182,3 +182,13 @@ async def test_a_very_long_sentence_is_cut_into_several_chunks(tts: KokoroSynthe
     assert len(chunks) >= 2
     assert [w.word for c in chunks for w in c.words] == text.split()
     assert all(_rms(c.audio) > 0.01 for c in chunks)
+
+
+def test_a_cached_voice_that_does_not_match_its_pin_is_refused(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Extra voices are used only from hibari's cache (never downloaded) and are checked like the rest."""
+    monkeypatch.setenv("HIBARI_HOME", str(tmp_path))
+    assert KokoroSynthesizer(default_voice="alloy").voices == ("heart",)
+    (tmp_path / "af_kore.int8.onnx").write_bytes(b"not the kore voice")
+    with pytest.raises(WeightError, match=r"af_kore\.int8\.onnx"):
+        KokoroSynthesizer()

@@ -176,7 +176,8 @@ class KokoroSynthesizer:
                 self._voice_paths[voice.name] = path
         if DEFAULT_VOICE not in self._voice_paths:
             raise WeightError(f"the bundled voice {DEFAULT_VOICE!r} is missing; fix: {_FIX}")
-        self.default_voice = default_voice if default_voice in self._voice_paths else DEFAULT_VOICE
+        self.default_voice = DEFAULT_VOICE
+        self.default_voice = self.resolve_voice(default_voice)  # any name resolve_voice accepts
         self.speed, self.threads, self.max_phonemes = speed, threads, max_phonemes
         self.lead_samples = round(lead_ms * SAMPLE_RATE / 1000)
         self._models: dict[str, _Model] = {}
