@@ -43,7 +43,7 @@ class EventLog:
         """Event types in arrival order."""
         return [r.event["type"] for r in self.events]
 
-    async def wait_for(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 30.0) -> dict[str, Any]:  # noqa: ASYNC109
+    async def wait_for(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 30.0) -> dict[str, Any]:
         """The first event (already received or future) matching ``predicate``."""
         deadline = time.monotonic() + timeout
         seen = 0
