@@ -208,3 +208,57 @@ def test_page_authenticates_with_the_key_typed_in() -> None:
             assert page.evaluate("window.bargeinTest.events['session.created']") == 1
         finally:
             browser.close()
+
+
+RESAMPLER_PROBE = """async () => {
+  const { StreamResampler } = await import('/resampler.js');
+  const { charsAt } = await import('/transcript.js');
+  function run(inRate, outRate, freq, chunk) {
+    const r = new StreamResampler(inRate, outRate);
+    const x = new Float32Array(inRate);  // one second
+    for (let i = 0; i < x.length; i++) x[i] = 0.5 * Math.sin(2 * Math.PI * freq * i / inRate);
+    const parts = [];
+    for (let i = 0; i < x.length; i += chunk) parts.push(r.push(x.subarray(i, i + chunk)));
+    parts.push(r.flush());
+    const y = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
+    let o = 0;
+    for (const p of parts) { y.set(p, o); o += p.length; }
+    let err = 0, power = 0, sq = 0;
+    for (let j = 500; j < outRate - 500; j++) {
+      const ideal = 0.5 * Math.sin(2 * Math.PI * freq * j / outRate);
+      err += (y[j] - ideal) ** 2; power += ideal ** 2; sq += y[j] ** 2;
+    }
+    return { length: y.length, snrDb: 10 * Math.log10(power / err), rms: Math.sqrt(sq / (outRate - 1000)) };
+  }
+  return {
+    down: run(48000, 24000, 1000, 128),
+    alias: run(48000, 24000, 15000, 128),
+    odd: run(44100, 24000, 3000, 441),
+    up: run(24000, 48000, 3000, 480),
+    chars: [charsAt([{ms: 0, chars: 0}, {ms: 1000, chars: 10}], 3000, 30, 500),
+            charsAt([{ms: 0, chars: 0}, {ms: 0, chars: 10}], 2000, 20, 1000)],
+  };
+}"""
+
+
+def test_worklet_resampler_and_transcript_mapping(server: str) -> None:
+    """The worklets' resampler keeps speech-band tones, removes what would alias, and drops no samples."""
+    if not CHROMIUM.is_file():
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium package (the test set-up does)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=chromium_args(Path(os.devnull)))
+        try:
+            page = browser.new_page()
+            page.goto(f"http://{server}/")
+            result = page.evaluate(RESAMPLER_PROBE)
+        finally:
+            browser.close()
+    for name, rate in (("down", 24_000), ("odd", 24_000), ("up", 48_000)):
+        assert abs(result[name]["length"] - rate) <= 2, (name, result[name])  # one second in, one second out
+        assert result[name]["snrDb"] > 60, (name, result[name])
+    # 15 kHz cannot exist at 24 kHz: without the low-pass it would fold down to 9 kHz at full level.
+    assert result["alias"]["rms"] < 0.005, result["alias"]
+    # Halfway through a clause's audio, halfway through its text; text that raced ahead spreads over the audio.
+    assert result["chars"] == [5, 10]
