@@ -10,13 +10,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
 from typing import Any
 
 from pydantic import ValidationError
 
 from bargein.audio.codecs import AudioFormatError, decode_base64
-from bargein.engines.base import CancelToken, Engines, WordTiming
+from bargein.engines.base import Engines
 from bargein.protocol import client_events as ce
 from bargein.protocol.errors import ProtocolError
 from bargein.protocol.server_events import error_event, event, new_id
@@ -26,9 +25,8 @@ from bargein.session.history import Conversation, Item, Part
 from bargein.session.ledger import TurnLedger
 from bargein.session.listener import Listener
 from bargein.session.outbound import Outbound, Outgoing
-from bargein.session.playback import Pacer, PlaybackEstimate
-from bargein.session.reply_events import ReplyState, assistant_item
-from bargein.session.responder import ReplyPlan, Responder
+from bargein.session.replies import Replies
+from bargein.session.responder import Responder
 from bargein.session.transcription import Transcriber
 
 log = logging.getLogger(__name__)
@@ -62,17 +60,11 @@ class RealtimeSession:
         self.machine = dx.DuplexMachine(new_id, turn_settings(self.config))
         self.listener = Listener(engines.vad, self.config.input_format)
         self.transcriber = Transcriber(engines.asr, self.conversation, self._emit)
-        self.responder = Responder(engines.llm, engines.tts)
+        self.replies = Replies(self, Responder(engines.llm, engines.tts), output_lead_ms=output_lead_ms,
+                               on_closed=self._reply_closed)
         self.ledgers: dict[str, TurnLedger] = {}
         self.current_ledger: TurnLedger | None = None
-        self._replies: dict[str, ReplyState] = {}
-        self._cancels: dict[str, CancelToken] = {}
-        self._playback: dict[str, tuple[Item, PlaybackEstimate]] = {}
-        """The recent replies' items and play estimates, by response id (kept past response.done)."""
-        self._pacers: dict[str, Pacer] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
         self._idle_timer: asyncio.TimerHandle | None = None
-        self._pending_response: ce.ResponseParams | None = None
         self.dropped_audio_chunks = 0
 
     # -- inbound ------------------------------------------------------------------------------------
@@ -99,9 +91,9 @@ class RealtimeSession:
             case ce.SessionUpdate():
                 self._update_session(message)
             case ce.InputAudioBufferCommit():
-                self._feed(dx.ClientCommit(self.listener.buffer.duration_ms, message.event_id))
+                self.feed(dx.ClientCommit(self.listener.buffer.duration_ms, message.event_id))
             case ce.InputAudioBufferClear():
-                self._feed(dx.ClientClear())
+                self.feed(dx.ClientClear())
             case ce.ConversationItemCreate():
                 self._create_item(message)
             case ce.ConversationItemTruncate():
@@ -113,10 +105,10 @@ class RealtimeSession:
                 self.conversation.delete(message.item_id, event_id=message.event_id)
                 self._emit(Outgoing(event("conversation.item.deleted", item_id=message.item_id)))
             case ce.ResponseCreate():
-                self._pending_response = message.response
-                self._feed(dx.ClientResponseCreate(message.event_id))
+                self.replies.pending_params = message.response
+                self.feed(dx.ClientResponseCreate(message.event_id))
             case ce.ResponseCancel():
-                self._feed(dx.ClientResponseCancel(message.response_id, message.event_id))
+                self.feed(dx.ClientResponseCancel(message.response_id, message.event_id))
 
     async def _append(self, message: ce.InputAudioBufferAppend) -> None:
         try:
@@ -126,7 +118,7 @@ class RealtimeSession:
         except AudioFormatError as error:
             raise ProtocolError(str(error), code="invalid_audio", param="audio", event_id=message.event_id) from None
         for frame in await self.listener.hear(audio):
-            self._feed(frame)
+            self.feed(frame)
         if self.machine.phase is not dx.Phase.USER_SPEAKING and self.machine.settings is not None:
             keep = max(self.machine.settings.prefix_padding_ms, 500)
             self.listener.buffer.trim_before(self.listener.stream_ms - keep)
@@ -141,7 +133,7 @@ class RealtimeSession:
                                 code="invalid_value", param=f"session.{where}", event_id=message.event_id) from None
         self.config = config
         self.listener.set_format(config.input_format)
-        self._feed(dx.SettingsChanged(turn_settings(config)))
+        self.feed(dx.SettingsChanged(turn_settings(config)))
         self._emit(Outgoing(event("session.updated", session=config.wire())))
 
     def _create_item(self, message: ce.ConversationItemCreate) -> None:
@@ -181,7 +173,7 @@ class RealtimeSession:
 
     # -- the machine and its actions ----------------------------------------------------------------
 
-    def _feed(self, machine_event: dx.Event) -> None:
+    def feed(self, machine_event: dx.Event) -> None:
         self.machine.feed(machine_event)
         for action in self.machine.take_actions():
             self._act(action)
@@ -192,7 +184,7 @@ class RealtimeSession:
                 self.current_ledger = TurnLedger(item_id=item_id)
                 self.ledgers[item_id] = self.current_ledger
                 self.current_ledger.mark("speech_start", stream_ms=start_ms)
-                self._cut_playing_replies()
+                self.replies.cut_playing()
                 self._emit(Outgoing(event("input_audio_buffer.speech_started", audio_start_ms=int(start_ms),
                                           item_id=item_id)))
             case dx.SpeechStopped(item_id, end_ms):
@@ -206,15 +198,19 @@ class RealtimeSession:
                 self.listener.buffer.clear()
                 self._emit(Outgoing(event("input_audio_buffer.cleared")))
             case dx.StartReply(response_id, trigger):
-                self._start_reply(response_id, trigger)
+                if (ledger := self.current_ledger) is not None and ledger.response_id is None:
+                    ledger.response_id = response_id
+                self.replies.start(response_id, trigger)
             case dx.CancelReply(response_id, reason):
-                self._cancel_reply(response_id, reason)
+                if ledger := self.ledger_for(response_id):
+                    ledger.mark("barge_in", stream_ms=self.listener.stream_ms)
+                self.replies.cancel(response_id, reason)
             case dx.ForwardAudio(response_id, payload):
-                self._forward_audio(response_id, payload)
+                self.replies.forward(response_id, payload)
             case dx.DropAudio():
                 self.dropped_audio_chunks += 1
             case dx.CompleteReply(response_id, status):
-                self._finish_reply(response_id, status)
+                self.replies.finish(response_id, status)
             case dx.ArmIdleTimer(delay_ms):
                 self._arm_idle_timer(delay_ms)
             case dx.DisarmIdleTimer():
@@ -240,100 +236,11 @@ class RealtimeSession:
         self._emit(Outgoing(event("conversation.item.added", previous_item_id=previous, item=item.wire())))
         self.transcriber.start(item, audio, content_index=0, ledger=ledger)
 
-    def _start_reply(self, response_id: str, trigger: str) -> None:
-        params, self._pending_response = self._pending_response, None
-        modalities = (params.output_modalities if params and params.output_modalities
-                      else self.config.output_modalities)
-        audio = "audio" in modalities
-        reply = ReplyState(response_id, assistant_item(new_id("item"), audio=audio), audio,
-                           self.config.output_format, self.config.audio.output.voice,
-                           in_conversation=not (params and params.conversation == "none"),
-                           metadata=params.metadata if params else None)
-        self._replies[response_id] = reply
-        self._playback[response_id] = (reply.item, PlaybackEstimate())
-        while len(self._playback) > 4:
-            self._playback.pop(next(iter(self._playback)))
-        self._pacers[response_id] = Pacer(self.output_lead_ms)
-        cancel = self._cancels[response_id] = CancelToken()
-        ledger = self.current_ledger
-        if ledger is not None and ledger.response_id is None:
-            ledger.response_id = response_id
-        reply.open(self._emit, self.conversation)
-        instructions = params.instructions if params and params.instructions else self.config.instructions
-        max_tokens = self.config.max_output_tokens
-        task = asyncio.create_task(self._run_reply(reply, cancel, instructions,
-                                                   None if max_tokens == "inf" else max_tokens, trigger))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _run_reply(self, reply: ReplyState, cancel: CancelToken, instructions: str,
-                         max_tokens: int | None, trigger: str) -> None:
-        failed = False
-        try:
-            await self.transcriber.wait_all()  # the reply answers what the user said, so it needs the words
-            if cancel.cancelled:
-                return
-            if trigger == "turn_detected" and not self._last_user_text():
-                log.info("reply %s: the turn had no words, so nothing to answer", reply.response_id)
-                return
-            messages = self.conversation.chat_messages(instructions)
-            plan = ReplyPlan(reply.response_id, messages, reply.audio, self.config.audio.output.voice,
-                             reply.output_format, max_tokens)
-            await self.responder.run(plan, _Sink(self), cancel)
-        except Exception as error:
-            failed = True
-            log.exception("reply %s failed", reply.response_id)
-            if self.machine.active_response_id == reply.response_id:
-                self._emit(Outgoing(error_event(ProtocolError(
-                    f"the reply failed in an engine: {type(error).__name__}: {error}"[:500],
-                    code="engine_error", type="server_error"))))
-        finally:
-            if self.machine.active_response_id == reply.response_id:
-                self._feed(dx.ReplyFinished(reply.response_id, failed=failed))
-
-    def _last_user_text(self) -> str:
-        user_items = [item for item in self.conversation if item.role == "user"]
-        return " ".join(p.text for p in user_items[-1].parts).strip() if user_items else ""
-
-    def _forward_audio(self, response_id: str, payload: object) -> None:
-        reply = self._replies[response_id]
-        assert isinstance(payload, _AudioPiece)
-        reply.audio_delta(self._emit, payload.data, payload.duration_ms, payload.words)
-
-    def _cancel_reply(self, response_id: str, reason: str) -> None:
-        self._cancels[response_id].cancel(reason)
-        self.outbound.purge(response_id)
-        reply = self._replies.pop(response_id)
-        self._pacers.pop(response_id, None)
-        if reply.audio and (entry := self._playback.get(response_id)) is not None:
-            reply.item.audio_ms = entry[1].sent_ms  # purged deltas never reached the client
-            reply.item.heard_ms = entry[1].heard_ms()
-        if ledger := self._ledger_for(response_id):
-            ledger.mark("barge_in", stream_ms=self.listener.stream_ms)
-        reply.close(self._emit, "cancelled", reason=reason)
-
-    def _cut_playing_replies(self) -> None:
-        """The user spoke while the client may still be playing a finished reply: keep what was heard.
-
-        A client truncate, if one follows, replaces this estimate with its playback cursor.
-        """
-        for response_id, (item, estimate) in self._playback.items():
-            if response_id in self._replies or item.heard_ms is not None:
-                continue
-            heard = estimate.heard_ms()
-            if heard < estimate.sent_ms - 1.0:
-                item.heard_ms = heard
-                item.status = "incomplete"
-
-    def _finish_reply(self, response_id: str, status: str) -> None:
-        reply = self._replies.pop(response_id)
-        self._cancels.pop(response_id, None)
-        self._pacers.pop(response_id, None)
-        if ledger := self._ledger_for(response_id):
+    def _reply_closed(self, response_id: str, status: str) -> None:
+        if ledger := self.ledger_for(response_id):
             ledger.mark("response_done")
-        reply.close(self._emit, "failed" if status == "failed" else "completed")
 
-    def _ledger_for(self, response_id: str) -> TurnLedger | None:
+    def ledger_for(self, response_id: str) -> TurnLedger | None:
         return next((ledger for ledger in reversed(self.ledgers.values()) if ledger.response_id == response_id),
                     None)
 
@@ -342,7 +249,7 @@ class RealtimeSession:
             self._idle_timer.cancel()
         loop = asyncio.get_running_loop()
         self._idle_timer = loop.call_later(
-            delay_ms / 1000, lambda: self._feed(dx.IdleTimerFired(self.listener.stream_ms)))
+            delay_ms / 1000, lambda: self.feed(dx.IdleTimerFired(self.listener.stream_ms)))
 
     # -- outbound -----------------------------------------------------------------------------------
 
@@ -353,18 +260,15 @@ class RealtimeSession:
         """The transport wrote ``item`` to the socket: playback and ledger bookkeeping."""
         if not item.is_data or item.response_id is None:
             return
-        if (entry := self._playback.get(item.response_id)) is not None:
-            entry[1].on_sent(item.audio_ms)
-        if (ledger := self._ledger_for(item.response_id)) is not None:
+        self.replies.on_sent(item)
+        if (ledger := self.ledger_for(item.response_id)) is not None:
             ledger.mark("first_delta_sent")
 
     async def close(self) -> None:
         """Cancel every task and release the VAD stream."""
-        for token in self._cancels.values():
-            token.cancel("session closed")
         if self._idle_timer is not None:
             self._idle_timer.cancel()
-        tasks = list(self._tasks) + self.transcriber.tasks()
+        tasks: list[asyncio.Task[Any]] = [*self.replies.close(), *self.transcriber.tasks()]
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -372,49 +276,3 @@ class RealtimeSession:
                 await task
         self.outbound.close()
         self.listener.close()
-
-
-class _AudioPiece:
-    """Wire audio travelling through the machine as an opaque payload."""
-
-    __slots__ = ("data", "duration_ms", "words")
-
-    def __init__(self, data: bytes, duration_ms: float, words: Sequence[WordTiming]) -> None:
-        self.data = data
-        self.duration_ms = duration_ms
-        self.words = words
-
-
-class _Sink:
-    """The responder's view of the session: only the active reply gets through."""
-
-    def __init__(self, session: RealtimeSession) -> None:
-        self.session = session
-
-    async def wait_for_room(self, response_id: str) -> None:
-        session = self.session
-        await session.outbound.wait_for_room()
-        reply = session._replies.get(response_id)
-        pacer = session._pacers.get(response_id)
-        if reply is not None and pacer is not None and (delay := pacer.delay_s(reply.item.audio_ms)) > 0:
-            await asyncio.sleep(delay)
-
-    def reply_text(self, response_id: str, text: str) -> None:
-        session = self.session
-        if session.machine.active_response_id == response_id:
-            session._replies[response_id].text_delta(session._emit, text)
-
-    def reply_audio(self, response_id: str, payload: bytes, duration_ms: float,
-                    words: Sequence[WordTiming]) -> None:
-        self.session._feed(dx.ReplyAudio(response_id, _AudioPiece(payload, duration_ms, words)))
-
-    def reply_mark(self, response_id: str, stage: str) -> None:
-        if (ledger := self.session._ledger_for(response_id)) is not None:
-            ledger.mark(stage)
-
-    def reply_tokens(self, response_id: str, count: int) -> None:
-        reply = self.session._replies.get(response_id)
-        if reply is not None:
-            reply.output_tokens += count
-        if (ledger := self.session._ledger_for(response_id)) is not None:
-            ledger.add("tokens", count)
