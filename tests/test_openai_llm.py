@@ -87,21 +87,24 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def llama_server() -> Iterator[str]:
+def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real ``llama_cpp.server`` on loopback serving the packaged SmolLM2."""
     port = _free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    # A file, not a pipe: the server logs a lot while loading and would block on a full pipe.
+    log_path = tmp_path_factory.mktemp("llama_server") / "server.log"
+    log_file = log_path.open("wb")
     process = subprocess.Popen(
         [sys.executable, "-m", "llama_cpp.server", "--model", str(SMOLLM2_135M.path()),
          "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--model_alias", "smollm2"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        env=env, stdout=log_file, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}/v1"
     try:
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + 120
         while True:
             if process.poll() is not None:
-                err = process.stderr.read().decode() if process.stderr else ""
-                raise RuntimeError(f"llama_cpp.server exited: {err[-2000:]}")
+                tail = log_path.read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"llama_cpp.server exited with {process.returncode}: {tail}")
             try:
                 if httpx.get(f"{base}/models", timeout=1).status_code == 200:
                     break
@@ -117,6 +120,7 @@ def llama_server() -> Iterator[str]:
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             process.kill()
+        log_file.close()
 
 
 @pytest.mark.slow
