@@ -114,9 +114,10 @@ async def test_mulaw_audio_in_and_out() -> None:
     assert 1250 <= stopped["audio_end_ms"] <= 1400
     deltas = [e for e in h.events if e["type"] == "response.output_audio.delta"]
     assert deltas
-    # 8 kHz μ-law is one byte per sample: "You said: hello." is 16 characters of 60 ms of fake speech
+    # 8 kHz μ-law is one byte per sample: "You said: hello." is 16 characters of 60 ms of fake speech,
+    # in ten 100 ms chunks joined by nine 8 ms crossfades
     total = sum(len(base64.b64decode(d["delta"])) for d in deltas)
-    assert abs(total - 16 * 0.060 * 8000) <= 8
+    assert abs(total - (16 * 0.060 - 9 * 0.008) * 8000) <= 8
     await h.session.close()
 
 

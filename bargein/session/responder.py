@@ -18,6 +18,7 @@ from typing import Protocol
 import numpy as np
 
 from bargein.audio.codecs import AudioFormat, float_to_int16
+from bargein.audio.crossfade import Crossfader
 from bargein.audio.resample import StreamResampler
 from bargein.engines.base import (
     CancelToken,
@@ -123,7 +124,7 @@ class Responder:
 
     async def _speak(self, plan: ReplyPlan, sink: ReplySink, cancel: CancelToken,
                      clauses: asyncio.Queue[str | None]) -> None:
-        out_rate = plan.output_format.rate
+        crossfader: Crossfader | None = None
         resampler: StreamResampler | None = None
         first_audio = True
         first_clause = True
@@ -134,11 +135,10 @@ class Responder:
             async for chunk in self.tts.synthesize(clause, voice=plan.voice, cancel=cancel):
                 if cancel.cancelled:
                     return
-                if resampler is None or resampler.in_rate != chunk.sample_rate:
-                    resampler = StreamResampler(chunk.sample_rate, out_rate)
-                audio = resampler.process(chunk.audio)
-                if not len(audio):
-                    continue
+                if crossfader is None:
+                    crossfader = Crossfader(chunk.sample_rate)
+                    resampler = StreamResampler(chunk.sample_rate, plan.output_format.rate)
+                joined = crossfader.push(chunk)
                 if first_audio:
                     sink.reply_mark(plan.response_id, "tts_first_audio")
                     first_audio = False
@@ -147,11 +147,14 @@ class Responder:
                     sink.reply_text(plan.response_id, clause if first_clause else " " + clause)
                     spoken_text_sent = True
                     first_clause = False
-                await self._send_audio(plan, sink, cancel, audio, chunk.words)
-        if resampler is not None and not cancel.cancelled:
-            tail = resampler.process(np.zeros(0, np.float32), last=True)
-            if len(tail):
-                await self._send_audio(plan, sink, cancel, tail, ())
+                assert resampler is not None
+                await self._send_audio(plan, sink, cancel, resampler.process(joined.audio), joined.words)
+        if crossfader is not None and resampler is not None and not cancel.cancelled:
+            tail = crossfader.flush()
+            audio = np.concatenate([resampler.process(tail.audio), resampler.process(np.zeros(0, np.float32),
+                                                                                     last=True)])
+            if len(audio):
+                await self._send_audio(plan, sink, cancel, audio, tail.words)
 
     async def _send_audio(self, plan: ReplyPlan, sink: ReplySink, cancel: CancelToken,
                           audio: np.ndarray, words: Sequence[WordTiming]) -> None:
