@@ -102,6 +102,11 @@ class SileroVad:
         self.batches_run = 0
         self.frames_run = 0
 
+    @property
+    def queue_depth(self) -> int:
+        """Frames waiting for the next batch."""
+        return len(self._pending)
+
     def open_stream(self) -> VadStream:
         """A new stream starting from silence."""
         return SileroStream(self)

@@ -10,11 +10,13 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import FastAPI, WebSocket
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from bargein.config import Settings
 from bargein.engines.base import Engines
+from bargein.metrics.prometheus import ServerMetrics
+from bargein.metrics.tracing import configure_tracing
 from bargein.server.realtime_ws import SessionRegistry, serve_realtime
 
 log = logging.getLogger(__name__)
@@ -31,6 +33,24 @@ class ServerState:
         self.load_error: str | None = None
         self.load_seconds: float | None = None
         self.registry = SessionRegistry(settings.max_sessions)
+        self.metrics = ServerMetrics(self.queue_sources)
+        self.metrics.sessions.set_function(lambda: float(len(self.registry.live)))
+
+    def queue_sources(self) -> dict[str, object]:
+        """Each stage's queue, for the ``bargein_queue_depth`` gauge."""
+        sources: dict[str, object] = {"outbound": _OutboundDepth(self.registry)}
+        if self.engines is not None:
+            sources.update(vad=self.engines.vad, asr=self.engines.asr, llm=self.engines.llm, tts=self.engines.tts)
+        return sources
+
+
+class _OutboundDepth:
+    def __init__(self, registry: SessionRegistry) -> None:
+        self.registry = registry
+
+    @property
+    def queue_depth(self) -> int:
+        return sum(len(session.outbound) for session in self.registry.live)
 
 
 def create_app(settings: Settings | None = None, engines: Engines | None = None, *,
@@ -45,6 +65,7 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None,
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         if settings.local_only:
             log.warning("no API key configured: local-only mode, only loopback clients may connect")
+        configure_tracing()
         if state.engines is None and loader is not None:
             started = time.perf_counter()
             try:
@@ -53,6 +74,8 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None,
                 state.load_error = f"{type(error).__name__}: {error}"
                 raise
             state.load_seconds = time.perf_counter() - started
+        if state.engines is not None:
+            state.metrics.watch_llm(state.engines.llm)
         if on_ready is not None:
             on_ready(state)
         yield
@@ -69,9 +92,13 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None,
                 "engines": state.engines.description if state.engines else {}, "error": state.load_error}
         return JSONResponse(body, status_code=200 if ready else 503)
 
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(state.metrics.exposition(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
     @app.websocket("/v1/realtime")
     async def realtime(websocket: WebSocket) -> None:
-        await serve_realtime(websocket, settings, state.engines, state.registry)
+        await serve_realtime(websocket, settings, state.engines, state.registry, state.metrics)
 
     if STATIC_DIR.is_dir():
         app.mount("/", StaticFiles(directory=STATIC_DIR, html=True), name="web")

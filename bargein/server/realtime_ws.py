@@ -11,6 +11,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from bargein.config import Settings
 from bargein.engines.base import Engines
+from bargein.metrics.prometheus import ServerMetrics
 from bargein.protocol.errors import ProtocolError
 from bargein.protocol.server_events import error_event
 from bargein.protocol.session_config import SessionConfig
@@ -30,7 +31,7 @@ class SessionRegistry:
 
 
 async def serve_realtime(websocket: WebSocket, settings: Settings, engines: Engines | None,
-                         registry: SessionRegistry) -> None:
+                         registry: SessionRegistry, metrics: ServerMetrics | None = None) -> None:
     """Run one Realtime session over ``websocket`` until the client leaves."""
     decision = authorize(websocket, settings.api_keys)
     if not decision.allowed:
@@ -45,10 +46,10 @@ async def serve_realtime(websocket: WebSocket, settings: Settings, engines: Engi
         await websocket.close(code=1013, reason=message)
         return
     model = websocket.query_params.get("model") or "bargein"
-    session = RealtimeSession(engines, config=SessionConfig(model=model[:200]))
+    session = RealtimeSession(engines, config=SessionConfig(model=model[:200]), metrics=metrics)
     registry.live.add(session)
     session.start()
-    writer = asyncio.create_task(_write_loop(websocket, session), name="realtime-writer")
+    writer = asyncio.create_task(_write_loop(websocket, session, metrics), name="realtime-writer")
     try:
         await _read_loop(websocket, session, settings.max_message_bytes)
     finally:
@@ -80,7 +81,7 @@ async def _read_loop(websocket: WebSocket, session: RealtimeSession, max_bytes: 
         await session.handle_message(data)
 
 
-async def _write_loop(websocket: WebSocket, session: RealtimeSession) -> None:
+async def _write_loop(websocket: WebSocket, session: RealtimeSession, metrics: ServerMetrics | None) -> None:
     while True:
         item = await session.outbound.get()
         if session.outbound.closed or websocket.application_state != WebSocketState.CONNECTED:
@@ -90,3 +91,5 @@ async def _write_loop(websocket: WebSocket, session: RealtimeSession) -> None:
         except (WebSocketDisconnect, RuntimeError, OSError):
             return
         session.on_sent(item)
+        if metrics is not None and item.event["type"] == "error":
+            metrics.errors.labels(str(item.event["error"].get("code"))).inc()

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-STAGES = ("speech_start", "speech_end", "commit", "asr_final", "llm_first_token", "tts_first_audio",
-          "first_delta_sent", "barge_in", "response_done")
+STAGES = ("speech_start", "speech_end", "commit", "asr_final", "reply_start", "llm_first_token",
+          "tts_first_audio", "first_delta_sent", "barge_in", "response_done")
 
 
 @dataclass(frozen=True)
@@ -51,17 +51,30 @@ class TurnLedger:
         return None
 
     def summary(self) -> dict[str, Any]:
-        """Stage-to-stage latencies (ms), measured from the end of speech where that applies."""
+        """Stage latencies in ms (``None`` where a stage did not happen) and the turn's counters.
+
+        ``first_audio_ms`` is the server-side view of first audio: from the wall time the last sample of
+        speech arrived to the first delta leaving the socket (the client adds its network and playout).
+        """
         span = self.elapsed_ms
+        llm_start = "reply_start"
+        if "asr_final" in self.marks and "reply_start" in self.marks \
+                and self.marks["asr_final"].wall_s > self.marks["reply_start"].wall_s:
+            llm_start = "asr_final"
         return {
             "item_id": self.item_id,
             "response_id": self.response_id,
             "speech_start_ms": self.marks["speech_start"].stream_ms if "speech_start" in self.marks else None,
             "speech_end_ms": self.marks["speech_end"].stream_ms if "speech_end" in self.marks else None,
-            "endpoint_ms": span("speech_end", "commit"),
-            "asr_final_ms": span("commit", "asr_final"),
-            "llm_first_token_ms": span("asr_final", "llm_first_token"),
-            "tts_first_audio_ms": span("llm_first_token", "tts_first_audio"),
-            "first_delta_sent_ms": span("speech_end", "first_delta_sent"),
+            "endpoint_ms": _round(span("speech_end", "commit")),
+            "asr_final_ms": _round(span("commit", "asr_final")),
+            "llm_first_token_ms": _round(span(llm_start, "llm_first_token")),
+            "tts_first_audio_ms": _round(span("llm_first_token", "tts_first_audio")),
+            "first_delta_sent_ms": _round(span("reply_start", "first_delta_sent")),
+            "first_audio_ms": _round(span("speech_end", "first_delta_sent")),
             **{key: round(value, 3) for key, value in self.counters.items()},
         }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)

@@ -16,6 +16,8 @@ from pydantic import ValidationError
 
 from bargein.audio.codecs import AudioFormatError, decode_base64
 from bargein.engines.base import Engines
+from bargein.metrics.prometheus import ServerMetrics
+from bargein.metrics.tracing import export_turn
 from bargein.protocol import client_events as ce
 from bargein.protocol.errors import ProtocolError
 from bargein.protocol.server_events import error_event, event, new_id
@@ -26,10 +28,13 @@ from bargein.session.ledger import TurnLedger
 from bargein.session.listener import Listener
 from bargein.session.outbound import Outbound, Outgoing
 from bargein.session.replies import Replies
+from bargein.session.reply_events import ReplyState
 from bargein.session.responder import Responder
 from bargein.session.transcription import Transcriber
 
 log = logging.getLogger(__name__)
+MAX_LEDGERS = 64
+"""Turn ledgers kept per session (the newest); older turns live on only in the metrics."""
 SEMANTIC_SILENCE_MS = {"low": 800, "medium": 500, "auto": 500, "high": 300}
 
 
@@ -51,8 +56,9 @@ class RealtimeSession:
     """The conversation state, the machine, and the tasks that serve one client."""
 
     def __init__(self, engines: Engines, *, config: SessionConfig | None = None,
-                 output_lead_ms: float = 1000.0) -> None:
+                 output_lead_ms: float = 1000.0, metrics: ServerMetrics | None = None) -> None:
         self.engines = engines
+        self.metrics = metrics
         self.output_lead_ms = output_lead_ms
         self.config = config or SessionConfig()
         self.outbound = Outbound()
@@ -189,7 +195,9 @@ class RealtimeSession:
                                           item_id=item_id)))
             case dx.SpeechStopped(item_id, end_ms):
                 if ledger := self.ledgers.get(item_id):
-                    ledger.mark("speech_end", stream_ms=end_ms)
+                    # the last speech sample arrived (stream_now - end) ago for a client streaming in real time
+                    lag_s = max(0.0, self.listener.stream_ms - end_ms) / 1000.0
+                    ledger.mark("speech_end", stream_ms=end_ms, wall_s=ledger.clock() - lag_s)
                 self._emit(Outgoing(event("input_audio_buffer.speech_stopped", audio_end_ms=int(end_ms),
                                           item_id=item_id)))
             case dx.CommitBuffer(item_id, start_ms, end_ms):
@@ -198,12 +206,18 @@ class RealtimeSession:
                 self.listener.buffer.clear()
                 self._emit(Outgoing(event("input_audio_buffer.cleared")))
             case dx.StartReply(response_id, trigger):
-                if (ledger := self.current_ledger) is not None and ledger.response_id is None:
-                    ledger.response_id = response_id
+                ledger = self.current_ledger
+                if ledger is None or ledger.response_id is not None:
+                    # a reply to typed input or a second reply to one turn gets a ledger of its own
+                    ledger = self.ledgers[response_id] = TurnLedger()
+                ledger.response_id = response_id
+                ledger.mark("reply_start")
                 self.replies.start(response_id, trigger)
             case dx.CancelReply(response_id, reason):
-                if ledger := self.ledger_for(response_id):
-                    ledger.mark("barge_in", stream_ms=self.listener.stream_ms)
+                if (ledger := self.ledger_for(response_id)) and reason == "turn_detected" and self.current_ledger:
+                    onset = self.current_ledger.marks["speech_start"].stream_ms or 0.0
+                    ledger.mark("barge_in", stream_ms=onset)
+                    ledger.add("barge_in_detect_ms", self.listener.stream_ms - onset)
                 self.replies.cancel(response_id, reason)
             case dx.ForwardAudio(response_id, payload):
                 self.replies.forward(response_id, payload)
@@ -236,9 +250,19 @@ class RealtimeSession:
         self._emit(Outgoing(event("conversation.item.added", previous_item_id=previous, item=item.wire())))
         self.transcriber.start(item, audio, content_index=0, ledger=ledger)
 
-    def _reply_closed(self, response_id: str, status: str) -> None:
-        if ledger := self.ledger_for(response_id):
-            ledger.mark("response_done")
+    def _reply_closed(self, reply: ReplyState, status: str) -> None:
+        ledger = self.ledger_for(reply.response_id) or TurnLedger(response_id=reply.response_id)
+        ledger.mark("response_done")
+        ledger.add("audio_sent_s", reply.item.audio_ms / 1000.0)
+        heard = reply.item.audio_ms if reply.item.heard_ms is None else reply.item.heard_ms
+        ledger.add("audio_heard_s", heard / 1000.0)
+        summary = ledger.summary()
+        self._emit(Outgoing(event("bargein.turn.metrics", status=status, **summary)))
+        if self.metrics is not None:
+            self.metrics.observe_turn(status, summary)
+        export_turn(ledger, status, summary)
+        while len(self.ledgers) > MAX_LEDGERS:
+            self.ledgers.pop(next(iter(self.ledgers)))
 
     def ledger_for(self, response_id: str) -> TurnLedger | None:
         return next((ledger for ledger in reversed(self.ledgers.values()) if ledger.response_id == response_id),

@@ -62,7 +62,7 @@ class Replies:
     """Live and recently finished replies of one session."""
 
     def __init__(self, host: ReplyHost, responder: Responder, *, output_lead_ms: float = 1000.0,
-                 on_closed: Callable[[str, str], None] | None = None) -> None:
+                 on_closed: Callable[[ReplyState, str], None] | None = None) -> None:
         self.host = host
         self.responder = responder
         self.output_lead_ms = output_lead_ms
@@ -148,7 +148,7 @@ class Replies:
             reply.item.heard_ms = entry[1].heard_ms()
         reply.close(self._emit, "cancelled", reason=reason)
         if self.on_closed:
-            self.on_closed(response_id, "cancelled")
+            self.on_closed(reply, "cancelled")
 
     def finish(self, response_id: str, status: str) -> None:
         """The reply ended by itself: closing events and ``response.done``."""
@@ -158,7 +158,7 @@ class Replies:
         final: Literal["failed", "completed"] = "failed" if status == "failed" else "completed"
         reply.close(self._emit, final)
         if self.on_closed:
-            self.on_closed(response_id, final)
+            self.on_closed(reply, final)
 
     def cut_playing(self) -> None:
         """The user spoke while the client may still be playing a finished reply: keep what was heard.

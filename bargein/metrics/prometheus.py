@@ -1,0 +1,78 @@
+"""Prometheus metrics: per-stage latency histograms, turn outcomes, and the gauges a scheduler sizes pools by.
+
+Queue depths are read from the engines at scrape time (any engine with a ``queue_depth`` attribute or
+method reports it), so the figures are never stale and the hot path pays nothing for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.02, 0.032, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0,
+                   1.5, 2.0, 3.0, 5.0, 10.0)
+STAGE_FIELDS = {
+    "endpoint": "endpoint_ms", "asr_final": "asr_final_ms", "llm_first_token": "llm_first_token_ms",
+    "tts_first_audio": "tts_first_audio_ms", "first_delta_sent": "first_delta_sent_ms",
+    "first_audio": "first_audio_ms", "barge_in_detect": "barge_in_detect_ms",
+}
+
+
+class _QueueDepths(Collector):
+    def __init__(self, sources: Callable[[], dict[str, object]]) -> None:
+        self.sources = sources
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        family = GaugeMetricFamily("bargein_queue_depth", "Work waiting in each stage's queue", labels=["stage"])
+        for stage, source in self.sources().items():
+            depth = getattr(source, "queue_depth", None)
+            if callable(depth):
+                depth = depth()
+            if isinstance(depth, int | float):
+                family.add_metric([stage], float(depth))
+        yield family
+
+
+class ServerMetrics:
+    """All metrics of one server, in their own registry (several servers can share a process in tests)."""
+
+    def __init__(self, queue_sources: Callable[[], dict[str, object]] | None = None) -> None:
+        self.registry = CollectorRegistry()
+        self.stage_latency = Histogram("bargein_stage_latency_seconds", "Latency of each stage of a turn",
+                                       ["stage"], buckets=LATENCY_BUCKETS, registry=self.registry)
+        self.turns = Counter("bargein_turns", "Replies by outcome", ["status"], registry=self.registry)
+        self.tokens = Counter("bargein_llm_tokens", "Tokens generated", registry=self.registry)
+        self.audio_seconds = Counter("bargein_audio_seconds", "Agent audio sent and heard", ["kind"],
+                                     registry=self.registry)
+        self.sessions = Gauge("bargein_sessions", "Live sessions", registry=self.registry)
+        self.errors = Counter("bargein_client_errors", "Error events sent to clients", ["code"],
+                              registry=self.registry)
+        self.llm_nonfinite = Gauge("bargein_llm_nonfinite_fallbacks", "Samplings that fell back to greedy "
+                                   "because the distribution was not finite", registry=self.registry)
+        self._llm: object | None = None
+        if queue_sources is not None:
+            self.registry.register(_QueueDepths(queue_sources))
+
+    def watch_llm(self, llm: object) -> None:
+        """Export the LLM's non-finite sampling fallback count, if it keeps one."""
+        self._llm = llm
+        self.llm_nonfinite.set_function(lambda: float(getattr(self._llm, "nonfinite_fallbacks", 0)))
+
+    def observe_turn(self, status: str, summary: dict[str, Any]) -> None:
+        """Record a finished reply's ledger."""
+        self.turns.labels(status).inc()
+        for stage, field in STAGE_FIELDS.items():
+            value = summary.get(field)
+            if isinstance(value, int | float) and value >= 0:
+                self.stage_latency.labels(stage).observe(value / 1000.0)
+        self.tokens.inc(float(summary.get("tokens", 0) or 0))
+        self.audio_seconds.labels("sent").inc(float(summary.get("audio_sent_s", 0) or 0))
+        self.audio_seconds.labels("heard").inc(float(summary.get("audio_heard_s", 0) or 0))
+
+    def exposition(self) -> bytes:
+        """The text format served at ``/metrics``."""
+        return generate_latest(self.registry)

@@ -1,0 +1,70 @@
+"""OpenTelemetry spans for each turn, exported only when an exporter is configured.
+
+``BARGEIN_OTEL_EXPORTER=console`` prints spans; ``otlp`` sends them to ``OTEL_EXPORTER_OTLP_ENDPOINT``
+(needs ``opentelemetry-exporter-otlp``). Without either, nothing is set up and turns cost nothing.
+A turn is one span from speech start (or commit) to ``response.done``, with one event per stage.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any
+
+from opentelemetry import trace
+
+from bargein.session.ledger import TurnLedger
+
+log = logging.getLogger(__name__)
+_tracer: trace.Tracer | None = None
+
+
+def configure_tracing(exporter: str | None = None, *, span_exporter: Any = None) -> bool:
+    """Install a tracer provider; returns whether spans will be exported."""
+    global _tracer
+    choice = exporter or os.environ.get("BARGEIN_OTEL_EXPORTER")
+    if span_exporter is None and not choice:
+        return False
+    try:
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import (
+            ConsoleSpanExporter,
+            SimpleSpanProcessor,
+        )
+    except ImportError:
+        log.warning("OpenTelemetry export asked for, but opentelemetry-sdk is not installed")
+        return False
+    if span_exporter is None:
+        if choice == "console":
+            span_exporter = ConsoleSpanExporter()
+        elif choice == "otlp":
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+            span_exporter = OTLPSpanExporter()
+        else:
+            log.warning("unknown BARGEIN_OTEL_EXPORTER %r (console or otlp)", choice)
+            return False
+    provider = TracerProvider(resource=Resource.create({"service.name": "bargein"}))
+    provider.add_span_processor(SimpleSpanProcessor(span_exporter))
+    _tracer = provider.get_tracer("bargein")
+    return True
+
+
+def export_turn(ledger: TurnLedger, status: str, summary: dict[str, Any]) -> None:
+    """Emit the turn as a span with its stage marks as events (no-op unless configured)."""
+    if _tracer is None or not ledger.marks:
+        return
+    to_epoch_ns = time.time_ns() - int(ledger.clock() * 1e9)
+    ordered = sorted(ledger.marks.items(), key=lambda pair: pair[1].wall_s)
+    start_ns = int(ordered[0][1].wall_s * 1e9) + to_epoch_ns
+    end_ns = int(ordered[-1][1].wall_s * 1e9) + to_epoch_ns
+    attributes = {f"bargein.{key}": value for key, value in summary.items()
+                  if isinstance(value, str | int | float) and not isinstance(value, bool)}
+    attributes["bargein.status"] = status
+    span = _tracer.start_span("bargein.turn", start_time=start_ns, attributes=attributes)
+    for stage, mark in ordered:
+        event_attributes = {"stream_ms": mark.stream_ms} if mark.stream_ms is not None else {}
+        span.add_event(stage, attributes=event_attributes, timestamp=int(mark.wall_s * 1e9) + to_epoch_ns)
+    span.end(end_time=max(end_ns, start_ns))
