@@ -82,7 +82,7 @@ def test_turn_metrics_event_and_prometheus_histograms() -> None:
     assert 'bargein_stage_latency_seconds_bucket{le="0.005",stage="first_delta_sent"}' in text
     assert 'bargein_turns_total{status="completed"} 1.0' in text
     assert 'bargein_client_errors_total{code="input_audio_buffer_commit_empty"} 1.0' in text
-    assert 'bargein_queue_depth{stage="vad"}' in text and 'bargein_queue_depth{stage="outbound"}' in text
+    assert 'bargein_queue_depth{stage="outbound"} 0.0' in text
     assert "bargein_sessions 0.0" in text
 
 
@@ -100,3 +100,18 @@ def test_turns_become_spans_when_an_exporter_is_configured() -> None:
     assert span.attributes is not None and span.attributes["bargein.first_audio_ms"] == 1360.0
     assert span.end_time is not None and span.start_time is not None
     assert abs((span.end_time - span.start_time) / 1e9 - 6.0) < 1e-3
+
+
+def test_queue_depth_is_read_from_any_engine_that_reports_one() -> None:
+    from bargein.engines.silero_vad import SileroVad
+    from bargein.metrics.prometheus import ServerMetrics
+
+    class Busy:
+        queue_depth = 3
+
+    vad = SileroVad()
+    metrics = ServerMetrics(lambda: {"vad": vad, "asr": Busy(), "tts": object()})
+    text = metrics.exposition().decode()
+    assert 'bargein_queue_depth{stage="vad"} 0.0' in text
+    assert 'bargein_queue_depth{stage="asr"} 3.0' in text
+    assert 'stage="tts"' not in text
