@@ -1,0 +1,264 @@
+"""First audio and barge-in stop, measured by the official ``openai`` client streaming speech in real time.
+
+    python bench/first_audio.py --engines instant --turns 20 [--plot first_audio.png]
+    python bench/first_audio.py --engines default --turns 10
+    python bench/first_audio.py --url 127.0.0.1:8000 --turns 10      # a server you started yourself
+
+The client behaves like a microphone: one 20 ms append every 20 ms, silence between clips, real
+speech (the LibriVox clips of Debian's pocketsphinx-testdata, resampled to 24 kHz pcm16). Every chunk's
+send time is logged, so stream positions map to wall time.
+
+* **first audio** (DESIGN.md): from the chunk holding the last sample of user speech (found offline by
+  frame energy) leaving the client, to the client receiving the first non-silent agent sample.
+* **beyond endpoint**: from the chunk that completes the server's endpoint (its ``speech_stopped``
+  ``audio_end_ms`` plus the silence, rounded up to whole 32 ms VAD frames) leaving the client, to the
+  same first audible sample: what bargein adds on top of the endpoint silence. With ``--engines
+  instant`` the engines answer at once, so this is the server's own overhead (target <= 40 ms p99).
+* **barge-in stop**: every ``--barge-every``-th reply is interrupted by the next clip as soon as its
+  first audio arrives; from the chunk holding the first sample of interrupting speech leaving the client
+  to the client receiving ``input_audio_buffer.speech_started`` for it. The script also checks that no
+  audio delta of the interrupted reply arrives after that reply's ``response.done``.
+
+When the server sends ``bargein.turn.metrics`` (the per-turn ledger), its per-stage medians are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import math
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from bench.realtime_harness import (
+    WIRE_RATE,
+    Microphone,
+    SpeechClip,
+    fmt_ms,
+    load_clips,
+    percentile,
+    server_or_url,
+)
+from bench.session_observer import Observer, TurnResult
+
+VAD_FRAME_MS = 32.0
+CUT_IN_LEAD_S = 0.1
+"""An interrupting clip starts this long before its speech onset (a little room noise, as in life)."""
+
+
+async def run_session(host_port: str, args: argparse.Namespace) -> tuple[list[TurnResult], Observer, int]:
+    """Stream ``args.turns`` clips through one session and measure each turn."""
+    from openai import AsyncOpenAI
+
+    clips = load_clips()
+    client = AsyncOpenAI(api_key="sk-local", websocket_base_url=f"ws://{host_port}/v1", max_retries=0)
+    results: list[TurnResult] = []
+    async with client.realtime.connect(model="bargein-bench", max_retries=0) as connection:
+        observer = Observer()
+        reader = asyncio.create_task(observer.read(connection))
+        created = await observer.wait_event("session.created", timeout=30)
+        silence_ms = args.silence_ms
+        if silence_ms is not None:
+            await connection.session.update(session={"type": "realtime", "audio": {"input": {"turn_detection": {
+                "type": "server_vad", "silence_duration_ms": silence_ms}}}})
+            created = await observer.wait_event("session.updated", timeout=30)
+        detection = created["session"]["audio"]["input"]["turn_detection"] or {}
+        silence_ms = int(detection.get("silence_duration_ms", 500))
+
+        async def send(chunk: bytes) -> None:
+            import base64
+
+            await connection.input_audio_buffer.append(audio=base64.b64encode(chunk).decode())
+
+        mic = Microphone(send)
+        streaming = asyncio.create_task(mic.run())
+        try:
+            await asyncio.sleep(0.5)
+            cut_in: str | None = None
+            for index in range(args.turns):
+                clip = clips[index % len(clips)]
+                interrupt = args.barge_every > 0 and index % args.barge_every == args.barge_every - 1 \
+                    and index < args.turns - 1
+                result = await _turn(mic, observer, clip, index, cut_in, silence_ms, args)
+                results.append(result)
+                print(result.line(), flush=True)
+                cut_in = None
+                if result.response_id is None:
+                    await asyncio.sleep(1.0)
+                elif interrupt:
+                    cut_in = result.response_id
+                else:
+                    await _let_reply_play(observer, result.response_id, args.max_reply_s)
+            if results and results[-1].response_id:
+                with contextlib.suppress(TimeoutError):
+                    await observer.wait_done(results[-1].response_id, timeout=args.max_reply_s)
+            await asyncio.sleep(0.3)  # let the last ledger event arrive
+        finally:
+            mic.stop()
+            streaming.cancel()
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await streaming
+    return results, observer, silence_ms
+
+
+async def _turn(mic: Microphone, observer: Observer, clip: SpeechClip, index: int, cut_in: str | None,
+                silence_ms: int, args: argparse.Namespace) -> TurnResult:
+    skip = max(0, clip.onset - int(CUT_IN_LEAD_S * WIRE_RATE)) if cut_in else 0
+    start = mic.play(clip.from_sample(skip))
+    onset_pos = start + clip.onset - skip
+    end_pos = start + clip.end - skip
+    result = TurnResult(index, clip.name, interrupted=cut_in)
+    if cut_in is not None:
+        onset_at = await mic.wait_sent(onset_pos)
+        started = await observer.wait_speech_started(since_ms=1000 * start / WIRE_RATE - 50, timeout=10)
+        if started is not None:
+            result.barge_in_ms = 1000 * (started[0] - onset_at)
+        with contextlib.suppress(TimeoutError):
+            done = await observer.wait_done(cut_in, timeout=10)
+            result.cut_status = done.status
+            result.cut_done_ms = 1000 * (done.done_at - onset_at) if done.done_at else None
+    end_at = await mic.wait_sent(end_pos)
+    turn_started = observer.last_speech_started(before_ms=1000 * end_pos / WIRE_RATE)
+    if turn_started is None:
+        return result
+    try:
+        reply = await observer.wait_audible_reply(after=turn_started, timeout=args.reply_timeout_s)
+    except TimeoutError:
+        return result
+    assert reply.audible_at is not None
+    result.response_id = reply.response_id
+    result.first_audio_ms = 1000 * (reply.audible_at - end_at)
+    stopped = observer.last_speech_stopped(before=reply.audible_at)
+    if stopped is not None:
+        result.vad_end_lag_ms = stopped - 1000 * end_pos / WIRE_RATE
+        endpoint_ms = stopped + math.ceil(silence_ms / VAD_FRAME_MS) * VAD_FRAME_MS
+        endpoint_at = mic.sent_time(int(endpoint_ms * WIRE_RATE / 1000) - 1)
+        if endpoint_at is not None:
+            result.beyond_endpoint_ms = 1000 * (reply.audible_at - endpoint_at)
+    return result
+
+
+async def _let_reply_play(observer: Observer, response_id: str, max_reply_s: float) -> None:
+    """Wait for the reply to end and for the client to have played it, then a short pause."""
+    reply = observer.responses[response_id]
+    with contextlib.suppress(TimeoutError):
+        await observer.wait_done(response_id, timeout=max_reply_s)
+    if reply.audible_at is not None:
+        play_end = reply.audible_at + min(reply.audio_ms / 1000, max_reply_s)
+        await asyncio.sleep(max(0.0, play_end - time.monotonic()))
+    await asyncio.sleep(0.6)
+
+
+def _summary(results: list[TurnResult], observer: Observer, engines: str, silence_ms: int) -> dict[str, Any]:
+    first = [r.first_audio_ms for r in results if r.first_audio_ms is not None]
+    beyond = [r.beyond_endpoint_ms for r in results if r.beyond_endpoint_ms is not None]
+    barge = [r.barge_in_ms for r in results if r.barge_in_ms is not None]
+    print()
+    print(f"turns: {len(results)}, answered: {len(first)}, interrupted: {sum(1 for r in results if r.interrupted)}")
+    print(f"{'':34s} {'n':>4s} {'p50':>6s} {'p95':>6s} {'p99':>6s} {'max':>6s}  (ms)")
+
+    def row(label: str, values: list[float]) -> None:
+        cells = [fmt_ms(percentile(values, q)) for q in (50, 95, 99)]
+        print(f"{label:34s} {len(values):4d} {' '.join(cells)} {fmt_ms(max(values) if values else math.nan)}")
+
+    row("first audio", first)
+    row(f"first audio - silence ({silence_ms} ms)", [v - silence_ms for v in first])
+    row("VAD end - energy end (stream ms)", [r.vad_end_lag_ms for r in results if r.vad_end_lag_ms is not None])
+    row("beyond endpoint (server + network)", beyond)
+    row("barge-in stop", barge)
+    cut = [r for r in results if r.interrupted]
+    cancelled = sum(1 for r in cut if r.cut_status == "cancelled")
+    print(f"interrupted replies cancelled: {cancelled}/{len(cut)} (the rest had finished sending before the "
+          f"onset was heard); audio deltas after their response.done: {observer.deltas_after_done}")
+    if engines == "instant" and beyond:
+        verdict = "meets" if percentile(beyond, 99) <= 40 else "misses"
+        print(f"instant engines: bargein adds {percentile(beyond, 99):.0f} ms p99 beyond the endpoint "
+              f"silence ({verdict} the 40 ms target)")
+    stages = _ledger_medians(observer.turn_metrics)
+    if stages:
+        print(f"server ledger (bargein.turn.metrics, {len(observer.turn_metrics)} events), medians:")
+        for key, value in stages.items():
+            print(f"  {key:28s} {value:8.1f} ms")
+    else:
+        print("server ledger: no bargein.turn.metrics events received")
+    return {"first": first, "beyond": beyond, "barge": barge, "stages": stages}
+
+
+def _ledger_medians(events: list[dict[str, Any]]) -> dict[str, float]:
+    keys: dict[str, list[float]] = {}
+    for metrics in events:
+        for key, value in metrics.items():
+            if key.endswith("_ms") and key not in ("speech_start_ms", "speech_end_ms") \
+                    and isinstance(value, int | float) and not isinstance(value, bool):
+                keys.setdefault(key, []).append(float(value))
+    return {key: statistics.median(values) for key, values in keys.items()}
+
+
+def _plot(path: str, figures: dict[str, Any], title: str) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("--plot needs matplotlib (pip install matplotlib); no plot drawn")
+        return
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for label, values in (("first audio", figures["first"]), ("beyond endpoint", figures["beyond"]),
+                          ("barge-in stop", figures["barge"])):
+        if values:
+            ordered = sorted(values)
+            left.step(ordered, [(i + 1) / len(ordered) for i in range(len(ordered))], where="post",
+                      label=f"{label} (p50 {percentile(values, 50):.0f} ms)")
+    left.set_ylim(0, 1.02)
+    left.set_xlabel("ms")
+    left.set_ylabel("fraction of turns")
+    left.set_title("client-measured latency (CDF)")
+    left.grid(alpha=0.3)
+    left.legend(fontsize=8)
+    stages = figures["stages"]
+    if stages:
+        right.barh(list(stages), list(stages.values()), color="tab:gray")
+        right.set_xlabel("median ms")
+        right.set_title("server ledger stages")
+    else:
+        right.text(0.5, 0.5, "no bargein.turn.metrics", ha="center", va="center")
+        right.set_axis_off()
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"plot: {path}")
+
+
+def main() -> None:
+    """Parse flags, run the session, print the figures."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--engines", default="instant", choices=["default", "fake", "instant"])
+    parser.add_argument("--url", help="host:port of a running server (then no server is started)")
+    parser.add_argument("--turns", type=int, default=10)
+    parser.add_argument("--barge-every", type=int, default=2,
+                        help="interrupt every k-th reply with the next clip (0: never)")
+    parser.add_argument("--silence-ms", type=int, help="set turn_detection.silence_duration_ms")
+    parser.add_argument("--reply-timeout-s", type=float, default=60.0)
+    parser.add_argument("--max-reply-s", type=float, default=12.0,
+                        help="longest a reply is let play before the next clip starts")
+    parser.add_argument("--plot", help="draw a PNG here")
+    args = parser.parse_args()
+    with server_or_url(args.engines, args.url) as (host_port, _pid):
+        results, observer, silence = asyncio.run(run_session(host_port, args))
+    figures = _summary(results, observer, args.engines, silence)
+    if args.plot:
+        _plot(args.plot, figures, f"bargein first audio, engines={args.engines}, {len(results)} turns")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,170 @@
+"""What a benchmark client sees on one Realtime connection: replies, VAD events, ledger events, arrival times."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.realtime_harness import first_audible, fmt_ms
+
+
+@dataclass
+class ReplyStats:
+    """One response as the client received it (monotonic arrival times)."""
+
+    response_id: str
+    created_at: float
+    first_delta_at: float | None = None
+    audible_at: float | None = None
+    """Arrival of the delta holding the reply's first non-silent sample."""
+    done_at: float | None = None
+    status: str | None = None
+    audio_ms: float = 0.0
+    """Agent audio received (pcm16 24 kHz)."""
+
+
+@dataclass
+class TurnResult:
+    """The figures of one user turn."""
+
+    index: int
+    clip: str
+    interrupted: str | None = None
+    """The reply this turn's speech cut into, if any."""
+    response_id: str | None = None
+    first_audio_ms: float | None = None
+    beyond_endpoint_ms: float | None = None
+    vad_end_lag_ms: float | None = None
+    """The server's ``speech_stopped`` ``audio_end_ms`` minus the speech end found by energy."""
+    barge_in_ms: float | None = None
+    cut_status: str | None = None
+    cut_done_ms: float | None = None
+
+    def line(self) -> str:
+        """One row of the per-turn log."""
+        def cell(value: float | None) -> str:
+            return fmt_ms(float("nan") if value is None else value)
+
+        text = (f"turn {self.index:3d} clip {self.clip}: first audio {cell(self.first_audio_ms)} ms, "
+                f"beyond endpoint {cell(self.beyond_endpoint_ms)} ms")
+        if self.interrupted:
+            text += (f", barge-in stop {cell(self.barge_in_ms)} ms (reply {self.cut_status or 'not closed'}"
+                     f" {cell(self.cut_done_ms)} ms after the onset)")
+        return text
+
+
+@dataclass
+class Observer:
+    """Reads raw server events and keeps what the benchmarks measure."""
+
+    responses: dict[str, ReplyStats] = field(default_factory=dict)
+    speech_started: list[tuple[float, float, str]] = field(default_factory=list)
+    """(arrival, audio_start_ms, item_id)."""
+    speech_stopped: list[tuple[float, float, str]] = field(default_factory=list)
+    """(arrival, audio_end_ms, item_id)."""
+    turn_metrics: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    other: dict[str, list[tuple[float, dict[str, Any]]]] = field(default_factory=dict)
+    deltas_after_done: int = 0
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def read(self, connection: Any) -> None:
+        """Read until the connection closes (run as a task)."""
+        try:
+            while True:
+                raw = await connection.recv_bytes()
+                self.take(json.loads(raw), time.monotonic())
+        except Exception:
+            self.changed.set()
+
+    def take(self, event: dict[str, Any], at: float) -> None:
+        """Account for one server event that arrived at ``at``."""
+        kind = event.get("type", "")
+        if kind == "response.output_audio.delta":
+            reply = self.responses.get(event["response_id"])
+            if reply is None:
+                return
+            if reply.done_at is not None:
+                self.deltas_after_done += 1
+            audio = base64.b64decode(event["delta"])
+            reply.audio_ms += len(audio) / 48.0
+            if reply.first_delta_at is None:
+                reply.first_delta_at = at
+            if reply.audible_at is None and first_audible(audio) is not None:
+                reply.audible_at = at
+        elif kind == "response.created":
+            response_id = event["response"]["id"]
+            self.responses[response_id] = ReplyStats(response_id, at)
+        elif kind == "response.done":
+            reply = self.responses.get(event["response"]["id"])
+            if reply is not None:
+                reply.done_at = at
+                reply.status = event["response"].get("status")
+        elif kind == "input_audio_buffer.speech_started":
+            self.speech_started.append((at, float(event["audio_start_ms"]), event.get("item_id", "")))
+        elif kind == "input_audio_buffer.speech_stopped":
+            self.speech_stopped.append((at, float(event["audio_end_ms"]), event.get("item_id", "")))
+        elif kind == "bargein.turn.metrics":
+            self.turn_metrics.append(event)
+        elif kind == "error":
+            self.errors.append(event)
+            print(f"server error: {event.get('error')}", flush=True)
+        else:
+            self.other.setdefault(kind, []).append((at, event))
+        self.changed.set()
+
+    async def _until(self, found: Callable[[], Any], timeout: float) -> Any:
+        deadline = time.monotonic() + timeout
+        while (value := found()) is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            self.changed.clear()
+            try:
+                await asyncio.wait_for(self.changed.wait(), remaining)
+            except TimeoutError:
+                continue
+        return value
+
+    async def wait_event(self, kind: str, *, timeout: float) -> dict[str, Any]:
+        """The newest event of a type that the observer does not track itself (waits for the first)."""
+        found: dict[str, Any] = await self._until(
+            lambda: self.other[kind][-1][1] if self.other.get(kind) else None, timeout)
+        return found
+
+    async def wait_speech_started(self, *, since_ms: float, timeout: float) -> tuple[float, float, str] | None:
+        """The first ``speech_started`` at or after stream position ``since_ms``, or None on timeout."""
+        try:
+            found: tuple[float, float, str] = await self._until(
+                lambda: next((s for s in self.speech_started if s[1] >= since_ms), None), timeout)
+        except TimeoutError:
+            return None
+        return found
+
+    def last_speech_started(self, *, before_ms: float) -> tuple[float, float, str] | None:
+        """The newest ``speech_started`` whose onset lies before stream position ``before_ms``."""
+        return next((s for s in reversed(self.speech_started) if s[1] <= before_ms), None)
+
+    def last_speech_stopped(self, *, before: float) -> float | None:
+        """``audio_end_ms`` of the newest ``speech_stopped`` that arrived before ``before``."""
+        return next((s[1] for s in reversed(self.speech_stopped) if s[0] <= before), None)
+
+    async def wait_audible_reply(self, *, after: tuple[float, float, str], timeout: float) -> ReplyStats:
+        """The first reply created after a ``speech_started`` to have reached an audible sample."""
+        def found() -> ReplyStats | None:
+            audible = [r for r in self.responses.values() if r.created_at >= after[0] and r.audible_at is not None]
+            return min(audible, key=lambda r: r.audible_at or 0.0) if audible else None
+
+        reply: ReplyStats = await self._until(found, timeout)
+        return reply
+
+    async def wait_done(self, response_id: str, *, timeout: float) -> ReplyStats:
+        """The reply once its ``response.done`` has arrived."""
+        reply: ReplyStats = await self._until(
+            lambda: r if (r := self.responses.get(response_id)) and r.done_at is not None else None, timeout)
+        return reply
