@@ -1,0 +1,210 @@
+"""Whisper speech recognition shared by every session: one model, one worker thread, a fair queue.
+
+Sessions ``await`` :meth:`WhisperRecognizer.transcribe` (finals) and
+:meth:`WhisperRecognizer.transcribe_partial` (during speech). Both only enqueue a job and await a
+future, so the event loop never blocks. A single worker thread runs the jobs: finals first, in
+arrival order, then partials in arrival order; a newer partial of the same ``key`` (a session)
+replaces an older one still waiting, and every caller of the replaced one gets the newer result.
+Jobs whose callers all went away (a barge-in cancels a speculative final) are skipped unrun.
+
+Why no batching: on the two-core target CTranslate2 ran a batch of 4 or 8 short clips no faster
+than the same clips one after another (``bench/asr_latency.py --batch``), so a batch would only make
+the first caller wait for the last. The cheap path is a short encoder window, see
+:mod:`bargein.engines.whisper_decode`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections import deque
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from bargein.engines.asr_models import WhisperSource, resolve_model
+from bargein.engines.base import LISTEN_SAMPLE_RATE, Float32Audio, Transcript
+from bargein.engines.whisper_decode import FINAL, PARTIAL, DecodeOptions, WhisperCore
+
+log = logging.getLogger(__name__)
+
+
+class RecognizerBusy(RuntimeError):
+    """Too many requests are waiting: the caller should drop this one (backpressure, not a crash)."""
+
+
+class RecognizerClosed(RuntimeError):
+    """The recognizer was closed before the request ran."""
+
+
+@dataclass
+class _Job:
+    audio: Float32Audio
+    language: str | None
+    prompt: str | None
+    options: DecodeOptions
+    key: Hashable | None
+    waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[Transcript]]] = field(default_factory=list)
+
+    def wanted(self) -> bool:
+        return any(not future.done() for _, future in self.waiters)
+
+
+def _settle(future: asyncio.Future[Transcript], result: Transcript | None, error: BaseException | None) -> None:
+    if future.done():  # the caller was cancelled meanwhile
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        assert result is not None
+        future.set_result(result)
+
+
+class WhisperRecognizer:
+    """A :class:`~bargein.engines.base.SpeechRecognizer` on faster-whisper (CTranslate2, int8, CPU)."""
+
+    def __init__(self, core: WhisperCore, *, final_options: DecodeOptions = FINAL,
+                 partial_options: DecodeOptions = PARTIAL, max_waiting: int = 256,
+                 max_waiting_partials: int = 32, description: str = "whisper") -> None:
+        self.core = core
+        self.final_options = final_options
+        self.partial_options = partial_options
+        self.max_waiting = max_waiting
+        self.max_waiting_partials = max_waiting_partials
+        self.description = description
+        self.jobs_run = 0
+        self.jobs_skipped = 0
+        self._finals: deque[_Job] = deque()
+        self._partials: deque[_Job] = deque()
+        self._partial_by_key: dict[Hashable, _Job] = {}
+        self._wake = threading.Condition()
+        self._closed = False
+        self._thread = threading.Thread(target=self._work, name="whisper-worker", daemon=True)
+        self._thread.start()
+
+    # -- the async face ---------------------------------------------------------------------------
+
+    async def transcribe(self, audio: Float32Audio, *, language: str | None = None,
+                         prompt: str | None = None) -> Transcript:
+        """Final transcript of a whole clip (16 kHz mono); empty or too-short audio gives ``""``."""
+        return await self._submit(audio, language, prompt, self.final_options, key=None, partial=False)
+
+    async def transcribe_partial(self, audio: Float32Audio, *, language: str | None = None,
+                                 prompt: str | None = None, key: Hashable | None = None) -> Transcript:
+        """A quick transcript of the speech so far; finals go first, and with a ``key`` (the session)
+        only the newest waiting partial of that key is run."""
+        return await self._submit(audio, language, prompt, self.partial_options, key=key, partial=True)
+
+    def transcribe_sync(self, audio: Float32Audio, *, language: str | None = None, prompt: str | None = None,
+                        options: DecodeOptions | None = None) -> Transcript:
+        """Blocking recognition on the caller's thread (warm-up, benches); not for the event loop."""
+        return self.core.transcribe(audio, language=language, prompt=prompt, options=options or self.final_options)
+
+    async def aclose(self) -> None:
+        """Stop the worker after the job it is running; waiting callers get :class:`RecognizerClosed`."""
+        with self._wake:
+            self._closed = True
+            abandoned = [*self._finals, *self._partials]
+            self._finals.clear()
+            self._partials.clear()
+            self._partial_by_key.clear()
+            self._wake.notify_all()
+        for job in abandoned:
+            self._resolve(job, None, RecognizerClosed("the recognizer was closed"))
+        await asyncio.to_thread(self._thread.join)
+
+    @property
+    def waiting(self) -> int:
+        """Jobs queued and not yet started (a gauge for /metrics)."""
+        return len(self._finals) + len(self._partials)
+
+    # -- the queue --------------------------------------------------------------------------------
+
+    async def _submit(self, audio: Float32Audio, language: str | None, prompt: str | None,
+                      options: DecodeOptions, *, key: Hashable | None, partial: bool) -> Transcript:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Transcript] = loop.create_future()
+        # copy: the caller's buffer may be reused while the job waits
+        clip = np.array(audio, dtype=np.float32, copy=True).reshape(-1)
+        with self._wake:
+            if self._closed:
+                raise RecognizerClosed("the recognizer is closed")
+            waiting = self._partial_by_key.get(key) if partial and key is not None else None
+            if waiting is not None:  # the same session's older partial has not started: run the newer audio
+                waiting.audio, waiting.language, waiting.prompt = clip, language, prompt
+                waiting.waiters.append((loop, future))
+            else:
+                queue, limit = (self._partials, self.max_waiting_partials) if partial else \
+                    (self._finals, self.max_waiting)
+                if len(queue) >= limit:
+                    raise RecognizerBusy(f"{len(queue)} {'partial' if partial else 'final'} "
+                                         "transcriptions are already waiting")
+                job = _Job(clip, language, prompt, options, key, [(loop, future)])
+                queue.append(job)
+                if partial and key is not None:
+                    self._partial_by_key[key] = job
+                self._wake.notify()
+        return await future
+
+    def _next_job(self) -> _Job | None:
+        with self._wake:
+            while not self._closed and not self._finals and not self._partials:
+                self._wake.wait()
+            if self._closed:
+                return None
+            if self._finals:
+                return self._finals.popleft()
+            job = self._partials.popleft()
+            if job.key is not None:
+                self._partial_by_key.pop(job.key, None)
+            return job
+
+    def _work(self) -> None:
+        while (job := self._next_job()) is not None:
+            if not job.wanted():
+                self.jobs_skipped += 1
+                continue
+            try:
+                result = self.core.transcribe(job.audio, language=job.language, prompt=job.prompt,
+                                              options=job.options)
+            except Exception as error:  # reaches the waiting session as an error; the worker lives on
+                log.exception("whisper transcription failed")
+                self._resolve(job, None, error)
+            else:
+                self.jobs_run += 1
+                self._resolve(job, result, None)
+
+    @staticmethod
+    def _resolve(job: _Job, result: Transcript | None, error: BaseException | None) -> None:
+        for loop, future in job.waiters:
+            with contextlib.suppress(RuntimeError):  # that caller's loop has closed: nobody to tell
+                loop.call_soon_threadsafe(_settle, future, result, error)
+
+
+def load_whisper(name: str | WhisperSource = "tiny.en", *, allow_network: bool = False,
+                 cache_dir: Path | None = None, cpu_threads: int = 2, compute_type: str = "int8",
+                 final_options: DecodeOptions = FINAL, partial_options: DecodeOptions = PARTIAL,
+                 warm_up: bool = True) -> WhisperRecognizer:
+    """Verify, load and warm up a Whisper model; blocking (seconds), so run it at start-up.
+
+    ``name`` is a registry name (``tiny.en``, ``base``), a local CTranslate2 folder, or (with
+    ``allow_network``) a hub id. A weight file that fails its pinned sha256 raises
+    :class:`~bargein.engines.weights.WeightError` before anything is loaded.
+    """
+    from faster_whisper import WhisperModel  # heavy import, only when a real model is wanted
+
+    model_dir = resolve_model(name, allow_network=allow_network, cache_dir=cache_dir)
+    model = WhisperModel(str(model_dir.path), device="cpu", compute_type=compute_type,
+                         cpu_threads=cpu_threads, local_files_only=True)
+    recognizer = WhisperRecognizer(WhisperCore(model), final_options=final_options,
+                                   partial_options=partial_options,
+                                   description=f"{model_dir.origin}, {compute_type}, {cpu_threads} threads")
+    if warm_up:
+        # the first call allocates CTranslate2's buffers; pay for it now, not on the first user turn
+        tone = np.sin(np.arange(LISTEN_SAMPLE_RATE, dtype=np.float32) * (2 * np.pi * 220 / LISTEN_SAMPLE_RATE))
+        recognizer.transcribe_sync((0.1 * tone).astype(np.float32))
+    return recognizer

@@ -1,0 +1,236 @@
+"""Whisper decoding on CTranslate2, cut to the size of a voice turn.
+
+Whisper is trained on 30 s windows, and running the encoder on 30 s for a 2 s turn is most of the
+cost. CTranslate2 accepts a shorter mel input, so the encoder here sees the clip plus silence up to
+``max(min_window_s, clip + margin_s)``: on two cores that turns ~0.6 s (tiny.en) or ~1.2 s (base)
+per short turn into ~0.1 s or ~0.25 s (``bench/asr_latency.py``). Shortened windows sometimes make
+the decoder loop ("go forward. go forward. go ..."), since it never saw such inputs in training, so
+every result is checked for loops (a repeated phrase, more words than the time allows, the token
+cap reached) and a looping final is decoded again on the full 30 s window. Partials just cut the
+loop off. Padding is the log-mel of digital silence, as in OpenAI's Whisper (faster-whisper pads
+features with zeros, which is a faint hiss, not silence).
+
+Blocking: call from a worker thread, never from the event loop.
+"""
+
+from __future__ import annotations
+
+import math
+import string
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+from faster_whisper import WhisperModel
+from faster_whisper.tokenizer import Tokenizer
+from faster_whisper.transcribe import get_suppressed_tokens
+
+from bargein.engines.base import LISTEN_SAMPLE_RATE, Transcript, WordTiming
+
+HOP_SAMPLES = 160
+"""One mel frame is 10 ms; the encoder halves the frame count."""
+FULL_WINDOW_S = 30.0
+FULL_FRAMES = int(FULL_WINDOW_S * LISTEN_SAMPLE_RATE) // HOP_SAMPLES
+MIN_SPEECH_SAMPLES = LISTEN_SAMPLE_RATE // 10
+"""Clips under 0.1 s hold no word: answered with an empty transcript without running the model."""
+SILENT_PEAK = 1e-4
+"""Peak below -80 dBFS: digital silence, nothing to hear."""
+_PUNCTUATION = string.punctuation + "¿¡“”‘’…"
+
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    """How one clip is decoded."""
+
+    min_window_s: float = 12.0
+    """Shortest encoder window; 30 gives classic Whisper (every clip padded to 30 s)."""
+    margin_s: float = 2.0
+    """Silence after the clip that the window always keeps, so the decoder sees where speech ends."""
+    beam_size: int = 1
+    word_timestamps: bool = True
+    loop_guard: Literal["retry", "trim"] = "retry"
+    """What to do with a looping decode: decode again on the full window, or cut the loop off."""
+    tokens_per_s: float = 8.0
+    """Token budget per second of audio (fast speech is ~5), plus 16: past it the decoder is looping."""
+
+
+FINAL = DecodeOptions()
+"""Finals: short window, looping results decoded again on 30 s, word timings."""
+PARTIAL = DecodeOptions(word_timestamps=False, loop_guard="trim")
+"""Partials during speech: the same window, no second decode, no word timings."""
+FULL_WINDOW = DecodeOptions(min_window_s=FULL_WINDOW_S)
+"""Every clip padded to 30 s, as Whisper was trained (slow; the reference for the short window)."""
+
+
+def loop_start(words: Sequence[str], *, max_phrase: int = 8) -> int | None:
+    """Where a decoding loop begins in ``words``, or None.
+
+    A phrase of three or more words said twice in a row, or one or two words said four times in a
+    row, is a loop ("five five" is not; "five five five five" is, and costs at most a second decode).
+    Returns the index just after the first occurrence, so ``words[:index]`` keeps it once.
+    """
+    keys = [word.strip(_PUNCTUATION).lower() for word in words]
+    for start in range(len(keys)):
+        for size in range(1, max_phrase + 1):
+            if start + 2 * size > len(keys):
+                break
+            phrase = keys[start:start + size]
+            repeats = 1
+            while keys[start + repeats * size:start + (repeats + 1) * size] == phrase:
+                repeats += 1
+            if repeats >= (2 if size >= 3 else 4):
+                return start + size
+    return None
+
+
+def window_frames(samples: int, options: DecodeOptions) -> int:
+    """Mel frames the encoder gets for a clip of ``samples``: whole seconds, at most 30 s."""
+    seconds = max(options.min_window_s, math.ceil(samples / LISTEN_SAMPLE_RATE + options.margin_s))
+    return int(min(FULL_WINDOW_S, seconds) * LISTEN_SAMPLE_RATE // HOP_SAMPLES)
+
+
+def clean_audio(audio: npt.ArrayLike) -> npt.NDArray[np.float32]:
+    """Mono float32 in [-1, 1] with NaN and infinities zeroed, whatever the caller passed."""
+    array = np.asarray(audio, dtype=np.float32).reshape(-1)
+    return np.clip(np.nan_to_num(array, nan=0.0, posinf=0.0, neginf=0.0), -1.0, 1.0)
+
+
+@dataclass
+class _Decoded:
+    tokens: list[int]
+    text: str
+    avg_logprob: float
+    no_speech_prob: float
+    looped: bool
+
+
+class WhisperCore:
+    """One loaded Whisper model and the decoding rules above; thread-safe (CTranslate2 is)."""
+
+    def __init__(self, model: WhisperModel) -> None:
+        self.model = model
+        self.multilingual = bool(model.model.is_multilingual)
+        self._tokenizers: dict[str, Tokenizer] = {}
+        self.retries = 0
+        """Finals decoded a second time on the full window because the short one looped."""
+
+    def tokenizer(self, language: str) -> Tokenizer:
+        """The tokenizer (and so the start-of-transcript sequence) for ``language``."""
+        if language not in self._tokenizers:
+            self._tokenizers[language] = Tokenizer(self.model.hf_tokenizer, self.multilingual,
+                                                   task="transcribe", language=language)
+        return self._tokenizers[language]
+
+    def transcribe(self, audio: npt.ArrayLike, *, language: str | None = None, prompt: str | None = None,
+                   options: DecodeOptions = FINAL) -> Transcript:
+        """Recognise one clip of 16 kHz mono audio; empty or silent audio gives an empty transcript."""
+        clip = clean_audio(audio)
+        fallback_language = language if (language and self.multilingual) else "en"
+        if len(clip) < MIN_SPEECH_SAMPLES or float(np.max(np.abs(clip))) < SILENT_PEAK:
+            return Transcript(text="", language=fallback_language, no_speech_prob=1.0)
+        if len(clip) > FULL_WINDOW_S * LISTEN_SAMPLE_RATE:
+            return self._transcribe_long(clip, language=language, prompt=prompt, options=options)
+        features = self.model.feature_extractor(clip)
+        content_frames = min(features.shape[-1], len(clip) // HOP_SAMPLES + 1)
+        frames = window_frames(len(clip), options)
+        encoded = self._encode(features, content_frames, frames)
+        lang = self._language(encoded, language)
+        tokenizer = self.tokenizer(lang)
+        duration = len(clip) / LISTEN_SAMPLE_RATE
+        decoded = self._decode(encoded, tokenizer, prompt, duration, options)
+        if decoded.looped and options.loop_guard == "retry" and frames < FULL_FRAMES:
+            self.retries += 1
+            encoded = self._encode(features, content_frames, FULL_FRAMES)
+            decoded = self._decode(encoded, tokenizer, prompt, duration, options)
+        if decoded.looped:
+            decoded = self._trim(decoded, tokenizer)
+        words: tuple[WordTiming, ...] = ()
+        if options.word_timestamps and decoded.tokens:
+            words = self._word_timings(tokenizer, decoded.tokens, encoded, content_frames, duration)
+        return Transcript(text=decoded.text, language=lang, no_speech_prob=decoded.no_speech_prob,
+                          avg_logprob=decoded.avg_logprob, words=words)
+
+    def _encode(self, features: npt.NDArray[np.float32], content_frames: int, frames: int) -> Any:
+        # fill past the clip with the log-mel of digital silence: the normalised floor, max - 8 dB / 4
+        window = np.full((features.shape[0], frames), features.max() - 2.0, dtype=np.float32)
+        used = min(content_frames, frames)
+        window[:, :used] = features[:, :used]
+        return self.model.encode(window)
+
+    def _language(self, encoded: Any, language: str | None) -> str:
+        if not self.multilingual:
+            return "en"
+        if language:
+            return language
+        best = self.model.model.detect_language(encoded)[0][0][0]  # ("<|en|>", probability)
+        return str(best)[2:-2]
+
+    def _decode(self, encoded: Any, tokenizer: Tokenizer, prompt: str | None, duration: float,
+                options: DecodeOptions) -> _Decoded:
+        previous = tokenizer.encode(" " + prompt.strip()) if prompt and prompt.strip() else []
+        start = self.model.get_prompt(tokenizer, previous, without_timestamps=True)
+        budget = int(16 + options.tokens_per_s * duration)
+        max_length = min(self.model.max_length, len(start) + budget)
+        result = self.model.model.generate(
+            encoded, [start], beam_size=options.beam_size, max_length=max_length, return_scores=True,
+            return_no_speech_prob=True, suppress_blank=True,
+            suppress_tokens=get_suppressed_tokens(tokenizer, [-1]),
+        )[0]
+        tokens = [token for token in result.sequences_ids[0] if token < tokenizer.eot]
+        text = tokenizer.decode(tokens).strip()
+        # the returned score is the length-normalised log-probability; Whisper reports it per token+eot
+        avg_logprob = float(result.scores[0]) * len(tokens) / (len(tokens) + 1) if result.scores else 0.0
+        words = text.split()
+        looped = (len(tokens) >= max_length - len(start) or loop_start(words) is not None
+                  or len(words) > 3 + 6 * duration)
+        return _Decoded(tokens, text, avg_logprob, float(result.no_speech_prob), looped)
+
+    def _trim(self, decoded: _Decoded, tokenizer: Tokenizer) -> _Decoded:
+        words = decoded.text.split()
+        cut = loop_start(words)
+        if cut is None:
+            return decoded
+        text = " ".join(words[:cut])
+        return _Decoded(tokenizer.encode(" " + text), text, decoded.avg_logprob, decoded.no_speech_prob, True)
+
+    def _word_timings(self, tokenizer: Tokenizer, tokens: list[int], encoded: Any, content_frames: int,
+                      duration: float) -> tuple[WordTiming, ...]:
+        aligned = self.model.find_alignment(tokenizer, [tokens], encoded, content_frames)
+        words: list[WordTiming] = []
+        for item in aligned[0] if aligned else []:
+            word = str(item["word"]).strip()
+            start_ms = 1000.0 * min(float(item["start"]), duration)
+            end_ms = 1000.0 * min(float(item["end"]), duration)
+            if words and (not word or all(char in _PUNCTUATION for char in word)):
+                last = words[-1]  # punctuation belongs to the word before it, not a word of its own
+                words[-1] = WordTiming(last.word + word, last.start_ms, last.end_ms)
+            elif word:
+                words.append(WordTiming(word, start_ms, max(start_ms, end_ms)))
+        return tuple(words)
+
+    def _transcribe_long(self, clip: npt.NDArray[np.float32], *, language: str | None, prompt: str | None,
+                         options: DecodeOptions) -> Transcript:
+        # turns over 30 s are rare; faster-whisper's own sliding 30 s windows handle them
+        segments, info = self.model.transcribe(
+            clip, language=language if self.multilingual else "en", beam_size=options.beam_size,
+            initial_prompt=prompt, word_timestamps=options.word_timestamps,
+            condition_on_previous_text=False, vad_filter=False,
+        )
+        texts: list[str] = []
+        words: list[WordTiming] = []
+        no_speech: list[float] = []
+        logprobs: list[float] = []
+        for segment in segments:
+            texts.append(segment.text.strip())
+            no_speech.append(segment.no_speech_prob)
+            logprobs.append(segment.avg_logprob)
+            words.extend(WordTiming(w.word.strip(), 1000.0 * w.start, 1000.0 * w.end)
+                         for w in segment.words or ())
+        return Transcript(
+            text=" ".join(t for t in texts if t), language=info.language,
+            # one segment with speech makes the clip speech
+            no_speech_prob=min(no_speech) if no_speech else 1.0,
+            avg_logprob=float(np.mean(logprobs)) if logprobs else 0.0, words=tuple(words),
+        )
