@@ -200,14 +200,15 @@ class WhisperCore:
         aligned = self.model.find_alignment(tokenizer, [tokens], encoded, content_frames)
         words: list[WordTiming] = []
         for item in aligned[0] if aligned else []:
-            word = str(item["word"]).strip()
+            raw = str(item["word"])
             start_ms = 1000.0 * min(float(item["start"]), duration)
             end_ms = 1000.0 * min(float(item["end"]), duration)
-            if words and (not word or all(char in _PUNCTUATION for char in word)):
-                last = words[-1]  # punctuation belongs to the word before it, not a word of its own
-                words[-1] = WordTiming(last.word + word, last.start_ms, last.end_ms)
-            elif word:
-                words.append(WordTiming(word, start_ms, max(start_ms, end_ms)))
+            if words and not raw[:1].isspace():
+                # no leading space: punctuation or the rest of a hyphenated word, so the same text word
+                last = words[-1]
+                words[-1] = WordTiming(last.word + raw, last.start_ms, max(last.end_ms, end_ms))
+            elif raw.strip():
+                words.append(WordTiming(raw.strip(), start_ms, max(start_ms, end_ms)))
         return tuple(words)
 
     def _transcribe_long(self, clip: npt.NDArray[np.float32], *, language: str | None, prompt: str | None,
