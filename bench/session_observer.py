@@ -71,6 +71,8 @@ class Observer:
     errors: list[dict[str, Any]] = field(default_factory=list)
     other: dict[str, list[tuple[float, dict[str, Any]]]] = field(default_factory=dict)
     deltas_after_done: int = 0
+    quiet: bool = False
+    """Do not print server errors (the load generator counts them instead)."""
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def read(self, connection: Any) -> None:
@@ -113,12 +115,14 @@ class Observer:
             self.turn_metrics.append(event)
         elif kind == "error":
             self.errors.append(event)
-            print(f"server error: {event.get('error')}", flush=True)
+            if not self.quiet:
+                print(f"server error: {event.get('error')}", flush=True)
         else:
             self.other.setdefault(kind, []).append((at, event))
         self.changed.set()
 
-    async def _until(self, found: Callable[[], Any], timeout: float) -> Any:
+    async def until(self, found: Callable[[], Any], timeout: float) -> Any:
+        """Wait until ``found()`` returns something other than None, and return it (TimeoutError after ``timeout``)."""
         deadline = time.monotonic() + timeout
         while (value := found()) is None:
             remaining = deadline - time.monotonic()
@@ -133,14 +137,14 @@ class Observer:
 
     async def wait_event(self, kind: str, *, timeout: float) -> dict[str, Any]:
         """The newest event of a type that the observer does not track itself (waits for the first)."""
-        found: dict[str, Any] = await self._until(
+        found: dict[str, Any] = await self.until(
             lambda: self.other[kind][-1][1] if self.other.get(kind) else None, timeout)
         return found
 
     async def wait_speech_started(self, *, since_ms: float, timeout: float) -> tuple[float, float, str] | None:
         """The first ``speech_started`` at or after stream position ``since_ms``, or None on timeout."""
         try:
-            found: tuple[float, float, str] = await self._until(
+            found: tuple[float, float, str] = await self.until(
                 lambda: next((s for s in self.speech_started if s[1] >= since_ms), None), timeout)
         except TimeoutError:
             return None
@@ -160,11 +164,11 @@ class Observer:
             audible = [r for r in self.responses.values() if r.created_at >= after[0] and r.audible_at is not None]
             return min(audible, key=lambda r: r.audible_at or 0.0) if audible else None
 
-        reply: ReplyStats = await self._until(found, timeout)
+        reply: ReplyStats = await self.until(found, timeout)
         return reply
 
     async def wait_done(self, response_id: str, *, timeout: float) -> ReplyStats:
         """The reply once its ``response.done`` has arrived."""
-        reply: ReplyStats = await self._until(
+        reply: ReplyStats = await self.until(
             lambda: r if (r := self.responses.get(response_id)) and r.done_at is not None else None, timeout)
         return reply

@@ -1,0 +1,256 @@
+"""Capacity: how many real-time sessions one server carries before it falls behind the audio.
+
+    python bench/capacity.py                       # instant engines, listening then talking, <10 min
+    python bench/capacity.py --steps 4,8,16 --measure-s 10 --modes listening
+    python bench/capacity.py --engines default --modes talking --steps 1,2,4
+
+It starts ``bargein serve`` on loopback (``--engines``, default ``instant``: fake ASR/LLM/TTS that answer
+at once, and the real Silero VAD, which always runs), then ramps the number of sessions N. For each N
+it starts several load-generator processes (``bench/capacity_worker.py``), each streaming its share of
+the sessions in real time through the official ``openai`` client, and measures for ``--measure-s``
+after a warm-up:
+
+* **inbound frame lag p99**: the round trip of a no-op ``session.update`` probe every 0.5 s per session.
+  The server handles a connection's messages in order, so the answer leaves only after every audio
+  append sent before the probe was processed (decoded, resampled, VAD'ed). An idle server answers in
+  about a millisecond; a server that falls behind the audio answers late. (``speech_started`` lag
+  against the onset VAD frame is shown too, but it includes the resampler's fixed hold-back.)
+* **first audio p95** (talking): last energy-detected speech sample sent to first audible reply sample.
+* **CPU per session**: the server process's CPU time over the window / window / N (psutil).
+* **RSS per session**: (peak server RSS in the window - RSS before the step) / N.
+
+A step passes when lag p99 <= 32 ms (one VAD frame). The answer is the largest passing N, also per
+core. A ramp stops at its first failing step; the whole run stops by itself within ``--budget-s``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import multiprocessing
+import os
+import queue
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import psutil
+
+from bench.capacity_worker import StepPlan, run_worker
+from bench.realtime_harness import fmt_ms, percentile, server_or_url
+
+LAG_LIMIT_MS = 32.0
+
+
+@dataclass
+class StepFigures:
+    """The figures of one ramp step."""
+
+    mode: str
+    sessions: int
+    connected: int
+    lag_p50: float
+    lag_p99: float
+    onset_lag_p99: float
+    first_audio_p95: float
+    cpu_per_session: float
+    """Fraction of one core per session."""
+    server_cpu: float
+    """Cores the server used."""
+    client_cpu: float
+    """Cores the load generators used."""
+    rss_per_session_mb: float
+    errors: int
+    late_chunks: int
+    missing_replies: int
+
+    @property
+    def passed(self) -> bool:
+        """Lag p99 within one VAD frame, and every session connected."""
+        return self.lag_p99 <= LAG_LIMIT_MS and self.connected == self.sessions
+
+    def row(self) -> str:
+        """One line of the table."""
+        return (f"{self.mode:9s} {self.sessions:4d} {self.connected:4d} {fmt_ms(self.lag_p50)} {fmt_ms(self.lag_p99)} "
+                f"{fmt_ms(self.onset_lag_p99)} {fmt_ms(self.first_audio_p95)} {100 * self.cpu_per_session:7.2f} "
+                f"{self.server_cpu:6.2f} {self.client_cpu:6.2f} {self.rss_per_session_mb:7.2f} {self.errors:4d} "
+                f"{self.late_chunks:5d}  {'pass' if self.passed else 'FAIL'}")
+
+
+HEADER = (f"{'mode':9s} {'N':>4s} {'conn':>4s} {'lag50':>6s} {'lag99':>6s} {'onset99':>6s} {'fa95':>6s} "
+          f"{'cpu%/s':>7s} {'srvCPU':>6s} {'cliCPU':>6s} {'MB/sess':>7s} {'err':>4s} {'late':>5s}  verdict")
+
+
+def run_step(host_port: str, pid: int | None, mode: str, sessions: int, args: argparse.Namespace,
+             seed: int) -> StepFigures:
+    """Run N sessions in ``args.procs`` processes and measure one window."""
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    procs = max(1, min(args.procs, sessions))
+    connect_s = 2.0 + 0.03 * sessions
+    start_at = time.monotonic() + connect_s
+    shares = [sessions // procs + (1 if i < sessions % procs else 0) for i in range(procs)]
+    workers = [context.Process(target=run_worker, args=(StepPlan(
+        host_port, mode, share, start_at, args.warmup_s, args.measure_s, args.probe_s, seed * 100 + i), results),
+        daemon=True) for i, share in enumerate(shares)]
+    server = psutil.Process(pid) if pid else None
+    rss_before = server.memory_info().rss if server else 0
+    for worker in workers:
+        worker.start()
+    window_start = start_at + args.warmup_s
+    window_end = window_start + args.measure_s
+    _sleep_until(window_start)
+    clients = [psutil.Process(w.pid) for w in workers if w.pid]
+    cpu0 = _cpu(server)
+    client0 = sum(_cpu(c) for c in clients)
+    rss_peak = rss_before
+    while time.monotonic() < window_end:
+        if server:
+            rss_peak = max(rss_peak, server.memory_info().rss)
+        time.sleep(0.5)
+    server_cpu = (_cpu(server) - cpu0) / args.measure_s
+    client_cpu = (sum(_cpu(c) for c in clients) - client0) / args.measure_s
+    merged: dict[str, Any] = {}
+    deadline = time.monotonic() + 60
+    for _ in workers:
+        try:
+            part = results.get(timeout=max(1.0, deadline - time.monotonic()))
+        except queue.Empty:
+            break
+        for key, value in part.items():
+            merged[key] = merged.get(key, 0 if isinstance(value, int) else []) + value
+    if len(merged.get("failures", [])) == 0 and len(workers) > 0 and not merged:
+        print("  no load generator reported back", flush=True)
+    for worker in workers:
+        worker.join(timeout=10)
+        if worker.is_alive():
+            worker.terminate()
+    for failure in merged.get("failures", []):
+        print(f"  a {mode} session failed: {failure}", flush=True)
+    lags = merged.get("probe_lag_ms", [])
+    return StepFigures(
+        mode, sessions, merged.get("sessions_connected", 0), percentile(lags, 50), percentile(lags, 99),
+        percentile(merged.get("onset_lag_ms", []), 99), percentile(merged.get("first_audio_ms", []), 95),
+        server_cpu / sessions, server_cpu, client_cpu, (rss_peak - rss_before) / sessions / 2**20,
+        merged.get("errors", 0), merged.get("late_chunks", 0), merged.get("missing_replies", 0))
+
+
+def _cpu(process: psutil.Process | None) -> float:
+    if process is None:
+        return 0.0
+    try:
+        times = process.cpu_times()
+    except psutil.Error:
+        return 0.0
+    return float(times.user + times.system)
+
+
+def _sleep_until(at: float) -> None:
+    time.sleep(max(0.0, at - time.monotonic()))
+
+
+def ramp(host_port: str, pid: int | None, args: argparse.Namespace, began: float) -> list[StepFigures]:
+    """Every mode's ramp, each stopping at its first failing step or when the time budget runs out."""
+    steps: list[StepFigures] = []
+    step_s = args.warmup_s + args.measure_s + 8.0
+    print(HEADER, flush=True)
+    for mode in args.modes.split(","):
+        for sessions in (int(n) for n in args.steps.split(",")):
+            if time.monotonic() - began + step_s + 0.03 * sessions > args.budget_s:
+                print(f"{mode:9s} {sessions:4d}  skipped: the {args.budget_s:.0f} s budget would run out", flush=True)
+                break
+            figures = run_step(host_port, pid, mode, sessions, args, seed=len(steps))
+            steps.append(figures)
+            print(figures.row(), flush=True)
+            if not figures.passed:
+                break
+            time.sleep(1.0)  # let the server close the step's sessions
+    return steps
+
+
+def report(steps: list[StepFigures], cores: int) -> None:
+    """The answer: the largest passing N per mode, per machine and per core."""
+    print()
+    for mode in dict.fromkeys(s.mode for s in steps):
+        ramp_steps = [s for s in steps if s.mode == mode]
+        passing = [s for s in ramp_steps if s.passed]
+        if not passing:
+            print(f"{mode}: no step passed (lag p99 <= {LAG_LIMIT_MS:.0f} ms)")
+            continue
+        best = max(passing, key=lambda s: s.sessions)
+        bounded = "" if any(not s.passed for s in ramp_steps) else " (never failed: the ramp ended first)"
+        per_busy_core = 1 / best.cpu_per_session if best.cpu_per_session > 0 else math.inf
+        print(f"{mode}: {best.sessions} sessions with lag p99 <= {LAG_LIMIT_MS:.0f} ms{bounded} = "
+              f"{best.sessions / cores:.1f} sessions per core on this {cores}-core machine; the server used "
+              f"{best.server_cpu:.2f} cores there, {100 * best.cpu_per_session:.2f} % of a core per session "
+              f"(~{per_busy_core:.0f} sessions per fully used core), {best.rss_per_session_mb:.2f} MB RSS per session")
+
+
+def plot(steps: list[StepFigures], path: str, title: str) -> None:
+    """lag p99, first audio p95, CPU and RSS per session against N."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("no plot: matplotlib is not installed (pip install matplotlib)")
+        return
+    fig, axes = plt.subplots(2, 2, figsize=(10, 7))
+    panels = ((axes[0][0], "lag_p99", "inbound frame lag p99 (ms)"),
+              (axes[0][1], "first_audio_p95", "first audio p95 (ms)"),
+              (axes[1][0], "cpu_per_session", "server CPU per session (% of a core)"),
+              (axes[1][1], "rss_per_session_mb", "server RSS per session (MB)"))
+    for axis, field, label in panels:
+        for mode in dict.fromkeys(s.mode for s in steps):
+            points = [(s.sessions, getattr(s, field) * (100 if field == "cpu_per_session" else 1))
+                      for s in steps if s.mode == mode and not math.isnan(getattr(s, field))]
+            if points:
+                axis.plot(*zip(*points, strict=True), marker="o", label=mode)
+        if field == "lag_p99":
+            axis.axhline(LAG_LIMIT_MS, color="red", linestyle="--", linewidth=1, label="32 ms limit")
+            axis.set_yscale("log")
+        axis.set_xscale("log", base=2)
+        axis.set_xlabel("concurrent sessions N")
+        axis.set_title(label, fontsize=10)
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"plot: {path}")
+
+
+def main() -> None:
+    """Parse flags, start the server, ramp, print and plot."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--engines", default="instant", choices=["default", "fake", "instant"])
+    parser.add_argument("--url", help="host:port of a running server (CPU/RSS are then not measured)")
+    parser.add_argument("--modes", default="listening,talking")
+    parser.add_argument("--steps", default="4,8,16,32,64,128")
+    parser.add_argument("--procs", type=int, default=2, help="load-generator processes")
+    parser.add_argument("--warmup-s", type=float, default=4.0)
+    parser.add_argument("--measure-s", type=float, default=15.0)
+    parser.add_argument("--probe-s", type=float, default=0.5)
+    parser.add_argument("--budget-s", type=float, default=540.0, help="the whole run stays under this")
+    parser.add_argument("--plot", default="capacity.png")
+    args = parser.parse_args()
+    began = time.monotonic()
+    cores = psutil.cpu_count() or 1
+    print(f"machine: {cores} cores, load average {os.getloadavg()[0]:.1f} before the run", flush=True)
+    with server_or_url(args.engines, args.url) as (host_port, pid):
+        steps = ramp(host_port, pid, args, began)
+    report(steps, cores)
+    if steps:
+        plot(steps, args.plot, f"bargein capacity, engines={args.engines}, {cores} cores (shared with the "
+                                f"load generator)")
+    print(f"total {time.monotonic() - began:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
