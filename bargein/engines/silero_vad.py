@@ -114,7 +114,10 @@ class SileroVad:
     async def submit(self, stream: SileroStream, frame: Float32Audio) -> float:
         """Queue one frame; resolves when the batch that carries it has run."""
         loop = asyncio.get_running_loop()
-        if self._worker is None or self._worker.done():
+        if self._worker is None or self._worker.done() or self._worker.get_loop() is not loop:
+            # an Event and its waiters belong to one loop: a detector reused on a new loop needs fresh ones
+            self._wakeup = asyncio.Event()
+            self._pending = [item for item in self._pending if item.future.get_loop() is loop]
             self._worker = loop.create_task(self._run(), name="silero-batcher")
         future: asyncio.Future[float] = loop.create_future()
         self._pending.append(_Pending(stream, frame.astype(np.float32, copy=False), future))
