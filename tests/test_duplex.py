@@ -16,8 +16,9 @@ class Timeline:
 
     def __init__(self, settings: dx.TurnSettings | str | None = "default") -> None:
         counter = itertools.count(1)
-        self.machine = dx.DuplexMachine(lambda prefix: f"{prefix}_{next(counter)}",
-                                        dx.TurnSettings() if settings == "default" else settings)  # type: ignore[arg-type]
+        # these timelines test turn-taking without the listening classifier (its own tests follow)
+        chosen = dx.TurnSettings(listen=False) if settings == "default" else settings
+        self.machine = dx.DuplexMachine(lambda prefix: f"{prefix}_{next(counter)}", chosen)  # type: ignore[arg-type]
         self.now_ms = 0.0
         self.actions: list[dx.Action] = []
 
@@ -110,7 +111,7 @@ def test_speech_during_the_reply_cancels_it_and_its_later_audio_is_dropped() -> 
 
 
 def test_interrupt_response_off_lets_the_reply_continue() -> None:
-    t = Timeline(dx.TurnSettings(interrupt_response=False))
+    t = Timeline(dx.TurnSettings(interrupt_response=False, listen=False))
     response_id = _agent_speaking(t)
     assert not of(t.speech(64), dx.CancelReply)
     assert t.feed(dx.ReplyAudio(response_id, "chunk-2")) == [dx.ForwardAudio(response_id, "chunk-2")]
@@ -200,7 +201,7 @@ def test_commit_during_speech_ends_the_turn_in_vad_mode() -> None:
 
 
 def test_idle_timer_is_armed_after_a_reply_and_fires_a_reply_only_when_still_idle() -> None:
-    t = Timeline(dx.TurnSettings(idle_timeout_ms=6000))
+    t = Timeline(dx.TurnSettings(idle_timeout_ms=6000, listen=False))
     response_id = _agent_speaking(t)
     assert t.feed(dx.ReplyFinished(response_id)) == [dx.CompleteReply(response_id, "completed"),
                                                      dx.ArmIdleTimer(6000)]

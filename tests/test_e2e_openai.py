@@ -86,15 +86,18 @@ async def test_barge_in_cancels_reply_and_history_keeps_only_heard_text() -> Non
             # about 1.5 s of the reply plays, then the user cuts in while audio keeps streaming in real time
             interruption = asyncio.create_task(stream_realtime(
                 connection, bytes(960 * 75) + pcm16_24k(librivox_clip("0930"), silence_after_s=1.2)))
-            cancelled = await log.wait_for(lambda e: e["type"] == "response.done"
-                                           and e["response"]["id"] == first_response, timeout=30)
-            cancelled_at = next(r.at for r in log.events if r.event is cancelled)
+            first_turn = log.of("input_audio_buffer.speech_started")[0]["item_id"]
+            barge = await log.wait_for(lambda e: e["type"] == "input_audio_buffer.speech_started"
+                                       and e["item_id"] != first_turn, timeout=30)
+            barge_at = next(r.at for r in log.events if r.event is barge)
+            # like a browser: stop playback at speech_started and report the playback cursor at once
             received_ms = sum(len(d["delta"]) * 3 / 4 / 48 for d in log.of("response.output_audio.delta")
                               if d["response_id"] == first_response)
-            # like a browser: report the playback cursor at once (real-time play since the first delta)
-            played_ms = int(min(received_ms, 1000 * (cancelled_at - first_delta_at)))
+            played_ms = int(min(received_ms, 1000 * (barge_at - first_delta_at)))
             await connection.send({"type": "conversation.item.truncate", "item_id": assistant_item,
                                    "content_index": 0, "audio_end_ms": played_ms + 40})
+            cancelled = await log.wait_for(lambda e: e["type"] == "response.done"
+                                           and e["response"]["id"] == first_response, timeout=30)
             truncated = await log.wait_for(lambda e: e["type"] == "conversation.item.truncated")
             await interruption
             second_done = await log.wait_for(lambda e: e["type"] == "response.done"
@@ -109,6 +112,14 @@ async def test_barge_in_cancels_reply_and_history_keeps_only_heard_text() -> Non
     assert_no_audio_after_done(log)
     starts = log.of("input_audio_buffer.speech_started")
     assert len(starts) == 2
+    # the reply paused at the onset: not one delta between speech_started and its response.done
+    types = log.types()
+    barge_index = next(i for i, r in enumerate(log.events) if r.event is barge)
+    done_index = next(i for i, r in enumerate(log.events) if r.event is cancelled)
+    assert types[barge_index + 1] == "bargein.reply.paused"
+    assert "response.output_audio.delta" not in types[barge_index:done_index]
+    segment = next(e for e in log.of("bargein.listen.segment") if e["item_id"] == barge["item_id"])
+    assert segment["decision"] == "query" and segment["action"] == "cut the reply and answer"
     # the interruption came long before the reply could have finished on its own
     assert received_ms < len(full_reply) * 60 / 2
     # a few ms past what was received are clamped, never refused

@@ -145,3 +145,68 @@ async def test_silence_alone_never_starts_a_turn_and_an_empty_transcript_gets_no
     assert "input_audio_buffer.speech_started" not in h.types()
     assert h.session.listener.buffer.duration_ms <= 600, "an idle buffer in VAD mode stays small"
     await h.session.close()
+
+
+class SilentRecognizer:
+    """Hears no words in anything: every segment is noise."""
+
+    async def transcribe(self, audio: Any, *, language: str | None = None, prompt: str | None = None) -> Any:
+        from bargein.engines.base import Transcript
+
+        return Transcript("", no_speech_prob=0.9)
+
+
+async def _reply_audio(h: Harness, response_id: str, events: list[dict[str, Any]]) -> bytes:
+    return b"".join(base64.b64decode(e["delta"]) for e in events
+                    if e["type"] == "response.output_audio.delta" and e["response_id"] == response_id)
+
+
+async def test_a_false_interruption_resumes_sample_exact_from_the_cut_point() -> None:
+    filler = "and then it goes on for a good while longer so that there is plenty to interrupt."
+
+    def reply_engines() -> Engines:
+        return Engines(FakeVad(), SilentRecognizer(), FakeLanguageModel(filler=filler), FakeSynthesizer())
+
+    ask = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "talk"}]}
+    reference = Harness(reply_engines())
+    await reference.send(type="conversation.item.create", item=ask)
+    await reference.send(type="response.create")
+    await reference.drain(until="response.done", timeout=30)
+    reference_id = reference.events[-1]["response"]["id"]
+    full = await _reply_audio(reference, reference_id, reference.events)
+    await reference.session.close()
+
+    h = Harness(reply_engines())
+    await h.send(type="conversation.item.create", item=ask)
+    await h.send(type="response.create")
+    await h.drain(until="response.created")
+    response_id = h.events[-1]["response"]["id"]
+    while len(await _reply_audio(h, response_id, h.events)) < 48_000:  # a second of audio has arrived
+        await h.drain(until="response.output_audio.delta")
+    item_id = next(e for e in h.events if e["type"] == "response.output_item.added")["item"]["id"]
+    # a cough: 200 ms of sound, then silence; the client stops playback at 700 ms and says so
+    tone = float_to_int16((0.3 * np.sin(np.arange(4800) / 4)).astype(np.float32)).tobytes()
+    for offset in range(0, len(tone), 960):
+        await h.send(type="input_audio_buffer.append", audio=base64.b64encode(tone[offset:offset + 960]).decode())
+    await h.drain(until="bargein.reply.paused")
+    before = await _reply_audio(h, response_id, h.events)
+    await h.send(type="conversation.item.truncate", item_id=item_id, content_index=0, audio_end_ms=700)
+    for _ in range(40):
+        await h.send(type="input_audio_buffer.append", audio=base64.b64encode(bytes(960)).decode())
+    await h.drain(until="bargein.reply.resumed")
+    resumed_at = len(h.events)
+    await h.drain(until="response.done", timeout=30)
+    after = await _reply_audio(h, response_id, h.events[resumed_at:])
+
+    segment = next(e for e in h.events if e["type"] == "bargein.listen.segment" and e["decision"] != "text")
+    assert segment["decision"] == "noise" and segment["action"] == "resume the reply"
+    assert h.events[-1]["response"]["status"] == "completed"
+    assert next(e for e in h.events if e["type"] == "bargein.reply.resumed")["audio_start_ms"] == 700
+    cut = 700 * 48  # 700 ms of 24 kHz pcm16
+    assert len(before) >= cut
+    # what the client played, then what it got after the resume, is the reply exactly: no sample lost or doubled
+    assert before[:cut] + after == full
+    deleted = [e for e in h.events if e["type"] == "conversation.item.deleted"]
+    assert deleted and deleted[0]["item_id"] == segment["item_id"]
+    assert h.events[-1]["response"]["output"][0]["content"][0]["transcript"].startswith("You said: talk.")
+    await h.session.close()

@@ -7,7 +7,6 @@ and produce predictable output, so tests can assert exact transcripts, replies a
 from __future__ import annotations
 
 import asyncio
-import itertools
 from collections.abc import AsyncIterator, Sequence
 
 import numpy as np
@@ -24,26 +23,33 @@ from bargein.engines.base import (
 
 
 class FakeRecognizer:
-    """Returns the scripted transcripts in turn (then the last one again); empty audio gives ''."""
+    """The n-th distinct utterance gets the n-th scripted transcript (then the last one again).
+
+    An utterance is known by its first 300 ms of samples, so partial, speculative and final
+    recognitions of one turn (which all start at the same sample) agree; audio shorter than
+    ``min_speech_s`` or silent gives ''.
+    """
 
     def __init__(self, transcripts: Sequence[str] = ("hello there",), *, delay_s: float = 0.0,
                  min_speech_s: float = 0.1) -> None:
         self._transcripts = list(transcripts)
-        self._next = itertools.count()
+        self._known: dict[bytes, str] = {}
         self.delay_s = delay_s
         self.min_speech_s = min_speech_s
         self.calls = 0
 
     async def transcribe(self, audio: Float32Audio, *, language: str | None = None,
                          prompt: str | None = None) -> Transcript:
-        """The next scripted transcript, or '' for audio shorter than ``min_speech_s``."""
+        """The transcript scripted for this utterance, or '' for too little or silent audio."""
         self.calls += 1
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
-        if len(audio) < self.min_speech_s * 16_000:
+        if len(audio) < self.min_speech_s * 16_000 or float(np.max(np.abs(audio))) < 1e-3:
             return Transcript(text="", no_speech_prob=1.0)
-        index = min(next(self._next), len(self._transcripts) - 1)
-        return Transcript(text=self._transcripts[index])
+        key = np.round(audio[:4800] * 32767).astype(np.int16).tobytes()
+        if key not in self._known:
+            self._known[key] = self._transcripts[min(len(self._known), len(self._transcripts) - 1)]
+        return Transcript(text=self._known[key])
 
 
 class FakeLanguageModel:

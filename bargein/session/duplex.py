@@ -1,246 +1,75 @@
 """The duplex turn-taking state machine: pure, no I/O, no clock of its own.
 
-Sans-I/O in the style of h11/wsproto: the shell ``feed``s small frozen events (a VAD frame crossed a
-threshold, the client committed, a reply produced audio, ...) and ``take_actions`` returns what is
-due (emit ``speech_started``, commit the buffer, start or cancel a reply, forward or drop audio).
-Time is stream time carried by the events themselves, so a scripted timeline with a fake clock
-replays exactly.
+Sans-I/O in the style of h11/wsproto: the shell ``feed``s small frozen events (a VAD frame, a client
+event, a reply's audio, a classifier decision, a timer) and ``take_actions`` returns what is due.
+Time is stream time carried by the events, so a scripted timeline with a fake clock replays exactly.
 
-The machine owns two decisions that must never race: *when a user turn starts and ends* (server VAD
-with hysteresis, prefix padding and silence duration) and *which reply is allowed to reach the
-client*. Audio from any reply other than the active one is dropped by id, so nothing produced for a
-cancelled reply can follow its ``response.done``.
+What it decides, and nothing else:
+- *when a user turn starts and ends*: server VAD with hysteresis, prefix padding and an endpoint
+  silence that semantic VAD and the storm guard can lengthen or shorten;
+- *what a segment means*: with listening on, every committed segment waits for the classifier;
+  a query is answered, noise is discarded and never enters the history;
+- *what happens to a reply the user talks over*: it pauses at once (no more audio goes out), then a
+  query cancels it and a false interruption resumes it from the cut point;
+- *which reply may reach the client*: audio from any reply but the active one is dropped by id, so
+  nothing produced for a cancelled reply can follow its ``response.done``.
 """
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
 from bargein.protocol.errors import ProtocolError
+from bargein.session.endpointing import endpoint_silence_ms
+from bargein.session.storm_guard import StormGuard
+from bargein.session.turn_events import *  # noqa: F403 - the machine's vocabulary is part of its interface
+from bargein.session.turn_events import (
+    Action,
+    ArmIdleTimer,
+    ArmPauseTimer,
+    AwaitClassification,
+    CancelReply,
+    ClearBuffer,
+    ClientClear,
+    ClientCommit,
+    ClientResponseCancel,
+    ClientResponseCreate,
+    CommitBuffer,
+    CompleteReply,
+    DisarmIdleTimer,
+    DiscardSegment,
+    DropAudio,
+    Event,
+    ForwardAudio,
+    HoldAudio,
+    IdleTimeout,
+    IdleTimerFired,
+    ModeChanged,
+    PartialTranscript,
+    PauseReply,
+    PauseTimerFired,
+    Phase,
+    Reject,
+    ReplyAudio,
+    ReplyFinished,
+    ResumeReply,
+    SegmentClassified,
+    SettingsChanged,
+    SilenceBegan,
+    SpeechResumed,
+    SpeechStarted,
+    SpeechStopped,
+    StartReply,
+    TurnSettings,
+    VadFrame,
+)
 
 MIN_COMMIT_MS = 100.0
 """Shortest buffer a commit accepts (the OpenAI Realtime API's rule)."""
 HYSTERESIS = 0.15
 """Speech ends below ``threshold - HYSTERESIS`` (Silero's recommended offset threshold)."""
-
-
-class Phase(enum.Enum):
-    """Where the conversation is, seen from both sides at once."""
-
-    LISTENING = "listening"
-    USER_SPEAKING = "user_speaking"
-    THINKING = "thinking"
-    AGENT_SPEAKING = "agent_speaking"
-
-
-@dataclass(frozen=True)
-class TurnSettings:
-    """The part of ``turn_detection`` the machine needs; ``None`` in the session means manual turns."""
-
-    threshold: float = 0.5
-    prefix_padding_ms: int = 300
-    silence_duration_ms: int = 500
-    create_response: bool = True
-    interrupt_response: bool = True
-    idle_timeout_ms: int | None = None
-
-
-# --- events (inputs) ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class VadFrame:
-    """Speech probability of the input audio between ``start_ms`` and ``end_ms`` (stream time)."""
-
-    start_ms: float
-    end_ms: float
-    probability: float
-
-
-@dataclass(frozen=True)
-class ClientCommit:
-    """``input_audio_buffer.commit`` with ``buffered_ms`` of audio in the buffer."""
-
-    buffered_ms: float
-    event_id: str | None = None
-
-
-@dataclass(frozen=True)
-class ClientClear:
-    """``input_audio_buffer.clear``."""
-
-
-@dataclass(frozen=True)
-class ClientResponseCreate:
-    """``response.create``."""
-
-    event_id: str | None = None
-
-
-@dataclass(frozen=True)
-class ClientResponseCancel:
-    """``response.cancel``, optionally naming the response."""
-
-    response_id: str | None = None
-    event_id: str | None = None
-
-
-@dataclass(frozen=True)
-class ReplyAudio:
-    """A reply produced a chunk of audio (``payload`` is opaque to the machine)."""
-
-    response_id: str
-    payload: object = None
-
-
-@dataclass(frozen=True)
-class ReplyFinished:
-    """A reply's generation ended by itself (all its audio has been fed)."""
-
-    response_id: str
-    failed: bool = False
-
-
-@dataclass(frozen=True)
-class IdleTimerFired:
-    """The idle timer armed by :class:`ArmIdleTimer` ran out at stream time ``at_ms``."""
-
-    at_ms: float
-
-
-@dataclass(frozen=True)
-class SettingsChanged:
-    """``session.update`` changed turn detection (``None``: manual turns)."""
-
-    settings: TurnSettings | None
-
-
-Event = (VadFrame | ClientCommit | ClientClear | ClientResponseCreate | ClientResponseCancel | ReplyAudio
-         | ReplyFinished | IdleTimerFired | SettingsChanged)
-
-
-# --- actions (outputs) --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SpeechStarted:
-    """Emit ``input_audio_buffer.speech_started``; the user item will be ``item_id``."""
-
-    item_id: str
-    audio_start_ms: float
-
-
-@dataclass(frozen=True)
-class SilenceBegan:
-    """The VAD first saw silence in a turn: speculative recognition may start."""
-
-    item_id: str
-    at_ms: float
-
-
-@dataclass(frozen=True)
-class SpeechResumed:
-    """Speech came back before the endpoint: speculative work for ``item_id`` is stale."""
-
-    item_id: str
-
-
-@dataclass(frozen=True)
-class SpeechStopped:
-    """Emit ``input_audio_buffer.speech_stopped``."""
-
-    item_id: str
-    audio_end_ms: float
-
-
-@dataclass(frozen=True)
-class CommitBuffer:
-    """Turn input audio into user item ``item_id``: from ``start_ms`` (``None``: buffer start) to ``end_ms``."""
-
-    item_id: str
-    start_ms: float | None
-    end_ms: float | None
-    event_id: str | None = None
-
-
-@dataclass(frozen=True)
-class ClearBuffer:
-    """Drop buffered input audio and emit ``input_audio_buffer.cleared``."""
-
-
-@dataclass(frozen=True)
-class StartReply:
-    """Create response ``response_id`` (trigger: the VAD endpoint, the client or the idle timer)."""
-
-    response_id: str
-    trigger: Literal["turn_detected", "client", "idle_timeout"]
-
-
-@dataclass(frozen=True)
-class CancelReply:
-    """Stop every stage of ``response_id`` and emit its ``response.done`` with status ``cancelled``."""
-
-    response_id: str
-    reason: Literal["turn_detected", "client_cancelled"]
-
-
-@dataclass(frozen=True)
-class ForwardAudio:
-    """Send this chunk of the active reply to the client."""
-
-    response_id: str
-    payload: object
-
-
-@dataclass(frozen=True)
-class DropAudio:
-    """A chunk of a reply that is no longer active: never sent."""
-
-    response_id: str
-
-
-@dataclass(frozen=True)
-class CompleteReply:
-    """Emit the reply's closing events and ``response.done`` (completed or failed)."""
-
-    response_id: str
-    status: Literal["completed", "failed"]
-
-
-@dataclass(frozen=True)
-class ArmIdleTimer:
-    """Fire :class:`IdleTimerFired` after ``delay_ms`` of no speech (re-arming replaces the old timer)."""
-
-    delay_ms: int
-
-
-@dataclass(frozen=True)
-class DisarmIdleTimer:
-    """Cancel a pending idle timer."""
-
-
-@dataclass(frozen=True)
-class IdleTimeout:
-    """Emit ``input_audio_buffer.timeout_triggered`` for an empty turn ``item_id``."""
-
-    item_id: str
-    audio_start_ms: float
-    audio_end_ms: float
-
-
-@dataclass(frozen=True)
-class Reject:
-    """Answer a client event with an ``error`` event; nothing else changes."""
-
-    error: ProtocolError
-
-
-Action = (SpeechStarted | SilenceBegan | SpeechResumed | SpeechStopped | CommitBuffer | ClearBuffer
-          | StartReply | CancelReply | ForwardAudio | DropAudio | CompleteReply | ArmIdleTimer
-          | DisarmIdleTimer | IdleTimeout | Reject)
 
 
 class IllegalTransition(RuntimeError):
@@ -251,13 +80,18 @@ class IllegalTransition(RuntimeError):
 class _Turn:
     item_id: str
     onset_ms: float
+    during_reply: bool
     silence_since_ms: float | None = None
+    partial: str | None = None
+    speech_ms: float = 0.0
 
 
 @dataclass
 class _Reply:
     response_id: str
     has_audio: bool = False
+    paused: bool = False
+    generation_done: bool = False
 
 
 @dataclass
@@ -269,11 +103,19 @@ class DuplexMachine:
 
     new_id: Callable[[str], str]
     settings: TurnSettings | None = field(default_factory=TurnSettings)
+    storm: StormGuard = field(default_factory=StormGuard)
     _turn: _Turn | None = field(default=None, init=False)
     _reply: _Reply | None = field(default=None, init=False)
+    _awaiting: dict[str, bool] = field(default_factory=dict, init=False)
+    """Committed segments waiting for the classifier, and whether each began during a reply."""
+    _unanswered: bool = field(default=False, init=False)
     _last_ms: float = field(default=0.0, init=False)
     _actions: list[Action] = field(default_factory=list, init=False)
     finished_replies: set[str] = field(default_factory=set, init=False)
+
+    def __post_init__(self) -> None:
+        if self.settings is not None:
+            self.storm = StormGuard(self.settings.storm_barge_ins, self.settings.storm_window_ms)
 
     # -- the two public methods ---------------------------------------------------------------------
 
@@ -298,19 +140,21 @@ class DuplexMachine:
             return Phase.USER_SPEAKING
         if self._reply is None:
             return Phase.LISTENING
+        if self._reply.paused:
+            return Phase.PAUSED
         return Phase.AGENT_SPEAKING if self._reply.has_audio else Phase.THINKING
 
     @property
     def active_response_id(self) -> str | None:
-        """The only reply whose audio may reach the client."""
+        """The only reply whose audio may reach the client (while it is not paused)."""
         return self._reply.response_id if self._reply else None
 
     @property
-    def speaking_item_id(self) -> str | None:
-        """The user item being spoken, if the user is speaking."""
-        return self._turn.item_id if self._turn else None
+    def paused(self) -> bool:
+        """True while the active reply is paused by a segment under judgement."""
+        return self._reply is not None and self._reply.paused
 
-    # -- transitions --------------------------------------------------------------------------------
+    # -- voice activity -----------------------------------------------------------------------------
 
     def _on_VadFrame(self, frame: VadFrame) -> None:
         if frame.end_ms < self._last_ms or frame.end_ms < frame.start_ms:
@@ -319,6 +163,8 @@ class DuplexMachine:
         settings = self.settings
         if settings is None:
             return
+        if self.storm.tick(frame.end_ms) == "normal":
+            self._emit(ModeChanged("normal", f"no barge-in for {settings.storm_window_ms / 1000:.0f} s"))
         speech = frame.probability >= settings.threshold
         silence = frame.probability < max(settings.threshold - HYSTERESIS, 0.01)
         turn = self._turn
@@ -326,22 +172,35 @@ class DuplexMachine:
             if speech:
                 self._begin_turn(frame.start_ms, settings)
             return
+        if speech:
+            turn.speech_ms += frame.end_ms - frame.start_ms
         if speech and turn.silence_since_ms is not None:
             turn.silence_since_ms = None
             self._emit(SpeechResumed(turn.item_id))
         elif silence and turn.silence_since_ms is None:
             turn.silence_since_ms = frame.start_ms
             self._emit(SilenceBegan(turn.item_id, frame.start_ms))
-        if turn.silence_since_ms is not None and \
-                frame.end_ms - turn.silence_since_ms >= settings.silence_duration_ms:
-            self._end_turn(turn, settings, frame.end_ms)
+        reply = self._reply
+        if (turn.during_reply and reply is not None and not reply.paused and settings.interrupt_response
+                and turn.speech_ms >= settings.confirm_query_ms):
+            self._pause(reply, turn)  # confirm mode: a query-length segment may interrupt
+        if turn.silence_since_ms is not None:
+            needed = endpoint_silence_ms(settings.silence_duration_ms, eagerness=settings.eagerness,
+                                         partial=turn.partial, confirm=self.storm.mode == "confirm")
+            if frame.end_ms - turn.silence_since_ms >= needed:
+                self._end_turn(turn, settings, frame.end_ms)
 
     def _begin_turn(self, onset_ms: float, settings: TurnSettings) -> None:
-        self._turn = _Turn(self.new_id("item"), onset_ms)
+        reply = self._reply
+        turn = self._turn = _Turn(self.new_id("item"), onset_ms, during_reply=reply is not None)
         self._emit(DisarmIdleTimer())
-        self._emit(SpeechStarted(self._turn.item_id, onset_ms))
-        if self._reply is not None and settings.interrupt_response:
+        self._emit(SpeechStarted(turn.item_id, onset_ms))
+        if reply is None or not settings.interrupt_response:
+            return
+        if not settings.listen:
             self._cancel_active("turn_detected")
+        elif self.storm.mode == "normal" and not reply.paused:
+            self._pause(reply, turn)
 
     def _end_turn(self, turn: _Turn, settings: TurnSettings, now_ms: float) -> None:
         assert turn.silence_since_ms is not None
@@ -349,8 +208,55 @@ class DuplexMachine:
         self._emit(SpeechStopped(turn.item_id, turn.silence_since_ms))
         start = max(0.0, turn.onset_ms - settings.prefix_padding_ms)
         self._emit(CommitBuffer(turn.item_id, start, now_ms))
-        if settings.create_response and self._reply is None:
+        if not settings.listen:
+            self._unanswered = True
+            self._maybe_answer()
+            return
+        self._awaiting[turn.item_id] = turn.during_reply
+        self._emit(AwaitClassification(turn.item_id))
+        if self._reply is not None and self._reply.paused:
+            self._emit(ArmPauseTimer(self._reply.response_id, settings.false_interruption_timeout_ms))
+
+    def _on_PartialTranscript(self, event: PartialTranscript) -> None:
+        if self._turn is not None and self._turn.item_id == event.item_id:
+            self._turn.partial = event.text
+
+    # -- listening decisions ------------------------------------------------------------------------
+
+    def _on_SegmentClassified(self, event: SegmentClassified) -> None:
+        if event.item_id not in self._awaiting:
+            return  # cleared, or decided already: a late answer changes nothing
+        during_reply = self._awaiting.pop(event.item_id)
+        reply = self._reply
+        confirm_ignores = (during_reply and reply is not None and not reply.paused
+                           and self.storm.mode == "confirm")
+        if event.decision == "noise" or confirm_ignores:
+            self._emit(DiscardSegment(event.item_id))
+            if reply is not None and reply.paused and self._turn is None and not self._awaiting:
+                self._resume(reply)
+            self._maybe_answer()
+            return
+        self._unanswered = True
+        if reply is not None and during_reply and self.settings is not None and self.settings.interrupt_response:
+            self._cancel_active("turn_detected")
+            if self.storm.barge_in(self._last_ms) == "confirm":
+                self._emit(ModeChanged("confirm", f"{self.storm.capacity} barge-ins within "
+                                                  f"{self.storm.window_ms / 1000:.0f} s"))
+        self._maybe_answer()
+
+    def _on_PauseTimerFired(self, event: PauseTimerFired) -> None:
+        reply = self._reply
+        if reply is None or reply.response_id != event.response_id or not reply.paused or self._turn is not None:
+            return  # decided meanwhile, or the user is speaking again
+        self._resume(reply)
+
+    def _maybe_answer(self) -> None:
+        settings = self.settings
+        if (self._unanswered and settings is not None and settings.create_response and self._reply is None
+                and self._turn is None and not self._awaiting):
             self._start_reply("turn_detected")
+
+    # -- client events ------------------------------------------------------------------------------
 
     def _on_ClientCommit(self, event: ClientCommit) -> None:
         turn, self._turn = self._turn, None
@@ -364,9 +270,10 @@ class DuplexMachine:
         if turn is not None:
             self._emit(SpeechStopped(item_id, self._last_ms))
         self._emit(CommitBuffer(item_id, None, None, event_id=event.event_id))
-        # in server-VAD mode a commit is an endpoint, and the reply follows as it would after silence
-        if self.settings is not None and self.settings.create_response and self._reply is None:
-            self._start_reply("turn_detected")
+        # an explicit commit is the client saying "this is a turn": no classification
+        if self.settings is not None:
+            self._unanswered = True
+            self._maybe_answer()
 
     def _on_ClientClear(self, _event: ClientClear) -> None:
         self._turn = None
@@ -390,13 +297,17 @@ class DuplexMachine:
             return
         self._cancel_active("client_cancelled")
 
+    # -- the reply's output -------------------------------------------------------------------------
+
     def _on_ReplyAudio(self, event: ReplyAudio) -> None:
         reply = self._reply
         if reply is None or reply.response_id != event.response_id:
             self._emit(DropAudio(event.response_id))
-            return
-        reply.has_audio = True
-        self._emit(ForwardAudio(event.response_id, event.payload))
+        elif reply.paused:
+            self._emit(HoldAudio(event.response_id, event.payload))
+        else:
+            reply.has_audio = True
+            self._emit(ForwardAudio(event.response_id, event.payload))
 
     def _on_ReplyFinished(self, event: ReplyFinished) -> None:
         reply = self._reply
@@ -404,10 +315,10 @@ class DuplexMachine:
             if event.response_id not in self.finished_replies:
                 raise IllegalTransition(f"reply {event.response_id} finished but was never started")
             return  # it was cancelled; its response.done is already out
-        self._reply = None
-        self.finished_replies.add(reply.response_id)
-        self._emit(CompleteReply(reply.response_id, "failed" if event.failed else "completed"))
-        self._arm_idle_timer()
+        if reply.paused and not event.failed:
+            reply.generation_done = True  # it completes once resumed, or is cancelled
+            return
+        self._complete(reply, failed=event.failed)
 
     def _on_IdleTimerFired(self, event: IdleTimerFired) -> None:
         if self._turn is not None or self._reply is not None or self.settings is None:
@@ -418,16 +329,38 @@ class DuplexMachine:
 
     def _on_SettingsChanged(self, event: SettingsChanged) -> None:
         self.settings = event.settings
-        if event.settings is None:
+        if event.settings is not None:
+            self.storm.capacity = event.settings.storm_barge_ins
+            self.storm.window_ms = event.settings.storm_window_ms
+        else:
             self._turn = None
             self._emit(DisarmIdleTimer())
 
     # -- helpers ------------------------------------------------------------------------------------
 
     def _start_reply(self, trigger: Literal["turn_detected", "client", "idle_timeout"]) -> None:
+        self._unanswered = False
         self._reply = _Reply(self.new_id("resp"))
         self._emit(DisarmIdleTimer())
         self._emit(StartReply(self._reply.response_id, trigger))
+
+    def _pause(self, reply: _Reply, turn: _Turn) -> None:
+        reply.paused = True
+        self._emit(PauseReply(reply.response_id, turn.item_id))
+
+    def _resume(self, reply: _Reply) -> None:
+        reply.paused = False
+        self._emit(ResumeReply(reply.response_id))
+        if reply.generation_done:
+            self._complete(reply, failed=False)
+
+    def _complete(self, reply: _Reply, *, failed: bool) -> None:
+        self._reply = None
+        self.finished_replies.add(reply.response_id)
+        self._emit(CompleteReply(reply.response_id, "failed" if failed else "completed"))
+        if self.settings is not None and self.settings.idle_timeout_ms:
+            self._emit(ArmIdleTimer(self.settings.idle_timeout_ms))
+        self._maybe_answer()
 
     def _cancel_active(self, reason: Literal["turn_detected", "client_cancelled"]) -> None:
         assert self._reply is not None
@@ -435,10 +368,6 @@ class DuplexMachine:
         self._reply = None
         self.finished_replies.add(response_id)
         self._emit(CancelReply(response_id, reason))
-
-    def _arm_idle_timer(self) -> None:
-        if self.settings is not None and self.settings.idle_timeout_ms:
-            self._emit(ArmIdleTimer(self.settings.idle_timeout_ms))
 
     def _emit(self, action: Action) -> None:
         self._actions.append(action)

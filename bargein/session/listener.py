@@ -7,6 +7,8 @@ into VAD frames whose speech probabilities feed the duplex machine.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import numpy.typing as npt
 
@@ -58,6 +60,13 @@ class InputBuffer:
         audio = self._joined()[cut - self.start_sample:]
         self._chunks = [audio] if len(audio) else []
         self.start_sample = cut
+
+    def peek(self, start_ms: float, end_ms: float | None = None) -> npt.NDArray[np.float32]:
+        """A copy of the audio between two stream positions, leaving the buffer as it is."""
+        audio = self._joined()
+        first = max(self.start_sample, int(start_ms / _MS_PER_SAMPLE))
+        last = self.end_sample if end_ms is None else min(self.end_sample, int(end_ms / _MS_PER_SAMPLE))
+        return audio[first - self.start_sample:max(first, last) - self.start_sample].copy()
 
     def clear(self) -> None:
         """Drop everything held."""
@@ -118,7 +127,8 @@ class Listener:
         for index, frame in enumerate(self._framer.push(audio16k)):
             start = first_sample + index * step
             probability = await self._vad.probability(frame)
-            frames.append(VadFrame(start * _MS_PER_SAMPLE, (start + step) * _MS_PER_SAMPLE, probability))
+            energy_db = 10.0 * math.log10(float(np.mean(np.square(frame))) + 1e-10)
+            frames.append(VadFrame(start * _MS_PER_SAMPLE, (start + step) * _MS_PER_SAMPLE, probability, energy_db))
         return frames
 
     def close(self) -> None:

@@ -30,6 +30,8 @@ from bargein.session.outbound import Outbound, Outgoing
 from bargein.session.replies import Replies
 from bargein.session.reply_events import ReplyState
 from bargein.session.responder import Responder
+from bargein.session.segments import Segments
+from bargein.session.speculation import Speculator
 from bargein.session.transcription import Transcriber
 
 log = logging.getLogger(__name__)
@@ -48,7 +50,7 @@ def turn_settings(config: SessionConfig) -> dx.TurnSettings | None:
     if isinstance(detection, SemanticVad):
         return dx.TurnSettings(silence_duration_ms=SEMANTIC_SILENCE_MS[detection.eagerness],
                                create_response=detection.create_response,
-                               interrupt_response=detection.interrupt_response)
+                               interrupt_response=detection.interrupt_response, eagerness=detection.eagerness)
     return None
 
 
@@ -65,9 +67,12 @@ class RealtimeSession:
         self.conversation = Conversation()
         self.machine = dx.DuplexMachine(new_id, turn_settings(self.config))
         self.listener = Listener(engines.vad, self.config.input_format)
-        self.transcriber = Transcriber(engines.asr, self.conversation, self._emit)
+        self.segments = Segments(self, Speculator(engines.asr, engines.llm))
+        self.transcriber = Transcriber(engines.asr, self.conversation, self._emit, self.segments.transcribed)
         self.replies = Replies(self, Responder(engines.llm, engines.tts), output_lead_ms=output_lead_ms,
                                on_closed=self._reply_closed)
+        self.replies.prefetch_for = self.segments.speculator.take_reply
+        self._pause_timers: dict[str, asyncio.TimerHandle] = {}
         self.ledgers: dict[str, TurnLedger] = {}
         self.current_ledger: TurnLedger | None = None
         self._idle_timer: asyncio.TimerHandle | None = None
@@ -125,6 +130,7 @@ class RealtimeSession:
             raise ProtocolError(str(error), code="invalid_audio", param="audio", event_id=message.event_id) from None
         for frame in await self.listener.hear(audio):
             self.feed(frame)
+            self.segments.frame(frame)
         if self.machine.phase is not dx.Phase.USER_SPEAKING and self.machine.settings is not None:
             keep = max(self.machine.settings.prefix_padding_ms, 500)
             self.listener.buffer.trim_before(self.listener.stream_ms - keep)
@@ -166,6 +172,8 @@ class RealtimeSession:
         self._emit(Outgoing(event("conversation.item.added", previous_item_id=previous, item=item.wire())))
         if not audio_clips:
             self._emit(Outgoing(event("conversation.item.done", previous_item_id=previous, item=item.wire())))
+        if item.role == "user" and any(p.type == "input_text" for p in item.parts):
+            self.segments.typed(item)
         for index, clip in audio_clips:
             self.transcriber.start(item, clip, content_index=index)
 
@@ -190,10 +198,12 @@ class RealtimeSession:
                 self.current_ledger = TurnLedger(item_id=item_id)
                 self.ledgers[item_id] = self.current_ledger
                 self.current_ledger.mark("speech_start", stream_ms=start_ms)
+                self.segments.started(item_id, start_ms)
                 self.replies.cut_playing()
                 self._emit(Outgoing(event("input_audio_buffer.speech_started", audio_start_ms=int(start_ms),
                                           item_id=item_id)))
             case dx.SpeechStopped(item_id, end_ms):
+                self.segments.stopped(item_id)
                 if ledger := self.ledgers.get(item_id):
                     # the last speech sample arrived (stream_now - end) ago for a client streaming in real time
                     lag_s = max(0.0, self.listener.stream_ms - end_ms) / 1000.0
@@ -236,8 +246,27 @@ class RealtimeSession:
                                           audio_start_ms=int(start_ms), audio_end_ms=int(end_ms))))
             case dx.Reject(error):
                 self._emit(Outgoing(error_event(error)))
-            case dx.SilenceBegan() | dx.SpeechResumed():
-                pass  # speculative recognition hooks in here
+            case dx.SilenceBegan(item_id, at_ms):
+                self.segments.silence_began(item_id, at_ms)
+            case dx.SpeechResumed(item_id):
+                self.segments.speech_resumed(item_id)
+            case dx.PauseReply(response_id, item_id):
+                self.replies.pause(response_id, item_id)
+            case dx.HoldAudio(response_id, payload):
+                self.replies.hold(response_id, payload)
+            case dx.ResumeReply(response_id):
+                self._disarm_pause_timer(response_id)
+                self.replies.resume(response_id)
+            case dx.ArmPauseTimer(response_id, delay_ms):
+                self._disarm_pause_timer(response_id)
+                self._pause_timers[response_id] = asyncio.get_running_loop().call_later(
+                    delay_ms / 1000, lambda: self.feed(dx.PauseTimerFired(response_id)))
+            case dx.AwaitClassification(item_id):
+                self.segments.await_classification(item_id)
+            case dx.DiscardSegment(item_id):
+                self.segments.discard(item_id)
+            case dx.ModeChanged(mode, reason):
+                self._emit(Outgoing(event("bargein.turn.mode", mode=mode, reason=reason)))
 
     def _commit(self, item_id: str, start_ms: float | None, end_ms: float | None) -> None:
         audio = self.listener.buffer.take(start_ms, end_ms)
@@ -248,9 +277,15 @@ class RealtimeSession:
         previous = self.conversation.add(item)
         self._emit(Outgoing(event("input_audio_buffer.committed", previous_item_id=previous, item_id=item_id)))
         self._emit(Outgoing(event("conversation.item.added", previous_item_id=previous, item=item.wire())))
-        self.transcriber.start(item, audio, content_index=0, ledger=ledger)
+        self.transcriber.start(item, audio, content_index=0, ledger=ledger,
+                               guessed=self.segments.speculator.take_recognition(item_id))
+
+    def _disarm_pause_timer(self, response_id: str) -> None:
+        if (timer := self._pause_timers.pop(response_id, None)) is not None:
+            timer.cancel()
 
     def _reply_closed(self, reply: ReplyState, status: str) -> None:
+        self._disarm_pause_timer(reply.response_id)
         ledger = self.ledger_for(reply.response_id) or TurnLedger(response_id=reply.response_id)
         ledger.mark("response_done")
         ledger.add("audio_sent_s", reply.item.audio_ms / 1000.0)
@@ -292,6 +327,9 @@ class RealtimeSession:
         """Cancel every task and release the VAD stream."""
         if self._idle_timer is not None:
             self._idle_timer.cancel()
+        for timer in self._pause_timers.values():
+            timer.cancel()
+        self.segments.close()
         tasks: list[asyncio.Task[Any]] = [*self.replies.close(), *self.transcriber.tasks()]
         for task in tasks:
             task.cancel()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -65,6 +65,8 @@ class ReplyPlan:
     voice: str | None
     output_format: AudioFormat
     max_tokens: int | None = None
+    prefetched: AsyncIterator[str] | None = None
+    """Tokens a speculative LLM stream already wrote for exactly these messages."""
 
 
 class Responder:
@@ -101,7 +103,8 @@ class Responder:
         options = GenerationOptions(max_tokens=plan.max_tokens or 256)
         tokens = 0
         try:
-            async for token in self.llm.stream(plan.messages, cancel=cancel, options=options):
+            source = plan.prefetched or self.llm.stream(plan.messages, cancel=cancel, options=options)
+            async for token in source:
                 if cancel.cancelled:
                     break
                 if tokens == 0:

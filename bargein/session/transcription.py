@@ -22,24 +22,30 @@ class Transcriber:
     """Runs recognition of each committed user item and reports it; replies wait for it."""
 
     def __init__(self, asr: SpeechRecognizer, conversation: Conversation,
-                 emit: Callable[[Outgoing], None]) -> None:
+                 emit: Callable[[Outgoing], None],
+                 on_done: Callable[[Item, Transcript | None], None] | None = None) -> None:
         self.asr = asr
+        self.on_done = on_done
         self.conversation = conversation
         self.emit = emit
         self._pending: dict[str, asyncio.Task[Transcript | None]] = {}
         self.results: dict[str, Transcript] = {}
 
     def start(self, item: Item, audio: npt.NDArray[np.float32], *, content_index: int,
-              ledger: TurnLedger | None = None) -> None:
-        """Begin recognising ``audio`` for ``item.parts[content_index]``."""
-        task = asyncio.create_task(self._run(item, audio, content_index, ledger))
+              ledger: TurnLedger | None = None, guessed: asyncio.Task[Transcript] | None = None) -> None:
+        """Begin recognising ``audio`` for ``item.parts[content_index]``.
+
+        ``guessed`` is a speculative recognition of the same turn started before its endpoint: its
+        result stands for the whole (the audio after it is only the endpoint silence).
+        """
+        task = asyncio.create_task(self._run(item, audio, content_index, ledger, guessed))
         self._pending[item.id] = task
         task.add_done_callback(lambda _t: self._pending.pop(item.id, None))
 
     async def _run(self, item: Item, audio: npt.NDArray[np.float32], content_index: int,
-                   ledger: TurnLedger | None) -> Transcript | None:
+                   ledger: TurnLedger | None, guessed: asyncio.Task[Transcript] | None) -> Transcript | None:
         try:
-            transcript = await self.asr.transcribe(audio)
+            transcript = await (guessed if guessed is not None else self.asr.transcribe(audio))
         except Exception as error:
             log.exception("transcription of %s failed", item.id)
             self.emit(Outgoing(event(
@@ -47,6 +53,8 @@ class Transcriber:
                 content_index=content_index,
                 error={"type": "server_error", "code": "asr_error", "message": f"{type(error).__name__}: {error}",
                        "param": None})))
+            if self.on_done is not None:
+                self.on_done(item, None)
             return None
         if ledger is not None:
             ledger.mark("asr_final")
@@ -58,6 +66,8 @@ class Transcriber:
             content_index=content_index, transcript=text,
             usage=transcription_usage(len(audio) / 16_000))))
         self.emit(Outgoing(event("conversation.item.done", item=item.wire())))
+        if self.on_done is not None:
+            self.on_done(item, transcript)
         return transcript
 
     async def wait_all(self) -> None:

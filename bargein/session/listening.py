@@ -1,0 +1,134 @@
+"""The listening classifier: is a segment a *query* addressed to the agent, or *noise*?
+
+VITA's listening states, decided without a new model, from what the pipeline already has: how
+long the segment was and how confident the VAD was through it, how loud it was above the session's
+noise floor, and what the recogniser made of it (empty text, no-speech probability, average
+log-probability, word count, and the small set of phrases Whisper invents for non-speech). While
+the agent is speaking, a lone backchannel ("uh-huh", "yeah", "okay") is noise too: it acknowledges,
+it does not interrupt. Pure: the features go in, a decision and its reasons come out.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from bargein.engines.base import Transcript
+
+BACKCHANNELS = frozenset({
+    "uh-huh", "uh huh", "uhhuh", "mhm", "mm-hmm", "mm hmm", "mmhmm", "mm", "hmm", "hm", "mmm", "yeah", "yep",
+    "yes", "okay", "ok", "right", "sure", "uh", "um", "ah", "oh", "aha", "i see", "got it", "alright", "cool",
+})
+HALLUCINATIONS = frozenset({
+    "you", "thank you", "thanks", "thank you for watching", "thanks for watching", "bye", "so", "the",
+    "please subscribe", "subtitles by the amara.org community", "i'm sorry", "huh", "okay",
+})
+MIN_QUERY_SPEECH_MS = 250.0
+MIN_LEVEL_ABOVE_FLOOR_DB = 6.0
+_WORDS = re.compile(r"[a-z0-9']+(?:-[a-z0-9']+)*")
+
+
+@dataclass
+class SegmentStats:
+    """Accumulates a segment's VAD frames: duration, speech share, confidence, level."""
+
+    threshold: float = 0.5
+    frames: int = 0
+    speech_frames: int = 0
+    probability_sum: float = 0.0
+    peak_probability: float = 0.0
+    speech_power_sum: float = 0.0
+    speech_ms: float = 0.0
+
+    def add(self, probability: float, energy_db: float, frame_ms: float) -> None:
+        """One VAD frame of the segment."""
+        self.frames += 1
+        self.probability_sum += probability
+        self.peak_probability = max(self.peak_probability, probability)
+        if probability >= self.threshold:
+            self.speech_frames += 1
+            self.speech_ms += frame_ms
+            self.speech_power_sum += 10 ** (energy_db / 10)
+
+    @property
+    def mean_probability(self) -> float:
+        """Average speech probability over the segment."""
+        return self.probability_sum / self.frames if self.frames else 0.0
+
+    @property
+    def speech_level_db(self) -> float:
+        """Mean power of the speech frames, in dBFS."""
+        if not self.speech_frames:
+            return -100.0
+        return 10 * math.log10(max(self.speech_power_sum / self.speech_frames, 1e-10))
+
+
+@dataclass
+class NoiseFloor:
+    """A slow estimate of the background level from frames the VAD calls silence."""
+
+    level_db: float = -70.0
+    rate: float = 0.05
+
+    def observe(self, probability: float, energy_db: float) -> None:
+        """Track background frames only; a floor that followed speech would hide it."""
+        if probability < 0.2 and energy_db > -100:
+            self.level_db += self.rate * (energy_db - self.level_db)
+
+
+@dataclass(frozen=True)
+class ListenDecision:
+    """The classifier's verdict on one segment, with the evidence behind it."""
+
+    decision: Literal["query", "noise"]
+    reasons: tuple[str, ...]
+    features: dict[str, Any] = field(default_factory=dict)
+
+
+def normalise(text: str) -> str:
+    """Lower case, punctuation gone, spaces single: for lexicon look-ups."""
+    return " ".join(_WORDS.findall(text.lower()))
+
+
+def classify(stats: SegmentStats, transcript: Transcript | None, *, during_reply: bool,
+             noise_floor_db: float) -> ListenDecision:
+    """Query or noise, and why. ``transcript`` is ``None`` when recognition failed."""
+    text = normalise(transcript.text) if transcript else ""
+    words = text.split()
+    level_above_floor = stats.speech_level_db - noise_floor_db
+    features: dict[str, Any] = {
+        "speech_ms": round(stats.speech_ms, 1), "mean_probability": round(stats.mean_probability, 3),
+        "peak_probability": round(stats.peak_probability, 3), "level_above_floor_db": round(level_above_floor, 1),
+        "transcript": transcript.text.strip() if transcript else None, "words": len(words),
+        "no_speech_prob": round(transcript.no_speech_prob, 3) if transcript else None,
+        "avg_logprob": round(transcript.avg_logprob, 3) if transcript else None, "during_reply": during_reply,
+    }
+    reasons: list[str] = []
+    if transcript is None:
+        reasons.append("recognition failed")
+    elif not words:
+        reasons.append("no words recognised")
+    if stats.speech_ms < MIN_QUERY_SPEECH_MS:
+        reasons.append(f"too short ({stats.speech_ms:.0f} ms of speech)")
+    if level_above_floor < MIN_LEVEL_ABOVE_FLOOR_DB and stats.speech_frames:
+        reasons.append(f"too faint ({level_above_floor:.1f} dB above the noise floor)")
+    if transcript is not None and words:
+        unsure = transcript.no_speech_prob > 0.6 and transcript.avg_logprob < -0.7
+        if unsure:
+            reasons.append(f"recogniser unsure it was speech (no_speech {transcript.no_speech_prob:.2f})")
+        elif text in HALLUCINATIONS and (transcript.no_speech_prob > 0.3 or transcript.avg_logprob < -0.8):
+            reasons.append(f"a phrase the recogniser invents for non-speech ({text!r})")
+        if during_reply and len(words) <= 3 and text in BACKCHANNELS:
+            reasons.append(f"backchannel while the agent speaks ({text!r})")
+    if reasons:
+        return ListenDecision("noise", tuple(reasons), features)
+    return ListenDecision("query", (f"{len(words)} words of speech",), features)
+
+
+def segment_event_fields(item_id: str, decision: ListenDecision, action: str) -> dict[str, Any]:
+    """The body of a ``bargein.listen.segment`` event."""
+    return {"item_id": item_id, "decision": decision.decision, "reasons": list(decision.reasons),
+            "action": action, **{key: value for key, value in decision.features.items()}}
+

@@ -1,0 +1,185 @@
+"""Preemptive work: recognise, and start replying to, a turn before its endpoint confirms it ended.
+
+When the VAD first sees silence in a turn, recognition starts on the audio so far; if the words make
+a query, the LLM starts too, writing into a private buffer that no client can see. If the user goes on
+speaking, all of it is cancelled and counted as waste. If the endpoint confirms the turn, the final
+transcript is already there and the reply starts from the tokens already written. The buffered tokens
+are only ever consumed by a reply the duplex machine started *after* the endpoint, and only if the
+history it would send the LLM is exactly the one the speculation used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy.typing as npt
+
+from bargein.engines.base import (
+    CancelToken,
+    ChatMessage,
+    GenerationOptions,
+    LanguageModel,
+    SpeechRecognizer,
+    Transcript,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SpeculationCounts:
+    """What speculation started, what a reply used, and what was thrown away."""
+
+    asr_started: int = 0
+    asr_used: int = 0
+    asr_discarded: int = 0
+    llm_started: int = 0
+    llm_used: int = 0
+    llm_discarded: int = 0
+
+    @property
+    def waste(self) -> float:
+        """Share of speculative jobs whose result was discarded."""
+        started = self.asr_started + self.llm_started
+        return (self.asr_discarded + self.llm_discarded) / started if started else 0.0
+
+
+class PrefetchedReply:
+    """An LLM stream started early, buffering its tokens until a reply adopts it (or it is dropped)."""
+
+    def __init__(self, llm: LanguageModel, messages: Sequence[ChatMessage], options: GenerationOptions) -> None:
+        self.messages = list(messages)
+        self.cancel = CancelToken()
+        self._tokens: list[str] = []
+        self._done = asyncio.Event()
+        self._grew = asyncio.Event()
+        self.error: BaseException | None = None
+        self._task = asyncio.create_task(self._run(llm, options))
+
+    async def _run(self, llm: LanguageModel, options: GenerationOptions) -> None:
+        try:
+            async for token in llm.stream(self.messages, cancel=self.cancel, options=options):
+                self._tokens.append(token)
+                self._grew.set()
+        except Exception as error:  # surfaces in the adopting reply, not here
+            self.error = error
+        finally:
+            self._done.set()
+            self._grew.set()
+
+    def adopt(self, reply_cancel: CancelToken) -> AsyncIterator[str]:
+        """The token stream for the reply that takes this over; the reply's cancel stops the LLM."""
+        link = asyncio.create_task(self._follow(reply_cancel))
+        return self._iterate(link)
+
+    async def _follow(self, reply_cancel: CancelToken) -> None:
+        await reply_cancel.wait()
+        self.cancel.cancel(reply_cancel.reason or "cancelled")
+
+    async def _iterate(self, link: asyncio.Task[None]) -> AsyncIterator[str]:
+        index = 0
+        try:
+            while True:
+                if index < len(self._tokens):
+                    index += 1
+                    yield self._tokens[index - 1]
+                    continue
+                if self._done.is_set():
+                    if self.error is not None:
+                        raise self.error
+                    return
+                self._grew.clear()
+                await self._grew.wait()
+        finally:
+            link.cancel()
+
+    def discard(self) -> None:
+        """Stop generating (within one token) and forget the tokens."""
+        self.cancel.cancel("speculation discarded")
+        self._tokens.clear()
+
+
+@dataclass
+class _Guess:
+    item_id: str
+    recognition: asyncio.Task[Transcript]
+    reply: PrefetchedReply | None = None
+    used: bool = False
+
+
+@dataclass
+class Speculator:
+    """Speculative recognition and replies of one session."""
+
+    asr: SpeechRecognizer
+    llm: LanguageModel
+    enabled: bool = True
+    counts: SpeculationCounts = field(default_factory=SpeculationCounts)
+    _guesses: dict[str, _Guess] = field(default_factory=dict)
+
+    def recognise(self, item_id: str, audio: npt.NDArray) -> asyncio.Task[Transcript] | None:  # type: ignore[type-arg]
+        """Start recognising a turn's audio so far (replacing any older guess for it)."""
+        if not self.enabled or len(audio) < 1600:
+            return None
+        self._drop_sync(item_id)
+        task = asyncio.create_task(self.asr.transcribe(audio))
+        self._guesses[item_id] = _Guess(item_id, task)
+        self.counts.asr_started += 1
+        return task
+
+    def prefetch(self, item_id: str, messages: Sequence[ChatMessage], options: GenerationOptions) -> None:
+        """Start the reply's LLM stream early, for the guess of ``item_id``."""
+        guess = self._guesses.get(item_id)
+        if guess is None or guess.reply is not None:
+            return
+        guess.reply = PrefetchedReply(self.llm, messages, options)
+        self.counts.llm_started += 1
+
+    def drop(self, item_id: str) -> None:
+        """The user went on speaking: the guess for ``item_id`` is stale."""
+        self._drop_sync(item_id)
+
+    def _drop_sync(self, item_id: str) -> None:
+        guess = self._guesses.pop(item_id, None)
+        if guess is None:
+            return
+        if not guess.recognition.done():
+            guess.recognition.cancel()
+        if not guess.used:
+            self.counts.asr_discarded += 1
+        if guess.reply is not None:
+            self.counts.llm_discarded += 1
+            guess.reply.discard()
+
+    def take_recognition(self, item_id: str) -> asyncio.Task[Transcript] | None:
+        """The endpoint confirmed the turn: its recognition (running or done), if one was guessed."""
+        guess = self._guesses.get(item_id)
+        if guess is None or guess.recognition.cancelled():
+            return None
+        guess.used = True
+        self.counts.asr_used += 1
+        return guess.recognition
+
+    def take_reply(self, messages: Sequence[ChatMessage]) -> PrefetchedReply | None:
+        """A reply is starting: the prefetched stream made for exactly these messages, if any.
+
+        Every other guess is stale from now on and is discarded.
+        """
+        chosen: PrefetchedReply | None = None
+        for item_id in list(self._guesses):
+            guess = self._guesses.pop(item_id)
+            if guess.reply is not None and chosen is None and guess.reply.messages == list(messages):
+                chosen = guess.reply
+                self.counts.llm_used += 1
+            elif guess.reply is not None:
+                self.counts.llm_discarded += 1
+                guess.reply.discard()
+        return chosen
+
+    def close(self) -> None:
+        """Cancel everything (the session is ending)."""
+        for item_id in list(self._guesses):
+            self._drop_sync(item_id)

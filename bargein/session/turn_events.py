@@ -1,0 +1,323 @@
+"""The vocabulary of the duplex machine: its settings, the events it takes and the actions it returns.
+
+All are small frozen dataclasses; payloads the machine does not interpret (audio) travel as ``object``.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Literal
+
+from bargein.protocol.errors import ProtocolError
+
+
+class Phase(enum.Enum):
+    """Where the conversation is, seen from both sides at once."""
+
+    LISTENING = "listening"
+    USER_SPEAKING = "user_speaking"
+    THINKING = "thinking"
+    AGENT_SPEAKING = "agent_speaking"
+    PAUSED = "paused"
+    """The user talked over the reply; it waits for the listening decision."""
+
+
+@dataclass(frozen=True)
+class TurnSettings:
+    """The part of ``turn_detection`` the machine needs; ``None`` in the session means manual turns."""
+
+    threshold: float = 0.5
+    prefix_padding_ms: int = 300
+    silence_duration_ms: int = 500
+    create_response: bool = True
+    interrupt_response: bool = True
+    idle_timeout_ms: int | None = None
+    eagerness: Literal["low", "medium", "high", "auto"] | None = None
+    """Set for ``semantic_vad``: the endpoint silence then follows the partial transcript."""
+    listen: bool = True
+    """Classify each segment (query or noise) before answering it or cutting a reply for it."""
+    false_interruption_timeout_ms: int = 2000
+    """A reply paused by a segment resumes if no query is recognised this long after the segment ends."""
+    storm_barge_ins: int = 3
+    storm_window_ms: int = 10_000
+    confirm_query_ms: int = 600
+    """In confirm mode, speech must last this long before it may pause a reply."""
+
+
+# --- events (inputs) ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VadFrame:
+    """Speech probability of the input audio between ``start_ms`` and ``end_ms`` (stream time)."""
+
+    start_ms: float
+    end_ms: float
+    probability: float
+    energy_db: float = -100.0
+    """Frame level in dBFS, for the listening classifier (the machine itself ignores it)."""
+
+
+@dataclass(frozen=True)
+class ClientCommit:
+    """``input_audio_buffer.commit`` with ``buffered_ms`` of audio in the buffer."""
+
+    buffered_ms: float
+    event_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ClientClear:
+    """``input_audio_buffer.clear``."""
+
+
+@dataclass(frozen=True)
+class ClientResponseCreate:
+    """``response.create``."""
+
+    event_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ClientResponseCancel:
+    """``response.cancel``, optionally naming the response."""
+
+    response_id: str | None = None
+    event_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ReplyAudio:
+    """A reply produced a chunk of audio (``payload`` is opaque to the machine)."""
+
+    response_id: str
+    payload: object = None
+
+
+@dataclass(frozen=True)
+class ReplyFinished:
+    """A reply's generation ended by itself (all its audio has been fed)."""
+
+    response_id: str
+    failed: bool = False
+
+
+@dataclass(frozen=True)
+class IdleTimerFired:
+    """The idle timer armed by :class:`ArmIdleTimer` ran out at stream time ``at_ms``."""
+
+    at_ms: float
+
+
+@dataclass(frozen=True)
+class SettingsChanged:
+    """``session.update`` changed turn detection (``None``: manual turns)."""
+
+    settings: TurnSettings | None
+
+
+@dataclass(frozen=True)
+class SegmentClassified:
+    """The listening classifier decided what a committed segment was."""
+
+    item_id: str
+    decision: Literal["query", "noise"]
+
+
+@dataclass(frozen=True)
+class PartialTranscript:
+    """Words recognised so far in the segment being spoken (drives semantic endpointing)."""
+
+    item_id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class PauseTimerFired:
+    """The false-interruption timer of a paused reply ran out."""
+
+    response_id: str
+
+
+Event = (VadFrame | ClientCommit | ClientClear | ClientResponseCreate | ClientResponseCancel | ReplyAudio
+         | ReplyFinished | IdleTimerFired | SettingsChanged | SegmentClassified | PartialTranscript
+         | PauseTimerFired)
+
+
+# --- actions (outputs) --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SpeechStarted:
+    """Emit ``input_audio_buffer.speech_started``; the user item will be ``item_id``."""
+
+    item_id: str
+    audio_start_ms: float
+
+
+@dataclass(frozen=True)
+class SilenceBegan:
+    """The VAD first saw silence in a turn: speculative recognition may start."""
+
+    item_id: str
+    at_ms: float
+
+
+@dataclass(frozen=True)
+class SpeechResumed:
+    """Speech came back before the endpoint: speculative work for ``item_id`` is stale."""
+
+    item_id: str
+
+
+@dataclass(frozen=True)
+class SpeechStopped:
+    """Emit ``input_audio_buffer.speech_stopped``."""
+
+    item_id: str
+    audio_end_ms: float
+
+
+@dataclass(frozen=True)
+class CommitBuffer:
+    """Turn input audio into user item ``item_id``: from ``start_ms`` (``None``: buffer start) to ``end_ms``."""
+
+    item_id: str
+    start_ms: float | None
+    end_ms: float | None
+    event_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ClearBuffer:
+    """Drop buffered input audio and emit ``input_audio_buffer.cleared``."""
+
+
+@dataclass(frozen=True)
+class StartReply:
+    """Create response ``response_id`` (trigger: the VAD endpoint, the client or the idle timer)."""
+
+    response_id: str
+    trigger: Literal["turn_detected", "client", "idle_timeout"]
+
+
+@dataclass(frozen=True)
+class CancelReply:
+    """Stop every stage of ``response_id`` and emit its ``response.done`` with status ``cancelled``."""
+
+    response_id: str
+    reason: Literal["turn_detected", "client_cancelled"]
+
+
+@dataclass(frozen=True)
+class ForwardAudio:
+    """Send this chunk of the active reply to the client."""
+
+    response_id: str
+    payload: object
+
+
+@dataclass(frozen=True)
+class DropAudio:
+    """A chunk of a reply that is no longer active: never sent."""
+
+    response_id: str
+
+
+@dataclass(frozen=True)
+class CompleteReply:
+    """Emit the reply's closing events and ``response.done`` (completed or failed)."""
+
+    response_id: str
+    status: Literal["completed", "failed"]
+
+
+@dataclass(frozen=True)
+class ArmIdleTimer:
+    """Fire :class:`IdleTimerFired` after ``delay_ms`` of no speech (re-arming replaces the old timer)."""
+
+    delay_ms: int
+
+
+@dataclass(frozen=True)
+class DisarmIdleTimer:
+    """Cancel a pending idle timer."""
+
+
+@dataclass(frozen=True)
+class IdleTimeout:
+    """Emit ``input_audio_buffer.timeout_triggered`` for an empty turn ``item_id``."""
+
+    item_id: str
+    audio_start_ms: float
+    audio_end_ms: float
+
+
+@dataclass(frozen=True)
+class Reject:
+    """Answer a client event with an ``error`` event; nothing else changes."""
+
+    error: ProtocolError
+
+
+@dataclass(frozen=True)
+class PauseReply:
+    """Stop sending the reply at once and remember where the client's playback stands."""
+
+    response_id: str
+    item_id: str
+    """The segment that paused it."""
+
+
+@dataclass(frozen=True)
+class HoldAudio:
+    """Audio of a paused reply: keep it, in order, until the reply resumes or is cancelled."""
+
+    response_id: str
+    payload: object
+
+
+@dataclass(frozen=True)
+class ResumeReply:
+    """The pause was a false interruption: continue the reply from the cut point."""
+
+    response_id: str
+
+
+@dataclass(frozen=True)
+class ArmPauseTimer:
+    """Fire :class:`PauseTimerFired` after ``delay_ms`` unless the pause is decided first."""
+
+    response_id: str
+    delay_ms: int
+
+
+@dataclass(frozen=True)
+class AwaitClassification:
+    """A committed segment needs the listening classifier's decision."""
+
+    item_id: str
+
+
+@dataclass(frozen=True)
+class DiscardSegment:
+    """A noise segment: remove it from the conversation; it never reaches the LLM."""
+
+    item_id: str
+
+
+@dataclass(frozen=True)
+class ModeChanged:
+    """The storm guard switched the session between ``normal`` and ``confirm`` mode."""
+
+    mode: Literal["normal", "confirm"]
+    reason: str
+
+
+Action = (SpeechStarted | SilenceBegan | SpeechResumed | SpeechStopped | CommitBuffer | ClearBuffer
+          | StartReply | CancelReply | ForwardAudio | DropAudio | CompleteReply | ArmIdleTimer
+          | DisarmIdleTimer | IdleTimeout | Reject | PauseReply | HoldAudio | ResumeReply | ArmPauseTimer
+          | AwaitClassification | DiscardSegment | ModeChanged)
+
+

@@ -1,0 +1,102 @@
+"""The listening classifier's rules, and speculation's bookkeeping."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+
+from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, Transcript
+from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer
+from bargein.session.listening import NoiseFloor, SegmentStats, classify
+from bargein.session.speculation import Speculator
+
+
+def speech_stats(speech_ms: float, level_db: float = -20.0) -> SegmentStats:
+    stats = SegmentStats()
+    for _ in range(int(speech_ms / 32)):
+        stats.add(0.95, level_db, 32.0)
+    for _ in range(10):
+        stats.add(0.05, -60.0, 32.0)
+    return stats
+
+
+def test_clear_speech_with_words_is_a_query() -> None:
+    verdict = classify(speech_stats(900), Transcript("what is the weather like", avg_logprob=-0.3),
+                       during_reply=False, noise_floor_db=-60)
+    assert verdict.decision == "query"
+    assert verdict.features["words"] == 5 and verdict.features["level_above_floor_db"] == 40.0
+
+
+def test_no_words_too_short_or_too_faint_is_noise() -> None:
+    empty = classify(speech_stats(900), Transcript(""), during_reply=False, noise_floor_db=-60)
+    assert empty.decision == "noise" and "no words recognised" in empty.reasons
+    short = classify(speech_stats(96), Transcript("hey"), during_reply=False, noise_floor_db=-60)
+    assert short.decision == "noise" and short.reasons[0].startswith("too short")
+    faint = classify(speech_stats(900, level_db=-57), Transcript("far away talk"), during_reply=False,
+                     noise_floor_db=-60)
+    assert faint.decision == "noise" and faint.reasons[0].startswith("too faint")
+
+
+def test_backchannels_are_noise_only_while_the_agent_speaks() -> None:
+    for text in ("Uh-huh.", "mm-hmm", "Yeah.", "okay"):
+        during = classify(speech_stats(500), Transcript(text), during_reply=True, noise_floor_db=-60)
+        assert during.decision == "noise", text
+    after = classify(speech_stats(500), Transcript("Yeah."), during_reply=False, noise_floor_db=-60)
+    assert after.decision == "query"
+    longer = classify(speech_stats(900), Transcript("yeah but what about tomorrow"), during_reply=True,
+                      noise_floor_db=-60)
+    assert longer.decision == "query"
+
+
+def test_whisper_hallucinations_on_non_speech_are_noise() -> None:
+    invented = classify(speech_stats(700), Transcript("Thank you.", no_speech_prob=0.5, avg_logprob=-0.9),
+                        during_reply=False, noise_floor_db=-60)
+    assert invented.decision == "noise"
+    meant = classify(speech_stats(700), Transcript("Thank you.", no_speech_prob=0.01, avg_logprob=-0.2),
+                     during_reply=False, noise_floor_db=-60)
+    assert meant.decision == "query"
+
+
+def test_the_noise_floor_follows_background_frames_only() -> None:
+    floor = NoiseFloor(level_db=-70)
+    for _ in range(200):
+        floor.observe(0.05, -45.0)
+        floor.observe(0.95, -10.0)
+    assert -46 < floor.level_db < -44
+
+
+async def test_a_discarded_guess_never_becomes_a_reply() -> None:
+    speculator = Speculator(FakeRecognizer(("what time is it",)), FakeLanguageModel(token_delay_s=0.01))
+    audio = (0.2 * np.sin(np.arange(16_000) / 3)).astype(np.float32)
+    task = speculator.recognise("item_1", audio)
+    assert task is not None and (await task).text == "what time is it"
+    messages = [ChatMessage("user", "what time is it")]
+    speculator.prefetch("item_1", messages, GenerationOptions())
+    speculator.drop("item_1")  # the user went on speaking
+    assert speculator.take_reply(messages) is None
+    assert speculator.counts.asr_discarded == 1 and speculator.counts.llm_discarded == 1
+    assert speculator.counts.waste == 1.0
+
+
+async def test_a_confirmed_guess_hands_its_tokens_to_the_reply() -> None:
+    llm = FakeLanguageModel(token_delay_s=0.005)
+    speculator = Speculator(FakeRecognizer(("hello",)), llm)
+    audio = (0.2 * np.sin(np.arange(16_000) / 3)).astype(np.float32)
+    task = speculator.recognise("item_1", audio)
+    assert task is not None
+    await task
+    messages = [ChatMessage("user", "hello")]
+    speculator.prefetch("item_1", messages, GenerationOptions())
+    await asyncio.sleep(0.03)
+    assert speculator.take_recognition("item_1") is task
+    # a reply for other messages does not get it
+    assert speculator.take_reply([ChatMessage("user", "something else")]) is None
+    assert speculator.counts.llm_discarded == 1
+    speculator.recognise("item_2", audio)
+    speculator.prefetch("item_2", messages, GenerationOptions())
+    prefetched = speculator.take_reply(messages)
+    assert prefetched is not None
+    tokens = [token async for token in prefetched.adopt(CancelToken())]
+    assert "".join(tokens) == "You said: hello."
+    assert len(llm.seen) == 2 and speculator.counts.llm_used == 1

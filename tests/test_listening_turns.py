@@ -1,0 +1,204 @@
+"""Listening and turn-taking timelines: pause then decide, storm guard, speculation, semantic endpoints."""
+
+from __future__ import annotations
+
+import itertools
+
+from bargein.session import duplex as dx
+from bargein.session.endpointing import endpoint_silence_ms
+from bargein.session.storm_guard import StormGuard
+from tests.test_duplex import FRAME_MS, of
+
+
+class Listening:
+    """A timeline with the listening classifier on (the default)."""
+
+    def __init__(self, **settings: object) -> None:
+        counter = itertools.count(1)
+        self.machine = dx.DuplexMachine(lambda prefix: f"{prefix}_{next(counter)}",
+                                        dx.TurnSettings(**settings))  # type: ignore[arg-type]
+        self.now_ms = 0.0
+        self.actions: list[dx.Action] = []
+
+    def frames(self, probability: float, duration_ms: float) -> list[dx.Action]:
+        new: list[dx.Action] = []
+        for _ in range(round(duration_ms / FRAME_MS)):
+            self.machine.feed(dx.VadFrame(self.now_ms, self.now_ms + FRAME_MS, probability))
+            self.now_ms += FRAME_MS
+            new += self.machine.take_actions()
+        self.actions += new
+        return new
+
+    def speech(self, duration_ms: float) -> list[dx.Action]:
+        return self.frames(0.9, duration_ms)
+
+    def silence(self, duration_ms: float) -> list[dx.Action]:
+        return self.frames(0.05, duration_ms)
+
+    def feed(self, event: dx.Event) -> list[dx.Action]:
+        self.machine.feed(event)
+        new = self.machine.take_actions()
+        self.actions += new
+        return new
+
+    def segment(self, speech_ms: float = 640) -> str:
+        """Speech then the endpoint silence; returns the committed item awaiting its verdict."""
+        self.speech(speech_ms)
+        waiting = of(self.silence(544), dx.AwaitClassification)
+        assert waiting, "the endpoint must commit the segment and wait for the classifier"
+        return str(waiting[0].item_id)
+
+    def agent_speaking(self) -> str:
+        item = self.segment()
+        reply = of(self.feed(dx.SegmentClassified(item, "query")), dx.StartReply)[0].response_id
+        assert self.feed(dx.ReplyAudio(reply, "a0")) == [dx.ForwardAudio(reply, "a0")]
+        return reply
+
+
+def test_a_query_is_answered_only_once_classified() -> None:
+    t = Listening()
+    item = t.segment()
+    assert not of(t.actions, dx.StartReply), "no reply before the classifier says query"
+    assert of(t.feed(dx.SegmentClassified(item, "query")), dx.StartReply)
+
+
+def test_noise_is_discarded_and_never_answered() -> None:
+    t = Listening()
+    item = t.segment(160)
+    assert t.feed(dx.SegmentClassified(item, "noise")) == [dx.DiscardSegment(item)]
+    t.silence(2000)
+    assert not of(t.actions, dx.StartReply)
+    assert t.machine.phase is dx.Phase.LISTENING
+
+
+def test_pause_then_noise_resumes_the_same_reply() -> None:
+    t = Listening()
+    reply = t.agent_speaking()
+    onset = t.speech(64)
+    assert [type(a) for a in onset] == [dx.DisarmIdleTimer, dx.SpeechStarted, dx.PauseReply]
+    assert t.machine.phase is dx.Phase.USER_SPEAKING
+    # audio made while paused is held, not sent and not dropped
+    assert t.feed(dx.ReplyAudio(reply, "a1")) == [dx.HoldAudio(reply, "a1")]
+    ended = t.silence(544)
+    item = of(ended, dx.AwaitClassification)[0].item_id
+    assert of(ended, dx.ArmPauseTimer) == [dx.ArmPauseTimer(reply, 2000)]
+    assert t.machine.phase is dx.Phase.PAUSED
+    resumed = t.feed(dx.SegmentClassified(item, "noise"))
+    assert resumed == [dx.DiscardSegment(item), dx.ResumeReply(reply)]
+    assert t.feed(dx.ReplyAudio(reply, "a2")) == [dx.ForwardAudio(reply, "a2")]
+    assert not of(t.actions, dx.CancelReply)
+    # the pause timer firing late finds nothing to do
+    assert t.feed(dx.PauseTimerFired(reply)) == []
+
+
+def test_pause_then_query_cancels_and_answers() -> None:
+    t = Listening()
+    reply = t.agent_speaking()
+    t.speech(640)
+    item = of(t.silence(544), dx.AwaitClassification)[0].item_id
+    decided = t.feed(dx.SegmentClassified(item, "query"))
+    assert [type(a) for a in decided] == [dx.CancelReply, dx.DisarmIdleTimer, dx.StartReply]
+    assert decided[0] == dx.CancelReply(reply, "turn_detected")
+    assert t.feed(dx.ReplyAudio(reply, "late")) == [dx.DropAudio(reply)]
+
+
+def test_the_false_interruption_timeout_resumes_an_undecided_pause() -> None:
+    t = Listening(false_interruption_timeout_ms=1500)
+    reply = t.agent_speaking()
+    t.speech(160)
+    assert of(t.silence(544), dx.ArmPauseTimer) == [dx.ArmPauseTimer(reply, 1500)]
+    assert t.feed(dx.PauseTimerFired(reply)) == [dx.ResumeReply(reply)]
+
+
+def test_a_reply_that_finished_while_paused_completes_after_resuming() -> None:
+    t = Listening()
+    reply = t.agent_speaking()
+    t.speech(96)
+    assert t.feed(dx.ReplyFinished(reply)) == []
+    item = of(t.silence(544), dx.AwaitClassification)[0].item_id
+    assert t.feed(dx.SegmentClassified(item, "noise")) == [
+        dx.DiscardSegment(item), dx.ResumeReply(reply), dx.CompleteReply(reply, "completed")]
+    assert t.machine.phase is dx.Phase.LISTENING
+
+
+def test_a_second_segment_keeps_the_pause_until_both_are_decided() -> None:
+    t = Listening()
+    reply = t.agent_speaking()
+    t.speech(96)
+    first = of(t.silence(544), dx.AwaitClassification)[0].item_id
+    t.speech(640)
+    # the first was noise, but the user is talking again: still paused
+    assert t.feed(dx.SegmentClassified(first, "noise")) == [dx.DiscardSegment(first)]
+    second = of(t.silence(544), dx.AwaitClassification)[0].item_id
+    assert of(t.feed(dx.SegmentClassified(second, "query")), dx.CancelReply) == [
+        dx.CancelReply(reply, "turn_detected")]
+
+
+def test_storm_guard_enters_confirm_mode_and_calms_down() -> None:
+    t = Listening()
+    for _ in range(3):
+        t.agent_speaking()
+        t.speech(640)
+        item = of(t.silence(544), dx.AwaitClassification)[0].item_id
+        t.feed(dx.SegmentClassified(item, "query"))
+        # the new reply to this barge-in ends normally before the next round
+        active = t.machine.active_response_id
+        assert active is not None
+        t.feed(dx.ReplyFinished(active))
+    assert of(t.actions, dx.ModeChanged) == [dx.ModeChanged("confirm", "3 barge-ins within 10 s")]
+    t.speech(640)
+    # confirm mode waits for a longer silence before it answers (1000 ms instead of 500)
+    assert not of(t.silence(800), dx.AwaitClassification)
+    item = of(t.silence(256), dx.AwaitClassification)[0].item_id
+    reply = of(t.feed(dx.SegmentClassified(item, "query")), dx.StartReply)[0].response_id
+    t.feed(dx.ReplyAudio(reply, "a0"))
+    # confirm mode: a short burst during the reply does not pause it, nor cut it once classified
+    assert not of(t.speech(320), dx.PauseReply)
+    short = of(t.silence(1056), dx.AwaitClassification)[0].item_id
+    assert t.feed(dx.SegmentClassified(short, "query")) == [dx.DiscardSegment(short)]
+    # a query-length segment does pause it
+    assert of(t.speech(640), dx.PauseReply) == [dx.PauseReply(reply, t.machine._turn.item_id)]  # type: ignore[union-attr]
+    t.silence(1056)
+    t.feed(dx.PauseTimerFired(reply))
+    # ten calm seconds later the session is back to normal
+    t.silence(10_000)
+    assert of(t.actions, dx.ModeChanged)[-1] == dx.ModeChanged("normal", "no barge-in for 10 s")
+
+
+def test_speculation_starts_at_first_silence_and_is_voided_when_speech_resumes() -> None:
+    t = Listening()
+    t.speech(640)
+    began = of(t.silence(256), dx.SilenceBegan)
+    assert began == [dx.SilenceBegan("item_1", 640.0)]
+    resumed = t.speech(320)
+    assert resumed == [dx.SpeechResumed("item_1")]
+    # no reply of any kind exists for a turn that continued
+    assert not of(t.actions, dx.StartReply) and not of(t.actions, dx.CommitBuffer)
+
+
+def test_semantic_endpointing_waits_after_a_conjunction_and_hurries_after_a_sentence() -> None:
+    t = Listening(eagerness="medium")
+    t.speech(640)
+    t.feed(dx.PartialTranscript("item_1", "I went to the shop and"))
+    assert not of(t.silence(1024), dx.AwaitClassification), "'and' means more is coming"
+    assert of(t.silence(192), dx.AwaitClassification)
+    t.speech(640)
+    t.feed(dx.PartialTranscript("item_2", "What time is it?"))
+    assert of(t.silence(320), dx.AwaitClassification), "a complete question ends the turn sooner"
+
+
+def test_endpoint_silence_policy() -> None:
+    assert endpoint_silence_ms(500, eagerness=None, partial="and", confirm=False) == 500
+    assert endpoint_silence_ms(500, eagerness="high", partial="so um", confirm=False) == 800
+    assert endpoint_silence_ms(500, eagerness="low", partial="Thanks.", confirm=False) == 480
+    assert endpoint_silence_ms(500, eagerness=None, partial=None, confirm=True) == 1000
+
+
+def test_storm_guard_counts_barge_ins_within_the_window() -> None:
+    guard = StormGuard(capacity=3, window_ms=10_000)
+    assert guard.barge_in(0) is None and guard.barge_in(1000) is None
+    # the first barge-in left the window before the third came: still two within 10 s
+    assert guard.barge_in(10_500) is None and guard.recent == 2
+    assert guard.barge_in(10_900) == "confirm"
+    assert guard.tick(20_899) is None
+    assert guard.tick(20_900) == "normal" and guard.recent == 0
