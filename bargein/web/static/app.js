@@ -135,6 +135,14 @@ function onEvent(ev) {
   if (type.startsWith('bargein.')) {
     test.bargeinEvents.push(ev);
     if (type === 'bargein.turn.metrics') turns.metrics(ev);
+    if (type === 'bargein.reply.resumed') {
+      // A cough or a backchannel paused the reply; it goes on from exactly where playback stopped.
+      cutItems.delete(ev.item_id);
+      test.receivedMsByItem[ev.item_id] = ev.audio_start_ms;
+      audio?.seek(ev.item_id, ev.audio_start_ms);
+      view.agentResumed(ev.item_id, ev.audio_start_ms);
+      setAgent('speaking');
+    }
     return;
   }
   switch (type) {

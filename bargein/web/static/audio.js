@@ -77,6 +77,11 @@ export class AudioEngine {
     this.playback.port.postMessage({ type: 'audio', itemId, pcm: pcmBytes }, [pcmBytes]);
   }
 
+  /** A paused reply resumes: the item's played cursor restarts at `playedMs`. */
+  seek(itemId, playedMs) {
+    this.playback?.port.postMessage({ type: 'seek', itemId, playedMs });
+  }
+
   /** Marks the item's audio complete so its tail plays without waiting for more. */
   end(itemId) {
     this.playback?.port.postMessage({ type: 'end', itemId });

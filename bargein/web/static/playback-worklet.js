@@ -102,6 +102,13 @@ class PlaybackProcessor extends AudioWorkletProcessor {
         this.report(true);
         break;
       }
+      case 'seek': {
+        // The server resumed a paused reply from the cut point: this item's played audio restarts there.
+        const it = this.item(msg.itemId);
+        it.played = Math.round((msg.playedMs / 1000) * sampleRate);
+        it.ended = false;
+        break;
+      }
       case 'config':
         if (typeof msg.prebufferMs === 'number') this.prebuffer = Math.round((msg.prebufferMs / 1000) * sampleRate);
         break;

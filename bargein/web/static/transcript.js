@@ -153,6 +153,16 @@ export class ConversationView {
     this.renderAgent(a);
   }
 
+  /** The server resumed the item from `ms` (the pause was a false interruption): it is no longer cut. */
+  agentResumed(itemId, ms) {
+    const a = this.agents.get(itemId);
+    if (!a) return;
+    a.cutMs = null;
+    a.playedMs = ms;
+    a.receivedMs = ms;
+    this.renderAgent(a);
+  }
+
   /** The character index heard so far (or heard before the cut). */
   heardChars(a) {
     if (!a.audio) return a.cutMs === null ? a.text.length : 0;
