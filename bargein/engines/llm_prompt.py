@@ -7,8 +7,9 @@ from collections.abc import Sequence
 from bargein.engines.base import ChatMessage
 
 DEFAULT_SYSTEM_PROMPT = (
-    "You are a friendly voice assistant. Everything you write is read aloud, so answer in one or two "
-    "short, plain sentences. Never use markdown, lists, headings, code, emoji or symbols."
+    "You are a friendly voice assistant having a spoken conversation: everything you write is read "
+    "aloud. Reply in one or two short sentences of plain speech, like a person talking. Never use "
+    "lists, numbered steps, markdown, emoji or symbols."
 )
 """Short spoken answers: one or two sentences, nothing a speech synthesiser would read out as symbols."""
 
