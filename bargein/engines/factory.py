@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import logging
+import time
 
 from bargein.config import Settings
-from bargein.engines.base import Engines
+from bargein.engines.base import Engines, LanguageModel, SpeechSynthesizer
 from bargein.engines.silero_vad import SILERO_ONNX, SileroVad
 
 log = logging.getLogger(__name__)
@@ -27,5 +28,47 @@ def load_engines(settings: Settings) -> Engines:
     return _load_default(settings, vad, vad_origin)
 
 
+def _timed(description: dict[str, str], stage: str, what: str, started: float) -> None:
+    description[stage] = f"{what} (ready in {time.perf_counter() - started:.1f} s)"
+    log.info("%s: %s", stage, description[stage])
+
+
 def _load_default(settings: Settings, vad: SileroVad, vad_origin: str) -> Engines:
-    raise NotImplementedError("the embedded default models are wired in with the models issue")
+    """The embedded models: Whisper (faster-whisper), llama.cpp or an OpenAI-compatible server, Kokoro."""
+    from bargein.engines.whisper_asr import load_whisper
+
+    description = {"vad": vad_origin}
+    started = time.perf_counter()
+    asr = load_whisper(settings.asr_model)
+    _timed(description, "asr", f"Whisper {settings.asr_model}: {asr.description}", started)
+
+    started = time.perf_counter()
+    llm: LanguageModel
+    if settings.llm_url:
+        from bargein.engines.openai_llm import OpenAICompatibleLanguageModel
+
+        model = settings.llm_model if settings.llm_model != "default" else "default"
+        llm = OpenAICompatibleLanguageModel(settings.llm_url, model, settings.llm_api_key)
+        _timed(description, "llm", f"{model} at {settings.llm_url}", started)
+    else:
+        from bargein.engines.llama_llm import DEFAULT_LLM, load_llama
+        from bargein.engines.llm_models import describe
+
+        name = DEFAULT_LLM if settings.llm_model == "default" else settings.llm_model
+        llm = load_llama(name)
+        _timed(description, "llm", f"{describe(name)} on llama.cpp", started)
+
+    started = time.perf_counter()
+    tts: SpeechSynthesizer
+    if settings.tts_engine == "flite":
+        from bargein.engines.flite_tts import FliteSynthesizer
+
+        tts = FliteSynthesizer()
+        _timed(description, "tts", "flite (Debian)", started)
+    else:
+        from bargein.engines.kokoro_tts import load_kokoro
+
+        kokoro = load_kokoro()
+        tts = kokoro
+        _timed(description, "tts", f"Kokoro: {kokoro.description}", started)
+    return Engines(vad, asr, llm, tts, description=description)
