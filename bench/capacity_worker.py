@@ -60,6 +60,8 @@ class StepSamples:
     late_chunks: int = 0
     """Appends the generator itself sent more than 20 ms late (its own CPU starvation)."""
     missing_replies: int = 0
+    loop_lag_ms: list[float] = field(default_factory=list)
+    """Oversleep of a 10 ms timer on the generator's own loop: how starved the load generator was."""
     failures: list[str] = field(default_factory=list)
     """The first few sessions' exceptions (a session that died measures nothing)."""
 
@@ -83,6 +85,7 @@ async def _run(plan: StepPlan) -> StepSamples:
             *(stack.enter_async_context(client.realtime.connect(model="bargein-capacity", max_retries=0))
               for _ in range(plan.sessions)), return_exceptions=True)
         live = [c for c in connections if not isinstance(c, BaseException)]
+        monitor = asyncio.create_task(_watch_loop(window, samples))
         samples.sessions_connected = len(live)
         samples.errors += len(connections) - len(live)
         outcomes = await asyncio.gather(*(_session(c, plan, clips, rng.random(), window, samples) for c in live),
@@ -90,7 +93,17 @@ async def _run(plan: StepPlan) -> StepSamples:
         failed = [o for o in (*connections, *outcomes) if isinstance(o, BaseException)]
         samples.failures = [f"{type(o).__name__}: {o}"[:200] for o in failed[:3]]
         samples.errors += sum(1 for o in outcomes if isinstance(o, BaseException))
+        monitor.cancel()
     return samples
+
+
+async def _watch_loop(window: tuple[float, float], samples: StepSamples) -> None:
+    while True:
+        asked = time.monotonic()
+        await asyncio.sleep(0.01)
+        woke = time.monotonic()
+        if _in(window, asked):
+            samples.loop_lag_ms.append(1000 * (woke - asked - 0.01))
 
 
 def _in(window: tuple[float, float], at: float) -> bool:

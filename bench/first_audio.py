@@ -17,7 +17,10 @@ send time is logged, so stream positions map to wall time.
 * **barge-in stop**: every ``--barge-every``-th reply is interrupted by the next clip as soon as its
   first audio arrives; from the chunk holding the first sample of interrupting speech leaving the client
   to the client receiving ``input_audio_buffer.speech_started`` for it. The script also checks that no
-  audio delta of the interrupted reply arrives after that reply's ``response.done``.
+  audio delta of a reply arrives after that reply's ``response.done``, and reports when the server's
+  ``bargein.reply.paused`` arrived and how much of the interrupted reply's audio still arrived after
+  ``speech_started`` (the server pauses a reply at an onset and cancels it once the segment is known to
+  be a query, so the cancel comes at the end of the interrupting turn).
 
 When the server sends ``bargein.turn.metrics`` (the per-turn ledger), its per-stage medians are printed.
 """
@@ -117,15 +120,13 @@ async def _turn(mic: Microphone, observer: Observer, clip: SpeechClip, index: in
     onset_pos = start + clip.onset - skip
     end_pos = start + clip.end - skip
     result = TurnResult(index, clip.name, interrupted=cut_in)
+    onset_at = started_at = None
     if cut_in is not None:
         onset_at = await mic.wait_sent(onset_pos)
         started = await observer.wait_speech_started(since_ms=1000 * start / WIRE_RATE - 50, timeout=10)
         if started is not None:
-            result.barge_in_ms = 1000 * (started[0] - onset_at)
-        with contextlib.suppress(TimeoutError):
-            done = await observer.wait_done(cut_in, timeout=10)
-            result.cut_status = done.status
-            result.cut_done_ms = 1000 * (done.done_at - onset_at) if done.done_at else None
+            started_at = started[0]
+            result.barge_in_ms = 1000 * (started_at - onset_at)
     end_at = await mic.wait_sent(end_pos)
     turn_started = observer.last_speech_started(before_ms=1000 * end_pos / WIRE_RATE)
     if turn_started is None:
@@ -134,6 +135,9 @@ async def _turn(mic: Microphone, observer: Observer, clip: SpeechClip, index: in
         reply = await observer.wait_audible_reply(after=turn_started, timeout=args.reply_timeout_s)
     except TimeoutError:
         return result
+    finally:
+        if cut_in is not None:
+            await _judge_cut(observer, result, cut_in, onset_at, started_at, end_at)
     assert reply.audible_at is not None
     result.response_id = reply.response_id
     result.first_audio_ms = 1000 * (reply.audible_at - end_at)
@@ -145,6 +149,21 @@ async def _turn(mic: Microphone, observer: Observer, clip: SpeechClip, index: in
         if endpoint_at is not None:
             result.beyond_endpoint_ms = 1000 * (reply.audible_at - endpoint_at)
     return result
+
+
+async def _judge_cut(observer: Observer, result: TurnResult, cut_in: str, onset_at: float | None,
+                     started_at: float | None, end_at: float) -> None:
+    """How the interrupted reply ended: paused when, audio after the onset was heard, closed when."""
+    cut = observer.responses[cut_in]
+    with contextlib.suppress(TimeoutError):
+        await observer.wait_done(cut_in, timeout=5)
+    result.cut_status = cut.status
+    if cut.done_at is not None:
+        result.cut_done_ms = 1000 * (cut.done_at - end_at)
+    if cut.paused_at is not None and onset_at is not None:
+        result.paused_ms = 1000 * (cut.paused_at - onset_at)
+    if started_at is not None:
+        result.late_audio_ms = cut.audio_after(started_at)
 
 
 async def _let_reply_play(observer: Observer, response_id: str, max_reply_s: float) -> None:
@@ -175,10 +194,12 @@ def _summary(results: list[TurnResult], observer: Observer, engines: str, silenc
     row("VAD end - energy end (stream ms)", [r.vad_end_lag_ms for r in results if r.vad_end_lag_ms is not None])
     row("beyond endpoint (server + network)", beyond)
     row("barge-in stop", barge)
+    row("onset to bargein.reply.paused", [r.paused_ms for r in results if r.paused_ms is not None])
+    row("reply audio after speech_started", [r.late_audio_ms for r in results if r.late_audio_ms is not None])
     cut = [r for r in results if r.interrupted]
     cancelled = sum(1 for r in cut if r.cut_status == "cancelled")
-    print(f"interrupted replies cancelled: {cancelled}/{len(cut)} (the rest had finished sending before the "
-          f"onset was heard); audio deltas after their response.done: {observer.deltas_after_done}")
+    print(f"interrupted replies cancelled: {cancelled}/{len(cut)} (others had finished before the onset was "
+          f"heard); audio deltas of any reply after its response.done: {observer.deltas_after_done}")
     if engines == "instant" and beyond:
         verdict = "meets" if percentile(beyond, 99) <= 40 else "misses"
         print(f"instant engines: bargein adds {percentile(beyond, 99):.0f} ms p99 beyond the endpoint "

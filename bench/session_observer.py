@@ -26,6 +26,14 @@ class ReplyStats:
     status: str | None = None
     audio_ms: float = 0.0
     """Agent audio received (pcm16 24 kHz)."""
+    deltas: list[tuple[float, float]] = field(default_factory=list)
+    """(arrival, ms of audio) of every audio delta."""
+    paused_at: float | None = None
+    """Arrival of ``bargein.reply.paused`` (the server holds a reply while it decides about an onset)."""
+
+    def audio_after(self, at: float) -> float:
+        """Ms of this reply's audio that arrived after ``at``."""
+        return sum(ms for arrival, ms in self.deltas if arrival > at)
 
 
 @dataclass
@@ -42,8 +50,13 @@ class TurnResult:
     vad_end_lag_ms: float | None = None
     """The server's ``speech_stopped`` ``audio_end_ms`` minus the speech end found by energy."""
     barge_in_ms: float | None = None
+    paused_ms: float | None = None
+    """Onset to ``bargein.reply.paused`` of the interrupted reply, when the server pauses before deciding."""
+    late_audio_ms: float | None = None
+    """Ms of the interrupted reply's audio that arrived after ``speech_started`` (a client must flush it)."""
     cut_status: str | None = None
     cut_done_ms: float | None = None
+    """From the end of the interrupting speech to the interrupted reply's ``response.done``."""
 
     def line(self) -> str:
         """One row of the per-turn log."""
@@ -53,8 +66,9 @@ class TurnResult:
         text = (f"turn {self.index:3d} clip {self.clip}: first audio {cell(self.first_audio_ms)} ms, "
                 f"beyond endpoint {cell(self.beyond_endpoint_ms)} ms")
         if self.interrupted:
-            text += (f", barge-in stop {cell(self.barge_in_ms)} ms (reply {self.cut_status or 'not closed'}"
-                     f" {cell(self.cut_done_ms)} ms after the onset)")
+            text += (f", barge-in stop {cell(self.barge_in_ms)} ms, paused {cell(self.paused_ms)} ms, "
+                     f"{cell(self.late_audio_ms)} ms audio after it; reply {self.cut_status or 'not closed'} "
+                     f"{cell(self.cut_done_ms)} ms after the speech end")
         return text
 
 
@@ -95,6 +109,7 @@ class Observer:
                 self.deltas_after_done += 1
             audio = base64.b64decode(event["delta"])
             reply.audio_ms += len(audio) / 48.0
+            reply.deltas.append((at, len(audio) / 48.0))
             if reply.first_delta_at is None:
                 reply.first_delta_at = at
             if reply.audible_at is None and first_audible(audio) is not None:
@@ -111,6 +126,8 @@ class Observer:
             self.speech_started.append((at, float(event["audio_start_ms"]), event.get("item_id", "")))
         elif kind == "input_audio_buffer.speech_stopped":
             self.speech_stopped.append((at, float(event["audio_end_ms"]), event.get("item_id", "")))
+        elif kind == "bargein.reply.paused" and (paused := self.responses.get(event.get("response_id", ""))):
+            paused.paused_at = paused.paused_at or at
         elif kind == "bargein.turn.metrics":
             self.turn_metrics.append(event)
         elif kind == "error":
