@@ -80,6 +80,16 @@ async def test_a_second_turn_reuses_the_first_turns_cache(model: LlamaLanguageMo
     assert not turn2.restored_snapshot
 
 
+async def test_a_prefilled_prompt_is_not_evaluated_again(model: LlamaLanguageModel) -> None:
+    messages = [user("Which planet is closest to the sun?")]
+    model.prefill(messages)
+    await collect(model, messages)
+    prefilled, reply = list(model.recent_stats)[-2:]
+    assert prefilled.finish_reason == "prefilled" and prefilled.completion_tokens == 0
+    # Only the last prompt token is evaluated again, for its logits.
+    assert reply.reused_tokens == reply.prompt_tokens - 1
+
+
 async def test_interleaved_sessions_get_their_cache_back(model: LlamaLanguageModel) -> None:
     a1 = [user("I have a cat called Miso. What should I feed her?")]
     a_reply = "".join(await collect(model, a1, GenerationOptions(max_tokens=40)))
