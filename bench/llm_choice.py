@@ -46,8 +46,11 @@ def main() -> None:
     args = parser.parse_args()
     summary: list[str] = []
     for name in args.models:
+        load_before = os.getloadavg()[0]
         replies = asyncio.run(ask_all(name, args.max_tokens))
         print(f"\n### {name}\n")
+        print(f"1-minute load average before/after: {load_before:.1f} / {os.getloadavg()[0]:.1f} "
+              f"on {os.cpu_count()} CPUs\n")
         print("| # | question | reply | TTFT ms | tokens | tok/s |")
         print("|---|---|---|---|---|---|")
         for i, (question, reply) in enumerate(zip(QUESTIONS, replies, strict=True), start=1):

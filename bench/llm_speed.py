@@ -65,7 +65,8 @@ async def measure(name: str, rounds: int) -> None:
     """Print the figures of one model."""
     started = time.perf_counter()
     model = await asyncio.to_thread(load_llama, name, seed=1)
-    print(f"\n== {name}: loaded and warmed in {time.perf_counter() - started:.1f} s")
+    print(f"\n== {name}: loaded and warmed in {time.perf_counter() - started:.1f} s "
+          f"(1-minute load average {os.getloadavg()[0]:.1f})")
     replies = [await timed_reply(model, [user(q)]) for q in QUESTIONS[:rounds]]
     ttfts = [r.ttft_s * 1000 for r in replies]
     print(f"one-turn warm TTFT over {rounds}: median {statistics.median(ttfts):.0f} ms, "
