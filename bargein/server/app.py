@@ -66,6 +66,7 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None,
         if settings.local_only:
             log.warning("no API key configured: local-only mode, only loopback clients may connect")
         configure_tracing()
+        loaded_here = state.engines is None and loader is not None
         if state.engines is None and loader is not None:
             started = time.perf_counter()
             try:
@@ -79,7 +80,8 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None,
         if on_ready is not None:
             on_ready(state)
         yield
-        if state.engines is not None:
+        # engines handed in by the caller are the caller's to close; the ones loaded here are ours
+        if loaded_here and state.engines is not None:
             await state.engines.aclose()
 
     app = FastAPI(title="bargein", lifespan=lifespan)
