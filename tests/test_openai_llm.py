@@ -126,7 +126,7 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.mark.slow
 async def test_streams_a_reply_from_a_real_server(llama_server: str) -> None:
     llm = OpenAICompatibleLanguageModel(llama_server, "smollm2")
-    pieces = [p async for p in llm.stream([ChatMessage(role="user", content="Name a colour.")],
+    pieces = [p async for p in llm.stream([ChatMessage(role="user", content="Describe a sunny day at the beach.")],
                                           cancel=CancelToken(), options=GenerationOptions(max_tokens=24))]
     await llm.aclose()
     assert len(pieces) > 1, "the reply must arrive in pieces, not at once"
