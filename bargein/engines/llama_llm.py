@@ -158,10 +158,14 @@ class LlamaLanguageModel:
 
         job = _Job(list(messages), options or GenerationOptions(), emit)
 
+        def halt() -> None:
+            if not job.stop.is_set() and not job.done.is_set():
+                job.stats.tokens_at_cancel = len(job.generated)
+                job.stop.set()
+
         async def watch_cancel() -> None:
             await cancel.wait()
-            job.stop.set()
-            job.stats.tokens_at_cancel = len(job.generated)
+            halt()
             pieces.put_nowait(_END)
 
         watcher = asyncio.ensure_future(watch_cancel())
@@ -176,7 +180,7 @@ class LlamaLanguageModel:
                 assert isinstance(item, str)
                 yield item
         finally:
-            job.stop.set()  # also when the consumer walks away without cancelling
+            halt()  # the cancel seen here first, or the consumer walked away without cancelling
             watcher.cancel()
 
     def prefill(self, messages: Sequence[ChatMessage], options: GenerationOptions | None = None) -> None:
@@ -286,8 +290,8 @@ class LlamaLanguageModel:
         if tail and reason != "cancelled":
             job.send(tail)
         self.recent_stats.append(job.stats)
+        job.done.set()  # before the end marker, so a stream that sees the end also sees the job done
         job.send(_END)
-        job.done.set()
         return True
 
     def _params(self, options: GenerationOptions) -> SamplingParams:
