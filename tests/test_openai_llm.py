@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import pytest
@@ -78,6 +79,39 @@ async def test_request_body_carries_system_prompt_options_and_images() -> None:
     assert isinstance(sent, list)
     assert sent[0] == {"role": "system", "content": DEFAULT_SYSTEM_PROMPT}
     assert sent[1]["content"][1] == {"type": "image_url", "image_url": {"url": PIXEL}}
+
+
+class _StallingStream(httpx.AsyncByteStream):
+    """One chunk, then nothing until closed: a server that hangs mid-reply."""
+
+    def __init__(self) -> None:
+        self.closed = asyncio.Event()
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        yield b'data: {"choices":[{"delta":{"content":"Once"}}]}\n\n'
+        await self.closed.wait()
+
+    async def aclose(self) -> None:
+        self.closed.set()
+
+
+async def test_cancel_while_the_server_stalls_returns_and_hangs_up() -> None:
+    stream = _StallingStream()
+    client = httpx.AsyncClient(transport=httpx.MockTransport(
+        lambda request: httpx.Response(200, stream=stream, headers={"content-type": "text/event-stream"})))
+    llm = OpenAICompatibleLanguageModel("http://llm.test/v1", "m", client=client)
+    cancel = CancelToken()
+    received: list[str] = []
+
+    async def consume() -> None:
+        async for piece in llm.stream([ChatMessage(role="user", content="Story?")], cancel=cancel):
+            received.append(piece)
+            asyncio.get_running_loop().call_soon(cancel.cancel)  # cancel while the next read waits
+
+    await asyncio.wait_for(consume(), timeout=5)
+    await client.aclose()
+    assert received == ["Once"]
+    assert stream.closed.is_set(), "the HTTP stream must be closed so the server stops generating"
 
 
 def _free_port() -> int:

@@ -9,7 +9,6 @@ Images attached to user turns go out as ``image_url`` content parts with their d
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Sequence
 from typing import Any, TypeVar
@@ -115,7 +114,7 @@ class OpenAICompatibleLanguageModel:
                 if line is None:
                     return
                 chunk = parse_sse_data(line)
-                if chunk is not None and (text := delta_text(chunk)):
+                if chunk is not None and (text := delta_text(chunk)) and not cancel.cancelled:
                     yield text
         finally:
             cancelled.cancel()
@@ -128,11 +127,14 @@ class OpenAICompatibleLanguageModel:
         """Await ``work`` unless the cancel future completes first, then give ``None``."""
         task = asyncio.ensure_future(work)
         done, _ = await asyncio.wait((task, cancelled), return_when=asyncio.FIRST_COMPLETED)
-        if task in done:
+        if task in done and not cancelled.done():
             return task.result()
         task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, httpx.HTTPError):
-            await task
+        await asyncio.wait((task,))  # unlike awaiting the task, this does not raise its cancellation
+        if not task.cancelled() and task.exception() is None:
+            leftover = task.result()
+            if isinstance(leftover, httpx.Response):  # it connected just as the cancel came: hang up
+                await leftover.aclose()
         return None
 
     async def aclose(self) -> None:
