@@ -228,7 +228,8 @@ def plot(steps: list[StepFigures], path: str, title: str) -> None:
             points = [(s.sessions, getattr(s, field) * (100 if field == "cpu_per_session" else 1))
                       for s in steps if s.mode == mode and not math.isnan(getattr(s, field))]
             if points:
-                axis.plot(*zip(*points, strict=True), marker="o", label=mode)
+                axis.plot(*zip(*points, strict=True), marker="o", label=mode,
+                          color="tab:blue" if mode == "listening" else "tab:orange")
         if field == "lag_p99":
             axis.axhline(LAG_LIMIT_MS, color="red", linestyle="--", linewidth=1, label="32 ms limit")
             axis.set_yscale("log")
