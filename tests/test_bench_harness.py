@@ -1,0 +1,69 @@
+"""The benchmark harness's own measuring tools: offline speech bounds and the microphone's stream clock."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+
+from bench.realtime_harness import CHUNK_BYTES, CHUNK_SAMPLES, Microphone, first_audible, speech_bounds
+
+RATE = 24_000
+
+
+def _tone_in_noise(segments: list[tuple[float, float]], total_s: float, seed: int = 1) -> np.ndarray:
+    """-50 dBFS noise with -20 dBFS 220 Hz tone bursts at the given (start, end) seconds."""
+    rng = np.random.default_rng(seed)
+    audio = (rng.standard_normal(int(total_s * RATE)) * 10 ** (-50 / 20)).astype(np.float32)
+    for start, end in segments:
+        first, last = int(start * RATE), int(end * RATE)
+        t = np.arange(last - first) / RATE
+        audio[first:last] += (0.1 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
+    return audio
+
+
+def test_speech_bounds_find_onset_end_and_inner_pause() -> None:
+    audio = _tone_in_noise([(0.5, 1.1), (1.3, 1.7)], total_s=2.5)
+    onset, end, pause = speech_bounds(audio, RATE)
+    assert abs(onset / RATE - 0.5) <= 0.011
+    assert abs(end / RATE - 1.7) <= 0.011
+    assert 0.18 <= pause <= 0.21
+
+
+def test_a_click_is_not_an_onset() -> None:
+    audio = _tone_in_noise([(1.0, 1.6)], total_s=2.0)
+    audio[int(0.3 * RATE):int(0.3 * RATE) + 100] += 0.5  # 4 ms click: shorter than three 10 ms frames
+    onset, _end, _pause = speech_bounds(audio, RATE)
+    assert abs(onset / RATE - 1.0) <= 0.011
+
+
+def test_first_audible_skips_leading_silence() -> None:
+    samples = np.zeros(480, "<i2")
+    samples[123] = 2000
+    assert first_audible(samples.tobytes()) == 123
+    assert first_audible(bytes(960)) is None
+
+
+async def test_microphone_maps_stream_positions_to_the_chunks_that_carried_them() -> None:
+    sent: list[bytes] = []
+
+    async def send(chunk: bytes) -> None:
+        sent.append(chunk)
+
+    mic = Microphone(send)
+    clip = bytes(range(256)) * 10  # 2560 bytes: two whole chunks and a partial one, padded
+    runner = asyncio.create_task(mic.run())
+    await mic.wait_sent(2 * CHUNK_SAMPLES)  # three chunks of silence first
+    start = mic.play(clip)
+    await mic.wait_sent(start + len(clip) // 2 - 1)
+    mic.stop()
+    await runner
+    assert start % CHUNK_SAMPLES == 0 and start >= 3 * CHUNK_SAMPLES
+    first = start // CHUNK_SAMPLES
+    assert sent[:first] == [bytes(CHUNK_BYTES)] * first
+    assert b"".join(sent[first:first + 3])[:len(clip)] == clip
+    assert all(len(chunk) == CHUNK_BYTES for chunk in sent)
+    assert mic.sent_time(start) == mic.sent_at[first]
+    assert mic.sent_time(start + CHUNK_SAMPLES - 1) == mic.sent_at[first]
+    assert mic.sent_time(start + CHUNK_SAMPLES) == mic.sent_at[first + 1]
+    assert mic.sent_at == sorted(mic.sent_at)
