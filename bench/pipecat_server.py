@@ -41,10 +41,13 @@ from pipecat.frames.frames import (
     Frame,
     InputAudioRawFrame,
     InterruptionFrame,
+    MetricsFrame,
     OutputAudioRawFrame,
+    OutputTransportMessageUrgentFrame,
     TranscriptionFrame,
     TTSAudioRawFrame,
 )
+from pipecat.metrics.metrics import TTFBMetricsData
 from pipecat.pipeline.pipeline import Pipeline
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker
 from pipecat.processors.aggregators.llm_context import LLMContext
@@ -52,6 +55,7 @@ from pipecat.processors.aggregators.llm_response_universal import (
     LLMContextAggregatorPair,
     LLMUserAggregatorParams,
 )
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.serializers.base_serializer import FrameSerializer
 from pipecat.services.openai.llm import OpenAILLMService
 from pipecat.services.settings import STTSettings, TTSSettings
@@ -74,7 +78,6 @@ from bench.vs_pipecat_engines import (
     TEMPERATURE,
     VAD_THRESHOLD,
     build_engines,
-    engine_settings,
     pipecat_silero_path,
 )
 
@@ -92,6 +95,8 @@ class RawPcmSerializer(FrameSerializer):  # type: ignore[misc]
             return bytes(frame.audio)
         if isinstance(frame, InterruptionFrame):
             return INTERRUPTION
+        if isinstance(frame, OutputTransportMessageUrgentFrame) and not self.should_ignore_frame(frame):
+            return json.dumps(frame.message)
         return None
 
     async def deserialize(self, data: str | bytes) -> Frame | None:
@@ -99,6 +104,20 @@ class RawPcmSerializer(FrameSerializer):  # type: ignore[misc]
         if isinstance(data, bytes) and data:
             return InputAudioRawFrame(audio=data, sample_rate=IN_RATE, num_channels=1)
         return None
+
+
+class StageMetricsToClient(FrameProcessor):  # type: ignore[misc]
+    """Forwards each service's time-to-first-byte to the client, as bargein's ledger event does."""
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        """Pass every frame on; a TTFB figure also goes out as a transport message."""
+        await super().process_frame(frame, direction)
+        if isinstance(frame, MetricsFrame):
+            for data in frame.data:
+                if isinstance(data, TTFBMetricsData) and data.value > 0:
+                    message = {"type": "metrics", "stage": data.processor.split("#")[0], "ms": 1000 * data.value}
+                    await self.push_frame(OutputTransportMessageUrgentFrame(message=message), direction)
+        await self.push_frame(frame, direction)
 
 
 class SharedRecognizerSTT(SegmentedSTTService):  # type: ignore[misc]
@@ -114,6 +133,10 @@ class SharedRecognizerSTT(SegmentedSTTService):  # type: ignore[misc]
     def wants_wav_segments(self) -> bool:
         """Raw pcm16, not a WAV container."""
         return False
+
+    def can_generate_metrics(self) -> bool:
+        """Report TTFB (VAD stop to final transcript) like Pipecat's own Whisper service."""
+        return True
 
     async def run_stt(self, audio: bytes) -> AsyncGenerator[Frame | None, None]:
         """Transcribe one segment (pcm16 16 kHz)."""
@@ -132,14 +155,15 @@ class SharedSynthesizerTTS(TTSService):  # type: ignore[misc]
         self._synthesizer = synthesizer
 
     def can_generate_metrics(self) -> bool:
-        """No metrics: the benchmark measures at the client."""
-        return False
+        """Report TTFB (text in to first audio) like Pipecat's own Kokoro service."""
+        return True
 
     async def run_tts(self, text: str, context_id: str) -> AsyncGenerator[Frame | None, None]:
         """Speak ``text``; when Pipecat drops the generator (an interruption) the synthesis is cancelled."""
         cancel = CancelToken()
         try:
             async for chunk in self._synthesizer.synthesize(text, voice=None, cancel=cancel):
+                await self.stop_ttfb_metrics()
                 yield TTSAudioRawFrame(audio=float_to_int16(chunk.audio).tobytes(), sample_rate=chunk.sample_rate,
                                        num_channels=1, context_id=context_id)
         finally:
@@ -173,9 +197,11 @@ def build_pipeline(websocket: WebSocket, engines: Engines, args: argparse.Namesp
         model=args.llm_model, system_instruction=INSTRUCTIONS, temperature=TEMPERATURE,
         max_tokens=MAX_OUTPUT_TOKENS))
     pipeline = Pipeline([transport.input(), SharedRecognizerSTT(engines.asr), aggregators.user(), llm,
-                         SharedSynthesizerTTS(engines.tts), transport.output(), aggregators.assistant()])
+                         SharedSynthesizerTTS(engines.tts), StageMetricsToClient(), transport.output(),
+                         aggregators.assistant()])
+    # Metrics on, as bargein's per-turn ledger is always on; RTVI off: the client does not speak it.
     worker = PipelineWorker(pipeline, params=PipelineParams(audio_in_sample_rate=IN_RATE,
-                                                            audio_out_sample_rate=OUT_RATE),
+                                                            audio_out_sample_rate=OUT_RATE, enable_metrics=True),
                             enable_rtvi=False, idle_timeout_secs=None)
 
     @transport.event_handler("on_client_disconnected")  # type: ignore[untyped-decorator]
@@ -217,7 +243,7 @@ def main() -> None:
     logger.remove()  # Pipecat logs every frame event at DEBUG: as quiet as bargein's --log-level warning
     logger.add(sys.stderr, level="WARNING")
     print(f"pipecat vad: Silero, {pipecat_silero_path().name} sha256 matches bargein's pin", flush=True)
-    engines = build_engines(engine_settings(args.llm_url, args.llm_model))
+    engines = build_engines(args.llm_url, args.llm_model)
     for stage, origin in engines.description.items():
         print(f"pipecat {stage}: {origin}", flush=True)
     uvicorn.run(create_app(engines, args), host="127.0.0.1", port=args.port, log_level="warning",

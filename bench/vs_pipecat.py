@@ -35,11 +35,9 @@ import contextlib
 import json
 import math
 import os
-import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,17 +55,17 @@ from bench.realtime_harness import (
     SpeechClip,
     first_audible,
     fmt_ms,
-    free_port,
     load_clips,
     percentile,
 )
-from bench.vs_pipecat_engines import ENDPOINT_SILENCE_MS, INSTRUCTIONS, MAX_OUTPUT_TOKENS, VAD_THRESHOLD
+from bench.vs_pipecat_engines import ENDPOINT_SILENCE_MS, INSTRUCTIONS, MAX_OUTPUT_TOKENS, VAD_THRESHOLD, services
 
 ROOT = Path(__file__).resolve().parent.parent
 CUT_IN_LEAD_S = 0.1
 LEAD_S = 1.0
 """Silence streamed on a fresh connection before the first clip (Pipecat builds its pipeline then)."""
 SYSTEMS = ("bargein", "pipecat")
+LEDGER_STAGES = ("endpoint_ms", "asr_final_ms", "llm_first_token_ms", "tts_first_audio_ms", "first_delta_sent_ms")
 
 
 @dataclass
@@ -82,6 +80,8 @@ class Link:
     audio: list[tuple[float, float, float | None]] = field(default_factory=list)
     """(arrival, milliseconds of audio, when its first non-silent sample sounds or None if silent)."""
     signals: list[float] = field(default_factory=list)
+    stages: dict[str, list[float]] = field(default_factory=dict)
+    """Server-side stage times the system reports itself (bargein's ledger, Pipecat's TTFB metrics)."""
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     play_end: float = 0.0
 
@@ -134,6 +134,7 @@ class Episode:
     signal_ms: float | None = None
     stop_ms: float | None = None
     audio_after_signal_ms: float = 0.0
+    stages: dict[str, list[float]] = field(default_factory=dict)
 
     def take_first(self, found: tuple[float, float] | None, end_at: float) -> None:
         """Record one turn's first audio, received and heard, from the end of speech at ``end_at``."""
@@ -177,6 +178,10 @@ async def bargein_link(port: int) -> Any:
                         link.take_audio(base64.b64decode(event["delta"]), at)
                     elif kind == "input_audio_buffer.speech_started":
                         link.take_signal(at)
+                    elif kind == "bargein.turn.metrics":
+                        for key in LEDGER_STAGES:
+                            if isinstance(event.get(key), int | float):
+                                link.stages.setdefault(key, []).append(float(event[key]))
                     elif kind == "session.updated":
                         updated.set()
                     elif kind == "error":
@@ -213,8 +218,10 @@ async def pipecat_link(port: int) -> Any:
                     at = time.monotonic()
                     if isinstance(message, bytes):
                         link.take_audio(message, at)
-                    elif json.loads(message).get("type") == "interruption":
+                    elif (event := json.loads(message)).get("type") == "interruption":
                         link.take_signal(at)
+                    elif event.get("type") == "metrics":
+                        link.stages.setdefault(f"{event['stage']} ttfb_ms", []).append(float(event["ms"]))
 
         async def send(chunk: bytes) -> None:
             samples = resampler.process(int16_to_float(np.frombuffer(chunk, dtype="<i2")))
@@ -250,6 +257,7 @@ async def run_episode(system: str, port: int, first: SpeechClip, second: SpeechC
                 _barge(link, episode, clip_at, onset_at, end_at)
             episode.take_first(await link.first(lambda: link.audible_after(end_at), args.reply_timeout_s), end_at)
             await asyncio.sleep(1.0)  # the reply plays a little; closing the connection then ends it
+            episode.stages = link.stages
         finally:
             mic.stop()
             streaming.cancel()
@@ -266,62 +274,6 @@ def _barge(link: Link, episode: Episode, clip_at: float, onset_at: float, end_at
     episode.signal_ms = 1000 * (signal - onset_at)
     episode.stop_ms = 1000 * (max([signal, *old]) - onset_at)
     episode.audio_after_signal_ms = sum(ms for at, ms, _loud in link.audio if signal < at <= end_at)
-
-
-class Service:
-    """A loopback server subprocess, ready when ``ready_url`` answers 200, stopped on exit."""
-
-    def __init__(self, name: str, argv: Sequence[str], ready_url: str, timeout_s: float = 600.0) -> None:
-        self.name, self.argv, self.ready_url, self.timeout_s = name, list(argv), ready_url, timeout_s
-        self.log = Path(tempfile.mkstemp(prefix=f"vs-pipecat-{name}-", suffix=".log")[1])
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def __enter__(self) -> Service:
-        import httpx
-
-        with self.log.open("wb") as log:  # a file, not a pipe: a full pipe would block the server
-            self.process = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-                                            env={**os.environ, "HF_HUB_OFFLINE": "1"})
-        deadline = time.monotonic() + self.timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                break
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(self.ready_url, timeout=2).status_code == 200:
-                    return self
-            time.sleep(0.3)
-        self.__exit__()
-        sys.exit(f"{self.name} did not start; its log ({self.log}) ends with:\n"
-                 f"{self.log.read_text(errors='replace')[-3000:]}")
-
-    def __exit__(self, *_: object) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-
-@contextlib.contextmanager
-def services(args: argparse.Namespace) -> Iterator[dict[str, int]]:
-    """The shared LLM server, bargein and the Pipecat pipeline; yields each system's port."""
-    from bargein.engines.llm_models import resolve_gguf
-
-    llm_port, ports = free_port(), {"bargein": free_port(), "pipecat": free_port()}
-    llm_url = f"http://127.0.0.1:{llm_port}/v1"
-    common = ["--llm-url", llm_url, "--llm-model", args.llm]
-    llm = [sys.executable, "-m", "llama_cpp.server", "--model", str(resolve_gguf(args.llm)), "--host",
-           "127.0.0.1", "--port", str(llm_port), "--n_ctx", "2048", "--model_alias", args.llm]
-    with Service("llm", llm, f"{llm_url}/models") as llm_server, \
-            Service("bargein", [sys.executable, "-m", "bench.vs_pipecat_engines", "--port",
-                                str(ports["bargein"]), *common], f"http://127.0.0.1:{ports['bargein']}/healthz"), \
-            Service("pipecat", [sys.executable, "-m", "bench.pipecat_server", "--port", str(ports["pipecat"]),
-                                "--stop-secs", str(args.pipecat_stop_secs), *common],
-                    f"http://127.0.0.1:{ports['pipecat']}/healthz") as pipecat:
-        print(f"llm: {args.llm} on llama_cpp.server ({llm_server.log}); pipecat log {pipecat.log}", flush=True)
-        yield ports
 
 
 async def run_rounds(ports: dict[str, int], args: argparse.Namespace, started: float) -> list[Episode]:
@@ -351,7 +303,11 @@ async def run_rounds(ports: dict[str, int], args: argparse.Namespace, started: f
 
 def summary(episodes: list[Episode]) -> None:
     """Both distributions side by side and the ratio of the first-audio medians."""
-    print(f"\n{'':28s} {'n':>4s} {'miss':>4s} {'p50':>6s} {'p95':>6s} {'max':>6s}  (ms)")
+    from importlib.metadata import version
+
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"\npipecat-ai {version('pipecat-ai')}; load average at the end: {load} on {os.cpu_count()} cores")
+    print(f"{'':28s} {'n':>4s} {'miss':>4s} {'p50':>6s} {'p95':>6s} {'max':>6s}  (ms)")
     medians: dict[str, float] = {}
     rows: list[tuple[str, Callable[[Episode], list[float | None]]]] = [
         ("first audio", lambda e: e.first_audio), ("first audio heard", lambda e: e.first_heard),
@@ -367,6 +323,13 @@ def summary(episodes: list[Episode]) -> None:
                 medians[system] = percentile(values, 50)
     ratio = medians["pipecat"] / medians["bargein"] if medians["bargein"] > 0 else math.nan
     print(f"first audio, ratio of medians pipecat / bargein: {ratio:.2f}")
+    print("server-side stages, medians (ms; each system's own definitions, see docs/benchmarks.md):")
+    for system in SYSTEMS:
+        merged: dict[str, list[float]] = {}
+        for episode in (e for e in episodes if e.system == system):
+            for key, values in episode.stages.items():
+                merged.setdefault(key, []).extend(values)
+        print(f"  {system:8s} " + ", ".join(f"{k} {percentile(v, 50):.0f}" for k, v in sorted(merged.items())))
     leaks = {s: sum(e.audio_after_signal_ms for e in episodes if e.system == s) for s in SYSTEMS}
     print("agent audio arriving after the interruption signal (all barge-ins): "
           + ", ".join(f"{s} {ms:.0f} ms" for s, ms in leaks.items()))
@@ -381,14 +344,46 @@ def main() -> None:
     parser.add_argument("--pipecat-stop-secs", type=float, default=0.2,
                         help="Pipecat VAD stop_secs; its user_speech_timeout is the rest of the 500 ms endpoint")
     parser.add_argument("--reply-timeout-s", type=float, default=20.0)
-    parser.add_argument("--settle-s", type=float, default=1.0, help="pause between episodes")
+    parser.add_argument("--settle-s", type=float, default=2.0, help="pause between episodes")
     parser.add_argument("--time-limit-s", type=float, default=840.0, help="stop starting rounds after this")
+    parser.add_argument("--plot", help="draw the distributions into this PNG (needs matplotlib)")
     args = parser.parse_args()
     started = time.monotonic()
     with services(args) as ports:
         print(f"servers ready in {time.monotonic() - started:.0f} s", flush=True)
         episodes = asyncio.run(run_rounds(ports, args, started))
     summary(episodes)
+    if args.plot:
+        plot(episodes, args.plot)
+
+
+def plot(episodes: list[Episode], path: str) -> None:
+    """CDFs of first audio and barge-in stop, both systems."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("--plot needs matplotlib; no plot drawn")
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for axis, title, pick in ((axes[0], "first audio", lambda e: e.first_audio),
+                              (axes[1], "barge-in stop", lambda e: [e.stop_ms])):
+        for system in SYSTEMS:
+            values = sorted(v for e in episodes if e.system == system for v in pick(e) if v is not None)
+            if values:
+                axis.step(values, [(i + 1) / len(values) for i in range(len(values))], where="post",
+                          label=f"{system} (p50 {percentile(values, 50):.0f} ms, n={len(values)})")
+        axis.set_xlabel("ms")
+        axis.set_ylabel("fraction")
+        axis.set_title(f"{title} (CDF)")
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=8)
+    fig.suptitle("bargein vs Pipecat, same engines, alternating rounds (client-measured)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"plot: {path}")
 
 
 if __name__ == "__main__":
