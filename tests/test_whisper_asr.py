@@ -92,6 +92,16 @@ async def test_partial_of_the_first_seconds_holds_the_first_words(recognizer: Wh
 
 
 @pytest.mark.slow
+async def test_a_turn_longer_than_30_s_is_transcribed_whole(recognizer: WhisperRecognizer) -> None:
+    order = (*CLIPS, "0870", "0880")  # 35 s, so it takes faster-whisper's sliding windows
+    pause = np.zeros(8_000, np.float32)
+    audio = np.concatenate([part for clip in order for part in (librivox_clip(clip), pause)])
+    transcript = await recognizer.transcribe(audio)
+    assert word_error_rate([" ".join(librivox_reference(clip) for clip in order)], [transcript.text]) < 0.15
+    assert transcript.words and transcript.words[-1].end_ms > 30_000
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("audio", [
     np.zeros(0, np.float32), np.zeros(40, np.float32), np.zeros(16_000, np.float32),
     np.full(8_000, np.nan, np.float32), np.zeros((2, 10), np.float32),

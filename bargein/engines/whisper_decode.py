@@ -127,11 +127,13 @@ class WhisperCore:
                    options: DecodeOptions = FINAL) -> Transcript:
         """Recognise one clip of 16 kHz mono audio; empty or silent audio gives an empty transcript."""
         clip = clean_audio(audio)
-        fallback_language = language if (language and self.multilingual) else "en"
+        known = bool(language) and language in self.model.supported_languages
+        fallback_language = language if (known and language) else "en"
         if len(clip) < MIN_SPEECH_SAMPLES or float(np.max(np.abs(clip))) < SILENT_PEAK:
             return Transcript(text="", language=fallback_language, no_speech_prob=1.0)
         if len(clip) > FULL_WINDOW_S * LISTEN_SAMPLE_RATE:
-            return self._transcribe_long(clip, language=language, prompt=prompt, options=options)
+            return self._transcribe_long(clip, language=language if known else None, prompt=prompt,
+                                         options=options)
         features = self.model.feature_extractor(clip)
         content_frames = min(features.shape[-1], len(clip) // HOP_SAMPLES + 1)
         frames = window_frames(len(clip), options)
@@ -162,8 +164,9 @@ class WhisperCore:
     def _language(self, encoded: Any, language: str | None) -> str:
         if not self.multilingual:
             return "en"
-        if language:
+        if language and language in self.model.supported_languages:
             return language
+        # no language, or one Whisper does not know ("english", "en-US"): let the model say which
         best = self.model.model.detect_language(encoded)[0][0][0]  # ("<|en|>", probability)
         return str(best)[2:-2]
 
@@ -215,7 +218,7 @@ class WhisperCore:
                          options: DecodeOptions) -> Transcript:
         # turns over 30 s are rare; faster-whisper's own sliding 30 s windows handle them
         segments, info = self.model.transcribe(
-            clip, language=language if self.multilingual else "en", beam_size=options.beam_size,
+            clip, language=language, beam_size=options.beam_size,
             initial_prompt=prompt, word_timestamps=options.word_timestamps,
             condition_on_previous_text=False, vad_filter=False,
         )
