@@ -1,0 +1,226 @@
+"""Runs listening-set cases through real in-process sessions and records what each one did.
+
+Every case gets its own :class:`RealtimeSession` with the real Silero VAD and the real Whisper
+recogniser (both shared by all sessions, as in the server) and the fake LLM and TTS. The fakes are
+deliberate: what is measured is listening (VAD, recognition, classifier, duplex machine); the fake
+LLM answers ``You said: <the user's words>.``, which makes a leaked speculative reply visible (it
+would quote words the turn did not end with), and it costs no CPU that recognition needs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from bargein.engines.base import Engines, SpeechRecognizer, VoiceActivityDetector
+from bargein.engines.fakes import FakeLanguageModel, FakeSynthesizer
+from bargein.session import duplex as dx
+from bargein.session.realtime_session import RealtimeSession
+from bargein.session.speculation import SpeculationCounts
+from tests.data.make_listening_set import Case
+
+CHUNK_BYTES = 960
+"""20 ms of pcm16 at 24 kHz: one append, as a microphone client sends it."""
+LONG_REPLY = " ".join(["and the story goes on, with one more thing after another"] * 8)
+"""The timelines' reply: about 25 s of fake speech, so it is still playing whatever lands on it."""
+
+
+@dataclass
+class Reply:
+    """One response the client saw."""
+
+    response_id: str
+    created_at: float
+    after_item: str | None
+    """The last committed user item before it was created (what it answers)."""
+    text: str = ""
+    status: str | None = None
+    reason: str | None = None
+
+
+@dataclass
+class CaseResult:
+    """What the client saw for one case."""
+
+    case: Case
+    speech_started: int = 0
+    segments: list[dict[str, Any]] = field(default_factory=list)
+    """``bargein.listen.segment`` events."""
+    replies: dict[str, Reply] = field(default_factory=dict)
+    transcripts: dict[str, str] = field(default_factory=dict)
+    commits: dict[str, float] = field(default_factory=dict)
+    """Committed item id -> stream ms of its commit."""
+    stopped: dict[str, float] = field(default_factory=dict)
+    """Item id -> ``speech_stopped`` ``audio_end_ms``."""
+    decided_ms: dict[str, float] = field(default_factory=dict)
+    """Item id -> wall ms from its commit to its ``bargein.listen.segment``."""
+    base_reply: str | None = None
+    """The reply a timeline's sound lands on."""
+    paused: bool = False
+    resumed: bool = False
+    counts: SpeculationCounts = field(default_factory=SpeculationCounts)
+    open_turn: bool = False
+    timed_out: bool = False
+
+    @property
+    def answers(self) -> list[Reply]:
+        """Replies started for spoken turns (not the timeline's own reply)."""
+        return [r for r in self.replies.values() if r.response_id != self.base_reply]
+
+    @property
+    def cut(self) -> bool:
+        """The timeline's reply was cancelled."""
+        base = self.replies.get(self.base_reply or "")
+        return base is not None and base.status == "cancelled"
+
+    def leaks(self) -> list[str]:
+        """Replies that reached the client for something other than a finished query turn.
+
+        A reply must follow a segment the classifier called a query, and it must quote the words
+        the turn ended with (a speculative reply for a turn that went on would quote fewer).
+        """
+        problems = []
+        verdicts = {s["item_id"]: s["decision"] for s in self.segments}
+        for reply in self.answers:
+            item = reply.after_item
+            if item is None or verdicts.get(item) != "query":
+                problems.append(f"{reply.response_id} created after {item} ({verdicts.get(item)})")
+                continue
+            expected = f"You said: {self.transcripts.get(item, '').strip()}."
+            if reply.text and not (reply.text.startswith(expected) or expected.startswith(reply.text)):
+                problems.append(f"{reply.response_id} says {reply.text[:80]!r}, expected {expected!r}")
+        return problems
+
+
+class Client:
+    """Feeds one case into a session and watches what comes out."""
+
+    def __init__(self, case: Case, engines: Engines) -> None:
+        self.session = RealtimeSession(engines)
+        self.result = CaseResult(case)
+        self._last_commit: str | None = None
+        self._commit_wall: dict[str, float] = {}
+        self._pump: asyncio.Task[None] | None = None
+        self.reply_audible = asyncio.Event()
+        """Set once any reply's words (and so its audio) reach the client."""
+
+    async def __aenter__(self) -> Client:
+        self.session.start()
+        self._pump = asyncio.create_task(self._drain())
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        result = self.result
+        result.open_turn = self.session.machine.phase is dx.Phase.USER_SPEAKING
+        await self.session.close()
+        if self._pump is not None:
+            self._pump.cancel()
+        result.counts = self.session.segments.speculator.counts
+
+    async def send(self, **message: Any) -> None:
+        """One client event."""
+        await self.session.handle_message(json.dumps(message))
+
+    async def stream(self, pcm: bytes, speed: float) -> None:
+        """Append ``pcm`` in 20 ms chunks, ``speed`` times faster than real time."""
+        start = time.monotonic()
+        for index in range(0, len(pcm), CHUNK_BYTES):
+            due = start + index / CHUNK_BYTES * 0.02 / speed
+            delay = due - time.monotonic()
+            await asyncio.sleep(max(0.0, delay))
+            await self.send(type="input_audio_buffer.append",
+                            audio=base64.b64encode(pcm[index:index + CHUNK_BYTES]).decode())
+
+    async def _drain(self) -> None:
+        session = self.session
+        while True:
+            item = await session.outbound.get()
+            session.on_sent(item)
+            self._observe(item.event)
+
+    def _observe(self, message: dict[str, Any]) -> None:
+        result, kind, now = self.result, message["type"], time.monotonic()
+        if kind == "input_audio_buffer.speech_started":
+            result.speech_started += 1
+        elif kind == "input_audio_buffer.speech_stopped":
+            result.stopped[message["item_id"]] = float(message["audio_end_ms"])
+        elif kind == "input_audio_buffer.committed":
+            item = self._last_commit = message["item_id"]
+            ledger = self.session.ledgers.get(item)
+            mark = ledger.marks.get("commit") if ledger else None
+            result.commits[item] = mark.stream_ms if mark and mark.stream_ms is not None else float("nan")
+            self._commit_wall[item] = now
+        elif kind == "conversation.item.input_audio_transcription.completed":
+            result.transcripts[message["item_id"]] = message["transcript"]
+        elif kind == "bargein.listen.segment":
+            result.segments.append(message)
+            if message["item_id"] in self._commit_wall:
+                result.decided_ms[message["item_id"]] = 1000 * (now - self._commit_wall[message["item_id"]])
+        elif kind == "response.created":
+            rid = message["response"]["id"]
+            result.replies[rid] = Reply(rid, now, self._last_commit)
+        elif kind in ("response.output_audio_transcript.delta", "response.output_text.delta"):
+            if (reply := result.replies.get(message["response_id"])) is not None:
+                reply.text += message["delta"]
+                self.reply_audible.set()
+        elif kind == "response.done":
+            if (reply := result.replies.get(message["response"]["id"])) is not None:
+                reply.status = message["response"]["status"]
+                details = message["response"].get("status_details") or {}
+                reply.reason = details.get("reason")
+        elif kind == "bargein.reply.paused" and message["response_id"] == result.base_reply:
+            result.paused = True
+        elif kind == "bargein.reply.resumed" and message["response_id"] == result.base_reply:
+            result.resumed = True
+
+    def settled(self) -> bool:
+        """Nothing more will happen by itself: no turn open, every segment judged, no reply live
+        (for a timeline: its reply resumed, untouched or cut, and any answer under way)."""
+        session, result = self.session, self.result
+        if session.machine.phase is dx.Phase.USER_SPEAKING or session.transcriber.tasks():
+            return False
+        judged = {s["item_id"] for s in result.segments}
+        if any(item not in judged for item in result.commits):
+            return False
+        if session.machine.paused:
+            return False
+        for reply in result.answers:
+            expected = f"You said: {result.transcripts.get(reply.after_item or '', '')}."
+            if reply.status is None and len(reply.text) < len(expected):
+                return False
+        if result.base_reply is None:
+            return not session.replies.live
+        return True
+
+    async def wait_settled(self, timeout_s: float) -> None:
+        """Poll until :meth:`settled` (or give up and mark the case timed out)."""
+        deadline = time.monotonic() + timeout_s
+        while not self.settled():
+            if time.monotonic() > deadline:
+                self.result.timed_out = True
+                return
+            await asyncio.sleep(0.02)
+
+
+async def run_case(case: Case, pcm: bytes, vad: VoiceActivityDetector, asr: SpeechRecognizer, *,
+                   speed: float, timeline_speed: float) -> CaseResult:
+    """One case in a fresh session; a timeline first starts a long reply and waits for its audio."""
+    if case.kind == "segment":
+        # short fake speech: a reply to a segment only has to show that it happened and what it says
+        engines = Engines(vad, asr, FakeLanguageModel(token_delay_s=0.005), FakeSynthesizer(ms_per_char=4.0))
+    else:
+        engines = Engines(vad, asr, FakeLanguageModel(filler=LONG_REPLY, token_delay_s=0.01), FakeSynthesizer())
+    async with Client(case, engines) as client:
+        if case.kind == "timeline":
+            await client.send(type="conversation.item.create", item={
+                "type": "message", "role": "user", "content": [{"type": "input_text", "text": "Tell me a story."}]})
+            await client.send(type="response.create")
+            await asyncio.wait_for(client.reply_audible.wait(), 10.0)
+            client.result.base_reply = next(iter(client.result.replies), None)
+        await client.stream(pcm, timeline_speed if case.kind == "timeline" else speed)
+        await client.wait_settled(20.0)
+    return client.result
