@@ -127,6 +127,7 @@ class Episode:
 
     system: str
     clips: str
+    round_index: int = -1
     first_audio: list[float | None] = field(default_factory=list)
     """Per turn: first audible sample received (DESIGN.md's first audio)."""
     first_heard: list[float | None] = field(default_factory=list)
@@ -294,6 +295,7 @@ async def run_rounds(ports: dict[str, int], args: argparse.Namespace, started: f
         order = SYSTEMS if index % 2 == 0 else SYSTEMS[::-1]
         for system in order:
             episode = await run_episode(system, ports[system], first, second, args)
+            episode.round_index = index
             episodes.append(episode)
             print(f"round {index:2d} " + episode.line(), flush=True)
             await asyncio.sleep(args.settle_s)  # cancelled work (LLM, TTS) of the closed session drains
@@ -323,6 +325,10 @@ def summary(episodes: list[Episode]) -> None:
                 medians[system] = percentile(values, 50)
     ratio = medians["pipecat"] / medians["bargein"] if medians["bargein"] > 0 else math.nan
     print(f"first audio, ratio of medians pipecat / bargein: {ratio:.2f}")
+    paired = _paired(episodes)
+    if paired:
+        print(f"first audio, paired (same round, clip and turn) pipecat - bargein: median "
+              f"{percentile(paired, 50):+.0f} ms, bargein sooner in {sum(d > 0 for d in paired)} of {len(paired)}")
     print("server-side stages, medians (ms; each system's own definitions, see docs/benchmarks.md):")
     for system in SYSTEMS:
         merged: dict[str, list[float]] = {}
@@ -333,6 +339,18 @@ def summary(episodes: list[Episode]) -> None:
     leaks = {s: sum(e.audio_after_signal_ms for e in episodes if e.system == s) for s in SYSTEMS}
     print("agent audio arriving after the interruption signal (all barge-ins): "
           + ", ".join(f"{s} {ms:.0f} ms" for s, ms in leaks.items()))
+
+
+def _paired(episodes: list[Episode]) -> list[float]:
+    by_round = {(e.round_index, e.system): e for e in episodes}
+    differences = []
+    for (index, system), episode in by_round.items():
+        other = by_round.get((index, "pipecat"))
+        if system != "bargein" or other is None:
+            continue
+        differences += [p - b for b, p in zip(episode.first_audio, other.first_audio, strict=False)
+                        if b is not None and p is not None]
+    return differences
 
 
 def main() -> None:
