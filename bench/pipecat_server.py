@@ -16,8 +16,9 @@ WebSocket endpoint, ``/ws``; each connection gets its own pipeline, the standard
 * LLM: Pipecat's ``OpenAILLMService`` against the same local OpenAI-compatible server, same system
   prompt, temperature and token cap as bargein's session.
 * TTS: a small ``TTSService`` around bargein's Kokoro synthesiser (same object type and settings).
-* Wire: raw pcm16 both ways (16 kHz in, 24 kHz out) as binary messages; the interruption Pipecat
-  broadcasts when the user starts a turn goes out as the text message ``{"type": "interruption"}``.
+* Wire: Pipecat's stock ``ProtobufFrameSerializer``: audio frames (pcm16, 16 kHz in, 24 kHz out), the
+  ``InterruptionFrame`` Pipecat broadcasts when the user starts a turn, and transport messages (the
+  stage metrics below) as protobuf ``Frame`` messages.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import sys
 from collections.abc import AsyncGenerator
@@ -39,10 +39,7 @@ from pipecat.audio.vad.silero import SileroVADAnalyzer
 from pipecat.audio.vad.vad_analyzer import VADParams
 from pipecat.frames.frames import (
     Frame,
-    InputAudioRawFrame,
-    InterruptionFrame,
     MetricsFrame,
-    OutputAudioRawFrame,
     OutputTransportMessageUrgentFrame,
     TranscriptionFrame,
     TTSAudioRawFrame,
@@ -56,7 +53,7 @@ from pipecat.processors.aggregators.llm_response_universal import (
     LLMUserAggregatorParams,
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
-from pipecat.serializers.base_serializer import FrameSerializer
+from pipecat.serializers.protobuf import ProtobufFrameSerializer
 from pipecat.services.openai.llm import OpenAILLMService
 from pipecat.services.settings import STTSettings, TTSSettings
 from pipecat.services.stt_service import SegmentedSTTService
@@ -83,27 +80,6 @@ from bench.vs_pipecat_engines import (
 
 IN_RATE = 16_000
 OUT_RATE = 24_000
-INTERRUPTION = json.dumps({"type": "interruption"})
-
-
-class RawPcmSerializer(FrameSerializer):  # type: ignore[misc]
-    """Binary pcm16 in and out; Pipecat's interruption as one small JSON text message."""
-
-    async def serialize(self, frame: Frame) -> str | bytes | None:
-        """Agent audio as raw bytes, an interruption as text, nothing else."""
-        if isinstance(frame, OutputAudioRawFrame):
-            return bytes(frame.audio)
-        if isinstance(frame, InterruptionFrame):
-            return INTERRUPTION
-        if isinstance(frame, OutputTransportMessageUrgentFrame) and not self.should_ignore_frame(frame):
-            return json.dumps(frame.message)
-        return None
-
-    async def deserialize(self, data: str | bytes) -> Frame | None:
-        """Client audio (pcm16 16 kHz mono) as input frames; text is ignored."""
-        if isinstance(data, bytes) and data:
-            return InputAudioRawFrame(audio=data, sample_rate=IN_RATE, num_channels=1)
-        return None
 
 
 class StageMetricsToClient(FrameProcessor):  # type: ignore[misc]
@@ -180,7 +156,7 @@ def build_pipeline(websocket: WebSocket, engines: Engines, args: argparse.Namesp
     """One connection's pipeline."""
     transport = FastAPIWebsocketTransport(websocket, FastAPIWebsocketParams(
         audio_in_enabled=True, audio_out_enabled=True, audio_in_sample_rate=IN_RATE,
-        audio_out_sample_rate=OUT_RATE, add_wav_header=False, serializer=RawPcmSerializer(),
+        audio_out_sample_rate=OUT_RATE, add_wav_header=False, serializer=ProtobufFrameSerializer(),
         allowed_origins=[]))
     stop_secs = args.stop_secs
     # Pipecat ends a turn after VAD stop (stop_secs of silence) plus user_speech_timeout: together they

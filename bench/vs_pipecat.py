@@ -12,15 +12,16 @@ Each round gives each system one fresh connection and one episode: clip A; when 
 sample of the reply arrives, clip B cuts in (from 0.1 s before its speech onset); the reply to B plays
 for a second; the connection closes. The client is a microphone: one 20 ms chunk every 20 ms of 24 kHz
 pcm16 (silence between clips), every chunk's send time logged. bargein gets it as
-``input_audio_buffer.append`` through the official ``openai`` client; Pipecat as raw binary pcm16,
-resampled to 16 kHz in the client by the streaming resampler bargein's server uses on its side.
+``input_audio_buffer.append`` through the official ``openai`` client; Pipecat as audio frames of its
+stock ``ProtobufFrameSerializer`` through a plain ``websockets`` client, resampled to 16 kHz in the
+client by the streaming resampler bargein's server uses on its side.
 
 * **first audio**: from the send time of the chunk holding the last speech sample of a clip (speech
   bounds from frame energy, offline) to the arrival of the first agent audio chunk holding a non-silent
   sample (above -60 dBFS) after it. Two per episode: clip A and clip B (the turn after a barge-in).
 * **barge-in signal**: from the send time of the chunk holding the first speech sample of clip B to the
   arrival of the server's interruption signal: ``input_audio_buffer.speech_started`` for bargein, the
-  ``{"type": "interruption"}`` message Pipecat's output transport writes for its ``InterruptionFrame``
+  ``interruption`` frame Pipecat's output transport writes for its ``InterruptionFrame``
   (it writes it after it has dropped its queued audio). Both tell a client to flush its playback.
 * **barge-in stop**: the later of the signal and the last audible agent chunk arriving between clip B's
   onset and its end (audio of the interrupted reply still coming), from the same onset. A client that
@@ -207,8 +208,11 @@ async def bargein_link(port: int) -> Any:
 
 @contextlib.asynccontextmanager
 async def pipecat_link(port: int) -> Any:
-    """A plain ``websockets`` client of the Pipecat pipeline: binary pcm16 16 kHz up, 24 kHz down."""
+    """A plain ``websockets`` client of the Pipecat pipeline, speaking its protobuf frames (16 kHz up)."""
     import websockets
+    from pipecat.frames.protobufs import frames_pb2 as pb  # generated code: no type information
+
+    frames: Any = pb
 
     link = Link()
     resampler = StreamResampler(WIRE_RATE, 16_000)
@@ -217,16 +221,20 @@ async def pipecat_link(port: int) -> Any:
             with contextlib.suppress(Exception):
                 async for message in socket:
                     at = time.monotonic()
-                    if isinstance(message, bytes):
-                        link.take_audio(message, at)
-                    elif (event := json.loads(message)).get("type") == "interruption":
+                    frame = frames.Frame.FromString(message)
+                    kind = frame.WhichOneof("frame")
+                    if kind == "audio":
+                        link.take_audio(frame.audio.audio, at)
+                    elif kind == "interruption":
                         link.take_signal(at)
-                    elif event.get("type") == "metrics":
+                    elif kind == "message" and (event := json.loads(frame.message.data)).get("type") == "metrics":
                         link.stages.setdefault(f"{event['stage']} ttfb_ms", []).append(float(event["ms"]))
 
         async def send(chunk: bytes) -> None:
-            samples = resampler.process(int16_to_float(np.frombuffer(chunk, dtype="<i2")))
-            await socket.send(float_to_int16(samples).tobytes())
+            samples = float_to_int16(resampler.process(int16_to_float(np.frombuffer(chunk, dtype="<i2"))))
+            frame = frames.Frame(audio=frames.AudioRawFrame(audio=samples.tobytes(), sample_rate=16_000,
+                                                             num_channels=1))
+            await socket.send(frame.SerializeToString())
 
         reader = asyncio.create_task(read())
         try:
