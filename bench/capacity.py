@@ -26,6 +26,8 @@ core. A ramp stops at its first failing step; the whole run stops by itself with
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import math
 import multiprocessing
 import os
@@ -258,6 +260,7 @@ def main() -> None:
     parser.add_argument("--retries", type=int, default=1, help="rerun a failing step this many times (0 or 1)")
     parser.add_argument("--budget-s", type=float, default=540.0, help="the whole run stays under this")
     parser.add_argument("--plot", default="capacity.png")
+    parser.add_argument("--json", help="also write every step's figures here")
     args = parser.parse_args()
     began = time.monotonic()
     cores = psutil.cpu_count() or 1
@@ -265,6 +268,9 @@ def main() -> None:
     with server_or_url(args.engines, args.url) as (host_port, pid):
         steps = ramp(host_port, pid, args, began)
     report(steps, cores)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"engines": args.engines, "cores": cores,
+                                               "steps": [dataclasses.asdict(s) for s in steps]}, indent=1))
     if steps:
         plot(steps, args.plot, f"bargein capacity, engines={args.engines}, {cores} cores (shared with the "
                                 f"load generator)")
