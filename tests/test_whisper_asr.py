@@ -17,7 +17,7 @@ from bargein.engines.asr_models import TINY_EN, AssembledFile, WhisperSource, pr
 from bargein.engines.base import SpeechRecognizer
 from bargein.engines.weights import PinnedFile, WeightError, sha256_of
 from bargein.engines.wer import normalize, word_error_rate
-from bargein.engines.whisper_asr import WhisperRecognizer, load_whisper
+from bargein.engines.whisper_asr import RecognizerBusy, RecognizerClosed, WhisperRecognizer, load_whisper
 from bargein.engines.whisper_decode import FULL_WINDOW, loop_start, window_frames
 from tests.support.speech import librivox_clip, librivox_reference
 
@@ -150,6 +150,24 @@ async def test_a_cancelled_request_is_skipped(recognizer: WhisperRecognizer) -> 
             break
         await asyncio.sleep(0.02)
     assert recognizer.jobs_skipped == skipped_before + 1
+
+
+@pytest.mark.slow
+async def test_a_full_queue_refuses_and_a_closed_recognizer_releases_its_callers(
+        recognizer: WhisperRecognizer) -> None:
+    small = WhisperRecognizer(recognizer.core, max_waiting_partials=1)  # the same model, its own queue
+    final = asyncio.ensure_future(small.transcribe(librivox_clip("0870")))
+    queued = asyncio.ensure_future(small.transcribe_partial(librivox_clip("0880")))
+    refused = asyncio.ensure_future(small.transcribe_partial(librivox_clip("0930")))
+    await asyncio.sleep(0)  # all three submitted while the final runs
+    with pytest.raises(RecognizerBusy):
+        await refused
+    await small.aclose()  # lets the running final finish, releases the queued partial
+    assert "dashwood" in (await final).text.lower()
+    with pytest.raises(RecognizerClosed):
+        await queued
+    with pytest.raises(RecognizerClosed):
+        await small.transcribe(librivox_clip("0880"))
 
 
 # -- pinned weights -----------------------------------------------------------------------------------
