@@ -16,6 +16,8 @@ from bargein.audio.resample import resample
 from bargein.engines.silero_vad import FRAME_SAMPLES, SILERO_ONNX, SileroModel, SileroVad
 from tests.support.speech import librivox_clip
 
+pytestmark = pytest.mark.slow  # the real Silero model on real speech
+
 CARDS = Path("/usr/share/pocketsphinx/test/data/cards")
 Audio = npt.NDArray[np.float32]
 
