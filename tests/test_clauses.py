@@ -116,3 +116,12 @@ def test_no_text_is_lost_reordered_or_overlong(words: list[str], seps: list[str]
     assert " ".join(clauses).split() == text.split()
     assert all(c and c == c.strip() for c in clauses)
     assert all(len(c) <= 80 + 3 for c in clauses)  # plus at most the punctuation closing the sentence
+
+
+def test_take_words_hands_out_whole_words_only() -> None:
+    splitter = ClauseSplitter()
+    assert splitter.feed("The capital of Fra") == []
+    assert splitter.take_words(4) is None
+    assert splitter.take_words(3) == "The capital of"
+    assert splitter.released == 1
+    assert splitter.feed("nce is Paris. ") == ["France is Paris."]

@@ -54,6 +54,26 @@ class ClauseSplitter:
                 self._released += 1
         return ready
 
+    @property
+    def released(self) -> int:
+        """Clauses handed out so far in this reply."""
+        return self._released
+
+    def take_words(self, min_words: int) -> str | None:
+        """Hand out the pending text up to its last complete word, if it holds ``min_words`` words.
+
+        For a first clause that is slow in coming: better a natural-sounding phrase now than a whole
+        sentence after the LLM has crawled through it.
+        """
+        text = self._pending
+        space = text.rstrip().rfind(" ") if not text.endswith(" ") else len(text.rstrip())
+        head = text[:space].strip() if space > 0 else ""
+        if len(head.split()) < min_words:
+            return None
+        self._pending = text[space:].lstrip()
+        self._released += 1
+        return head
+
     def flush(self) -> str | None:
         """Whatever is left at the end of the reply; the splitter is then ready for the next reply."""
         rest, self._pending = self._pending.strip(), ""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -31,6 +32,8 @@ from bargein.engines.base import (
 from bargein.engines.clauses import ClauseSplitter
 
 log = logging.getLogger(__name__)
+FIRST_PHRASE_WORDS = 3
+"""Fewest words spoken as an early first phrase when the first clause is slow to complete."""
 DELTA_MS = 200.0
 """Longest audio delta sent: finer deltas make cancellation and the heard estimate finer."""
 
@@ -72,10 +75,13 @@ class ReplyPlan:
 class Responder:
     """Runs replies against the shared LLM and TTS engines."""
 
-    def __init__(self, llm: LanguageModel, tts: SpeechSynthesizer, *, clause_queue: int = 4) -> None:
+    def __init__(self, llm: LanguageModel, tts: SpeechSynthesizer, *, clause_queue: int = 4,
+                 first_clause_deadline_s: float = 0.3) -> None:
         self.llm = llm
         self.tts = tts
         self.clause_queue = clause_queue
+        self.first_clause_deadline_s = first_clause_deadline_s
+        """How long after the first token the first clause may wait for its natural end."""
 
     async def run(self, plan: ReplyPlan, sink: ReplySink, cancel: CancelToken) -> None:
         """Produce the whole reply unless cancelled; engine errors propagate to the caller."""
@@ -102,6 +108,7 @@ class Responder:
         splitter = ClauseSplitter()
         options = GenerationOptions(max_tokens=plan.max_tokens or 256)
         tokens = 0
+        first_token_at: float | None = None
         try:
             source = plan.prefetched or self.llm.stream(plan.messages, cancel=cancel, options=options)
             async for token in source:
@@ -109,11 +116,17 @@ class Responder:
                     break
                 if tokens == 0:
                     sink.reply_mark(plan.response_id, "llm_first_token")
+                    first_token_at = time.monotonic()
                 tokens += 1
                 if clauses is None:
                     sink.reply_text(plan.response_id, token)
                     continue
-                for clause in splitter.feed(token):
+                ready = splitter.feed(token)
+                if not ready and splitter.released == 0 and first_token_at is not None \
+                        and time.monotonic() - first_token_at >= self.first_clause_deadline_s \
+                        and (early := splitter.take_words(FIRST_PHRASE_WORDS)) is not None:
+                    ready = [early]  # the LLM is slow today: start speaking at a phrase boundary
+                for clause in ready:
                     await clauses.put(clause)
             if clauses is not None:
                 if cancel.cancelled:

@@ -1,0 +1,73 @@
+"""The responder: a slow first clause starts as an early phrase; cancellation stops TTS within a chunk."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Sequence
+
+from bargein.audio.codecs import AudioFormat
+from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, WordTiming
+from bargein.engines.fakes import FakeSynthesizer
+from bargein.session.responder import ReplyPlan, Responder
+
+
+class SlowWords:
+    """Yields a fixed sentence one word per ``delay_s``."""
+
+    def __init__(self, text: str, delay_s: float) -> None:
+        self.text = text
+        self.delay_s = delay_s
+
+    async def stream(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
+                     options: GenerationOptions | None = None) -> AsyncIterator[str]:
+        for index, word in enumerate(self.text.split(" ")):
+            if cancel.cancelled:
+                return
+            await asyncio.sleep(self.delay_s)
+            yield word if index == 0 else " " + word
+
+
+class RecordingSink:
+    def __init__(self) -> None:
+        self.texts: list[tuple[float, str]] = []
+        self.audio_ms = 0.0
+
+    async def wait_for_room(self, response_id: str) -> None:
+        return None
+
+    def reply_text(self, response_id: str, text: str) -> None:
+        self.texts.append((time.monotonic(), text))
+
+    def reply_audio(self, response_id: str, payload: bytes, duration_ms: float, words: Sequence[WordTiming]) -> None:
+        self.audio_ms += duration_ms
+
+    def reply_mark(self, response_id: str, stage: str) -> None:
+        return None
+
+    def reply_tokens(self, response_id: str, count: int) -> None:
+        return None
+
+
+def plan() -> ReplyPlan:
+    return ReplyPlan("resp_1", [ChatMessage("user", "hi")], True, None, AudioFormat())
+
+
+async def test_a_slow_first_sentence_is_spoken_from_an_early_phrase() -> None:
+    sentence = "The capital city of France is Paris and it is lovely in spring."
+    sink = RecordingSink()
+    started = time.monotonic()
+    await Responder(SlowWords(sentence, 0.1), FakeSynthesizer(), first_clause_deadline_s=0.3).run(
+        plan(), sink, CancelToken())
+    first_at, first = sink.texts[0]
+    # three or four words after the deadline, not the whole 13-word sentence
+    assert first.split()[:3] == ["The", "capital", "city"] and len(first.split()) <= 5
+    assert first_at - started < 0.9
+    assert "".join(text for _, text in sink.texts).split() == sentence.split()
+
+
+async def test_a_fast_first_sentence_keeps_its_natural_end() -> None:
+    sink = RecordingSink()
+    await Responder(SlowWords("Paris is the capital. It is lovely.", 0.0), FakeSynthesizer()).run(
+        plan(), sink, CancelToken())
+    assert sink.texts[0][1] == "Paris is the capital."
