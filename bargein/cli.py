@@ -28,6 +28,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--tts", dest="tts_engine", choices=["kokoro", "flite"], help="speech engine")
     serve.add_argument("--api-key", dest="api_keys", action="append",
                        help="accepted API key (repeatable); none = local-only mode")
+    serve.add_argument("--no-listen", dest="listen", action="store_const", const=False,
+                       help="cancel a reply at any speech onset instead of pausing it until the segment is classified")
     serve.add_argument("--log-level", default="info")
     return parser
 

@@ -159,3 +159,28 @@ async def test_text_turn_with_text_output() -> None:
 
 def _unused(_: Any) -> None:
     pass
+
+
+async def test_with_listening_off_speech_onset_cancels_the_reply_at_once() -> None:
+    from bargein.config import Settings
+    from tests.support.server import free_port
+
+    engines, _llm = fake_engines(filler=LONG_REPLY)
+    port = free_port()
+    with running_server(engines, Settings(port=port, listen=False)) as host:
+        async with openai_client(host).realtime.connect(model="bargein-test") as connection:
+            log = EventLog()
+            reader = asyncio.create_task(collect(connection, log))
+            await stream_realtime(connection, pcm16_24k(librivox_clip("0880"), silence_after_s=0.8))
+            first_delta = await log.wait_for(lambda e: e["type"] == "response.output_audio.delta")
+            await stream_realtime(connection, pcm16_24k(librivox_clip("0930")[:8000]))
+            cancelled = await log.wait_for(lambda e: e["type"] == "response.done"
+                                           and e["response"]["id"] == first_delta["response_id"])
+            reader.cancel()
+    types = log.types()
+    barge = max(i for i, t in enumerate(types) if t == "input_audio_buffer.speech_started")
+    done = next(i for i, r in enumerate(log.events) if r.event is cancelled)
+    # the cancel follows the onset directly: no pause, no classification in between
+    assert done > barge and "bargein.reply.paused" not in types
+    assert cancelled["response"]["status"] == "cancelled"
+    assert_no_audio_after_done(log)

@@ -40,17 +40,18 @@ MAX_LEDGERS = 64
 SEMANTIC_SILENCE_MS = {"low": 800, "medium": 500, "auto": 500, "high": 300}
 
 
-def turn_settings(config: SessionConfig) -> dx.TurnSettings | None:
+def turn_settings(config: SessionConfig, *, listen: bool = True) -> dx.TurnSettings | None:
     """The machine's view of the session's ``turn_detection``."""
     detection = config.audio.input.turn_detection
     if isinstance(detection, ServerVad):
         return dx.TurnSettings(detection.threshold, detection.prefix_padding_ms, detection.silence_duration_ms,
                                detection.create_response, detection.interrupt_response,
-                               detection.idle_timeout_ms)
+                               detection.idle_timeout_ms, listen=listen)
     if isinstance(detection, SemanticVad):
         return dx.TurnSettings(silence_duration_ms=SEMANTIC_SILENCE_MS[detection.eagerness],
                                create_response=detection.create_response,
-                               interrupt_response=detection.interrupt_response, eagerness=detection.eagerness)
+                               interrupt_response=detection.interrupt_response, eagerness=detection.eagerness,
+                               listen=listen)
     return None
 
 
@@ -58,14 +59,16 @@ class RealtimeSession:
     """The conversation state, the machine, and the tasks that serve one client."""
 
     def __init__(self, engines: Engines, *, config: SessionConfig | None = None,
-                 output_lead_ms: float = 1000.0, metrics: ServerMetrics | None = None) -> None:
+                 output_lead_ms: float = 1000.0, metrics: ServerMetrics | None = None,
+                 listen: bool = True) -> None:
         self.engines = engines
+        self.listen = listen
         self.metrics = metrics
         self.output_lead_ms = output_lead_ms
         self.config = config or SessionConfig()
         self.outbound = Outbound()
         self.conversation = Conversation()
-        self.machine = dx.DuplexMachine(new_id, turn_settings(self.config))
+        self.machine = dx.DuplexMachine(new_id, turn_settings(self.config, listen=listen))
         self.listener = Listener(engines.vad, self.config.input_format)
         self.segments = Segments(self, Speculator(engines.asr, engines.llm))
         self.transcriber = Transcriber(engines.asr, self.conversation, self._emit, self.segments.transcribed)
@@ -145,7 +148,7 @@ class RealtimeSession:
                                 code="invalid_value", param=f"session.{where}", event_id=message.event_id) from None
         self.config = config
         self.listener.set_format(config.input_format)
-        self.feed(dx.SettingsChanged(turn_settings(config)))
+        self.feed(dx.SettingsChanged(turn_settings(config, listen=self.listen)))
         self._emit(Outgoing(event("session.updated", session=config.wire())))
 
     def _create_item(self, message: ce.ConversationItemCreate) -> None:
