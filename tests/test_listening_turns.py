@@ -2,44 +2,17 @@
 
 from __future__ import annotations
 
-import itertools
-
 from bargein.session import duplex as dx
 from bargein.session.endpointing import endpoint_silence_ms
 from bargein.session.storm_guard import StormGuard
-from tests.test_duplex import FRAME_MS, of
+from tests.test_duplex import Timeline, of
 
 
-class Listening:
+class Listening(Timeline):
     """A timeline with the listening classifier on (the default)."""
 
     def __init__(self, **settings: object) -> None:
-        counter = itertools.count(1)
-        self.machine = dx.DuplexMachine(lambda prefix: f"{prefix}_{next(counter)}",
-                                        dx.TurnSettings(**settings))  # type: ignore[arg-type]
-        self.now_ms = 0.0
-        self.actions: list[dx.Action] = []
-
-    def frames(self, probability: float, duration_ms: float) -> list[dx.Action]:
-        new: list[dx.Action] = []
-        for _ in range(round(duration_ms / FRAME_MS)):
-            self.machine.feed(dx.VadFrame(self.now_ms, self.now_ms + FRAME_MS, probability))
-            self.now_ms += FRAME_MS
-            new += self.machine.take_actions()
-        self.actions += new
-        return new
-
-    def speech(self, duration_ms: float) -> list[dx.Action]:
-        return self.frames(0.9, duration_ms)
-
-    def silence(self, duration_ms: float) -> list[dx.Action]:
-        return self.frames(0.05, duration_ms)
-
-    def feed(self, event: dx.Event) -> list[dx.Action]:
-        self.machine.feed(event)
-        new = self.machine.take_actions()
-        self.actions += new
-        return new
+        super().__init__(dx.TurnSettings(**settings))  # type: ignore[arg-type]
 
     def segment(self, speech_ms: float = 640) -> str:
         """Speech then the endpoint silence; returns the committed item awaiting its verdict."""
