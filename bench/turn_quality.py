@@ -17,9 +17,10 @@ the real Whisper recogniser (tiny.en by default), the fake LLM and TTS (see
   finished query (must be 0).
 
 Segments are streamed ``--speed`` times faster than real time (the classifier does not care; the
-wall-clock figures then include the queueing that causes); timelines are streamed in real time by
-default, because the reply they land on is paced in real time and the false-interruption timer is
-wall-clock.
+wall-clock figures then include the queueing that causes), except the two-part queries, whose pause
+is there to test speculation; those and the timelines are streamed in real time by default, because
+speculation races the speaker, the reply a timeline lands on is paced in real time, and the
+false-interruption timer is wall-clock.
 """
 
 from __future__ import annotations
@@ -236,7 +237,7 @@ def main() -> None:
     parser.add_argument("--asr-model", default="tiny.en")
     parser.add_argument("--speed", type=float, default=3.0, help="segments: times real time")
     parser.add_argument("--timeline-speed", type=float, default=1.0, help="timelines: times real time")
-    parser.add_argument("--concurrency", type=int, default=3)
+    parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--only", help="run only cases whose id contains this")
     parser.add_argument("--verbose", action="store_true", help="every case, every segment's decision and reasons")
     parser.add_argument("--plot", type=Path, help="draw a PNG here")

@@ -221,6 +221,8 @@ async def run_case(case: Case, pcm: bytes, vad: VoiceActivityDetector, asr: Spee
             await client.send(type="response.create")
             await asyncio.wait_for(client.reply_audible.wait(), 10.0)
             client.result.base_reply = next(iter(client.result.replies), None)
-        await client.stream(pcm, timeline_speed if case.kind == "timeline" else speed)
+        # a turn with a pause in it is there to test speculation, whose timing needs real time
+        real_time = case.kind == "timeline" or case.source == "tts-split"
+        await client.stream(pcm, timeline_speed if real_time else speed)
         await client.wait_settled(20.0)
     return client.result

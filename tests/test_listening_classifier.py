@@ -33,7 +33,7 @@ def test_no_words_too_short_or_too_faint_is_noise() -> None:
     assert empty.decision == "noise" and "no words recognised" in empty.reasons
     short = classify(speech_stats(96), Transcript("hey"), during_reply=False, noise_floor_db=-60)
     assert short.decision == "noise" and short.reasons[0].startswith("too short")
-    faint = classify(speech_stats(900, level_db=-57), Transcript("far away talk"), during_reply=False,
+    faint = classify(speech_stats(900, level_db=-58), Transcript("far away talk"), during_reply=False,
                      noise_floor_db=-60)
     assert faint.decision == "noise" and faint.reasons[0].startswith("too faint")
 
@@ -56,6 +56,65 @@ def test_whisper_hallucinations_on_non_speech_are_noise() -> None:
     meant = classify(speech_stats(700), Transcript("Thank you.", no_speech_prob=0.01, avg_logprob=-0.2),
                      during_reply=False, noise_floor_db=-60)
     assert meant.decision == "query"
+
+
+def test_vocal_sounds_are_noise_whether_or_not_the_agent_speaks() -> None:
+    # what Whisper writes for a laugh, a throat clearing, a hum, a click of the tongue, or a sound it describes
+    for text in ("Ha ha ha.", "Hahaha", "Ka-ha-ha", "Ahem.", "Hm.", "T'T'H'H'H", "(laughs)", "[Music]", "*cough*"):
+        for during in (False, True):
+            verdict = classify(speech_stats(700), Transcript(text, avg_logprob=-0.3), during_reply=during,
+                               noise_floor_db=-60)
+            assert verdict.decision == "noise", (text, during)
+    # a laugh inside speech, and words that only look like laughter, are still speech
+    for text in ("Haha, that is funny, tell me another one", "Ohio", "The hash of it"):
+        assert classify(speech_stats(900), Transcript(text), during_reply=False, noise_floor_db=-60).decision \
+            == "query", text
+
+
+def test_a_lone_word_that_is_never_an_utterance_is_noise() -> None:
+    for text in ("You.", "Um.", "the"):
+        verdict = classify(speech_stats(400), Transcript(text, avg_logprob=-0.3), during_reply=False,
+                           noise_floor_db=-60)
+        assert verdict.decision == "noise" and "never a whole utterance" in verdict.reasons[-1], text
+    assert classify(speech_stats(900), Transcript("you first"), during_reply=False,
+                    noise_floor_db=-60).decision == "query"
+
+
+def test_a_short_unsure_fragment_is_noise_but_a_short_clear_command_is_a_query() -> None:
+    # a sneeze heard as "A chew." and a sigh heard as "Few." (avg log-probability near -0.8)
+    for text, logprob in (("A chew.", -0.72), ("Few.", -0.8)):
+        verdict = classify(speech_stats(480), Transcript(text, avg_logprob=logprob), during_reply=True,
+                           noise_floor_db=-60)
+        assert verdict.decision == "noise" and verdict.reasons[0].startswith("a short fragment"), text
+    for text, logprob in (("Stop.", -0.25), ("Why?", -0.3), ("Louder.", -0.5)):
+        for during in (False, True):
+            verdict = classify(speech_stats(400), Transcript(text, avg_logprob=logprob), during_reply=during,
+                               noise_floor_db=-60)
+            assert verdict.decision == "query", (text, during)
+    # the same doubt over a longer turn is just a hard-to-hear query
+    longer = classify(speech_stats(1400), Transcript("A chew the fat", avg_logprob=-0.72), during_reply=True,
+                      noise_floor_db=-60)
+    assert longer.decision == "query"
+
+
+def test_a_lone_backchannel_may_answer_the_agent_unless_the_recogniser_barely_heard_it() -> None:
+    for text in ("Yeah.", "Mm-hmm.", "Okay."):
+        verdict = classify(speech_stats(450), Transcript(text, avg_logprob=-0.55), during_reply=False,
+                           noise_floor_db=-60)
+        assert verdict.decision == "query", text
+    mumble = classify(speech_stats(450), Transcript("Right.", avg_logprob=-1.2), during_reply=False,
+                      noise_floor_db=-60)
+    assert mumble.decision == "noise"
+
+
+def test_speech_at_five_db_snr_is_loud_enough() -> None:
+    # speech 5 dB above a pink bed measures about 5.5 dB above the floor; the room itself about 0 dB
+    at_5db = classify(speech_stats(1500, level_db=-34.5), Transcript("what time is it in Tokyo"),
+                      during_reply=False, noise_floor_db=-40)
+    assert at_5db.decision == "query"
+    room = classify(speech_stats(1500, level_db=-38.5), Transcript("what time is it in Tokyo"),
+                    during_reply=False, noise_floor_db=-40)
+    assert room.decision == "noise" and room.reasons[0].startswith("too faint")
 
 
 def test_the_noise_floor_follows_background_frames_only() -> None:

@@ -6,6 +6,14 @@ noise floor, and what the recogniser made of it (empty text, no-speech probabili
 log-probability, word count, and the small set of phrases Whisper invents for non-speech). While
 the agent is speaking, a lone backchannel ("uh-huh", "yeah", "okay") is noise too: it acknowledges,
 it does not interrupt. Pure: the features go in, a decision and its reasons come out.
+
+Vocal sounds (a laugh, a sneeze, a throat clearing, a hum, a sigh) are the hard case: the VAD takes
+them for speech and the recogniser turns them into a word or two ("Hahaha", "A chew", "Aham",
+"Few"). Three rules catch most of them, measured on the listening set (``bench/turn_quality.py``):
+text that spells a sound rather than words (laughter, "ahem", words without a vowel), a lone word
+that is never a whole utterance ("you", "um"), and a short fragment the recogniser is unsure of
+(at most two words, under 700 ms of speech, average log-probability below -0.6; one-word commands
+such as "Stop." or "Why?" come out near -0.3, the vocal sounds near -0.8).
 """
 
 from __future__ import annotations
@@ -25,9 +33,28 @@ HALLUCINATIONS = frozenset({
     "you", "thank you", "thanks", "thank you for watching", "thanks for watching", "bye", "so", "the",
     "please subscribe", "subtitles by the amara.org community", "i'm sorry", "huh", "okay",
 })
+VOCAL_SOUNDS = frozenset({
+    "ha", "hah", "heh", "ahem", "achoo", "atchoo", "ugh", "argh", "phew", "whew", "pfft", "psst", "tsk", "hmm",
+    "hmmm", "hm", "mm", "mmm", "shh", "sh", "ow", "ahh", "aah", "ooh",
+})
+"""Words that spell a vocal sound, not speech; a segment made only of these (or of laughter) is noise."""
+YES_SOUNDS = frozenset({"mhm", "mm-hmm", "mm hmm", "mmhmm"})
+"""Sounds without a vowel that still say something (yes): a backchannel, not a vocal noise."""
+NEVER_ALONE = frozenset({"you", "the", "a", "an", "uh", "um", "er", "erm", "and"})
+"""Words that are never a whole utterance; alone they are a recogniser's guess at a sound."""
 MIN_QUERY_SPEECH_MS = 250.0
-MIN_LEVEL_ABOVE_FLOOR_DB = 6.0
+MIN_LEVEL_ABOVE_FLOOR_DB = 3.0
+"""Speech at 5 dB SNR measures 5-7 dB above the floor; below 3 dB it is no louder than the room."""
+FRAGMENT_WORDS = 2
+FRAGMENT_SPEECH_MS = 700.0
+FRAGMENT_LOGPROB = -0.6
+"""A fragment this short and this unsure is a vocal sound or a mumble, not a query."""
+KNOWN_FRAGMENT_LOGPROB = -1.0
+"""A lone "yeah" or "okay" may answer the agent and comes out near -0.4: it must be very unsure to be noise."""
 _WORDS = re.compile(r"[a-z0-9']+(?:-[a-z0-9']+)*")
+_LAUGH = re.compile(r"(?:[a-z]{0,2}-?)?(?:h[aeiou]-?){2,}h?")
+_VOWEL = re.compile(r"[aeiouy0-9]")
+_ANNOTATION = re.compile(r"^(?:\s*(?:\([^)]*\)|\[[^\]]*\]|\*[^*]*\*|♪+)[\s.,!?]*)+$")
 
 
 @dataclass
@@ -92,6 +119,21 @@ def normalise(text: str) -> str:
     return " ".join(_WORDS.findall(text.lower()))
 
 
+def sound_not_words(text: str, words: list[str]) -> str | None:
+    """Why a transcript spells a sound rather than speech (``None`` if it reads as words)."""
+    if _ANNOTATION.match(text):
+        return f"the recogniser describes a sound ({text.strip()!r})"
+    if not words:
+        return None
+    if all(w in VOCAL_SOUNDS or _LAUGH.fullmatch(w) for w in words):
+        return f"a vocal sound, not words ({' '.join(words)!r})"
+    if not any(_VOWEL.search(w) for w in words) and " ".join(words) not in YES_SOUNDS:
+        return f"no vowel in it, so not words ({' '.join(words)!r})"
+    if len(words) == 1 and words[0] in NEVER_ALONE:
+        return f"a word that is never a whole utterance ({words[0]!r})"
+    return None
+
+
 def classify(stats: SegmentStats, transcript: Transcript | None, *, during_reply: bool,
              noise_floor_db: float) -> ListenDecision:
     """Query or noise, and why. ``transcript`` is ``None`` when recognition failed."""
@@ -122,6 +164,11 @@ def classify(stats: SegmentStats, transcript: Transcript | None, *, during_reply
             reasons.append(f"a phrase the recogniser invents for non-speech ({text!r})")
         if during_reply and len(words) <= 3 and text in BACKCHANNELS:
             reasons.append(f"backchannel while the agent speaks ({text!r})")
+        elif (sound := sound_not_words(transcript.text, words)) is not None:
+            reasons.append(sound)
+        elif (len(words) <= FRAGMENT_WORDS and stats.speech_ms < FRAGMENT_SPEECH_MS
+              and transcript.avg_logprob < (KNOWN_FRAGMENT_LOGPROB if text in BACKCHANNELS else FRAGMENT_LOGPROB)):
+            reasons.append(f"a short fragment the recogniser is unsure of (avg_logprob {transcript.avg_logprob:.2f})")
     if reasons:
         return ListenDecision("noise", tuple(reasons), features)
     return ListenDecision("query", (f"{len(words)} words of speech",), features)

@@ -6,16 +6,20 @@ Nothing generated goes into git: audio and ``manifest.json`` are written to ``DI
 ``~/.cache/bargein/listening-set``), as 24 kHz mono pcm16 WAV files, the Realtime wire rate.
 
 * **queries**: questions and commands spoken by the project's TTS (Kokoro, bundled voice, three
-  speaking rates), some of them in two parts with a short pause in the middle (a turn that goes on,
-  which tempts speculation), and the five LibriVox clips of Debian's ``pocketsphinx-testdata``;
+  speaking rates), a few of them one word long, some in two parts with a pause in the middle shorter
+  than the endpoint silence (a turn that goes on, which tempts speculation), and the five LibriVox
+  clips of Debian's ``pocketsphinx-testdata``;
 * **noise**: white and pink noise, keyboard-like click trains, cough-like bursts, beeps, music-like
-  chords, and backchannels ("uh-huh", "mm-hmm", "yeah", "okay") in the TTS voice;
+  chords; **vocal** sounds in the TTS voice (a laugh, a throat clearing, a sneeze, a hum, a groan, a
+  sigh), which the VAD takes for speech; and **backchannels** ("uh-huh", "mm-hmm", "yeah", "okay");
 * every sound is mixed over a background bed (pink, white or a humming room) at a signal-to-noise
-  ratio from :data:`SNRS` (``None``: clean, a -75 dBFS hiss);
-* **segments** are one sound alone (1.5 s of background, the sound, 1.2 s of background): a query
-  must get a reply, noise must not (a backchannel alone is ``either``: it may answer a question);
-* **timelines** are sounds that land while the agent is speaking (1.5 s of background into the
-  reply, the sound, then 3 s): noise must let the reply go on (``resume``), a query must ``cut`` it.
+  ratio from :data:`SNRS` (``None``: clean, a -75 dBFS hiss), the sound's active level near -26 dBFS;
+* **segments** are one sound alone (3 s of background, the sound, 1.2 s of background): a query
+  must get a reply, noise and vocal sounds must not; a backchannel alone is ``either`` (it may
+  answer a question the agent asked);
+* **timelines** are sounds that land while the agent is speaking (3 s of background into the reply,
+  the sound, then 1.5 s): noise, vocal sounds and backchannels must let the reply go on
+  (``resume``), a query must ``cut`` it.
 
 Deterministic: every case has its own seed, derived from the set's seed and the case name, and the
 TTS is deterministic on CPU. The labels, the words of each query and the true start and end of each
@@ -39,13 +43,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.data.noise_sources import BACKGROUNDS, NOISES, RATE, Audio, active_bounds, active_level_db
 
-VERSION = 1
+VERSION = 2
 DEFAULT_DIR = Path("~/.cache/bargein/listening-set").expanduser()
 LIBRIVOX = Path("/usr/share/pocketsphinx/test/data/librivox")
 SNRS: tuple[float | None, ...] = (None, 20.0, 10.0, 5.0)
-LEAD_S = 1.5
+LEAD_S = 3.0
+"""Background before each sound: a session has been listening a while (its noise floor has settled)."""
 SEGMENT_TAIL_S = 1.2
-TIMELINE_TAIL_S = 3.0
+TIMELINE_TAIL_S = 1.5
 TARGET_LEVEL_DB = -26.0
 CLEAN_HISS_DB = -75.0
 
@@ -74,6 +79,12 @@ QUERIES = (
     "Which planet is the largest?",
     "Skip this song.",
     "What should I cook for dinner tonight?",
+    "Next.",
+    "Pause.",
+    "Why?",
+    "Louder.",
+    "Go on.",
+    "Repeat that.",
 )
 SPLIT_QUERIES = (
     ("Can you check my calendar for tomorrow", "and tell me when the first meeting starts?"),
@@ -84,9 +95,11 @@ SPLIT_QUERIES = (
     ("So the thing is", "my laptop will not turn on anymore."),
 )
 BACKCHANNELS = ("Uh-huh.", "Mm-hmm.", "Yeah.", "Okay.")
+VOCALS = ("Ha ha ha!", "Ahem.", "Achoo!", "Hmm.", "Ugh.", "Phew.")
+"""Non-speech vocal sounds (a laugh, a throat clearing, a sneeze, a hum, a groan, a sigh) in the TTS voice."""
 SPEEDS = (1.0, 0.9, 1.12)
 
-Label = Literal["query", "noise", "backchannel"]
+Label = Literal["query", "noise", "vocal", "backchannel"]
 Expect = Literal["reply", "no_reply", "either", "resume", "cut"]
 
 
@@ -218,10 +231,15 @@ def noise_sounds(voice: Voice, seed: int, *, quick: bool) -> list[Sound]:
             rng = np.random.default_rng(case_seed(seed, f"{kind}{variant}"))
             seconds = float(rng.uniform(0.6, 2.0))
             sounds.append(Sound(f"{kind}{variant}", kind, "noise", make(rng, seconds)))
+    for text in VOCALS[::2] if quick else VOCALS:
+        sounds.append(Sound(_slug(text), "vocal", "vocal", voice.say(text), text))
     for text in BACKCHANNELS:
-        name = text.lower().strip(".").replace("-", "")
-        sounds.append(Sound(name, "backchannel", "backchannel", voice.say(text), text))
+        sounds.append(Sound(_slug(text), "backchannel", "backchannel", voice.say(text), text))
     return sounds
+
+
+def _slug(text: str) -> str:
+    return "".join(ch for ch in text.lower() if ch.isalpha())
 
 
 def build(out: Path, *, seed: int = 7, quick: bool = False) -> list[Case]:
@@ -233,6 +251,8 @@ def build(out: Path, *, seed: int = 7, quick: bool = False) -> list[Case]:
         if stored.get("key") == key and all((out / c["file"]).is_file() for c in stored["cases"]):
             return [Case(**c) for c in stored["cases"]]
     out.mkdir(parents=True, exist_ok=True)
+    for stale in [*out.glob("seg-*.wav"), *out.glob("tim-*.wav")]:  # an older set's files
+        stale.unlink()
     voice = Voice()
     speech = speech_sounds(voice, quick=quick)
     noise = noise_sounds(voice, seed, quick=quick)
@@ -262,7 +282,9 @@ def build(out: Path, *, seed: int = 7, quick: bool = False) -> list[Case]:
     for index, sound in enumerate(noise):
         for snr in timeline_snrs:
             add(sound, "timeline", "resume", snr, index)
-    interrupting = [s for s in speech if s.source != "tts-split"][:: 2 if quick else 3]
+    step = 2 if quick else 3
+    interrupting = ([s for s in speech if s.source == "tts"][::step] + [s for s in speech if s.source == "tts-split"][:1]
+                    + [s for s in speech if s.source == "librivox"][::step])
     for index, sound in enumerate(interrupting):
         for snr in (None, 10.0):
             add(sound, "timeline", "cut", snr, index)
