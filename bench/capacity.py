@@ -124,15 +124,14 @@ def run_step(host_port: str, pid: int | None, mode: str, sessions: int, args: ar
     client_cpu = (sum(_cpu(c) for c in clients) - client0) / args.measure_s
     merged: dict[str, Any] = {}
     deadline = time.monotonic() + 60
-    for _ in workers:
+    for index in range(len(workers)):
         try:
             part = results.get(timeout=max(1.0, deadline - time.monotonic()))
         except queue.Empty:
+            print(f"  {len(workers) - index} load generator(s) did not report back", flush=True)
             break
         for key, value in part.items():
             merged[key] = merged.get(key, 0 if isinstance(value, int) else []) + value
-    if len(merged.get("failures", [])) == 0 and len(workers) > 0 and not merged:
-        print("  no load generator reported back", flush=True)
     for worker in workers:
         worker.join(timeout=10)
         if worker.is_alive():

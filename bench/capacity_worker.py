@@ -68,7 +68,10 @@ class StepSamples:
 
 def run_worker(plan: StepPlan, results: Any) -> None:
     """Process entry point: run the sessions, put a :class:`StepSamples` dict on ``results``."""
-    samples = asyncio.run(_run(plan))
+    try:
+        samples = asyncio.run(_run(plan))
+    except BaseException as error:  # report it: a silent worker would look like fewer sessions
+        samples = StepSamples(failures=[f"load generator died: {type(error).__name__}: {error}"[:200]])
     results.put(samples.__dict__)
 
 
