@@ -374,6 +374,11 @@ def main() -> None:
     parser.add_argument("--time-limit-s", type=float, default=840.0, help="stop starting rounds after this")
     parser.add_argument("--plot", help="draw the distributions into this PNG (needs matplotlib)")
     args = parser.parse_args()
+    with contextlib.suppress(ImportError):  # Pipecat (imported by its client) logs a banner at INFO
+        from loguru import logger
+
+        logger.remove()
+        logger.add(sys.stderr, level="WARNING")
     started = time.monotonic()
     with services(args) as ports:
         print(f"servers ready in {time.monotonic() - started:.0f} s", flush=True)
