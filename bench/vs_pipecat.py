@@ -4,8 +4,9 @@
 
 Needs an environment with ``pipecat-ai`` besides bargein (see docs/benchmarks.md); it starts, on
 loopback, one ``python -m llama_cpp.server`` (SmolLM2-135M by default) that both systems use as their
-OpenAI-compatible LLM, ``bargein serve`` (``bench/vs_pipecat_engines.py``) and a Pipecat pipeline
-(``bench/pipecat_server.py``) on the same engines, then alternates between them round by round (the
+OpenAI-compatible LLM, ``python -m bargein serve`` on its default engines, and a Pipecat pipeline
+(``bench/pipecat_server.py``) on the same engines from bargein's own factory (processes started by
+``bench/vs_pipecat_engines.py``), then alternates between them round by round (the
 order flips every round), so machine noise hits both. It stops by itself (``--time-limit-s``).
 
 Each round gives each system one fresh connection and one episode: clip A; when the first audible agent
@@ -19,6 +20,8 @@ client by the streaming resampler bargein's server uses on its side.
 * **first audio**: from the send time of the chunk holding the last speech sample of a clip (speech
   bounds from frame energy, offline) to the arrival of the first agent audio chunk holding a non-silent
   sample (above -60 dBFS) after it. Two per episode: clip A and clip B (the turn after a barge-in).
+* **first audio heard**: the same, to when that sample would sound at a client with no jitter buffer
+  (see :class:`Link`): bargein sends audio up to 1 s ahead in large deltas, Pipecat 40 ms frames.
 * **barge-in signal**: from the send time of the chunk holding the first speech sample of clip B to the
   arrival of the server's interruption signal: ``input_audio_buffer.speech_started`` for bargein, the
   ``interruption`` frame Pipecat's output transport writes for its ``InterruptionFrame``
