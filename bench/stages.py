@@ -149,7 +149,7 @@ async def first_audio(engines: Engines, turns: int) -> None:
         session = RealtimeSession(engines)
         session.start()
         clip = CLIPS[index % len(CLIPS)]
-        pcm = pcm16_24k(librivox_clip(clip), silence_after_s=4.0)
+        pcm = pcm16_24k(librivox_clip(clip), silence_after_s=10.0)
         sent_at: list[float] = []
         audible_at: float | None = None
         speech_end_ms: float | None = None
