@@ -199,6 +199,10 @@ function onEvent(ev) {
     case 'response.output_text.done':
       view.agentDone(ev.item_id);
       break;
+    case 'conversation.item.deleted':
+      // noise (a cough, a backchannel) leaves the conversation: it was never addressed to the agent
+      view.userDiscard(ev.item_id);
+      break;
     case 'conversation.item.truncated':
       test.truncatedAcks.push({ item_id: ev.item_id, audio_end_ms: ev.audio_end_ms });
       view.agentCut(ev.item_id, ev.audio_end_ms);
