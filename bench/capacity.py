@@ -209,6 +209,11 @@ def report(steps: list[StepFigures], cores: int) -> None:
               f"(~{per_busy_core:.0f} sessions per fully used core), {best.rss_per_session_mb:.2f} MB RSS per session")
 
 
+def _finite(row: dict[str, Any]) -> dict[str, Any]:
+    """NaN (no samples) as null, so the file is strict JSON."""
+    return {key: None if isinstance(value, float) and math.isnan(value) else value for key, value in row.items()}
+
+
 def plot(steps: list[StepFigures], path: str, title: str) -> None:
     """lag p99, first audio p95, CPU and RSS per session against N."""
     try:
@@ -269,7 +274,7 @@ def main() -> None:
     report(steps, cores)
     if args.json:
         Path(args.json).write_text(json.dumps({"engines": args.engines, "cores": cores,
-                                               "steps": [dataclasses.asdict(s) for s in steps]}, indent=1))
+                                               "steps": [_finite(dataclasses.asdict(s)) for s in steps]}, indent=1))
     if steps:
         plot(steps, args.plot, f"bargein capacity, engines={args.engines}, {cores} cores (shared with the "
                                 f"load generator)")
