@@ -27,12 +27,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import math
 import os
 import sys
 import time
 from collections import defaultdict
+from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -93,6 +96,7 @@ def report(results: list[CaseResult], elapsed_s: float, args: argparse.Namespace
             stop_lag.append(r.stopped[item] - end_ms)
         if item in r.decided_ms:
             decide.append(r.decided_ms[item])
+    ledger = [ms for r in results if r.real_time and r.case.expect == "reply" for ms in r.ledger_endpoint_ms]
     counts = [r.counts for r in results]
     asr_started = sum(c.asr_started for c in counts)
     asr_wasted = sum(c.asr_discarded for c in counts)
@@ -108,7 +112,8 @@ def report(results: list[CaseResult], elapsed_s: float, args: argparse.Namespace
         value, target = rates[name], TARGETS[name]
         return "ok" if (value <= target if low_is_good else value >= target) else "MISSED"
 
-    print(f"\nturn quality: {len(results)} cases ({args.set}), Whisper {args.asr_model}, Silero VAD, "
+    language = f" ({args.language})" if args.language else ""
+    print(f"\nturn quality: {len(results)} cases ({args.set}), Whisper {args.asr_model}{language}, Silero VAD, "
           f"server_vad 500 ms, segments at {args.speed:g}x, timelines at {args.timeline_speed:g}x, "
           f"{args.concurrency} sessions at once, {elapsed_s:.0f} s\n")
     rows = [
@@ -121,6 +126,8 @@ def report(results: list[CaseResult], elapsed_s: float, args: argparse.Namespace
          f"{percentile(stop_lag, 50):.0f} / {percentile(stop_lag, 95):.0f} ms", "", ""),
         ("end of speech -> commit p50 / p95 (stream)",
          f"{percentile(commit_delay, 50):.0f} / {percentile(commit_delay, 95):.0f} ms", "", ""),
+        (f"ledger endpoint_ms p50 / p95 (wall, {len(ledger)} real-time turns)",
+         f"{percentile(ledger, 50):.0f} / {percentile(ledger, 95):.0f} ms", "", ""),
         ("commit -> listen decision p50 / p95 (wall)",
          f"{percentile(decide, 50):.0f} / {percentile(decide, 95):.0f} ms", "", ""),
         ("speculative waste: recognitions", rate(asr_wasted, asr_started), "", ""),
@@ -177,12 +184,29 @@ def print_case(r: CaseResult) -> None:
               f"{s.get('transcript')!r}: {'; '.join(s['reasons'])}")
 
 
+class ForcedLanguage:
+    """A recogniser that always gets ``language`` (a session does not pass its transcription language yet)."""
+
+    def __init__(self, asr: Any, language: str) -> None:
+        self.asr = asr
+        self.language = language
+
+    async def transcribe(self, audio: Any, *, language: str | None = None, prompt: str | None = None) -> Any:
+        """Final recognition in the forced language."""
+        return await self.asr.transcribe(audio, language=self.language, prompt=prompt)
+
+    async def transcribe_partial(self, audio: Any, *, language: str | None = None, prompt: str | None = None) -> Any:
+        """Partial recognition in the forced language."""
+        return await self.asr.transcribe_partial(audio, language=self.language, prompt=prompt)
+
+
 async def run_all(cases: list[Case], folder: Path, args: argparse.Namespace) -> list[CaseResult]:
     """Every case, ``--concurrency`` sessions at a time, sharing one VAD and one recogniser."""
     from bargein.engines.whisper_asr import load_whisper
 
     vad = await asyncio.to_thread(SileroVad)
-    asr = await asyncio.to_thread(load_whisper, args.asr_model)
+    whisper = await asyncio.to_thread(load_whisper, args.asr_model)
+    asr = ForcedLanguage(whisper, args.language) if args.language else whisper
     gate = asyncio.Semaphore(args.concurrency)
 
     async def one(case: Case) -> CaseResult:
@@ -198,7 +222,16 @@ async def run_all(cases: list[Case], folder: Path, args: argparse.Namespace) -> 
     try:
         return list(await asyncio.gather(*(one(c) for c in ordered)))
     finally:
-        await asr.aclose()
+        await whisper.aclose()
+
+
+def dump(results: list[CaseResult], path: Path) -> None:
+    """Every case with its label, outcome and segment decisions (features and reasons)."""
+    rows = [{"case": asdict(r.case), "ok": outcome(r)[0], "outcome": outcome(r)[1], "segments": r.segments,
+             "replies": [asdict(reply) for reply in r.replies.values()], "paused": r.paused, "resumed": r.resumed,
+             "cut": r.cut} for r in results]
+    path.write_text(json.dumps(rows, indent=1, default=str))
+    print(f"dump: {path}")
 
 
 def plot(results: list[CaseResult], path: Path) -> None:
@@ -235,12 +268,14 @@ def main() -> None:
     parser.add_argument("--set", type=Path, help="the listening set's folder (generated there if missing)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--asr-model", default="tiny.en")
+    parser.add_argument("--language", help="force the recogniser's language (for a multilingual model: en)")
     parser.add_argument("--speed", type=float, default=3.0, help="segments: times real time")
     parser.add_argument("--timeline-speed", type=float, default=1.0, help="timelines: times real time")
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--only", help="run only cases whose id contains this")
     parser.add_argument("--verbose", action="store_true", help="every case, every segment's decision and reasons")
     parser.add_argument("--plot", type=Path, help="draw a PNG here")
+    parser.add_argument("--dump", type=Path, help="write every case's result here as JSON (for offline analysis)")
     args = parser.parse_args()
     args.set = args.set or default_dir(quick=args.quick)
     cases = build(args.set, seed=args.seed, quick=args.quick)
@@ -249,6 +284,8 @@ def main() -> None:
     started = time.monotonic()
     results = asyncio.run(run_all(cases, args.set, args))
     report(results, time.monotonic() - started, args)
+    if args.dump:
+        dump(results, args.dump)
     if args.plot:
         plot(results, args.plot)
 

@@ -65,6 +65,9 @@ class CaseResult:
     counts: SpeculationCounts = field(default_factory=SpeculationCounts)
     open_turn: bool = False
     timed_out: bool = False
+    ledger_endpoint_ms: list[float] = field(default_factory=list)
+    """``endpoint_ms`` of each ``bargein.turn.metrics`` (wall time; true only when streamed in real time)."""
+    real_time: bool = False
 
     @property
     def answers(self) -> list[Reply]:
@@ -172,6 +175,8 @@ class Client:
                 reply.status = message["response"]["status"]
                 details = message["response"].get("status_details") or {}
                 reply.reason = details.get("reason")
+        elif kind == "bargein.turn.metrics" and message.get("endpoint_ms") is not None:
+            result.ledger_endpoint_ms.append(float(message["endpoint_ms"]))
         elif kind == "bargein.reply.paused" and message["response_id"] == result.base_reply:
             result.paused = True
         elif kind == "bargein.reply.resumed" and message["response_id"] == result.base_reply:
@@ -223,6 +228,7 @@ async def run_case(case: Case, pcm: bytes, vad: VoiceActivityDetector, asr: Spee
             client.result.base_reply = next(iter(client.result.replies), None)
         # a turn with a pause in it is there to test speculation, whose timing needs real time
         real_time = case.kind == "timeline" or case.source == "tts-split"
+        client.result.real_time = real_time and timeline_speed == 1.0
         await client.stream(pcm, timeline_speed if real_time else speed)
         await client.wait_settled(20.0)
     return client.result

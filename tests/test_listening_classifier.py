@@ -117,6 +117,14 @@ def test_speech_at_five_db_snr_is_loud_enough() -> None:
     assert room.decision == "noise" and room.reasons[0].startswith("too faint")
 
 
+def test_words_in_any_script_are_words() -> None:
+    # a multilingual recogniser writes Chinese or Russian; that is speech, not "no words"
+    for text in ("为什么天空是蓝色的？", "Привет, как дела?"):
+        verdict = classify(speech_stats(900), Transcript(text, avg_logprob=-0.3), during_reply=False,
+                           noise_floor_db=-60)
+        assert verdict.decision == "query", (text, verdict.reasons)
+
+
 def test_the_noise_floor_follows_background_frames_only() -> None:
     floor = NoiseFloor(level_db=-70)
     for _ in range(200):

@@ -51,7 +51,9 @@ FRAGMENT_LOGPROB = -0.6
 """A fragment this short and this unsure is a vocal sound or a mumble, not a query."""
 KNOWN_FRAGMENT_LOGPROB = -1.0
 """A lone "yeah" or "okay" may answer the agent and comes out near -0.4: it must be very unsure to be noise."""
-_WORDS = re.compile(r"[a-z0-9']+(?:-[a-z0-9']+)*")
+_WORDS = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")
+"""Words in any script (a Chinese or Russian query is words too), with inner apostrophes and hyphens."""
+_LATIN = re.compile(r"[a-z'’-]+")
 _LAUGH = re.compile(r"(?:[a-z]{0,2}-?)?(?:h[aeiou]-?){2,}h?")
 _VOWEL = re.compile(r"[aeiouy0-9]")
 _ANNOTATION = re.compile(r"^(?:\s*(?:\([^)]*\)|\[[^\]]*\]|\*[^*]*\*|♪+)[\s.,!?]*)+$")
@@ -127,7 +129,8 @@ def sound_not_words(text: str, words: list[str]) -> str | None:
         return None
     if all(w in VOCAL_SOUNDS or _LAUGH.fullmatch(w) for w in words):
         return f"a vocal sound, not words ({' '.join(words)!r})"
-    if not any(_VOWEL.search(w) for w in words) and " ".join(words) not in YES_SOUNDS:
+    latin = all(_LATIN.fullmatch(w) for w in words)  # the vowel test means nothing in other scripts
+    if latin and not any(_VOWEL.search(w) for w in words) and " ".join(words) not in YES_SOUNDS:
         return f"no vowel in it, so not words ({' '.join(words)!r})"
     if len(words) == 1 and words[0] in NEVER_ALONE:
         return f"a word that is never a whole utterance ({words[0]!r})"
