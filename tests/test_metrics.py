@@ -84,6 +84,7 @@ def test_turn_metrics_event_and_prometheus_histograms() -> None:
     assert 'bargein_client_errors_total{code="input_audio_buffer_commit_empty"} 1.0' in text
     assert 'bargein_queue_depth{stage="outbound"} 0.0' in text
     assert "bargein_sessions 0.0" in text
+    assert "bargein_event_loop_lag_seconds_count" in text
 
 
 def test_turns_become_spans_when_an_exporter_is_configured() -> None:

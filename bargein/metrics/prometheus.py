@@ -6,6 +6,7 @@ method reports it), so the figures are never stale and the hot path pays nothing
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -51,6 +52,9 @@ class ServerMetrics:
         self.sessions = Gauge("bargein_sessions", "Live sessions", registry=self.registry)
         self.errors = Counter("bargein_client_errors", "Error events sent to clients", ["code"],
                               registry=self.registry)
+        self.loop_lag = Histogram("bargein_event_loop_lag_seconds", "How late the event loop woke for a timer: "
+                                  "every session's audio waits this long", buckets=LATENCY_BUCKETS,
+                                  registry=self.registry)
         self.llm_nonfinite = Gauge("bargein_llm_nonfinite_fallbacks", "Samplings that fell back to greedy "
                                    "because the distribution was not finite", registry=self.registry)
         self._llm: object | None = None
@@ -76,3 +80,12 @@ class ServerMetrics:
     def exposition(self) -> bytes:
         """The text format served at ``/metrics``."""
         return generate_latest(self.registry)
+
+
+async def watch_event_loop(metrics: ServerMetrics, interval_s: float = 0.05) -> None:
+    """Sample the event loop's lateness forever (cancel to stop)."""
+    loop = asyncio.get_running_loop()
+    while True:
+        due = loop.time() + interval_s
+        await asyncio.sleep(interval_s)
+        metrics.loop_lag.observe(max(0.0, loop.time() - due))
