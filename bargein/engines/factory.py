@@ -66,9 +66,16 @@ def _load_default(settings: Settings, vad: SileroVad, vad_origin: str) -> Engine
         tts = FliteSynthesizer()
         _timed(description, "tts", "flite (Debian)", started)
     else:
-        from bargein.engines.kokoro_tts import load_kokoro
+        try:
+            from bargein.engines.kokoro_tts import load_kokoro
+        except ImportError as error:  # hibari-tts not installed: speak with flite rather than not at all
+            from bargein.engines.flite_tts import FliteSynthesizer
 
-        kokoro = load_kokoro()
-        tts = kokoro
-        _timed(description, "tts", f"Kokoro: {kokoro.description}", started)
+            log.warning("Kokoro is not available (%s); falling back to flite", error)
+            tts = FliteSynthesizer()
+            _timed(description, "tts", "flite (Debian), fallback: Kokoro not installed", started)
+        else:
+            kokoro = load_kokoro()
+            tts = kokoro
+            _timed(description, "tts", f"Kokoro: {kokoro.description}", started)
     return Engines(vad, asr, llm, tts, description=description)
