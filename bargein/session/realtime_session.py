@@ -227,10 +227,8 @@ class RealtimeSession:
                 ledger.mark("reply_start")
                 self.replies.start(response_id, trigger)
             case dx.CancelReply(response_id, reason):
-                if (ledger := self.ledger_for(response_id)) and reason == "turn_detected" and self.current_ledger:
-                    onset = self.current_ledger.marks["speech_start"].stream_ms or 0.0
-                    ledger.mark("barge_in", stream_ms=onset)
-                    ledger.add("barge_in_detect_ms", self.listener.stream_ms - onset)
+                if reason == "turn_detected":
+                    self._mark_barge_in(response_id)
                 self.replies.cancel(response_id, reason)
             case dx.ForwardAudio(response_id, payload):
                 self.replies.forward(response_id, payload)
@@ -254,6 +252,7 @@ class RealtimeSession:
             case dx.SpeechResumed(item_id):
                 self.segments.speech_resumed(item_id)
             case dx.PauseReply(response_id, item_id):
+                self._mark_barge_in(response_id)
                 self.replies.pause(response_id, item_id)
             case dx.HoldAudio(response_id, payload):
                 self.replies.hold(response_id, payload)
@@ -282,6 +281,15 @@ class RealtimeSession:
         self._emit(Outgoing(event("conversation.item.added", previous_item_id=previous, item=item.wire())))
         self.transcriber.start(item, audio, content_index=0, ledger=ledger,
                                guessed=self.segments.speculator.take_recognition(item_id))
+
+    def _mark_barge_in(self, response_id: str) -> None:
+        """The reply stopped for the current speech: how far into that speech (stream ms) it stopped."""
+        ledger = self.ledger_for(response_id)
+        if ledger is None or "barge_in" in ledger.marks or self.current_ledger is None:
+            return
+        onset = self.current_ledger.marks["speech_start"].stream_ms or 0.0
+        ledger.mark("barge_in", stream_ms=onset)
+        ledger.add("barge_in_detect_ms", self.listener.stream_ms - onset)
 
     def _disarm_pause_timer(self, response_id: str) -> None:
         if (timer := self._pause_timers.pop(response_id, None)) is not None:
