@@ -136,10 +136,10 @@ def report(results: list[CaseResult], elapsed_s: float, args: argparse.Namespace
         ("speculative replies leaked", str(len(leaks)), "0", "ok" if not leaks else "MISSED"),
     ]
     width = max(len(r[0]) for r in rows)
-    print(f"| {'measure':<{width}} | {'value':<22} | {'target':<7} |    |")
-    print(f"|{'-' * (width + 2)}|{'-' * 24}|{'-' * 9}|----|")
+    print(f"| {'measure':<{width}} | {'value':<22} | {'target':<7} | {'':<6} |")
+    print(f"|{'-' * (width + 2)}|{'-' * 24}|{'-' * 9}|{'-' * 8}|")
     for name, value, target, verdict in rows:
-        print(f"| {name:<{width}} | {value:<22} | {target:<7} | {verdict:<2} |")
+        print(f"| {name:<{width}} | {value:<22} | {target:<7} | {verdict:<6} |")
     breakdown(results)
     for case_id, leak in leaks:
         print(f"LEAK {case_id}: {leak}")
@@ -229,7 +229,7 @@ def dump(results: list[CaseResult], path: Path) -> None:
     """Every case with its label, outcome and segment decisions (features and reasons)."""
     rows = [{"case": asdict(r.case), "ok": outcome(r)[0], "outcome": outcome(r)[1], "segments": r.segments,
              "replies": [asdict(reply) for reply in r.replies.values()], "paused": r.paused, "resumed": r.resumed,
-             "cut": r.cut} for r in results]
+             "cut": r.cut, "speculation": asdict(r.counts)} for r in results]
     path.write_text(json.dumps(rows, indent=1, default=str))
     print(f"dump: {path}")
 
