@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from tests.data.make_listening_set import case_seed, mix
+from tests.data.make_listening_set import Voice, case_seed, mix
 from tests.data.noise_sources import BACKGROUNDS, NOISES, RATE, active_bounds, active_level_db
 
 
@@ -45,3 +46,13 @@ def test_active_bounds_ignore_quiet_lead_in_and_tail() -> None:
     audio[: RATE // 2] = 1e-4
     start, end = active_bounds(audio)
     assert abs(start - 0.5) < 0.011 and abs(end - 1.0) < 0.011
+
+
+@pytest.mark.slow
+def test_the_tts_voice_says_the_same_thing_the_same_way_every_time() -> None:
+    voice = Voice(seed=7)
+    first = voice.say("Set a timer for ten minutes.", 1.12)
+    again = voice.say("Set a timer for ten minutes.", 1.12)
+    assert np.array_equal(first, again), "the set would change from run to run"
+    start, end = active_bounds(first)
+    assert 1.0 < end - start < 3.0 and active_level_db(first) > -40

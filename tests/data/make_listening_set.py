@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.data.noise_sources import BACKGROUNDS, NOISES, RATE, Audio, active_bounds, active_level_db
 
-VERSION = 2
+VERSION = 3
 DEFAULT_DIR = Path("~/.cache/bargein/listening-set").expanduser()
 LIBRIVOX = Path("/usr/share/pocketsphinx/test/data/librivox")
 SNRS: tuple[float | None, ...] = (None, 20.0, 10.0, 5.0)
@@ -162,12 +162,24 @@ def mix(sound: Audio, background: str, snr_db: float | None, rng: np.random.Gene
 
 
 class Voice:
-    """The project's TTS (Kokoro), speaking whole utterances at a chosen rate, at 24 kHz."""
+    """The project's TTS (Kokoro), speaking whole utterances at a chosen rate, at 24 kHz, reproducibly.
 
-    def __init__(self) -> None:
+    Kokoro's vocoder adds a random noise component; the synthesizer keeps one generator per worker
+    thread, so with its single worker, seeding that generator before each utterance makes the
+    utterance the same on every run.
+    """
+
+    def __init__(self, seed: int = 7) -> None:
         from bargein.engines.kokoro_tts import load_kokoro
 
-        self.tts = load_kokoro()
+        self.tts = load_kokoro(workers=1)
+        self.seed = seed
+
+    def _seed_worker(self, seed: int) -> None:
+        def install() -> None:
+            self.tts._local.rng = np.random.default_rng(seed)
+
+        self.tts._pool.submit(install).result()
 
     def say(self, text: str, speed: float = 1.0) -> Audio:
         """``text`` spoken at ``speed``; blocking."""
@@ -177,6 +189,7 @@ class Voice:
 
         async def render() -> Audio:
             self.tts.speed = speed
+            self._seed_worker(case_seed(self.seed, f"{text}@{speed}"))
             chunks = [chunk async for chunk in self.tts.synthesize(text, voice=None, cancel=CancelToken())]
             return np.concatenate([c.audio for c in chunks]).astype(np.float32)
 
@@ -253,7 +266,7 @@ def build(out: Path, *, seed: int = 7, quick: bool = False) -> list[Case]:
     out.mkdir(parents=True, exist_ok=True)
     for stale in [*out.glob("seg-*.wav"), *out.glob("tim-*.wav")]:  # an older set's files
         stale.unlink()
-    voice = Voice()
+    voice = Voice(seed)
     speech = speech_sounds(voice, quick=quick)
     noise = noise_sounds(voice, seed, quick=quick)
     backgrounds = sorted(BACKGROUNDS)
@@ -283,8 +296,8 @@ def build(out: Path, *, seed: int = 7, quick: bool = False) -> list[Case]:
         for snr in timeline_snrs:
             add(sound, "timeline", "resume", snr, index)
     step = 2 if quick else 3
-    interrupting = ([s for s in speech if s.source == "tts"][::step] + [s for s in speech if s.source == "tts-split"][:1]
-                    + [s for s in speech if s.source == "librivox"][::step])
+    by_source = {source: [s for s in speech if s.source == source] for source in ("tts", "tts-split", "librivox")}
+    interrupting = by_source["tts"][::step] + by_source["tts-split"][:1] + by_source["librivox"][::step]
     for index, sound in enumerate(interrupting):
         for snr in (None, 10.0):
             add(sound, "timeline", "cut", snr, index)
