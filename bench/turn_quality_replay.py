@@ -7,7 +7,8 @@ every segment (speech duration, level above the noise floor, transcript, no-spee
 average log-probability, whether a reply was playing) are enough to try a threshold or a lexicon:
 the replay rebuilds each segment's statistics from them and prints the headline rates as the live
 bench would have. The session's own machinery (pause timer, speculation) is not replayed: a case
-counts as a false trigger or a hit when any of its segments is judged a query.
+counts as a false trigger or a hit when any of its segments is judged a query. The event rounds the
+features to three decimals, so a value exactly at a threshold may come out the other way.
 """
 
 from __future__ import annotations
