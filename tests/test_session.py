@@ -210,3 +210,30 @@ async def test_a_false_interruption_resumes_sample_exact_from_the_cut_point() ->
     assert deleted and deleted[0]["item_id"] == segment["item_id"]
     assert h.events[-1]["response"]["output"][0]["content"][0]["transcript"].startswith("You said: talk.")
     await h.session.close()
+
+
+class RecordingRecognizer:
+    """Remembers the language and prompt it was asked to use."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str | None, str | None]] = []
+
+    async def transcribe(self, audio: Any, *, language: str | None = None, prompt: str | None = None) -> Any:
+        from bargein.engines.base import Transcript
+
+        self.calls.append((language, prompt))
+        return Transcript("hola")
+
+
+async def test_the_transcription_language_and_prompt_reach_the_recogniser() -> None:
+    asr = RecordingRecognizer()
+    h = Harness(engines(asr=asr))
+    await h.send(type="session.update", session={"audio": {"input": {"transcription": {
+        "model": "whisper-1", "language": "es", "prompt": "bargein"}}}})
+    audio = float_to_int16((0.2 * np.sin(np.arange(24_000) / 5)).astype(np.float32)).tobytes()
+    await h.send(type="conversation.item.create", item={
+        "type": "message", "role": "user", "content": [{"type": "input_audio",
+                                                        "audio": base64.b64encode(audio).decode()}]})
+    await h.drain(until="conversation.item.input_audio_transcription.completed")
+    assert asr.calls == [("es", "bargein")]
+    await h.session.close()

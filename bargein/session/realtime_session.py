@@ -72,6 +72,7 @@ class RealtimeSession:
         self.listener = Listener(engines.vad, self.config.input_format)
         self.segments = Segments(self, Speculator(engines.asr, engines.llm))
         self.transcriber = Transcriber(engines.asr, self.conversation, self._emit, self.segments.transcribed)
+        self.transcriber.hints = self.segments.speculator.hints = self._transcription_hints
         self.replies = Replies(self, Responder(engines.llm, engines.tts), output_lead_ms=output_lead_ms,
                                on_closed=self._reply_closed)
         self.replies.prefetch_for = self.segments.speculator.take_reply
@@ -281,6 +282,10 @@ class RealtimeSession:
         self._emit(Outgoing(event("conversation.item.added", previous_item_id=previous, item=item.wire())))
         self.transcriber.start(item, audio, content_index=0, ledger=ledger,
                                guessed=self.segments.speculator.take_recognition(item_id))
+
+    def _transcription_hints(self) -> tuple[str | None, str | None]:
+        settings = self.config.audio.input.transcription
+        return (settings.language, settings.prompt) if settings is not None else (None, None)
 
     def _mark_barge_in(self, response_id: str) -> None:
         """The reply stopped for the current speech: how far into that speech (stream ms) it stopped."""

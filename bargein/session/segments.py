@@ -53,6 +53,7 @@ class Segments:
         self.noise_floor = NoiseFloor()
         self._stats: dict[str, SegmentStats] = {}
         self._onsets: dict[str, float] = {}
+        self._floors: dict[str, float] = {}
         self._awaiting: set[str] = set()
         self._speaking: str | None = None
         self._partial_task: asyncio.Task[None] | None = None
@@ -80,12 +81,15 @@ class Segments:
         threshold = self.host.machine.settings.threshold if self.host.machine.settings else 0.5
         self._stats[item_id] = SegmentStats(threshold=threshold)
         self._onsets[item_id] = onset_ms
+        # the background as it was when the segment began: frames after the endpoint must not move it
+        self._floors[item_id] = self.noise_floor.level_db
         self._speaking = item_id
         self._partial_at_ms = onset_ms
         while len(self._stats) > 32:
             oldest = next(iter(self._stats))
             self._stats.pop(oldest)
             self._onsets.pop(oldest, None)
+            self._floors.pop(oldest, None)
 
     def stopped(self, item_id: str) -> None:
         """The endpoint came: no more partials for this segment."""
@@ -136,7 +140,7 @@ class Segments:
         if stats is None or "audio" not in config.output_modalities or not config_creates_response(config):
             return
         verdict = classify(stats, transcript, during_reply=self.host.machine.active_response_id is not None,
-                           noise_floor_db=self.noise_floor.level_db)
+                           noise_floor_db=self._floors.get(item_id, self.noise_floor.level_db))
         if verdict.decision == "query" and self.host.machine.active_response_id is None:
             messages = [*self.host.conversation.chat_messages(config.instructions),
                         ChatMessage("user", transcript.text.strip())]
@@ -161,7 +165,8 @@ class Segments:
         self._awaiting.discard(item.id)
         stats = self._stats.pop(item.id, SegmentStats())
         during_reply = self.host.machine.paused or self.host.machine.active_response_id is not None
-        verdict = classify(stats, transcript, during_reply=during_reply, noise_floor_db=self.noise_floor.level_db)
+        floor = self._floors.pop(item.id, self.noise_floor.level_db)
+        verdict = classify(stats, transcript, during_reply=during_reply, noise_floor_db=floor)
         self.decisions[item.id] = verdict
         while len(self.decisions) > 64:
             self.decisions.pop(next(iter(self.decisions)))

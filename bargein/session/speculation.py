@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy.typing as npt
@@ -119,13 +119,16 @@ class Speculator:
     enabled: bool = True
     counts: SpeculationCounts = field(default_factory=SpeculationCounts)
     _guesses: dict[str, _Guess] = field(default_factory=dict)
+    hints: Callable[[], tuple[str | None, str | None]] = field(default=lambda: (None, None))
+    """The session's transcription language and prompt (a speculative result stands as the final)."""
 
     def recognise(self, item_id: str, audio: npt.NDArray) -> asyncio.Task[Transcript] | None:  # type: ignore[type-arg]
         """Start recognising a turn's audio so far (replacing any older guess for it)."""
         if not self.enabled or len(audio) < 1600:
             return None
         self._drop_sync(item_id)
-        task = asyncio.create_task(self.asr.transcribe(audio))
+        language, prompt = self.hints()
+        task = asyncio.create_task(self.asr.transcribe(audio, language=language, prompt=prompt))
         self._guesses[item_id] = _Guess(item_id, task)
         self.counts.asr_started += 1
         return task

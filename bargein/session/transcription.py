@@ -26,6 +26,8 @@ class Transcriber:
                  on_done: Callable[[Item, Transcript | None], None] | None = None) -> None:
         self.asr = asr
         self.on_done = on_done
+        self.hints: Callable[[], tuple[str | None, str | None]] = lambda: (None, None)
+        """The session's ``transcription.language`` and ``prompt``, read at each recognition."""
         self.conversation = conversation
         self.emit = emit
         self._pending: dict[str, asyncio.Task[Transcript | None]] = {}
@@ -45,7 +47,9 @@ class Transcriber:
     async def _run(self, item: Item, audio: npt.NDArray[np.float32], content_index: int,
                    ledger: TurnLedger | None, guessed: asyncio.Task[Transcript] | None) -> Transcript | None:
         try:
-            transcript = await (guessed if guessed is not None else self.asr.transcribe(audio))
+            hints = self.hints()
+            transcript = await (guessed if guessed is not None
+                                else self.asr.transcribe(audio, language=hints[0], prompt=hints[1]))
         except Exception as error:
             log.exception("transcription of %s failed", item.id)
             self.emit(Outgoing(event(
