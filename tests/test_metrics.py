@@ -60,7 +60,8 @@ def test_stages_that_did_not_happen_are_none() -> None:
 
 
 def test_turn_metrics_event_and_prometheus_histograms() -> None:
-    engines = Engines(FakeVad(), FakeRecognizer(), FakeLanguageModel(), FakeSynthesizer())
+    engines = Engines(FakeVad(), FakeRecognizer(), FakeLanguageModel(), FakeSynthesizer(),
+                      description={"vad": "fake vad", "llm": "fake llm"})
     with running_server(engines) as host:
         with connect(f"ws://{host}/v1/realtime") as ws:
             ws.recv(timeout=5)
@@ -85,6 +86,7 @@ def test_turn_metrics_event_and_prometheus_histograms() -> None:
     assert 'bargein_queue_depth{stage="outbound"} 0.0' in text
     assert "bargein_sessions 0.0" in text
     assert "bargein_event_loop_lag_seconds_count" in text
+    assert 'bargein_engine{engine="fake llm",stage="llm"} 1.0' in text
 
 
 def test_turns_become_spans_when_an_exporter_is_configured() -> None:

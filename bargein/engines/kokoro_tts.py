@@ -238,6 +238,11 @@ class KokoroSynthesizer:
             if upcoming is not None and not upcoming.cancel() and not upcoming.cancelled():
                 upcoming.exception()  # collected, so an error of a discarded job is not reported twice
 
+    @property
+    def queue_depth(self) -> int:
+        """Syntheses waiting for the worker (the ``bargein_queue_depth`` gauge)."""
+        return self._pool._work_queue.qsize()
+
     def _submit(self, loop: asyncio.AbstractEventLoop, part: Part, voice: str,
                 cancel: CancelToken) -> asyncio.Future[SpeechChunk | None]:
         return loop.run_in_executor(self._pool, self._render, part, voice, cancel)

@@ -139,6 +139,7 @@ class LlamaLanguageModel:
         self._formatter = self._make_formatter()
         self._kv_saved = True  # nothing worth copying out yet
         self._inbox: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._active_count = 0
         self._worker = threading.Thread(target=self._serve, name=f"llm-{self.name}", daemon=True)
         self._worker.start()
 
@@ -221,9 +222,15 @@ class LlamaLanguageModel:
 
     # --- the worker ----------------------------------------------------------------------------------------
 
+    @property
+    def queue_depth(self) -> int:
+        """Replies being generated in turns or waiting to start (the ``bargein_queue_depth`` gauge)."""
+        return self._active_count + self._inbox.qsize()
+
     def _serve(self) -> None:
         active: deque[_Job] = deque()
         while True:
+            self._active_count = len(active)
             waiting = [self._inbox.get()] if not active else []
             while True:
                 try:

@@ -122,6 +122,11 @@ class WhisperRecognizer:
         """Jobs queued and not yet started (a gauge for /metrics)."""
         return len(self._finals) + len(self._partials)
 
+    @property
+    def queue_depth(self) -> int:
+        """The ``bargein_queue_depth`` gauge reads this: recognitions waiting."""
+        return self.waiting
+
     # -- the queue --------------------------------------------------------------------------------
 
     async def _submit(self, audio: Float32Audio, language: str | None, prompt: str | None,

@@ -55,11 +55,18 @@ class ServerMetrics:
         self.loop_lag = Histogram("bargein_event_loop_lag_seconds", "How late the event loop woke for a timer: "
                                   "every session's audio waits this long", buckets=LATENCY_BUCKETS,
                                   registry=self.registry)
+        self.engine_info = Gauge("bargein_engine", "The engine serving each stage (value 1)", ["stage", "engine"],
+                                 registry=self.registry)
         self.llm_nonfinite = Gauge("bargein_llm_nonfinite_fallbacks", "Samplings that fell back to greedy "
                                    "because the distribution was not finite", registry=self.registry)
         self._llm: object | None = None
         if queue_sources is not None:
             self.registry.register(_QueueDepths(queue_sources))
+
+    def describe_engines(self, description: dict[str, str]) -> None:
+        """``bargein_engine{stage, engine} 1`` for each loaded engine, so dashboards can tell runs apart."""
+        for stage, engine in description.items():
+            self.engine_info.labels(stage, engine[:200]).set(1)
 
     def watch_llm(self, llm: object) -> None:
         """Export the LLM's non-finite sampling fallback count, if it keeps one."""

@@ -78,6 +78,7 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None,
             state.load_seconds = time.perf_counter() - started
         if state.engines is not None:
             state.metrics.watch_llm(state.engines.llm)
+            state.metrics.describe_engines(state.engines.description)
         # the models' objects live as long as the server: keep them out of every later collection,
         # whose full passes otherwise stall the event loop for 100 ms at a time
         gc.collect()
