@@ -167,3 +167,24 @@ async def test_a_confirmed_guess_hands_its_tokens_to_the_reply() -> None:
     tokens = [token async for token in prefetched.adopt(CancelToken())]
     assert "".join(tokens) == "You said: hello."
     assert len(llm.seen) == 2 and speculator.counts.llm_used == 1
+
+
+def test_a_short_interruption_needs_a_command_or_a_question_word() -> None:
+    groan = classify(speech_stats(320), Transcript("Us.", avg_logprob=-0.45), during_reply=True, noise_floor_db=-60)
+    assert groan.decision == "noise" and "no command" in groan.reasons[0]
+    for command in ("Stop.", "Wait.", "Louder.", "What?"):
+        verdict = classify(speech_stats(448), Transcript(command, avg_logprob=-0.5), during_reply=True,
+                           noise_floor_db=-60)
+        assert verdict.decision == "query", command
+    # the same groan while the agent is silent is a (doubtful) turn of its own, not an interruption
+    alone = classify(speech_stats(448), Transcript("Us.", avg_logprob=-0.45), during_reply=False, noise_floor_db=-60)
+    assert alone.decision == "query"
+
+
+def test_more_words_than_the_sound_can_hold_is_noise() -> None:
+    verdict = classify(speech_stats(288), Transcript("I was sick.", avg_logprob=-0.5), during_reply=False,
+                       noise_floor_db=-60)
+    assert verdict.decision == "noise" and verdict.reasons[0].startswith("more words")
+    quick = classify(speech_stats(672), Transcript("Repeat that.", avg_logprob=-0.15), during_reply=False,
+                     noise_floor_db=-60)
+    assert quick.decision == "query"

@@ -42,6 +42,19 @@ YES_SOUNDS = frozenset({"mhm", "mm-hmm", "mm hmm", "mmhmm"})
 """Sounds without a vowel that still say something (yes): a backchannel, not a vocal noise."""
 NEVER_ALONE = frozenset({"you", "the", "a", "an", "uh", "um", "er", "erm", "and"})
 """Words that are never a whole utterance; alone they are a recogniser's guess at a sound."""
+INTERRUPTIONS = frozenset({
+    "stop", "wait", "hold", "pause", "next", "skip", "louder", "quieter", "softer", "slower", "faster", "repeat",
+    "again", "cancel", "enough", "no", "nope", "quiet", "shh", "hush", "sorry", "excuse", "pardon", "what", "why",
+    "how", "who", "where", "when", "which", "hey", "help", "listen", "actually", "but", "back", "continue", "go",
+})
+"""Words that can cut the agent short on their own (LiveKit asks for a minimum word count instead)."""
+SHORT_INTERRUPTION_WORDS = 3
+SHORT_INTERRUPTION_MS = 600.0
+SURE_LOGPROB = -0.3
+MAX_WORDS_PER_S = 7.0
+"""Fast speech is 4 to 5 words a second; a groan recognised as "I was sick." in 0.26 s is not speech."""
+BLIP_MS = 300.0
+BLIP_LOGPROB = -0.5
 MIN_QUERY_SPEECH_MS = 250.0
 MIN_LEVEL_ABOVE_FLOOR_DB = 3.0
 """Speech at 5 dB SNR measures 5-7 dB above the floor; below 3 dB it is no louder than the room."""
@@ -172,6 +185,16 @@ def classify(stats: SegmentStats, transcript: Transcript | None, *, during_reply
         elif (len(words) <= FRAGMENT_WORDS and stats.speech_ms < FRAGMENT_SPEECH_MS
               and transcript.avg_logprob < (KNOWN_FRAGMENT_LOGPROB if text in BACKCHANNELS else FRAGMENT_LOGPROB)):
             reasons.append(f"a short fragment the recogniser is unsure of (avg_logprob {transcript.avg_logprob:.2f})")
+        elif 0 < stats.speech_ms < 600 and len(words) / (stats.speech_ms / 1000) > MAX_WORDS_PER_S:
+            reasons.append(f"more words than the sound can hold ({len(words)} in {stats.speech_ms:.0f} ms)")
+        elif stats.speech_ms < BLIP_MS and transcript.avg_logprob < BLIP_LOGPROB:
+            reasons.append(f"a blip the recogniser is unsure of ({stats.speech_ms:.0f} ms, "
+                           f"avg_logprob {transcript.avg_logprob:.2f})")
+        elif (during_reply and len(words) <= SHORT_INTERRUPTION_WORDS and stats.speech_ms < SHORT_INTERRUPTION_MS
+              and not INTERRUPTIONS.intersection(words) and transcript.avg_logprob < SURE_LOGPROB):
+            # cutting the agent short takes a command ("stop", "wait", "louder") or a question word; a
+            # short sound that became some other word with middling confidence is a groan, not a turn
+            reasons.append(f"a short sound over the reply that is no command ({text!r})")
     if reasons:
         return ListenDecision("noise", tuple(reasons), features)
     return ListenDecision("query", (f"{len(words)} words of speech",), features)
