@@ -157,6 +157,11 @@ async def test_a_full_queue_refuses_and_a_closed_recognizer_releases_its_callers
         recognizer: WhisperRecognizer) -> None:
     small = WhisperRecognizer(recognizer.core, max_waiting_partials=1)  # the same model, its own queue
     final = asyncio.ensure_future(small.transcribe(librivox_clip("0870")))
+    await asyncio.sleep(0)  # the final is submitted ...
+    for _ in range(5000):  # ... and taken by the worker (on a busy machine that may take a while)
+        if small.waiting == 0:
+            break
+        await asyncio.sleep(0.001)
     queued = asyncio.ensure_future(small.transcribe_partial(librivox_clip("0880")))
     refused = asyncio.ensure_future(small.transcribe_partial(librivox_clip("0930")))
     await asyncio.sleep(0)  # all three submitted while the final runs
