@@ -23,6 +23,7 @@ from bargein.protocol.errors import ProtocolError
 from bargein.protocol.server_events import error_event, event, new_id
 from bargein.protocol.session_config import SemanticVad, ServerVad, SessionConfig
 from bargein.session import duplex as dx
+from bargein.session.endpointing import EAGERNESS_SILENCE_MS
 from bargein.session.history import Conversation, Item, Part
 from bargein.session.ledger import TurnLedger
 from bargein.session.listener import Listener
@@ -37,7 +38,6 @@ from bargein.session.transcription import Transcriber
 log = logging.getLogger(__name__)
 MAX_LEDGERS = 64
 """Turn ledgers kept per session (the newest); older turns live on only in the metrics."""
-SEMANTIC_SILENCE_MS = {"low": 800, "medium": 500, "auto": 500, "high": 300}
 
 
 def turn_settings(config: SessionConfig, *, listen: bool = True) -> dx.TurnSettings | None:
@@ -48,7 +48,7 @@ def turn_settings(config: SessionConfig, *, listen: bool = True) -> dx.TurnSetti
                                detection.create_response, detection.interrupt_response,
                                detection.idle_timeout_ms, listen=listen)
     if isinstance(detection, SemanticVad):
-        return dx.TurnSettings(silence_duration_ms=SEMANTIC_SILENCE_MS[detection.eagerness],
+        return dx.TurnSettings(silence_duration_ms=EAGERNESS_SILENCE_MS[detection.eagerness],
                                create_response=detection.create_response,
                                interrupt_response=detection.interrupt_response, eagerness=detection.eagerness,
                                listen=listen)
@@ -64,7 +64,6 @@ class RealtimeSession:
         self.engines = engines
         self.listen = listen
         self.metrics = metrics
-        self.output_lead_ms = output_lead_ms
         self.config = config or SessionConfig()
         self.outbound = Outbound()
         self.conversation = Conversation()

@@ -34,8 +34,15 @@ from bargein.engines.clauses import ClauseSplitter
 log = logging.getLogger(__name__)
 FIRST_PHRASE_WORDS = 3
 """Fewest words spoken as an early first phrase when the first clause is slow to complete."""
+DEFAULT_MAX_TOKENS = 256
+"""Reply length when the session sets no ``max_output_tokens`` ("inf")."""
 DELTA_MS = 200.0
 """Longest audio delta sent: finer deltas make cancellation and the heard estimate finer."""
+
+
+def generation_options(max_tokens: int | None) -> GenerationOptions:
+    """The LLM options of a reply (and of its speculative head start, which must match it)."""
+    return GenerationOptions(max_tokens=max_tokens or DEFAULT_MAX_TOKENS)
 
 
 class ReplySink(Protocol):
@@ -106,7 +113,7 @@ class Responder:
     async def _think(self, plan: ReplyPlan, sink: ReplySink, cancel: CancelToken,
                      clauses: asyncio.Queue[str | None] | None) -> None:
         splitter = ClauseSplitter()
-        options = GenerationOptions(max_tokens=plan.max_tokens or 256)
+        options = generation_options(plan.max_tokens)
         tokens = 0
         first_token_at: float | None = None
         try:

@@ -14,7 +14,7 @@ import contextlib
 import logging
 from typing import Protocol
 
-from bargein.engines.base import ChatMessage, GenerationOptions, Transcript
+from bargein.engines.base import ChatMessage, Transcript
 from bargein.protocol.server_events import event
 from bargein.protocol.session_config import SessionConfig
 from bargein.session import duplex as dx
@@ -22,6 +22,7 @@ from bargein.session.history import Conversation, Item
 from bargein.session.listener import Listener
 from bargein.session.listening import ListenDecision, NoiseFloor, SegmentStats, classify, segment_event_fields
 from bargein.session.outbound import Outbound, Outgoing
+from bargein.session.responder import generation_options
 from bargein.session.speculation import Speculator
 
 log = logging.getLogger(__name__)
@@ -145,8 +146,7 @@ class Segments:
             messages = [*self.host.conversation.chat_messages(config.instructions),
                         ChatMessage("user", transcript.text.strip())]
             max_tokens = config.max_output_tokens
-            options = GenerationOptions(max_tokens=256 if max_tokens == "inf" else max_tokens)
-            self.speculator.prefetch(item_id, messages, options)
+            self.speculator.prefetch(item_id, messages, generation_options(None if max_tokens == "inf" else max_tokens))
 
     def speech_resumed(self, item_id: str) -> None:
         """The user went on: whatever was guessed for this turn is waste."""
