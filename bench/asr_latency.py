@@ -27,9 +27,9 @@ import numpy as np
 import numpy.typing as npt
 
 from bargein.audio.resample import resample
-from bargein.engines.wer import word_error_rate
-from bargein.engines.whisper_asr import WhisperRecognizer, load_whisper
-from bargein.engines.whisper_decode import FINAL, FULL_WINDOW, PARTIAL, window_frames
+from bargein.engines.transcribe.wer import word_error_rate
+from bargein.engines.transcribe.whisper_asr import WhisperRecognizer, load_whisper
+from bargein.engines.transcribe.whisper_decode import FINAL, FULL_WINDOW, PARTIAL, window_frames
 
 DATA = Path("/usr/share/pocketsphinx/test/data")
 Audio = npt.NDArray[np.float32]

@@ -4,7 +4,7 @@
 
 Each question is a fresh conversation (a new session's first turn) with the default spoken-answer
 system prompt, default temperature and a fixed seed. Timings are warm: the model is loaded and
-warmed first, as :func:`bargein.engines.llama_llm.load_llama` leaves it for a server.
+warmed first, as :func:`bargein.engines.think.llama_llm.load_llama` leaves it for a server.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import os
 import statistics
 
 from bargein.engines.base import GenerationOptions
-from bargein.engines.llama_llm import load_llama
-from bargein.engines.llm_models import LLM_MODELS
+from bargein.engines.think.llama_llm import load_llama
+from bargein.engines.think.llm_models import LLM_MODELS
 from bench.llm_questions import QUESTIONS
 from bench.llm_speed import Reply, timed_reply, user
 

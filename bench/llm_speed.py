@@ -20,8 +20,8 @@ from dataclasses import dataclass
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions
-from bargein.engines.llama_llm import LlamaLanguageModel, load_llama
-from bargein.engines.llm_models import LLM_MODELS
+from bargein.engines.think.llama_llm import LlamaLanguageModel, load_llama
+from bargein.engines.think.llm_models import LLM_MODELS
 from bench.llm_questions import QUESTIONS
 
 

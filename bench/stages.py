@@ -29,8 +29,8 @@ from bargein.audio.resample import resample
 from bargein.config import Settings
 from bargein.engines.base import CancelToken, ChatMessage, Engines, GenerationOptions
 from bargein.engines.factory import load_engines
-from bargein.engines.silero_vad import SileroModel
-from bargein.engines.wer import word_error_rate
+from bargein.engines.listen.silero_vad import SileroModel
+from bargein.engines.transcribe.wer import word_error_rate
 from bargein.session.realtime_session import RealtimeSession
 from tests.support.speech import chunks_20ms, librivox_clip, librivox_reference, pcm16_24k
 

@@ -78,11 +78,11 @@ def main() -> None:
         start = time.perf_counter()
         tts: SpeechSynthesizer
         if name == "kokoro":
-            from bargein.engines.kokoro_tts import load_kokoro
+            from bargein.engines.speak.kokoro_tts import load_kokoro
 
             tts = load_kokoro(threads=args.threads)
         else:
-            from bargein.engines.flite_tts import FliteSynthesizer
+            from bargein.engines.speak.flite_tts import FliteSynthesizer
 
             tts = FliteSynthesizer()
         print(f"{name:7s} loaded in {time.perf_counter() - start:.2f} s")

@@ -40,7 +40,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from bargein.engines.silero_vad import SileroVad
+from bargein.engines.listen.silero_vad import SileroVad
 from bench.turn_quality_runner import CaseResult, run_case
 from tests.data.make_listening_set import Case, build, default_dir, read_wav
 
@@ -202,7 +202,7 @@ class ForcedLanguage:
 
 async def run_all(cases: list[Case], folder: Path, args: argparse.Namespace) -> list[CaseResult]:
     """Every case, ``--concurrency`` sessions at a time, sharing one VAD and one recogniser."""
-    from bargein.engines.whisper_asr import load_whisper
+    from bargein.engines.transcribe.whisper_asr import load_whisper
 
     vad = await asyncio.to_thread(SileroVad)
     whisper = await asyncio.to_thread(load_whisper, args.asr_model)

@@ -368,7 +368,7 @@ def main() -> None:
     """Parse flags, start the servers, run the rounds, print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--turns", type=int, default=10, help="first-audio turns per system (2 per round)")
-    parser.add_argument("--llm", default="smollm2-135m", help="packaged GGUF name (bargein.engines.llm_models)")
+    parser.add_argument("--llm", default="smollm2-135m", help="packaged GGUF name (bargein.engines.think.llm_models)")
     parser.add_argument("--warmup", type=int, default=1, help="unmeasured episodes per system first")
     parser.add_argument("--pipecat-stop-secs", type=float, default=0.2,
                         help="Pipecat VAD stop_secs; its user_speech_timeout is the rest of the 500 ms endpoint")

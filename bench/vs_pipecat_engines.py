@@ -2,8 +2,8 @@
 
 bargein runs as ``python -m bargein serve`` with the flags of :func:`engine_flags`; the Pipecat server
 builds its engines with :func:`build_engines`, which is bargein's own engine factory with the same
-settings. So the speech recogniser (Whisper tiny.en on faster-whisper, ``bargein.engines.whisper_asr``)
-and the synthesiser (Kokoro, ``bargein.engines.kokoro_tts``) are the same classes with the same settings
+settings. So the speech recogniser (Whisper tiny.en on faster-whisper, ``bargein.engines.transcribe.whisper_asr``)
+and the synthesiser (Kokoro, ``bargein.engines.speak.kokoro_tts``) are the same classes with the same settings
 on both sides, and the language model is the same local OpenAI-compatible server (``llama_cpp.server``).
 :func:`services` starts the three processes on loopback.
 """
@@ -24,7 +24,7 @@ from pathlib import Path
 from bargein.config import Settings
 from bargein.engines.base import Engines, GenerationOptions
 from bargein.engines.factory import load_engines
-from bargein.engines.silero_vad import SILERO_ONNX
+from bargein.engines.listen.silero_vad import SILERO_ONNX
 from bargein.engines.weights import verify_sha256
 from bargein.protocol.session_config import DEFAULT_INSTRUCTIONS
 
@@ -99,8 +99,8 @@ class Service:
 @contextlib.contextmanager
 def services(args: argparse.Namespace) -> Iterator[dict[str, int]]:
     """The shared LLM server, bargein and the Pipecat pipeline; yields each system's port."""
-    from bargein.engines.llama_llm import default_threads
-    from bargein.engines.llm_models import resolve_gguf
+    from bargein.engines.think.llama_llm import default_threads
+    from bargein.engines.think.llm_models import resolve_gguf
     from bench.realtime_harness import free_port
 
     llm_port, ports = free_port(), {"bargein": free_port(), "pipecat": free_port()}

@@ -18,7 +18,7 @@ from websockets.sync.client import ClientConnection, connect
 
 from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer
-from bargein.engines.silero_vad import SileroVad
+from bargein.engines.listen.silero_vad import SileroVad
 from tests.support.realtime_client import validate_server_event
 from tests.support.server import running_server
 

@@ -24,7 +24,7 @@ from bargein.audio.resample import resample
 from bargein.config import Settings
 from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer
-from bargein.engines.silero_vad import SileroVad
+from bargein.engines.listen.silero_vad import SileroVad
 from tests.support.server import free_port, running_server
 from tests.support.speech import librivox_clip, librivox_reference
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bargein.engines.clauses import ClauseSplitter
+from bargein.engines.speak.clauses import ClauseSplitter
 
 
 def _words(text: str) -> list[str]:

@@ -11,7 +11,7 @@ from typing import Any
 
 from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer
-from bargein.engines.silero_vad import SileroVad
+from bargein.engines.listen.silero_vad import SileroVad
 from tests.support.realtime_client import EventLog, collect, openai_client, stream_realtime, validate_server_event
 from tests.support.server import running_server
 from tests.support.speech import librivox_clip, pcm16_24k

@@ -17,7 +17,7 @@ import pytest
 from bargein.config import Settings
 from bargein.engines.base import Engines
 from bargein.engines.factory import load_engines
-from bargein.engines.wer import word_error_rate
+from bargein.engines.transcribe.wer import word_error_rate
 from tests.support.realtime_client import EventLog, collect, openai_client, stream_realtime, validate_server_event
 from tests.support.server import running_server
 from tests.support.speech import librivox_clip, librivox_reference, pcm16_24k

@@ -11,7 +11,7 @@ import pytest
 
 from bargein.audio.crossfade import Crossfader
 from bargein.engines.base import CancelToken, SpeechChunk, SpeechSynthesizer
-from bargein.engines.flite_tts import FliteNotFound, FliteSynthesizer, decode_wav, split_sentences
+from bargein.engines.speak.flite_tts import FliteNotFound, FliteSynthesizer, decode_wav, split_sentences
 
 pytestmark = [
     pytest.mark.slow,

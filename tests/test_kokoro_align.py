@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from bargein.engines.kokoro_align import Part, plan, proportional, token_ids, word_timings
+from bargein.engines.speak.kokoro_align import Part, plan, proportional, token_ids, word_timings
 
 
 @dataclass

@@ -16,7 +16,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from bargein.audio.crossfade import Crossfader
 from bargein.engines.base import CancelToken, SpeechChunk, SpeechSynthesizer
-from bargein.engines.kokoro_tts import MODEL_FILES, KokoroSynthesizer, load_kokoro
+from bargein.engines.speak.kokoro_tts import MODEL_FILES, KokoroSynthesizer, load_kokoro
 from bargein.engines.weights import WeightError
 
 pytestmark = pytest.mark.slow

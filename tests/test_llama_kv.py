@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bargein.engines.llama_kv import KvSnapshot, KvSnapshots, common_prefix
+from bargein.engines.think.llama_kv import KvSnapshot, KvSnapshots, common_prefix
 
 
 def _tokens(*ids: int) -> np.ndarray:

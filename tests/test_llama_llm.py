@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bargein.engines import llm_sampling
+from bargein.engines.think import llm_sampling
 from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, LanguageModel
-from bargein.engines.llama_llm import LanguageModelError, LlamaLanguageModel, load_llama
-from bargein.engines.llm_models import LLM_MODELS, SMOLLM2_135M, SingleGguf
-from bargein.engines.llm_sampling import Pick, SamplingParams
+from bargein.engines.think.llama_llm import LanguageModelError, LlamaLanguageModel, load_llama
+from bargein.engines.think.llm_models import LLM_MODELS, SMOLLM2_135M, SingleGguf
+from bargein.engines.think.llm_sampling import Pick, SamplingParams
 from bargein.engines.weights import PinnedFile, WeightError
 
 pytestmark = pytest.mark.slow

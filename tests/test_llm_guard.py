@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bargein.engines.llm_sampling import (
+from bargein.engines.think.llm_sampling import (
     SamplingParams,
     apply_repeat_penalty,
     greedy_fallback,

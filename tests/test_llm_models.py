@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bargein.engines.llm_models import (
+from bargein.engines.think.llm_models import (
     LLM_MODELS,
     QWEN25_CODER_05B,
     SMOLLM2_135M,

@@ -106,7 +106,7 @@ def test_turns_become_spans_when_an_exporter_is_configured() -> None:
 
 
 def test_queue_depth_is_read_from_any_engine_that_reports_one() -> None:
-    from bargein.engines.silero_vad import SileroVad
+    from bargein.engines.listen.silero_vad import SileroVad
     from bargein.metrics.prometheus import ServerMetrics
 
     class Busy:

@@ -15,9 +15,9 @@ import httpx
 import pytest
 
 from bargein.engines.base import CancelToken, ChatImage, ChatMessage, GenerationOptions
-from bargein.engines.llm_models import SMOLLM2_135M
-from bargein.engines.llm_prompt import DEFAULT_SYSTEM_PROMPT
-from bargein.engines.openai_llm import (
+from bargein.engines.think.llm_models import SMOLLM2_135M
+from bargein.engines.think.llm_prompt import DEFAULT_SYSTEM_PROMPT
+from bargein.engines.think.openai_llm import (
     LanguageModelError,
     OpenAICompatibleLanguageModel,
     delta_text,

@@ -13,7 +13,7 @@ import numpy.typing as npt
 import pytest
 
 from bargein.audio.resample import resample
-from bargein.engines.silero_vad import FRAME_SAMPLES, SILERO_ONNX, SileroModel, SileroVad
+from bargein.engines.listen.silero_vad import FRAME_SAMPLES, SILERO_ONNX, SileroModel, SileroVad
 from tests.support.speech import librivox_clip
 
 pytestmark = pytest.mark.slow  # the real Silero model on real speech

@@ -7,7 +7,7 @@ import time
 
 from bargein.config import Settings
 from bargein.engines.base import Engines, LanguageModel, SpeechSynthesizer
-from bargein.engines.silero_vad import SILERO_ONNX, SileroVad
+from bargein.engines.listen.silero_vad import SILERO_ONNX, SileroVad
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ def _timed(description: dict[str, str], stage: str, what: str, started: float) -
 
 def _load_default(settings: Settings, vad: SileroVad, vad_origin: str) -> Engines:
     """The embedded models: Whisper (faster-whisper), llama.cpp or an OpenAI-compatible server, Kokoro."""
-    from bargein.engines.whisper_asr import load_whisper
+    from bargein.engines.transcribe.whisper_asr import load_whisper
 
     description = {"vad": vad_origin}
     started = time.perf_counter()
@@ -45,14 +45,14 @@ def _load_default(settings: Settings, vad: SileroVad, vad_origin: str) -> Engine
     started = time.perf_counter()
     llm: LanguageModel
     if settings.llm_url:
-        from bargein.engines.openai_llm import OpenAICompatibleLanguageModel
+        from bargein.engines.think.openai_llm import OpenAICompatibleLanguageModel
 
         model = settings.llm_model if settings.llm_model != "default" else "default"
         llm = OpenAICompatibleLanguageModel(settings.llm_url, model, settings.llm_api_key)
         _timed(description, "llm", f"{model} at {settings.llm_url}", started)
     else:
-        from bargein.engines.llama_llm import DEFAULT_LLM, load_llama
-        from bargein.engines.llm_models import describe
+        from bargein.engines.think.llama_llm import DEFAULT_LLM, load_llama
+        from bargein.engines.think.llm_models import describe
 
         name = DEFAULT_LLM if settings.llm_model == "default" else settings.llm_model
         llm = load_llama(name)
@@ -61,15 +61,15 @@ def _load_default(settings: Settings, vad: SileroVad, vad_origin: str) -> Engine
     started = time.perf_counter()
     tts: SpeechSynthesizer
     if settings.tts_engine == "flite":
-        from bargein.engines.flite_tts import FliteSynthesizer
+        from bargein.engines.speak.flite_tts import FliteSynthesizer
 
         tts = FliteSynthesizer()
         _timed(description, "tts", "flite (Debian)", started)
     else:
         try:
-            from bargein.engines.kokoro_tts import load_kokoro
+            from bargein.engines.speak.kokoro_tts import load_kokoro
         except ImportError as error:  # hibari-tts not installed: speak with flite rather than not at all
-            from bargein.engines.flite_tts import FliteSynthesizer
+            from bargein.engines.speak.flite_tts import FliteSynthesizer
 
             log.warning("Kokoro is not available (%s); falling back to flite", error)
             tts = FliteSynthesizer()

@@ -29,7 +29,7 @@ from bargein.engines.base import (
     SpeechSynthesizer,
     WordTiming,
 )
-from bargein.engines.clauses import ClauseSplitter
+from bargein.engines.speak.clauses import ClauseSplitter
 
 log = logging.getLogger(__name__)
 FIRST_PHRASE_WORDS = 3

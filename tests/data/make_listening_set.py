@@ -170,7 +170,7 @@ class Voice:
     """
 
     def __init__(self, seed: int = 7) -> None:
-        from bargein.engines.kokoro_tts import load_kokoro
+        from bargein.engines.speak.kokoro_tts import load_kokoro
 
         self.tts = load_kokoro(workers=1)
         self.seed = seed

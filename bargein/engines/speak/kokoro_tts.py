@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from bargein.engines.base import CancelToken, Float32Audio, SpeechChunk
-from bargein.engines.kokoro_align import Part, plan, token_ids, word_timings
+from bargein.engines.speak.kokoro_align import Part, plan, token_ids, word_timings
 from bargein.engines.weights import PinnedFile, WeightError, verify_sha256
 
 SAMPLE_RATE = 24_000

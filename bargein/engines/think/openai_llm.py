@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import httpx
 
 from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions
-from bargein.engines.llm_prompt import DEFAULT_SYSTEM_PROMPT, with_system_prompt
+from bargein.engines.think.llm_prompt import DEFAULT_SYSTEM_PROMPT, with_system_prompt
 
 T = TypeVar("T")
 

@@ -4,14 +4,14 @@ How concurrency works: one ``Llama`` context and one worker thread own the model
 jobs to the worker's inbox; the worker serves the active jobs round-robin, ``slice_tokens`` tokens
 at a time, so a second session's first token does not wait for the first session's whole reply.
 The context holds one conversation's KV cache at a time; switching conversations copies the outgoing
-one's cache out to host memory (:mod:`bargein.engines.llama_kv`) and the incoming one's back in, so
+one's cache out to host memory (:mod:`bargein.engines.think.llama_kv`) and the incoming one's back in, so
 every turn evaluates only the tokens its conversation has not seen (KV prefix reuse across turns).
 llama-cpp-python's high-level API has no multi-sequence batched decode, so jobs are interleaved,
 not batched: throughput is one model's, latency is shared fairly.
 
 Tokens travel to the event loop with ``call_soon_threadsafe``; the worker checks the response's
 cancel flag before every token (and between prompt chunks), so a cancel stops it within one token.
-Sampling is done here in numpy (:mod:`bargein.engines.llm_sampling`) so that broken logits fall back
+Sampling is done here in numpy (:mod:`bargein.engines.think.llm_sampling`) so that broken logits fall back
 to greedy and are counted in ``nonfinite_fallbacks``.
 """
 
@@ -32,12 +32,12 @@ from typing import Any
 
 import numpy as np
 
-from bargein.engines import llm_sampling
+from bargein.engines.think import llm_sampling
 from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions
-from bargein.engines.llama_kv import KvSnapshots, Tokens, common_prefix, restore_sequence, save_sequence
-from bargein.engines.llm_models import describe, resolve_gguf
-from bargein.engines.llm_prompt import DEFAULT_SYSTEM_PROMPT, with_system_prompt
-from bargein.engines.llm_sampling import SamplingParams
+from bargein.engines.think.llama_kv import KvSnapshots, Tokens, common_prefix, restore_sequence, save_sequence
+from bargein.engines.think.llm_models import describe, resolve_gguf
+from bargein.engines.think.llm_prompt import DEFAULT_SYSTEM_PROMPT, with_system_prompt
+from bargein.engines.think.llm_sampling import SamplingParams
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ Jobs whose callers all went away (a barge-in cancels a speculative final) are sk
 Why no batching: on the two-core target CTranslate2 ran a batch of 4 or 8 short clips no faster
 than the same clips one after another (``bench/asr_latency.py --batch``), so a batch would only make
 the first caller wait for the last. The cheap path is a short encoder window, see
-:mod:`bargein.engines.whisper_decode`.
+:mod:`bargein.engines.transcribe.whisper_decode`.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bargein.engines.asr_models import WhisperSource, resolve_model
+from bargein.engines.transcribe.asr_models import WhisperSource, resolve_model
 from bargein.engines.base import LISTEN_SAMPLE_RATE, Float32Audio, Transcript
-from bargein.engines.whisper_decode import FINAL, PARTIAL, DecodeOptions, WhisperCore
+from bargein.engines.transcribe.whisper_decode import FINAL, PARTIAL, DecodeOptions, WhisperCore
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,1 @@
+"""Listen: voice activity detection (Silero VAD, batched across sessions)."""

@@ -1,0 +1,1 @@
+"""Speak: speech synthesis (Kokoro, flite), word alignment and the clause splitter that feeds it."""

@@ -1,0 +1,1 @@
+"""Think: the language model (llama.cpp in process, or any OpenAI-compatible server), prompts and sampling."""
