@@ -12,6 +12,7 @@ import uvicorn
 from bargein.config import Settings
 from bargein.engines.factory import load_engines
 from bargein.server.app import ServerState, create_app
+from bargein.server.drain import install_drain
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -25,11 +26,15 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--asr-model", help="tiny.en (default), base, or a local CTranslate2 folder")
     serve.add_argument("--llm-model", help="embedded GGUF name or path, or the model name at --llm-url")
     serve.add_argument("--llm-url", help="an OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1")
+    serve.add_argument("--llm-in-process", dest="llm_process", action="store_const", const=False,
+                       help="run the embedded LLM in the server process (no crash isolation; saves ~0.1 ms a token)")
     serve.add_argument("--tts", dest="tts_engine", choices=["kokoro", "flite"], help="speech engine")
     serve.add_argument("--api-key", dest="api_keys", action="append",
                        help="accepted API key (repeatable); none = local-only mode")
     serve.add_argument("--no-listen", dest="listen", action="store_const", const=False,
                        help="cancel a reply at any speech onset instead of pausing it until the segment is classified")
+    serve.add_argument("--drain-s", type=float,
+                       help="on SIGTERM, seconds live replies may finish before sessions close (default 10)")
     serve.add_argument("--log-level", default="info")
     return parser
 
@@ -55,8 +60,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = Settings(**overrides)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = create_app(settings, loader=load_engines, on_ready=_announce)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level,
-                ws_max_size=8 * settings.max_message_bytes, ws_ping_interval=20, ws_ping_timeout=60)
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=args.log_level,
+                            ws_max_size=8 * settings.max_message_bytes, ws_ping_interval=20, ws_ping_timeout=60)
+    server = uvicorn.Server(config)
+    state: ServerState = app.state.bargein
+    install_drain(server, state.drain)
+    server.run()
     return 0
 
 

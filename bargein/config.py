@@ -26,10 +26,14 @@ class Settings(BaseSettings):
     llm_url: str | None = None
     """An OpenAI-compatible server (vLLM, Ollama, llama.cpp server) to use instead of the embedded LLM."""
     llm_api_key: str | None = None
+    llm_process: bool = True
+    """Run the embedded LLM in a supervised worker process, so a crash in llama.cpp costs one reply, not the server."""
     tts_engine: Literal["kokoro", "flite"] = "kokoro"
     max_message_bytes: int = 8 * 1024 * 1024
     """Client messages above this get an error event (the socket itself refuses 8x more)."""
     max_sessions: int = 256
+    drain_s: float = Field(10.0, ge=0.0, le=3600.0)
+    """On SIGTERM, how long live replies may go on before every session is closed (1001)."""
     listen: bool = True
     """Classify every segment (query or noise) before answering or cutting a reply; off, any speech
     onset cancels the reply at once, as the OpenAI Realtime API does."""

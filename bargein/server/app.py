@@ -18,7 +18,10 @@ from bargein.config import Settings
 from bargein.engines.base import Engines
 from bargein.metrics.prometheus import ServerMetrics, watch_event_loop
 from bargein.metrics.tracing import configure_tracing
-from bargein.server.realtime_ws import SessionRegistry, serve_realtime
+from bargein.server.client_secrets import ClientSecrets
+from bargein.server.drain import Drain
+from bargein.server.realtime_ws import SessionRegistry, refuse_session, serve_realtime
+from bargein.server.secrets_api import add_client_secret_route
 
 log = logging.getLogger(__name__)
 STATIC_DIR = Path(__file__).resolve().parent.parent / "web" / "static"
@@ -34,6 +37,8 @@ class ServerState:
         self.load_error: str | None = None
         self.load_seconds: float | None = None
         self.registry = SessionRegistry(settings.max_sessions)
+        self.client_secrets = ClientSecrets()
+        self.drain = Drain(self.registry, settings.drain_s)
         self.metrics = ServerMetrics(self.queue_sources)
         self.metrics.sessions.set_function(lambda: float(len(self.registry.live)))
 
@@ -79,10 +84,13 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None,
         if state.engines is not None:
             state.metrics.watch_llm(state.engines.llm)
             state.metrics.describe_engines(state.engines.description)
+            if state.engines.health is not None:
+                state.metrics.watch_health(state.engines.health)
         # the models' objects live as long as the server: keep them out of every later collection,
         # whose full passes otherwise stall the event loop for 100 ms at a time
         gc.collect()
         gc.freeze()
+        state.drain.loop = asyncio.get_running_loop()
         lag_watch = asyncio.create_task(watch_event_loop(state.metrics), name="loop-lag")
         if on_ready is not None:
             on_ready(state)
@@ -97,9 +105,13 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None,
 
     @app.get("/healthz")
     async def healthz() -> JSONResponse:
-        ready = state.engines is not None
-        body = {"ready": ready, "sessions": len(state.registry.live), "local_only": settings.local_only,
+        ready = state.engines is not None and not state.drain.draining
+        body = {"ready": ready, "draining": state.drain.draining, "sessions": len(state.registry.live),
+                "local_only": settings.local_only,
                 "engines": state.engines.description if state.engines else {}, "error": state.load_error}
+        if state.engines is not None and state.engines.health is not None:
+            body["status"] = state.engines.health.overall
+            body["stages"] = state.engines.health.snapshot()
         return JSONResponse(body, status_code=200 if ready else 503)
 
     @app.get("/metrics")
@@ -108,7 +120,13 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None,
 
     @app.websocket("/v1/realtime")
     async def realtime(websocket: WebSocket) -> None:
-        await serve_realtime(websocket, settings, state.engines, state.registry, state.metrics)
+        if state.drain.draining:
+            await refuse_session(websocket, "the server is shutting down; connect to another instance")
+            return
+        await serve_realtime(websocket, settings, state.engines, state.registry, state.metrics,
+                             client_secrets=state.client_secrets)
+
+    add_client_secret_route(app, settings, state.client_secrets)
 
     if STATIC_DIR.is_dir():
         app.mount("/", StaticFiles(directory=STATIC_DIR, html=True), name="web")

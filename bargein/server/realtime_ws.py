@@ -16,6 +16,7 @@ from bargein.protocol.errors import ProtocolError
 from bargein.protocol.server_events import error_event
 from bargein.protocol.session_config import SessionConfig
 from bargein.server.auth import authorize
+from bargein.server.client_secrets import ClientSecrets, redeem_offered_secret
 from bargein.session.outbound import Outgoing
 from bargein.session.realtime_session import RealtimeSession
 
@@ -28,12 +29,16 @@ class SessionRegistry:
     def __init__(self, max_sessions: int) -> None:
         self.max_sessions = max_sessions
         self.live: set[RealtimeSession] = set()
+        self.sockets: dict[RealtimeSession, WebSocket] = {}
+        """Each live session's socket (the drain closes them)."""
 
 
 async def serve_realtime(websocket: WebSocket, settings: Settings, engines: Engines | None,
-                         registry: SessionRegistry, metrics: ServerMetrics | None = None) -> None:
+                         registry: SessionRegistry, metrics: ServerMetrics | None = None, *,
+                         client_secrets: ClientSecrets | None = None) -> None:
     """Run one Realtime session over ``websocket`` until the client leaves."""
-    decision = authorize(websocket, settings.api_keys)
+    bound = redeem_offered_secret(websocket, client_secrets, settings.api_keys)
+    decision = authorize(websocket, settings.api_keys) if bound is None else bound[0]
     if not decision.allowed:
         log.warning("refused a realtime connection: %s", decision.reason)
         await websocket.close(code=1008, reason=decision.reason[:120])
@@ -46,19 +51,30 @@ async def serve_realtime(websocket: WebSocket, settings: Settings, engines: Engi
         await websocket.close(code=1013, reason=message)
         return
     model = websocket.query_params.get("model") or "bargein"
-    session = RealtimeSession(engines, config=SessionConfig(model=model[:200]), metrics=metrics,
-                              listen=settings.listen)
+    config = SessionConfig(model=model[:200]) if bound is None or bound[1] is None else bound[1]
+    session = RealtimeSession(engines, config=config, metrics=metrics, listen=settings.listen)
     registry.live.add(session)
+    registry.sockets[session] = websocket
     session.start()
     writer = asyncio.create_task(_write_loop(websocket, session, metrics), name="realtime-writer")
     try:
         await _read_loop(websocket, session, settings.max_message_bytes)
     finally:
         registry.live.discard(session)
+        registry.sockets.pop(session, None)
         writer.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await writer
         await session.close()
+
+
+async def refuse_session(websocket: WebSocket, message: str) -> None:
+    """Accept only to say why not (an ``error`` event), then close 1013: try again later."""
+    subprotocol = "realtime" if "realtime" in websocket.scope.get("subprotocols", []) else None
+    await websocket.accept(subprotocol=subprotocol)
+    await websocket.send_text(json.dumps(error_event(ProtocolError(message, code="server_unavailable",
+                                                                   type="server_error"))))
+    await websocket.close(code=1013, reason=message[:120])
 
 
 async def _read_loop(websocket: WebSocket, session: RealtimeSession, max_bytes: int) -> None:

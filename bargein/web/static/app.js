@@ -295,6 +295,14 @@ async function connect(ev) {
   client.connect($('api-key').value.trim(), $('model').value.trim());
 }
 
+// A backend that mints ephemeral client secrets (POST /v1/realtime/client_secrets) can send the browser here
+// with `#client_secret=ek_...`: the secret fills the key field and leaves the address bar (it opens one session).
+const fromHash = new URLSearchParams(location.hash.slice(1)).get('client_secret');
+if (fromHash) {
+  $('api-key').value = fromHash;
+  history.replaceState(null, '', location.pathname + location.search);
+}
+
 $('connect-form').addEventListener('submit', connect);
 $('disconnect').addEventListener('click', () => client?.close());
 $('mute').addEventListener('click', () => {

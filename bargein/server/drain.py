@@ -1,0 +1,135 @@
+"""Graceful drain: on SIGTERM stop taking sessions, let live replies finish, then close the rest politely.
+
+Timeline (``--drain-s`` D):
+
+1. The signal arrives: ``/healthz`` answers 503 ``draining`` at once (a load balancer stops routing here)
+   and new ``/v1/realtime`` connections get an ``error`` and close 1013 (try again later).
+2. Live sessions go on; the drain waits until none has a reply in progress (or D seconds pass). Replies
+   already streaming finish and their audio goes out.
+3. Every remaining session gets a final ``error`` (code ``server_shutting_down``) saying why, then the
+   WebSocket closes with 1001 (going away).
+4. The server process exits.
+
+A second SIGTERM (or SIGINT) skips the wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from starlette.websockets import WebSocket
+
+from bargein.protocol.errors import ProtocolError
+from bargein.protocol.server_events import error_event
+from bargein.session.outbound import Outgoing
+
+log = logging.getLogger(__name__)
+GOING_AWAY = 1001
+FLUSH_S = 1.0
+"""Longest wait for a session's queued events (the final error among them) to reach the socket."""
+SHUTDOWN_MESSAGE = "the server is shutting down; reconnect to continue"
+
+
+class DrainRegistry(Protocol):
+    """What the drain needs of the live sessions: the sessions and the socket of each."""
+
+    live: set[Any]
+    sockets: dict[Any, WebSocket]
+
+
+def replying(session: Any) -> bool:
+    """True while ``session`` has a reply in progress."""
+    return getattr(session.machine, "active_response_id", None) is not None
+
+
+class Drain:
+    """The drain of one server: its state and the coroutine that carries it out."""
+
+    def __init__(self, registry: DrainRegistry, drain_s: float) -> None:
+        self.registry = registry
+        self.drain_s = drain_s
+        self.started_at: float | None = None
+        self.hurry = asyncio.Event()
+        self.timeline: list[tuple[float, str]] = []
+        self.loop: asyncio.AbstractEventLoop | None = None
+        """The serving loop, set at start-up: signal handlers hand the drain to it."""
+
+    @property
+    def draining(self) -> bool:
+        """True from the signal on."""
+        return self.started_at is not None
+
+    def _mark(self, what: str) -> None:
+        assert self.started_at is not None
+        self.timeline.append((time.monotonic() - self.started_at, what))
+        log.info("drain +%.2f s: %s", self.timeline[-1][0], what)
+
+    async def run(self) -> None:
+        """Wait for live replies (up to ``drain_s``), then close every session with 1001."""
+        self.started_at = time.monotonic()
+        self._mark(f"draining: {len(self.registry.live)} live session(s), up to {self.drain_s:.1f} s")
+        deadline = self.started_at + self.drain_s
+        while any(replying(s) for s in list(self.registry.live)) and time.monotonic() < deadline \
+                and not self.hurry.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.hurry.wait(), 0.05)
+        busy = sum(replying(s) for s in list(self.registry.live))
+        self._mark("replies finished" if busy == 0 else f"deadline: {busy} reply(ies) still live")
+        sessions = list(self.registry.live)
+        await asyncio.gather(*(self._close(session) for session in sessions), return_exceptions=True)
+        self._mark(f"closed {len(sessions)} session(s) with {GOING_AWAY}")
+
+    async def _close(self, session: Any) -> None:
+        websocket = self.registry.sockets.get(session)
+        session.outbound.put(Outgoing(error_event(ProtocolError(
+            SHUTDOWN_MESSAGE, code="server_shutting_down", type="server_error"))))
+        flush_until = time.monotonic() + FLUSH_S
+        while len(session.outbound) and time.monotonic() < flush_until:  # noqa: ASYNC110 (polls another task's queue)
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.05)  # the writer's last send leaves before the close frame
+        if websocket is not None:
+            with contextlib.suppress(Exception):
+                await websocket.close(code=GOING_AWAY, reason="server shutting down")
+
+
+_PENDING = object()
+
+
+def install_drain(server: Any, drain: Drain, on_done: Callable[[], None] | None = None) -> None:
+    """Make a ``uvicorn.Server`` drain on its first SIGTERM/SIGINT instead of dropping connections."""
+    original = server.handle_exit
+    task: object | None = None
+
+    def handle_exit(sig: int, frame: Any) -> None:
+        nonlocal task
+        if task is not None:  # a second signal: stop waiting
+            if drain.loop is not None:
+                drain.loop.call_soon_threadsafe(drain.hurry.set)
+            return
+        loop = drain.loop
+        if loop is None or loop.is_closed():  # not serving yet: nothing to drain
+            original(sig, frame)
+            return
+
+        async def drain_then_exit() -> None:
+            try:
+                await drain.run()
+            finally:
+                if on_done is not None:
+                    on_done()
+                server.should_exit = True  # a clean exit (0): the drain was the signal's whole answer
+
+        def start() -> None:
+            nonlocal task
+            task = loop.create_task(drain_then_exit(), name="drain")
+
+        # a signal handler may run between any two bytecodes: hand the work to the loop
+        loop.call_soon_threadsafe(start)
+        task = _PENDING
+
+    server.handle_exit = handle_exit

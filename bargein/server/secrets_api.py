@@ -1,0 +1,63 @@
+"""``POST /v1/realtime/client_secrets``: a backend with a server key mints a browser's one-session secret."""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from bargein.config import Settings
+from bargein.server.auth import is_loopback
+from bargein.server.client_secrets import ClientSecretError, ClientSecrets, parse_request, response_body
+
+log = logging.getLogger(__name__)
+MAX_BODY_BYTES = 256 * 1024
+
+
+def _error(status: int, message: str, *, type_: str = "invalid_request_error", code: str | None = None,
+           param: str | None = None) -> JSONResponse:
+    return JSONResponse({"error": {"message": message, "type": type_, "param": param, "code": code}},
+                        status_code=status)
+
+
+def server_key_allowed(request: Request, api_keys: list[str]) -> bool:
+    """True for a request carrying one of the server's keys (or from loopback in local-only mode).
+
+    Client secrets themselves never authorise minting more of them.
+    """
+    if not api_keys:
+        return is_loopback(request.client.host if request.client else None)
+    header = request.headers.get("authorization", "")
+    if not header.lower().startswith("bearer "):
+        return False
+    offered = header[7:].strip().encode("utf-8", "replace")
+    # every key is compared, so the time taken does not tell which one (or whether any) matched
+    matches = [hmac.compare_digest(offered, key.encode()) for key in api_keys]
+    return any(matches)
+
+
+def add_client_secret_route(app: FastAPI, settings: Settings, store: ClientSecrets) -> None:
+    """Mount the OpenAI GA ``client_secrets`` endpoint on ``app``."""
+
+    @app.post("/v1/realtime/client_secrets")
+    async def create_client_secret(request: Request) -> JSONResponse:
+        if not server_key_allowed(request, settings.api_keys):
+            log.warning("refused a client secret request: missing or invalid server key")
+            return _error(401, "a server API key is required (Authorization: Bearer)", code="invalid_api_key")
+        raw = await request.body()
+        if len(raw) > MAX_BODY_BYTES:
+            return _error(413, f"request body over {MAX_BODY_BYTES} bytes")
+        try:
+            body: Any = json.loads(raw) if raw.strip() else {}
+            ttl_s, config = parse_request(body)
+        except json.JSONDecodeError as error:
+            return _error(400, f"the body is not JSON: {error.msg}")
+        except ClientSecretError as error:
+            return _error(400, str(error), param=error.param, code="invalid_value")
+        value, expires_at = store.mint(config, ttl_s)
+        log.info("minted a client secret valid for %d s", ttl_s)
+        return JSONResponse(response_body(value, expires_at, config))
