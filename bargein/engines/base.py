@@ -10,10 +10,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from bargein.engines.resilience import Health
 
 Float32Audio = npt.NDArray[np.float32]
 """Mono audio as float32 in [-1, 1]."""
@@ -185,9 +188,13 @@ class Engines:
     tts: SpeechSynthesizer
     description: dict[str, str] = field(default_factory=dict)
     """Human-readable name and origin of each engine, printed at start-up."""
+    health: Health | None = None
+    """Each stage's state when the engines run behind :mod:`bargein.engines.resilience`."""
 
     async def aclose(self) -> None:
         """Release model resources; engines without resources ignore this."""
+        if self.health is not None:
+            self.health.close()
         for engine in (self.vad, self.asr, self.llm, self.tts):
             closer = getattr(engine, "aclose", None)
             if closer is not None:

@@ -3,17 +3,30 @@
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 
 from bargein.config import Settings
 from bargein.engines.base import Engines, LanguageModel, SpeechSynthesizer
 from bargein.engines.listen.silero_vad import SILERO_ONNX, SileroVad
+from bargein.engines.resilience import make_resilient
 
 log = logging.getLogger(__name__)
 
 
 def load_engines(settings: Settings) -> Engines:
-    """Load (and warm up) every engine; blocking, so the server runs it off the event loop."""
+    """Load (and warm up) every engine behind deadlines and health tracking; blocking (run it off the loop)."""
+    engines = _load_raw(settings)
+    fallback: SpeechSynthesizer | None = None
+    if settings.engines == "default" and settings.tts_engine != "flite" and shutil.which("flite"):
+        from bargein.engines.speak.flite_tts import FliteSynthesizer
+
+        fallback = FliteSynthesizer()
+        engines.description["tts"] += "; flite if it fails"
+    return make_resilient(engines, fallback_tts=fallback)
+
+
+def _load_raw(settings: Settings) -> Engines:
     vad = SileroVad()
     vad_origin = f"Silero VAD v5 ({SILERO_ONNX.distribution}, sha256 verified)"
     if settings.engines in ("fake", "instant"):
@@ -55,8 +68,15 @@ def _load_default(settings: Settings, vad: SileroVad, vad_origin: str) -> Engine
         from bargein.engines.think.llm_models import describe
 
         name = DEFAULT_LLM if settings.llm_model == "default" else settings.llm_model
-        llm = load_llama(name)
-        _timed(description, "llm", f"{describe(name)} on llama.cpp", started)
+        if settings.llm_process:
+            from bargein.engines.think.llm_process import ProcessLanguageModel, WorkerSpec
+
+            llm = ProcessLanguageModel(WorkerSpec("bargein.engines.think.llama_llm:load_llama", {"name": name}),
+                                       name=name)
+            _timed(description, "llm", f"{describe(name)} on llama.cpp, in a supervised worker process", started)
+        else:
+            llm = load_llama(name)
+            _timed(description, "llm", f"{describe(name)} on llama.cpp", started)
 
     started = time.perf_counter()
     tts: SpeechSynthesizer

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.02, 0.032, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0,
@@ -36,6 +36,23 @@ class _QueueDepths(Collector):
             if isinstance(depth, int | float):
                 family.add_metric([stage], float(depth))
         yield family
+
+
+class _StageStates(Collector):
+    def __init__(self, health: Any) -> None:
+        self.health = health
+
+    def collect(self) -> Iterable[GaugeMetricFamily | CounterMetricFamily]:
+        family = GaugeMetricFamily("bargein_stage_state", "Each engine stage's state (1 for the current one)",
+                                   labels=["stage", "state"])
+        failures = CounterMetricFamily("bargein_stage_failures", "Engine calls that failed or missed their "
+                                       "deadline", labels=["stage"])
+        for name, stage in self.health.stages.items():
+            for state in ("ok", "degraded", "down"):
+                family.add_metric([name, state], 1.0 if stage.state == state else 0.0)
+            failures.add_metric([name], float(stage.failures))
+        yield family
+        yield failures
 
 
 class ServerMetrics:
@@ -67,6 +84,10 @@ class ServerMetrics:
         """``bargein_engine{stage, engine} 1`` for each loaded engine, so dashboards can tell runs apart."""
         for stage, engine in description.items():
             self.engine_info.labels(stage, engine[:200]).set(1)
+
+    def watch_health(self, health: Any) -> None:
+        """Export each stage's state (ok, degraded, down) and failure count from a ``Health``."""
+        self.registry.register(_StageStates(health))
 
     def watch_llm(self, llm: object) -> None:
         """Export the LLM's non-finite sampling fallback count, if it keeps one."""

@@ -1,0 +1,412 @@
+"""Every engine call with a deadline, each stage's health, and what the user hears when a stage fails.
+
+Wrappers around the four engines (same protocols, so a session cannot tell them from the real ones):
+
+- **LLM** fails or misses its deadline before its first token: the reply is a short spoken apology
+  (:data:`LLM_APOLOGY`), spoken by the TTS like any reply; after some tokens, the reply ends with
+  :data:`LLM_CUT_APOLOGY`. The session goes on.
+- **TTS** (Kokoro) fails or misses its deadline before a clause's first audio: the same clause is
+  spoken by the fallback synthesizer (flite).
+- **ASR** and **VAD** fail with :class:`StageFailed` (the session reports it; see the session's turn
+  handling for what the user is told).
+
+Each stage's :class:`StageHealth` is *ok*, *degraded* (recent failures, still tried) or *down*
+(``down_after`` failures in a row). A down stage is not called at all (its fallback applies at once)
+while a background probe retries it with exponential backoff; the first probe that succeeds brings it
+back to ok. ``/healthz`` and ``/metrics`` show every stage's state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from bargein.audio.resample import resample
+from bargein.engines.base import (
+    CancelToken,
+    ChatMessage,
+    Engines,
+    Float32Audio,
+    GenerationOptions,
+    LanguageModel,
+    SpeechChunk,
+    SpeechRecognizer,
+    SpeechSynthesizer,
+    Transcript,
+    VadStream,
+    VoiceActivityDetector,
+)
+
+log = logging.getLogger(__name__)
+State = Literal["ok", "degraded", "down"]
+STATES: tuple[State, ...] = ("ok", "degraded", "down")
+LLM_APOLOGY = "Sorry, I can't answer that right now. Please try again in a moment."
+LLM_CUT_APOLOGY = " Sorry, I lost my train of thought."
+
+
+class StageFailed(RuntimeError):
+    """A stage raised, timed out, or is down; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class Deadlines:
+    """Seconds each engine call may take before it counts as failed."""
+
+    llm_first_token_s: float = 15.0
+    llm_next_token_s: float = 5.0
+    tts_first_chunk_s: float = 5.0
+    tts_next_chunk_s: float = 5.0
+    asr_s: float = 10.0
+    vad_frame_s: float = 1.0
+
+
+@dataclass
+class StageHealth:
+    """One stage's state, counts and background retry."""
+
+    name: str
+    down_after: int = 3
+    first_backoff_s: float = 1.0
+    max_backoff_s: float = 30.0
+    ok_after: int = 3
+    """Successes in a row that clear *degraded* back to *ok*."""
+    probe: Callable[[], Awaitable[None]] | None = None
+    """A cheap call that proves the engine works again (retried in the background while down)."""
+    state: State = "ok"
+    failures: int = 0
+    successes: int = 0
+    consecutive_failures: int = 0
+    consecutive_successes: int = 0
+    last_error: str | None = None
+    changed_at: float = field(default_factory=time.time)
+    _retry: asyncio.Task[None] | None = None
+
+    def _set(self, state: State) -> None:
+        if state != self.state:
+            log.warning("stage %s: %s -> %s (%s)", self.name, self.state, state, self.last_error or "recovered")
+            self.state, self.changed_at = state, time.time()
+
+    def record_ok(self) -> None:
+        """A call succeeded."""
+        self.successes += 1
+        self.consecutive_failures = 0
+        self.consecutive_successes += 1
+        if self.state == "down" or (self.state == "degraded" and self.consecutive_successes >= self.ok_after):
+            self._set("ok")
+
+    def record_failure(self, error: BaseException | str) -> None:
+        """A call failed or timed out; enough in a row take the stage down and start the retries."""
+        self.failures += 1
+        self.consecutive_successes = 0
+        self.consecutive_failures += 1
+        self.last_error = error if isinstance(error, str) else f"{type(error).__name__}: {error}"[:300]
+        if self.consecutive_failures >= self.down_after:
+            self._set("down")
+            self._start_retry()
+        elif self.state == "ok":
+            self._set("degraded")
+
+    @property
+    def down(self) -> bool:
+        """True while calls skip this stage."""
+        return self.state == "down"
+
+    def _start_retry(self) -> None:
+        if self.probe is None or (self._retry is not None and not self._retry.done()):
+            return
+        with contextlib.suppress(RuntimeError):  # no running loop: nothing to retry on
+            self._retry = asyncio.get_running_loop().create_task(self._retry_loop(), name=f"retry-{self.name}")
+
+    async def _retry_loop(self) -> None:
+        assert self.probe is not None
+        backoff = self.first_backoff_s
+        while self.state == "down":
+            await asyncio.sleep(backoff)
+            try:
+                await self.probe()
+            except Exception as error:
+                self.last_error = f"retry: {type(error).__name__}: {error}"[:300]
+                backoff = min(self.max_backoff_s, backoff * 2)
+                continue
+            self.consecutive_failures = 0
+            self._set("ok")
+
+    def snapshot(self) -> dict[str, Any]:
+        """The JSON view for ``/healthz``."""
+        return {"state": self.state, "failures": self.failures, "consecutive_failures": self.consecutive_failures,
+                "last_error": self.last_error, "since": int(self.changed_at)}
+
+    def close(self) -> None:
+        """Stop the background retry."""
+        if self._retry is not None:
+            self._retry.cancel()
+
+
+class Health:
+    """Every stage's health, by stage name (vad, asr, llm, tts)."""
+
+    def __init__(self, stages: Sequence[str] = ("vad", "asr", "llm", "tts"), **settings: Any) -> None:
+        self.stages = {name: StageHealth(name, **settings) for name in stages}
+
+    def __getitem__(self, stage: str) -> StageHealth:
+        return self.stages[stage]
+
+    @property
+    def overall(self) -> State:
+        """The worst stage state."""
+        return max((s.state for s in self.stages.values()), key=STATES.index, default="ok")
+
+    def snapshot(self) -> dict[str, Any]:
+        """Every stage's JSON view."""
+        return {name: stage.snapshot() for name, stage in self.stages.items()}
+
+    def close(self) -> None:
+        """Stop every background retry."""
+        for stage in self.stages.values():
+            stage.close()
+
+
+async def _next(iterator: AsyncIterator[Any], timeout_s: float) -> Any:
+    """The next item, or StopAsyncIteration; TimeoutError past the deadline."""
+    return await asyncio.wait_for(anext(iterator), timeout_s)
+
+
+class ResilientLanguageModel:
+    """The LLM with deadlines; a failure becomes a spoken apology instead of silence."""
+
+    def __init__(self, inner: LanguageModel, health: StageHealth, deadlines: Deadlines) -> None:
+        self.inner = inner
+        self.health = health
+        self.deadlines = deadlines
+        health.probe = self._probe
+
+    def __getattr__(self, name: str) -> Any:  # queue_depth, nonfinite_fallbacks, pid...
+        return getattr(self.inner, name)
+
+    async def stream(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
+                     options: GenerationOptions | None = None) -> AsyncIterator[str]:
+        """The inner model's tokens, or the apology when it fails (the session hears something)."""
+        if self.health.down:
+            yield LLM_APOLOGY
+            return
+        inner_cancel = CancelToken()
+        link = asyncio.ensure_future(_link(cancel, inner_cancel))
+        tokens = self.inner.stream(messages, cancel=inner_cancel, options=options)
+        produced = 0
+        try:
+            while not cancel.cancelled:
+                timeout = self.deadlines.llm_first_token_s if produced == 0 else self.deadlines.llm_next_token_s
+                try:
+                    token = await _next(tokens, timeout)
+                except StopAsyncIteration:
+                    break
+                except (Exception, TimeoutError) as error:
+                    if cancel.cancelled:
+                        return
+                    inner_cancel.cancel("failed")
+                    what = "timed out" if isinstance(error, TimeoutError) else f"{type(error).__name__}: {error}"
+                    log.warning("llm failed after %d token(s): %s; speaking the apology", produced, what)
+                    self.health.record_failure(f"llm {what}"[:300])
+                    yield LLM_APOLOGY if produced == 0 else LLM_CUT_APOLOGY
+                    return
+                produced += 1
+                yield token
+            if not cancel.cancelled:
+                self.health.record_ok()
+        finally:
+            inner_cancel.cancel("done")
+            link.cancel()
+            with contextlib.suppress(Exception):
+                await tokens.aclose()  # type: ignore[attr-defined]
+
+    async def _probe(self) -> None:
+        cancel = CancelToken()
+        stream = self.inner.stream([ChatMessage("user", "Hi")], cancel=cancel,
+                                   options=GenerationOptions(max_tokens=1))
+        try:
+            await _next(stream, self.deadlines.llm_first_token_s)
+        except StopAsyncIteration:
+            pass
+        finally:
+            cancel.cancel("probe")
+            with contextlib.suppress(Exception):
+                await stream.aclose()  # type: ignore[attr-defined]
+
+
+async def _link(outer: CancelToken, inner: CancelToken) -> None:
+    await outer.wait()
+    inner.cancel(outer.reason or "cancelled")
+
+
+class ResilientSynthesizer:
+    """The TTS with deadlines; a clause the primary cannot speak is spoken by the fallback."""
+
+    def __init__(self, primary: SpeechSynthesizer, fallback: SpeechSynthesizer | None, health: StageHealth,
+                 deadlines: Deadlines) -> None:
+        self.primary = primary
+        self.fallback = fallback
+        self.health = health
+        self.deadlines = deadlines
+        self.sample_rate = primary.sample_rate
+        self.fallback_clauses = 0
+        """Clauses the fallback spoke."""
+        health.probe = self._probe
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.primary, name)
+
+    async def synthesize(self, text: str, *, voice: str | None, cancel: CancelToken) -> AsyncIterator[SpeechChunk]:
+        """The primary's chunks; on failure before any audio, the fallback's (at the primary's rate)."""
+        if not self.health.down:
+            chunks = self.primary.synthesize(text, voice=voice, cancel=cancel)
+            produced = 0
+            try:
+                while True:
+                    timeout = self.deadlines.tts_first_chunk_s if produced == 0 else self.deadlines.tts_next_chunk_s
+                    try:
+                        chunk = await _next(chunks, timeout)
+                    except StopAsyncIteration:
+                        break
+                    produced += 1
+                    yield chunk
+                self.health.record_ok()
+                return
+            except (Exception, TimeoutError) as error:
+                if cancel.cancelled:
+                    return
+                what = "timed out" if isinstance(error, TimeoutError) else f"{type(error).__name__}: {error}"
+                self.health.record_failure(f"tts {what}"[:300])
+                if produced or self.fallback is None:
+                    raise StageFailed(f"speech synthesis failed: {what}") from error
+                log.warning("tts failed (%s); the fallback speaks this clause", what)
+            finally:
+                with contextlib.suppress(Exception):
+                    await chunks.aclose()  # type: ignore[attr-defined]
+        if self.fallback is None:
+            raise StageFailed("speech synthesis is down and there is no fallback")
+        self.fallback_clauses += 1
+        async for chunk in self.fallback.synthesize(text, voice=voice, cancel=cancel):
+            if chunk.sample_rate != self.sample_rate:
+                chunk = SpeechChunk(resample(chunk.audio, chunk.sample_rate, self.sample_rate), self.sample_rate,
+                                    chunk.words)
+            yield chunk
+
+    async def _probe(self) -> None:
+        cancel = CancelToken()
+        stream = self.primary.synthesize("OK.", voice=None, cancel=cancel)
+        try:
+            await _next(stream, self.deadlines.tts_first_chunk_s)
+        finally:
+            cancel.cancel("probe")
+            with contextlib.suppress(Exception):
+                await stream.aclose()  # type: ignore[attr-defined]
+
+
+class ResilientRecognizer:
+    """The ASR with a deadline; failures raise :class:`StageFailed`."""
+
+    def __init__(self, inner: SpeechRecognizer, health: StageHealth, deadlines: Deadlines) -> None:
+        self.inner = inner
+        self.health = health
+        self.deadlines = deadlines
+        health.probe = self._probe
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def transcribe(self, audio: Float32Audio, *, language: str | None = None,
+                         prompt: str | None = None) -> Transcript:
+        """The inner transcript, within the deadline."""
+        if self.health.down:
+            raise StageFailed("speech recognition is down (retrying in the background)")
+        try:
+            transcript = await asyncio.wait_for(self.inner.transcribe(audio, language=language, prompt=prompt),
+                                                self.deadlines.asr_s)
+        except (Exception, TimeoutError) as error:
+            what = "timed out" if isinstance(error, TimeoutError) else f"{type(error).__name__}: {error}"
+            self.health.record_failure(f"asr {what}"[:300])
+            raise StageFailed(f"speech recognition failed: {what}") from error
+        if not isinstance(transcript, Transcript) or not isinstance(transcript.text, str):
+            self.health.record_failure(f"asr returned {type(transcript).__name__}")
+            raise StageFailed("speech recognition returned garbage")
+        self.health.record_ok()
+        return transcript
+
+    async def _probe(self) -> None:
+        await asyncio.wait_for(self.inner.transcribe(np.zeros(8000, np.float32)), self.deadlines.asr_s)
+
+
+class ResilientVad:
+    """The VAD with a deadline per frame; failures raise :class:`StageFailed`."""
+
+    def __init__(self, inner: VoiceActivityDetector, health: StageHealth, deadlines: Deadlines) -> None:
+        self.inner = inner
+        self.health = health
+        self.deadlines = deadlines
+        self.frame_samples = inner.frame_samples
+        health.probe = self._probe
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def open_stream(self) -> VadStream:
+        """A per-session stream whose frames have a deadline."""
+        return _ResilientVadStream(self.inner.open_stream(), self)
+
+    async def _probe(self) -> None:
+        stream = self.inner.open_stream()
+        try:
+            await asyncio.wait_for(stream.probability(np.zeros(self.frame_samples, np.float32)),
+                                   self.deadlines.vad_frame_s)
+        finally:
+            stream.close()
+
+
+class _ResilientVadStream:
+    def __init__(self, inner: VadStream, owner: ResilientVad) -> None:
+        self.inner = inner
+        self.owner = owner
+
+    async def probability(self, frame: Float32Audio) -> float:
+        health = self.owner.health
+        if health.down:
+            raise StageFailed("voice activity detection is down (retrying in the background)")
+        try:
+            value = await asyncio.wait_for(self.inner.probability(frame), self.owner.deadlines.vad_frame_s)
+            value = float(value)
+        except (Exception, TimeoutError) as error:
+            what = "timed out" if isinstance(error, TimeoutError) else f"{type(error).__name__}: {error}"
+            health.record_failure(f"vad {what}"[:300])
+            raise StageFailed(f"voice activity detection failed: {what}") from error
+        if not 0.0 <= value <= 1.0:  # NaN fails this too
+            health.record_failure(f"vad returned {value}")
+            raise StageFailed(f"voice activity detection returned {value}")
+        health.record_ok()
+        return value
+
+    def reset(self) -> None:
+        self.inner.reset()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def make_resilient(engines: Engines, *, fallback_tts: SpeechSynthesizer | None = None,
+                   deadlines: Deadlines | None = None, health: Health | None = None) -> Engines:
+    """The same engines behind deadlines and health tracking (``engines.health`` set)."""
+    deadlines = deadlines or Deadlines()
+    health = health or Health()
+    wrapped = Engines(
+        ResilientVad(engines.vad, health["vad"], deadlines),
+        ResilientRecognizer(engines.asr, health["asr"], deadlines),
+        ResilientLanguageModel(engines.llm, health["llm"], deadlines),
+        ResilientSynthesizer(engines.tts, fallback_tts, health["tts"], deadlines),
+        description=dict(engines.description), health=health)
+    return wrapped
