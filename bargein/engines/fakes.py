@@ -7,6 +7,7 @@ and produce predictable output, so tests can assert exact transcripts, replies a
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import AsyncIterator, Sequence
 
 import numpy as np
@@ -59,7 +60,8 @@ class FakeLanguageModel:
         self.filler = filler
         self.token_delay_s = token_delay_s
         self.fail = fail
-        self.seen: list[list[ChatMessage]] = []
+        self.seen: deque[list[ChatMessage]] = deque(maxlen=64)
+        """The newest prompts (bounded: a soak sends thousands)."""
 
     async def stream(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
                      options: GenerationOptions | None = None) -> AsyncIterator[str]:

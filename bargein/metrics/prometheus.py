@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -76,6 +76,10 @@ class ServerMetrics:
                                  registry=self.registry)
         self.llm_nonfinite = Gauge("bargein_llm_nonfinite_fallbacks", "Samplings that fell back to greedy "
                                    "because the distribution was not finite", registry=self.registry)
+        self.asyncio_tasks = Gauge("bargein_asyncio_tasks", "Tasks alive on the server's event loop (a leak grows "
+                                   "this)", registry=self.registry)
+        self.asyncio_tasks.set_function(_task_count)
+        ProcessCollector(registry=self.registry)  # process_resident_memory_bytes, process_open_fds, cpu
         self._llm: object | None = None
         if queue_sources is not None:
             self.registry.register(_QueueDepths(queue_sources))
@@ -108,6 +112,13 @@ class ServerMetrics:
     def exposition(self) -> bytes:
         """The text format served at ``/metrics``."""
         return generate_latest(self.registry)
+
+
+def _task_count() -> float:
+    try:
+        return float(len(asyncio.all_tasks()))
+    except RuntimeError:  # scraped outside the event loop
+        return 0.0
 
 
 async def watch_event_loop(metrics: ServerMetrics, interval_s: float = 0.05) -> None:
