@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 if TYPE_CHECKING:
-    from bargein.engines.resilience import Health
+    from bargein.engines.health import Health
 
 Float32Audio = npt.NDArray[np.float32]
 """Mono audio as float32 in [-1, 1]."""

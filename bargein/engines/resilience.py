@@ -10,10 +10,9 @@ Wrappers around the four engines (same protocols, so a session cannot tell them 
 - **ASR** and **VAD** fail with :class:`StageFailed` (the session reports it; see the session's turn
   handling for what the user is told).
 
-Each stage's :class:`StageHealth` is *ok*, *degraded* (recent failures, still tried) or *down*
-(``down_after`` failures in a row). A down stage is not called at all (its fallback applies at once)
-while a background probe retries it with exponential backoff; the first probe that succeeds brings it
-back to ok. ``/healthz`` and ``/metrics`` show every stage's state.
+Each stage's :class:`~bargein.engines.health.StageHealth` is *ok*, *degraded* or *down*; a down stage
+is not called at all (its fallback applies at once) while a background probe retries it with backoff,
+using the cheap call each wrapper provides.
 """
 
 from __future__ import annotations
@@ -21,10 +20,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -43,10 +41,9 @@ from bargein.engines.base import (
     VadStream,
     VoiceActivityDetector,
 )
+from bargein.engines.health import Health, StageHealth
 
 log = logging.getLogger(__name__)
-State = Literal["ok", "degraded", "down"]
-STATES: tuple[State, ...] = ("ok", "degraded", "down")
 LLM_APOLOGY = "Sorry, I can't answer that right now. Please try again in a moment."
 LLM_CUT_APOLOGY = " Sorry, I lost my train of thought."
 
@@ -65,112 +62,6 @@ class Deadlines:
     tts_next_chunk_s: float = 5.0
     asr_s: float = 10.0
     vad_frame_s: float = 1.0
-
-
-@dataclass
-class StageHealth:
-    """One stage's state, counts and background retry."""
-
-    name: str
-    down_after: int = 3
-    first_backoff_s: float = 1.0
-    max_backoff_s: float = 30.0
-    ok_after: int = 3
-    """Successes in a row that clear *degraded* back to *ok*."""
-    probe: Callable[[], Awaitable[None]] | None = None
-    """A cheap call that proves the engine works again (retried in the background while down)."""
-    state: State = "ok"
-    failures: int = 0
-    successes: int = 0
-    consecutive_failures: int = 0
-    consecutive_successes: int = 0
-    last_error: str | None = None
-    changed_at: float = field(default_factory=time.time)
-    _retry: asyncio.Task[None] | None = None
-
-    def _set(self, state: State) -> None:
-        if state != self.state:
-            log.warning("stage %s: %s -> %s (%s)", self.name, self.state, state, self.last_error or "recovered")
-            self.state, self.changed_at = state, time.time()
-
-    def record_ok(self) -> None:
-        """A call succeeded."""
-        self.successes += 1
-        self.consecutive_failures = 0
-        self.consecutive_successes += 1
-        if self.state == "down" or (self.state == "degraded" and self.consecutive_successes >= self.ok_after):
-            self._set("ok")
-
-    def record_failure(self, error: BaseException | str) -> None:
-        """A call failed or timed out; enough in a row take the stage down and start the retries."""
-        self.failures += 1
-        self.consecutive_successes = 0
-        self.consecutive_failures += 1
-        self.last_error = error if isinstance(error, str) else f"{type(error).__name__}: {error}"[:300]
-        if self.consecutive_failures >= self.down_after:
-            self._set("down")
-            self._start_retry()
-        elif self.state == "ok":
-            self._set("degraded")
-
-    @property
-    def down(self) -> bool:
-        """True while calls skip this stage."""
-        return self.state == "down"
-
-    def _start_retry(self) -> None:
-        if self.probe is None or (self._retry is not None and not self._retry.done()):
-            return
-        with contextlib.suppress(RuntimeError):  # no running loop: nothing to retry on
-            self._retry = asyncio.get_running_loop().create_task(self._retry_loop(), name=f"retry-{self.name}")
-
-    async def _retry_loop(self) -> None:
-        assert self.probe is not None
-        backoff = self.first_backoff_s
-        while self.state == "down":
-            await asyncio.sleep(backoff)
-            try:
-                await self.probe()
-            except Exception as error:
-                self.last_error = f"retry: {type(error).__name__}: {error}"[:300]
-                backoff = min(self.max_backoff_s, backoff * 2)
-                continue
-            self.consecutive_failures = 0
-            self._set("ok")
-
-    def snapshot(self) -> dict[str, Any]:
-        """The JSON view for ``/healthz``."""
-        return {"state": self.state, "failures": self.failures, "consecutive_failures": self.consecutive_failures,
-                "last_error": self.last_error, "since": int(self.changed_at)}
-
-    def close(self) -> None:
-        """Stop the background retry."""
-        if self._retry is not None:
-            self._retry.cancel()
-
-
-class Health:
-    """Every stage's health, by stage name (vad, asr, llm, tts)."""
-
-    def __init__(self, stages: Sequence[str] = ("vad", "asr", "llm", "tts"), **settings: Any) -> None:
-        self.stages = {name: StageHealth(name, **settings) for name in stages}
-
-    def __getitem__(self, stage: str) -> StageHealth:
-        return self.stages[stage]
-
-    @property
-    def overall(self) -> State:
-        """The worst stage state."""
-        return max((s.state for s in self.stages.values()), key=STATES.index, default="ok")
-
-    def snapshot(self) -> dict[str, Any]:
-        """Every stage's JSON view."""
-        return {name: stage.snapshot() for name, stage in self.stages.items()}
-
-    def close(self) -> None:
-        """Stop every background retry."""
-        for stage in self.stages.values():
-            stage.close()
 
 
 async def _next(iterator: AsyncIterator[Any], timeout_s: float) -> Any:
@@ -216,6 +107,11 @@ class ResilientLanguageModel:
                     self.health.record_failure(f"llm {what}"[:300])
                     yield LLM_APOLOGY if produced == 0 else LLM_CUT_APOLOGY
                     return
+                if not isinstance(token, str):
+                    inner_cancel.cancel("garbage")
+                    self.health.record_failure(f"llm returned {type(token).__name__}")
+                    yield LLM_APOLOGY if produced == 0 else LLM_CUT_APOLOGY
+                    return
                 produced += 1
                 yield token
             if not cancel.cancelled:
@@ -238,6 +134,13 @@ class ResilientLanguageModel:
             cancel.cancel("probe")
             with contextlib.suppress(Exception):
                 await stream.aclose()  # type: ignore[attr-defined]
+
+
+def _sound(chunk: object) -> bool:
+    """A chunk a client can play: float audio, finite, in range."""
+    if not isinstance(chunk, SpeechChunk) or not isinstance(chunk.audio, np.ndarray) or chunk.sample_rate <= 0:
+        return False
+    return bool(np.all(np.isfinite(chunk.audio))) and float(np.max(np.abs(chunk.audio), initial=0.0)) <= 4.0
 
 
 async def _link(outer: CancelToken, inner: CancelToken) -> None:
@@ -274,6 +177,8 @@ class ResilientSynthesizer:
                         chunk = await _next(chunks, timeout)
                     except StopAsyncIteration:
                         break
+                    if not _sound(chunk):
+                        raise StageFailed(f"tts returned unusable audio ({type(chunk).__name__})")
                     produced += 1
                     yield chunk
                 self.health.record_ok()
