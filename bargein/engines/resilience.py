@@ -42,14 +42,22 @@ from bargein.engines.base import (
     VoiceActivityDetector,
 )
 from bargein.engines.health import Health, StageHealth
+from bargein.protocol.errors import EngineFailure
 
 log = logging.getLogger(__name__)
 LLM_APOLOGY = "Sorry, I can't answer that right now. Please try again in a moment."
 LLM_CUT_APOLOGY = " Sorry, I lost my train of thought."
 
 
-class StageFailed(RuntimeError):
-    """A stage raised, timed out, or is down; the message says which and why."""
+class StageFailed(EngineFailure):
+    """A stage raised, timed out, or is down; the message says which and why.
+
+    An :class:`~bargein.protocol.errors.EngineFailure`, so a session that meets it sends the client an
+    ``error`` event (code ``engine_error``) with this message rather than a bare "internal error".
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
 
 
 @dataclass(frozen=True)

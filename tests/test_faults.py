@@ -1,0 +1,236 @@
+"""Fault injection on a real server: engines raise, hang or return garbage mid-turn; what the client gets.
+
+The engines are the deterministic fakes behind :mod:`tests.support.faults` switches and the real
+resilience wrappers (short deadlines). Every case asserts what the client receives during the fault and
+that the next turn, once the fault is cleared, is answered normally.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from websockets.asyncio.client import connect
+
+from bargein.engines.base import Engines
+from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
+from bargein.engines.health import Health
+from bargein.engines.resilience import LLM_APOLOGY, LLM_CUT_APOLOGY, Deadlines, make_resilient
+from tests.support.faults import FaultyLanguageModel, FaultyRecognizer, FaultySynthesizer, FaultyVad
+from tests.support.server import running_server
+
+PRIMARY_AMPLITUDE = 0.2
+FALLBACK_AMPLITUDE = 0.05
+DEADLINES = Deadlines(llm_first_token_s=0.5, llm_next_token_s=0.5, tts_first_chunk_s=0.5, tts_next_chunk_s=0.5,
+                      asr_s=0.5, vad_frame_s=0.5)
+
+
+@dataclass
+class Rig:
+    host: str
+    engines: Engines
+    vad: FaultyVad
+    asr: FaultyRecognizer
+    llm: FaultyLanguageModel
+    tts: FaultySynthesizer
+
+
+@contextmanager
+def rig() -> Iterator[Rig]:
+    vad, asr = FaultyVad(FakeVad()), FaultyRecognizer(FakeRecognizer(("hello there",)))
+    llm = FaultyLanguageModel(FakeLanguageModel(filler="and some more words to say", token_delay_s=0.01))
+    tts = FaultySynthesizer(FakeSynthesizer(ms_per_char=5, chunk_ms=20, amplitude=PRIMARY_AMPLITUDE))
+    fallback = FakeSynthesizer(ms_per_char=5, chunk_ms=20, amplitude=FALLBACK_AMPLITUDE)
+    engines = make_resilient(Engines(vad, asr, llm, tts), fallback_tts=fallback, deadlines=DEADLINES,
+                             health=Health(first_backoff_s=0.1, max_backoff_s=0.2))
+    with running_server(engines) as host:
+        yield Rig(host, engines, vad, asr, llm, tts)
+
+
+async def events_until_done(ws: Any, timeout: float = 15.0) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    deadline = time.monotonic() + timeout
+    while True:
+        event = json.loads(await asyncio.wait_for(ws.recv(), max(0.1, deadline - time.monotonic())))
+        events.append(event)
+        if event["type"] == "response.done":
+            return events
+
+
+async def open_session(host: str, *, manual: bool = True) -> Any:
+    ws = await connect(f"ws://{host}/v1/realtime")
+    assert json.loads(await ws.recv())["type"] == "session.created"
+    if manual:
+        await ws.send(json.dumps({"type": "session.update", "session": {
+            "type": "realtime", "audio": {"input": {"turn_detection": None}}}}))
+        assert json.loads(await ws.recv())["type"] == "session.updated"
+    return ws
+
+
+async def text_turn(ws: Any, text: str) -> list[dict[str, Any]]:
+    await ws.send(json.dumps({"type": "conversation.item.create", "item": {
+        "type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}}))
+    await ws.send(json.dumps({"type": "response.create"}))
+    return await events_until_done(ws)
+
+
+def spoken(events: list[dict[str, Any]]) -> str:
+    done = events[-1]["response"]
+    return str(done["output"][0]["content"][0]["transcript"]) if done["output"] else ""
+
+
+def peak(events: list[dict[str, Any]]) -> int:
+    audio = b"".join(base64.b64decode(e["delta"]) for e in events if e["type"] == "response.output_audio.delta")
+    return int(np.max(np.abs(np.frombuffer(audio, "<i2").astype(np.int32)), initial=0))
+
+
+async def assert_next_turn_is_normal(ws: Any) -> None:
+    events = await text_turn(ws, "are you back")
+    assert events[-1]["response"]["status"] == "completed"
+    assert spoken(events).startswith("You said: are you back.")
+    assert peak(events) > 0.8 * PRIMARY_AMPLITUDE * 32767, "spoken by the primary TTS again"
+
+
+@pytest.mark.parametrize(("fault", "after"), [("raise", 0), ("raise", 4), ("hang", 0), ("hang", 4),
+                                              ("garbage", 0), ("garbage", 4)])
+async def test_llm_fault_mid_turn_is_spoken_as_an_apology(fault: str, after: int) -> None:
+    with rig() as r:
+        ws = await open_session(r.host)
+        r.llm.fault, r.llm.after = fault, after
+        events = await text_turn(ws, "tell me")
+        assert events[-1]["response"]["status"] == "completed"
+        assert not [e for e in events if e["type"] == "error"]
+        if after == 0:
+            assert spoken(events) == LLM_APOLOGY
+        else:
+            assert spoken(events).startswith("You said:") and spoken(events).endswith(LLM_CUT_APOLOGY.strip())
+        assert any(e["type"] == "response.output_audio.delta" for e in events), "the apology is heard"
+        assert r.engines.health is not None and r.engines.health["llm"].state == "degraded"
+        r.llm.fault = None
+        await assert_next_turn_is_normal(ws)
+        await ws.close()
+
+
+@pytest.mark.parametrize("fault", ["raise", "hang", "garbage"])
+async def test_tts_fault_before_audio_is_spoken_by_the_fallback(fault: str) -> None:
+    with rig() as r:
+        ws = await open_session(r.host)
+        r.tts.fault = fault
+        events = await text_turn(ws, "tell me")
+        assert events[-1]["response"]["status"] == "completed"
+        assert spoken(events).startswith("You said: tell me.")
+        loudest = peak(events)
+        assert 0 < loudest < 1.2 * FALLBACK_AMPLITUDE * 32767, "every clause came from the fallback voice"
+        r.tts.fault = None
+        await assert_next_turn_is_normal(ws)
+        await ws.close()
+
+
+async def test_tts_fault_mid_clause_fails_the_reply_with_an_error_and_the_session_lives() -> None:
+    with rig() as r:
+        ws = await open_session(r.host)
+        r.tts.fault, r.tts.after = "raise", 2
+        events = await text_turn(ws, "tell me")
+        errors = [e for e in events if e["type"] == "error"]
+        assert errors and errors[0]["error"]["code"] == "engine_error"
+        assert "speech synthesis failed" in errors[0]["error"]["message"]
+        r.tts.fault = None
+        await assert_next_turn_is_normal(ws)
+        await ws.close()
+
+
+def tone_turn_pcm() -> bytes:
+    """0.8 s of a loud tone then 1.2 s of silence, pcm16 24 kHz: one turn for the RMS fake VAD."""
+    t = np.arange(int(0.8 * 24_000)) / 24_000
+    tone = (0.3 * np.sin(2 * np.pi * 300 * t) * 32767).astype("<i2")
+    return tone.tobytes() + bytes(2 * int(1.2 * 24_000))
+
+
+async def spoken_turn(ws: Any) -> None:
+    pcm = tone_turn_pcm()
+    for offset in range(0, len(pcm), 1920):
+        await ws.send(json.dumps({"type": "input_audio_buffer.append",
+                                  "audio": base64.b64encode(pcm[offset:offset + 1920]).decode()}))
+
+
+@pytest.mark.parametrize("fault", ["raise", "hang", "garbage"])
+async def test_asr_fault_reports_a_failed_transcription_and_the_next_turn_works(fault: str) -> None:
+    with rig() as r:
+        ws = await open_session(r.host, manual=False)
+        r.asr.fault = fault
+        await spoken_turn(ws)
+        failed = None
+        deadline = time.monotonic() + 10
+        while failed is None and time.monotonic() < deadline:
+            event = json.loads(await asyncio.wait_for(ws.recv(), 10))
+            if event["type"] == "conversation.item.input_audio_transcription.failed":
+                failed = event
+        assert failed is not None and "speech recognition" in failed["error"]["message"]
+        r.asr.fault = None
+        await _wait_state(r, "asr", "ok", allow=("degraded",))
+        await ws.send(json.dumps({"type": "session.update", "session": {
+            "type": "realtime", "audio": {"input": {"turn_detection": None}}}}))
+        await assert_next_turn_is_normal(ws)
+        await ws.close()
+
+
+async def test_vad_fault_is_reported_the_stage_goes_down_then_recovers() -> None:
+    with rig() as r:
+        ws = await open_session(r.host, manual=False)
+        r.vad.fault = "raise"
+        await spoken_turn(ws)
+        errors: list[dict[str, Any]] = []
+        with pytest.raises(TimeoutError):
+            while True:
+                event = json.loads(await asyncio.wait_for(ws.recv(), 1.0))
+                if event["type"] == "error":
+                    errors.append(event)
+        assert errors and "voice activity detection" in errors[0]["error"]["message"]
+        async with httpx.AsyncClient() as http:
+            health = (await http.get(f"http://{r.host}/healthz")).json()
+            metrics = (await http.get(f"http://{r.host}/metrics")).text
+        assert health["stages"]["vad"]["state"] == "down" and health["status"] == "down"
+        assert 'bargein_stage_state{stage="vad",state="down"} 1.0' in metrics
+        r.vad.fault = None
+        await _wait_state(r, "vad", "ok")
+        await spoken_turn(ws)
+        while (event := json.loads(await asyncio.wait_for(ws.recv(), 10)))["type"] != "response.done":
+            assert event["type"] != "error", event
+        assert event["response"]["status"] == "completed"
+        await ws.close()
+
+
+async def test_a_down_llm_is_skipped_then_retried_in_the_background() -> None:
+    with rig() as r:
+        ws = await open_session(r.host)
+        r.llm.fault = "raise"
+        for _ in range(3):
+            assert spoken(await text_turn(ws, "tell me")) == LLM_APOLOGY
+        assert r.engines.health is not None and r.engines.health["llm"].state == "down"
+        calls = r.llm.calls
+        r.llm.fault = "hang"  # a down stage is not called: the apology comes at once, not after the deadline
+        started = time.monotonic()
+        assert spoken(await text_turn(ws, "tell me")) == LLM_APOLOGY
+        assert time.monotonic() - started < DEADLINES.llm_first_token_s
+        assert r.llm.calls - calls <= 2, "only the background probes reach the model"
+        r.llm.fault = None
+        await _wait_state(r, "llm", "ok")
+        await assert_next_turn_is_normal(ws)
+        await ws.close()
+
+
+async def _wait_state(r: Rig, stage: str, state: str, *, allow: tuple[str, ...] = ()) -> None:
+    assert r.engines.health is not None
+    deadline = time.monotonic() + 10
+    while r.engines.health[stage].state not in (state, *allow):
+        assert time.monotonic() < deadline, r.engines.health[stage].snapshot()
+        await asyncio.sleep(0.05)
