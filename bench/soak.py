@@ -4,12 +4,14 @@
     python -m bench.soak --engines default --sessions 3 --minutes 10
     python -m bench.soak --url ws://host:port          (a server you started; RSS etc. read from its /metrics)
 
-Each session streams real speech at real-time pace (a 20 ms append every 20 ms, silence between clips,
-through the official ``openai`` client), waits for the reply to start, and then either lets it play out
-and pauses, or (``--barge-in`` share of turns) cuts in with its next clip. Every ``--sample-s`` the
-server's ``/metrics`` is read: resident memory, open file descriptors, asyncio tasks, and the event
-loop's lag (p99 of the interval, as a histogram bucket bound). After the warm-up, each series' slope is
-fitted by least squares. Targets: RSS slope <= 1 MB/min, no growth in fds or tasks, stable lag.
+Each simulated user connects, streams real speech at real-time pace (a 20 ms append every 20 ms,
+silence between clips, through the official ``openai`` client), waits for the reply to start, and then
+either lets it play out and pauses, or (``--barge-in`` share of turns) cuts in with its next clip; after
+10 to 20 turns it hangs up and connects again, so state left behind by closed sessions would show as
+growth. Every ``--sample-s`` the server's ``/metrics`` is read: resident memory, open file descriptors,
+asyncio tasks, and the event loop's lag (p99 of the interval, as a histogram bucket bound). After the
+warm-up, each series' slope is fitted by least squares.
+Targets: RSS slope <= 1 MB/min, no growth in fds or tasks, stable lag.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ _SAMPLE = re.compile(r'^(\w+)(?:\{([^}]*)\})? ([0-9.eE+-]+|NaN|\+Inf)$')
 class ClientCounts:
     """What the sessions did."""
 
+    connections: int = 0
     turns: int = 0
     replies: int = 0
     barge_ins: int = 0
@@ -134,12 +137,23 @@ class MetricsReader:
 
 
 async def _session(host_port: str, clips: list[SpeechClip], stop_at: float, barge_in: float, seed: int,
-                   counts: ClientCounts) -> None:
+                   counts: ClientCounts, turns_per_connection: int) -> None:
+    """One simulated user: connects, talks for some turns, hangs up, comes back, until ``stop_at``."""
+    rng = random.Random(seed)
+    await asyncio.sleep(rng.uniform(0, 3))  # users do not all start at once
+    turn = seed
+    while time.monotonic() < stop_at:
+        turn = await _connection(host_port, clips, stop_at, barge_in, rng, counts, turn,
+                                 rng.randint(max(1, turns_per_connection // 2), max(1, turns_per_connection)))
+
+
+async def _connection(host_port: str, clips: list[SpeechClip], stop_at: float, barge_in: float, rng: random.Random,
+                      counts: ClientCounts, turn: int, turns: int) -> int:
     from openai import AsyncOpenAI
 
-    rng = random.Random(seed)
     client = AsyncOpenAI(api_key="sk-local", websocket_base_url=f"ws://{host_port}/v1", max_retries=0)
     async with client.realtime.connect(model="bargein-soak") as connection:
+        counts.connections += 1
         started = asyncio.Event()
         done = asyncio.Event()
 
@@ -170,9 +184,9 @@ async def _session(host_port: str, clips: list[SpeechClip], stop_at: float, barg
         mic = Microphone(send)
         streaming = asyncio.create_task(mic.run())
         try:
-            await asyncio.sleep(rng.uniform(0, 3))  # users do not all start at once
-            turn = seed
-            while time.monotonic() < stop_at:
+            for _ in range(turns):
+                if time.monotonic() >= stop_at:
+                    break
                 clip = clips[turn % len(clips)]
                 turn += 1
                 started.clear()
@@ -197,6 +211,7 @@ async def _session(host_port: str, clips: list[SpeechClip], stop_at: float, barg
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
+    return turn
 
 
 def load_average() -> str:
@@ -206,7 +221,7 @@ def load_average() -> str:
 
 
 async def soak(host_port: str, *, sessions: int, seconds: float, warmup_s: float, sample_s: float,
-               barge_in: float, verbose: bool = True) -> SoakReport:
+               barge_in: float, turns_per_connection: int = 20, verbose: bool = True) -> SoakReport:
     """Run the sessions against a running server and sample its metrics; returns the report."""
     clips = load_clips()
     counts = ClientCounts()
@@ -214,7 +229,7 @@ async def soak(host_port: str, *, sessions: int, seconds: float, warmup_s: float
     stop_at = began + seconds
     reader = MetricsReader(host_port)
     samples: list[Sample] = []
-    workers = [asyncio.create_task(_session(host_port, clips, stop_at, barge_in, seed, counts))
+    workers = [asyncio.create_task(_session(host_port, clips, stop_at, barge_in, seed, counts, turns_per_connection))
                for seed in range(sessions)]
     if verbose:
         print(f"{'t s':>6} {'RSS MB':>8} {'fds':>5} {'tasks':>6} {'sess':>5} {'lag p99 ms':>10} {'mean ms':>8} "
@@ -246,7 +261,8 @@ def summarize(report: SoakReport) -> str:
         f"(growth {report.growth('tasks'):+.0f})",
         f"  loop lag p99 per interval: median {np.median(lags) if lags else float('nan'):.0f} ms, "
         f"max {max(lags) if lags else float('nan'):.0f} ms",
-        f"  client: {report.counts.turns} turns, {report.counts.replies} replies, {report.counts.barge_ins} "
+        f"  client: {report.counts.connections} connections, {report.counts.turns} turns, "
+        f"{report.counts.replies} replies, {report.counts.barge_ins} "
         f"barge-ins, {report.counts.missing_replies} without reply, {report.counts.errors} error events"
         + (f", failures: {report.counts.failures}" if report.counts.failures else ""),
     ]
@@ -262,6 +278,8 @@ def main() -> None:
     parser.add_argument("--warmup-s", type=float, help="default: a fifth of the run, at most 120 s")
     parser.add_argument("--sample-s", type=float, default=10.0)
     parser.add_argument("--barge-in", type=float, default=0.3, help="share of turns that cut into the reply")
+    parser.add_argument("--turns-per-connection", type=int, default=20,
+                        help="a user hangs up after 10 to this many turns and connects again (session churn)")
     parser.add_argument("--url", help="a running server instead of starting one")
     args = parser.parse_args()
     sessions = args.sessions or (3 if args.engines == "default" else 50)
@@ -271,7 +289,8 @@ def main() -> None:
           flush=True)
     with server_or_url(args.engines, args.url) as (host_port, _pid):
         report = asyncio.run(soak(host_port, sessions=sessions, seconds=seconds, warmup_s=warmup,
-                                  sample_s=args.sample_s, barge_in=args.barge_in))
+                                  sample_s=args.sample_s, barge_in=args.barge_in,
+                                  turns_per_connection=args.turns_per_connection))
     print(summarize(report), flush=True)
 
 
