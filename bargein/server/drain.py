@@ -6,8 +6,9 @@ Timeline (``--drain-s`` D):
    and new ``/v1/realtime`` connections get an ``error`` and close 1013 (try again later).
 2. Live sessions go on; the drain waits until none has a reply in progress (or D seconds pass). Replies
    already streaming finish and their audio goes out.
-3. Every remaining session gets a final ``error`` (code ``server_shutting_down``) saying why, then the
-   WebSocket closes with 1001 (going away).
+3. A reply still live at the deadline is cancelled (``response.done`` ``cancelled``, as if the client
+   had sent ``response.cancel``). Every session then gets a final ``error`` (code
+   ``server_shutting_down``) saying why, and its WebSocket closes with 1001 (going away).
 4. The server process exits.
 
 A second SIGTERM (or SIGINT) skips the wait.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -86,6 +88,8 @@ class Drain:
 
     async def _close(self, session: Any) -> None:
         websocket = self.registry.sockets.get(session)
+        if replying(session):  # past the deadline: cancel it as a client would, so no audio follows the error
+            await session.handle_message(json.dumps({"type": "response.cancel"}))
         session.outbound.put(Outgoing(error_event(ProtocolError(
             SHUTDOWN_MESSAGE, code="server_shutting_down", type="server_error"))))
         flush_until = time.monotonic() + FLUSH_S
