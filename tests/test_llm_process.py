@@ -131,3 +131,29 @@ async def _kill_after_tokens(model: ProcessLanguageModel, pid: int) -> None:
         await asyncio.sleep(0.01)
     await asyncio.sleep(0.2)  # some tokens are out
     os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+async def test_real_llama_worker_killed_mid_reply_then_the_next_turn_is_answered() -> None:
+    model = ProcessLanguageModel(WorkerSpec("bargein.engines.think.llama_llm:load_llama", {"name": "smollm2-135m"}),
+                                 name="smollm2-135m")
+    try:
+        engines = make_resilient(Engines(FakeVad(), FakeRecognizer(), model, FakeSynthesizer(ms_per_char=5)))
+        with running_server(engines) as host:
+            async with connect(f"ws://{host}/v1/realtime") as ws:
+                assert json.loads(await ws.recv())["type"] == "session.created"
+                await ws.send(json.dumps({"type": "session.update", "session": {
+                    "type": "realtime", "audio": {"input": {"turn_detection": None}}}}))
+                doomed = model.pid
+                assert doomed is not None
+                killer = asyncio.create_task(_kill_after_tokens(model, doomed))
+                first = await _text_turn(ws, "Tell me a long story about a dragon and a knight.")
+                await killer
+                assert _spoken(first) == LLM_APOLOGY or _spoken(first).endswith(LLM_CUT_APOLOGY.strip())
+                second = await _text_turn(ws, "What is the capital of France?")
+                answer = _spoken(second)
+                assert second["status"] == "completed" and answer and LLM_APOLOGY not in answer
+                assert LLM_CUT_APOLOGY.strip() not in answer
+        assert model.restarts == 1 and model.pid not in (None, doomed)
+    finally:
+        model.close()
