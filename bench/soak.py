@@ -45,6 +45,8 @@ class ClientCounts:
     barge_ins: int = 0
     errors: int = 0
     missing_replies: int = 0
+    dropped: int = 0
+    """Connections that failed (refused, dropped, timed out); the user reconnects."""
     failures: list[str] = field(default_factory=list)
 
 
@@ -143,8 +145,14 @@ async def _session(host_port: str, clips: list[SpeechClip], stop_at: float, barg
     await asyncio.sleep(rng.uniform(0, 3))  # users do not all start at once
     turn = seed
     while time.monotonic() < stop_at:
-        turn = await _connection(host_port, clips, stop_at, barge_in, rng, counts, turn,
-                                 rng.randint(max(1, turns_per_connection // 2), max(1, turns_per_connection)))
+        try:
+            turn = await _connection(host_port, clips, stop_at, barge_in, rng, counts, turn,
+                                     rng.randint(max(1, turns_per_connection // 2), max(1, turns_per_connection)))
+        except Exception as error:  # a dropped or refused connection: count it, come back like a user would
+            counts.dropped += 1
+            if len(counts.failures) < 5:
+                counts.failures.append(f"{type(error).__name__}: {error}"[:200])
+            await asyncio.sleep(1.0)
 
 
 async def _connection(host_port: str, clips: list[SpeechClip], stop_at: float, barge_in: float, rng: random.Random,
@@ -245,7 +253,7 @@ async def soak(host_port: str, *, sessions: int, seconds: float, warmup_s: float
                       f"{sample.sessions:5.0f} {sample.lag_p99_ms:10.0f} {sample.lag_mean_ms:8.2f} "
                       f"{counts.turns:6d} {counts.barge_ins:6d} {counts.errors:4d}", flush=True)
     outcomes = await asyncio.gather(*workers, return_exceptions=True)
-    counts.failures = [f"{type(o).__name__}: {o}"[:200] for o in outcomes if isinstance(o, BaseException)][:3]
+    counts.failures += [f"{type(o).__name__}: {o}"[:200] for o in outcomes if isinstance(o, BaseException)][:3]
     return SoakReport(samples, warmup_s, counts, load_average())
 
 
@@ -263,7 +271,8 @@ def summarize(report: SoakReport) -> str:
         f"max {max(lags) if lags else float('nan'):.0f} ms",
         f"  client: {report.counts.connections} connections, {report.counts.turns} turns, "
         f"{report.counts.replies} replies, {report.counts.barge_ins} "
-        f"barge-ins, {report.counts.missing_replies} without reply, {report.counts.errors} error events"
+        f"barge-ins, {report.counts.missing_replies} without reply, {report.counts.errors} error events, "
+        f"{report.counts.dropped} failed connections"
         + (f", failures: {report.counts.failures}" if report.counts.failures else ""),
     ]
     return "\n".join(lines)
