@@ -74,7 +74,9 @@ class Deadlines:
 
 async def _next(iterator: AsyncIterator[Any], timeout_s: float) -> Any:
     """The next item, or StopAsyncIteration; TimeoutError past the deadline."""
-    return await asyncio.wait_for(anext(iterator), timeout_s)
+    # asyncio.timeout rather than wait_for: no extra task per token or frame
+    async with asyncio.timeout(timeout_s):
+        return await anext(iterator)
 
 
 class ResilientLanguageModel:
@@ -240,8 +242,8 @@ class ResilientRecognizer:
         if self.health.down:
             raise StageFailed("speech recognition is down (retrying in the background)")
         try:
-            transcript = await asyncio.wait_for(self.inner.transcribe(audio, language=language, prompt=prompt),
-                                                self.deadlines.asr_s)
+            async with asyncio.timeout(self.deadlines.asr_s):
+                transcript = await self.inner.transcribe(audio, language=language, prompt=prompt)
         except (Exception, TimeoutError) as error:
             what = "timed out" if isinstance(error, TimeoutError) else f"{type(error).__name__}: {error}"
             self.health.record_failure(f"asr {what}"[:300])
@@ -292,7 +294,8 @@ class _ResilientVadStream:
         if health.down:
             raise StageFailed("voice activity detection is down (retrying in the background)")
         try:
-            value = await asyncio.wait_for(self.inner.probability(frame), self.owner.deadlines.vad_frame_s)
+            async with asyncio.timeout(self.owner.deadlines.vad_frame_s):
+                value = await self.inner.probability(frame)
             value = float(value)
         except (Exception, TimeoutError) as error:
             what = "timed out" if isinstance(error, TimeoutError) else f"{type(error).__name__}: {error}"
