@@ -36,6 +36,8 @@ class AudioInput:
         self.buffer = InputBuffer()
         self.wire_format = wire_format
         self._resampler = StreamResampler(wire_format.rate, LISTEN_SAMPLE_RATE, quality=LISTEN_RESAMPLE_QUALITY)
+        self.vad_running = True
+        """False after the VAD failed: audio is only buffered (manual turns) until turn detection is set again."""
 
     @property
     def stream_ms(self) -> float:
@@ -69,6 +71,9 @@ class AudioInput:
     async def hear(self, audio16k: npt.NDArray[np.float32]) -> list[VadFrame]:
         """Buffer 16 kHz audio and return the VAD frames that became whole, placed in stream time."""
         self.buffer.append(audio16k)
+        if not self.vad_running:
+            self._framer.push(audio16k)  # frames dropped, but the framer stays on the stream clock
+            return []
         first_sample = self._framer.samples_framed
         step = self._framer.frame_samples
         frames: list[VadFrame] = []

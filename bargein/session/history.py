@@ -56,6 +56,8 @@ class Item:
     """Assistant word timings, in ms from the start of the item's audio."""
     heard_ms: float | None = None
     """Where playback stopped; ``None`` means all of it was heard."""
+    unheard: bool = False
+    """User audio whose recognition failed: the words are lost, not absent."""
 
     @property
     def is_assistant_audio(self) -> bool:

@@ -22,7 +22,7 @@ from bargein.engines.base import Engines, Transcript
 from bargein.metrics.prometheus import ServerMetrics
 from bargein.metrics.turn_ledger import TurnLedgers
 from bargein.protocol import client_events as ce
-from bargein.protocol.errors import ProtocolError
+from bargein.protocol.errors import EngineFailure, ProtocolError
 from bargein.protocol.server_events import error_event, event, new_id
 from bargein.protocol.session_config import SessionConfig
 from bargein.session.audio_input import AudioInput
@@ -133,10 +133,28 @@ class RealtimeSession:
             audio = self.audio_in.decode(payload)
         except AudioFormatError as error:
             raise ProtocolError(str(error), code="invalid_audio", param="audio", event_id=message.event_id) from None
-        for frame in await self.audio_in.hear(audio):
+        try:
+            frames = await self.audio_in.hear(audio)
+        except Exception as error:  # only the VAD raises in there
+            self._lose_vad(error)
+            return
+        for frame in frames:
             self.feed(frame)
             self.tracker.frame(frame)
         self.feed(v.AudioAppended(self.stream_ms))
+
+    def _lose_vad(self, error: Exception) -> None:
+        """The VAD failed: go on with manual turns, as if the client had set ``turn_detection`` to null."""
+        log.warning("voice activity detection failed (%s): manual turns", error)
+        reason = str(error) if isinstance(error, EngineFailure) else \
+            f"voice activity detection failed: {type(error).__name__}: {error}"[:300]
+        self.audio_in.vad_running = False
+        self.config = self.config.updated({"audio": {"input": {"turn_detection": None}}})
+        self.feed(v.SettingsChanged(settings_from_config(self.config, listen=self.listen)))
+        self.outbound.put(Outgoing(error_event(ProtocolError(
+            f"{reason}; turn detection is off: commit the input buffer and send response.create yourself, "
+            "or set turn_detection again to retry", code="turn_detection_unavailable", type="server_error"))))
+        self.outbound.put(Outgoing(event("session.updated", session=self.config.wire())))
 
     def _update_session(self, message: ce.SessionUpdate) -> None:
         try:
@@ -148,6 +166,8 @@ class RealtimeSession:
                                 code="invalid_value", param=f"session.{where}", event_id=message.event_id) from None
         self.config = config
         self.audio_in.set_format(config.input_format)
+        if config.audio.input.turn_detection is not None:
+            self.audio_in.vad_running = True  # after a VAD failure, setting turn detection again retries it
         self.feed(v.SettingsChanged(settings_from_config(config, listen=self.listen)))
         self.outbound.put(Outgoing(event("session.updated", session=config.wire())))
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Literal
 
 from bargein.engines.base import CancelToken, ChatMessage, WordTiming
@@ -30,6 +30,8 @@ from bargein.session.response_events import ReplyState, assistant_item
 from bargein.session.speculation import PrefetchedReply
 
 log = logging.getLogger(__name__)
+DIDNT_CATCH = "Sorry, I didn't catch that. Could you say it again?"
+"""The reply to a turn whose words the recogniser lost (it failed or timed out)."""
 RECENT_REPLIES = 4
 """Replies whose play estimate is kept, for a barge-in while the client still plays a finished one."""
 Progress = Callable[[str, str, int], None]
@@ -90,15 +92,17 @@ class ReplyRunner:
             await self.wait_for_words()  # the reply answers what the user said, so it needs the words
             if reply.cancel.cancelled:
                 return
-            if trigger == "turn_detected" and not self._last_user_text():
+            lost = trigger == "turn_detected" and self._last_user_unheard()
+            if trigger == "turn_detected" and not self._last_user_text() and not lost:
                 log.info("reply %s: the turn had no words, so nothing to answer", reply.response_id)
                 return
             messages = self.conversation.chat_messages(instructions)
             state.input_tokens = sum(len(m.content.split()) for m in messages)
             prefetched = self.take_prefetch(messages)
+            tokens = (_said(DIDNT_CATCH) if lost
+                      else prefetched.adopt(reply.cancel) if prefetched is not None else None)
             plan = ReplyPlan(reply.response_id, messages, state.audio, self.config().audio.output.voice,
-                             state.output_format, max_tokens,
-                             prefetched.adopt(reply.cancel) if prefetched is not None else None)
+                             state.output_format, max_tokens, tokens)
             await self.pipeline.run(plan, _Sink(self, reply), reply.cancel)
         except Exception as error:
             failed = True
@@ -110,6 +114,10 @@ class ReplyRunner:
         finally:
             if not reply.ended:
                 self.feed(v.ReplyFinished(reply.response_id, failed=failed))
+
+    def _last_user_unheard(self) -> bool:
+        user_items = [item for item in self.conversation if item.role == "user"]
+        return bool(user_items) and user_items[-1].unheard
 
     def _last_user_text(self) -> str:
         user_items = [item for item in self.conversation if item.role == "user"]
@@ -256,3 +264,8 @@ class _Sink:
         if not self.reply.ended:
             self.reply.state.output_tokens += count
         self.runner.progress(response_id, "tokens", count)
+
+
+async def _said(text: str) -> AsyncIterator[str]:
+    """A fixed line as the token stream a reply speaks."""
+    yield text

@@ -53,6 +53,7 @@ class Transcriber:
                                 else self.asr.transcribe(audio, language=language, prompt=prompt))
         except Exception as error:
             log.exception("transcription of %s failed", item.id)
+            item.unheard = True
             self.emit(Outgoing(event(
                 "conversation.item.input_audio_transcription.failed", item_id=item.id,
                 content_index=content_index,

@@ -164,9 +164,9 @@ def classify(stats: SegmentStats, transcript: Transcript | None, *, during_reply
         "avg_logprob": round(transcript.avg_logprob, 3) if transcript else None, "during_reply": during_reply,
     }
     reasons: list[str] = []
-    if transcript is None:
-        reasons.append("recognition failed")
-    elif not words:
+    if transcript is None and during_reply:
+        reasons.append("recognition failed: nothing to cut the reply for")
+    elif transcript is not None and not words:
         reasons.append("no words recognised")
     if stats.speech_ms < MIN_QUERY_SPEECH_MS:
         reasons.append(f"too short ({stats.speech_ms:.0f} ms of speech)")
@@ -197,6 +197,8 @@ def classify(stats: SegmentStats, transcript: Transcript | None, *, during_reply
             reasons.append(f"a short sound over the reply that is no command ({text!r})")
     if reasons:
         return ListenDecision("noise", tuple(reasons), features)
+    if transcript is None:  # speech by every other measure: the user is told the words were lost
+        return ListenDecision("query", ("speech the recogniser failed on",), features)
     return ListenDecision("query", (f"{len(words)} words of speech",), features)
 
 
