@@ -166,17 +166,16 @@ async def _connection(host_port: str, clips: list[SpeechClip], stop_at: float, b
         done = asyncio.Event()
 
         async def read() -> None:
-            with contextlib.suppress(Exception):
-                while True:
-                    head = (await connection.recv_bytes())[:48]  # "type" comes first: no need to parse audio
-                    if b'"response.created"' in head:
-                        counts.replies += 1
-                        started.set()
-                        done.clear()
-                    elif b'"response.done"' in head:
-                        done.set()
-                    elif b'"type":"error"' in head:
-                        counts.errors += 1
+            while True:
+                head = (await connection.recv_bytes())[:48]  # "type" comes first: no need to parse audio
+                if b'"response.created"' in head:
+                    counts.replies += 1
+                    started.set()
+                    done.clear()
+                elif b'"response.done"' in head:
+                    done.set()
+                elif b'"type":"error"' in head:
+                    counts.errors += 1
 
         cache: dict[bytes, str] = {}
 
@@ -188,10 +187,8 @@ async def _connection(host_port: str, clips: list[SpeechClip], stop_at: float, b
                     cache[chunk] = message
             await connection.send_raw(message)
 
-        reader = asyncio.create_task(read())
-        mic = Microphone(send)
-        streaming = asyncio.create_task(mic.run())
-        try:
+        async def talk() -> None:
+            nonlocal turn
             for _ in range(turns):
                 if time.monotonic() >= stop_at:
                     break
@@ -213,9 +210,18 @@ async def _connection(host_port: str, clips: list[SpeechClip], stop_at: float, b
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(done.wait(), 20)
                 await asyncio.sleep(rng.uniform(0.5, 1.5))
+
+        mic = Microphone(send)
+        tasks = [asyncio.create_task(talk()), asyncio.create_task(mic.run()), asyncio.create_task(read())]
+        try:
+            finished, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            if tasks[0] not in finished:  # the microphone or the reader stopped: the connection is gone
+                why = next((t.exception() for t in finished if t.exception() is not None), None)
+                raise ConnectionError(f"connection lost mid-conversation ({type(why).__name__}: {why})")
+            tasks[0].result()
         finally:
             mic.stop()
-            for task in (streaming, reader):
+            for task in tasks:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
