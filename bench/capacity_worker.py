@@ -17,7 +17,6 @@ after every append sent before it has been processed: its round trip is the inbo
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import json
 import random
@@ -25,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.realtime_harness import WIRE_RATE, Microphone, SpeechClip, load_clips
+from bench.realtime_harness import WIRE_RATE, Microphone, SpeechClip, append_sender, load_clips
 from bench.session_observer import Observer
 
 PROBE = json.dumps({"type": "session.update", "session": {"type": "realtime"}})
@@ -117,15 +116,7 @@ async def _session(connection: Any, plan: StepPlan, clips: list[SpeechClip], pha
                    window: tuple[float, float], samples: StepSamples) -> None:
     observer = Observer(quiet=True)
     reader = asyncio.create_task(observer.read(connection))
-    cache: dict[bytes, str] = {}
-
-    async def send(chunk: bytes) -> None:
-        message = cache.get(chunk)
-        if message is None:
-            message = json.dumps({"type": "input_audio_buffer.append", "audio": base64.b64encode(chunk).decode()})
-            if len(cache) < 2000:
-                cache[chunk] = message
-        await connection.send_raw(message)
+    send = append_sender(connection)
 
     if plan.mode == "listening":
         await connection.send_raw(json.dumps({"type": "session.update", "session": {"type": "realtime", "audio": {

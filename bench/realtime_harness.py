@@ -9,7 +9,9 @@ which is the clock DESIGN.md measures first audio and barge-in stop against.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import json
 import math
 import os
 import signal
@@ -23,6 +25,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -183,6 +186,25 @@ class Microphone:
             delay = start + len(self.sent_at) * CHUNK_SAMPLES / WIRE_RATE - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
+
+
+def append_sender(connection: Any, cache_size: int = 2000) -> Callable[[bytes], Awaitable[None]]:
+    """``send(chunk)`` for a :class:`Microphone`: one ``input_audio_buffer.append`` per chunk, sent raw.
+
+    Each distinct chunk is serialised once (clips repeat, silence repeats), so a load generator spends
+    its CPU on pacing and sockets rather than on JSON and base64.
+    """
+    cache: dict[bytes, str] = {}
+
+    async def send(chunk: bytes) -> None:
+        message = cache.get(chunk)
+        if message is None:
+            message = json.dumps({"type": "input_audio_buffer.append", "audio": base64.b64encode(chunk).decode()})
+            if len(cache) < cache_size:
+                cache[chunk] = message
+        await connection.send_raw(message)
+
+    return send
 
 
 def free_port() -> int:

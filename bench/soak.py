@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import contextlib
-import json
 import os
 import random
 import re
@@ -30,7 +28,7 @@ from dataclasses import dataclass, field
 import httpx
 import numpy as np
 
-from bench.realtime_harness import Microphone, SpeechClip, load_clips, server_or_url
+from bench.realtime_harness import Microphone, SpeechClip, append_sender, load_clips, server_or_url
 
 _SAMPLE = re.compile(r'^(\w+)(?:\{([^}]*)\})? ([0-9.eE+-]+|NaN|\+Inf)$')
 
@@ -177,15 +175,7 @@ async def _connection(host_port: str, clips: list[SpeechClip], stop_at: float, b
                 elif b'"type":"error"' in head:
                     counts.errors += 1
 
-        cache: dict[bytes, str] = {}
-
-        async def send(chunk: bytes) -> None:
-            message = cache.get(chunk)
-            if message is None:
-                message = json.dumps({"type": "input_audio_buffer.append", "audio": base64.b64encode(chunk).decode()})
-                if len(cache) < 4000:
-                    cache[chunk] = message
-            await connection.send_raw(message)
+        send = append_sender(connection)
 
         async def talk() -> None:
             nonlocal turn

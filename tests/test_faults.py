@@ -19,7 +19,6 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from websockets.asyncio.client import connect
 
 from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
@@ -28,6 +27,7 @@ from bargein.engines.resilience import LLM_APOLOGY, LLM_CUT_APOLOGY, Deadlines, 
 from bargein.session.reply_runner import DIDNT_CATCH
 from tests.support.faults import FaultyLanguageModel, FaultyRecognizer, FaultySynthesizer, FaultyVad
 from tests.support.server import running_server
+from tests.support.turns import events_until_done, open_session, spoken, text_turn
 
 PRIMARY_AMPLITUDE = 0.2
 FALLBACK_AMPLITUDE = 0.05
@@ -55,38 +55,6 @@ def rig() -> Iterator[Rig]:
                              health=Health(first_backoff_s=0.1, max_backoff_s=0.2))
     with running_server(engines) as host:
         yield Rig(host, engines, vad, asr, llm, tts)
-
-
-async def events_until_done(ws: Any, timeout: float = 15.0) -> list[dict[str, Any]]:
-    events: list[dict[str, Any]] = []
-    deadline = time.monotonic() + timeout
-    while True:
-        event = json.loads(await asyncio.wait_for(ws.recv(), max(0.1, deadline - time.monotonic())))
-        events.append(event)
-        if event["type"] == "response.done":
-            return events
-
-
-async def open_session(host: str, *, manual: bool = True) -> Any:
-    ws = await connect(f"ws://{host}/v1/realtime")
-    assert json.loads(await ws.recv())["type"] == "session.created"
-    if manual:
-        await ws.send(json.dumps({"type": "session.update", "session": {
-            "type": "realtime", "audio": {"input": {"turn_detection": None}}}}))
-        assert json.loads(await ws.recv())["type"] == "session.updated"
-    return ws
-
-
-async def text_turn(ws: Any, text: str) -> list[dict[str, Any]]:
-    await ws.send(json.dumps({"type": "conversation.item.create", "item": {
-        "type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}}))
-    await ws.send(json.dumps({"type": "response.create"}))
-    return await events_until_done(ws)
-
-
-def spoken(events: list[dict[str, Any]]) -> str:
-    done = events[-1]["response"]
-    return str(done["output"][0]["content"][0]["transcript"]) if done["output"] else ""
 
 
 def peak(events: list[dict[str, Any]]) -> int:

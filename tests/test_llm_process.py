@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import time
 from collections.abc import Iterator
 
 import pytest
-from websockets.asyncio.client import connect
 
 from bargein.engines.base import CancelToken, ChatMessage, Engines
 from bargein.engines.fakes import FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.engines.resilience import LLM_APOLOGY, LLM_CUT_APOLOGY, make_resilient
 from bargein.engines.think.llm_process import ProcessLanguageModel, WorkerDied, WorkerError, WorkerSpec
 from tests.support.server import running_server
+from tests.support.turns import open_session, spoken, text_turn
 
 FILLER = " ".join(f"word{i}" for i in range(60))
 ASK = [ChatMessage("user", "hello")]
@@ -84,43 +83,22 @@ async def test_an_exception_in_the_worker_is_reported_and_the_worker_lives() -> 
         model.close()
 
 
-async def _text_turn(ws: object, text: str) -> dict[str, object]:
-    send = ws.send  # type: ignore[attr-defined]
-    await send(json.dumps({"type": "conversation.item.create", "item": {
-        "type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}}))
-    await send(json.dumps({"type": "response.create"}))
-    while True:
-        event = json.loads(await ws.recv())  # type: ignore[attr-defined]
-        if event["type"] == "response.done":
-            return dict(event["response"])
-
-
-def _spoken(response: dict[str, object]) -> str:
-    output = response["output"]
-    assert isinstance(output, list) and output
-    return str(output[0]["content"][0]["transcript"])
-
-
 async def test_session_hears_an_apology_when_the_worker_dies_mid_reply_and_the_next_turn_works(
         worker_llm: ProcessLanguageModel) -> None:
     engines = make_resilient(Engines(FakeVad(), FakeRecognizer(), worker_llm, FakeSynthesizer(ms_per_char=5)))
     with running_server(engines) as host:
-        async with connect(f"ws://{host}/v1/realtime") as ws, connect(f"ws://{host}/v1/realtime") as bystander:
-            for socket in (ws, bystander):
-                assert json.loads(await socket.recv())["type"] == "session.created"
-                await socket.send(json.dumps({"type": "session.update", "session": {
-                    "type": "realtime", "audio": {"input": {"turn_detection": None}}}}))
-            doomed_pid = worker_llm.pid
-            assert doomed_pid is not None
-            killer = asyncio.create_task(_kill_after_tokens(worker_llm, doomed_pid))
-            first = await _text_turn(ws, "tell me everything")
-            await killer
-            assert first["status"] == "completed"
-            assert _spoken(first).endswith(LLM_CUT_APOLOGY.strip()) or _spoken(first) == LLM_APOLOGY
-            second = await _text_turn(ws, "and again")
-            assert _spoken(second).startswith("You said: and again.")
-            other = await _text_turn(bystander, "are you there")
-            assert _spoken(other).startswith("You said: are you there.")
+        ws, bystander = await open_session(host), await open_session(host)
+        doomed_pid = worker_llm.pid
+        assert doomed_pid is not None
+        killer = asyncio.create_task(_kill_after_tokens(worker_llm, doomed_pid))
+        first = await text_turn(ws, "tell me everything")
+        await killer
+        assert first[-1]["response"]["status"] == "completed"
+        assert spoken(first).endswith(LLM_CUT_APOLOGY.strip()) or spoken(first) == LLM_APOLOGY
+        assert spoken(await text_turn(ws, "and again")).startswith("You said: and again.")
+        assert spoken(await text_turn(bystander, "are you there")).startswith("You said: are you there.")
+        await ws.close()
+        await bystander.close()
     assert worker_llm.restarts == 1
     assert engines.health is not None and engines.health["llm"].state == "degraded"
 
@@ -140,20 +118,18 @@ async def test_real_llama_worker_killed_mid_reply_then_the_next_turn_is_answered
     try:
         engines = make_resilient(Engines(FakeVad(), FakeRecognizer(), model, FakeSynthesizer(ms_per_char=5)))
         with running_server(engines) as host:
-            async with connect(f"ws://{host}/v1/realtime") as ws:
-                assert json.loads(await ws.recv())["type"] == "session.created"
-                await ws.send(json.dumps({"type": "session.update", "session": {
-                    "type": "realtime", "audio": {"input": {"turn_detection": None}}}}))
-                doomed = model.pid
-                assert doomed is not None
-                killer = asyncio.create_task(_kill_after_tokens(model, doomed))
-                first = await _text_turn(ws, "Tell me a long story about a dragon and a knight.")
-                await killer
-                assert _spoken(first) == LLM_APOLOGY or _spoken(first).endswith(LLM_CUT_APOLOGY.strip())
-                second = await _text_turn(ws, "What is the capital of France?")
-                answer = _spoken(second)
-                assert second["status"] == "completed" and answer and LLM_APOLOGY not in answer
-                assert LLM_CUT_APOLOGY.strip() not in answer
+            ws = await open_session(host)
+            doomed = model.pid
+            assert doomed is not None
+            killer = asyncio.create_task(_kill_after_tokens(model, doomed))
+            first = await text_turn(ws, "Tell me a long story about a dragon and a knight.", timeout=120)
+            await killer
+            assert spoken(first) == LLM_APOLOGY or spoken(first).endswith(LLM_CUT_APOLOGY.strip())
+            second = await text_turn(ws, "What is the capital of France?", timeout=120)
+            answer = spoken(second)
+            assert second[-1]["response"]["status"] == "completed" and answer and LLM_APOLOGY not in answer
+            assert LLM_CUT_APOLOGY.strip() not in answer
+            await ws.close()
         assert model.restarts == 1 and model.pid not in (None, doomed)
     finally:
         model.close()

@@ -31,6 +31,14 @@ class InjectedFault(RuntimeError):
     """The failure a test asked for."""
 
 
+async def strike(fault: str | None, stage: str) -> None:
+    """Carry out a ``raise`` or ``hang`` fault (``garbage`` is each engine's own)."""
+    if fault == "raise":
+        raise InjectedFault(f"{stage} fault")
+    if fault == "hang":
+        await asyncio.sleep(3600)
+
+
 class FaultyLanguageModel:
     """An LLM that fails on command after ``after`` tokens."""
 
@@ -47,13 +55,9 @@ class FaultyLanguageModel:
         produced = 0
         async for token in self.inner.stream(messages, cancel=cancel, options=options):
             if self.fault is not None and produced >= self.after:
-                if self.fault == "raise":
-                    raise InjectedFault("llm fault")
-                if self.fault == "hang":
-                    await asyncio.sleep(3600)
-                if self.fault == "garbage":
-                    yield None  # type: ignore[misc]
-                    return
+                await strike(self.fault, "llm")
+                yield None  # type: ignore[misc]  # garbage: not text
+                return
             produced += 1
             yield token
 
@@ -74,13 +78,9 @@ class FaultySynthesizer:
         produced = 0
         async for chunk in self.inner.synthesize(text, voice=voice, cancel=cancel):
             if self.fault is not None and produced >= self.after:
-                if self.fault == "raise":
-                    raise InjectedFault("tts fault")
-                if self.fault == "hang":
-                    await asyncio.sleep(3600)
-                if self.fault == "garbage":
-                    yield SpeechChunk(np.full(480, np.nan, np.float32), chunk.sample_rate)
-                    return
+                await strike(self.fault, "tts")
+                yield SpeechChunk(np.full(480, np.nan, np.float32), chunk.sample_rate)  # garbage: not audio
+                return
             produced += 1
             yield chunk
 
@@ -95,10 +95,7 @@ class FaultyRecognizer:
     async def transcribe(self, audio: Float32Audio, *, language: str | None = None,
                          prompt: str | None = None) -> Transcript:
         """The inner transcript unless a fault is set."""
-        if self.fault == "raise":
-            raise InjectedFault("asr fault")
-        if self.fault == "hang":
-            await asyncio.sleep(3600)
+        await strike(self.fault, "asr")
         if self.fault == "garbage":
             return "not a transcript"  # type: ignore[return-value]
         return await self.inner.transcribe(audio, language=language, prompt=prompt)
@@ -123,10 +120,7 @@ class _FaultyVadStream:
         self.owner = owner
 
     async def probability(self, frame: Float32Audio) -> float:
-        if self.owner.fault == "raise":
-            raise InjectedFault("vad fault")
-        if self.owner.fault == "hang":
-            await asyncio.sleep(3600)
+        await strike(self.owner.fault, "vad")
         if self.owner.fault == "garbage":
             return float("nan")
         return await self.inner.probability(frame)
