@@ -59,6 +59,8 @@ class Sample:
     sessions: float
     lag_p99_ms: float
     lag_mean_ms: float
+    worker_rss_mb: float = 0.0
+    """The LLM worker process's resident memory (0 with fake engines or an in-process LLM)."""
 
 
 @dataclass
@@ -133,7 +135,7 @@ class MetricsReader:
         self._last_buckets, self._last_sum_count = buckets, (lag_sum, lag_count)
         return Sample(at_s, _one(series, "process_resident_memory_bytes") / 2**20, _one(series, "process_open_fds"),
                       _one(series, "bargein_asyncio_tasks"), _one(series, "bargein_sessions"), 1000 * p99,
-                      1000 * mean)
+                      1000 * mean, _one(series, "bargein_llm_worker_resident_memory_bytes") / 2**20)
 
 
 async def _session(host_port: str, clips: list[SpeechClip], stop_at: float, barge_in: float, seed: int,
@@ -237,7 +239,7 @@ async def soak(host_port: str, *, sessions: int, seconds: float, warmup_s: float
                for seed in range(sessions)]
     if verbose:
         print(f"{'t s':>6} {'RSS MB':>8} {'fds':>5} {'tasks':>6} {'sess':>5} {'lag p99 ms':>10} {'mean ms':>8} "
-              f"{'turns':>6} {'barge':>6} {'err':>4}", flush=True)
+              f"{'turns':>6} {'barge':>6} {'err':>4} {'LLM MB':>7}", flush=True)
     async with httpx.AsyncClient() as http:
         await reader.sample(http, 0.0)  # the lag histogram's baseline
         while time.monotonic() < stop_at:
@@ -247,7 +249,8 @@ async def soak(host_port: str, *, sessions: int, seconds: float, warmup_s: float
             if verbose:
                 print(f"{sample.at_s:6.0f} {sample.rss_mb:8.1f} {sample.fds:5.0f} {sample.tasks:6.0f} "
                       f"{sample.sessions:5.0f} {sample.lag_p99_ms:10.0f} {sample.lag_mean_ms:8.2f} "
-                      f"{counts.turns:6d} {counts.barge_ins:6d} {counts.errors:4d}", flush=True)
+                      f"{counts.turns:6d} {counts.barge_ins:6d} {counts.errors:4d} {sample.worker_rss_mb:7.1f}",
+                      flush=True)
     outcomes = await asyncio.gather(*workers, return_exceptions=True)
     counts.failures += [f"{type(o).__name__}: {o}"[:200] for o in outcomes if isinstance(o, BaseException)][:3]
     return SoakReport(samples, warmup_s, counts, load_average())
@@ -261,6 +264,7 @@ def summarize(report: SoakReport) -> str:
         f"after {report.warmup_s:.0f} s warm-up ({len(steady)} samples; load average {report.load}):",
         f"  RSS slope {report.slope_per_min('rss_mb'):+.2f} MB/min (target <= 1), "
         f"{steady[0].rss_mb:.1f} -> {steady[-1].rss_mb:.1f} MB" if steady else "  no steady samples",
+        f"  LLM worker RSS slope {report.slope_per_min('worker_rss_mb'):+.2f} MB/min\n"
         f"  open fds {report.growth('fds'):+.0f}, asyncio tasks slope {report.slope_per_min('tasks'):+.1f}/min "
         f"(growth {report.growth('tasks'):+.0f})",
         f"  loop lag p99 per interval: median {np.median(lags) if lags else float('nan'):.0f} ms, "

@@ -7,6 +7,7 @@ method reports it), so the figures are never stale and the hot path pays nothing
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -80,6 +81,8 @@ class ServerMetrics:
                                    "this)", registry=self.registry)
         self.asyncio_tasks.set_function(_task_count)
         ProcessCollector(registry=self.registry)  # process_resident_memory_bytes, process_open_fds, cpu
+        self.llm_worker_rss = Gauge("bargein_llm_worker_resident_memory_bytes", "Resident memory of the LLM's "
+                                    "worker process (0 when the LLM runs in this process)", registry=self.registry)
         self._llm: object | None = None
         if queue_sources is not None:
             self.registry.register(_QueueDepths(queue_sources))
@@ -94,9 +97,10 @@ class ServerMetrics:
         self.registry.register(_StageStates(health))
 
     def watch_llm(self, llm: object) -> None:
-        """Export the LLM's non-finite sampling fallback count, if it keeps one."""
+        """Export the LLM's non-finite sampling fallback count, and its worker process's memory if it has one."""
         self._llm = llm
         self.llm_nonfinite.set_function(lambda: float(getattr(self._llm, "nonfinite_fallbacks", 0)))
+        self.llm_worker_rss.set_function(lambda: _resident_bytes(getattr(self._llm, "pid", None)))
 
     def observe_turn(self, status: str, summary: dict[str, Any]) -> None:
         """Record a finished reply's ledger."""
@@ -112,6 +116,17 @@ class ServerMetrics:
     def exposition(self) -> bytes:
         """The text format served at ``/metrics``."""
         return generate_latest(self.registry)
+
+
+def _resident_bytes(pid: object) -> float:
+    """Resident memory of process ``pid`` from /proc (0 if there is none to read)."""
+    if not isinstance(pid, int):
+        return 0.0
+    try:
+        with open(f"/proc/{pid}/statm") as statm:
+            return float(int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def _task_count() -> float:
