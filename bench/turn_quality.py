@@ -1,6 +1,6 @@
 """Turn quality: does the agent answer only when addressed, and keep talking through a cough?
 
-    python bench/turn_quality.py [--quick] [--verbose] [--plot turn_quality.png]
+    python -m bench.turn_quality [--quick] [--verbose] [--plot turn_quality.png]
 
 Runs the labelled listening set (``tests/data/make_listening_set.py``, generated on first use into
 ``~/.cache/bargein/listening-set``) through in-process Realtime sessions with the real Silero VAD and
@@ -30,14 +30,12 @@ import asyncio
 import json
 import math
 import os
-import sys
 import time
 from collections import defaultdict
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from bargein.engines.listen.silero_vad import SileroVad
