@@ -8,7 +8,7 @@ The client behaves like a microphone: one 20 ms append every 20 ms, silence betw
 speech (the LibriVox clips of Debian's pocketsphinx-testdata, resampled to 24 kHz pcm16). Every chunk's
 send time is logged, so stream positions map to wall time.
 
-* **first audio** (DESIGN.md): from the chunk holding the last sample of user speech (found offline by
+* **first audio** (docs/design.md): from the chunk holding the last sample of user speech (found offline by
   frame energy) leaving the client, to the client receiving the first non-silent agent sample.
 * **beyond endpoint**: from the chunk that completes the server's endpoint (its ``speech_stopped``
   ``audio_end_ms`` plus the silence, rounded up to whole 32 ms VAD frames) leaving the client, to the

@@ -254,7 +254,7 @@ class Client:
 
 
 async def run_case(case: Case, pcm: bytes, vad: VoiceActivityDetector, asr: SpeechRecognizer, *,
-                   speed: float, timeline_speed: float) -> CaseResult:
+                   speed: float, timeline_speed: float, language: str | None = None) -> CaseResult:
     """One case in a fresh session; a timeline first starts a long reply and waits for its audio."""
     if case.kind == "segment":
         # short fake speech: a reply to a segment only has to show that it happened and what it says
@@ -262,6 +262,9 @@ async def run_case(case: Case, pcm: bytes, vad: VoiceActivityDetector, asr: Spee
     else:
         engines = Engines(vad, asr, FakeLanguageModel(filler=LONG_REPLY, token_delay_s=0.01), FakeSynthesizer())
     async with Client(case, engines) as client:
+        if language:  # the session passes it to every recognition: partial, speculative and final
+            await client.send(type="session.update", session={"audio": {"input": {"transcription": {
+                "model": "whisper-1", "language": language}}}})
         if case.kind == "timeline":
             await client.send(type="conversation.item.create", item={
                 "type": "message", "role": "user", "content": [{"type": "input_text", "text": "Tell me a story."}]})

@@ -132,7 +132,7 @@ class Episode:
     clips: str
     round_index: int = -1
     first_audio: list[float | None] = field(default_factory=list)
-    """Per turn: first audible sample received (DESIGN.md's first audio)."""
+    """Per turn: first audible sample received (docs/design.md's first audio)."""
     first_heard: list[float | None] = field(default_factory=list)
     """Per turn: first audible sample played by a client with no jitter buffer (see :class:`Link`)."""
     signal_ms: float | None = None

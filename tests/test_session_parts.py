@@ -129,8 +129,10 @@ class ScriptedRecognizer:
     def __init__(self, *texts: str, fail: bool = False) -> None:
         self.texts = list(texts)
         self.fail = fail
+        self.hints: list[tuple[str | None, str | None]] = []
 
     async def transcribe(self, audio: Any, *, language: str | None = None, prompt: str | None = None) -> Transcript:
+        self.hints.append((language, prompt))
         if self.fail:
             raise RuntimeError("no recogniser today")
         return Transcript(self.texts.pop(0) if len(self.texts) > 1 else self.texts[0])
@@ -141,14 +143,14 @@ async def _settle() -> None:
         await asyncio.sleep(0)
 
 
-async def test_partials_feed_the_machine_and_send_only_what_extends_the_transcript() -> None:
+async def test_partials_feed_the_machine_send_only_what_extends_the_transcript_and_use_the_hints() -> None:
     fed: list[v.Event] = []
     sent: list[Outgoing] = []
     asr = ScriptedRecognizer("what", "what time", "what time")
     buffer = InputBuffer()
     buffer.append(np.zeros(16_000 * 4, np.float32))
     tracker = SegmentTracker(asr, buffer, Speculator(asr, None, enabled=False),  # type: ignore[arg-type]
-                             feed=fed.append, emit=sent.append, padding_ms=lambda: 300)
+                             feed=fed.append, emit=sent.append, padding_ms=lambda: 300, hints=lambda: ("es", "hola"))
     tracker.started("item_1", 0.0)
     for at_ms in (1000.0, 2000.0, 3000.0):
         tracker.frame(v.VadFrame(at_ms - 32, at_ms, 0.9))
@@ -156,6 +158,7 @@ async def test_partials_feed_the_machine_and_send_only_what_extends_the_transcri
     assert fed == [v.PartialTranscript("item_1", "what"), v.PartialTranscript("item_1", "what time"),
                    v.PartialTranscript("item_1", "what time")]
     assert [o.event["delta"] for o in sent] == ["what", " time"]
+    assert asr.hints == [("es", "hola")] * 3, "partials recognise in the session's language, with its prompt"
     tracker.stopped("item_1")
     tracker.frame(v.VadFrame(4000.0, 4032.0, 0.9))
     await _settle()
