@@ -109,8 +109,7 @@ def test_a_second_segment_keeps_the_pause_until_both_are_decided() -> None:
         dx.CancelReply(reply, "turn_detected")]
 
 
-def test_storm_guard_enters_confirm_mode_and_calms_down() -> None:
-    t = Listening()
+def _three_barge_ins(t: Listening) -> None:
     for _ in range(3):
         t.agent_speaking()
         t.speech(640)
@@ -120,6 +119,11 @@ def test_storm_guard_enters_confirm_mode_and_calms_down() -> None:
         active = t.machine.active_response_id
         assert active is not None
         t.feed(dx.ReplyFinished(active))
+
+
+def test_storm_guard_enters_confirm_mode_and_calms_down() -> None:
+    t = Listening()
+    _three_barge_ins(t)
     assert of(t.actions, dx.ModeChanged) == [dx.ModeChanged("confirm", "3 barge-ins within 10 s")]
     t.speech(640)
     # confirm mode waits for a longer silence before it answers (1000 ms instead of 500)
@@ -181,14 +185,7 @@ def test_storm_guard_counts_barge_ins_within_the_window() -> None:
 
 def _confirm_mode(t: Listening) -> str:
     """Three barge-ins in a row: returns the reply playing once the storm guard is in confirm mode."""
-    for _ in range(3):
-        t.agent_speaking()
-        t.speech(640)
-        item = of(t.silence(544), dx.AwaitClassification)[0].item_id
-        t.feed(dx.SegmentClassified(item, "query"))
-        active = t.machine.active_response_id
-        assert active is not None
-        t.feed(dx.ReplyFinished(active))
+    _three_barge_ins(t)
     t.speech(640)
     item = of(t.silence(1056), dx.AwaitClassification)[0].item_id
     reply = of(t.feed(dx.SegmentClassified(item, "query")), dx.StartReply)[0].response_id

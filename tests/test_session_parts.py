@@ -21,18 +21,9 @@ from bargein.session.playback import Pacer, PlaybackEstimate
 from bargein.session.segment_tracker import SegmentTracker
 from bargein.session.speculation import Speculator
 from bargein.session.transcription import Transcriber
+from tests.test_metrics import FakeClock
 
 PCM24 = AudioFormat("audio/pcm", 24_000)
-
-
-class FakeClock:
-    """A clock that moves only when told to."""
-
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 # -- resuming a paused reply ------------------------------------------------------------------------
