@@ -114,10 +114,12 @@ class TurnWatcher(QuietObserver):
         """Committed item id -> stream ms at its commit."""
 
     def on_event(self, event: v.Event) -> None:
+        """A transcript arrived for a committed item."""
         if isinstance(event, v.SegmentTranscribed):
             self.untranscribed.discard(event.item_id)
 
     def on_action(self, action: v.Action) -> None:
+        """Turns and replies as the machine opens and closes them."""
         match action:
             case v.SpeechStarted(item_id):
                 self.speaking = item_id
