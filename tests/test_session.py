@@ -200,6 +200,9 @@ async def test_a_false_interruption_resumes_sample_exact_from_the_cut_point() ->
 
     segment = next(e for e in h.events if e["type"] == "bargein.listen.segment" and e["decision"] != "text")
     assert segment["decision"] == "noise" and segment["action"] == "resume the reply"
+    paused_at = next(i for i, e in enumerate(h.events) if e["type"] == "bargein.reply.paused")
+    assert not [e for e in h.events[paused_at:resumed_at] if e["type"].startswith("response.output_audio")], \
+        "nothing of a paused reply goes out, its transcript included"
     assert h.events[-1]["response"]["status"] == "completed"
     assert next(e for e in h.events if e["type"] == "bargein.reply.resumed")["audio_start_ms"] == 700
     cut = 700 * 48  # 700 ms of 24 kHz pcm16
@@ -297,4 +300,27 @@ async def test_the_segment_event_reports_what_the_machine_decided_in_confirm_mod
     assert h.events[-1]["item_id"] == segment["item_id"]
     done = [e["response"]["id"] for e in h.events if e["type"] == "response.done"]
     assert playing not in done, "the reply plays on"
+    await h.session.close()
+
+
+async def test_a_paused_text_reply_holds_its_text_until_it_resumes() -> None:
+    filler = " ".join(["and then one more word"] * 40)
+    h = Harness(Engines(FakeVad(), SilentRecognizer(), FakeLanguageModel(filler=filler, token_delay_s=0.005),
+                        FakeSynthesizer()))
+    await h.send(type="session.update", session={"output_modalities": ["text"]})
+    await h.send(type="conversation.item.create", item={"type": "message", "role": "user",
+                                                        "content": [{"type": "input_text", "text": "talk"}]})
+    await h.send(type="response.create")
+    await h.drain(until="response.output_text.delta")
+    await _say(h, 0.2, 0.0)  # a cough over the reply pauses it
+    await h.drain(until="bargein.reply.paused")
+    await asyncio.sleep(0.1)  # the model goes on writing meanwhile
+    await _say(h, 0.0, 0.8)
+    await h.drain(until="response.done", timeout=30)
+    kinds = h.types()
+    paused_at, resumed_at = kinds.index("bargein.reply.paused"), kinds.index("bargein.reply.resumed")
+    assert "response.output_text.delta" not in kinds[paused_at:resumed_at], "a paused reply sends nothing"
+    text = "".join(e["delta"] for e in h.events if e["type"] == "response.output_text.delta")
+    assert text == f"You said: talk. {filler}", "what was held goes out on resume, in order"
+    assert h.events[-1]["response"]["output"][0]["content"][0]["text"] == text
     await h.session.close()
