@@ -206,11 +206,12 @@ class ProcessLanguageModel:
 
     def _supervise(self) -> None:
         while not self._closing:
-            conn = self._conn
+            conn = self._conn  # only this thread replaces it (after a restart), so it is set here
+            if conn is None:
+                return
             try:
-                assert conn is not None
                 kind, reply_id, payload = conn.recv()
-            except (EOFError, OSError, AssertionError, TypeError, ValueError):
+            except (EOFError, OSError, TypeError, ValueError):  # the worker died (or sent something torn)
                 if self._closing:
                     return
                 self._worker_died()
