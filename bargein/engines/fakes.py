@@ -7,7 +7,8 @@ and produce predictable output, so tests can assert exact transcripts, replies a
 from __future__ import annotations
 
 import asyncio
-from collections import deque
+import hashlib
+from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Sequence
 
 import numpy as np
@@ -22,6 +23,9 @@ from bargein.engines.base import (
     WordTiming,
 )
 
+MAX_KNOWN_UTTERANCES = 256
+"""Utterances the fake recogniser remembers (the oldest are forgotten)."""
+
 
 class FakeRecognizer:
     """The n-th distinct utterance gets the n-th scripted transcript (then the last one again).
@@ -34,7 +38,8 @@ class FakeRecognizer:
     def __init__(self, transcripts: Sequence[str] = ("hello there",), *, delay_s: float = 0.0,
                  min_speech_s: float = 0.1) -> None:
         self._transcripts = list(transcripts)
-        self._known: dict[bytes, str] = {}
+        self._known: OrderedDict[bytes, str] = OrderedDict()
+        self._seen = 0
         self.delay_s = delay_s
         self.min_speech_s = min_speech_s
         self.calls = 0
@@ -47,9 +52,12 @@ class FakeRecognizer:
             await asyncio.sleep(self.delay_s)
         if len(audio) < self.min_speech_s * 16_000 or float(np.max(np.abs(audio))) < 1e-3:
             return Transcript(text="", no_speech_prob=1.0)
-        key = np.round(audio[:4800] * 32767).astype(np.int16).tobytes()
+        key = hashlib.sha256(np.round(audio[:4800] * 32767).astype(np.int16).tobytes()).digest()
         if key not in self._known:
-            self._known[key] = self._transcripts[min(len(self._known), len(self._transcripts) - 1)]
+            self._known[key] = self._transcripts[min(self._seen, len(self._transcripts) - 1)]
+            self._seen += 1
+            while len(self._known) > MAX_KNOWN_UTTERANCES:  # a soak sends thousands: keep the newest
+                self._known.popitem(last=False)
         return Transcript(text=self._known[key])
 
 

@@ -69,7 +69,7 @@ class Deadlines:
     tts_first_chunk_s: float = 5.0
     tts_next_chunk_s: float = 5.0
     asr_s: float = 10.0
-    vad_frame_s: float = 1.0
+    vad_frame_s: float = 5.0
 
 
 async def _next(iterator: AsyncIterator[Any], timeout_s: float) -> Any:
