@@ -15,6 +15,7 @@ The worker ignores SIGINT and SIGTERM: the server's graceful drain decides when 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import importlib
 import itertools
@@ -23,6 +24,7 @@ import multiprocessing
 import signal
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -31,6 +33,14 @@ from typing import Any
 from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, LanguageModel
 
 log = logging.getLogger(__name__)
+_LIVE: weakref.WeakSet[ProcessLanguageModel] = weakref.WeakSet()
+
+
+def _close_all() -> None:
+    """At interpreter exit, before multiprocessing joins its children: the workers ignore SIGTERM, so
+    its ``terminate()`` would wait for them forever; ask them to stop instead."""
+    for model in list(_LIVE):
+        model.close()
 
 
 class WorkerDied(RuntimeError):
@@ -89,6 +99,9 @@ class ProcessLanguageModel:
         self._start_worker()
         self._supervisor = threading.Thread(target=self._supervise, name=f"llm-supervisor-{name}", daemon=True)
         self._supervisor.start()
+        if not _LIVE:
+            atexit.register(_close_all)  # registered after multiprocessing's own exit hook, so it runs first
+        _LIVE.add(self)
 
     # --- the session side --------------------------------------------------------------------------------
 
@@ -158,7 +171,8 @@ class ProcessLanguageModel:
             self._conn.send(message)
 
     def close(self) -> None:
-        """Stop the worker (politely, then by force)."""
+        """Stop the worker (politely, then by force); closing twice is harmless."""
+        _LIVE.discard(self)
         self._closing = True
         with self._lock:
             conn, process = self._conn, self._process
