@@ -25,7 +25,7 @@ from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, To
 from bargein.engines.think.llama_llm import DEFAULT_LLM, LlamaLanguageModel, load_llama
 from bargein.tools.registry import ToolRegistry, default_registry
 from bench.llm_questions import QUESTIONS
-from bench.tool_questions import TOOL_QUESTIONS, is_correct
+from bench.tool_questions import TOOL_QUESTIONS, TUNING_QUESTIONS, ToolQuestion, is_correct
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ def cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-async def run(name: str, max_tokens: int) -> None:
+async def run(name: str, max_tokens: int, questions: tuple[ToolQuestion, ...], *, everyday: bool) -> None:
     """Print both tables and the summary."""
     model = await asyncio.to_thread(load_llama, name, seed=1)
     registry = default_registry()
@@ -74,7 +74,7 @@ async def run(name: str, max_tokens: int) -> None:
         print("|---|---|---|---|---|---|")
         scores = {False: 0, True: 0}
         times: dict[bool, list[float]] = {False: [], True: []}
-        for i, question in enumerate(TOOL_QUESTIONS, start=1):
+        for i, question in enumerate(questions, start=1):
             row = [str(i), cell(question.text)]
             for with_tools in (False, True):
                 result = await answer(model, registry if with_tools else None, question.text, max_tokens)
@@ -88,12 +88,12 @@ async def run(name: str, max_tokens: int) -> None:
         print("| # | question | reply with tools (calls) |")
         print("|---|---|---|")
         spurious = 0
-        for i, text in enumerate(QUESTIONS, start=1):
+        for i, text in enumerate(QUESTIONS if everyday else (), start=1):
             result = await answer(model, registry, text, max_tokens)
             spurious += bool(result.calls)
             calls = f" ({cell('; '.join(result.calls))})" if result.calls else ""
             print(f"| {i} | {cell(text)} | {cell(result.text)}{calls} |")
-        n = len(TOOL_QUESTIONS)
+        n = len(questions)
         print(f"\n1-minute load average before/after: {load_before:.1f} / {os.getloadavg()[0]:.1f} "
               f"on {os.cpu_count()} CPUs\n")
         print("| model | correct without tools | correct with tools | median s without | median s with "
@@ -110,8 +110,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--model", default=DEFAULT_LLM)
     parser.add_argument("--max-tokens", type=int, default=80)
+    parser.add_argument("--tuning", action="store_true",
+                        help="ask the questions the prompts were tuned on instead of the held-out ones")
     args = parser.parse_args()
-    asyncio.run(run(args.model, args.max_tokens))
+    asyncio.run(run(args.model, args.max_tokens, TUNING_QUESTIONS if args.tuning else TOOL_QUESTIONS,
+                    everyday=not args.tuning))
 
 
 if __name__ == "__main__":

@@ -78,6 +78,22 @@ TOOL_QUESTIONS: tuple[ToolQuestion, ...] = (
 )
 
 
+TUNING_QUESTIONS: tuple[ToolQuestion, ...] = (
+    ToolQuestion("What time is it in Tokyo?", _clock("Asia/Tokyo")),
+    ToolQuestion("What time zone is Tokyo in?", _offset("Asia/Tokyo", "JST", "Japan Standard")),
+    ToolQuestion("What time zone is Denver in?", _offset("America/Denver", "Mountain", "MST")),
+    ToolQuestion("What's the date today in Berlin?", lambda now: [f"{now.astimezone(ZoneInfo('Europe/Berlin')).day}"]),
+    ToolQuestion("How many minutes are in three and a half hours?", _fixed("210")),
+    ToolQuestion("What is 17 times 23?", _fixed("391")),
+    ToolQuestion("What is 250 divided by 8?", _fixed("31.25")),
+    ToolQuestion("Convert 5 miles to kilometres.", _fixed("8.047", "8.05")),
+    ToolQuestion("How many centimetres are in 5 feet?", _fixed("152.4")),
+    ToolQuestion("What's 20 miles per hour in kilometres per hour?", _fixed("32.19", "32.2", "32.187")),
+    ToolQuestion("What day of the week was the first of January 2000?", _fixed("Saturday")),
+)
+"""Questions the prompts and tool descriptions were tried on while they were written (not for scoring)."""
+
+
 def is_correct(reply: str, accepted: list[str]) -> bool:
     """True when one accepted answer appears in ``reply`` as a whole number or word (commas in numbers ignored)."""
     text = re.sub(r"(?<=\d),(?=\d{3})", "", reply)

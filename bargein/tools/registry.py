@@ -53,13 +53,11 @@ def builtin_tools(now: Clock = utc_now) -> tuple[Tool, ...]:
     """The tools bargein runs itself: clock, calendar, calculator and unit conversion."""
     return (
         Tool("get_current_time",
-             "The current local time, today's date, weekday and the time zone of a city or country. Use it "
-             "for every question about what time or day it is, or which time zone a place is in.",
+             "The time zone of a city or country, and its current local time, date and weekday.",
              _object({"place": {"type": "string", "description": "a city or country, e.g. Tokyo"}}, "place"),
              lambda args: time_in_place(str(args["place"]), now)),
         Tool("about_date",
-             "The weekday of one given calendar date and how many days from today it lies. Only for a date "
-             "the user names, such as Christmas or 2027-01-01.",
+             "The weekday of a calendar date the user names and how many days from today it lies.",
              _object({"date": {"type": "string", "description": "the date as YYYY-MM-DD"}}, "date"),
              lambda args: about_date(str(args["date"]), now)),
         Tool("calculate",

@@ -40,7 +40,7 @@ from bargein.engines.think.llama_stats import TurnStats
 from bargein.engines.think.llm_models import describe, resolve_gguf
 from bargein.engines.think.llm_prompt import DEFAULT_SYSTEM_PROMPT, with_system_prompt
 from bargein.engines.think.llm_sampling import SamplingParams
-from bargein.engines.think.tool_calls import after_tool_result, split_calls
+from bargein.engines.think.tool_calls import after_tool_result, forced_tool, split_calls
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +79,7 @@ class _Job:
     stats: TurnStats = field(default_factory=TurnStats)
     tokens: list[int] = field(default_factory=list)
     generated: list[int] = field(default_factory=list)
+    head: str = ""
     started: bool = False
     synced: bool = False
     prefill_only: bool = False
@@ -262,7 +263,7 @@ class LlamaLanguageModel:
                 logits = np.ctypeslib.as_array(self._lib.llama_get_logits_ith(self._llama.ctx, -1),
                                                shape=(self._n_vocab,))
                 recent = np.asarray(job.generated[-self.sampling.repeat_window:], dtype=np.intc)
-                pick = llm_sampling.sample(logits, self._params(job.options), self._rng, recent)
+                pick = llm_sampling.sample(logits, self._params(job), self._rng, recent)
                 if pick.fell_back:
                     self.nonfinite_fallbacks += 1
                     log.warning("%s produced non-finite logits; took the greedy token", self.name)
@@ -273,6 +274,7 @@ class LlamaLanguageModel:
                 # <tool_call> is a special token in Qwen's vocabulary: kept as text when tools are offered
                 text = job.decoder.decode(self._llama.detokenize([pick.token], special=bool(job.options.tools)))
                 if text:
+                    job.head = job.head if len(job.head) >= 16 else job.head + text
                     if job.stats.first_token_s is None:
                         job.stats.first_token_s = time.perf_counter() - job.submitted
                     job.send(text)
@@ -298,9 +300,14 @@ class LlamaLanguageModel:
         job.send(_END)
         return True
 
-    def _params(self, options: GenerationOptions) -> SamplingParams:
+    def _params(self, job: _Job) -> SamplingParams:
         base = self.sampling
-        return SamplingParams(temperature=options.temperature, top_k=base.top_k, top_p=base.top_p,
+        if job.options.tools and (forced_tool(job.options) is not None or job.head.lstrip()[:1] in ("", "<", "{", "`")):
+            # whether to call, and the call itself, are chosen greedily, without the repeat penalty (JSON
+            # repeats its quotes and braces); a small model sampled at 0.7 calls the wrong tool or none
+            return SamplingParams(temperature=0.0, top_k=base.top_k, top_p=base.top_p, repeat_penalty=1.0,
+                                  repeat_window=base.repeat_window)
+        return SamplingParams(temperature=job.options.temperature, top_k=base.top_k, top_p=base.top_p,
                               repeat_penalty=base.repeat_penalty, repeat_window=base.repeat_window)
 
     def _sync_kv(self, job: _Job) -> bool:
