@@ -61,12 +61,14 @@ def builtin_tools(now: Clock = utc_now) -> tuple[Tool, ...]:
              _object({"date": {"type": "string", "description": "the date as YYYY-MM-DD"}}, "date"),
              lambda args: about_date(str(args["date"]), now)),
         Tool("calculate",
-             "Compute an arithmetic expression exactly, e.g. 3.5 * 60 or sqrt(2) or 15 / 100 * 80.",
+             "Arithmetic on plain numbers, computed exactly: e.g. 3.5 * 60, sqrt(2), 15 / 100 * 80. "
+             "Not for converting units.",
              _object({"expression": {"type": "string", "description": "numbers, + - * / ** ( ) and "
                                      "sqrt, round, min, max, log"}}, "expression"),
              lambda args: f"{args['expression']} = {format_number(evaluate(str(args['expression'])))}"),
         Tool("convert_units",
-             "Convert an amount between units of length, mass, volume, speed, area, time, temperature or data.",
+             "Convert an amount from one unit to another (length, weight, volume, speed, area, time, "
+             "temperature, data), e.g. miles to kilometres or pounds to kilograms.",
              _object({"value": {"type": "number"},
                       "from_unit": {"type": "string", "description": "e.g. miles, kg, fahrenheit"},
                       "to_unit": {"type": "string", "description": "e.g. km, pounds, celsius"}},
