@@ -18,7 +18,6 @@ from bargein.engines.base import (
     GenerationOptions,
     ReplyPiece,
     SpeechChunk,
-    ToolCall,
     Transcript,
     WordTiming,
 )
@@ -58,7 +57,8 @@ class FakeLanguageModel:
     """Replies ``You said: <last user text>.`` followed by ``filler``, one word per token.
 
     Offered tools (:meth:`stream_reply`), it calls ``calls[word]`` (a tool name and JSON arguments)
-    when the last user text holds ``word`` and that tool is offered; after a tool's output it replies
+    (checked against the tool's schema like a real model's call) when the last user text holds ``word``
+    and that tool is offered; after a tool's output it replies
     ``The tool said: <output>.``
     """
 
@@ -77,14 +77,18 @@ class FakeLanguageModel:
         """A scripted tool call, the answer to a tool's output, or the plain reply."""
         options = options or GenerationOptions()
         self.seen_options.append(options)
-        offered = {tool.get("name") for tool in options.tools} if options.tool_choice != "none" else set()
+        from bargein.engines.think.tool_calls import offered_tools, resolve_call
+
+        tools = offered_tools(options)
+        offered = {tool.get("name") for tool in tools}
         last = messages[-1] if messages else None
         if last is not None and last.role == "user":
             for word, (name, arguments) in self.calls.items():
                 if word in last.content.lower() and name in offered:
                     self.seen.append(list(messages))
                     self._call_count += 1
-                    yield ToolCall(name=name, call_id=f"call_fake{self._call_count}", arguments=arguments)
+                    # checked against the schema as a real engine's call is: it may come back refused
+                    yield resolve_call(arguments, tools, call_id=f"call_fake{self._call_count}", name=name)
                     return
         if last is not None and last.role == "tool":
             self.seen.append(list(messages))

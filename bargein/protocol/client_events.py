@@ -117,7 +117,7 @@ class ConversationItemCreate(_Event):
 
     type: Literal["conversation.item.create"]
     previous_item_id: str | None = None
-    item: MessageItem
+    item: ConversationItem
 
 
 class ConversationItemRetrieve(_Event):
@@ -175,7 +175,7 @@ class ResponseCancel(_Event):
 
 ClientEvent = Annotated[
     SessionUpdate | InputAudioBufferAppend | InputAudioBufferCommit | InputAudioBufferClear
-    | ConversationItemCreate | ConversationItemTruncate | ConversationItemDelete
+    | ConversationItemCreate | ConversationItemTruncate | ConversationItemDelete | ConversationItemRetrieve
     | ResponseCreate | ResponseCancel,
     Field(discriminator="type"),
 ]
@@ -183,7 +183,7 @@ _ADAPTER: TypeAdapter[ClientEvent] = TypeAdapter(ClientEvent)
 KNOWN_TYPES = frozenset({
     "session.update", "input_audio_buffer.append", "input_audio_buffer.commit", "input_audio_buffer.clear",
     "conversation.item.create", "conversation.item.truncate", "conversation.item.delete",
-    "response.create", "response.cancel",
+    "conversation.item.retrieve", "response.create", "response.cancel",
 })
 
 

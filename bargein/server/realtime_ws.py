@@ -23,6 +23,7 @@ from bargein.protocol.session_config import SessionConfig
 from bargein.server.auth import authorize
 from bargein.session.outbound import Outgoing
 from bargein.session.realtime_session import RealtimeSession
+from bargein.tools.registry import default_registry
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,8 @@ async def serve_realtime(websocket: WebSocket, settings: Settings, engines: Engi
         return
     model = websocket.query_params.get("model") or "bargein"
     session = RealtimeSession(engines, config=SessionConfig(model=model[:200]), metrics=metrics,
-                              listen=settings.listen)
+                              listen=settings.listen,
+                              builtin_tools=default_registry() if settings.builtin_tools else None)
     registry.live.add(session)
     session.start()
     own_events = websocket.query_params.get("bargein_events", "").lower() in ("1", "true", "yes")
