@@ -178,3 +178,26 @@ async def test_transcription_sessions_never_answer() -> None:
     assert "transcription session" in (await h.until("error"))["error"]["message"]
     assert h.session.machine.settings.create_response is False
     await h.session.close()
+
+
+async def test_out_of_band_response_uses_its_own_input_and_stays_out_of_the_conversation() -> None:
+    llm = FakeLanguageModel()
+    h = Harness(llm)
+    await h.send(type="session.update", session={"output_modalities": ["text"]})
+    await h.say("first thing")
+    added = await h.until("conversation.item.added")
+    await h.say("second thing")
+    await h.until("conversation.item.done")
+    items_before = len(h.session.conversation)
+    await h.send(type="response.create", response={
+        "conversation": "none", "metadata": {"purpose": "summary"},
+        "input": [{"type": "item_reference", "id": added["item"]["id"]},
+                  {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "sum it up"}]}]})
+    done = await h.until("response.done")
+    assert done["response"]["metadata"] == {"purpose": "summary"}
+    assert done["response"]["output"][0]["content"][0]["text"] == "You said: sum it up."
+    assert [m.content for m in llm.seen[-1] if m.role == "user"] == ["first thing", "sum it up"]
+    assert len(h.session.conversation) == items_before
+    await h.send(type="response.create", response={"input": [{"type": "item_reference", "id": "item_gone"}]})
+    assert (await h.until("error"))["error"]["code"] == "item_not_found"
+    await h.session.close()

@@ -9,7 +9,7 @@ is never thrown away.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -150,6 +150,24 @@ def client_item(spec: ce.MessageItem, decode_audio: Callable[[str], Any], *,
     return Item(spec.id or new_id("item"), spec.role, parts), clips
 
 
+def _no_audio(_audio: str) -> Any:
+    raise ProtocolError("audio content in response.input is not transcribed; send its transcript instead",
+                        code="invalid_value", param="response.input")
+
+
+def response_input_items(specs: list[Any], conversation: Conversation, *, event_id: str | None = None) -> list[Item]:
+    """The items of an out-of-band response's ``input``: new items as given, references to earlier ones."""
+    items: list[Item] = []
+    for spec in specs:
+        if isinstance(spec, ce.ItemReference):
+            items.append(conversation.get(spec.id, event_id=event_id))
+        elif isinstance(spec, ce.MessageItem):
+            items.append(client_item(spec, _no_audio, event_id=event_id)[0])
+        else:
+            items.append(function_item(spec))
+    return items
+
+
 class Conversation:
     """The items of one session, in order."""
 
@@ -227,8 +245,8 @@ class Conversation:
         return next((item for item in self._items.values()
                      if item.type == "function_call" and item.call is not None and item.call.call_id == call_id), None)
 
-    def chat_messages(self, instructions: str | None) -> list[ChatMessage]:
-        """The history as the LLM sees it: assistant turns hold heard text only.
+    def chat_messages(self, instructions: str | None, items: Iterable[Item] | None = None) -> list[ChatMessage]:
+        """The history (or ``items`` instead of it) as the LLM sees it: assistant turns hold heard text only.
 
         Each function call is followed at once by its output (wherever the output item lies), as chat
         APIs require; a call never answered gets :data:`UNANSWERED`.
@@ -236,9 +254,10 @@ class Conversation:
         messages: list[ChatMessage] = []
         if instructions:
             messages.append(ChatMessage("system", instructions))
-        outputs = {item.call.call_id: item.output for item in self._items.values()
+        chosen = list(self._items.values() if items is None else items)
+        outputs = {item.call.call_id: item.output for item in chosen
                    if item.type == "function_call_output" and item.call is not None}
-        for item in self._items.values():
+        for item in chosen:
             if item.type == "function_call" and item.call is not None:
                 messages.append(ChatMessage("assistant", "", tool_calls=(item.call,)))
                 messages.append(ChatMessage("tool", outputs.get(item.call.call_id, UNANSWERED),

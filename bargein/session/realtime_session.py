@@ -30,7 +30,7 @@ from bargein.session.core import vocabulary as v
 from bargein.session.core.machine import DuplexMachine
 from bargein.session.core.settings import settings_from_config
 from bargein.session.executor import ActionExecutor
-from bargein.session.history import Conversation, Item, client_item, function_item
+from bargein.session.history import Conversation, Item, client_item, function_item, response_input_items
 from bargein.session.observers import SessionObserver
 from bargein.session.outbound import Outbound, Outgoing
 from bargein.session.reply_pipeline import ReplyPipeline
@@ -132,6 +132,8 @@ class RealtimeSession:
                     raise ProtocolError("a transcription session transcribes only; it creates no responses",
                                         code="invalid_value", param="type", event_id=message.event_id)
                 check_params(message.response, message.event_id)
+                if message.response is not None and message.response.input is not None:
+                    response_input_items(message.response.input, self.conversation, event_id=message.event_id)
                 self.feed(v.ClientResponseCreate(message.event_id, message.response))
             case ce.ResponseCancel():
                 self.feed(v.ClientResponseCancel(message.response_id, message.event_id))

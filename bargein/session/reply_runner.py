@@ -21,7 +21,7 @@ from bargein.protocol.errors import ProtocolError
 from bargein.protocol.server_events import error_event, event, new_id
 from bargein.protocol.session_config import SessionConfig
 from bargein.session.core import vocabulary as v
-from bargein.session.history import Conversation, Item
+from bargein.session.history import Conversation, Item, response_input_items
 from bargein.session.live_reply import AudioPiece, LiveReply, Pause, restarted_clocks, resumption
 from bargein.session.outbound import Outbound, Outgoing
 from bargein.session.playback import Pacer
@@ -90,14 +90,17 @@ class ReplyRunner:
         instructions = params.instructions if params and params.instructions else config.instructions
         max_tokens = params.max_output_tokens if params and params.max_output_tokens else config.max_output_tokens
         tools = tool_setup(config, params, self.builtins)
-        own_tools = params is not None and (params.tools is not None or params.tool_choice is not None)
+        own_context = params is not None and (params.tools is not None or params.tool_choice is not None
+                                              or params.input is not None)
+        context = response_input_items(params.input, self.conversation) if params and params.input is not None \
+            else None
         task = asyncio.create_task(self._run(reply, instructions, None if max_tokens == "inf" else max_tokens,
-                                             trigger, tools, prefetch=not own_tools))
+                                             trigger, tools, context, prefetch=not own_context))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
     async def _run(self, reply: LiveReply, instructions: str, max_tokens: int | None, trigger: str,
-                   tools: ToolSetup, *, prefetch: bool) -> None:
+                   tools: ToolSetup, context: list[Item] | None, *, prefetch: bool) -> None:
         state = reply.state
         failed = False
         try:
@@ -107,7 +110,7 @@ class ReplyRunner:
             if trigger == "turn_detected" and not self._last_user_text():
                 log.info("reply %s: the turn had no words, so nothing to answer", reply.response_id)
                 return
-            messages = self.conversation.chat_messages(instructions)
+            messages = self.conversation.chat_messages(instructions, context)
             state.input_tokens = sum(len(m.content.split()) for m in messages)
             prefetched = self.take_prefetch(messages) if prefetch else None
             plan = ReplyPlan(reply.response_id, messages, state.audio, self.config().audio.output.voice,
