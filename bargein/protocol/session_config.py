@@ -141,6 +141,9 @@ class SessionConfig(BaseModel):
     truncation: Any = "auto"
     include: list[Literal["item.input_audio_transcription.logprobs"]] | None = None
     prompt: Any = None
+    parallel_tool_calls: bool | None = None
+    """Accepted and echoed: the embedded model makes one call per turn anyway."""
+    reasoning: Any = None
 
     @field_validator("tools", mode="before")
     @classmethod
