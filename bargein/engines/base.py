@@ -211,8 +211,9 @@ class SpeechSynthesizer(Protocol):
 
     sample_rate: int
 
-    def synthesize(self, text: str, *, voice: str | None, cancel: CancelToken) -> AsyncIterator[SpeechChunk]:
-        """Speak one clause or sentence."""
+    def synthesize(self, text: str, *, voice: str | None, cancel: CancelToken,
+                   speed: float = 1.0) -> AsyncIterator[SpeechChunk]:
+        """Speak one clause or sentence; ``speed`` is a multiple of the voice's own pace (Realtime's 0.25-1.5)."""
         ...
 
 

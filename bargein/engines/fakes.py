@@ -132,10 +132,10 @@ class FakeSynthesizer:
         self.delay_s = delay_s
         self.amplitude = amplitude
 
-    async def synthesize(self, text: str, *, voice: str | None,
-                         cancel: CancelToken) -> AsyncIterator[SpeechChunk]:
-        """Yield the tone chunk by chunk with proportional word timings."""
-        total_ms = len(text) * self.ms_per_char
+    async def synthesize(self, text: str, *, voice: str | None, cancel: CancelToken,
+                         speed: float = 1.0) -> AsyncIterator[SpeechChunk]:
+        """Yield the tone chunk by chunk with proportional word timings (``speed`` shortens it)."""
+        total_ms = len(text) * self.ms_per_char / speed
         words = _proportional_words(text, total_ms)
         start_ms = 0.0
         while start_ms < total_ms:

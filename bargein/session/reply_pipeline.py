@@ -89,6 +89,8 @@ class ReplyPlan:
     prefetched: AsyncIterator[ReplyPiece] | None = None
     """Tokens a speculative LLM stream already wrote for exactly these messages."""
     tools: ToolSetup = field(default_factory=ToolSetup)
+    speed: float = 1.0
+    """``audio.output.speed``: the synthesiser's pace as a multiple of the voice's own."""
 
 
 class ReplyPipeline:
@@ -173,7 +175,7 @@ class ReplyPipeline:
             if cancel.cancelled:
                 return
             spoken_text_sent = False
-            async for chunk in self.tts.synthesize(clause, voice=plan.voice, cancel=cancel):
+            async for chunk in self.tts.synthesize(clause, voice=plan.voice, cancel=cancel, speed=plan.speed):
                 if cancel.cancelled:
                     return
                 if crossfader is None:

@@ -115,7 +115,8 @@ class ReplyRunner:
             prefetched = self.take_prefetch(messages) if prefetch else None
             plan = ReplyPlan(reply.response_id, messages, state.audio, self.config().audio.output.voice,
                              state.output_format, max_tokens,
-                             prefetched.adopt(reply.cancel) if prefetched is not None else None, tools)
+                             prefetched.adopt(reply.cancel) if prefetched is not None else None, tools,
+                             self.config().audio.output.speed)
             await self.pipeline.run(plan, _Sink(self, reply), reply.cancel)
         except Exception as error:
             failed = True
