@@ -201,3 +201,34 @@ async def test_out_of_band_response_uses_its_own_input_and_stays_out_of_the_conv
     await h.send(type="response.create", response={"input": [{"type": "item_reference", "id": "item_gone"}]})
     assert (await h.until("error"))["error"]["code"] == "item_not_found"
     await h.session.close()
+
+
+class SureRecognizer:
+    """Hears every clip as two words, each with the recogniser's confidence."""
+
+    async def transcribe(self, audio: Any, *, language: str | None = None, prompt: str | None = None) -> Any:
+        from bargein.engines.base import Transcript, WordTiming
+
+        return Transcript("hello there", words=(WordTiming("hello", 0, 300, 0.9), WordTiming("there", 300, 600, 0.5)))
+
+
+async def test_transcription_logprobs_only_when_included() -> None:
+    import base64
+    import math
+
+    for include in (None, ["item.input_audio_transcription.logprobs"]):
+        session = RealtimeSession(Engines(FakeVad(), SureRecognizer(), FakeLanguageModel(), FakeSynthesizer()))
+        h = Harness.__new__(Harness)
+        h.session, h.events = session, []
+        session.start()
+        await h.send(type="session.update", session={"include": include, "output_modalities": ["text"]})
+        audio = base64.b64encode(bytes(4_800)).decode()
+        await h.send(type="conversation.item.create", item={"type": "message", "role": "user", "content": [
+            {"type": "input_audio", "audio": audio}]})
+        completed = await h.until("conversation.item.input_audio_transcription.completed")
+        if include is None:
+            assert "logprobs" not in completed
+        else:
+            assert [p["token"] for p in completed["logprobs"]] == ["hello", "there"]
+            assert completed["logprobs"][1]["logprob"] == math.log(0.5)
+        await session.close()

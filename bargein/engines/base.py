@@ -89,6 +89,8 @@ class WordTiming:
     word: str
     start_ms: float
     end_ms: float
+    probability: float | None = None
+    """How sure the recogniser was of the word (0-1), where it says."""
 
 
 @dataclass(frozen=True)

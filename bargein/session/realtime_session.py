@@ -63,7 +63,9 @@ class RealtimeSession:
         emit = self.outbound.put
         speculator = Speculator(engines.asr, engines.llm, hints=self._transcription_hints)
         self.speculation = speculator.counts
-        self.transcriber = Transcriber(engines.asr, emit, self._transcribed, self._transcription_hints)
+        self.transcriber = Transcriber(engines.asr, emit, self._transcribed, self._transcription_hints,
+                                       logprobs=lambda: "item.input_audio_transcription.logprobs"
+                                       in (self.config.include or ()))
         tracker = SegmentTracker(engines.asr, self.audio_in.buffer, speculator, feed=self.feed, emit=emit,
                                  padding_ms=lambda: self.machine.settings.endpointing.prefix_padding_ms)
         self.replies = ReplyRunner(
