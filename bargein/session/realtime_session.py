@@ -67,7 +67,8 @@ class RealtimeSession:
                                        logprobs=lambda: "item.input_audio_transcription.logprobs"
                                        in (self.config.include or ()))
         tracker = SegmentTracker(engines.asr, self.audio_in.buffer, speculator, feed=self.feed, emit=emit,
-                                 padding_ms=lambda: self.machine.settings.endpointing.prefix_padding_ms)
+                                 padding_ms=lambda: self.machine.settings.endpointing.prefix_padding_ms,
+                                 hints=self._transcription_hints)
         self.replies = ReplyRunner(
             ReplyPipeline(engines.llm, engines.tts), outbound=self.outbound, conversation=self.conversation,
             feed=self.feed, config=lambda: self.config, wait_for_words=self.transcriber.wait_all,
