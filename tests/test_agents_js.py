@@ -20,6 +20,7 @@ from bargein.engines.listen.silero_vad import SileroVad
 from tests.support.realtime_client import SERVER_EVENT
 from tests.support.server import running_server
 from tests.support.speech import librivox_clip, pcm16_24k
+from tests.support.traffic import record_traffic
 
 CLIENT_DIR = Path(__file__).parent / "js"
 pytestmark = pytest.mark.skipif(
@@ -27,7 +28,9 @@ pytestmark = pytest.mark.skipif(
     reason="needs node and `npm ci --prefix tests/js`")
 
 
-async def test_agents_realtime_js_calls_a_function_tool_over_a_spoken_turn(tmp_path: Path) -> None:
+async def test_agents_realtime_js_calls_a_function_tool_over_a_spoken_turn(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    traffic = record_traffic(monkeypatch)
     llm = FakeLanguageModel(token_delay_s=0.005, calls={"young": ("get_weather", '{"city": "Paris"}')})
     engines = Engines(SileroVad(), FakeRecognizer(("he was not an ill disposed young man",)), llm,
                       FakeSynthesizer(ms_per_char=20, chunk_ms=100))
@@ -40,6 +43,9 @@ async def test_agents_realtime_js_calls_a_function_tool_over_a_spoken_turn(tmp_p
         stdout, stderr = await asyncio.wait_for(process.communicate(), 60)
     lines = [json.loads(line) for line in stdout.decode().splitlines() if line.startswith("{")]
     assert process.returncode == 0, stderr.decode()[-2000:]
+    traffic.validate()  # every event both ways, as the server saw them
+    assert "response.function_call_arguments.done" in traffic.types()
+    assert "function_call_output" in [e.get("item", {}).get("type") for e in traffic.client]
     assert not [line["error"] for line in lines if "error" in line]
     server = [line["server"] for line in lines if "server" in line]
     for event in server:

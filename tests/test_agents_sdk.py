@@ -19,6 +19,7 @@ from bargein.engines.listen.silero_vad import SileroVad
 from tests.support.realtime_client import SERVER_EVENT
 from tests.support.server import running_server
 from tests.support.speech import librivox_clip, pcm16_24k
+from tests.support.traffic import record_traffic
 
 agents = pytest.importorskip("agents")
 realtime = pytest.importorskip("agents.realtime")
@@ -69,7 +70,9 @@ async def run_agent_turn(host: str, asked: list[str]) -> tuple[list[str], list[d
     return kinds, raw, errors
 
 
-async def test_agents_sdk_realtime_runner_calls_a_function_tool_over_a_spoken_turn() -> None:
+async def test_agents_sdk_realtime_runner_calls_a_function_tool_over_a_spoken_turn(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    traffic = record_traffic(monkeypatch)
     llm = FakeLanguageModel(token_delay_s=0.005, calls={"young": ("get_weather", '{"city": "Paris"}')})
     engines = Engines(SileroVad(), FakeRecognizer(("he was not an ill disposed young man",)), llm,
                       FakeSynthesizer(ms_per_char=20, chunk_ms=100))
@@ -78,6 +81,9 @@ async def test_agents_sdk_realtime_runner_calls_a_function_tool_over_a_spoken_tu
         kinds, raw, errors = await run_agent_turn(host, asked)
 
     assert not errors
+    traffic.validate()  # every event both ways, as the server saw them
+    assert "response.function_call_arguments.done" in traffic.types()
+    assert "function_call_output" in [e.get("item", {}).get("type") for e in traffic.client]
     for event in raw:
         SERVER_EVENT.validate_python(event)
     assert not [e for e in raw if e["type"].startswith("bargein.") or e["type"] == "error"]

@@ -18,6 +18,7 @@ from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthes
 from bargein.engines.listen.silero_vad import SileroVad
 from tests.support.server import running_server
 from tests.support.speech import librivox_clip, pcm16_24k
+from tests.support.traffic import record_traffic
 
 pytest.importorskip("pipecat.services.openai.realtime.llm")
 
@@ -61,7 +62,8 @@ class Recorder(FrameProcessor):
         await self.push_frame(frame, direction)
 
 
-async def test_pipecat_realtime_service_calls_a_function_over_a_spoken_turn() -> None:
+async def test_pipecat_realtime_service_calls_a_function_over_a_spoken_turn(monkeypatch: pytest.MonkeyPatch) -> None:
+    traffic = record_traffic(monkeypatch)
     llm_engine = FakeLanguageModel(token_delay_s=0.005, calls={"young": ("get_weather", '{"city": "Paris"}')})
     engines = Engines(SileroVad(), FakeRecognizer(("he was not an ill disposed young man",)), llm_engine,
                       FakeSynthesizer(ms_per_char=20, chunk_ms=100))
@@ -99,6 +101,9 @@ async def test_pipecat_realtime_service_calls_a_function_over_a_spoken_turn() ->
         await asyncio.wait_for(running, 10)
 
     assert not recorder.errors
+    traffic.validate()  # every event both ways, as the server saw them
+    assert "response.function_call_arguments.done" in traffic.types()
+    assert "function_call_output" in [e.get("item", {}).get("type") for e in traffic.client]
     assert asked == [{"city": "Paris"}]
     assert recorder.audio_bytes > 0
     # bargein's own VAD answered the turn before Pipecat sent its tools; Pipecat's response.create then
