@@ -104,6 +104,18 @@ async def reply_with_tools(llm: LanguageModel, messages: Sequence[ChatMessage], 
     # past the last round the model's further calls were dropped; it has had its chances
 
 
+def prime_default_prompt(llm: LanguageModel, builtins: ToolRegistry | None) -> bool:
+    """Have the model evaluate a default session's prompt (instructions and offered tools) ahead of the
+    first turn, where it can (``prefill``); the first session then reuses it instead of waiting for it."""
+    prefill = getattr(llm, "prefill", None)
+    if prefill is None:
+        return False
+    config = SessionConfig()
+    options = tool_setup(config, None, builtins).apply(GenerationOptions())
+    prefill([ChatMessage("system", config.instructions), ChatMessage("user", "Hello.")], options)
+    return True
+
+
 class PendingCalls:
     """Client function calls waiting for their output, each closed as unanswered after a timeout."""
 
