@@ -232,3 +232,15 @@ async def test_transcription_logprobs_only_when_included() -> None:
             assert [p["token"] for p in completed["logprobs"]] == ["hello", "there"]
             assert completed["logprobs"][1]["logprob"] == math.log(0.5)
         await session.close()
+
+
+async def test_a_required_builtin_call_is_made_once_and_then_answered() -> None:
+    llm = FakeLanguageModel(calls={"sum": ("calculate", '{"expression": "2+2"}')})
+    h = Harness(llm, builtins=default_registry())
+    await h.send(type="session.update", session={"output_modalities": ["text"], "tool_choice": "required"})
+    await h.say("sum two and two")
+    await h.send(type="response.create")
+    done = await h.until("response.done")
+    assert done["response"]["output"][0]["content"][0]["text"] == "The tool said: 2+2 = 4."
+    assert [o.tool_choice for o in llm.seen_options] == ["required", "auto"]
+    await h.session.close()

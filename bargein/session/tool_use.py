@@ -101,6 +101,8 @@ async def reply_with_tools(llm: LanguageModel, messages: Sequence[ChatMessage], 
         if not ran or cancel.cancelled:
             return
         history += ran
+        # a required or named call has been made: what follows the result is the model's own choice
+        options = replace(options, tool_choice="auto")
     # past the last round the model's further calls were dropped; it has had its chances
 
 
