@@ -80,10 +80,6 @@ def forced_prefix(options: GenerationOptions) -> str:
 def render(formatter: Any, messages: Sequence[ChatMessage], options: GenerationOptions) -> str:
     """The prompt text: the template applied to ``messages`` and the offered tools, plus any forced prefix."""
     tools: list[Mapping[str, Any]] = offered_tools(options)
-    if tools and messages and messages[0].role == "system":
-        # the template puts the instructions before a long tool list, where a small model loses them
-        # (its answers turn long and list-like); said again after the conversation, they hold
-        messages = [*messages, messages[0]]
     wire = template_messages(messages if tools else fold_tool_results(messages))
     if tools:
         prompt: str = formatter(messages=wire, tools=[chat_tool(tool) for tool in tools]).prompt
