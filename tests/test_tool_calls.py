@@ -186,3 +186,12 @@ async def test_embedded_model_calls_a_tool_and_then_answers_with_its_result() ->
         assert not calls_of(answer) and "391" in text_of(answer)
     finally:
         await model.aclose()
+
+
+def test_a_recited_tool_list_is_refused_not_spoken() -> None:
+    out = run_splitter(["<to", "ols>\n", '{"type": "function", "function": {"name": "calculate"}}', "\n</tools>"])
+    [refused] = calls_of(out)
+    assert not text_of(out) and refused.refused and "tool list" in refused.refused
+    still_a_call = run_splitter(["<tool", '_call>{"name": "calculate", "arguments": {"expression": "1"}}</tool_call>'])
+    assert calls_of(still_a_call)[0].name == "calculate"
+    assert text_of(run_splitter(["<", "b>bold</b> words"])) == "<b>bold</b> words"
