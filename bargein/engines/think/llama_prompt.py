@@ -52,7 +52,7 @@ def fold_tool_results(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
                 folded.append(ChatMessage("assistant", message.content))
             continue
         if message.role == "tool":
-            name = names.get(message.tool_call_id or "", "the tool")
+            name = names.get(message.tool_call_id or "") or "requested"
             folded.append(ChatMessage("system", f"The {name} tool answered: {message.content}\n"
                                       "Use this to answer the user in plain spoken words."))
             continue
