@@ -30,6 +30,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="accepted API key (repeatable); none = local-only mode")
     serve.add_argument("--no-listen", dest="listen", action="store_const", const=False,
                        help="cancel a reply at any speech onset instead of pausing it until the segment is classified")
+    serve.add_argument("--workers", type=int,
+                       help="session worker processes on the port (default 1; one per core carries the most)")
+    serve.add_argument("--max-sessions", type=int, help="sessions per worker before new ones are refused")
     serve.add_argument("--log-level", default="info")
     return parser
 
@@ -54,6 +57,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                  if key not in ("command", "log_level") and value is not None}
     settings = Settings(**overrides)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if settings.workers > 1:
+        from bargein.server.workers import run_workers
+
+        run_workers(settings, args.log_level)
+        return 0
     app = create_app(settings, loader=load_engines, on_ready=_announce)
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level,
                 ws_max_size=8 * settings.max_message_bytes, ws_ping_interval=20, ws_ping_timeout=60)
