@@ -8,6 +8,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 EngineSet = Literal["default", "fake", "instant"]
+Stage = Literal["vad", "asr", "llm", "tts"]
 
 
 class Settings(BaseSettings):
@@ -37,6 +38,15 @@ class Settings(BaseSettings):
     """A worker with more work than this waiting in any stage's queue refuses new sessions."""
     workers: int = 1
     """Session worker processes sharing the port (one per core serves most sessions)."""
+    ray_address: str | None = None
+    """The Ray cluster whose Serve applications run the ``ray_stages`` (``auto``: the local node's cluster;
+    ``HOST:6379`` to join one; ``ray://HOST:10001`` through Ray Client)."""
+    ray_stages: list[Stage] = Field(default_factory=list)
+    """Stages served by Ray Serve deployments instead of in process (empty: everything in process)."""
+    ray_app_prefix: str = "bargein"
+    """Ray Serve application names: ``<prefix>-vad``, ``<prefix>-asr``, ``<prefix>-llm``, ``<prefix>-tts``."""
+    ray_timeout_s: float = 30.0
+    """Longest one remote call may take (a VAD frame: a tenth of it) before that turn is given up."""
     listen: bool = True
     """Classify every segment (query or noise) before answering or cutting a reply; off, any speech
     onset cancels the reply at once, as the OpenAI Realtime API does."""
