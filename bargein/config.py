@@ -32,7 +32,7 @@ class Settings(BaseSettings):
     """Client messages above this get an error event (the socket itself refuses 8x more)."""
     max_sessions: int = 256
     """Per worker process: above it a new session is refused (``error`` event, close code 1013)."""
-    max_loop_lag_ms: float = 100.0
+    max_loop_lag_ms: float = 200.0
     """A worker whose event loop woke later than this (p95 over 5 s) refuses new sessions."""
     max_queue_depth: int = 512
     """A worker with more work than this waiting in any stage's queue refuses new sessions."""

@@ -51,7 +51,7 @@ def test_a_worker_refuses_above_each_limit_and_says_which() -> None:
 
 def test_a_refused_session_gets_an_error_and_close_code_1013_before_any_audio() -> None:
     engines = Engines(FakeVad(), FakeRecognizer(), FakeLanguageModel(), FakeSynthesizer())
-    with running_server(engines, Settings(port=free_port(), max_sessions=1)) as host, \
+    with running_server(engines, Settings(port=free_port(), max_sessions=1, max_loop_lag_ms=60_000)) as host, \
             connect(f"ws://{host}/v1/realtime") as first:
         assert json.loads(first.recv(timeout=5))["type"] == "session.created"
         with connect(f"ws://{host}/v1/realtime") as second:

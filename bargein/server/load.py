@@ -25,7 +25,7 @@ class LoadLimits:
     """Above any of these a worker refuses new sessions."""
 
     max_sessions: int = 256
-    max_loop_lag_ms: float = 100.0
+    max_loop_lag_ms: float = 200.0
     """p95 of how late the event loop woke over the last 5 s."""
     max_queue_depth: int = 512
     """Work waiting in any one stage's queue (VAD frames, ASR clips, LLM or TTS requests)."""
