@@ -22,20 +22,22 @@ from pathlib import Path
 class StageCosts:
     """CPU microseconds (of one core) per unit of work, per stage."""
 
-    session_us_per_20ms: float = 400.0
+    session_us_per_20ms: float = 380.0
     """A session's event-loop work per 20 ms: WebSocket, JSON, base64, resampling, the state machine
-    (bench.capacity: ~2 % of a core per listening session at 32 sessions; 85 us of it outside the network)."""
-    vad_us_per_20ms: float = 20.0
-    """Silero in batches of 32 or more (bench.stage_costs)."""
-    asr_us_per_20ms_speech: float = 1280.0
-    """Whisper tiny.en int8 on one core, per 20 ms of speech recognised (real-time factor ~0.064)."""
-    llm_us_per_token: float = 110_000.0
-    """The embedded Qwen2.5-0.5B Q4_K_M on one thread (~9 tokens/s)."""
+    (bench.capacity: 2 to 2.5 % of a core per listening session, less the VAD; 92 us of it, VAD included,
+    outside the network stack)."""
+    vad_us_per_20ms: float = 20.7
+    """Silero in batches of 32 (bench.stage_costs)."""
+    asr_us_per_20ms_speech: float = 954.0
+    """Whisper tiny.en int8, CPU per 20 ms of speech recognised (bench.stage_costs --models)."""
+    llm_us_per_token: float = 28_400.0
+    """The embedded Qwen2.5-0.5B Q4_K_M, CPU per token including its share of the prompt (bench.stage_costs)."""
     llm_first_token_ms: float = 480.0
-    """Prompt processing before the first token, warm (one thread)."""
-    tts_us_per_20ms: float = 500.0
-    """Kokoro-82M per 20 ms of speech produced (real-time factor ~0.025)."""
+    """Prompt processing before the first token, warm, wall time (bench.stages)."""
+    tts_us_per_20ms: float = 145.0
+    """Kokoro-82M, CPU per 20 ms of speech produced (bench.stage_costs --models)."""
     tts_first_audio_ms: float = 70.0
+    """Kokoro's first chunk, wall time (bench.stages)."""
 
 
 @dataclass(frozen=True)

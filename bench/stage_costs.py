@@ -179,7 +179,16 @@ def main() -> None:
         print(f"{stage:70s} {value:30.1f} {unit_share:>12s}")
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
     if args.json:
-        Path(args.json).write_text(json.dumps({"load_average": os.getloadavg()[0], "costs_us": costs}, indent=1))
+        Path(args.json).write_text(json.dumps({"load_average": os.getloadavg()[0], "costs_us": costs,
+                                               **planner_fields(costs)}, indent=1))
+
+
+def planner_fields(costs: dict[str, float]) -> dict[str, float]:
+    """The measured figures under the names ``bargein capacity --costs`` reads (StageCosts fields)."""
+    names = {"vad_us_per_20ms": "VAD Silero, batches of 32", "asr_us_per_20ms_speech":
+             "ASR Whisper tiny.en, per 20 ms of speech", "llm_us_per_token": "LLM embedded, per token",
+             "tts_us_per_20ms": "TTS Kokoro, per 20 ms spoken"}
+    return {field: costs[stage] for field, stage in names.items() if stage in costs}
 
 
 if __name__ == "__main__":

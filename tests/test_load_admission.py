@@ -146,3 +146,20 @@ def _wait_for_workers(port: int, count: int) -> None:
             pass
         time.sleep(0.3)
     raise AssertionError(f"{count} workers did not come up")
+
+
+def test_collector_pauses_are_timed_by_generation() -> None:
+    import gc
+
+    from bargein.metrics.gc_pauses import GcPauseWatch
+
+    metrics = ServerMetrics()
+    watch = GcPauseWatch(metrics.gc_pause)
+    watch.install()
+    try:
+        gc.collect()
+    finally:
+        watch.remove()
+    gc.collect()  # not timed any more
+    text = metrics.exposition().decode()
+    assert 'bargein_gc_pause_seconds_count{generation="2"} 1.0' in text

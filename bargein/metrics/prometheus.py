@@ -65,6 +65,10 @@ class ServerMetrics:
         self.loop_lag = Histogram("bargein_event_loop_lag_seconds", "How late the event loop woke for a timer: "
                                   "every session's audio waits this long", buckets=LATENCY_BUCKETS,
                                   registry=self.registry)
+        self.gc_pause = Histogram("bargein_gc_pause_seconds", "Garbage-collector pauses by generation: each "
+                                  "stops every session of the worker", ["generation"],
+                                  buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2),
+                                  registry=self.registry)
         self.engine_info = Gauge("bargein_engine", "The engine serving each stage (value 1)", ["stage", "engine"],
                                  registry=self.registry)
         self.llm_nonfinite = Gauge("bargein_llm_nonfinite_fallbacks", "Samplings that fell back to greedy "

@@ -18,6 +18,7 @@ from fastapi.staticfiles import StaticFiles
 from bargein.config import Settings
 from bargein.engines.base import Engines
 from bargein.metrics.aggregate import WorkerBoard, WorkerFigures, merged_exposition
+from bargein.metrics.gc_pauses import GcPauseWatch
 from bargein.metrics.prometheus import ServerMetrics, watch_event_loop
 from bargein.metrics.tracing import configure_tracing
 from bargein.server.load import LoadLimits, LoadMonitor
@@ -108,6 +109,8 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None,
         # whose full passes otherwise stall the event loop for 100 ms at a time
         gc.collect()
         gc.freeze()
+        gc_watch = GcPauseWatch(state.metrics.gc_pause)
+        gc_watch.install()
         lag_watch = asyncio.create_task(watch_event_loop(state.metrics, on_sample=state.load.observe_lag),
                                         name="loop-lag")
         publisher = asyncio.create_task(_publish(state), name="worker-figures")
@@ -116,6 +119,7 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None,
         yield
         lag_watch.cancel()
         publisher.cancel()
+        gc_watch.remove()
         state.board.withdraw(os.getpid())
         # engines handed in by the caller are the caller's to close; the ones loaded here are ours
         if loaded_here and state.engines is not None:
