@@ -79,6 +79,9 @@ class StepFigures:
     barge_p99: float = math.nan
     """Barge-in stop p99 (ms) of one measured session that interrupts every reply (``--barge-turns``)."""
     barge_n: int = 0
+    server_lag_p99: float = math.nan
+    """The server's own event-loop lag p99 (ms, bucket upper bound; from its ``/metrics``): how much of
+    the probe lag is the server's, not the load generators' or the machine's."""
 
     @property
     def passed(self) -> bool:
@@ -90,13 +93,14 @@ class StepFigures:
         return (f"{self.mode:9s} {self.sessions:4d} {self.connected:4d} {fmt_ms(self.lag_p50)} {fmt_ms(self.lag_p99)} "
                 f"{fmt_ms(self.onset_lag_p99)} {fmt_ms(self.first_audio_p95)} {100 * self.cpu_per_session:7.2f} "
                 f"{self.server_cpu:6.2f} {self.client_cpu:6.2f} {self.rss_per_session_mb:7.2f} {self.errors:4d} "
-                f"{fmt_ms(self.generator_lag_p99)} {self.load_average:5.1f} {fmt_ms(self.barge_p99)} {self.barge_n:3d}"
+                f"{fmt_ms(self.generator_lag_p99)} {self.load_average:5.1f} {fmt_ms(self.barge_p99)} {self.barge_n:3d} "
+                f"{fmt_ms(self.server_lag_p99)}"
                 f"  {'pass' if self.passed else 'FAIL'}")
 
 
 HEADER = (f"{'mode':9s} {'N':>4s} {'conn':>4s} {'lag50':>6s} {'lag99':>6s} {'onset99':>6s} {'fa95':>6s} "
           f"{'cpu%/s':>7s} {'srvCPU':>6s} {'cliCPU':>6s} {'MB/sess':>7s} {'err':>4s} {'gen99':>6s} {'load':>5s}"
-          f" {'barge99':>6s} {'n':>3s}  verdict")
+          f" {'barge99':>6s} {'n':>3s} {'srv99':>6s}  verdict")
 
 
 def run_step(host_port: str, pid: int | None, mode: str, sessions: int, args: argparse.Namespace,
@@ -124,6 +128,7 @@ def run_step(host_port: str, pid: int | None, mode: str, sessions: int, args: ar
         measured.start()
     clients = [psutil.Process(w.pid) for w in workers if w.pid]
     cpu0 = _cpu(server)
+    lag_buckets0 = _server_lag_buckets(host_port)
     client0 = sum(_cpu(c) for c in clients)
     rss_peak = rss_before
     while time.monotonic() < window_end:
@@ -131,6 +136,7 @@ def run_step(host_port: str, pid: int | None, mode: str, sessions: int, args: ar
             rss_peak = max(rss_peak, _rss(server))
         time.sleep(0.5)
     server_cpu = (_cpu(server) - cpu0) / args.measure_s
+    server_lag_p99 = _bucket_p99(lag_buckets0, _server_lag_buckets(host_port))
     if measured.is_alive() or args.barge_turns > 0:
         measured.join(timeout=60)
     client_cpu = (sum(_cpu(c) for c in clients) - client0) / args.measure_s
@@ -156,7 +162,33 @@ def run_step(host_port: str, pid: int | None, mode: str, sessions: int, args: ar
         percentile(merged.get("onset_lag_ms", []), 99), percentile(merged.get("first_audio_ms", []), 95),
         server_cpu / sessions, server_cpu, client_cpu, (rss_peak - rss_before) / sessions / 2**20,
         merged.get("errors", 0), merged.get("late_chunks", 0), merged.get("missing_replies", 0),
-        percentile(merged.get("loop_lag_ms", []), 99), os.getloadavg()[0], percentile(barges, 99), len(barges))
+        percentile(merged.get("loop_lag_ms", []), 99), os.getloadavg()[0], percentile(barges, 99), len(barges),
+        server_lag_p99)
+
+
+def _server_lag_buckets(host_port: str) -> dict[float, float]:
+    """The server's own event-loop lag histogram (cumulative bucket counts; summed over its workers)."""
+    import httpx
+
+    try:
+        text = httpx.get(f"http://{host_port}/metrics", timeout=5).text
+    except httpx.HTTPError:
+        return {}
+    buckets: dict[float, float] = {}
+    for line in text.splitlines():
+        if line.startswith("bargein_event_loop_lag_seconds_bucket{"):
+            bound = line.split('le="', 1)[1].split('"', 1)[0]
+            buckets[math.inf if bound == "+Inf" else float(bound)] = float(line.rsplit(" ", 1)[1])
+    return buckets
+
+
+def _bucket_p99(before: dict[float, float], after: dict[float, float]) -> float:
+    """Upper bucket bound (ms) holding the 99th percentile of the samples taken between two scrapes."""
+    counts = sorted((bound, after[bound] - before.get(bound, 0.0)) for bound in after)
+    total = counts[-1][1] if counts else 0.0
+    if total <= 0:
+        return math.nan
+    return next((bound * 1000 for bound, count in counts if count >= 0.99 * total), math.nan)
 
 
 def _measured_barge_ins(host_port: str, turns: int, into: list[float]) -> None:

@@ -8,25 +8,21 @@ killed in the middle of a reply costs that reply, and the same session answers t
 from __future__ import annotations
 
 import asyncio
-import base64
 import os
-import re
 import subprocess
 import sys
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
 import pytest
 
 from bargein.config import Settings, Stage
 from bargein.engines.base import Engines
 from bargein.engines.factory import load_engines
 from bargein.engines.remote.connect import RemoteEngineConfigError
-from bargein.engines.transcribe.wer import word_error_rate
-from tests.support.realtime_client import EventLog, collect, openai_client, stream_realtime, validate_server_event
+from tests.support.realtime_client import EventLog, collect, openai_client
 from tests.support.server import free_port, running_server
-from tests.support.speech import librivox_clip, librivox_reference, pcm16_24k
+from tests.support.spoken_turn import assert_heard_answered_and_spoken, spoken_turn
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.slow
@@ -59,22 +55,8 @@ async def test_a_spoken_conversation_through_ray_serve(cluster: None) -> None:
     engines = await asyncio.to_thread(load_engines, settings)  # as the server does: off the event loop
     assert all("on Ray Serve" in engines.description[stage] for stage in STAGES), engines.description
     with running_server(engines) as host:
-        async with openai_client(host).realtime.connect(model="bargein") as connection:
-            log = EventLog()
-            reader = asyncio.create_task(collect(connection, log))
-            await stream_realtime(connection, pcm16_24k(librivox_clip("0880"), silence_after_s=1.0))
-            done = await log.wait_for(lambda e: e["type"] == "response.done", timeout=180)
-            reader.cancel()
-    for received in log.events:
-        validate_server_event(received.event)
-    heard = log.of("conversation.item.input_audio_transcription.completed")[0]["transcript"]
-    assert word_error_rate([librivox_reference("0880")], [heard]) <= 0.35, heard
-    assert done["response"]["status"] == "completed", done
-    reply = log.of("response.output_audio_transcript.done")[0]["transcript"]
-    assert len(re.findall(r"[A-Za-z]+", reply)) >= 2, reply
-    audio = np.frombuffer(b"".join(base64.b64decode(d["delta"]) for d in log.of("response.output_audio.delta")),
-                          dtype="<i2").astype(np.float32) / 32768
-    assert len(audio) / 24_000 > 0.5 and float(np.sqrt(np.mean(audio**2))) > 0.01
+        log, done = await spoken_turn(host, "0880", timeout=180)
+    assert_heard_answered_and_spoken(log, done, "0880")
 
 
 def test_an_unreachable_ray_address_stops_the_server_naming_the_setting() -> None:
