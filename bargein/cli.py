@@ -26,6 +26,8 @@ def _parser() -> argparse.ArgumentParser:
         _engine_arguments(command)
     deploy.add_argument("--stages", default="vad,asr,llm,tts", help="comma-separated stages to deploy")
     deploy.add_argument("--replicas", default="", help="replicas per stage, e.g. asr=2,llm=4 (default 1 each)")
+    serve.add_argument("--ws", dest="ws_impl", choices=["auto", "websockets", "websockets-sansio", "wsproto"],
+                       help="uvicorn's WebSocket implementation (default auto)")
     serve.add_argument("--ray-stages", type=_stages, help="stages served by Ray Serve, e.g. asr,llm,tts")
     capacity = commands.add_parser("capacity", help="pool sizes per stage for a number of sessions")
     add_capacity_arguments(capacity)
@@ -103,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_workers(settings, args.log_level)
         return 0
     app = create_app(settings, loader=load_engines, on_ready=_announce)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level,
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level, ws=settings.ws_impl,
                 ws_max_size=8 * settings.max_message_bytes, ws_ping_interval=20, ws_ping_timeout=60)
     return 0
 

@@ -36,6 +36,8 @@ class Settings(BaseSettings):
     """A worker whose event loop woke later than this (p95 over 5 s) refuses new sessions."""
     max_queue_depth: int = 512
     """A worker with more work than this waiting in any stage's queue refuses new sessions."""
+    ws_impl: Literal["auto", "websockets", "websockets-sansio", "wsproto"] = "auto"
+    """uvicorn's WebSocket protocol implementation."""
     workers: int = 1
     """Session worker processes sharing the port (one per core serves most sessions)."""
     ray_address: str | None = None

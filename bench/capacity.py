@@ -340,13 +340,14 @@ def main() -> None:
     parser.add_argument("--plot", default="capacity.png")
     parser.add_argument("--json", help="also write every step's figures here")
     parser.add_argument("--workers", type=int, default=1, help="session worker processes of the server")
+    parser.add_argument("--server-args", default="", help="more flags for `bargein serve`, e.g. '--ws wsproto'")
     parser.add_argument("--barge-turns", type=int, default=0,
                         help="per step, also run one measured session that interrupts every reply (this many turns)")
     args = parser.parse_args()
     began = time.monotonic()
     cores = psutil.cpu_count() or 1
     print(f"machine: {cores} cores, load average {os.getloadavg()[0]:.1f} before the run", flush=True)
-    extra = ["--workers", str(args.workers)] if args.workers > 1 else []
+    extra = (["--workers", str(args.workers)] if args.workers > 1 else []) + args.server_args.split()
     with server_or_url(args.engines, args.url, extra_args=extra) as (host_port, pid):
         steps = ramp(host_port, pid, args, began)
     report(steps, cores)

@@ -68,6 +68,6 @@ def run_workers(settings: Settings, log_level: str) -> None:
         print(f"bargein: starting {settings.workers} session workers on {settings.host}:{settings.port} "
               f"(local-only: {settings.local_only})", flush=True)
         uvicorn.run("bargein.server.workers:worker_app", factory=True, workers=settings.workers,
-                    host=settings.host, port=settings.port, log_level=log_level,
+                    host=settings.host, port=settings.port, log_level=log_level, ws=settings.ws_impl,
                     ws_max_size=8 * settings.max_message_bytes, ws_ping_interval=20, ws_ping_timeout=60,
                     timeout_worker_healthcheck=WORKER_HEALTHCHECK_S)
