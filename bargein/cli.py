@@ -1,4 +1,4 @@
-"""``bargein serve``: start the server with its embedded models and print where to reach it."""
+"""The ``bargein`` command: ``serve`` (the server), ``ray-deploy`` (stages on Ray Serve), ``capacity`` (pool sizes)."""
 
 from __future__ import annotations
 
@@ -29,8 +29,6 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--ws", dest="ws_impl", choices=["auto", "websockets", "websockets-sansio", "wsproto"],
                        help="uvicorn's WebSocket implementation (default auto)")
     serve.add_argument("--ray-stages", type=_stages, help="stages served by Ray Serve, e.g. asr,llm,tts")
-    capacity = commands.add_parser("capacity", help="pool sizes per stage for a number of sessions")
-    add_capacity_arguments(capacity)
     serve.add_argument("--api-key", dest="api_keys", action="append",
                        help="accepted API key (repeatable); none = local-only mode")
     serve.add_argument("--no-listen", dest="listen", action="store_const", const=False,
@@ -40,6 +38,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-sessions", type=int, help="sessions per worker before new ones are refused")
     for command in (serve, deploy):
         command.add_argument("--log-level", default="info")
+    capacity = commands.add_parser("capacity", help="pool sizes per stage for a number of sessions")
+    add_capacity_arguments(capacity)
     return parser
 
 
