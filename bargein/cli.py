@@ -48,6 +48,8 @@ def _engine_arguments(parser: argparse.ArgumentParser) -> None:
                         help="default: embedded models; fake/instant: deterministic fakes")
     parser.add_argument("--asr-model", help="tiny.en (default), base, or a local CTranslate2 folder")
     parser.add_argument("--llm-model", help="embedded GGUF name or path, or the model name at --llm-url")
+    parser.add_argument("--llm-sequences", type=int,
+                        help="embedded LLM: decode up to N sessions' replies together in one batch (default 1)")
     parser.add_argument("--llm-url", help="an OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1")
     parser.add_argument("--tts", dest="tts_engine", choices=["kokoro", "flite"], help="speech engine")
     parser.add_argument("--ray-address", help="Ray cluster of the remote stages: auto, HOST:6379, ray://HOST:10001")

@@ -27,6 +27,9 @@ class Settings(BaseSettings):
     llm_url: str | None = None
     """An OpenAI-compatible server (vLLM, Ollama, llama.cpp server) to use instead of the embedded LLM."""
     llm_api_key: str | None = None
+    llm_sequences: int = 1
+    """Above 1, the embedded LLM decodes up to this many replies together in one llama.cpp batch per step
+    (sessions talking at once share each step instead of waiting their turn)."""
     tts_engine: Literal["kokoro", "flite"] = "kokoro"
     max_message_bytes: int = 8 * 1024 * 1024
     """Client messages above this get an error event (the socket itself refuses 8x more)."""

@@ -90,6 +90,11 @@ def load_llm(settings: Settings) -> tuple[LanguageModel, str]:
     from bargein.engines.think.llm_models import describe
 
     name = DEFAULT_LLM if settings.llm_model == "default" else settings.llm_model
+    if settings.llm_sequences > 1:
+        from bargein.engines.think.llama_batched import load_batched_llama
+
+        return load_batched_llama(name, n_seq=settings.llm_sequences), \
+            f"{describe(name)} on llama.cpp, {settings.llm_sequences} sequences batched"
     return load_llama(name), f"{describe(name)} on llama.cpp"
 
 
