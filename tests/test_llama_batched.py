@@ -55,3 +55,20 @@ async def test_a_cancelled_reply_frees_its_sequence(llm: BatchedLlamaLanguageMod
     # both sequences were taken and cancelled: a new request must still be served at once
     answer = await asyncio.wait_for(reply(llm, "Say hello."), timeout=120)
     assert answer.strip() and llm.queue_depth == 0
+
+
+async def test_two_spoken_sessions_at_once_through_the_server_with_batched_decoding() -> None:
+    from bargein.config import Settings
+    from bargein.engines.factory import load_engines
+    from tests.support.server import running_server
+    from tests.support.spoken_turn import assert_heard_answered_and_spoken, spoken_turn
+
+    engines = await asyncio.to_thread(load_engines, Settings(llm_model="smollm2-135m", llm_sequences=2))
+    assert "2 sequences batched" in engines.description["llm"]
+    try:
+        with running_server(engines) as host:
+            results = await asyncio.gather(spoken_turn(host, "0880"), spoken_turn(host, "0930"))
+    finally:
+        await engines.aclose()
+    for (log, done), clip in zip(results, ("0880", "0930"), strict=True):
+        assert_heard_answered_and_spoken(log, done, clip)
