@@ -52,6 +52,8 @@ class Settings(BaseSettings):
     """Ray Serve application names: ``<prefix>-vad``, ``<prefix>-asr``, ``<prefix>-llm``, ``<prefix>-tts``."""
     ray_timeout_s: float = 30.0
     """Longest one remote call may take (a VAD frame: a tenth of it) before that turn is given up."""
+    builtin_tools: bool = True
+    """Offer bargein's own tools (clock, calendar, calculator, units) to sessions that bring no tools."""
     listen: bool = True
     """Classify every segment (query or noise) before answering or cutting a reply; off, any speech
     onset cancels the reply at once, as the OpenAI Realtime API does."""

@@ -10,13 +10,20 @@ from typing import Any
 import numpy as np
 
 from bargein.engines.transcribe.wer import word_error_rate
-from tests.support.realtime_client import EventLog, collect, openai_client, stream_realtime, validate_server_event
+from tests.support.realtime_client import (
+    BARGEIN_EVENTS,
+    EventLog,
+    collect,
+    openai_client,
+    stream_realtime,
+    validate_server_event,
+)
 from tests.support.speech import librivox_clip, librivox_reference, pcm16_24k
 
 
 async def spoken_turn(host: str, clip: str, *, timeout: float = 120) -> tuple[EventLog, dict[str, Any]]:
     """Stream a LibriVox clip in real time through the official client; the events and ``response.done``."""
-    async with openai_client(host).realtime.connect(model="bargein") as connection:
+    async with openai_client(host).realtime.connect(model="bargein", extra_query=BARGEIN_EVENTS) as connection:
         log = EventLog()
         reader = asyncio.create_task(collect(connection, log))
         await stream_realtime(connection, pcm16_24k(librivox_clip(clip), silence_after_s=1.0))

@@ -22,7 +22,9 @@ from bargein.engines.base import (
     ChatMessage,
     Float32Audio,
     GenerationOptions,
+    ReplyPiece,
     SpeechChunk,
+    ToolCall,
     Transcript,
     VadStream,
 )
@@ -143,6 +145,19 @@ class RemoteLanguageModel(_InFlight):
             yield str(token)
 
 
+class RemoteToolCallingModel(RemoteLanguageModel):
+    """A remote language model that can be offered tools (its replica's engine takes them)."""
+
+    async def stream_reply(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
+                           options: GenerationOptions | None = None) -> AsyncIterator[ReplyPiece]:
+        """Reply text and tool calls until done or cancelled."""
+        generator = self.handle.stream_reply.remote(list(messages), options)
+        async for piece in _remote_stream(self, generator, cancel, "LLM"):
+            if not isinstance(piece, str | ToolCall):
+                raise RemoteEngineFailure(f"remote LLM answered {type(piece).__name__}, not text or a tool call")
+            yield piece
+
+
 class RemoteSynthesizer(_InFlight):
     """Speech synthesis on a Ray Serve deployment, streamed chunk by chunk."""
 
@@ -152,9 +167,10 @@ class RemoteSynthesizer(_InFlight):
         self.timeout_s = timeout_s
         self.sample_rate = sample_rate
 
-    async def synthesize(self, text: str, *, voice: str | None, cancel: CancelToken) -> AsyncIterator[SpeechChunk]:
+    async def synthesize(self, text: str, *, voice: str | None, cancel: CancelToken,
+                         speed: float = 1.0) -> AsyncIterator[SpeechChunk]:
         """Chunks of speech until done or cancelled."""
-        async for chunk in _remote_stream(self, self.handle.synthesize.remote(text, voice), cancel, "TTS"):
+        async for chunk in _remote_stream(self, self.handle.synthesize.remote(text, voice, speed), cancel, "TTS"):
             if not isinstance(chunk, SpeechChunk):
                 raise RemoteEngineFailure(f"remote TTS answered {type(chunk).__name__}, not a SpeechChunk")
             yield chunk

@@ -14,7 +14,13 @@ from typing import Any
 
 from bargein.config import Settings, Stage
 from bargein.engines.factory import RemoteStages
-from bargein.engines.remote.clients import RemoteLanguageModel, RemoteRecognizer, RemoteSynthesizer, RemoteVad
+from bargein.engines.remote.clients import (
+    RemoteLanguageModel,
+    RemoteRecognizer,
+    RemoteSynthesizer,
+    RemoteToolCallingModel,
+    RemoteVad,
+)
 
 log = logging.getLogger(__name__)
 DESCRIBE_TIMEOUT_S = 20.0
@@ -39,7 +45,8 @@ def connect_remote_stages(settings: Settings, description: dict[str, str]) -> Re
         elif stage == "asr":
             stages.asr = RemoteRecognizer(handle, settings.ray_timeout_s)
         elif stage == "llm":
-            stages.llm = RemoteLanguageModel(handle, settings.ray_timeout_s)
+            client = RemoteToolCallingModel if described.get("tools") else RemoteLanguageModel
+            stages.llm = client(handle, settings.ray_timeout_s)
         else:
             stages.tts = RemoteSynthesizer(handle, settings.ray_timeout_s, int(described["sample_rate"]))
     return stages
@@ -80,7 +87,7 @@ def _reachable(address: str) -> None:
                                       f"{host}:{port} ({error})") from error
 
 
-def _checked_handle(settings: Settings, stage: Stage) -> tuple[Any, dict[str, str]]:
+def _checked_handle(settings: Settings, stage: Stage) -> tuple[Any, dict[str, Any]]:
     from ray import serve
 
     from bargein.engines.remote.deployments import app_name
@@ -88,7 +95,7 @@ def _checked_handle(settings: Settings, stage: Stage) -> tuple[Any, dict[str, st
     name = app_name(settings, stage)
     try:
         handle = serve.get_app_handle(name)
-        described: dict[str, str] = dict(handle.describe.remote().result(timeout_s=DESCRIBE_TIMEOUT_S))
+        described: dict[str, Any] = dict(handle.describe.remote().result(timeout_s=DESCRIBE_TIMEOUT_S))
     except Exception as error:
         raise RemoteEngineConfigError(
             f"--ray-stages includes {stage!r} but the Ray cluster at {settings.ray_address!r} has no working Serve "
@@ -99,7 +106,7 @@ def _checked_handle(settings: Settings, stage: Stage) -> tuple[Any, dict[str, st
     return handle, described
 
 
-def _check_model(settings: Settings, stage: Stage, described: dict[str, str]) -> None:
+def _check_model(settings: Settings, stage: Stage, described: dict[str, Any]) -> None:
     served = described.get("model", "?")
     if settings.engines != "default":
         wanted, setting = "fake", f"--engines {settings.engines}"

@@ -22,7 +22,15 @@ import numpy.typing as npt
 from ray import serve
 
 from bargein.config import Settings, Stage
-from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, SpeechChunk, Transcript
+from bargein.engines.base import (
+    CancelToken,
+    ChatMessage,
+    GenerationOptions,
+    ReplyPiece,
+    SpeechChunk,
+    ToolCallingModel,
+    Transcript,
+)
 
 log = logging.getLogger(__name__)
 
@@ -88,10 +96,11 @@ class LlmDeployment:
         self.settings = Settings.model_validate_json(settings_json)
         self.engine, self.origin = load_llm(self.settings)
 
-    def describe(self) -> dict[str, str]:
-        """What this replica serves (checked by the caller at start-up)."""
+    def describe(self) -> dict[str, Any]:
+        """What this replica serves, and whether it can be offered tools (checked by the caller at start-up)."""
         model = "fake" if self.settings.engines != "default" else self.settings.llm_model
-        return {"stage": "llm", "model": model, "origin": self.origin}
+        return {"stage": "llm", "model": model, "origin": self.origin,
+                "tools": isinstance(self.engine, ToolCallingModel)}
 
     async def stream(self, messages: Sequence[ChatMessage], options: GenerationOptions | None) -> AsyncIterator[str]:
         """Tokens of the reply; stops when the caller cancels the generator."""
@@ -99,6 +108,18 @@ class LlmDeployment:
         try:
             async for token in self.engine.stream(messages, cancel=cancel, options=options):
                 yield token
+        finally:
+            cancel.cancel("caller gone")
+
+    async def stream_reply(self, messages: Sequence[ChatMessage],
+                           options: GenerationOptions | None) -> AsyncIterator[ReplyPiece]:
+        """Reply text and tool calls (only for an engine that takes tools)."""
+        if not isinstance(self.engine, ToolCallingModel):
+            raise TypeError(f"{self.origin} cannot be offered tools")
+        cancel = CancelToken()
+        try:
+            async for piece in self.engine.stream_reply(messages, cancel=cancel, options=options):
+                yield piece
         finally:
             cancel.cancel("caller gone")
 
@@ -118,11 +139,11 @@ class TtsDeployment:
         model = "fake" if self.settings.engines != "default" else self.settings.tts_engine
         return {"stage": "tts", "model": model, "origin": self.origin, "sample_rate": self.engine.sample_rate}
 
-    async def synthesize(self, text: str, voice: str | None) -> AsyncIterator[SpeechChunk]:
+    async def synthesize(self, text: str, voice: str | None, speed: float = 1.0) -> AsyncIterator[SpeechChunk]:
         """Chunks of speech; stops when the caller cancels the generator."""
         cancel = CancelToken()
         try:
-            async for chunk in self.engine.synthesize(text, voice=voice, cancel=cancel):
+            async for chunk in self.engine.synthesize(text, voice=voice, cancel=cancel, speed=speed):
                 yield chunk
         finally:
             cancel.cancel("caller gone")
