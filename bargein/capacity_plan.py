@@ -31,7 +31,7 @@ class StageCosts:
     asr_us_per_20ms_speech: float = 954.0
     """Whisper tiny.en int8, CPU per 20 ms of speech recognised (bench.stage_costs --models)."""
     llm_us_per_token: float = 28_400.0
-    """The embedded Qwen2.5-0.5B Q4_K_M, CPU per token including its share of the prompt (bench.stage_costs)."""
+    """The embedded Qwen2.5-Coder-0.5B Q4_K_M, CPU per token including its share of the prompt (bench.stage_costs)."""
     llm_first_token_ms: float = 480.0
     """Prompt processing before the first token, warm, wall time (bench.stages)."""
     tts_us_per_20ms: float = 145.0
