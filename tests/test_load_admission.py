@@ -163,3 +163,39 @@ def test_collector_pauses_are_timed_by_generation() -> None:
     gc.collect()  # not timed any more
     text = metrics.exposition().decode()
     assert 'bargein_gc_pause_seconds_count{generation="2"} 1.0' in text
+
+
+def test_a_killed_worker_is_replaced_and_counted_once() -> None:
+    import signal
+
+    port = free_port()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    server = subprocess.Popen([sys.executable, "-m", "bargein", "serve", "--engines", "instant", "--workers", "2",
+                               "--port", str(port), "--log-level", "warning"], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for_workers(port, 2)
+        survivor, killed = sorted(_worker_pids(port))
+        os.kill(killed, signal.SIGKILL)
+        deadline = time.monotonic() + 90
+        after: set[int] = set()
+        while time.monotonic() < deadline:
+            after = _worker_pids(port)
+            if len(after) == 2 and killed not in after:
+                break
+            time.sleep(0.5)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert survivor in after and killed not in after and len(after) == 2, (survivor, killed, after)
+
+
+def _worker_pids(port: int) -> set[int]:
+    while True:
+        try:
+            text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+            break
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    return {int(line.split('worker="')[1].split('"')[0]) for line in text.splitlines()
+            if line.startswith("bargein_worker_sessions{")}
