@@ -23,9 +23,9 @@ class StageCosts:
     """CPU microseconds (of one core) per unit of work, per stage."""
 
     session_us_per_20ms: float = 380.0
-    """A session's event-loop work per 20 ms: WebSocket, JSON, base64, resampling, the state machine
-    (bench.capacity: 2 to 2.5 % of a core per listening session, less the VAD; 92 us of it, VAD included,
-    outside the network stack)."""
+    """A session's event-loop work per 20 ms: WebSocket, JSON, base64, resampling, the state machine, the
+    wakeups (bench.capacity: 2 to 2.5 % of a core per listening session, less the VAD; in process, all
+    sessions fed in one tick, the same path costs 92 us with the VAD)."""
     vad_us_per_20ms: float = 20.7
     """Silero in batches of 32 (bench.stage_costs)."""
     asr_us_per_20ms_speech: float = 954.0
