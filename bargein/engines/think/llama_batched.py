@@ -19,16 +19,18 @@ import logging
 import queue
 import threading
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions
+from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, ReplyPiece
 from bargein.engines.think import llm_sampling
+from bargein.engines.think.llama_prompt import forced_prefix, render
 from bargein.engines.think.llm_prompt import DEFAULT_SYSTEM_PROMPT, with_system_prompt
 from bargein.engines.think.llm_sampling import SamplingParams
+from bargein.engines.think.tool_calls import after_tool_result, forced_tool, split_calls
 
 log = logging.getLogger(__name__)
 PROMPT_CHUNK = 128
@@ -47,6 +49,8 @@ class _Request:
     fed: int = 0
     """Prompt tokens already in the KV cache."""
     generated: list[int] = field(default_factory=list)
+    head: str = ""
+    """The reply's first characters: whether it is a tool call."""
     decoder: codecs.IncrementalDecoder = field(
         default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="replace"))
 
@@ -112,9 +116,22 @@ class BatchedLlamaLanguageModel:
     async def stream(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
                      options: GenerationOptions | None = None) -> AsyncIterator[str]:
         """Yield the reply piece by piece; stop within one step once ``cancel`` fires."""
+        async for piece in self._text(messages, cancel, replace(options or GenerationOptions(), tools=())):
+            yield piece
+
+    async def stream_reply(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
+                           options: GenerationOptions | None = None) -> AsyncIterator[ReplyPiece]:
+        """Like :meth:`stream`, with the offered tools in the prompt and the model's calls yielded as such."""
+        options = after_tool_result(messages, options or GenerationOptions())
+        text = self._text(messages, cancel, options)
+        async for piece in split_calls(text, options, cancel, already_written=forced_prefix(options)):
+            yield piece
+
+    async def _text(self, messages: Sequence[ChatMessage], cancel: CancelToken,
+                    options: GenerationOptions) -> AsyncIterator[str]:
         loop = asyncio.get_running_loop()
         pieces: asyncio.Queue[object] = asyncio.Queue()
-        request = _Request(list(messages), options or GenerationOptions(),
+        request = _Request(list(messages), options,
                            lambda item: loop.call_soon_threadsafe(pieces.put_nowait, item))
         with self._count_lock:
             self._waiting += 1
@@ -279,8 +296,13 @@ class BatchedLlamaLanguageModel:
         """Pick and send the next token; False when the reply is complete."""
         logits = np.ctypeslib.as_array(self._lib.llama_get_logits_ith(self._ctx, row), shape=(self._n_vocab,))
         base = self.sampling
-        params = SamplingParams(temperature=request.options.temperature, top_k=base.top_k, top_p=base.top_p,
-                                repeat_penalty=base.repeat_penalty, repeat_window=base.repeat_window)
+        tools = request.options.tools
+        calling = bool(tools) and (forced_tool(request.options) is not None
+                                   or request.head.lstrip()[:1] in ("", "<", "{", "`"))
+        # whether to call, and the call itself, greedily and without the repeat penalty (as llama_llm does)
+        params = SamplingParams(temperature=0.0 if calling else request.options.temperature, top_k=base.top_k,
+                                top_p=base.top_p, repeat_penalty=1.0 if calling else base.repeat_penalty,
+                                repeat_window=base.repeat_window)
         recent = np.asarray(request.generated[-base.repeat_window:], dtype=np.intc)
         pick = llm_sampling.sample(logits, params, self._rng, recent)
         if pick.fell_back:
@@ -288,8 +310,9 @@ class BatchedLlamaLanguageModel:
         if pick.token is None or self._lib.llama_vocab_is_eog(self._vocab, pick.token):
             return False
         request.generated.append(pick.token)
-        text = request.decoder.decode(self._llama.detokenize([pick.token]))
+        text = request.decoder.decode(self._llama.detokenize([pick.token], special=bool(tools)))
         if text:
+            request.head = request.head if len(request.head) >= 16 else request.head + text
             request.emit(text)
         return len(request.generated) < request.options.max_tokens
 
@@ -323,8 +346,7 @@ class BatchedLlamaLanguageModel:
         history = with_system_prompt(request.messages, self.system_prompt)
         budget = self.n_ctx_per_seq - request.options.max_tokens
         while True:
-            prompt: str = self._formatter(messages=[{"role": m.role, "content": m.content}
-                                                    for m in history]).prompt
+            prompt = render(self._formatter, history, request.options)
             tokens: list[int] = self._llama.tokenize(prompt.encode("utf-8"), add_bos=not prompt.startswith(self._bos),
                                                      special=True)
             droppable = [i for i, m in enumerate(history[:-1]) if m.role != "system"]
@@ -335,8 +357,7 @@ class BatchedLlamaLanguageModel:
             raise RuntimeError(f"the prompt ({len(tokens)} tokens) does not fit a sequence of "
                                f"{self.n_ctx_per_seq} tokens")
         room = self.n_ctx_per_seq - len(tokens)
-        request.options = GenerationOptions(max_tokens=min(request.options.max_tokens, room),
-                                            temperature=request.options.temperature)
+        request.options = replace(request.options, max_tokens=min(request.options.max_tokens, room))
         return tokens
 
 
