@@ -25,12 +25,12 @@ from typing import Any
 
 import numpy as np
 
-from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, ReplyPiece
+from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions
 from bargein.engines.think import llm_sampling
-from bargein.engines.think.llama_prompt import forced_prefix, render
+from bargein.engines.think.llama_prompt import TemplateToolCalling, render
 from bargein.engines.think.llm_prompt import DEFAULT_SYSTEM_PROMPT, with_system_prompt
 from bargein.engines.think.llm_sampling import SamplingParams
-from bargein.engines.think.tool_calls import after_tool_result, forced_tool, split_calls
+from bargein.engines.think.tool_calls import forced_tool
 
 log = logging.getLogger(__name__)
 PROMPT_CHUNK = 128
@@ -59,7 +59,7 @@ class _Request:
         return self.fed + len(self.generated)
 
 
-class BatchedLlamaLanguageModel:
+class BatchedLlamaLanguageModel(TemplateToolCalling):
     """A :class:`~bargein.engines.base.LanguageModel` that decodes up to ``n_seq`` replies together."""
 
     def __init__(self, model_path: str | Path, *, name: str | None = None, n_seq: int = 4,
@@ -112,20 +112,6 @@ class BatchedLlamaLanguageModel:
     def queue_depth(self) -> int:
         """Requests admitted or waiting for a sequence."""
         return self._waiting
-
-    async def stream(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
-                     options: GenerationOptions | None = None) -> AsyncIterator[str]:
-        """Yield the reply piece by piece; stop within one step once ``cancel`` fires."""
-        async for piece in self._text(messages, cancel, replace(options or GenerationOptions(), tools=())):
-            yield piece
-
-    async def stream_reply(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
-                           options: GenerationOptions | None = None) -> AsyncIterator[ReplyPiece]:
-        """Like :meth:`stream`, with the offered tools in the prompt and the model's calls yielded as such."""
-        options = after_tool_result(messages, options or GenerationOptions())
-        text = self._text(messages, cancel, options)
-        async for piece in split_calls(text, options, cancel, already_written=forced_prefix(options)):
-            yield piece
 
     async def _text(self, messages: Sequence[ChatMessage], cancel: CancelToken,
                     options: GenerationOptions) -> AsyncIterator[str]:
