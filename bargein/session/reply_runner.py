@@ -53,7 +53,7 @@ class ReplyRunner:
         self.pipeline = pipeline
         self.builtins = builtins
         """bargein's own tools, offered (and run here) when the session brings none."""
-        self.pending = PendingCalls(self._call_timed_out)
+        self.pending = PendingCalls(self._call_timed_out, on_owed=lambda owed: self.feed(v.ToolWait(owed)))
         self.outbound = outbound
         self.conversation = conversation
         self.feed = feed

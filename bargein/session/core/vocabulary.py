@@ -26,6 +26,7 @@ class Phase(enum.Enum):
     AGENT_SPEAKING = "agent_speaking"
     PAUSED = "paused"
     """The user talked over the reply; it waits for the listening decision."""
+    AWAITING_TOOL = "awaiting_tool"  # a client function's output is owed and nothing else is happening
 
 
 # --- events (inputs) ----------------------------------------------------------------------------------
@@ -156,9 +157,15 @@ class PauseTimerFired:
     response_id: str
 
 
+@dataclass(frozen=True)
+class ToolWait:
+    """Function calls the client owes outputs for now exist (``owed``), or every one was answered or timed out."""
+    owed: bool
+
+
 Event = (VadFrame | AudioAppended | ClientCommit | ClientClear | ClientResponseCreate | ClientResponseCancel
          | ReplyAudio | ReplyText | ReplyFinished | IdleTimerFired | SettingsChanged | SegmentClassified
-         | SegmentTranscribed | GuessTranscribed | PartialTranscript | PauseTimerFired)
+         | SegmentTranscribed | GuessTranscribed | PartialTranscript | PauseTimerFired | ToolWait)
 
 
 # --- actions (outputs) --------------------------------------------------------------------------------
@@ -387,8 +394,7 @@ class ModeChanged:
     reason: str
 
 
-Action = (SpeechStarted | SilenceBegan | SpeechResumed | SpeechStopped | CommitBuffer | ClearBuffer
-          | TrimBuffer | StartReply | CancelReply | ForwardAudio | DropAudio | ForwardText | HoldText | DropText
-          | CompleteReply | ArmIdleTimer | DisarmIdleTimer | IdleTimeout | Reject | PauseReply | HoldAudio
-          | ResumeReply | ArmPauseTimer | AwaitClassification | ReportSegment | DiscardSegment | PrefetchReply
-          | ModeChanged)
+Action = (SpeechStarted | SilenceBegan | SpeechResumed | SpeechStopped | CommitBuffer | ClearBuffer | TrimBuffer
+          | StartReply | CancelReply | ForwardAudio | DropAudio | ForwardText | HoldText | DropText | CompleteReply
+          | ArmIdleTimer | DisarmIdleTimer | IdleTimeout | Reject | PauseReply | HoldAudio | ResumeReply
+          | ArmPauseTimer | AwaitClassification | ReportSegment | DiscardSegment | PrefetchReply | ModeChanged)
