@@ -8,6 +8,8 @@ import time
 from bargein.config import Settings
 from bargein.engines.base import Engines, LanguageModel, SpeechSynthesizer
 from bargein.engines.listen.silero_vad import SILERO_ONNX, SileroVad
+from bargein.engines.listen.smart_turn import SmartTurn
+from bargein.engines.listen.smart_turn_file import SMART_TURN_DISTRIBUTION, SMART_TURN_FILENAME
 
 log = logging.getLogger(__name__)
 
@@ -16,16 +18,21 @@ def load_engines(settings: Settings) -> Engines:
     """Load (and warm up) every engine; blocking, so the server runs it off the event loop."""
     vad = SileroVad()
     vad_origin = f"Silero VAD v5 ({SILERO_ONNX.distribution}, sha256 verified)"
+    turn = SmartTurn()  # a missing or altered file stops start-up here, with the fix
+    turn_origin = f"Smart Turn v3.2 ({SMART_TURN_FILENAME} from {SMART_TURN_DISTRIBUTION}, sha256 verified)"
     if settings.engines in ("fake", "instant"):
         from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer
 
         delay = 0.0 if settings.engines == "instant" else 0.01
         return Engines(
             vad, FakeRecognizer(delay_s=delay), FakeLanguageModel(token_delay_s=delay),
-            FakeSynthesizer(delay_s=delay),
-            description={"vad": vad_origin, "asr": "fake", "llm": "fake", "tts": "fake"},
+            FakeSynthesizer(delay_s=delay), turn,
+            description={"vad": vad_origin, "turn": turn_origin, "asr": "fake", "llm": "fake", "tts": "fake"},
         )
-    return _load_default(settings, vad, vad_origin)
+    engines = _load_default(settings, vad, vad_origin)
+    engines.turn = turn
+    engines.description = {"vad": vad_origin, "turn": turn_origin, **engines.description}
+    return engines
 
 
 def _timed(description: dict[str, str], stage: str, what: str, started: float) -> None:
