@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +37,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bargein.session.core.endpointing import SEMANTIC_PRESETS, leads_on
 from bench.endpoint_set import DEFAULT_DIR, FAMILIES, RATE, Clip, build, load
 
 FRAME = 512
@@ -74,7 +74,7 @@ class Policy:
     def commit_ms(self, runs: list[SilenceRun]) -> float | None:
         """Stream time of the commit, or None if no run of silence is long enough."""
         for run in runs:
-            finished = run.probability >= self.threshold and not (self.words and trails_on(run.words))
+            finished = run.probability >= self.threshold and not (self.words and leads_on(run.words))
             needed = self.short_ms if finished else self.long_ms
             if run.length_ms >= needed:
                 return run.start_ms + needed
@@ -118,27 +118,6 @@ def silence_runs(probabilities: np.ndarray) -> list[SilenceRun]:
     if since is not None:
         runs.append(SilenceRun(since, len(probabilities) * FRAME_MS - since))
     return runs
-
-
-_LEADING = """
-a an the my your his her its our their this that these those some any every each no
-and but or nor so because if when while although though unless until since than as then
-to of for in on at by with from about into onto over under between through during before after without within
-against among like um uh er erm hmm is are was were am be been being will would can could should shall may might
-must do does did have has had i you he she we they it me us them which who whom whose what where how why
-"""
-LEADING_WORDS = frozenset(_LEADING.split())
-"""Closed-class words (articles, possessives, conjunctions, prepositions, auxiliaries, pronouns,
-question words, fillers): a turn whose words so far end on one of them most likely goes on. The list
-is English grammar, not fitted on the set; Whisper's final punctuation is ignored (it adds a full
-stop to almost anything)."""
-_WORD = re.compile(r"[a-z']+")
-
-
-def trails_on(words: str) -> bool:
-    """True when the words so far end on a word that leads on to more ("a table for")."""
-    found = _WORD.findall(words.lower())
-    return bool(found) and found[-1] in LEADING_WORDS
 
 
 def score_runs(audio: np.ndarray, runs: list[SilenceRun], model: object, asr: object) -> list[SilenceRun]:
@@ -246,7 +225,9 @@ def main() -> None:
     fitted = fit(scored, [c for c in clips if c.family == args.fit_on], long_ms=args.long_ms)
     policies = [Policy("fixed 500 ms", 0.0, 500, 500),
                 Policy("smart turn only", 0.5, fitted.short_ms, fitted.long_ms),
-                Policy("words only", 0.0, fitted.short_ms, fitted.long_ms, words=True), fitted]
+                Policy("words only", 0.0, fitted.short_ms, fitted.long_ms, words=True), fitted,
+                *(Policy(f"bargein {name}", preset.threshold, preset.short_ms, preset.long_ms, words=True)
+                  for name, preset in SEMANTIC_PRESETS.items() if name != "medium")]
     print(f"load average {os.getloadavg()[0]:.2f}; fitted on {args.fit_on}: threshold {fitted.threshold}, "
           f"short {fitted.short_ms:.0f} ms, long {fitted.long_ms:.0f} ms")
     print(f"{'family':<8} {'policy':<18} {'paused':>6} {'false cut-off':>14} {'complete':>8} "

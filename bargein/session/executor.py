@@ -53,8 +53,8 @@ class ActionExecutor:
             case v.SpeechStopped(item_id, end_ms):
                 self.tracker.stopped(item_id)
                 self._send("input_audio_buffer.speech_stopped", audio_end_ms=int(end_ms), item_id=item_id)
-            case v.SilenceBegan(item_id, at_ms):
-                self.tracker.silence_began(item_id, at_ms)
+            case v.SilenceBegan(item_id, at_ms, score):
+                self.tracker.silence_began(item_id, at_ms, score=score)
             case v.SpeechResumed(item_id):
                 self.speculator.drop(item_id)  # whatever was guessed for this turn is waste
             case v.CommitBuffer(item_id, start_ms, end_ms):
