@@ -59,7 +59,7 @@ class RealtimeSession:
         self.ledgers = TurnLedgers(lambda: self.stream_ms, self._report_turn, metrics=metrics)
         self.observers: list[SessionObserver] = [self.ledgers, *observers]
         emit = self.outbound.put
-        speculator = Speculator(engines.asr, engines.llm, hints=self._transcription_hints)
+        speculator = Speculator(engines.asr, engines.llm, engines.tts, hints=self._transcription_hints)
         self.speculation = speculator.counts
         self.transcriber = Transcriber(engines.asr, emit, self._transcribed, self._transcription_hints)
         tracker = SegmentTracker(engines.asr, self.audio_in.buffer, speculator, feed=self.feed, emit=emit,

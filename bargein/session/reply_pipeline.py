@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -26,6 +26,7 @@ from bargein.engines.base import (
     ChatMessage,
     GenerationOptions,
     LanguageModel,
+    SpeechChunk,
     SpeechSynthesizer,
     WordTiming,
 )
@@ -77,6 +78,8 @@ class ReplyPlan:
     max_tokens: int | None = None
     prefetched: AsyncIterator[str] | None = None
     """Tokens a speculative LLM stream already wrote for exactly these messages."""
+    prespoken: Callable[[str, str | None], AsyncIterator[SpeechChunk] | None] | None = None
+    """Speech of the first clause made privately before the commit, if it is this clause in this voice."""
 
 
 class ReplyPipeline:
@@ -155,7 +158,8 @@ class ReplyPipeline:
             if cancel.cancelled:
                 return
             spoken_text_sent = False
-            async for chunk in self.tts.synthesize(clause, voice=plan.voice, cancel=cancel):
+            early = plan.prespoken(clause, plan.voice) if first_audio and plan.prespoken is not None else None
+            async for chunk in early or self.tts.synthesize(clause, voice=plan.voice, cancel=cancel):
                 if cancel.cancelled:
                     return
                 if crossfader is None:

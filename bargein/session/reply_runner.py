@@ -98,7 +98,8 @@ class ReplyRunner:
             prefetched = self.take_prefetch(messages)
             plan = ReplyPlan(reply.response_id, messages, state.audio, self.config().audio.output.voice,
                              state.output_format, max_tokens,
-                             prefetched.adopt(reply.cancel) if prefetched is not None else None)
+                             prefetched.adopt(reply.cancel) if prefetched is not None else None,
+                             prefetched.spoken if prefetched is not None else None)
             await self.pipeline.run(plan, _Sink(self, reply), reply.cancel)
         except Exception as error:
             failed = True
