@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bargein.engines.base import Transcript
 from bargein.session import core as dx
 from bargein.session.core.endpointing import TurnEvidence, endpoint_silence_ms
 from bargein.session.core.storm_guard import StormGuard
@@ -163,7 +164,7 @@ def hear(t: Listening, item_id: str, recorded: tuple[float, str]) -> None:
     began = of(t.actions, dx.SilenceBegan)[-1]
     assert began.item_id == item_id and began.score
     t.feed(dx.TurnEndScored(item_id, began.at_ms, recorded[0]))
-    t.feed(dx.PartialTranscript(item_id, recorded[1]))
+    t.feed(dx.GuessTranscribed(item_id, Transcript(recorded[1])))
 
 
 def test_semantic_endpoint_commits_early_on_a_complete_utterance() -> None:
@@ -196,6 +197,8 @@ def test_semantic_endpoint_waits_until_both_witnesses_have_answered() -> None:
     t.feed(dx.TurnEndScored("item_1", began.at_ms, COMPLETE[0]))
     assert not of(t.silence(640), dx.CommitBuffer), "no words yet: the sound alone does not end the turn"
     t.feed(dx.PartialTranscript("item_1", COMPLETE[1]))
+    assert not of(t.silence(32), dx.CommitBuffer), "a partial may predate the silence: not the words of it"
+    t.feed(dx.GuessTranscribed("item_1", Transcript(COMPLETE[1])))
     assert of(t.silence(32), dx.CommitBuffer)
 
 
@@ -207,7 +210,7 @@ def test_a_score_for_an_earlier_silence_does_not_count() -> None:
     t.speech(320)
     t.silence(32)
     t.feed(dx.TurnEndScored("item_1", stale.at_ms, 0.99))  # late answer about the first pause
-    t.feed(dx.PartialTranscript("item_1", "Turn off the lights."))
+    t.feed(dx.GuessTranscribed("item_1", Transcript("Turn off the lights.")))
     assert not of(t.silence(640), dx.CommitBuffer)
 
 

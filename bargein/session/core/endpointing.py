@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any
 
 EAGERNESS_SILENCE_MS = {"high": 300, "medium": 500, "auto": 500, "low": 800}
 """The plain silence reported as ``silence_duration_ms`` for each eagerness."""
@@ -68,11 +68,6 @@ class TurnEndScored:
     probability: float | None
 
 
-class _Words(Protocol):
-    @property
-    def text(self) -> str: ...
-
-
 @dataclass
 class TurnEvidence:
     """What the witnesses said about the current silence of one turn."""
@@ -85,13 +80,14 @@ class TurnEvidence:
         """A new silence began: what was said about an earlier one no longer counts."""
         self.silence_at_ms, self.probability, self.words = at_ms, None, None
 
-    def take(self, event: TurnEndScored | _Words) -> None:
-        """Record a score (for this silence only) or the words recognised so far (during a silence)."""
+    def take(self, event: Any) -> None:
+        """Record a score (for this silence only) or the words of the guess made at this silence; a
+        partial transcript (no ``transcript`` field) is ignored, as it may predate the silence."""
         if isinstance(event, TurnEndScored):
             if event.at_ms == self.silence_at_ms:
                 self.probability = event.probability
-        elif self.silence_at_ms is not None:
-            self.words = event.text
+        elif (transcript := getattr(event, "transcript", None)) is not None and self.silence_at_ms is not None:
+            self.words = str(transcript.text)
 
     def finished(self, preset: SemanticPreset) -> bool:
         """Both witnesses have answered and both say the turn is over."""

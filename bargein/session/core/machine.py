@@ -96,9 +96,11 @@ class DuplexMachine:
             case v.AudioAppended():
                 if self.settings.vad and self._turn is None:
                     self._emit(v.TrimBuffer(event.stream_ms - self.settings.buffer_keep_ms))
-            case v.PartialTranscript() | v.TurnEndScored():
+            case v.PartialTranscript() | v.TurnEndScored() | v.GuessTranscribed():
                 if self._turn is not None and self._turn.item_id == event.item_id:
                     self._turn.heard.take(event)
+                if isinstance(event, v.GuessTranscribed):
+                    self._on_guess(event)
             case v.SegmentClassified():
                 self._on_classified(event.item_id, event.decision, event.verdict)
             case v.SegmentTranscribed():
@@ -106,8 +108,6 @@ class DuplexMachine:
                     verdict = self.segments.judge(event.item_id, event.transcript,
                                                   during_reply=self._reply is not None)
                     self._on_classified(event.item_id, verdict.decision, verdict)
-            case v.GuessTranscribed():
-                self._on_guess(event)
             case v.PauseTimerFired():
                 reply = self._reply
                 if reply is not None and reply.response_id == event.response_id and reply.paused \
