@@ -3,34 +3,12 @@ a pause ends the turn or not as the end-of-turn model and the words say."""
 
 from __future__ import annotations
 
-import asyncio
-import base64
-
 import numpy as np
 
-from bargein.audio.codecs import float_to_int16
 from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeEndOfTurn, FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
+from tests.support.tones import quiet, stream, tone
 from tests.test_session import Harness
-
-RATE = 24_000
-
-
-def tone(seconds: float, hz: float = 300.0) -> np.ndarray:
-    t = np.arange(int(seconds * RATE)) / RATE
-    return (0.3 * np.sin(2 * np.pi * hz * t)).astype(np.float32)
-
-
-def quiet(seconds: float) -> np.ndarray:
-    return np.zeros(int(seconds * RATE), np.float32)
-
-
-async def stream(h: Harness, audio: np.ndarray) -> None:
-    """Append 20 ms chunks, letting the session's background work (scores, guesses) run between them."""
-    wire = float_to_int16(audio).tobytes()
-    for offset in range(0, len(wire), 960):
-        await h.send(type="input_audio_buffer.append", audio=base64.b64encode(wire[offset:offset + 960]).decode())
-        await asyncio.sleep(0.004)
 
 
 def engines(turn: FakeEndOfTurn | None, words: str = "turn off the lights") -> Engines:

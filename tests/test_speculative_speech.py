@@ -4,21 +4,18 @@ thrown away when the user goes on speaking."""
 from __future__ import annotations
 
 import asyncio
-import base64
 from collections.abc import AsyncIterator
 
 import numpy as np
 import pytest
 
-from bargein.audio.codecs import float_to_int16
 from bargein.engines.base import CancelToken, ChatMessage, Engines, GenerationOptions, SpeechChunk
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.session import realtime_session
 from bargein.session.outbound import Outbound, Outgoing
 from bargein.session.speculation import PrefetchedReply
+from tests.support.tones import quiet, stream, tone
 from tests.test_session import Harness
-
-RATE = 24_000
 
 
 class LoggedSynthesizer(FakeSynthesizer):
@@ -36,22 +33,6 @@ class LoggedSynthesizer(FakeSynthesizer):
             await asyncio.sleep(0.001)
         if cancel.cancelled:
             self.cancelled.append(text)
-
-
-def tone(seconds: float, hz: float = 300.0) -> np.ndarray:
-    t = np.arange(int(seconds * RATE)) / RATE
-    return (0.3 * np.sin(2 * np.pi * hz * t)).astype(np.float32)
-
-
-def quiet(seconds: float) -> np.ndarray:
-    return np.zeros(int(seconds * RATE), np.float32)
-
-
-async def stream(h: Harness, audio: np.ndarray) -> None:
-    wire = float_to_int16(audio).tobytes()
-    for offset in range(0, len(wire), 960):
-        await h.send(type="input_audio_buffer.append", audio=base64.b64encode(wire[offset:offset + 960]).decode())
-        await asyncio.sleep(0.004)
 
 
 def logged_session(log: list[tuple[str, str]], monkeypatch: pytest.MonkeyPatch) -> tuple[Harness, LoggedSynthesizer]:

@@ -10,8 +10,6 @@ arrive while a batch runs wait for the next one and run together, in a worker th
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,9 +18,8 @@ import numpy.typing as npt
 import onnxruntime as ort
 
 from bargein.engines.base import LISTEN_SAMPLE_RATE, Float32Audio
+from bargein.engines.batching import MicroBatcher
 from bargein.engines.listen.smart_turn_file import smart_turn_path
-
-log = logging.getLogger(__name__)
 
 WINDOW_SECONDS = 8
 WINDOW_SAMPLES = WINDOW_SECONDS * LISTEN_SAMPLE_RATE
@@ -71,60 +68,37 @@ class _Request:
     future: asyncio.Future[float]
 
 
-class SmartTurn:
+class SmartTurn(MicroBatcher[_Request]):
     """Smart Turn shared by all sessions, with requests batched across them."""
 
+    name = "smart-turn-batcher"
     window_seconds = WINDOW_SECONDS
 
     def __init__(self, model: SmartTurnModel | None = None, *, max_batch: int = 16) -> None:
+        super().__init__()
         self.model = model or SmartTurnModel()
         self.max_batch = max_batch
-        self._pending: list[_Request] = []
-        self._wakeup = asyncio.Event()
-        self._worker: asyncio.Task[None] | None = None
         self.batches_run = 0
         self.clips_run = 0
 
     async def probability(self, audio: Float32Audio) -> float:
         """Probability (0 to 1) that the speaker has finished, from the audio up to now."""
-        loop = asyncio.get_running_loop()
-        if self._worker is None or self._worker.done() or self._worker.get_loop() is not loop:
-            # an Event and its waiters belong to one loop: a model reused on a new loop needs fresh ones
-            self._wakeup = asyncio.Event()
-            self._pending = [item for item in self._pending if item.future.get_loop() is loop]
-            self._worker = loop.create_task(self._run(), name="smart-turn-batcher")
-        future: asyncio.Future[float] = loop.create_future()
+        future: asyncio.Future[float] = self._loop().create_future()
         # only the window is kept: a caller's long buffer never lingers in the queue
-        self._pending.append(_Request(np.array(audio[-WINDOW_SAMPLES:], dtype=np.float32), future))
-        self._wakeup.set()
+        self._enqueue(_Request(np.array(audio[-WINDOW_SAMPLES:], dtype=np.float32), future))
         return await future
 
-    async def _run(self) -> None:
-        while True:
-            await self._wakeup.wait()
-            self._wakeup.clear()
-            while self._pending:
-                batch, self._pending = self._pending[:self.max_batch], self._pending[self.max_batch:]
-                batch = [item for item in batch if not item.future.done()]  # the caller gave up
-                if not batch:
-                    continue
-                try:
-                    results = await asyncio.to_thread(self.model.probabilities, [item.audio for item in batch])
-                except Exception as error:  # an engine failure reaches each waiting session
-                    log.exception("smart turn batch failed")
-                    for item in batch:
-                        if not item.future.done():
-                            item.future.set_exception(error)
-                    continue
-                self.batches_run += 1
-                self.clips_run += len(batch)
-                for item, value in zip(batch, results, strict=True):
-                    if not item.future.done():
-                        item.future.set_result(float(value))
+    def _take_batch(self) -> list[_Request]:
+        waiting = [item for item in self._pending if not item.future.done()]  # callers that gave up are dropped
+        batch, self._pending = waiting[:self.max_batch], waiting[self.max_batch:]
+        return batch
 
-    async def aclose(self) -> None:
-        """Stop the batching task."""
-        if self._worker is not None:
-            self._worker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._worker
+    def _infer(self, batch: list[_Request]) -> npt.NDArray[np.float32]:
+        return self.model.probabilities([item.audio for item in batch])
+
+    def _deliver(self, batch: list[_Request], results: npt.NDArray[np.float32]) -> None:
+        self.batches_run += 1
+        self.clips_run += len(batch)
+        for item, value in zip(batch, results, strict=True):
+            if not item.future.done():
+                item.future.set_result(float(value))
