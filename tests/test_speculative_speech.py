@@ -118,3 +118,12 @@ async def test_the_early_speech_is_used_only_for_the_same_clause_and_voice() -> 
     assert replayed is not None
     chunks = [chunk async for chunk in replayed]
     assert len(chunks) == len(first.chunks) > 0
+
+
+async def test_a_clause_not_begun_at_adoption_is_left_to_the_reply() -> None:
+    log: list[tuple[str, str]] = []
+    tts = LoggedSynthesizer(log)
+    reply = PrefetchedReply(FakeLanguageModel(filler="It is noon.", token_delay_s=0.01),
+                            [ChatMessage("user", "time?")], GenerationOptions(), tts, "alloy")
+    tokens = [token async for token in reply.adopt(CancelToken())]
+    assert tokens and reply.first_clause is None and log == []

@@ -92,7 +92,10 @@ class PrefetchedReply:
             self._grew.set()
 
     def adopt(self, reply_cancel: CancelToken) -> AsyncIterator[str]:
-        """The token stream for the reply that takes this over; the reply's cancel stops the LLM."""
+        """The token stream for the reply that takes this over; the reply's cancel stops the LLM.
+
+        A first clause not yet begun is left to the reply, which speaks it itself (never twice)."""
+        self._splitter = None
         link = asyncio.create_task(self._follow(reply_cancel))
         return self._iterate(link)
 
