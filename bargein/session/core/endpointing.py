@@ -40,14 +40,14 @@ _LEADING = """
 a an the my your his her its our their some any every each no
 and but or nor so because if when while although though unless until since than as
 to of for at by with from into onto between through during without within against among
-um uh er erm is are was were am be been being will would can could should shall may might must
-have has had i he she we they which whose
+um uh er erm i he she we they which whose
 """
 LEADING_WORDS = frozenset(_LEADING.split())
-"""Closed-class words (articles, possessives, conjunctions, prepositions, auxiliaries, subject pronouns,
-fillers) after which an English sentence rarely ends: a turn whose words so far end on one most likely
-goes on. Words that often end a sentence are left out (object pronouns and demonstratives as in "repeat
-that", particles as in "turn it on", question words as in "why?"). English grammar, not fitted."""
+"""Closed-class words (articles, possessives, conjunctions, prepositions, subject pronouns, fillers) after
+which an English sentence rarely ends: a turn whose words so far end on one most likely goes on. Words
+that often end a sentence are left out (object pronouns and demonstratives as in "repeat that", particles
+as in "turn it on", question words as in "why?", auxiliaries as in "than he was"). English grammar, not
+fitted on the endpoint set."""
 _WORD = re.compile(r"[a-z0-9']+")
 
 
