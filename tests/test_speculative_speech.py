@@ -26,9 +26,10 @@ class LoggedSynthesizer(FakeSynthesizer):
         self.log = log
         self.cancelled: list[str] = []
 
-    async def synthesize(self, text: str, *, voice: str | None, cancel: CancelToken) -> AsyncIterator[SpeechChunk]:
+    async def synthesize(self, text: str, *, voice: str | None, cancel: CancelToken,
+                         speed: float = 1.0) -> AsyncIterator[SpeechChunk]:
         self.log.append(("tts", text))
-        async for chunk in super().synthesize(text, voice=voice, cancel=cancel):
+        async for chunk in super().synthesize(text, voice=voice, cancel=cancel, speed=speed):
             yield chunk
             await asyncio.sleep(0.001)
         if cancel.cancelled:
@@ -97,13 +98,13 @@ async def test_a_discarded_clause_stops_the_tts_and_keeps_nothing() -> None:
     first = reply.first_clause
     assert first is not None and first.chunks
     reply.discard()
-    assert first.chunks == [] and reply.spoken(first.clause, "alloy") is None
+    assert first.chunks == [] and reply.spoken(first.clause, "alloy", 1.0) is None
     await asyncio.sleep(0.05)
     assert first.done and first.chunks == []
     assert tts.cancelled == [first.clause]
 
 
-async def test_the_early_speech_is_used_only_for_the_same_clause_and_voice() -> None:
+async def test_the_early_speech_is_used_only_for_the_same_clause_voice_and_pace() -> None:
     tts = LoggedSynthesizer([])
     reply = PrefetchedReply(FakeLanguageModel(), [ChatMessage("user", "hi")], GenerationOptions(), tts, "alloy")
     for _ in range(200):
@@ -112,9 +113,10 @@ async def test_the_early_speech_is_used_only_for_the_same_clause_and_voice() -> 
             break
     first = reply.first_clause
     assert first is not None
-    assert reply.spoken(first.clause, "ash") is None
-    assert reply.spoken(first.clause + " more", "alloy") is None
-    replayed = reply.spoken(first.clause, "alloy")
+    assert reply.spoken(first.clause, "ash", 1.0) is None
+    assert reply.spoken(first.clause + " more", "alloy", 1.0) is None
+    assert reply.spoken(first.clause, "alloy", 1.25) is None
+    replayed = reply.spoken(first.clause, "alloy", 1.0)
     assert replayed is not None
     chunks = [chunk async for chunk in replayed]
     assert len(chunks) == len(first.chunks) > 0

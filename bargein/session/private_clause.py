@@ -2,7 +2,7 @@
 
 Speculation writes the reply's first tokens at the first silence; as soon as they make a clause, the TTS
 speaks it into this private buffer. Only a reply that the duplex machine started after the endpoint can
-read it back, and only for exactly the same clause and voice; until then nothing of it leaves the
+read it back, and only for exactly the same clause, voice and pace; until then nothing of it leaves the
 server. If the user goes on speaking, :meth:`PrivateClause.discard` stops the TTS within one chunk and
 drops what it made. The buffer holds one clause, so it is bounded by the clause splitter's limits.
 """
@@ -18,9 +18,11 @@ from bargein.engines.base import CancelToken, SpeechChunk, SpeechSynthesizer
 class PrivateClause:
     """One clause being synthesised into a private buffer, readable once by the reply that adopts it."""
 
-    def __init__(self, tts: SpeechSynthesizer, clause: str, voice: str | None, cancel: CancelToken) -> None:
+    def __init__(self, tts: SpeechSynthesizer, clause: str, voice: str | None, speed: float,
+                 cancel: CancelToken) -> None:
         self.clause = clause
         self.voice = voice
+        self.speed = speed
         self.chunks: list[SpeechChunk] = []
         self.error: BaseException | None = None
         self.discarded = False
@@ -30,7 +32,7 @@ class PrivateClause:
 
     async def _speak(self, tts: SpeechSynthesizer, cancel: CancelToken) -> None:
         try:
-            async for chunk in tts.synthesize(self.clause, voice=self.voice, cancel=cancel):
+            async for chunk in tts.synthesize(self.clause, voice=self.voice, cancel=cancel, speed=self.speed):
                 if self.discarded:
                     return
                 self.chunks.append(chunk)
@@ -46,9 +48,9 @@ class PrivateClause:
         """The whole clause has been synthesised (or synthesis stopped)."""
         return self._done.is_set()
 
-    def matches(self, clause: str, voice: str | None) -> bool:
-        """True when this is the speech a reply wants for ``clause`` in ``voice`` and it is still kept."""
-        return not self.discarded and clause == self.clause and voice == self.voice
+    def matches(self, clause: str, voice: str | None, speed: float) -> bool:
+        """True when this is the speech a reply wants (``clause`` in ``voice`` at ``speed``) and it is still kept."""
+        return not self.discarded and (clause, voice, speed) == (self.clause, self.voice, self.speed)
 
     async def replay(self) -> AsyncIterator[SpeechChunk]:
         """The clause's chunks, those made already at once and the rest as they come."""

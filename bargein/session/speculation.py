@@ -24,12 +24,15 @@ from bargein.engines.base import (
     ChatMessage,
     GenerationOptions,
     LanguageModel,
+    ReplyPiece,
     SpeechChunk,
     SpeechRecognizer,
     SpeechSynthesizer,
+    ToolCall,
     Transcript,
 )
 from bargein.engines.speak.clauses import ClauseSplitter
+from bargein.engines.think.tool_calls import reply_pieces
 from bargein.session.private_clause import PrivateClause
 
 log = logging.getLogger(__name__)
@@ -63,14 +66,15 @@ class PrefetchedReply:
     """An LLM stream started early, buffering its tokens until a reply adopts it (or it is dropped)."""
 
     def __init__(self, llm: LanguageModel, messages: Sequence[ChatMessage], options: GenerationOptions,
-                 tts: SpeechSynthesizer | None = None, voice: str | None = None) -> None:
+                 tts: SpeechSynthesizer | None = None, voice: str | None = None, speed: float = 1.0) -> None:
         self.messages = list(messages)
         self.cancel = CancelToken()
         self.voice = voice
+        self.speed = speed
         self.first_clause: PrivateClause | None = None
         self._tts = tts
         self._splitter = ClauseSplitter() if tts is not None else None
-        self._tokens: list[str] = []
+        self._tokens: list[ReplyPiece] = []
         self._done = asyncio.Event()
         self._grew = asyncio.Event()
         self.error: BaseException | None = None
@@ -78,10 +82,12 @@ class PrefetchedReply:
 
     async def _run(self, llm: LanguageModel, options: GenerationOptions) -> None:
         try:
-            async for token in llm.stream(self.messages, cancel=self.cancel, options=options):
+            async for token in reply_pieces(llm, self.messages, cancel=self.cancel, options=options):
                 self._tokens.append(token)
                 self._grew.set()
-                if self._splitter is not None and (ready := self._splitter.feed(token)):
+                if isinstance(token, ToolCall):
+                    self._splitter = None  # a tool call: the reply's words wait for its result
+                elif self._splitter is not None and (ready := self._splitter.feed(token)):
                     self._speak_first(ready[0])
             if self._splitter is not None and not self.cancel.cancelled and (rest := self._splitter.flush()):
                 self._speak_first(rest)  # the whole reply is shorter than a clause
@@ -91,7 +97,7 @@ class PrefetchedReply:
             self._done.set()
             self._grew.set()
 
-    def adopt(self, reply_cancel: CancelToken) -> AsyncIterator[str]:
+    def adopt(self, reply_cancel: CancelToken) -> AsyncIterator[ReplyPiece]:
         """The token stream for the reply that takes this over; the reply's cancel stops the LLM.
 
         A first clause not yet begun is left to the reply, which speaks it itself (never twice)."""
@@ -103,7 +109,7 @@ class PrefetchedReply:
         await reply_cancel.wait()
         self.cancel.cancel(reply_cancel.reason or "cancelled")
 
-    async def _iterate(self, link: asyncio.Task[None]) -> AsyncIterator[str]:
+    async def _iterate(self, link: asyncio.Task[None]) -> AsyncIterator[ReplyPiece]:
         index = 0
         try:
             while True:
@@ -122,13 +128,13 @@ class PrefetchedReply:
 
     def _speak_first(self, clause: str) -> None:
         if self._tts is not None:
-            self.first_clause = PrivateClause(self._tts, clause, self.voice, self.cancel)
+            self.first_clause = PrivateClause(self._tts, clause, self.voice, self.speed, self.cancel)
         self._splitter = None  # one clause: the reply speaks the rest itself
 
-    def spoken(self, clause: str, voice: str | None) -> AsyncIterator[SpeechChunk] | None:
-        """The privately spoken audio of ``clause`` in ``voice``, if that is the clause spoken early."""
+    def spoken(self, clause: str, voice: str | None, speed: float) -> AsyncIterator[SpeechChunk] | None:
+        """The privately spoken audio of ``clause`` in ``voice`` at ``speed``, if that is what was spoken early."""
         first = self.first_clause
-        return first.replay() if first is not None and first.matches(clause, voice) else None
+        return first.replay() if first is not None and first.matches(clause, voice, speed) else None
 
     def discard(self) -> None:
         """Stop generating and speaking (within one token or chunk) and forget the tokens and the speech."""
@@ -174,12 +180,12 @@ class Speculator:
         return task
 
     def prefetch(self, item_id: str, messages: Sequence[ChatMessage], options: GenerationOptions,
-                 voice: str | None = None) -> None:
+                 voice: str | None = None, speed: float = 1.0) -> None:
         """Start the reply's LLM stream early (and its first clause's speech in ``voice``), for ``item_id``."""
         guess = self._guesses.get(item_id)
         if guess is None or guess.reply is not None:
             return
-        guess.reply = PrefetchedReply(self.llm, messages, options, self.tts, voice)
+        guess.reply = PrefetchedReply(self.llm, messages, options, self.tts, voice, speed)
         self.counts.llm_started += 1
 
     def drop(self, item_id: str) -> None:
