@@ -116,7 +116,7 @@ class ReplyRunner:
             plan = ReplyPlan(reply.response_id, messages, state.audio, self.config().audio.output.voice,
                              state.output_format, max_tokens,
                              prefetched.adopt(reply.cancel) if prefetched is not None else None, tools,
-                             self.config().audio.output.speed)
+                             self.config().audio.output.speed, prefetched.spoken if prefetched is not None else None)
             await self.pipeline.run(plan, _Sink(self, reply), reply.cancel)
         except Exception as error:
             failed = True

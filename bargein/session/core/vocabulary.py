@@ -14,7 +14,9 @@ from bargein.engines.base import Transcript
 from bargein.protocol.client_events import ResponseParams
 from bargein.protocol.errors import ProtocolError
 from bargein.session.core.classifier import ListenDecision
+from bargein.session.core.endpointing import TurnEndScored as TurnEndScored
 from bargein.session.core.settings import TurnSettings
+from bargein.session.core.tool_wait import ToolWait as ToolWait
 
 
 class Phase(enum.Enum):
@@ -157,15 +159,9 @@ class PauseTimerFired:
     response_id: str
 
 
-@dataclass(frozen=True)
-class ToolWait:
-    """Function calls the client owes outputs for now exist (``owed``), or every one was answered or timed out."""
-    owed: bool
-
-
 Event = (VadFrame | AudioAppended | ClientCommit | ClientClear | ClientResponseCreate | ClientResponseCancel
          | ReplyAudio | ReplyText | ReplyFinished | IdleTimerFired | SettingsChanged | SegmentClassified
-         | SegmentTranscribed | GuessTranscribed | PartialTranscript | PauseTimerFired | ToolWait)
+         | SegmentTranscribed | GuessTranscribed | PartialTranscript | PauseTimerFired | TurnEndScored | ToolWait)
 
 
 # --- actions (outputs) --------------------------------------------------------------------------------
@@ -181,10 +177,12 @@ class SpeechStarted:
 
 @dataclass(frozen=True)
 class SilenceBegan:
-    """The VAD first saw silence in a turn: speculative recognition may start."""
+    """The VAD first saw silence in a turn: speculative recognition may start (and with ``score``, the
+    end-of-turn model scores the turn so far, fed back as :class:`TurnEndScored`)."""
 
     item_id: str
     at_ms: float
+    score: bool = False
 
 
 @dataclass(frozen=True)
