@@ -59,3 +59,8 @@ extras=""
 # Smart Turn v3.2 (the end-of-turn model) ships inside the pipecat-ai wheel: download that wheel without
 # its dependencies (Pipecat's runtime is not installed), take the one ONNX file out, check its sha256.
 .venv/bin/python -m bargein.engines.listen.smart_turn_file
+
+# The tests run third-party clients too: the OpenAI Agents SDK for JavaScript under Node (npm registry).
+if [[ "$purpose" == "test" ]] && command -v npm >/dev/null 2>&1; then
+  npm ci --prefix tests/js --no-audit --no-fund --loglevel=error
+fi
