@@ -126,12 +126,12 @@ class SessionConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     type: Literal["realtime"] = "realtime"
     model: str = "bargein"
-    instructions: str = DEFAULT_INSTRUCTIONS
+    instructions: str = Field(DEFAULT_INSTRUCTIONS, max_length=256 * 1024)
     output_modalities: list[Literal["audio", "text"]] = Field(default_factory=_audio_only)
     audio: AudioConfig = Field(default_factory=AudioConfig)
     max_output_tokens: int | Literal["inf"] = "inf"
     tool_choice: Any = "auto"
-    tools: list[Any] = Field(default_factory=list)
+    tools: list[Any] = Field(default_factory=list, max_length=128)
     tracing: Any = None
     truncation: Any = "auto"
     include: list[str] | None = None

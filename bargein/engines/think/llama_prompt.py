@@ -1,0 +1,70 @@
+"""A conversation as llama.cpp prompt tokens: the model's own chat template, cut to fit the context."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from bargein.engines.base import ChatMessage
+from bargein.engines.think.llm_prompt import TokenCounts, fit_history, with_system_prompt
+
+CHATML = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+"""The template used when the model file carries none."""
+CHARS_PER_TOKEN_CAP = 8
+"""A message is cut to its last ``n_ctx * 8`` characters before tokenising: more could never fit."""
+
+
+class PromptTooLong(RuntimeError):
+    """Even the newest message alone does not fit the context."""
+
+
+class LlamaPrompt:
+    """Renders histories for one ``llama_cpp.Llama``; call only from the thread that owns the model."""
+
+    def __init__(self, llama: Any, system_prompt: str | None) -> None:
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        self.llama = llama
+        self.system_prompt = system_prompt
+        template = llama.metadata.get("tokenizer.chat_template") or CHATML
+        self._eos = self._special(llama.token_eos())
+        self._bos = self._special(llama.token_bos())
+        self._formatter: Any = Jinja2ChatFormatter(template=template, eos_token=self._eos, bos_token=self._bos)
+        self.counts = TokenCounts(self._count)
+        probe = ChatMessage(role="user", content="hello")
+        base = [ChatMessage(role="system", content="s")]
+        # what a message costs beyond its own text (role markers, separators); 2 more for safety
+        extra = len(self.render([*base, probe])) - len(self.render(base)) - self._text_tokens("hello")
+        self._per_message = max(0, extra) + 2
+
+    def fit(self, messages: Sequence[ChatMessage], max_tokens: int) -> list[int]:
+        """Prompt tokens for ``messages`` (oldest dropped first) leaving ``max_tokens`` for the reply."""
+        n_ctx = int(self.llama.n_ctx())
+        limit = n_ctx * CHARS_PER_TOKEN_CAP
+        history = [m if len(m.content) <= limit else ChatMessage(m.role, m.content[-limit:], m.images)
+                   for m in with_system_prompt(messages, self.system_prompt)]
+        tokens = fit_history(history, self.counts, n_ctx - max_tokens, self.render)
+        if len(tokens) >= n_ctx:
+            raise PromptTooLong(f"the prompt ({len(tokens)} tokens) does not fit the context")
+        return tokens
+
+    def render(self, messages: Sequence[ChatMessage]) -> list[int]:
+        """The whole prompt, generation prompt included, as tokens."""
+        # Local models read text only; images are left to the scene describer upstream.
+        wire = [{"role": m.role, "content": m.content} for m in messages]
+        prompt: str = self._formatter(messages=wire).prompt
+        add_bos = not (self._bos and prompt.startswith(self._bos))
+        tokens: list[int] = self.llama.tokenize(prompt.encode("utf-8"), add_bos=add_bos, special=True)
+        return tokens
+
+    def _count(self, message: ChatMessage) -> int:
+        return self._text_tokens(message.content) + self._per_message
+
+    def _text_tokens(self, text: str) -> int:
+        return len(self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+    def _special(self, token: int) -> str:
+        return str(self.llama.detokenize([token], special=True).decode("utf-8", "replace"))
