@@ -46,6 +46,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-session", dest="max_session_s", type=float,
                        help="close a session after this many seconds (default 3600, 0: never)")
     serve.add_argument("--events-per-s", type=float, help="client events per second per session (default 200)")
+    serve.add_argument("--rate-limit-sustain", dest="rate_limit_sustain_s", type=float,
+                       help="close a session held back by the event rate this many seconds in a row (default 10)")
     serve.add_argument("--log-level", default="info")
     return parser
 

@@ -269,7 +269,9 @@ def main() -> None:
     began = time.monotonic()
     cores = psutil.cpu_count() or 1
     print(f"machine: {cores} cores, load average {os.getloadavg()[0]:.1f} before the run", flush=True)
-    with server_or_url(args.engines, args.url) as (host_port, pid):
+    # every load-generator session comes from 127.0.0.1: lift the per-address session cap for this run
+    lifted = ["--max-connections-per-client", "100000"]
+    with server_or_url(args.engines, args.url, extra_args=lifted) as (host_port, pid):
         steps = ramp(host_port, pid, args, began)
     report(steps, cores)
     if args.json:

@@ -23,6 +23,7 @@ from bargein.config import Settings
 
 KEY_SUBPROTOCOL_PREFIX = "openai-insecure-api-key."
 PEER_SCOPE_KEY = "bargein.peer"
+SOCKET_SCOPE_KEY = "bargein.socket_peer"
 _DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 
 
@@ -45,6 +46,7 @@ class RealPeer:
         if scope["type"] in ("http", "websocket"):
             client = scope.get("client")
             scope[PEER_SCOPE_KEY] = client[0] if client else None
+            scope[SOCKET_SCOPE_KEY] = tuple(client) if client else None
         await self.app(scope, receive, send)
 
 

@@ -5,69 +5,63 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable
-from enum import Enum
+from dataclasses import dataclass
+
+BYTES_PER_EVENT = 64 * 1024
+"""A message costs one event plus one per 64 KiB it carries (an 8 MiB append costs 129)."""
 
 
-class TokenBucket:
-    """``rate`` tokens a second, at most ``capacity`` banked; :meth:`take` spends one if there is one."""
+@dataclass(frozen=True)
+class Throttle:
+    """What the limiter says about one message: wait this long first; tell the client; or end the session."""
 
-    def __init__(self, rate: float, capacity: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self.rate = rate
-        self.capacity = capacity
-        self.clock = clock
-        self.tokens = capacity
-        self._last = clock()
-
-    def take(self) -> bool:
-        """Spend a token; False when the bucket is empty."""
-        now = self.clock()
-        self.tokens = min(self.capacity, self.tokens + (now - self._last) * self.rate)
-        self._last = now
-        if self.tokens >= 1.0:
-            self.tokens -= 1.0
-            return True
-        return False
-
-
-class Verdict(Enum):
-    """What to do with one client event."""
-
-    ADMIT = "admit"
-    DROP = "drop"
-    """Over the rate: drop it (the client has been told, at most once a second)."""
-    DROP_AND_TELL = "drop_and_tell"
-    CLOSE = "close"
-    """Over the rate for too long: end the session."""
+    wait_s: float = 0.0
+    tell: bool = False
+    """The client is being slowed down: send it a ``rate_limit_exceeded`` error (at most once a second)."""
+    close: bool = False
+    """The client has been over the rate for too long: end the session (policy close)."""
 
 
 class EventRateLimiter:
-    """A token bucket for client events, and a second, slower one for the events dropped.
+    """A token bucket of client events (``rate`` a second, ``burst`` at once), enforced by waiting.
 
-    A burst above the rate is dropped and answered with one error a second; a client that keeps
-    sending faster than the rate (dropped events worth ``tolerance_s`` of the full rate, refilled
-    at a tenth of the rate) is closed.
+    A message over the rate is not dropped: the reader waits until the bucket allows it, so the
+    socket is not read meanwhile and TCP slows the client down. A client kept waiting without a
+    break for ``sustain_s`` is closed.
     """
 
-    def __init__(self, rate: float, burst: int, *, tolerance_s: float = 2.0,
+    def __init__(self, rate: float, burst: float, *, sustain_s: float = 10.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self.events = TokenBucket(rate, burst, clock)
-        self.tolerance = TokenBucket(rate / 10, rate * tolerance_s, clock)
+        self.rate = rate
+        self.burst = burst
+        self.sustain_s = sustain_s
         self.clock = clock
-        self.dropped = 0
+        self.tokens = burst
+        self.throttled_s = 0.0
+        """Total time messages were held back (for metrics and tests)."""
+        self._last = clock()
+        self._streak_since: float | None = None
         self._told_at = float("-inf")
 
-    def check(self) -> Verdict:
-        """The verdict for the event that just arrived."""
-        if self.events.take():
-            return Verdict.ADMIT
-        self.dropped += 1
-        if not self.tolerance.take():
-            return Verdict.CLOSE
+    def admit(self, size: int) -> Throttle:
+        """Charge one message of ``size`` bytes and say how long the reader must wait before handling it."""
         now = self.clock()
-        if now - self._told_at >= 1.0:
+        self.tokens = min(self.burst, self.tokens + (now - self._last) * self.rate)
+        self._last = now
+        self.tokens -= 1.0 + size / BYTES_PER_EVENT
+        if self.tokens >= 0.0:
+            self._streak_since = None
+            return Throttle()
+        wait_s = -self.tokens / self.rate
+        self.throttled_s += wait_s
+        if self._streak_since is None:
+            self._streak_since = now
+        if now + wait_s - self._streak_since > self.sustain_s:
+            return Throttle(wait_s, close=True)
+        tell = now - self._told_at >= 1.0
+        if tell:
             self._told_at = now
-            return Verdict.DROP_AND_TELL
-        return Verdict.DROP
+        return Throttle(wait_s, tell=tell)
 
 
 class AddressCounter:

@@ -1,6 +1,6 @@
 """The ``/v1/realtime`` WebSocket: authentication, the read loop, the write loop, one session each.
 
-Every connection runs three tasks: the reader (client events, rate-limited), the writer (the session's
+Every connection runs three tasks: the reader (client events, held back above the event rate), the writer (the session's
 outbound queue) and a watchdog (idle time, session length). Whichever ends first ends the session: a
 client that leaves, a writer that can no longer write, a client over a budget. A session closed by the
 server gets an ``error`` event that says why, then a close code: 1008 (policy) for a client over a
@@ -25,8 +25,9 @@ from bargein.metrics.prometheus import ServerMetrics
 from bargein.protocol.errors import ProtocolError
 from bargein.protocol.server_events import error_event
 from bargein.protocol.session_config import SessionConfig
-from bargein.server.auth import authorize, peer_address
-from bargein.server.limits import AddressCounter, EventRateLimiter, Verdict
+from bargein.server.auth import SOCKET_SCOPE_KEY, authorize, peer_address
+from bargein.server.limits import AddressCounter, EventRateLimiter
+from bargein.server.serving import abort_connection
 from bargein.session.outbound import Outgoing
 from bargein.session.realtime_session import RealtimeSession
 
@@ -34,7 +35,7 @@ log = logging.getLogger(__name__)
 POLICY_CLOSE = 1008
 GOING_AWAY_CLOSE = 1001
 TRY_LATER_CLOSE = 1013
-FAREWELL_TIMEOUT_S = 2.0
+FAREWELL_TIMEOUT_S = 1.0
 """How long the last error and the close frame may take to go out to a client that does not read."""
 
 
@@ -99,7 +100,8 @@ class _Connection:
         self.session = session
         self.settings = settings
         self.metrics = metrics
-        self.limiter = EventRateLimiter(settings.events_per_s, settings.event_burst)
+        self.limiter = EventRateLimiter(settings.events_per_s, settings.event_burst,
+                                        sustain_s=settings.rate_limit_sustain_s)
         self.started = self.last_heard = time.monotonic()
 
     async def run(self) -> None:
@@ -136,21 +138,21 @@ class _Connection:
             if message["type"] == "websocket.disconnect":
                 return None
             self.last_heard = time.monotonic()
-            verdict = self.limiter.check()
-            if verdict is Verdict.CLOSE:
-                return Ending("rate_limit_exceeded", f"more than {self.settings.events_per_s:g} events per second, "
-                              "for too long", POLICY_CLOSE)
-            if verdict is not Verdict.ADMIT:
-                if verdict is Verdict.DROP_AND_TELL:
-                    self.session.outbound.put(Outgoing(error_event(ProtocolError(
-                        f"more than {self.settings.events_per_s:g} events per second: "
-                        f"{self.limiter.dropped} dropped so far", code="rate_limit_exceeded"))))
-                continue
             data: str | bytes | None = message.get("text")
             if data is None:
                 data = message.get("bytes")
             if data is None:
                 continue
+            throttle = self.limiter.admit(len(data))
+            if throttle.close:
+                return Ending("rate_limit_exceeded", f"over {self.settings.events_per_s:g} events per second for "
+                              f"{self.limiter.sustain_s:g} s", POLICY_CLOSE)
+            if throttle.tell:
+                self.session.outbound.put(Outgoing(error_event(ProtocolError(
+                    f"over {self.settings.events_per_s:g} events per second: events are being delayed",
+                    code="rate_limit_exceeded"))))
+            if throttle.wait_s > 0:
+                await asyncio.sleep(throttle.wait_s)  # meanwhile the socket is not read: TCP slows the client
             if len(data) > max_bytes:
                 self.session.outbound.put(Outgoing(error_event(ProtocolError(
                     f"message of {len(data)} bytes exceeds the limit of {max_bytes} bytes; split the audio into "
@@ -188,13 +190,21 @@ class _Connection:
 
 
 async def _farewell(websocket: WebSocket, ending: Ending) -> None:
-    """Tell the client why with an ``error`` event, then close; give up on a client that does not read."""
+    """Tell the client why with an ``error`` event, then close; drop a client that does not read.
+
+    The TCP connection is aborted right away if the error could not be sent, else after
+    :data:`FAREWELL_TIMEOUT_S` unless the client has completed the close handshake by then.
+    """
     event = error_event(ProtocolError(ending.message, code=ending.code, type="server_error"
                                       if ending.close_code in (TRY_LATER_CLOSE, 1011) else "invalid_request_error"))
+    told = False
     with contextlib.suppress(Exception):
         if websocket.application_state == WebSocketState.CONNECTED:
             await asyncio.wait_for(websocket.send_text(json.dumps(event, separators=(",", ":"))), FAREWELL_TIMEOUT_S)
+            told = True
     with contextlib.suppress(Exception):
         if websocket.application_state == WebSocketState.CONNECTED:
             await asyncio.wait_for(websocket.close(code=ending.close_code, reason=ending.message[:120]),
                                    FAREWELL_TIMEOUT_S)
+    client = websocket.scope.get(SOCKET_SCOPE_KEY, websocket.scope.get("client"))
+    asyncio.get_running_loop().call_later(FAREWELL_TIMEOUT_S if told else 0.0, abort_connection, client)

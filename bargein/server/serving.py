@@ -6,6 +6,9 @@ app itself (:func:`bargein.server.app.create_app`, only with ``--forwarded-allow
 connection must finish its HTTP request (or WebSocket upgrade request) within
 ``handshake_timeout_s``, with at most ``max_connections_per_client`` such young connections per
 client address, so a thousand half-open sockets cannot use up the server's file descriptors.
+WebSocket connections are tracked by peer so the app can :func:`abort_connection` a client that does
+not read (uvicorn would otherwise keep reading it for 10 s after the close frame, and keep its
+unsent output until the peer reads it).
 """
 
 from __future__ import annotations
@@ -17,10 +20,12 @@ from typing import Any
 
 import uvicorn
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
+from uvicorn.protocols.websockets.auto import AutoWebSocketsProtocol
 
 from bargein.config import Settings
 
 log = logging.getLogger(__name__)
+_OPEN_WEBSOCKETS: dict[tuple[str, int], asyncio.BaseTransport] = {}
 
 
 class HandshakeGuard:
@@ -88,13 +93,51 @@ def guarded_protocol(guard: HandshakeGuard, base: type[asyncio.Protocol] = AutoH
     return Guarded
 
 
+def tracked_ws_protocol(base: Any = AutoWebSocketsProtocol) -> type[asyncio.Protocol]:
+    """uvicorn's WebSocket protocol, recording each connection's transport by peer address and port."""
+
+    class Tracked(base):  # type: ignore[valid-type,misc]
+        _peer: tuple[str, int] | None = None
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            handshake = transport.get_protocol()  # still the HTTP protocol that is handing over
+            release = getattr(handshake, "_guard_release", None)
+            if release is not None:
+                release()  # upgraded: no longer a young connection of its address
+            super().connection_made(transport)
+            peer = transport.get_extra_info("peername")
+            if isinstance(peer, tuple) and len(peer) >= 2:
+                self._peer = (str(peer[0]), int(peer[1]))
+                _OPEN_WEBSOCKETS[self._peer] = transport
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._peer is not None:
+                _OPEN_WEBSOCKETS.pop(self._peer, None)
+            super().connection_lost(exc)
+
+    return Tracked
+
+
+def abort_connection(client: tuple[str, int] | list[Any] | None) -> bool:
+    """Drop the TCP connection of the WebSocket client at ``client`` (scope["client"]) at once."""
+    if not client or len(client) < 2:
+        return False
+    transport = _OPEN_WEBSOCKETS.pop((str(client[0]), int(client[1])), None)
+    if transport is None:
+        return False
+    transport.abort()  # type: ignore[attr-defined]
+    return True
+
+
 def server_config(app: Any, settings: Settings, **overrides: Any) -> uvicorn.Config:
     """The uvicorn configuration for ``settings`` (``overrides`` win, e.g. ``log_level``)."""
     guard = HandshakeGuard(settings.handshake_timeout_s, settings.max_connections_per_client)
     options: dict[str, Any] = dict(
-        host=settings.host, port=settings.port, http=guarded_protocol(guard),
+        host=settings.host, port=settings.port, http=guarded_protocol(guard), ws=tracked_ws_protocol(),
         proxy_headers=False, forwarded_allow_ips="",  # applied inside the app, only when configured
-        ws_max_size=8 * settings.max_message_bytes, ws_ping_interval=20, ws_ping_timeout=60,
+        # twice the message limit: a message over the limit still gets its error event, and one
+        # connection never buffers more than this (uvicorn stops reading until the app takes a message)
+        ws_max_size=2 * settings.max_message_bytes, ws_max_queue=4, ws_ping_interval=20, ws_ping_timeout=60,
         timeout_keep_alive=5, server_header=False,
     )
     options.update(overrides)
