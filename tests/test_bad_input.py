@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from websockets.sync.client import ClientConnection, connect
 
+from bargein.config import Settings
 from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer
 from bargein.engines.listen.silero_vad import SileroVad
@@ -26,7 +27,9 @@ from tests.support.server import running_server
 @pytest.fixture(scope="module")
 def connection() -> Iterator[ClientConnection]:
     engines = Engines(SileroVad(), FakeRecognizer(), FakeLanguageModel(), FakeSynthesizer())
-    with running_server(engines) as host, connect(f"ws://{host}/v1/realtime?model=fuzz", max_size=None) as ws:
+    # the event-rate limit would (rightly) hold back a client this fast: lift it for the fuzz
+    with running_server(engines, Settings(events_per_s=1e6, event_burst=10**6)) as host, \
+            connect(f"ws://{host}/v1/realtime?model=fuzz", max_size=None) as ws:
         created = json.loads(ws.recv(timeout=10))
         assert created["type"] == "session.created"
         yield ws

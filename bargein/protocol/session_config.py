@@ -127,7 +127,7 @@ class SessionConfig(BaseModel):
     type: Literal["realtime"] = "realtime"
     model: str = "bargein"
     instructions: str = Field(DEFAULT_INSTRUCTIONS, max_length=256 * 1024)
-    output_modalities: list[Literal["audio", "text"]] = Field(default_factory=_audio_only)
+    output_modalities: list[Literal["audio", "text"]] = Field(default_factory=_audio_only, min_length=1, max_length=1)
     audio: AudioConfig = Field(default_factory=AudioConfig)
     max_output_tokens: int | Literal["inf"] = "inf"
     tool_choice: Any = "auto"

@@ -26,8 +26,8 @@ class EventRateLimiter:
     """A token bucket of client events (``rate`` a second, ``burst`` at once), enforced by waiting.
 
     A message over the rate is not dropped: the reader waits until the bucket allows it, so the
-    socket is not read meanwhile and TCP slows the client down. A client kept waiting without a
-    break for ``sustain_s`` is closed.
+    socket is not read meanwhile and TCP slows the client down. A client kept waiting for
+    ``sustain_s`` without once letting the bucket refill halfway is closed.
     """
 
     def __init__(self, rate: float, burst: float, *, sustain_s: float = 10.0,
@@ -50,7 +50,9 @@ class EventRateLimiter:
         self._last = now
         self.tokens -= 1.0 + size / BYTES_PER_EVENT
         if self.tokens >= 0.0:
-            self._streak_since = None
+            if self.tokens >= self.burst / 2:
+                # the client let the bucket refill halfway: whatever it did before was a burst, not a flood
+                self._streak_since = None
             return Throttle()
         wait_s = -self.tokens / self.rate
         self.throttled_s += wait_s
