@@ -122,8 +122,8 @@ MUTATIONS: dict[str, Mutation] = {
     "clear with a stray field": lambda r: {"type": "input_audio_buffer.clear", "audio": text(r)},
     # conversation items
     "item missing": lambda r: {"type": "conversation.item.create"},
-    "item.type": lambda r: {"type": "conversation.item.create", "item": {"type": text(r) + "?", "role": "user",
-                                                                        "content": [{"type": "input_text", "text": ""}]}},
+    "item.type": lambda r: {"type": "conversation.item.create", "item": {
+        "type": text(r) + "?", "role": "user", "content": [{"type": "input_text", "text": ""}]}},
     "item.role": lambda r: {"type": "conversation.item.create", "item": {
         "type": "message", "role": r.choice(["robot", "", junk(r)]),
         "content": [{"type": "input_text", "text": "x"}]}},
