@@ -60,6 +60,8 @@ class Settings(BaseSettings):
     event_burst: int = Field(200, ge=1)
     """Client events a session may send at once above the sustained rate."""
     rate_limit_sustain_s: float = Field(10.0, gt=0)
+    max_outbound_bytes: int = Field(32 * 1024 * 1024, ge=64 * 1024)
+    """Bytes of server events a session may leave unread; past this the client is closed (policy)."""
 
     @field_validator("api_keys")
     @classmethod

@@ -116,6 +116,19 @@ DEFAULT_INSTRUCTIONS = (
 )
 
 
+class RetentionRatio(BaseModel):
+    """Truncate a history that does not fit by keeping only this fraction of it (fewer, larger cuts)."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["retention_ratio"]
+    retention_ratio: float = Field(ge=0.0, le=1.0)
+    token_limits: dict[str, int] | None = None
+    """Accepted and echoed."""
+
+
+Truncation = Literal["auto", "disabled"] | RetentionRatio
+
+
 def _audio_only() -> list[Literal["audio", "text"]]:
     return ["audio"]
 
@@ -133,7 +146,8 @@ class SessionConfig(BaseModel):
     tool_choice: Any = "auto"
     tools: list[Any] = Field(default_factory=list, max_length=128)
     tracing: Any = None
-    truncation: Any = "auto"
+    truncation: Truncation = "auto"
+    """How a history longer than the model's context is cut (the embedded model honours it)."""
     include: list[str] | None = None
     prompt: Any = None
 
@@ -141,6 +155,12 @@ class SessionConfig(BaseModel):
         """A new config with ``patch`` merged in depth (nested objects merge, lists and scalars replace)."""
         merged = _deep_merge(self.model_dump(mode="json"), patch)
         return SessionConfig.model_validate(merged)
+
+    def truncation_options(self) -> dict[str, Any]:
+        """The ``truncate`` and ``retention_ratio`` fields of this session's generation options."""
+        if isinstance(self.truncation, RetentionRatio):
+            return {"truncate": True, "retention_ratio": self.truncation.retention_ratio}
+        return {"truncate": self.truncation != "disabled", "retention_ratio": None}
 
     @property
     def input_format(self) -> AudioFormat:

@@ -1,10 +1,12 @@
 """The ``/v1/realtime`` WebSocket: authentication, the read loop, the write loop, one session each.
 
-Every connection runs three tasks: the reader (client events, held back above the event rate), the writer (the session's
-outbound queue) and a watchdog (idle time, session length). Whichever ends first ends the session: a
-client that leaves, a writer that can no longer write, a client over a budget. A session closed by the
-server gets an ``error`` event that says why, then a close code: 1008 (policy) for a client over a
-budget, 1001 (going away) for idle or too-long sessions, 1013 (try again later) for a full server.
+Every connection runs four tasks: the reader (client events, held back above the event rate), the
+writer (the session's outbound queue), a watchdog (idle time, session length) and one waiting for the
+outbound queue to overflow. Whichever ends first ends the session: a client that leaves, a writer
+that can no longer write, a client over a budget. A session closed by the server gets an ``error``
+event that says why, then a close code: 1008 (policy) for a client over a budget (the event rate,
+or events left unread past the outbound queue's byte budget), 1001 (going away) for idle or
+too-long sessions, 1011 for a failure of ours, 1013 (try again later) for a full server.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from bargein.protocol.session_config import SessionConfig
 from bargein.server.auth import SOCKET_SCOPE_KEY, authorize, peer_address
 from bargein.server.limits import AddressCounter, EventRateLimiter
 from bargein.server.serving import abort_connection
-from bargein.session.outbound import Outgoing
+from bargein.session.outbound import OutboundClosed, Outgoing
 from bargein.session.realtime_session import RealtimeSession
 
 log = logging.getLogger(__name__)
@@ -79,7 +81,7 @@ async def serve_realtime(websocket: WebSocket, settings: Settings, engines: Engi
     try:
         model = websocket.query_params.get("model") or "bargein"
         session = RealtimeSession(engines, config=SessionConfig(model=model[:200]), metrics=metrics,
-                                  listen=settings.listen)
+                                  listen=settings.listen, outbound_bytes=settings.max_outbound_bytes)
         # every task the session starts inherits this: shared engines serve sessions in turn by it
         current_owner.set(session)
         registry.live.add(session)
@@ -107,13 +109,14 @@ class _Connection:
     async def run(self) -> None:
         tasks = {asyncio.create_task(self._read(), name="realtime-reader"),
                  asyncio.create_task(self._write(), name="realtime-writer"),
-                 asyncio.create_task(self._watch(), name="realtime-watchdog")}
+                 asyncio.create_task(self._watch(), name="realtime-watchdog"),
+                 asyncio.create_task(self._overflow(), name="realtime-overflow")}
         done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
         ending: Ending | None = None
-        for task in done:
+        for task in sorted(done, key=lambda task: task.get_name() == "realtime-overflow"):  # an overflow says why
             if task.cancelled():
                 continue
             if (error := task.exception()) is not None:
@@ -160,16 +163,25 @@ class _Connection:
                 continue
             await self.session.handle_message(data)
 
+    async def _overflow(self) -> Ending:
+        outbound = self.session.outbound
+        await outbound.overflowed.wait()
+        return Ending("outbound_overflow", f"over {outbound.max_bytes // (1024 * 1024)} MiB of events waited for "
+                      "the client to read them", POLICY_CLOSE)
+
     async def _write(self) -> None:
         outbound = self.session.outbound
         while True:
-            item = await outbound.get()
-            if outbound.closed or self.websocket.application_state != WebSocketState.CONNECTED:
-                return
             try:
-                await self.websocket.send_text(json.dumps(item.event, separators=(",", ":")))
+                item = await outbound.get()
+            except OutboundClosed:
+                return None  # the overflow watch says why, if it was an overflow
+            if self.websocket.application_state != WebSocketState.CONNECTED:
+                return None
+            try:
+                await self.websocket.send_text(item.wire)
             except (WebSocketDisconnect, RuntimeError, OSError):
-                return
+                return None
             self.session.on_sent(item)
             if self.metrics is not None and item.event["type"] == "error":
                 self.metrics.errors.labels(str(item.event["error"].get("code"))).inc()

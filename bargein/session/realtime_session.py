@@ -32,7 +32,7 @@ from bargein.session.core.settings import settings_from_config
 from bargein.session.executor import ActionExecutor
 from bargein.session.history import Conversation, Item, client_item
 from bargein.session.observers import SessionObserver
-from bargein.session.outbound import Outbound, Outgoing
+from bargein.session.outbound import MAX_OUTBOUND_BYTES, Outbound, Outgoing
 from bargein.session.reply_pipeline import ReplyPipeline
 from bargein.session.reply_runner import ReplyRunner
 from bargein.session.segment_tracker import SegmentTracker
@@ -48,10 +48,11 @@ class RealtimeSession:
 
     def __init__(self, engines: Engines, *, config: SessionConfig | None = None,
                  output_lead_ms: float = 1000.0, metrics: ServerMetrics | None = None,
-                 listen: bool = True, observers: Iterable[SessionObserver] = ()) -> None:
+                 listen: bool = True, observers: Iterable[SessionObserver] = (),
+                 outbound_bytes: int = MAX_OUTBOUND_BYTES) -> None:
         self.listen = listen
         self.config = config or SessionConfig()
-        self.outbound = Outbound()
+        self.outbound = Outbound(max_bytes=outbound_bytes)
         self.conversation = Conversation()
         self.machine = DuplexMachine(new_id, settings_from_config(self.config, listen=listen))
         self.audio_in = AudioInput(engines.vad, self.config.input_format)

@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -40,9 +40,10 @@ DELTA_MS = 200.0
 """Longest audio delta sent: finer deltas make cancellation and the heard estimate finer."""
 
 
-def generation_options(max_tokens: int | None) -> GenerationOptions:
-    """The LLM options of a reply (and of its speculative head start, which must match it)."""
-    return GenerationOptions(max_tokens=max_tokens or DEFAULT_MAX_TOKENS)
+def generation_options(max_tokens: int | None, truncation: dict[str, Any] | None = None) -> GenerationOptions:
+    """The LLM options of a reply (and of its speculative head start, which must match it);
+    ``truncation`` is :meth:`SessionConfig.truncation_options`."""
+    return GenerationOptions(max_tokens=max_tokens or DEFAULT_MAX_TOKENS, **(truncation or {}))
 
 
 class ReplySink(Protocol):
@@ -77,6 +78,8 @@ class ReplyPlan:
     max_tokens: int | None = None
     prefetched: AsyncIterator[str] | None = None
     """Tokens a speculative LLM stream already wrote for exactly these messages."""
+    truncation: dict[str, Any] | None = None
+    """How the LLM may cut a history too long for its context (:meth:`SessionConfig.truncation_options`)."""
 
 
 class ReplyPipeline:
@@ -113,7 +116,7 @@ class ReplyPipeline:
     async def _think(self, plan: ReplyPlan, sink: ReplySink, cancel: CancelToken,
                      clauses: asyncio.Queue[str | None] | None) -> None:
         splitter = ClauseSplitter()
-        options = generation_options(plan.max_tokens)
+        options = generation_options(plan.max_tokens, plan.truncation)
         tokens = 0
         first_token_at: float | None = None
         try:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import dataclasses
 import logging
 import os
 import queue
@@ -302,12 +303,11 @@ class LlamaLanguageModel:
     def _prompt_tokens(self, job: _Job) -> list[int]:
         """The prompt, without the oldest exchanges that do not fit; the reply gets the room left."""
         try:
-            tokens = self._prompt.fit(job.messages, job.options.max_tokens)
+            tokens = self._prompt.fit(job.messages, job.options)
         except PromptTooLong as error:
             raise LanguageModelError(str(error)) from None
         room = self._llama.n_ctx() - len(tokens)
-        job.options = GenerationOptions(max_tokens=min(job.options.max_tokens, room),
-                                        temperature=job.options.temperature)
+        job.options = dataclasses.replace(job.options, max_tokens=min(job.options.max_tokens, room))
         return tokens
 
     def _params(self, options: GenerationOptions) -> SamplingParams:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from bargein.engines.base import ChatMessage
-from bargein.engines.think.llm_prompt import TokenCounts, fit_history, with_system_prompt
+from bargein.engines.base import ChatMessage, GenerationOptions
+from bargein.engines.think.llm_prompt import HistoryTooLong, TokenCounts, fit_history, with_system_prompt
 
 CHATML = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
@@ -40,13 +40,18 @@ class LlamaPrompt:
         extra = len(self.render([*base, probe])) - len(self.render(base)) - self._text_tokens("hello")
         self._per_message = max(0, extra) + 2
 
-    def fit(self, messages: Sequence[ChatMessage], max_tokens: int) -> list[int]:
-        """Prompt tokens for ``messages`` (oldest dropped first) leaving ``max_tokens`` for the reply."""
+    def fit(self, messages: Sequence[ChatMessage], options: GenerationOptions) -> list[int]:
+        """Prompt tokens for ``messages`` (oldest dropped first, as ``options`` allow) leaving
+        ``options.max_tokens`` for the reply."""
         n_ctx = int(self.llama.n_ctx())
         limit = n_ctx * CHARS_PER_TOKEN_CAP
         history = [m if len(m.content) <= limit else ChatMessage(m.role, m.content[-limit:], m.images)
                    for m in with_system_prompt(messages, self.system_prompt)]
-        tokens = fit_history(history, self.counts, n_ctx - max_tokens, self.render)
+        try:
+            tokens = fit_history(history, self.counts, n_ctx - options.max_tokens, self.render,
+                                 truncate=options.truncate, retention_ratio=options.retention_ratio)
+        except HistoryTooLong as error:
+            raise PromptTooLong(str(error)) from None
         if len(tokens) >= n_ctx:
             raise PromptTooLong(f"the prompt ({len(tokens)} tokens) does not fit the context")
         return tokens

@@ -44,15 +44,28 @@ class TokenCounts:
         return known
 
 
+class HistoryTooLong(ValueError):
+    """The history does not fit the context and truncation is disabled."""
+
+
 def fit_history(history: Sequence[ChatMessage], cost: Callable[[ChatMessage], int], budget: int,
-                render: Callable[[Sequence[ChatMessage]], list[int]]) -> list[int]:
+                render: Callable[[Sequence[ChatMessage]], list[int]], *, truncate: bool = True,
+                retention_ratio: float | None = None) -> list[int]:
     """The rendered prompt of ``history`` without its oldest messages, so that it fits ``budget`` tokens.
 
     System messages and the last message are never dropped. Which messages go is decided from the
     per-message ``cost`` (cached by the caller), so the history is rendered once in the usual case
-    and a few times at most, never once per dropped message.
+    and a few times at most, never once per dropped message. With ``retention_ratio`` a history that
+    does not fit keeps only that fraction of its tokens; with ``truncate`` False it raises
+    :class:`HistoryTooLong` instead.
     """
     costs = [cost(message) for message in history]
+    total = sum(costs)
+    if total > budget and not truncate:
+        raise HistoryTooLong(f"the conversation (about {total} tokens) does not fit the model's context "
+                             f"({budget} tokens for the prompt) and truncation is disabled")
+    if total > budget and retention_ratio is not None:
+        budget = max(1, min(budget, int(total * retention_ratio)))
     droppable = deque(i for i, message in enumerate(history[:-1]) if message.role != "system")
     dropped: set[int] = set()
 
@@ -62,9 +75,12 @@ def fit_history(history: Sequence[ChatMessage], cost: Callable[[ChatMessage], in
             dropped.add(index)
             excess -= costs[index]
 
-    drop(sum(costs) - budget)
+    drop(total - budget)
     while True:
         tokens = render([message for i, message in enumerate(history) if i not in dropped])
         if len(tokens) <= budget or not droppable:
             return tokens
+        if not truncate:
+            raise HistoryTooLong(f"the conversation ({len(tokens)} tokens) does not fit the model's context "
+                                 "and truncation is disabled")
         drop(len(tokens) - budget)  # the estimate was short: drop what covers the rest, render again
