@@ -50,7 +50,8 @@ class Settings(BaseSettings):
     max_connections_per_client: int = Field(16, ge=1)
     """Open sessions (and connections still handshaking) allowed from one client address."""
     idle_timeout_s: float = Field(300.0, ge=0)
-    """A session whose client sends nothing for this long is told so and closed (0: never)."""
+    """A session in which nothing passes either way (the client sends nothing, the server has nothing to
+    send) for this long is told so and closed (0: never)."""
     max_session_s: float = Field(3600.0, ge=0)
     """A session is told so and closed after this long (0: no limit)."""
     events_per_s: float = Field(200.0, gt=0)

@@ -5,7 +5,7 @@
 
 Starts ``bargein serve --engines instant`` (the real Silero VAD, instant fake ASR/LLM/TTS) listening on
 all interfaces in local-only mode, with ``FORWARDED_ALLOW_IPS=*`` in its environment (which must change
-nothing), a 4 s idle timeout, a 3 s handshake timeout and a 3 s rate-limit tolerance, so that those attacks
+nothing), a 4 s idle timeout, a 3 s handshake timeout and a 5 s rate-limit tolerance, so that those attacks
 finish quickly. A
 separate process keeps one honest session open from 127.0.0.1 and measures round trips (a no-op
 ``session.update`` every 50 ms to its ``session.updated``); the attacks run one after another from
@@ -43,7 +43,7 @@ RSS_LIMIT_MB = 150.0
 RTT_LIMIT_MS = 100.0
 IDLE_TIMEOUT_S = 4.0
 HANDSHAKE_TIMEOUT_S = 3.0
-RATE_SUSTAIN_S = 3.0
+RATE_SUSTAIN_S = 5.0
 PER_CLIENT = 16
 
 
@@ -136,7 +136,7 @@ def main() -> None:
     """Run the attacks and print the table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", action="append", help="run only this attack (repeatable)")
-    parser.add_argument("--duration-s", type=float, default=6.0, help="how long each flood lasts")
+    parser.add_argument("--duration-s", type=float, default=8.0, help="how long each flood lasts")
     args = parser.parse_args()
     names = args.only or list(ATTACKS)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

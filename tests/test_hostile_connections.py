@@ -148,8 +148,8 @@ def test_the_limiter_delays_bursts_and_closes_only_sustained_excess() -> None:
     over = limiter.admit(100)
     assert over.wait_s > 0 and over.tell and not over.close
     now[0] += over.wait_s
-    big = limiter.admit(8 << 20)  # an 8 MiB message costs 129 events
-    assert big.wait_s == pytest.approx(129 / 100, rel=0.01) and not big.tell
+    big = limiter.admit(8 << 20)  # an 8 MiB message costs 513 events
+    assert big.wait_s == pytest.approx(513 / 100, rel=0.01) and not big.tell
     for _ in range(300):  # keep sending back to back, waiting as told
         now[0] += limiter.admit(100).wait_s
         if limiter.admit(100).close:

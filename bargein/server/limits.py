@@ -7,8 +7,10 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-BYTES_PER_EVENT = 64 * 1024
-"""A message costs one event plus one per 64 KiB it carries (an 8 MiB append costs 129)."""
+BYTES_PER_EVENT = 16 * 1024
+"""A message costs one event plus one per 16 KiB it carries (an 8 MiB message costs 513: it waits about
+2.5 s at the default rate, so big messages cannot keep the event loop parsing; 20 ms audio appends
+cost 1.1)."""
 
 
 @dataclass(frozen=True)

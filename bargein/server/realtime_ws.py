@@ -182,6 +182,7 @@ class _Connection:
                 await self.websocket.send_text(item.wire)
             except (WebSocketDisconnect, RuntimeError, OSError):
                 return None
+            self.last_heard = time.monotonic()  # a session whose reply is still playing is not idle
             self.session.on_sent(item)
             if self.metrics is not None and item.event["type"] == "error":
                 self.metrics.errors.labels(str(item.event["error"].get("code"))).inc()

@@ -138,6 +138,9 @@ def server_config(app: Any, settings: Settings, **overrides: Any) -> uvicorn.Con
         # twice the message limit: a message over the limit still gets its error event, and one
         # connection never buffers more than this (uvicorn stops reading until the app takes a message)
         ws_max_size=2 * settings.max_message_bytes, ws_max_queue=4, ws_ping_interval=20, ws_ping_timeout=60,
+        # no permessage-deflate: a few compressed bytes could make the server inflate and parse megabytes
+        # per read, in one go on the event loop, before any per-connection limit sees the messages
+        ws_per_message_deflate=False,
         timeout_keep_alive=5, server_header=False,
     )
     options.update(overrides)
