@@ -158,17 +158,20 @@ async def pcmu_buffer_fill(target: Target) -> Outcome:
             "format": {"type": "audio/pcmu"}, "turn_detection": None}}}}))
         await _next_of(ws, "session.updated")
         chunk = base64.b64encode(bytes([0x55]) * (1 << 20)).decode()
-        errors = 0
-        for i in range(16):
-            await ws.send(json.dumps({"type": "input_audio_buffer.append", "event_id": f"a{i}", "audio": chunk}))
-        await ws.send('{"type":"session.update","session":{},"event_id":"probe"}')
-        while True:
-            event = json.loads(await asyncio.wait_for(ws.recv(), 60))
-            errors += event["type"] == "error"
-            if event["type"] == "session.updated":
-                break
-        await asyncio.sleep(1.0)  # let the RSS sampler see the buffer while it is held
-    return Outcome(True, f"16 MiB of pcmu appended, {errors} refused")
+        codes: list[str] = []
+        with contextlib.suppress(ConnectionClosed):
+            for i in range(16):
+                await ws.send(json.dumps({"type": "input_audio_buffer.append", "event_id": f"a{i}", "audio": chunk}))
+            await ws.send('{"type":"session.update","session":{},"event_id":"probe"}')
+            while True:
+                event = json.loads(await asyncio.wait_for(ws.recv(), 60))
+                if event["type"] == "error":
+                    codes.append(event["error"]["code"])
+                if event["type"] == "session.updated":
+                    break
+            await asyncio.sleep(1.0)  # let the RSS sampler see the buffer while it is held
+    refused = ", ".join(f"{codes.count(c)}x {c}" for c in dict.fromkeys(codes))
+    return Outcome(True, f"16 x 1 MiB of pcmu sent; errors: {refused or 'none'}; close {ws.close_code}")
 
 
 async def huge_text_items(target: Target) -> Outcome:

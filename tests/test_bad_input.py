@@ -99,7 +99,8 @@ def test_an_oversized_message_gets_an_error_and_the_session_lives(connection: Cl
 
 def test_the_audio_buffer_cap_refuses_appends_past_15_mib() -> None:
     engines = Engines(SileroVad(), FakeRecognizer(), FakeLanguageModel(), FakeSynthesizer())
-    with running_server(engines) as host, connect(f"ws://{host}/v1/realtime", max_size=None) as ws:
+    unlimited = Settings(events_per_s=1e6, event_burst=10**6)  # 4 MiB appends in a row would be held back
+    with running_server(engines, unlimited) as host, connect(f"ws://{host}/v1/realtime", max_size=None) as ws:
         ws.recv(timeout=10)
         ws.send(json.dumps({"type": "session.update", "session": {"audio": {"input": {"turn_detection": None}}}}))
         assert json.loads(ws.recv(timeout=10))["type"] == "session.updated"

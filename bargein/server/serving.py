@@ -93,11 +93,50 @@ def guarded_protocol(guard: HandshakeGuard, base: type[asyncio.Protocol] = AutoH
     return Guarded
 
 
+PARSE_SLICE_BYTES = 4096
+"""Bytes of one connection's input parsed per event-loop turn (a read brings up to 256 KiB: thousands
+of tiny frames, which uvicorn would otherwise parse and queue in one go while every other session waits)."""
+MAX_BACKLOG_BYTES = 1 << 20
+"""Input read but not yet parsed, per connection, before reading from its socket is paused."""
+
+
 def tracked_ws_protocol(base: Any = AutoWebSocketsProtocol) -> type[asyncio.Protocol]:
-    """uvicorn's WebSocket protocol, recording each connection's transport by peer address and port."""
+    """uvicorn's WebSocket protocol, recording each connection's transport by peer address and port, and
+    parsing what a connection sends a slice per event-loop turn."""
 
     class Tracked(base):  # type: ignore[valid-type,misc]
         _peer: tuple[str, int] | None = None
+        _backlog: bytearray | None = None
+        _paused_here = False
+
+        def data_received(self, data: bytes) -> None:
+            if self._backlog is None and len(data) <= PARSE_SLICE_BYTES:
+                super().data_received(data)
+                return
+            if self._backlog is None:
+                self._backlog = bytearray()
+                asyncio.get_running_loop().call_soon(self._parse_slice)
+            self._backlog += data
+            if len(self._backlog) > MAX_BACKLOG_BYTES and not self._paused_here:
+                self._paused_here = True
+                self.transport.pause_reading()
+
+        def _parse_slice(self) -> None:
+            backlog = self._backlog
+            if backlog is None or self.transport.is_closing():
+                self._backlog = None
+                return
+            piece = bytes(backlog[:PARSE_SLICE_BYTES])
+            del backlog[:PARSE_SLICE_BYTES]
+            if backlog:
+                asyncio.get_running_loop().call_soon(self._parse_slice)
+            else:
+                self._backlog = None
+                if self._paused_here:
+                    self._paused_here = False
+                    if not getattr(self, "read_paused", False):  # unless uvicorn wants it paused itself
+                        self.transport.resume_reading()
+            super().data_received(piece)
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             handshake = transport.get_protocol()  # still the HTTP protocol that is handing over
