@@ -11,8 +11,10 @@ separate process keeps one honest session open from 127.0.0.1 and measures round
 ``session.update`` every 50 ms to its ``session.updated``); the attacks run one after another from
 127.0.0.2 (:mod:`bench.abuse_attacks`). For each attack the table gives whether the defence held (the
 attack's own check, RSS growth <= 150 MB, honest round-trip p99 <= 100 ms, server alive after), the
-server's peak RSS growth over its RSS when the attack began, and the honest session's round-trip p99
-during the attack.
+server's peak RSS growth over its RSS when the attack began, the cores the server used, the p99 of
+the server's own event-loop lateness (its /metrics histogram; on a busy machine this includes waiting
+for a CPU), and the honest session's round-trip p99 during the attack. The ``(baseline: no attack)``
+row is the same figures with nobody attacking: on a shared machine, compare against it.
 """
 
 from __future__ import annotations
@@ -54,6 +56,10 @@ class Row:
     attack: str
     held: bool
     rss_growth_mb: float
+    server_cpu: float
+    """Cores the server used during the attack."""
+    loop_lag_p99_ms: float
+    """The server's own event-loop lateness (its 50 ms timer; an upper bucket bound)."""
     rtt_p99_ms: float
     rtt_samples: int
     note: str
@@ -111,6 +117,26 @@ class RssPeak:
         self._thread.join()
 
 
+def loop_lag_buckets(host_port: str) -> dict[float, float]:
+    """The cumulative bucket counts of ``bargein_event_loop_lag_seconds`` from /metrics."""
+    text = httpx.get(f"http://{host_port}/metrics", timeout=5).text
+    buckets: dict[float, float] = {}
+    for line in text.splitlines():
+        if line.startswith("bargein_event_loop_lag_seconds_bucket"):
+            bound = line.split('le="')[1].split('"')[0]
+            buckets[math.inf if bound == "+Inf" else float(bound)] = float(line.rsplit(" ", 1)[1])
+    return buckets
+
+
+def lag_p99_ms(before: dict[float, float], after: dict[float, float]) -> float:
+    """The p99 of the lags observed between two scrapes, as the upper bound of its bucket."""
+    counts = {bound: after[bound] - before.get(bound, 0.0) for bound in sorted(after)}
+    total = counts.get(math.inf, 0.0)
+    if total <= 0:
+        return math.nan
+    return next(1000 * bound for bound, count in counts.items() if count >= 0.99 * total)
+
+
 def outside_address() -> str | None:
     """A non-loopback IPv4 address of this machine, if it has one."""
     with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
@@ -155,29 +181,34 @@ def main() -> None:
         honest.start()
         time.sleep(3.0)
         rss = RssPeak(server.pid)
-        windows: list[tuple[str, float, float, Any, float]] = []
+        windows: list[tuple[str, float, float, Any, float, float, float]] = []
+        server_process = psutil.Process(server.pid)
         for name in names:
             print(f"-- {name}", flush=True)
             before = rss.reset()
+            lags, cpu = loop_lag_buckets(target.host_port), sum(server_process.cpu_times()[:2])
             began, ended, outcome = run_attack(name, target)
-            windows.append((name, began, ended, outcome, (rss.peak - before) / 2**20))
+            cores = (sum(server_process.cpu_times()[:2]) - cpu) / max(1e-3, ended - began)
+            windows.append((name, began, ended, outcome, (rss.peak - before) / 2**20, cores,
+                            lag_p99_ms(lags, loop_lag_buckets(target.host_port))))
         rss.close()
         stop.set()
         samples: list[tuple[float, float]] = results.get(timeout=30)
         honest.join(timeout=10)
         alive = httpx.get(f"http://{server.host_port}/healthz", timeout=5).status_code == 200
     rows = []
-    for name, began, ended, outcome, growth in windows:
+    for name, began, ended, outcome, growth, cores, lag in windows:
         rtts = [ms for t, ms in samples if began <= t <= ended]
         p99 = math.inf if any(math.isnan(ms) for ms in rtts) else percentile(rtts, 99)
         own = not isinstance(outcome, Exception) and outcome.held
         note = outcome.note if not isinstance(outcome, Exception) else f"attack failed: {outcome!r}"[:120]
         held = own and growth <= RSS_LIMIT_MB and (not rtts or p99 <= RTT_LIMIT_MS)
-        rows.append(Row(name, held, growth, p99, len(rtts), note))
-    print(f"\n{'attack':28s} {'held':5s} {'RSS+ MB':>8s} {'RTT p99':>8s} {'n':>4s}  what happened")
+        rows.append(Row(name, held, growth, cores, lag, p99, len(rtts), note))
+    print(f"\n{'attack':28s} {'held':5s} {'RSS+ MB':>8s} {'cores':>5s} {'lag99':>6s} {'RTT p99':>8s} {'n':>4s}"
+          "  what happened")
     for row in rows:
-        print(f"{row.attack:28s} {'yes' if row.held else 'NO':5s} {row.rss_growth_mb:8.1f} {row.rtt_p99_ms:8.1f} "
-              f"{row.rtt_samples:4d}  {row.note}")
+        print(f"{row.attack:28s} {'yes' if row.held else 'NO':5s} {row.rss_growth_mb:8.1f} {row.server_cpu:5.2f} "
+              f"{row.loop_lag_p99_ms:6.0f} {row.rtt_p99_ms:8.1f} {row.rtt_samples:4d}  {row.note}")
     print(f"\nserver alive and serving afterwards: {alive}; held {sum(r.held for r in rows)}/{len(rows)}; "
           f"limits: RSS growth <= {RSS_LIMIT_MB:.0f} MB, honest round trip p99 <= {RTT_LIMIT_MS:.0f} ms; "
           f"load average after: {os.getloadavg()[0]:.2f}")
