@@ -53,42 +53,45 @@ def test_the_fair_executor_lets_a_second_session_in_before_a_first_sessions_floo
     assert ran.index("b0") <= 2  # behind at most the job running and one of the flood
 
 
-class _SlowCore:
-    """Stands in for WhisperCore: each call takes a while and records whose clip it was."""
+class _GatedCore:
+    """Stands in for WhisperCore: each call waits for the gate and records whose clip it was."""
 
     def __init__(self) -> None:
         self.order: list[float] = []
+        self.gate = threading.Event()
+        self.entered = threading.Event()
 
     def transcribe(self, audio: Any, **_: Any) -> Transcript:
+        self.entered.set()
+        self.gate.wait(10)
         self.order.append(float(audio[0]))
-        threading.Event().wait(0.005)
         return Transcript(text="x")
 
 
 def test_a_flood_of_finals_from_one_session_does_not_delay_another() -> None:
-    core = _SlowCore()
-    recognizer = WhisperRecognizer(core, max_waiting_per_session=8)  # type: ignore[arg-type]
+    core = _GatedCore()
+    recognizer = WhisperRecognizer(core, max_waiting_per_session=4)  # type: ignore[arg-type]
 
-    async def session(marker: float, count: int) -> list[Any]:
+    async def submit(marker: float, count: int) -> list[Any]:
         current_owner.set(marker)
-        calls = [asyncio.ensure_future(recognizer.transcribe(np.full(160, marker, np.float32))) for _ in range(count)]
-        await asyncio.sleep(0)
-        return calls
+        return [asyncio.ensure_future(recognizer.transcribe(np.full(160, marker, np.float32))) for _ in range(count)]
 
     async def scenario() -> None:
-        flood = await asyncio.create_task(session(1.0, 8))
-        honest = await asyncio.create_task(session(2.0, 1))
+        blocker = await asyncio.create_task(submit(9.0, 1))
+        await asyncio.sleep(0)
+        await asyncio.to_thread(core.entered.wait, 10)  # the worker is busy: what follows all waits
+        flood = await asyncio.create_task(submit(1.0, 4))
+        honest = await asyncio.create_task(submit(2.0, 1))
+        await asyncio.sleep(0)
+        (over,) = await asyncio.create_task(submit(1.0, 1))
         with pytest.raises(RecognizerBusy):  # one session may not queue more than its share
-            await asyncio.create_task(_one_more(recognizer))
-        await asyncio.gather(*flood, *honest)
+            await over
+        core.gate.set()
+        await asyncio.gather(*blocker, *flood, *honest)
         await recognizer.aclose()
 
-    async def _one_more(rec: WhisperRecognizer) -> None:
-        current_owner.set(1.0)
-        await rec.transcribe(np.full(160, 1.0, np.float32))
-
     asyncio.run(scenario())
-    assert core.order.index(2.0) <= 2
+    assert core.order[:3] == [9.0, 1.0, 2.0]  # the honest final is second in line, not fifth
 
 
 def _render_counting(calls: list[int]) -> Any:

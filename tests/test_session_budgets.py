@@ -56,11 +56,11 @@ def test_a_client_that_does_not_read_its_echoes_is_closed_once_over_the_outbound
     with running_server(fake_engines(), settings) as host:
         ws = connect(f"ws://{host}/v1/realtime", max_queue=1, compression=None)
         item = json.dumps({"type": "conversation.item.create", "item": {
-            "type": "message", "role": "user", "content": [{"type": "input_text", "text": "y" * 200_000}]}})
+            "type": "message", "role": "user", "content": [{"type": "input_text", "text": "y" * 1_000_000}]}})
         began = time.monotonic()
         with pytest.raises((ConnectionClosed, OSError)):
             while time.monotonic() - began < 30:
-                ws.send(item)  # each is echoed twice (added, done): 400 KB of events the client never reads
+                ws.send(item)  # each is echoed twice (added, done): 2 MB of events the client never reads
         assert time.monotonic() - began < 20
         time.sleep(0.5)
         assert httpx.get(f"http://{host}/healthz").json()["sessions"] == 0
@@ -169,3 +169,31 @@ def test_a_long_input_audio_item_over_the_cap_is_refused() -> None:
 
     error = asyncio.run(scenario())
     assert error["type"] == "error" and error["error"]["code"] == "invalid_audio"
+
+
+def test_partials_of_a_long_segment_hear_a_bounded_window_and_long_segments_are_not_guessed() -> None:
+    from bargein.session.core.vocabulary import VadFrame
+    from bargein.session.input_buffer import InputBuffer
+    from bargein.session.segment_tracker import PARTIAL_WINDOW_MS, SegmentTracker
+    from bargein.session.speculation import Speculator
+
+    asr = _CountingAsr()
+    buffer = InputBuffer()
+
+    async def scenario() -> None:
+        speculator = Speculator(asr, FakeLanguageModel(), hints=lambda: (None, None))
+        tracker = SegmentTracker(asr, buffer, speculator, feed=lambda event: None, emit=lambda item: None,
+                                 padding_ms=lambda: 300)
+        tracker.started("seg", 0.0)
+        for second in range(1, 61):  # a minute of speech, one partial a second
+            buffer.append(np.full(16_000, 0.1, np.float32))
+            tracker.frame(VadFrame(second * 1000.0 - 32, second * 1000.0, 0.9))
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+        tracker.silence_began("seg", 60_000.0)
+        await asyncio.sleep(0.05)
+        tracker.close()
+
+    asyncio.run(scenario())
+    assert len(asr.lengths) >= 50  # one partial a second, and no speculative guess of the whole minute
+    assert max(asr.lengths) <= PARTIAL_WINDOW_MS / 1000 * 16_000

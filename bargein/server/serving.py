@@ -117,7 +117,7 @@ def tracked_ws_protocol(base: Any = AutoWebSocketsProtocol) -> type[asyncio.Prot
                 self._backlog = bytearray()
                 asyncio.get_running_loop().call_soon(self._parse_slice)
             self._backlog += data
-            if len(self._backlog) > MAX_BACKLOG_BYTES and not self._paused_here:
+            if len(self._backlog) > MAX_BACKLOG_BYTES:  # again each time: uvicorn may have resumed reading
                 self._paused_here = True
                 self.transport.pause_reading()
 

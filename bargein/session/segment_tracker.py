@@ -16,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from bargein.engines.base import SpeechRecognizer, Transcript
+from bargein.engines.base import LISTEN_SAMPLE_RATE, SpeechRecognizer, Transcript
 from bargein.protocol.server_events import event
 from bargein.session.core import vocabulary as v
 from bargein.session.input_buffer import InputBuffer
@@ -26,6 +26,11 @@ from bargein.session.speculation import Speculator
 log = logging.getLogger(__name__)
 PARTIAL_EVERY_MS = 1000.0
 """Partial recognition runs at most this often while the user speaks (and never twice at once)."""
+PARTIAL_WINDOW_MS = 10_000.0
+"""A partial hears at most the segment's last 10 s, so each costs the same however long the user talks
+(past that its text is not a prefix of the next, so deltas stop until the final transcript)."""
+MAX_GUESS_MS = 28_000.0
+"""A segment longer than this is not recognised speculatively: its final recognition runs in slices."""
 FRAME_MS = 32.0
 Feed = Callable[[v.Event], None]
 Emit = Callable[[Outgoing], None]
@@ -79,14 +84,18 @@ class SegmentTracker:
         if self._speaking == item_id:
             self._speaking = None
 
-    def audio(self, end_ms: float | None = None) -> npt.NDArray[np.float32]:
-        """The speaking segment's audio so far, with its prefix padding."""
-        return self.buffer.peek(max(0.0, self._onset_ms - self.padding_ms()), end_ms)
+    def audio(self, end_ms: float | None = None, *, window_ms: float | None = None) -> npt.NDArray[np.float32]:
+        """The speaking segment's audio so far, with its prefix padding (only its last ``window_ms``)."""
+        start_ms = max(0.0, self._onset_ms - self.padding_ms())
+        if window_ms is not None:
+            end = end_ms if end_ms is not None else self.buffer.end_sample * 1000.0 / LISTEN_SAMPLE_RATE
+            start_ms = max(start_ms, end - window_ms)
+        return self.buffer.peek(start_ms, end_ms)
 
     async def _partial(self, item_id: str) -> None:
         recognise = getattr(self.asr, "transcribe_partial", self.asr.transcribe)
         try:
-            transcript: Transcript = await recognise(self.audio())
+            transcript: Transcript = await recognise(self.audio(window_ms=PARTIAL_WINDOW_MS))
         except Exception:
             log.exception("partial recognition failed")
             return
@@ -104,7 +113,7 @@ class SegmentTracker:
 
     def silence_began(self, item_id: str, at_ms: float) -> None:
         """Start recognising the turn so far; the machine hears the guess and may prefetch a reply."""
-        if self._speaking != item_id:
+        if self._speaking != item_id or at_ms - self._onset_ms > MAX_GUESS_MS:
             return
         task = self.speculator.recognise(item_id, self.audio(at_ms + FRAME_MS))
         if task is not None:
