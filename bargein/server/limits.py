@@ -69,21 +69,21 @@ class EventRateLimiter:
 
 
 class AddressCounter:
-    """Open sessions per client address, with a cap."""
+    """Open sessions (or connections) per client address, with a cap."""
 
     def __init__(self, per_address: int) -> None:
         self.per_address = per_address
         self.open: Counter[str] = Counter()
 
     def acquire(self, address: str) -> bool:
-        """Count one more session from ``address``; False (and nothing counted) over the cap."""
+        """Count one more from ``address``; False (and nothing counted) over the cap."""
         if self.open[address] >= self.per_address:
             return False
         self.open[address] += 1
         return True
 
     def release(self, address: str) -> None:
-        """That session ended."""
+        """One from ``address`` ended."""
         self.open[address] -= 1
         if self.open[address] <= 0:
             del self.open[address]

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import Counter
 from typing import Any
 
 import uvicorn
@@ -23,6 +22,7 @@ from uvicorn.protocols.http.auto import AutoHTTPProtocol
 from uvicorn.protocols.websockets.auto import AutoWebSocketsProtocol
 
 from bargein.config import Settings
+from bargein.server.limits import AddressCounter
 
 log = logging.getLogger(__name__)
 _OPEN_WEBSOCKETS: dict[tuple[str, int], asyncio.BaseTransport] = {}
@@ -33,24 +33,19 @@ class HandshakeGuard:
 
     def __init__(self, timeout_s: float, per_client: int) -> None:
         self.timeout_s = timeout_s
-        self.per_client = per_client
-        self.young: Counter[str] = Counter()
+        self.young = AddressCounter(per_client)
         self.refused = 0
         self.timed_out = 0
 
     def admit(self, host: str) -> bool:
         """Count a new connection from ``host``; False if that address already has too many young ones."""
-        if self.young[host] >= self.per_client:
-            self.refused += 1
-            return False
-        self.young[host] += 1
-        return True
+        admitted = self.young.acquire(host)
+        self.refused += not admitted
+        return admitted
 
     def release(self, host: str) -> None:
         """The connection is no longer young (it was served, closed or timed out)."""
-        self.young[host] -= 1
-        if self.young[host] <= 0:
-            del self.young[host]
+        self.young.release(host)
 
 
 def guarded_protocol(guard: HandshakeGuard, base: type[asyncio.Protocol] = AutoHTTPProtocol) -> type[asyncio.Protocol]:
