@@ -243,7 +243,7 @@ class LlamaLanguageModel:
                     for left in active.drain():
                         self._finish(left, "cancelled")
                     return
-                active.put(job.owner, job)
+                active.put(job.owner if job.owner is not None else id(job), job)  # no session: a turn of its own
             session, job = active.pop()
             if not self._advance(job):
                 active.put_front(session, job)  # its session's next turn goes on with it
