@@ -6,7 +6,11 @@ outbound queue to overflow. Whichever ends first ends the session: a client that
 that can no longer write, a client over a budget. A session closed by the server gets an ``error``
 event that says why, then a close code: 1008 (policy) for a client over a budget (the event rate,
 or events left unread past the outbound queue's byte budget), 1001 (going away) for idle or
-too-long sessions, 1011 for a failure of ours, 1013 (try again later) for a full server.
+too-long sessions, 1011 for a failure of ours, 1013 (try again later) for a full or loaded server.
+
+bargein's own events (``bargein.*``: listening segments, turn metrics, paused replies) go only to a client
+that asks for them with the ``bargein_events=1`` query parameter (the browser page does): standard
+clients validate every server event against the GA union and would report each one as an error.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import contextlib
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
@@ -32,6 +37,7 @@ from bargein.server.limits import AddressCounter, EventRateLimiter
 from bargein.server.serving import abort_connection
 from bargein.session.outbound import OutboundClosed, Outgoing
 from bargein.session.realtime_session import RealtimeSession
+from bargein.tools.registry import default_registry
 
 log = logging.getLogger(__name__)
 POLICY_CLOSE = 1008
@@ -60,8 +66,13 @@ class Ending:
 
 
 async def serve_realtime(websocket: WebSocket, settings: Settings, engines: Engines | None,
-                         registry: SessionRegistry, metrics: ServerMetrics | None = None) -> None:
-    """Run one Realtime session over ``websocket`` until the client leaves or the server ends it."""
+                         registry: SessionRegistry, metrics: ServerMetrics | None = None,
+                         refusal: Callable[[], str | None] | None = None) -> None:
+    """Run one Realtime session over ``websocket`` until the client leaves or the server ends it.
+
+    ``refusal`` says why this worker cannot take one more session (load), or ``None``; a refused client
+    gets an ``error`` event and close code 1013 (try again later, elsewhere) before any audio is read.
+    """
     decision = authorize(websocket, settings)
     if not decision.allowed:
         log.warning("refused a realtime connection from %s: %s", peer_address(websocket.scope), decision.reason)
@@ -69,8 +80,12 @@ async def serve_realtime(websocket: WebSocket, settings: Settings, engines: Engi
         return
     await websocket.accept(subprotocol=decision.subprotocol)
     address = peer_address(websocket.scope) or "unknown"
-    if engines is None or len(registry.live) >= registry.max_sessions:
-        message = "the server is still loading its models" if engines is None else "too many sessions"
+    busy = refusal() if refusal is not None else (
+        "too many sessions" if len(registry.live) >= registry.max_sessions else None)
+    if engines is None or busy is not None:
+        message = "the server is still loading its models" if engines is None else f"{busy}; retry on another worker"
+        if metrics is not None:
+            metrics.refused.labels("loading" if engines is None else "load").inc()
         await _farewell(websocket, Ending("server_unavailable", message, TRY_LATER_CLOSE))
         return
     if not registry.addresses.acquire(address):
@@ -81,13 +96,15 @@ async def serve_realtime(websocket: WebSocket, settings: Settings, engines: Engi
     try:
         model = websocket.query_params.get("model") or "bargein"
         session = RealtimeSession(engines, config=SessionConfig(model=model[:200]), metrics=metrics,
-                                  listen=settings.listen, outbound_bytes=settings.max_outbound_bytes)
+                                  listen=settings.listen, outbound_bytes=settings.max_outbound_bytes,
+                                  builtin_tools=default_registry() if settings.builtin_tools else None)
         # every task the session starts inherits this: shared engines serve sessions in turn by it
         current_owner.set(session)
         registry.live.add(session)
         try:
             session.start()
-            await _Connection(websocket, session, settings, metrics).run()
+            own_events = websocket.query_params.get("bargein_events", "").lower() in ("1", "true", "yes")
+            await _Connection(websocket, session, settings, metrics, own_events=own_events).run()
         finally:
             registry.live.discard(session)
             await session.close()
@@ -97,11 +114,12 @@ async def serve_realtime(websocket: WebSocket, settings: Settings, engines: Engi
 
 class _Connection:
     def __init__(self, websocket: WebSocket, session: RealtimeSession, settings: Settings,
-                 metrics: ServerMetrics | None) -> None:
+                 metrics: ServerMetrics | None, *, own_events: bool) -> None:
         self.websocket = websocket
         self.session = session
         self.settings = settings
         self.metrics = metrics
+        self.own_events = own_events
         self.limiter = EventRateLimiter(settings.events_per_s, settings.event_burst,
                                         sustain_s=settings.rate_limit_sustain_s)
         self.started = self.last_heard = time.monotonic()
@@ -178,6 +196,9 @@ class _Connection:
                 return None  # the overflow watch says why, if it was an overflow
             if self.websocket.application_state != WebSocketState.CONNECTED:
                 return None
+            if not self.own_events and item.event["type"].startswith("bargein."):
+                self.session.on_sent(item)  # the session's bookkeeping of what left is the same either way
+                continue
             try:
                 await self.websocket.send_text(item.wire)
             except (WebSocketDisconnect, RuntimeError, OSError):

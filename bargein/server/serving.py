@@ -163,19 +163,33 @@ def abort_connection(client: tuple[str, int] | list[Any] | None) -> bool:
     return True
 
 
+def _ws_protocol(name: str) -> Any:
+    """uvicorn's WebSocket protocol class for ``--ws`` (``auto``: what uvicorn picks)."""
+    from uvicorn.config import WS_PROTOCOLS
+    from uvicorn.importer import import_from_string
+
+    target = WS_PROTOCOLS.get(name)
+    return import_from_string(target) if target else AutoWebSocketsProtocol
+
+
+def safe_uvicorn_options(settings: Settings) -> dict[str, Any]:
+    """The options every way of serving sets (also ``--workers``, whose processes cannot take our classes)."""
+    return dict(proxy_headers=False, forwarded_allow_ips="",  # applied inside the app, only when configured
+                # twice the message limit: a message over the limit still gets its error event, and one
+                # connection never buffers more than this (uvicorn stops reading until the app takes a message)
+                ws_max_size=2 * settings.max_message_bytes, ws_ping_interval=20, ws_ping_timeout=60,
+                # no permessage-deflate: a few compressed bytes could make the server inflate and parse
+                # megabytes per read, on the event loop, before any per-connection limit sees the messages
+                ws_per_message_deflate=False, timeout_keep_alive=5, server_header=False)
+
+
 def server_config(app: Any, settings: Settings, **overrides: Any) -> uvicorn.Config:
     """The uvicorn configuration for ``settings`` (``overrides`` win, e.g. ``log_level``)."""
     guard = HandshakeGuard(settings.handshake_timeout_s, settings.max_connections_per_client)
     options: dict[str, Any] = dict(
-        host=settings.host, port=settings.port, http=guarded_protocol(guard), ws=tracked_ws_protocol(),
-        proxy_headers=False, forwarded_allow_ips="",  # applied inside the app, only when configured
-        # twice the message limit: a message over the limit still gets its error event, and one
-        # connection never buffers more than this (uvicorn stops reading until the app takes a message)
-        ws_max_size=2 * settings.max_message_bytes, ws_max_queue=4, ws_ping_interval=20, ws_ping_timeout=60,
-        # no permessage-deflate: a few compressed bytes could make the server inflate and parse megabytes
-        # per read, in one go on the event loop, before any per-connection limit sees the messages
-        ws_per_message_deflate=False,
-        timeout_keep_alive=5, server_header=False,
+        host=settings.host, port=settings.port, http=guarded_protocol(guard),
+        ws=tracked_ws_protocol(_ws_protocol(settings.ws_impl)),
+        **safe_uvicorn_options(settings),
     )
     options.update(overrides)
     return uvicorn.Config(app, **options)

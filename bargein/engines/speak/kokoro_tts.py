@@ -212,8 +212,8 @@ class KokoroSynthesizer:
 
     # -- the async interface -------------------------------------------------------------------------
 
-    async def synthesize(self, text: str, *, voice: str | None,
-                         cancel: CancelToken) -> AsyncIterator[SpeechChunk]:
+    async def synthesize(self, text: str, *, voice: str | None, cancel: CancelToken,
+                         speed: float = 1.0) -> AsyncIterator[SpeechChunk]:
         """Speak ``text`` (one clause or a few sentences); stop within one chunk of ``cancel``."""
         if cancel.cancelled or not text.strip():
             return
@@ -222,7 +222,7 @@ class KokoroSynthesizer:
         parts = await self._wait(asyncio.wrap_future(self._pool.submit(self._plan, text, name), loop=loop), cancel)
         if not parts:
             return
-        upcoming: asyncio.Future[SpeechChunk | None] | None = self._submit(loop, parts[0], name, cancel)
+        upcoming: asyncio.Future[SpeechChunk | None] | None = self._submit(loop, parts[0], name, cancel, speed)
         try:
             for i in range(len(parts)):
                 assert upcoming is not None
@@ -232,7 +232,7 @@ class KokoroSynthesizer:
                     return
                 # Render the next part while the caller streams this one.
                 if i + 1 < len(parts):
-                    upcoming = self._submit(loop, parts[i + 1], name, cancel)
+                    upcoming = self._submit(loop, parts[i + 1], name, cancel, speed)
                 if len(chunk.audio):
                     yield chunk
         finally:
@@ -245,8 +245,8 @@ class KokoroSynthesizer:
         return self._pool.waiting
 
     def _submit(self, loop: asyncio.AbstractEventLoop, part: Part, voice: str,
-                cancel: CancelToken) -> asyncio.Future[SpeechChunk | None]:
-        return asyncio.wrap_future(self._pool.submit(self._render, part, voice, cancel), loop=loop)
+                cancel: CancelToken, speed: float = 1.0) -> asyncio.Future[SpeechChunk | None]:
+        return asyncio.wrap_future(self._pool.submit(self._render, part, voice, cancel, speed), loop=loop)
 
     @staticmethod
     async def _wait(job: asyncio.Future[_T], cancel: CancelToken) -> _T | None:
@@ -317,7 +317,7 @@ class KokoroSynthesizer:
                     self._models[voice] = _Model(session, _DURATIONS_OUTPUT in outputs)
         return self._models[voice]
 
-    def _render(self, part: Part, voice: str, cancel: CancelToken) -> SpeechChunk | None:
+    def _render(self, part: Part, voice: str, cancel: CancelToken, speed: float = 1.0) -> SpeechChunk | None:
         """One model call; None when cancelled before or during it (the audio is never made)."""
         if cancel.cancelled:
             return None
@@ -326,7 +326,7 @@ class KokoroSynthesizer:
         if len(ids) < 3:  # nothing the model can say (no character of the part is in its vocabulary)
             return SpeechChunk(audio=np.zeros(0, np.float32), sample_rate=SAMPLE_RATE)
         outputs = model.session.run(None, {"ids": np.asarray([ids], np.int64),
-                                           "speed": np.asarray([self.speed], np.float32)})
+                                           "speed": np.asarray([self.speed * speed], np.float32)})
         if cancel.cancelled:
             return None
         rng = getattr(self._local, "rng", None)

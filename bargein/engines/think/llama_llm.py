@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import codecs
-import dataclasses
 import logging
 import os
 import queue
@@ -28,20 +27,23 @@ import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions
+from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, ReplyPiece
 from bargein.engines.fair import FairQueue, owner
 from bargein.engines.think import llm_sampling
+from bargein.engines.think.llama_context import LlamaPrompt, PromptTooLong
 from bargein.engines.think.llama_kv import KvSnapshots, Tokens, common_prefix, restore_sequence, save_sequence
-from bargein.engines.think.llama_prompt import LlamaPrompt, PromptTooLong
+from bargein.engines.think.llama_prompt import forced_prefix
+from bargein.engines.think.llama_stats import TurnStats
 from bargein.engines.think.llm_models import describe, resolve_gguf
 from bargein.engines.think.llm_prompt import DEFAULT_SYSTEM_PROMPT
 from bargein.engines.think.llm_sampling import SamplingParams
+from bargein.engines.think.tool_calls import after_tool_result, forced_tool, split_calls
 
 log = logging.getLogger(__name__)
 
@@ -68,23 +70,6 @@ class LanguageModelError(RuntimeError):
     """Generation failed inside the model; the session reports it and lives on."""
 
 
-@dataclass
-class TurnStats:
-    """What one reply cost: the figures the prefix cache and the benchmarks are judged by."""
-
-    prompt_tokens: int = 0
-    reused_tokens: int = 0
-    """Prompt tokens whose KV cache was already there (kept in the context or restored)."""
-    restored_snapshot: bool = False
-    completion_tokens: int = 0
-    finish_reason: str = ""
-    first_token_s: float | None = None
-    """Seconds from submission to the first text piece, measured on the worker."""
-    total_s: float = 0.0
-    tokens_at_cancel: int | None = None
-    """Completion tokens already sampled when the cancel was seen by the event loop."""
-
-
 _END = object()
 
 
@@ -97,6 +82,7 @@ class _Job:
     stats: TurnStats = field(default_factory=TurnStats)
     tokens: list[int] = field(default_factory=list)
     generated: list[int] = field(default_factory=list)
+    head: str = ""
     started: bool = False
     synced: bool = False
     prefill_only: bool = False
@@ -149,6 +135,20 @@ class LlamaLanguageModel:
     async def stream(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
                      options: GenerationOptions | None = None) -> AsyncIterator[str]:
         """Yield the reply piece by piece; return within one token once ``cancel`` fires."""
+        text_only = replace(options or GenerationOptions(), tools=())
+        async for piece in self._text(messages, cancel, text_only):
+            yield piece
+
+    async def stream_reply(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
+                           options: GenerationOptions | None = None) -> AsyncIterator[ReplyPiece]:
+        """Like :meth:`stream`, with the offered tools in the prompt and the model's calls yielded as such."""
+        options = after_tool_result(messages, options or GenerationOptions())
+        text = self._text(messages, cancel, options)
+        async for piece in split_calls(text, options, cancel, already_written=forced_prefix(options)):
+            yield piece
+
+    async def _text(self, messages: Sequence[ChatMessage], cancel: CancelToken,
+                    options: GenerationOptions) -> AsyncIterator[str]:
         if cancel.cancelled:
             return
         loop = asyncio.get_running_loop()
@@ -158,7 +158,7 @@ class LlamaLanguageModel:
         def emit(item: object) -> None:
             loop.call_soon_threadsafe(pieces.put_nowait, item)
 
-        job = _Job(list(messages), options or GenerationOptions(), emit)
+        job = _Job(list(messages), options, emit)
 
         def halt() -> None:
             if not job.stop.is_set() and not job.done.is_set():
@@ -265,7 +265,7 @@ class LlamaLanguageModel:
                 logits = np.ctypeslib.as_array(self._lib.llama_get_logits_ith(self._llama.ctx, -1),
                                                shape=(self._n_vocab,))
                 recent = np.asarray(job.generated[-self.sampling.repeat_window:], dtype=np.intc)
-                pick = llm_sampling.sample(logits, self._params(job.options), self._rng, recent)
+                pick = llm_sampling.sample(logits, self._params(job), self._rng, recent)
                 if pick.fell_back:
                     self.nonfinite_fallbacks += 1
                     log.warning("%s produced non-finite logits; took the greedy token", self.name)
@@ -273,8 +273,10 @@ class LlamaLanguageModel:
                     return self._finish(job, "stop")
                 job.generated.append(pick.token)
                 job.tokens.append(pick.token)
-                text = job.decoder.decode(self._llama.detokenize([pick.token]))
+                # <tool_call> is a special token in Qwen's vocabulary: kept as text when tools are offered
+                text = job.decoder.decode(self._llama.detokenize([pick.token], special=bool(job.options.tools)))
                 if text:
+                    job.head = job.head if len(job.head) >= 16 else job.head + text
                     if job.stats.first_token_s is None:
                         job.stats.first_token_s = time.perf_counter() - job.submitted
                     job.send(text)
@@ -307,12 +309,17 @@ class LlamaLanguageModel:
         except PromptTooLong as error:
             raise LanguageModelError(str(error)) from None
         room = self._llama.n_ctx() - len(tokens)
-        job.options = dataclasses.replace(job.options, max_tokens=min(job.options.max_tokens, room))
+        job.options = replace(job.options, max_tokens=min(job.options.max_tokens, room))
         return tokens
 
-    def _params(self, options: GenerationOptions) -> SamplingParams:
+    def _params(self, job: _Job) -> SamplingParams:
         base = self.sampling
-        return SamplingParams(temperature=options.temperature, top_k=base.top_k, top_p=base.top_p,
+        if job.options.tools and (forced_tool(job.options) is not None or job.head.lstrip()[:1] in ("", "<", "{", "`")):
+            # whether to call, and the call itself, are chosen greedily, without the repeat penalty (JSON
+            # repeats its quotes and braces); a small model sampled at 0.7 calls the wrong tool or none
+            return SamplingParams(temperature=0.0, top_k=base.top_k, top_p=base.top_p, repeat_penalty=1.0,
+                                  repeat_window=base.repeat_window)
+        return SamplingParams(temperature=job.options.temperature, top_k=base.top_k, top_p=base.top_p,
                               repeat_penalty=base.repeat_penalty, repeat_window=base.repeat_window)
 
     def _sync_kv(self, job: _Job) -> bool:

@@ -1,75 +1,88 @@
-"""A conversation as llama.cpp prompt tokens: the model's own chat template, cut to fit the context."""
+"""Prompts for the embedded model: the GGUF's own chat template, with tools and tool results when offered.
+
+Qwen2.5 (and other Hermes-style templates) describe the offered tools in the system turn, render an
+assistant's earlier calls as ``<tool_call>`` blocks and a tool's output as a ``<tool_response>``; the
+template does that itself when given ``tools`` and messages in the chat completions shape. When a call
+is required, the assistant turn is begun with ``<tool_call>`` (and the tool's name when one is named),
+so even a small model writes a call rather than an answer.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bargein.engines.base import ChatMessage, GenerationOptions
-from bargein.engines.think.llm_prompt import HistoryTooLong, TokenCounts, fit_history, with_system_prompt
+from bargein.engines.think.tool_calls import OPEN_TAG, chat_tool, forced_tool, offered_tools
 
 CHATML = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
-"""The template used when the model file carries none."""
-CHARS_PER_TOKEN_CAP = 8
-"""A message is cut to its last ``n_ctx * 8`` characters before tokenising: more could never fit."""
+"""The fallback template for a GGUF that carries none."""
 
 
-class PromptTooLong(RuntimeError):
-    """Even the newest message alone does not fit the context."""
+def template_messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
+    """Messages as the chat template reads them; images are left to the scene describer upstream."""
+    wire: list[dict[str, Any]] = []
+    for message in messages:
+        entry: dict[str, Any] = {"role": message.role, "content": message.content}
+        if message.tool_calls:
+            entry["tool_calls"] = [{"id": call.call_id, "type": "function", "function": {
+                "name": call.name, "arguments": _as_object(call.arguments)}} for call in message.tool_calls]
+        if message.tool_call_id:
+            entry["tool_call_id"] = message.tool_call_id
+        wire.append(entry)
+    return wire
 
 
-class LlamaPrompt:
-    """Renders histories for one ``llama_cpp.Llama``; call only from the thread that owns the model."""
+def fold_tool_results(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
+    """The conversation with each tool exchange written as plain text for a model offered no tools.
 
-    def __init__(self, llama: Any, system_prompt: str | None) -> None:
-        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+    A small model that sees its own ``<tool_call>`` turns and ``<tool_response>`` blocks without tools on
+    offer imitates them (it echoes the call as JSON) instead of answering; told the result in words
+    after the question, it answers with it.
+    """
+    names = {call.call_id: call.name for message in messages for call in message.tool_calls}
+    folded: list[ChatMessage] = []
+    for message in messages:
+        if message.tool_calls:
+            if message.content.strip():
+                folded.append(ChatMessage("assistant", message.content))
+            continue
+        if message.role == "tool":
+            name = names.get(message.tool_call_id or "", "the tool")
+            folded.append(ChatMessage("system", f"The {name} tool answered: {message.content}\n"
+                                      "Use this to answer the user in plain spoken words."))
+            continue
+        folded.append(message)
+    return folded
 
-        self.llama = llama
-        self.system_prompt = system_prompt
-        template = llama.metadata.get("tokenizer.chat_template") or CHATML
-        self._eos = self._special(llama.token_eos())
-        self._bos = self._special(llama.token_bos())
-        self._formatter: Any = Jinja2ChatFormatter(template=template, eos_token=self._eos, bos_token=self._bos)
-        self.counts = TokenCounts(self._count)
-        probe = ChatMessage(role="user", content="hello")
-        base = [ChatMessage(role="system", content="s")]
-        # what a message costs beyond its own text (role markers, separators); 2 more for safety
-        extra = len(self.render([*base, probe])) - len(self.render(base)) - self._text_tokens("hello")
-        self._per_message = max(0, extra) + 2
 
-    def fit(self, messages: Sequence[ChatMessage], options: GenerationOptions) -> list[int]:
-        """Prompt tokens for ``messages`` (oldest dropped first, as ``options`` allow) leaving
-        ``options.max_tokens`` for the reply."""
-        n_ctx = int(self.llama.n_ctx())
-        limit = n_ctx * CHARS_PER_TOKEN_CAP
-        history = [m if len(m.content) <= limit else ChatMessage(m.role, m.content[-limit:], m.images)
-                   for m in with_system_prompt(messages, self.system_prompt)]
-        try:
-            tokens = fit_history(history, self.counts, n_ctx - options.max_tokens, self.render,
-                                 truncate=options.truncate, retention_ratio=options.retention_ratio)
-        except HistoryTooLong as error:
-            raise PromptTooLong(str(error)) from None
-        if len(tokens) >= n_ctx:
-            raise PromptTooLong(f"the prompt ({len(tokens)} tokens) does not fit the context")
-        return tokens
+def _as_object(arguments: str) -> Any:
+    try:
+        return json.loads(arguments)
+    except json.JSONDecodeError:
+        return arguments
 
-    def render(self, messages: Sequence[ChatMessage]) -> list[int]:
-        """The whole prompt, generation prompt included, as tokens."""
-        # Local models read text only; images are left to the scene describer upstream.
-        wire = [{"role": m.role, "content": m.content} for m in messages]
-        prompt: str = self._formatter(messages=wire).prompt
-        add_bos = not (self._bos and prompt.startswith(self._bos))
-        tokens: list[int] = self.llama.tokenize(prompt.encode("utf-8"), add_bos=add_bos, special=True)
-        return tokens
 
-    def _count(self, message: ChatMessage) -> int:
-        return self._text_tokens(message.content) + self._per_message
+def forced_prefix(options: GenerationOptions) -> str:
+    """The text the assistant turn starts with when a call is required (empty when the model chooses)."""
+    forced = forced_tool(options)
+    if forced is None:
+        return ""
+    if not forced:
+        return OPEN_TAG + "\n"
+    return OPEN_TAG + "\n" + '{"name": ' + json.dumps(forced) + ', "arguments": '
 
-    def _text_tokens(self, text: str) -> int:
-        return len(self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
-    def _special(self, token: int) -> str:
-        return str(self.llama.detokenize([token], special=True).decode("utf-8", "replace"))
+def render(formatter: Any, messages: Sequence[ChatMessage], options: GenerationOptions) -> str:
+    """The prompt text: the template applied to ``messages`` and the offered tools, plus any forced prefix."""
+    tools: list[Mapping[str, Any]] = offered_tools(options)
+    wire = template_messages(messages if tools else fold_tool_results(messages))
+    if tools:
+        prompt: str = formatter(messages=wire, tools=[chat_tool(tool) for tool in tools]).prompt
+    else:
+        prompt = formatter(messages=wire).prompt
+    return prompt + forced_prefix(options)
