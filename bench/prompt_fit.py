@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from bargein.engines.base import ChatMessage, GenerationOptions
-from bargein.engines.think.llama_prompt import LlamaPrompt
+from bargein.engines.think.llama_context import LlamaPrompt
 from bargein.engines.think.llm_models import resolve_gguf
 from bargein.engines.think.llm_prompt import with_system_prompt
 
@@ -36,13 +36,13 @@ def per_drop(prompt: LlamaPrompt, messages: Sequence[ChatMessage], max_tokens: i
     """The old way: drop one message, render everything again, until it fits."""
     kept = with_system_prompt(messages, prompt.system_prompt)
     budget = int(prompt.llama.n_ctx()) - max_tokens
-    tokens = prompt.render(kept)
+    tokens = prompt.render(kept, OPTIONS)
     while len(tokens) > budget:
         droppable = [i for i, m in enumerate(kept[:-1]) if m.role != "system"]
         if not droppable:
             break
         del kept[droppable[0]]
-        tokens = prompt.render(kept)
+        tokens = prompt.render(kept, OPTIONS)
     return tokens
 
 
