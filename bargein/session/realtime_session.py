@@ -43,6 +43,8 @@ from bargein.session.transcription import Transcriber
 from bargein.tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
+FRAMES_PER_TURN = 64
+"""VAD frames (about 2 s of audio) an append hands the machine before yielding the event loop."""
 
 
 class RealtimeSession:
@@ -148,9 +150,11 @@ class RealtimeSession:
             audio = self.audio_in.decode(payload)
         except AudioFormatError as error:
             raise ProtocolError(str(error), code="invalid_audio", param="audio", event_id=message.event_id) from None
-        for frame in await self.audio_in.hear(audio):
+        for index, frame in enumerate(await self.audio_in.hear(audio)):
             self.feed(frame)
             self.tracker.frame(frame)
+            if index % FRAMES_PER_TURN == FRAMES_PER_TURN - 1:
+                await asyncio.sleep(0)  # a long append (minutes of audio) lets other sessions run between slices
         self.feed(v.AudioAppended(self.stream_ms))
 
     def _update_session(self, message: ce.SessionUpdate) -> None:
