@@ -7,7 +7,7 @@ purpose="${1:-serve}"
 
 apt_packages=(flite)
 if [[ "$purpose" == "test" ]]; then
-  apt_packages+=(pocketsphinx-testdata chromium)
+  apt_packages+=(pocketsphinx-testdata chromium espeak-ng)  # espeak-ng: voices of bench/endpoint_set.py
 fi
 missing=()
 for package in "${apt_packages[@]}"; do
@@ -55,3 +55,7 @@ fi
 extras=""
 [[ "$purpose" == "test" ]] && extras="[test]"
 .venv/bin/python -m pip install -q -e ".${extras}"
+
+# Smart Turn v3.2 (the end-of-turn model) ships inside the pipecat-ai wheel: download that wheel without
+# its dependencies (Pipecat's runtime is not installed), take the one ONNX file out, check its sha256.
+.venv/bin/python -m bargein.engines.listen.smart_turn_file

@@ -17,10 +17,13 @@ from bargein.engines.base import (
     VoiceActivityDetector,
 )
 from bargein.engines.listen.silero_vad import SILERO_ONNX, SileroVad
+from bargein.engines.listen.smart_turn import SmartTurn
+from bargein.engines.listen.smart_turn_file import SMART_TURN_DISTRIBUTION, SMART_TURN_FILENAME
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 VAD_ORIGIN = f"Silero VAD v5 ({SILERO_ONNX.distribution}, sha256 verified)"
+TURN_ORIGIN = f"Smart Turn v3.2 ({SMART_TURN_FILENAME} from {SMART_TURN_DISTRIBUTION}, sha256 verified)"
 
 
 def load_engines(settings: Settings) -> Engines:
@@ -39,7 +42,9 @@ def load_engines(settings: Settings) -> Engines:
     asr = remote.asr or _timed_load(description, "asr", lambda: load_asr(settings))
     llm = remote.llm or _timed_load(description, "llm", lambda: load_llm(settings))
     tts = remote.tts or _timed_load(description, "tts", lambda: load_tts(settings))
-    return Engines(vad, asr, llm, tts, description=description)
+    # the end-of-turn model is small and always local; a missing or altered file stops start-up here
+    turn = _timed_load(description, "turn", lambda: (SmartTurn(), TURN_ORIGIN))
+    return Engines(vad, asr, llm, tts, turn, description=description)
 
 
 @dataclass
@@ -56,7 +61,8 @@ def _timed_load(description: dict[str, str], stage: str, load: Callable[[], tupl
     started = time.perf_counter()
     engine, what = load()
     fake = what == "fake"
-    description[stage] = what if fake or stage == "vad" else f"{what} (ready in {time.perf_counter() - started:.1f} s)"
+    timed = not fake and stage not in ("vad", "turn")
+    description[stage] = f"{what} (ready in {time.perf_counter() - started:.1f} s)" if timed else what
     if not fake:
         log.info("%s: %s", stage, description[stage])
     return engine

@@ -22,11 +22,14 @@ from tests.support.speech import librivox_clip, librivox_reference, pcm16_24k
 
 
 async def spoken_turn(host: str, clip: str, *, timeout: float = 120) -> tuple[EventLog, dict[str, Any]]:
-    """Stream a LibriVox clip in real time through the official client; the events and ``response.done``."""
+    """Stream a LibriVox clip in real time through the official client; the events and ``response.done``.
+
+    2 s of silence follow the clip: the default semantic endpoint waits up to 1.5 s after a turn that
+    sounds unfinished."""
     async with openai_client(host).realtime.connect(model="bargein", extra_query=BARGEIN_EVENTS) as connection:
         log = EventLog()
         reader = asyncio.create_task(collect(connection, log))
-        await stream_realtime(connection, pcm16_24k(librivox_clip(clip), silence_after_s=1.0))
+        await stream_realtime(connection, pcm16_24k(librivox_clip(clip), silence_after_s=2.0))
         done = await log.wait_for(lambda e: e["type"] == "response.done", timeout=timeout)
         reader.cancel()
     return log, done

@@ -27,6 +27,7 @@ import numpy as np
 
 from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions
 from bargein.engines.think import llm_sampling
+from bargein.engines.think.llama_prompt import TemplateToolCalling, render
 from bargein.engines.think.llm_prompt import (
     DEFAULT_SYSTEM_PROMPT,
     HistoryTooLong,
@@ -35,6 +36,7 @@ from bargein.engines.think.llm_prompt import (
     with_system_prompt,
 )
 from bargein.engines.think.llm_sampling import SamplingParams
+from bargein.engines.think.tool_calls import forced_tool
 
 log = logging.getLogger(__name__)
 PROMPT_CHUNK = 128
@@ -53,6 +55,8 @@ class _Request:
     fed: int = 0
     """Prompt tokens already in the KV cache."""
     generated: list[int] = field(default_factory=list)
+    head: str = ""
+    """The reply's first characters: whether it is a tool call."""
     decoder: codecs.IncrementalDecoder = field(
         default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="replace"))
 
@@ -61,7 +65,7 @@ class _Request:
         return self.fed + len(self.generated)
 
 
-class BatchedLlamaLanguageModel:
+class BatchedLlamaLanguageModel(TemplateToolCalling):
     """A :class:`~bargein.engines.base.LanguageModel` that decodes up to ``n_seq`` replies together."""
 
     def __init__(self, model_path: str | Path, *, name: str | None = None, n_seq: int = 4,
@@ -115,12 +119,11 @@ class BatchedLlamaLanguageModel:
         """Requests admitted or waiting for a sequence."""
         return self._waiting
 
-    async def stream(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
-                     options: GenerationOptions | None = None) -> AsyncIterator[str]:
-        """Yield the reply piece by piece; stop within one step once ``cancel`` fires."""
+    async def _text(self, messages: Sequence[ChatMessage], cancel: CancelToken,
+                    options: GenerationOptions) -> AsyncIterator[str]:
         loop = asyncio.get_running_loop()
         pieces: asyncio.Queue[object] = asyncio.Queue()
-        request = _Request(list(messages), options or GenerationOptions(),
+        request = _Request(list(messages), options,
                            lambda item: loop.call_soon_threadsafe(pieces.put_nowait, item))
         with self._count_lock:
             self._waiting += 1
@@ -285,8 +288,13 @@ class BatchedLlamaLanguageModel:
         """Pick and send the next token; False when the reply is complete."""
         logits = np.ctypeslib.as_array(self._lib.llama_get_logits_ith(self._ctx, row), shape=(self._n_vocab,))
         base = self.sampling
-        params = SamplingParams(temperature=request.options.temperature, top_k=base.top_k, top_p=base.top_p,
-                                repeat_penalty=base.repeat_penalty, repeat_window=base.repeat_window)
+        tools = request.options.tools
+        calling = bool(tools) and (forced_tool(request.options) is not None
+                                   or request.head.lstrip()[:1] in ("", "<", "{", "`"))
+        # whether to call, and the call itself, greedily and without the repeat penalty (as llama_llm does)
+        params = SamplingParams(temperature=0.0 if calling else request.options.temperature, top_k=base.top_k,
+                                top_p=base.top_p, repeat_penalty=1.0 if calling else base.repeat_penalty,
+                                repeat_window=base.repeat_window)
         recent = np.asarray(request.generated[-base.repeat_window:], dtype=np.intc)
         pick = llm_sampling.sample(logits, params, self._rng, recent)
         if pick.fell_back:
@@ -294,8 +302,9 @@ class BatchedLlamaLanguageModel:
         if pick.token is None or self._lib.llama_vocab_is_eog(self._vocab, pick.token):
             return False
         request.generated.append(pick.token)
-        text = request.decoder.decode(self._llama.detokenize([pick.token]))
+        text = request.decoder.decode(self._llama.detokenize([pick.token], special=bool(tools)))
         if text:
+            request.head = request.head if len(request.head) >= 16 else request.head + text
             request.emit(text)
         return len(request.generated) < request.options.max_tokens
 
@@ -324,8 +333,8 @@ class BatchedLlamaLanguageModel:
         self._bos = llama.detokenize([llama.token_bos()], special=True).decode("utf-8", "replace") or "\0"
         return Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=self._bos)
 
-    def _render_plain(self, history: Sequence[ChatMessage]) -> list[int]:
-        prompt: str = self._formatter(messages=[{"role": m.role, "content": m.content} for m in history]).prompt
+    def _render_tokens(self, history: Sequence[ChatMessage], options: GenerationOptions) -> list[int]:
+        prompt = render(self._formatter, history, options)
         tokens: list[int] = self._llama.tokenize(prompt.encode("utf-8"), add_bos=not prompt.startswith(self._bos),
                                                  special=True)
         return tokens
@@ -342,7 +351,7 @@ class BatchedLlamaLanguageModel:
         history = with_system_prompt(request.messages, self.system_prompt)
         budget = self.n_ctx_per_seq - request.options.max_tokens
         try:
-            tokens = fit_history(history, self._counts, budget, self._render_plain,
+            tokens = fit_history(history, self._counts, budget, lambda kept: self._render_tokens(kept, request.options),
                                  truncate=request.options.truncate, retention_ratio=request.options.retention_ratio)
         except HistoryTooLong as error:
             raise RuntimeError(str(error)) from None
