@@ -8,6 +8,7 @@ into VAD frames whose speech probabilities feed the duplex machine.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import numpy as np
 import numpy.typing as npt
@@ -25,6 +26,8 @@ MAX_BUFFER_BYTES = 15 * 1024 * 1024
 MAX_BUFFER_SECONDS = MAX_BUFFER_BYTES / (2 * 24_000)
 """The input buffer cap in seconds of audio (15 MiB of pcm16 at 24 kHz: about 328 s), whatever the
 wire format: G.711 carries 3x more audio per byte, and the buffer's memory goes by the second."""
+SLICE_S = 10.0
+"""Seconds of an append resampled and heard at a time."""
 LISTEN_RESAMPLE_QUALITY = "LQ"
 """soxr's low-quality filter holds back about 6 ms of input against HQ's 21 ms, and the VAD and Whisper
 at 16 kHz gain nothing from HQ's steeper anti-aliasing; every ms held back delays the endpoint."""
@@ -62,8 +65,19 @@ class AudioInput:
 
     def decode(self, payload: bytes) -> npt.NDArray[np.float32]:
         """Wire bytes to 16 kHz float32 (raises :class:`AudioFormatError` on malformed audio)."""
-        samples = int16_to_float(self.wire_format.decode(payload))
-        return self._resampler.process(samples)
+        return np.concatenate([*self.decode_slices(payload), np.zeros(0, np.float32)])
+
+    def decode_slices(self, payload: bytes) -> Iterator[npt.NDArray[np.float32]]:
+        """Wire bytes to 16 kHz float32, resampled :data:`SLICE_S` at a time (an append of minutes of audio
+        is then heard slice by slice); the whole payload is checked before the first slice comes out."""
+        samples = int16_to_float(self.wire_format.decode(payload))  # raises AudioFormatError
+        step = int(SLICE_S * self.wire_format.rate)
+
+        def slices() -> Iterator[npt.NDArray[np.float32]]:
+            for start in range(0, len(samples), step):
+                yield self._resampler.process(samples[start:start + step])
+
+        return slices()
 
     def decode_clip(self, payload: bytes) -> npt.NDArray[np.float32]:
         """A whole clip (an ``input_audio`` item) to 16 kHz float32, apart from the live stream; a clip is

@@ -148,14 +148,15 @@ class RealtimeSession:
         try:
             payload = decode_base64(message.audio)
             self.audio_in.check_room(len(payload), event_id=message.event_id)
-            audio = self.audio_in.decode(payload)
+            slices = self.audio_in.decode_slices(payload)
         except AudioFormatError as error:
             raise ProtocolError(str(error), code="invalid_audio", param="audio", event_id=message.event_id) from None
-        for index, frame in enumerate(await self.audio_in.hear(audio)):
-            self.feed(frame)
-            self.tracker.frame(frame)
-            if index % FRAMES_PER_TURN == FRAMES_PER_TURN - 1:
-                await asyncio.sleep(0)  # a long append (minutes of audio) lets other sessions run between slices
+        for audio in slices:  # a long append (minutes of audio) lets other sessions run between slices
+            for index, frame in enumerate(await self.audio_in.hear(audio)):
+                self.feed(frame)
+                self.tracker.frame(frame)
+                if index % FRAMES_PER_TURN == FRAMES_PER_TURN - 1:
+                    await asyncio.sleep(0)
         self.feed(v.AudioAppended(self.stream_ms))
 
     def _update_session(self, message: ce.SessionUpdate) -> None:
