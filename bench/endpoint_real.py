@@ -62,11 +62,13 @@ def _quietest(audio: Audio, near_s: float, window_s: float = 0.08) -> int:
 
 
 def speech_end(audio: Audio) -> int:
-    """Where the last word ends (sample): the last 10 ms frame 12 dB above the recording's own noise
-    floor (its 10th percentile) and within 40 dB of its loudest; a recording's noise lies above the
-    synthetic families' fixed 40 dB floor."""
+    """Where the last word ends (sample): the last 10 ms frame whose 50 ms median level is 12 dB above
+    the recording's own noise floor (its 10th percentile) and within 40 dB of its loudest (a recording's
+    noise lies above the synthetic families' fixed 40 dB floor; the median ignores lone clicks). An
+    estimate: a soft final consonant or a breath can move it by a few hundred ms."""
     db = _frame_db(audio)
-    loud = np.flatnonzero(db >= max(db.max() - 40.0, float(np.percentile(db, 10)) + 12.0))
+    level = np.median(np.lib.stride_tricks.sliding_window_view(np.pad(db, 2, mode="edge"), 5), axis=1)
+    loud = np.flatnonzero(level >= max(db.max() - 40.0, float(np.percentile(db, 10)) + 12.0))
     return int((loud[-1] + 1) * (RATE // 100))
 
 
