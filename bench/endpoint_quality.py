@@ -3,7 +3,8 @@
     python -m bench.endpoint_quality [--quick] [--fit-on espeak] [--out DIR]
 
 Every clip of the endpoint set (bench/endpoint_set.py: sentences said whole, and the same sentences
-with a 600 to 1,200 ms pause at a hesitation point, in Kokoro, flite and espeak-ng voices) runs
+with a 600 to 1,200 ms pause at a hesitation point, in Kokoro, flite and espeak-ng voices; and real
+recorded speech, with silence spliced in at word boundaries, bench/endpoint_real.py) runs
 through the real Silero VAD frame by frame, with the duplex machine's speech and silence thresholds.
 Each time the VAD first sees silence, Smart Turn v3.2 scores the audio heard so far. Then each
 endpoint policy decides when the turn would have been committed:
@@ -13,8 +14,9 @@ endpoint policy decides when the turn would have been committed:
   uses it) says the turn is complete, after a long one (1.5 s) when it says it is not;
 * ``words only``: the same, judged only by whether the words so far (Whisper tiny.en, as speculation
   has them at the first silence) end on a word that leads on ("for", "to", "the", "and");
-* ``semantic``: both: a short silence only when the sound says finished and the words do not lead on;
-  its threshold and short silence are fitted.
+* ``semantic``: both, as a graded wait: a short silence only when the sound says finished and the
+  words do not lead on, a middle one (500 ms) when the sound is unsure, else the long one; its two
+  thresholds and short silence are fitted; ``old auto`` is the two-level preset it replaced.
 
 A **false cut-off** is a paused clip committed before its second part starts (or a complete clip
 committed before its last word). The **commit delay** is the time from the true end of the last word
