@@ -54,6 +54,10 @@ class Settings(BaseSettings):
     """Longest one remote call may take (a VAD frame: a tenth of it) before that turn is given up."""
     builtin_tools: bool = True
     """Offer bargein's own tools (clock, calendar, calculator, units) to sessions that bring no tools."""
+    turn_detection: Literal["server_vad", "semantic_vad"] = "server_vad"
+    """A new session's turn detection. ``semantic_vad`` (Smart Turn) cuts false cut-offs on mid-sentence
+    pauses but, on real read speech, waits longer than 500 ms of silence at the median (docs/benchmarks.md),
+    so plain silence stays the default until it is faster."""
     listen: bool = True
     """Classify every segment (query or noise) before answering or cutting a reply; off, any speech
     onset cancels the reply at once, as the OpenAI Realtime API does."""

@@ -53,10 +53,12 @@ class RealtimeSession:
     def __init__(self, engines: Engines, *, config: SessionConfig | None = None,
                  output_lead_ms: float = 1000.0, metrics: ServerMetrics | None = None,
                  listen: bool = True, observers: Iterable[SessionObserver] = (),
-                 builtin_tools: ToolRegistry | None = None, outbound_bytes: int = MAX_OUTBOUND_BYTES) -> None:
+                 builtin_tools: ToolRegistry | None = None, outbound_bytes: int = MAX_OUTBOUND_BYTES,
+                 semantic_default: bool = False) -> None:
         self.listen = listen
         self.semantic_endpoint = engines.turn is not None
-        self.config = default_endpoint(config or SessionConfig(), semantic=self.semantic_endpoint)
+        self.config = default_endpoint(config or SessionConfig(), semantic=self.semantic_endpoint,
+                                       prefer_semantic=semantic_default)
         self.outbound = Outbound(max_bytes=outbound_bytes)
         self.conversation = Conversation()
         self.machine = DuplexMachine(new_id, settings_from_config(self.config, listen=listen))
@@ -274,11 +276,11 @@ class RealtimeSession:
         self.audio_in.close()
 
 
-def default_endpoint(config: SessionConfig, *, semantic: bool) -> SessionConfig:
-    """A new session's turn detection: semantic VAD when the server has an end-of-turn model and the
-    config still has the plain ``server_vad`` default, else as given (plain silence without a model)."""
+def default_endpoint(config: SessionConfig, *, semantic: bool, prefer_semantic: bool) -> SessionConfig:
+    """A new session's turn detection: semantic VAD when the server prefers it, has an end-of-turn model and
+    the config still has the plain ``server_vad`` default, else as given (plain silence without a model)."""
     detection = config.audio.input.turn_detection
-    if semantic and detection == ServerVad():
+    if semantic and prefer_semantic and detection == ServerVad():
         return config.updated({"audio": {"input": {"turn_detection": {"type": "semantic_vad"}}}})
     if not semantic and isinstance(detection, SemanticVad):
         return config.updated({"audio": {"input": {"turn_detection": {"type": "server_vad"}}}})
