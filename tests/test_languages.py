@@ -59,7 +59,8 @@ def test_mandarin_backchannels(heard: str) -> None:
     assert not is_command(heard, "zh")
 
 
-@pytest.mark.parametrize("heard", ["停", "停！", "停一下", "等一下，我想问个问题", "别说了", "不对。", "不对，我说的是上海"])
+@pytest.mark.parametrize("heard", ["停", "停！", "停一下", "等一下，我想问个问题", "别说了", "不对。",
+                                   "不对，我说的是上海"])
 def test_mandarin_commands(heard: str) -> None:
     assert is_command(heard, "zh")
     assert not is_backchannel(heard, "zh")

@@ -8,7 +8,7 @@ from bargein.engines.base import CancelToken, SpeechChunk, SpeechSynthesizer
 from bargein.languages import han_share
 
 MANDARIN_SHARE = 0.3
-"""A clause with at least this share of Han characters among its letters is Chinese (an English name
+"""A clause with at least this share of Han characters among its words is Chinese (an English name
 inside a Chinese sentence does not make it English)."""
 
 

