@@ -85,3 +85,18 @@ def test_character_error_rate_ignores_punctuation_and_number_style() -> None:
     assert character_error_rate(["我们下午三点见。"], ["我们下午3点见"]) == 0.0
     assert character_error_rate(["北京是中国的首都。"], ["北京市中国的首都"]) == pytest.approx(1 / 8)
     assert character_error_rate([""], [""]) == 0.0
+
+
+def test_a_session_in_mandarin_gets_mandarin_instructions_unless_it_brought_its_own() -> None:
+    from bargein.protocol.session_config import DEFAULT_INSTRUCTIONS, SessionConfig
+
+    mandarin = SessionConfig.for_language("zh-CN", model="bargein")
+    assert mandarin.language == "zh" and mandarin.instructions == MANDARIN.instructions
+    assert SessionConfig.for_language("en").instructions == DEFAULT_INSTRUCTIONS
+    back = mandarin.updated({"audio": {"input": {"transcription": {"language": "en"}}}})
+    assert back.language == "en" and back.instructions == DEFAULT_INSTRUCTIONS
+    own = SessionConfig().updated({"instructions": "Be brief."})
+    assert own.updated({"audio": {"input": {"transcription": {"language": "zh"}}}}).instructions == "Be brief."
+    both = SessionConfig().updated({"instructions": "简短回答。",
+                                    "audio": {"input": {"transcription": {"language": "zh"}}}})
+    assert both.instructions == "简短回答。"

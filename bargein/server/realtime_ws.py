@@ -46,7 +46,8 @@ async def serve_realtime(websocket: WebSocket, settings: Settings, engines: Engi
         await websocket.close(code=1013, reason=message)
         return
     model = websocket.query_params.get("model") or "bargein"
-    session = RealtimeSession(engines, config=SessionConfig(model=model[:200]), metrics=metrics,
+    config = SessionConfig.for_language(settings.language, model=model[:200])
+    session = RealtimeSession(engines, config=config, metrics=metrics,
                               listen=settings.listen)
     registry.live.add(session)
     session.start()
