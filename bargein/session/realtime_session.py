@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from bargein.audio.codecs import AudioFormatError, decode_base64
 from bargein.engines.base import Engines, Transcript
+from bargein.languages import unsupported_language
 from bargein.metrics.prometheus import ServerMetrics
 from bargein.metrics.turn_ledger import TurnLedgers
 from bargein.protocol import client_events as ce
@@ -50,6 +51,8 @@ class RealtimeSession:
                  output_lead_ms: float = 1000.0, metrics: ServerMetrics | None = None,
                  listen: bool = True, observers: Iterable[SessionObserver] = ()) -> None:
         self.listen = listen
+        self.languages: frozenset[str] | None = getattr(engines.asr, "languages", None)
+        """What the recogniser can transcribe (None: it cannot tell); a session asking for more gets an error."""
         self.config = config or SessionConfig()
         self.outbound = Outbound()
         self.conversation = Conversation()
@@ -146,6 +149,12 @@ class RealtimeSession:
             where = ".".join(str(p) for p in first["loc"])
             raise ProtocolError(f"invalid session.update: session.{where}: {first['msg']}",
                                 code="invalid_value", param=f"session.{where}", event_id=message.event_id) from None
+        transcription = config.audio.input.transcription
+        refusal = unsupported_language(transcription.language if transcription else None,
+                                       self.languages)
+        if refusal is not None:  # honoured or refused, never silently heard as English
+            raise ProtocolError(f"invalid session.update: {refusal}", code="unsupported_language",
+                                param="session.audio.input.transcription.language", event_id=message.event_id)
         self.config = config
         self.audio_in.set_format(config.input_format)
         self.feed(v.SettingsChanged(settings_from_config(config, listen=self.listen)))
