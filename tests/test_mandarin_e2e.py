@@ -36,7 +36,7 @@ MANDARIN = {"type": "realtime", "audio": {"input": {"transcription": {"language"
 def mandarin_engines() -> Iterator[Engines]:
     if not default_python().is_file():
         pytest.fail(f"the Mandarin voice's virtualenv is missing ({default_python()}): run scripts/setup.sh test")
-    asyncio.run(render([QUESTION, "停。", "嗯。"]))
+    asyncio.run(render([QUESTION, "停！", "嗯。"]))
     engines = load_engines(Settings(mandarin=True))  # Qwen: SmolLM2 does not write Chinese
     yield engines
     asyncio.run(engines.aclose())
@@ -94,7 +94,7 @@ async def _over_a_story(engines: Engines, interjection: str) -> tuple[EventLog, 
 
 
 async def test_stop_in_mandarin_cancels_the_reply(mandarin_engines: Engines) -> None:
-    log, end, _ = await _over_a_story(mandarin_engines, "停。")
+    log, end, _ = await _over_a_story(mandarin_engines, "停！")
     segments = log.of("bargein.listen.segment")
     assert end["type"] == "response.done", f"the story went on: {segments}"
     assert end["response"]["status"] == "cancelled", f"the story finished before 停 was heard: {segments}"

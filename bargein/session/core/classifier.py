@@ -159,9 +159,10 @@ def classify(stats: SegmentStats, transcript: Transcript | None, *, during_reply
     spoken_in = transcript.language if transcript else None
     if transcript is not None and not language(spoken_in).spaced:
         words = text_units(text)  # Chinese: a character is a word
-    # the language table's phrases: a command cuts the agent short however unsure the recogniser is of
-    # it (a one-syllable 停 comes out near -1.5), a backchannel never does
-    command = transcript is not None and is_command(transcript.text, spoken_in)
+    # the language table's phrases: a command cuts the agent short even when the recogniser is unsure
+    # of it (a one-syllable 停 comes out near -1.1), within its floor; a backchannel never does
+    command = (transcript is not None and is_command(transcript.text, spoken_in)
+               and transcript.avg_logprob >= language(spoken_in).command_min_logprob)
     level_above_floor = stats.speech_level_db - noise_floor_db
     features: dict[str, Any] = {
         "speech_ms": round(stats.speech_ms, 1), "mean_probability": round(stats.mean_probability, 3),
