@@ -100,3 +100,11 @@ def test_a_session_in_mandarin_gets_mandarin_instructions_unless_it_brought_its_
     both = SessionConfig().updated({"instructions": "简短回答。",
                                     "audio": {"input": {"transcription": {"language": "zh"}}}})
     assert both.instructions == "简短回答。"
+
+
+def test_traditional_characters_become_simplified() -> None:
+    from bargein.engines.transcribe.simplified import available, to_simplified
+
+    assert available(), "opencc-python-reimplemented is part of the multilingual extra"
+    assert to_simplified("中國有多少個省？頭髮") == "中国有多少个省？头发"
+    assert to_simplified("Hello, world.") == "Hello, world."

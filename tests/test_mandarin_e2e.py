@@ -114,3 +114,24 @@ async def test_a_mandarin_backchannel_lets_the_reply_resume(mandarin_engines: En
     assert segments[-1]["decision"] == "noise", segments
     assert not [e for e in log.of("response.done") if e["response"]["id"] == story
                 and e["response"]["status"] == "cancelled"]
+
+
+async def test_english_only_whisper_refuses_mandarin_with_an_error() -> None:
+    from bargein.engines.fakes import FakeLanguageModel, FakeSynthesizer
+    from bargein.engines.listen.silero_vad import SileroVad
+    from bargein.engines.transcribe.whisper_asr import load_whisper
+
+    asr = await asyncio.to_thread(load_whisper, "tiny.en")
+    assert asr.languages == frozenset({"en"})
+    engines = Engines(SileroVad(), asr, FakeLanguageModel(), FakeSynthesizer())
+    with running_server(engines) as host:
+        async with openai_client(host).realtime.connect(model="bargein") as connection:
+            log = EventLog()
+            reader = asyncio.create_task(collect(connection, log))
+            await connection.session.update(session=MANDARIN)
+            error = await log.wait_for(lambda e: e["type"] == "error", timeout=30)
+            reader.cancel()
+    await asr.aclose()
+    assert error["error"]["code"] == "unsupported_language"
+    assert "--asr-model base" in error["error"]["message"]
+    assert not log.of("session.updated")
