@@ -72,7 +72,7 @@ async def run_session(host_port: str, args: argparse.Namespace,
     else:
         from bench.mandarin_clips import mandarin_clips
 
-        clips = mandarin_clips()
+        clips = await mandarin_clips()
     client = AsyncOpenAI(api_key="sk-local", websocket_base_url=f"ws://{host_port}/v1", max_retries=0)
     results: list[TurnResult] = []
     async with client.realtime.connect(model="bargein-bench", max_retries=0) as connection:

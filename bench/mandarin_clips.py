@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from bargein.audio.codecs import float_to_int16
 from bench.realtime_harness import CHUNK_BYTES, WIRE_RATE, SpeechClip, speech_bounds
 from tests.support.mandarin_speech import render, say
@@ -18,9 +16,9 @@ QUESTIONS = (
 """Five spoken questions, as the LibriVox clips are five for English."""
 
 
-def mandarin_clips(texts: tuple[str, ...] = QUESTIONS) -> list[SpeechClip]:
+async def mandarin_clips(texts: tuple[str, ...] = QUESTIONS) -> list[SpeechClip]:
     """The questions as 24 kHz pcm16 clips with their speech bounds (needs the Mandarin voice the first time)."""
-    asyncio.run(render(list(texts)))
+    await render(list(texts))
     clips = []
     for index, text in enumerate(texts):
         audio = say(text)
