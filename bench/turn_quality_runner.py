@@ -114,10 +114,12 @@ class TurnWatcher(QuietObserver):
         """Committed item id -> stream ms at its commit."""
 
     def on_event(self, event: v.Event) -> None:
+        """A transcript arrived for a committed item."""
         if isinstance(event, v.SegmentTranscribed):
             self.untranscribed.discard(event.item_id)
 
     def on_action(self, action: v.Action) -> None:
+        """Turns and replies as the machine opens and closes them."""
         match action:
             case v.SpeechStarted(item_id):
                 self.speaking = item_id
@@ -254,7 +256,7 @@ class Client:
 
 
 async def run_case(case: Case, pcm: bytes, vad: VoiceActivityDetector, asr: SpeechRecognizer, *,
-                   speed: float, timeline_speed: float) -> CaseResult:
+                   speed: float, timeline_speed: float, language: str | None = None) -> CaseResult:
     """One case in a fresh session; a timeline first starts a long reply and waits for its audio."""
     if case.kind == "segment":
         # short fake speech: a reply to a segment only has to show that it happened and what it says
@@ -262,6 +264,9 @@ async def run_case(case: Case, pcm: bytes, vad: VoiceActivityDetector, asr: Spee
     else:
         engines = Engines(vad, asr, FakeLanguageModel(filler=LONG_REPLY, token_delay_s=0.01), FakeSynthesizer())
     async with Client(case, engines) as client:
+        if language:  # the session passes it to every recognition: partial, speculative and final
+            await client.send(type="session.update", session={"audio": {"input": {"transcription": {
+                "model": "whisper-1", "language": language}}}})
         if case.kind == "timeline":
             await client.send(type="conversation.item.create", item={
                 "type": "message", "role": "user", "content": [{"type": "input_text", "text": "Tell me a story."}]})

@@ -9,12 +9,16 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer
 from bargein.engines.listen.silero_vad import SileroVad
 from tests.support.realtime_client import EventLog, collect, openai_client, stream_realtime, validate_server_event
 from tests.support.server import running_server
 from tests.support.speech import librivox_clip, pcm16_24k
+
+pytestmark = pytest.mark.slow  # the real Silero VAD
 
 LONG_REPLY = ("This is a long answer that keeps going for a while, so that there is plenty of time to cut in "
               "before it ends, and it still goes on after that.")

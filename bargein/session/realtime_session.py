@@ -65,7 +65,8 @@ class RealtimeSession:
         self.speculation = speculator.counts
         self.transcriber = Transcriber(engines.asr, emit, self._transcribed, self._transcription_hints)
         tracker = SegmentTracker(engines.asr, self.audio_in.buffer, speculator, feed=self.feed, emit=emit,
-                                 padding_ms=lambda: self.machine.settings.endpointing.prefix_padding_ms)
+                                 padding_ms=lambda: self.machine.settings.endpointing.prefix_padding_ms,
+                                 hints=self._transcription_hints)
         self.replies = ReplyRunner(
             ReplyPipeline(engines.llm, engines.tts), outbound=self.outbound, conversation=self.conversation,
             feed=self.feed, config=lambda: self.config, wait_for_words=self.transcriber.wait_all,
