@@ -82,3 +82,21 @@ async def test_a_mandarin_session_gets_mandarin_instructions() -> None:
     updated = (await h.drain(until="session.updated"))[-1]["session"]
     assert updated["instructions"] == MANDARIN.instructions
     await h.session.close()
+
+
+async def test_english_stays_on_the_english_model_and_mandarin_goes_to_the_multilingual_one() -> None:
+    import numpy as np
+
+    from bargein.engines.transcribe.by_language import RecognizerRouter
+
+    english = FakeRecognizer(("hello",), languages=frozenset({"en"}))
+    multilingual = FakeRecognizer(("你好",), languages=frozenset({"en", "zh", "fr"}))
+    router = RecognizerRouter(english, multilingual)
+    assert router.languages == frozenset({"en", "zh", "fr"})
+    speech = (0.2 * np.sin(np.arange(16_000) / 5)).astype(np.float32)
+    assert (await router.transcribe(speech, language="zh-CN")).text == "你好"
+    assert (await router.transcribe(speech, language="en")).text == "hello"
+    assert (await router.transcribe(speech)).language == "en"  # unset: English on an English-first server
+    assert (english.calls, multilingual.calls) == (2, 1)
+    detecting = RecognizerRouter(english, multilingual, unset=None)
+    assert detecting.recognizer_for(None) is multilingual

@@ -6,8 +6,9 @@ import logging
 import time
 
 from bargein.config import Settings
-from bargein.engines.base import Engines, LanguageModel, SpeechSynthesizer
+from bargein.engines.base import Engines, LanguageModel, SpeechRecognizer, SpeechSynthesizer
 from bargein.engines.listen.silero_vad import SILERO_ONNX, SileroVad
+from bargein.languages import language_code
 
 log = logging.getLogger(__name__)
 
@@ -39,11 +40,18 @@ def _load_default(settings: Settings, vad: SileroVad, vad_origin: str) -> Engine
 
     description = {"vad": vad_origin}
     started = time.perf_counter()
-    asr_model = settings.asr_model
-    if settings.speaks_mandarin and asr_model == "tiny.en":
-        asr_model = "base"  # tiny.en knows English only
-    asr = load_whisper(asr_model)
-    _timed(description, "asr", f"Whisper {asr_model}: {asr.description}", started)
+    asr: SpeechRecognizer = load_whisper(settings.asr_model)
+    _timed(description, "asr", f"Whisper {settings.asr_model}: {getattr(asr, 'description', '')}", started)
+    if settings.speaks_mandarin and settings.asr_model == "tiny.en":
+        # tiny.en knows English only: Mandarin (and any other language) goes to the multilingual base
+        from bargein.engines.transcribe.by_language import RecognizerRouter
+
+        started = time.perf_counter()
+        base = load_whisper("base")
+        unset = "en" if language_code(settings.language) in (None, "en") else None
+        asr = RecognizerRouter(asr, base, unset=unset)
+        _timed(description, "asr", f"{description['asr']}; other languages: Whisper base: {base.description}",
+               started)
 
     started = time.perf_counter()
     llm: LanguageModel
