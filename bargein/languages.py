@@ -12,14 +12,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-"""Han characters (CJK unified ideographs and their extension A, compatibility ideographs)."""
 _HAN_CLASS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+"""Han characters: CJK unified ideographs, their extension A, compatibility ideographs."""
+_CJK = re.compile(f"[{_HAN_CLASS}]")
 _OTHER_WORD = f"[^\\W_{_HAN_CLASS}]+(?:['’-][^\\W_{_HAN_CLASS}]+)*"
 _CJK_OR_WORD = re.compile(f"[{_HAN_CLASS}]|{_OTHER_WORD}")
 """Units of text: a single Han character, or a run of other letters and digits (a Latin word)."""
-CHINESE_PUNCTUATION = "，。！？；：、…—（）《》“”‘’「」"
-"""Full-width punctuation that ends or separates clauses in Chinese text."""
 
 
 @dataclass(frozen=True)
