@@ -27,6 +27,7 @@ const ui = {
 const test = {
   state: 'idle',
   sessionId: null,
+  session: null,
   samplesPlayed: 0,
   playedByItem: {},
   receivedMsByItem: {},
@@ -162,7 +163,11 @@ function onEvent(ev) {
   switch (type) {
     case 'session.created':
       test.sessionId = ev.session?.id ?? null;
+      test.session = ev.session ?? null;
       setConn('connected', 'connected');
+      break;
+    case 'session.updated':
+      test.session = ev.session ?? null;
       break;
     case 'error':
       showError('server', { ...ev.error, event_id: ev.error?.event_id });
