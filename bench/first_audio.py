@@ -72,7 +72,8 @@ async def run_session(host_port: str, args: argparse.Namespace,
         clips = await mandarin_clips()
     client = AsyncOpenAI(api_key="sk-local", websocket_base_url=f"ws://{host_port}/v1", max_retries=0)
     results: list[TurnResult] = []
-    async with client.realtime.connect(model="bargein-bench", max_retries=0) as connection:
+    async with client.realtime.connect(model="bargein-bench", max_retries=0,
+                                       extra_query={"bargein_events": "1"}) as connection:
         observer = Observer()
         reader = asyncio.create_task(observer.read(connection))
         created = await observer.wait_event("session.created", timeout=30)

@@ -37,11 +37,12 @@ class LanguageRouter:
         """The synthesiser that speaks ``text``."""
         return self.mandarin if han_share(text) >= MANDARIN_SHARE else self.default
 
-    async def synthesize(self, text: str, *, voice: str | None,
-                         cancel: CancelToken) -> AsyncIterator[SpeechChunk]:
-        """Speak ``text`` with the voice for its script."""
+    async def synthesize(self, text: str, *, voice: str | None, cancel: CancelToken,
+                         speed: float = 1.0) -> AsyncIterator[SpeechChunk]:
+        """Speak ``text`` with the voice for its script, at ``speed`` times its pace."""
         engine = self.voice_for(text)
-        async for chunk in engine.synthesize(text, voice=voice if engine is self.default else None, cancel=cancel):
+        async for chunk in engine.synthesize(text, voice=voice if engine is self.default else None, cancel=cancel,
+                                             speed=speed):
             yield chunk
 
     async def aclose(self) -> None:

