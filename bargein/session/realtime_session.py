@@ -25,7 +25,7 @@ from bargein.metrics.turn_ledger import TurnLedgers
 from bargein.protocol import client_events as ce
 from bargein.protocol.errors import ProtocolError
 from bargein.protocol.server_events import error_event, event, new_id
-from bargein.protocol.session_config import SessionConfig
+from bargein.protocol.session_config import SemanticVad, ServerVad, SessionConfig
 from bargein.session.audio_input import AudioInput
 from bargein.session.core import vocabulary as v
 from bargein.session.core.machine import DuplexMachine
@@ -56,7 +56,8 @@ class RealtimeSession:
         self.listen = listen
         self.languages: frozenset[str] | None = getattr(engines.asr, "languages", None)
         """What the recogniser can transcribe (None: it cannot tell); a session asking for more gets an error."""
-        self.config = config or SessionConfig()
+        self.semantic_endpoint = engines.turn is not None
+        self.config = default_endpoint(config or SessionConfig(), semantic=self.semantic_endpoint)
         self.outbound = Outbound()
         self.conversation = Conversation()
         self.machine = DuplexMachine(new_id, settings_from_config(self.config, listen=listen))
@@ -64,14 +65,14 @@ class RealtimeSession:
         self.ledgers = TurnLedgers(lambda: self.stream_ms, self._report_turn, metrics=metrics)
         self.observers: list[SessionObserver] = [self.ledgers, *observers]
         emit = self.outbound.put
-        speculator = Speculator(engines.asr, engines.llm, hints=self._transcription_hints)
+        speculator = Speculator(engines.asr, engines.llm, engines.tts, hints=self._transcription_hints)
         self.speculation = speculator.counts
         self.transcriber = Transcriber(engines.asr, emit, self._transcribed, self._transcription_hints,
                                        logprobs=lambda: "item.input_audio_transcription.logprobs"
                                        in (self.config.include or ()))
         tracker = SegmentTracker(engines.asr, self.audio_in.buffer, speculator, feed=self.feed, emit=emit,
                                  padding_ms=lambda: self.machine.settings.endpointing.prefix_padding_ms,
-                                 hints=self._transcription_hints)
+                                 hints=self._transcription_hints, turn_model=engines.turn)
         self.replies = ReplyRunner(
             ReplyPipeline(engines.llm, engines.tts), outbound=self.outbound, conversation=self.conversation,
             feed=self.feed, config=lambda: self.config, wait_for_words=self.transcriber.wait_all,
@@ -164,6 +165,10 @@ class RealtimeSession:
             where = ".".join(str(p) for p in first["loc"])
             raise ProtocolError(f"invalid session.update: session.{where}: {first['msg']}",
                                 code="invalid_value", param=f"session.{where}", event_id=message.event_id) from None
+        if isinstance(config.audio.input.turn_detection, SemanticVad) and not self.semantic_endpoint:
+            raise ProtocolError("semantic_vad needs the end-of-turn model, which this server has not loaded; "
+                                "use server_vad", code="invalid_value",
+                                param="session.audio.input.turn_detection.type", event_id=message.event_id)
         transcription = config.audio.input.transcription
         refusal = unsupported_language(transcription.language if transcription else None,
                                        self.languages)
@@ -271,3 +276,14 @@ class RealtimeSession:
                 await task
         self.outbound.close()
         self.audio_in.close()
+
+
+def default_endpoint(config: SessionConfig, *, semantic: bool) -> SessionConfig:
+    """A new session's turn detection: semantic VAD when the server has an end-of-turn model and the
+    config still has the plain ``server_vad`` default, else as given (plain silence without a model)."""
+    detection = config.audio.input.turn_detection
+    if semantic and detection == ServerVad():
+        return config.updated({"audio": {"input": {"turn_detection": {"type": "semantic_vad"}}}})
+    if not semantic and isinstance(detection, SemanticVad):
+        return config.updated({"audio": {"input": {"turn_detection": {"type": "server_vad"}}}})
+    return config

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -27,6 +27,7 @@ from bargein.engines.base import (
     GenerationOptions,
     LanguageModel,
     ReplyPiece,
+    SpeechChunk,
     SpeechSynthesizer,
     ToolCall,
     WordTiming,
@@ -91,6 +92,8 @@ class ReplyPlan:
     tools: ToolSetup = field(default_factory=ToolSetup)
     speed: float = 1.0
     """``audio.output.speed``: the synthesiser's pace as a multiple of the voice's own."""
+    prespoken: Callable[[str, str | None, float], AsyncIterator[SpeechChunk] | None] | None = None
+    """Speech of the first clause made privately before the commit, if it is this clause, voice and pace."""
 
 
 class ReplyPipeline:
@@ -175,7 +178,10 @@ class ReplyPipeline:
             if cancel.cancelled:
                 return
             spoken_text_sent = False
-            async for chunk in self.tts.synthesize(clause, voice=plan.voice, cancel=cancel, speed=plan.speed):
+            early = (plan.prespoken(clause, plan.voice, plan.speed)
+                     if first_audio and plan.prespoken is not None else None)
+            async for chunk in early or self.tts.synthesize(clause, voice=plan.voice, cancel=cancel,
+                                                            speed=plan.speed):
                 if cancel.cancelled:
                     return
                 if crossfader is None:

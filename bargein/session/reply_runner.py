@@ -89,21 +89,21 @@ class ReplyRunner:
         state.open(self._emit, self.conversation)
         instructions = params.instructions if params and params.instructions else config.instructions
         max_tokens = params.max_output_tokens if params and params.max_output_tokens else config.max_output_tokens
-        tools = tool_setup(config, params, self.builtins)
-        own_context = params is not None and (params.tools is not None or params.tool_choice is not None
-                                              or params.input is not None)
-        context = response_input_items(params.input, self.conversation) if params and params.input is not None \
-            else None
         task = asyncio.create_task(self._run(reply, instructions, None if max_tokens == "inf" else max_tokens,
-                                             trigger, tools, context, prefetch=not own_context))
+                                             trigger, params))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
     async def _run(self, reply: LiveReply, instructions: str, max_tokens: int | None, trigger: str,
-                   tools: ToolSetup, context: list[Item] | None, *, prefetch: bool) -> None:
+                   params: ce.ResponseParams | None) -> None:
         state = reply.state
         failed = False
         try:
+            # checked when the response was created; resolved here, where a failure ends the reply cleanly
+            tools = tool_setup(self.config(), params, self.builtins)
+            context = response_input_items(params.input, self.conversation) if params and params.input is not None \
+                else None
+            prefetch = params is None or (params.tools is None and params.tool_choice is None and context is None)
             await self.wait_for_words()  # the reply answers what the user said, so it needs the words
             if reply.cancel.cancelled:
                 return
@@ -116,7 +116,7 @@ class ReplyRunner:
             plan = ReplyPlan(reply.response_id, messages, state.audio, self.config().audio.output.voice,
                              state.output_format, max_tokens,
                              prefetched.adopt(reply.cancel) if prefetched is not None else None, tools,
-                             self.config().audio.output.speed)
+                             self.config().audio.output.speed, prefetched.spoken if prefetched is not None else None)
             await self.pipeline.run(plan, _Sink(self, reply), reply.cancel)
         except Exception as error:
             failed = True

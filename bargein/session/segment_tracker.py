@@ -3,7 +3,8 @@
 While the user speaks, partial recognition runs at most once a second (``input_audio_transcription.delta``
 and the words semantic endpointing needs, fed to the machine as :class:`PartialTranscript`). When the
 machine sees the first silence it asks for speculative recognition (:class:`SilenceBegan`); the guess is
-fed back as :class:`GuessTranscribed`, and the machine decides whether a reply is worth prefetching.
+fed back as :class:`GuessTranscribed`, and the machine decides whether a reply is worth prefetching. For
+semantic endpointing it also asks for the end-of-turn model's score, fed back as :class:`TurnEndScored`.
 Nothing here decides anything about the turn.
 """
 
@@ -16,7 +17,7 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from bargein.engines.base import SpeechRecognizer, Transcript
+from bargein.engines.base import EndOfTurnModel, SpeechRecognizer, Transcript
 from bargein.protocol.server_events import event
 from bargein.session.core import vocabulary as v
 from bargein.session.input_buffer import InputBuffer
@@ -40,8 +41,10 @@ class SegmentTracker:
 
     def __init__(self, asr: SpeechRecognizer, buffer: InputBuffer, speculator: Speculator, *, feed: Feed,
                  emit: Emit, padding_ms: Callable[[], int], hints: Hints = lambda: (None, None),
-                 partials: bool = True) -> None:
+                 partials: bool = True, turn_model: EndOfTurnModel | None = None) -> None:
         self.asr = asr
+        self.turn_model = turn_model
+        self._score_task: asyncio.Task[None] | None = None
         self.buffer = buffer
         self.speculator = speculator
         self.feed = feed
@@ -110,13 +113,27 @@ class SegmentTracker:
 
     # -- speculation --------------------------------------------------------------------------------
 
-    def silence_began(self, item_id: str, at_ms: float) -> None:
-        """Start recognising the turn so far; the machine hears the guess and may prefetch a reply."""
+    def silence_began(self, item_id: str, at_ms: float, *, score: bool = False) -> None:
+        """Start recognising the turn so far; the machine hears the guess and may prefetch a reply.
+        With ``score``, the end-of-turn model judges the same audio (one score at a time per session)."""
         if self._speaking != item_id:
             return
+        if score:
+            if self._score_task is not None:
+                self._score_task.cancel()  # an older silence's score no longer counts
+            self._score_task = asyncio.create_task(self._score(item_id, at_ms, self.audio(at_ms + FRAME_MS)))
         task = self.speculator.recognise(item_id, self.audio(at_ms + FRAME_MS))
         if task is not None:
             task.add_done_callback(lambda done: self._guessed(item_id, done))
+
+    async def _score(self, item_id: str, at_ms: float, audio: npt.NDArray[np.float32]) -> None:
+        probability: float | None = None
+        if self.turn_model is not None:
+            try:
+                probability = await self.turn_model.probability(audio)
+            except Exception:  # the turn then waits the long silence; the session goes on
+                log.exception("end-of-turn scoring failed")
+        self.feed(v.TurnEndScored(item_id, at_ms, probability))
 
     def _guessed(self, item_id: str, task: asyncio.Task[Transcript]) -> None:
         if task.cancelled() or task.exception() is not None:
@@ -128,6 +145,7 @@ class SegmentTracker:
 
     def close(self) -> None:
         """Stop partial recognition and speculation."""
-        if self._partial_task is not None:
-            self._partial_task.cancel()
+        for task in (self._partial_task, self._score_task):
+            if task is not None:
+                task.cancel()
         self.speculator.close()

@@ -32,15 +32,15 @@ from typing import Any
 
 import numpy as np
 
-from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, ReplyPiece
+from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions
 from bargein.engines.think import llm_sampling
 from bargein.engines.think.llama_kv import KvSnapshots, Tokens, common_prefix, restore_sequence, save_sequence
-from bargein.engines.think.llama_prompt import CHATML, forced_prefix, render
+from bargein.engines.think.llama_prompt import CHATML, TemplateToolCalling, render
 from bargein.engines.think.llama_stats import TurnStats
 from bargein.engines.think.llm_models import describe, resolve_gguf
 from bargein.engines.think.llm_prompt import DEFAULT_SYSTEM_PROMPT, with_system_prompt
 from bargein.engines.think.llm_sampling import SamplingParams
-from bargein.engines.think.tool_calls import after_tool_result, forced_tool, split_calls
+from bargein.engines.think.tool_calls import forced_tool
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ class _Job:
             self.stop.set()
 
 
-class LlamaLanguageModel:
+class LlamaLanguageModel(TemplateToolCalling):
     """A :class:`~bargein.engines.base.LanguageModel` on llama.cpp, one context shared by all sessions."""
 
     def __init__(self, model_path: str | Path, *, name: str | None = None, n_ctx: int = 4096,
@@ -127,21 +127,6 @@ class LlamaLanguageModel:
         self._worker.start()
 
     # --- the session side --------------------------------------------------------------------------------
-
-    async def stream(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
-                     options: GenerationOptions | None = None) -> AsyncIterator[str]:
-        """Yield the reply piece by piece; return within one token once ``cancel`` fires."""
-        text_only = replace(options or GenerationOptions(), tools=())
-        async for piece in self._text(messages, cancel, text_only):
-            yield piece
-
-    async def stream_reply(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
-                           options: GenerationOptions | None = None) -> AsyncIterator[ReplyPiece]:
-        """Like :meth:`stream`, with the offered tools in the prompt and the model's calls yielded as such."""
-        options = after_tool_result(messages, options or GenerationOptions())
-        text = self._text(messages, cancel, options)
-        async for piece in split_calls(text, options, cancel, already_written=forced_prefix(options)):
-            yield piece
 
     async def _text(self, messages: Sequence[ChatMessage], cancel: CancelToken,
                     options: GenerationOptions) -> AsyncIterator[str]:

@@ -18,7 +18,7 @@ from bargein.protocol.client_events import ResponseParams
 from bargein.protocol.errors import ProtocolError
 from bargein.session.core import vocabulary as v
 from bargein.session.core.classifier import ListenDecision, SegmentBook
-from bargein.session.core.endpointing import endpoint_silence_ms
+from bargein.session.core.endpointing import TurnEvidence, endpoint_silence_ms
 from bargein.session.core.settings import TurnSettings
 from bargein.session.core.storm_guard import StormGuard
 
@@ -40,7 +40,7 @@ class _Turn:
     onset_ms: float
     during_reply: bool
     silence_since_ms: float | None = None
-    partial: str | None = None
+    heard: TurnEvidence = field(default_factory=TurnEvidence)
     speech_ms: float = 0.0
 
 
@@ -85,9 +85,11 @@ class DuplexMachine:
             case v.AudioAppended():
                 if self.settings.vad and self._turn is None:
                     self._emit(v.TrimBuffer(event.stream_ms - self.settings.buffer_keep_ms))
-            case v.PartialTranscript():
+            case v.PartialTranscript() | v.TurnEndScored() | v.GuessTranscribed():
                 if self._turn is not None and self._turn.item_id == event.item_id:
-                    self._turn.partial = event.text
+                    self._turn.heard.take(event)
+                if isinstance(event, v.GuessTranscribed):
+                    self._on_guess(event)
             case v.SegmentClassified():
                 self._on_classified(event.item_id, event.decision, event.verdict)
             case v.SegmentTranscribed():
@@ -95,8 +97,6 @@ class DuplexMachine:
                     verdict = self.segments.judge(event.item_id, event.transcript,
                                                   during_reply=self._reply is not None)
                     self._on_classified(event.item_id, verdict.decision, verdict)
-            case v.GuessTranscribed():
-                self._on_guess(event)
             case v.PauseTimerFired():
                 reply = self._reply
                 if reply is not None and reply.response_id == event.response_id and reply.paused \
@@ -189,14 +189,15 @@ class DuplexMachine:
             self._emit(v.SpeechResumed(turn.item_id))
         elif silence and turn.silence_since_ms is None:
             turn.silence_since_ms = frame.start_ms
-            self._emit(v.SilenceBegan(turn.item_id, frame.start_ms))
+            turn.heard.silence(frame.start_ms)
+            self._emit(v.SilenceBegan(turn.item_id, frame.start_ms, settings.endpointing.eagerness is not None))
         reply = self._reply
         if (turn.during_reply and reply is not None and not reply.paused and settings.interruption.enabled
                 and turn.speech_ms >= settings.interruption.confirm_query_ms):
             self._pause(reply, turn)  # confirm mode: a query-length segment may interrupt
         if turn.silence_since_ms is not None:
             needed = endpoint_silence_ms(settings.endpointing.silence_duration_ms,
-                                         eagerness=settings.endpointing.eagerness, partial=turn.partial,
+                                         eagerness=settings.endpointing.eagerness, evidence=turn.heard,
                                          confirm=self.storm.mode == "confirm")
             if frame.end_ms - turn.silence_since_ms >= needed:
                 self._end_turn(turn, settings, frame.end_ms)

@@ -14,6 +14,7 @@ from bargein.engines.base import Transcript
 from bargein.protocol.client_events import ResponseParams
 from bargein.protocol.errors import ProtocolError
 from bargein.session.core.classifier import ListenDecision
+from bargein.session.core.endpointing import TurnEndScored as TurnEndScored
 from bargein.session.core.settings import TurnSettings
 
 
@@ -158,7 +159,7 @@ class PauseTimerFired:
 
 Event = (VadFrame | AudioAppended | ClientCommit | ClientClear | ClientResponseCreate | ClientResponseCancel
          | ReplyAudio | ReplyText | ReplyFinished | IdleTimerFired | SettingsChanged | SegmentClassified
-         | SegmentTranscribed | GuessTranscribed | PartialTranscript | PauseTimerFired)
+         | SegmentTranscribed | GuessTranscribed | PartialTranscript | PauseTimerFired | TurnEndScored)
 
 
 # --- actions (outputs) --------------------------------------------------------------------------------
@@ -174,10 +175,12 @@ class SpeechStarted:
 
 @dataclass(frozen=True)
 class SilenceBegan:
-    """The VAD first saw silence in a turn: speculative recognition may start."""
+    """The VAD first saw silence in a turn: speculative recognition may start (and with ``score``, the
+    end-of-turn model scores the turn so far, fed back as :class:`TurnEndScored`)."""
 
     item_id: str
     at_ms: float
+    score: bool = False
 
 
 @dataclass(frozen=True)
