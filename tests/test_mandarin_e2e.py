@@ -56,6 +56,8 @@ def mandarin_engines() -> Iterator[Engines]:
 
 
 def _pcm(text: str, silence_after_s: float) -> bytes:
+    """``text`` spoken by the user voice, then silence: 2 s lets the default semantic endpoint (which waits
+    up to 1.5 s after a turn that sounds unfinished) end the turn."""
     audio = np.concatenate([say(text), np.zeros(int(silence_after_s * 24_000), np.float32)])
     return float_to_int16(audio).tobytes()
 
@@ -67,7 +69,7 @@ async def test_a_spoken_mandarin_question_gets_a_spoken_mandarin_answer(mandarin
             reader = asyncio.create_task(collect(connection, log))
             await connection.session.update(session=MANDARIN)
             await log.wait_for(lambda e: e["type"] == "session.updated", timeout=30)
-            await stream_realtime(connection, _pcm(QUESTION, 1.0))
+            await stream_realtime(connection, _pcm(QUESTION, 2.0))
             done = await log.wait_for(lambda e: e["type"] == "response.done", timeout=180)
             reader.cancel()
     for received in log.events:
@@ -89,11 +91,11 @@ async def _over_a_story(engines: Engines, interjection: str) -> tuple[EventLog, 
             reader = asyncio.create_task(collect(connection, log))
             await connection.session.update(session={**MANDARIN, "instructions": STORY})
             await log.wait_for(lambda e: e["type"] == "session.updated", timeout=30)
-            await stream_realtime(connection, _pcm(ASK_STORY, 0.8))
+            await stream_realtime(connection, _pcm(ASK_STORY, 2.0))
             first = await log.wait_for(lambda e: e["type"] == "response.output_audio.delta", timeout=180)
             story = str(first["response_id"])
             await stream_realtime(connection, bytes(960 * 10))  # a moment of the story plays
-            await stream_realtime(connection, _pcm(interjection, 1.5))
+            await stream_realtime(connection, _pcm(interjection, 2.0))
             end = await log.wait_for(lambda e: (e["type"] == "response.done" and e["response"]["id"] == story)
                                      or e["type"] == "bargein.reply.resumed", timeout=180)
             await asyncio.sleep(0.5)
