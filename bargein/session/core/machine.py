@@ -68,6 +68,8 @@ class DuplexMachine:
     _awaiting: dict[str, bool] = field(default_factory=dict, init=False)
     """Committed segments waiting for the classifier, and whether each began during a reply."""
     _unanswered: bool = field(default=False, init=False)
+    _tool_wait: bool = field(default=False, init=False)
+    """The client owes function call outputs: the session is waiting on it, not idle."""
     _last_ms: float = field(default=0.0, init=False)
     _actions: list[v.Action] = field(default_factory=list, init=False)
     _finished: deque[str] = field(default_factory=lambda: deque(maxlen=RECENT_FINISHED), init=False)
@@ -128,12 +130,16 @@ class DuplexMachine:
             case v.ReplyFinished():
                 self._on_reply_finished(event)
             case v.IdleTimerFired():
-                if self._turn is None and self._reply is None and self.settings.vad:
+                if self._turn is None and self._reply is None and not self._tool_wait and self.settings.vad:
                     item_id = self.new_id("item")  # else the user or the agent spoke meanwhile: stale
                     self._emit(v.IdleTimeout(item_id, event.at_ms, event.at_ms))
                     self._start_reply("idle_timeout")
             case v.SettingsChanged():
                 self._on_settings(event.settings)
+            case v.ToolWait(owed):
+                self._tool_wait = owed
+                if not owed and self._turn is None and self._reply is None:
+                    self._arm_idle()  # nothing is owed any more: the session is idle again
             case _:
                 assert_never(event)
 
@@ -150,7 +156,7 @@ class DuplexMachine:
         if self._turn is not None:
             return v.Phase.USER_SPEAKING
         if self._reply is None:
-            return v.Phase.LISTENING
+            return v.Phase.AWAITING_TOOL if self._tool_wait else v.Phase.LISTENING
         if self._reply.paused:
             return v.Phase.PAUSED
         return v.Phase.AGENT_SPEAKING if self._reply.has_audio else v.Phase.THINKING
@@ -366,9 +372,13 @@ class DuplexMachine:
         self._reply = None
         self._finished.append(reply.response_id)
         self._emit(v.CompleteReply(reply.response_id, "failed" if failed else "completed"))
+        if not self._tool_wait:  # waiting for a function's output is not silence from the user
+            self._arm_idle()
+        self._maybe_answer()
+
+    def _arm_idle(self) -> None:
         if self.settings.vad and self.settings.idle_timeout_ms:
             self._emit(v.ArmIdleTimer(self.settings.idle_timeout_ms))
-        self._maybe_answer()
 
     def _cancel_active(self, reason: Literal["turn_detected", "client_cancelled"]) -> None:
         assert self._reply is not None
