@@ -74,6 +74,9 @@ def _engine_arguments(parser: argparse.ArgumentParser) -> None:
                         help="embedded LLM: decode up to N sessions' replies together in one batch (default 1)")
     parser.add_argument("--llm-url", help="an OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1")
     parser.add_argument("--tts", dest="tts_engine", choices=["kokoro", "flite"], help="speech engine")
+    parser.add_argument("--language", help="sessions' default language: en (default) or zh (Mandarin)")
+    parser.add_argument("--mandarin", action="store_const", const=True,
+                        help="also recognise and speak Mandarin (needs scripts/setup.sh serve --mandarin)")
     parser.add_argument("--ray-address", help="Ray cluster of the remote stages: auto, HOST:6379, ray://HOST:10001")
     parser.add_argument("--ray-app-prefix", help="Serve application names are PREFIX-vad, PREFIX-asr, ...")
 

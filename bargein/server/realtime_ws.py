@@ -95,7 +95,8 @@ async def serve_realtime(websocket: WebSocket, settings: Settings, engines: Engi
         return
     try:
         model = websocket.query_params.get("model") or "bargein"
-        session = RealtimeSession(engines, config=SessionConfig(model=model[:200]), metrics=metrics,
+        config = SessionConfig.for_language(settings.language, model=model[:200])
+        session = RealtimeSession(engines, config=config, metrics=metrics,
                                   listen=settings.listen, outbound_bytes=settings.max_outbound_bytes,
                                   builtin_tools=default_registry() if settings.builtin_tools else None,
                                   semantic_default=settings.turn_detection == "semantic_vad")

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from bargein.audio.codecs import AudioFormatError, decode_base64
 from bargein.engines.base import Engines, Transcript
+from bargein.languages import unsupported_language
 from bargein.metrics.prometheus import ServerMetrics
 from bargein.metrics.turn_ledger import TurnLedgers
 from bargein.protocol import client_events as ce
@@ -56,6 +57,8 @@ class RealtimeSession:
                  builtin_tools: ToolRegistry | None = None, outbound_bytes: int = MAX_OUTBOUND_BYTES,
                  semantic_default: bool = False) -> None:
         self.listen = listen
+        self.languages: frozenset[str] | None = getattr(engines.asr, "languages", None)
+        """What the recogniser can transcribe (None: it cannot tell); a session asking for more gets an error."""
         self.semantic_endpoint = engines.turn is not None
         self.config = default_endpoint(config or SessionConfig(), semantic=self.semantic_endpoint,
                                        prefer_semantic=semantic_default)
@@ -173,6 +176,12 @@ class RealtimeSession:
             raise ProtocolError("semantic_vad needs the end-of-turn model, which this server has not loaded; "
                                 "use server_vad", code="invalid_value",
                                 param="session.audio.input.turn_detection.type", event_id=message.event_id)
+        transcription = config.audio.input.transcription
+        refusal = unsupported_language(transcription.language if transcription else None,
+                                       self.languages)
+        if refusal is not None:  # honoured or refused, never silently heard as English
+            raise ProtocolError(f"invalid session.update: {refusal}", code="unsupported_language",
+                                param="session.audio.input.transcription.language", event_id=message.event_id)
         self.config = config
         self.audio_in.set_format(config.input_format)
         self.feed(v.SettingsChanged(settings_from_config(config, listen=self.listen)))
