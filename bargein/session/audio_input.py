@@ -7,6 +7,7 @@ into VAD frames whose speech probabilities feed the duplex machine.
 
 from __future__ import annotations
 
+import asyncio
 import math
 
 import numpy as np
@@ -14,12 +15,16 @@ import numpy.typing as npt
 
 from bargein.audio.codecs import AudioFormat, int16_to_float
 from bargein.audio.framing import Framer
+from bargein.audio.noise_suppression import NoiseSuppressor
 from bargein.audio.resample import StreamResampler, resample
 from bargein.engines.base import LISTEN_SAMPLE_RATE, VoiceActivityDetector
 from bargein.protocol.errors import ProtocolError
 from bargein.session.core.vocabulary import VadFrame
 from bargein.session.input_buffer import MS_PER_SAMPLE, InputBuffer
 
+SUPPRESS_INLINE_BYTES = 9600
+"""Appends up to 200 ms (pcm16 24 kHz) are denoised on the event loop (about 0.5 ms per 20 ms here); longer
+ones go to a worker thread so one big append cannot stall the other sessions."""
 MAX_BUFFER_BYTES = 15 * 1024 * 1024
 """The input buffer cap, in wire bytes (the OpenAI Realtime API's 15 MiB)."""
 LISTEN_RESAMPLE_QUALITY = "LQ"
@@ -36,6 +41,7 @@ class AudioInput:
         self.buffer = InputBuffer()
         self.wire_format = wire_format
         self._resampler = StreamResampler(wire_format.rate, LISTEN_SAMPLE_RATE, quality=LISTEN_RESAMPLE_QUALITY)
+        self._suppressor: NoiseSuppressor | None = None
 
     @property
     def stream_ms(self) -> float:
@@ -47,6 +53,22 @@ class AudioInput:
         if wire_format != self.wire_format:
             self.wire_format = wire_format
             self._resampler = StreamResampler(wire_format.rate, LISTEN_SAMPLE_RATE, quality=LISTEN_RESAMPLE_QUALITY)
+            if self._suppressor is not None:
+                self.set_noise_reduction(False)
+                self.set_noise_reduction(True)
+
+    @property
+    def noise_reduction(self) -> bool:
+        """Whether live input audio goes through the noise suppressor before the VAD and the transcriber."""
+        return self._suppressor is not None
+
+    def set_noise_reduction(self, enabled: bool) -> None:
+        """Turn the suppressor on or off (raises :class:`WeightError` when RNNoise is not installed)."""
+        if enabled and self._suppressor is None:
+            self._suppressor = NoiseSuppressor(self.wire_format.rate, LISTEN_SAMPLE_RATE)
+        elif not enabled and self._suppressor is not None:
+            self._suppressor.close()
+            self._suppressor = None
 
     def check_room(self, payload_bytes: int, *, event_id: str | None) -> None:
         """Refuse an append that would take the buffer past its cap (what is held stays)."""
@@ -57,9 +79,17 @@ class AudioInput:
                 "commit or clear it first", code="input_audio_buffer_full", param="audio", event_id=event_id)
 
     def decode(self, payload: bytes) -> npt.NDArray[np.float32]:
-        """Wire bytes to 16 kHz float32 (raises :class:`AudioFormatError` on malformed audio)."""
+        """Wire bytes to 16 kHz float32, denoised when noise reduction is on (raises :class:`AudioFormatError`)."""
         samples = int16_to_float(self.wire_format.decode(payload))
+        if self._suppressor is not None:
+            return self._suppressor.process(samples)
         return self._resampler.process(samples)
+
+    async def decode_live(self, payload: bytes) -> npt.NDArray[np.float32]:
+        """:meth:`decode` for an append: a long one being denoised runs in a worker thread."""
+        if self._suppressor is not None and len(payload) > SUPPRESS_INLINE_BYTES:
+            return await asyncio.to_thread(self.decode, payload)
+        return self.decode(payload)
 
     def decode_clip(self, payload: bytes) -> npt.NDArray[np.float32]:
         """A whole clip (an ``input_audio`` item) to 16 kHz float32, apart from the live stream."""
@@ -80,5 +110,6 @@ class AudioInput:
         return frames
 
     def close(self) -> None:
-        """Release the VAD stream."""
+        """Release the VAD stream and the suppressor's state."""
         self._vad.close()
+        self.set_noise_reduction(False)

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from bargein.audio.codecs import AudioFormatError, decode_base64
 from bargein.engines.base import Engines, Transcript
+from bargein.engines.weights import WeightError
 from bargein.metrics.prometheus import ServerMetrics
 from bargein.metrics.turn_ledger import TurnLedgers
 from bargein.protocol import client_events as ce
@@ -59,6 +60,7 @@ class RealtimeSession:
         self.conversation = Conversation()
         self.machine = DuplexMachine(new_id, settings_from_config(self.config, listen=listen))
         self.audio_in = AudioInput(engines.vad, self.config.input_format)
+        self.audio_in.set_noise_reduction(self.config.audio.input.noise_reduction is not None)
         self.ledgers = TurnLedgers(lambda: self.stream_ms, self._report_turn, metrics=metrics)
         self.observers: list[SessionObserver] = [self.ledgers, *observers]
         emit = self.outbound.put
@@ -146,7 +148,7 @@ class RealtimeSession:
         try:
             payload = decode_base64(message.audio)
             self.audio_in.check_room(len(payload), event_id=message.event_id)
-            audio = self.audio_in.decode(payload)
+            audio = await self.audio_in.decode_live(payload)
         except AudioFormatError as error:
             raise ProtocolError(str(error), code="invalid_audio", param="audio", event_id=message.event_id) from None
         for frame in await self.audio_in.hear(audio):
@@ -166,8 +168,14 @@ class RealtimeSession:
             raise ProtocolError("semantic_vad needs the end-of-turn model, which this server has not loaded; "
                                 "use server_vad", code="invalid_value",
                                 param="session.audio.input.turn_detection.type", event_id=message.event_id)
-        self.config = config
         self.audio_in.set_format(config.input_format)
+        try:
+            self.audio_in.set_noise_reduction(config.audio.input.noise_reduction is not None)
+        except WeightError as error:
+            raise ProtocolError(f"noise_reduction needs the bargein[noise] extra on the server: {error}",
+                                code="invalid_value", param="session.audio.input.noise_reduction",
+                                event_id=message.event_id) from None
+        self.config = config
         self.feed(v.SettingsChanged(settings_from_config(config, listen=self.listen)))
         self.outbound.put(Outgoing(event("session.updated", session=config.wire())))
 
