@@ -128,3 +128,21 @@ async def test_a_server_without_rnnoise_says_so(monkeypatch: pytest.MonkeyPatch)
         assert not [e for e in events if e["type"] == "session.updated"]
     finally:
         await session.close()
+
+
+def test_closing_during_a_long_chunk_neither_waits_nor_frees_the_state_under_it() -> None:
+    import threading
+    import time
+
+    suppressor = NoiseSuppressor(24_000, 16_000)
+    long_chunk = 0.05 * pink(np.random.default_rng(5), 20.0)
+    result: list[int] = []
+    worker = threading.Thread(target=lambda: result.append(len(suppressor.process(long_chunk))))
+    worker.start()
+    while not suppressor._lock.locked():  # wait until the worker is inside RNNoise (20 s of audio: ~0.5 s)
+        time.sleep(0.001)
+    suppressor.close()  # returns at once; the worker frees the state when its chunk is done
+    worker.join()
+    assert result and result[0] > 300_000
+    with pytest.raises(RuntimeError, match="closed"):
+        suppressor.process(long_chunk[:480])

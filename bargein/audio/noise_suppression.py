@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import threading
 
 import numpy as np
 import numpy.typing as npt
@@ -64,6 +65,9 @@ class NoiseSuppressor:
 
     def __init__(self, in_rate: int, out_rate: int) -> None:
         self._library = _library()
+        # a long append is denoised in a worker thread; the session may close meanwhile
+        self._lock = threading.Lock()
+        self._closing = False
         self._state: int | None = self._library.rnnoise_create(None)
         self._upsample = StreamResampler(in_rate, RNNOISE_RATE, quality=_RESAMPLE_QUALITY)
         self._downsample = StreamResampler(RNNOISE_RATE, out_rate, quality=_RESAMPLE_QUALITY)
@@ -76,6 +80,14 @@ class NoiseSuppressor:
 
     def process(self, samples: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         """Denoise the next chunk of client-rate audio (float32 in [-1, 1]); returns the 16 kHz audio now ready."""
+        with self._lock:
+            try:
+                return self._process(samples)
+            finally:
+                if self._closing:
+                    self._destroy()
+
+    def _process(self, samples: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         if self._state is None:
             raise RuntimeError("the noise suppressor is closed")
         upsampled = self._upsample.process(samples)
@@ -94,8 +106,18 @@ class NoiseSuppressor:
         return self._downsample.process(denoised)
 
     def close(self) -> None:
-        """Free the RNNoise state (idempotent)."""
-        if getattr(self, "_state", None) is not None:
+        """Free the RNNoise state (idempotent); never waits: a worker thread mid-chunk frees it when done."""
+        if not hasattr(self, "_lock"):
+            return
+        self._closing = True
+        if self._lock.acquire(blocking=False):
+            try:
+                self._destroy()
+            finally:
+                self._lock.release()
+
+    def _destroy(self) -> None:
+        if self._state is not None:
             self._library.rnnoise_destroy(self._state)
             self._state = None
 
