@@ -146,3 +146,36 @@ def test_closing_during_a_long_chunk_neither_waits_nor_frees_the_state_under_it(
     assert result and result[0] > 300_000
     with pytest.raises(RuntimeError, match="closed"):
         suppressor.process(long_chunk[:480])
+
+
+@pytest.mark.slow  # a real server, the official client and the real Silero VAD
+async def test_official_client_turn_in_noise_with_suppression() -> None:
+    from bargein.audio.codecs import float_to_int16
+    from bargein.engines.listen.silero_vad import SileroVad
+    from tests.support.realtime_client import EventLog, collect, openai_client, stream_realtime
+    from tests.support.server import running_server
+
+    speech = resample(librivox_clip("0880"), 16_000, 24_000)
+    audio = np.concatenate([np.zeros(12_000, np.float32), speech, np.zeros(36_000, np.float32)])
+    noise = pink(np.random.default_rng(11), len(audio) / 24_000)[:len(audio)]
+    audio = audio + noise * np.sqrt(np.mean(speech ** 2) / np.mean(noise ** 2)) * 10 ** (-10 / 20)  # 10 dB SNR
+    engines = Engines(SileroVad(), FakeRecognizer(("he was not an ill disposed young man",)), FakeLanguageModel(),
+                      FakeSynthesizer())
+    with running_server(engines) as host:
+        async with openai_client(host).realtime.connect(model="bargein-test") as connection:
+            log = EventLog()
+            reader = asyncio.create_task(collect(connection, log))
+            await log.wait_for(lambda e: e["type"] == "session.created")
+            await connection.session.update(session={"type": "realtime",
+                                                     "audio": {"input": {"noise_reduction": {"type": "far_field"}}}})
+            updated = await log.wait_for(lambda e: e["type"] == "session.updated")
+            await stream_realtime(connection, float_to_int16(audio.astype(np.float32)).tobytes())
+            done = await log.wait_for(lambda e: e["type"] == "response.done", timeout=30)
+            reader.cancel()
+
+    for received in log.events:
+        validate_server_event(received.event)
+    assert updated["session"]["audio"]["input"]["noise_reduction"]["type"] == "far_field"
+    assert len(log.of("input_audio_buffer.speech_started")) == 1, "one utterance in noise must give one turn"
+    assert not log.of("error")
+    assert done["response"]["status"] == "completed"
