@@ -8,11 +8,13 @@ import sys
 from collections.abc import Sequence
 
 import uvicorn
+from pydantic import ValidationError
 
 from bargein.capacity_plan import add_capacity_arguments, run_capacity
 from bargein.config import Settings
 from bargein.engines.factory import load_engines
 from bargein.server.app import ServerState, create_app
+from bargein.server.serving import server_config
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -33,9 +35,27 @@ def _parser() -> argparse.ArgumentParser:
                        help="accepted API key (repeatable); none = local-only mode")
     serve.add_argument("--no-listen", dest="listen", action="store_const", const=False,
                        help="cancel a reply at any speech onset instead of pausing it until the segment is classified")
+    serve.add_argument("--allow-origin", dest="allow_origins", action="append",
+                       help="browser origin allowed besides the server's own (repeatable; * for any)")
+    serve.add_argument("--forwarded-allow-ips",
+                       help="proxy addresses whose X-Forwarded-* headers are believed (default: none)")
+    serve.add_argument("--api-docs", action="store_const", const=True, help="serve /docs and /openapi.json")
+    serve.add_argument("--handshake-timeout", dest="handshake_timeout_s", type=float,
+                       help="seconds a connection may take to send its request (default 10)")
+    serve.add_argument("--max-connections-per-client", type=int,
+                       help="sessions (and handshaking connections) per client address (default 16)")
+    serve.add_argument("--idle-timeout", dest="idle_timeout_s", type=float,
+                       help="close a session whose client sent nothing for this many seconds (default 300, 0: never)")
+    serve.add_argument("--max-session", dest="max_session_s", type=float,
+                       help="close a session after this many seconds (default 3600, 0: never)")
+    serve.add_argument("--events-per-s", type=float, help="client events per second per session (default 200)")
+    serve.add_argument("--rate-limit-sustain", dest="rate_limit_sustain_s", type=float,
+                       help="close a session held back by the event rate this many seconds in a row (default 10)")
     serve.add_argument("--workers", type=int,
                        help="session worker processes on the port (default 1; one per core carries the most)")
     serve.add_argument("--max-sessions", type=int, help="sessions per worker before new ones are refused")
+    serve.add_argument("--turn-detection", choices=["server_vad", "semantic_vad"],
+                       help="a new session's turn detection (default server_vad: 500 ms of silence)")
     serve.add_argument("--no-builtin-tools", dest="builtin_tools", action="store_const", const=False,
                        help="do not offer the built-in clock, calendar, calculator and unit tools")
     for command in (serve, deploy):
@@ -100,7 +120,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_capacity(args)
     local = ("command", "log_level", "stages", "replicas")
     overrides = {key: value for key, value in vars(args).items() if key not in local and value is not None}
-    settings = Settings(**overrides)
+    try:
+        settings = Settings(**overrides)
+    except ValidationError as error:
+        for problem in error.errors():
+            print(f"bargein: {'.'.join(map(str, problem['loc']))}: {problem['msg']}", file=sys.stderr)
+        return 2
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "ray-deploy":
         return _ray_deploy(args, settings)
@@ -110,8 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_workers(settings, args.log_level)
         return 0
     app = create_app(settings, loader=load_engines, on_ready=_announce)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level, ws=settings.ws_impl,
-                ws_max_size=8 * settings.max_message_bytes, ws_ping_interval=20, ws_ping_timeout=60)
+    uvicorn.Server(server_config(app, settings, log_level=args.log_level)).run()
     return 0
 
 

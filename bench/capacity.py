@@ -345,7 +345,9 @@ def main() -> None:
     began = time.monotonic()
     cores = psutil.cpu_count() or 1
     print(f"machine: {cores} cores, load average {os.getloadavg()[0]:.1f} before the run", flush=True)
+    # every load-generator session comes from 127.0.0.1: lift the per-address session cap for this run
     extra = (["--workers", str(args.workers)] if args.workers > 1 else []) + args.server_args.split()
+    extra += ["--max-connections-per-client", "100000"]
     with server_or_url(args.engines, args.url, extra_args=extra) as (host_port, pid):
         steps = ramp(host_port, pid, args, began)
     report(steps, cores)

@@ -73,6 +73,10 @@ async def run_session(host_port: str, args: argparse.Namespace) -> tuple[list[Tu
             await connection.session.update(session={"type": "realtime", "audio": {"input": {"turn_detection": {
                 "type": "server_vad", "silence_duration_ms": silence_ms}}}})
             created = await observer.wait_event("session.updated", timeout=30)
+        elif args.semantic:
+            await connection.session.update(session={"type": "realtime", "audio": {"input": {"turn_detection": {
+                "type": "semantic_vad"}}}})
+            created = await observer.wait_event("session.updated", timeout=30)
         detection = created["session"]["audio"]["input"]["turn_detection"] or {}
         print(f"turn detection: {detection}", flush=True)
         silence_ms = int(detection["silence_duration_ms"]) if detection.get("type") == "server_vad" else None
@@ -274,6 +278,7 @@ def main() -> None:
     parser.add_argument("--barge-every", type=int, default=2,
                         help="interrupt every k-th reply with the next clip (0: never)")
     parser.add_argument("--silence-ms", type=int, help="set turn_detection.silence_duration_ms")
+    parser.add_argument("--semantic", action="store_true", help="ask for semantic_vad (Smart Turn) turn detection")
     parser.add_argument("--reply-timeout-s", type=float, default=60.0)
     parser.add_argument("--max-reply-s", type=float, default=12.0,
                         help="longest a reply is let play before the next clip starts")

@@ -64,3 +64,16 @@ extras=""
 if [[ "$purpose" == "test" ]] && command -v npm >/dev/null 2>&1; then
   npm ci --prefix tests/js --no-audit --no-fund --loglevel=error
 fi
+
+# ... and Pipecat's OpenAIRealtimeLLMService, in an environment of its own (.venv-pipecat), so that neither
+# project's dependencies constrain the other's: tests/test_pipecat_client.py runs it as a subprocess.
+# tests/pipecat_client/requirements.txt brings pipecat-ai's dependencies and pipecat-ai goes in without them, less
+# the ~210 MB of numba and resampy that this client never loads (about 320 MB, 40 s).
+pipecat_version="1.14.0"
+if [[ "$purpose" == "test" ]] && ! .venv-pipecat/bin/python -c \
+    "import importlib.metadata as m; assert m.version('pipecat-ai') == '$pipecat_version'" 2>/dev/null; then
+  rm -rf .venv-pipecat
+  python3 -m venv .venv-pipecat
+  .venv-pipecat/bin/python -m pip install -q -r tests/pipecat_client/requirements.txt
+  .venv-pipecat/bin/python -m pip install -q --no-deps "pipecat-ai==$pipecat_version"  # last: its presence means done
+fi

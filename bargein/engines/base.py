@@ -179,6 +179,11 @@ class GenerationOptions:
 
     max_tokens: int = 256
     temperature: float = 0.7
+    truncate: bool = True
+    """Drop the oldest messages when the history does not fit the context (False: fail instead)."""
+    retention_ratio: float | None = None
+    """When messages must be dropped, keep only this fraction of the history's tokens (fewer, larger cuts
+    keep the cached prefix valid for longer); None: drop just enough."""
     tools: tuple[Mapping[str, Any], ...] = ()
     tool_choice: ToolChoice = "auto"
 

@@ -14,13 +14,15 @@ from pathlib import Path
 from fastapi import FastAPI, WebSocket
 from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from bargein.config import Settings
 from bargein.engines.base import Engines
 from bargein.metrics.aggregate import WorkerBoard, WorkerFigures, merged_exposition
 from bargein.metrics.gc_pauses import GcPauseWatch
 from bargein.metrics.prometheus import ServerMetrics, watch_event_loop
-from bargein.metrics.tracing import configure_tracing
+from bargein.metrics.tracing import configure_tracing, flush_tracing
+from bargein.server.auth import RealPeer
 from bargein.server.load import LoadLimits, LoadMonitor
 from bargein.server.realtime_ws import SessionRegistry, serve_realtime
 from bargein.session.tool_use import prime_default_prompt
@@ -42,7 +44,7 @@ class ServerState:
         self.engines: Engines | None = None
         self.load_error: str | None = None
         self.load_seconds: float | None = None
-        self.registry = SessionRegistry(settings.max_sessions)
+        self.registry = SessionRegistry(settings.max_sessions, settings.max_connections_per_client)
         self.metrics = ServerMetrics(self.queue_sources)
         self.metrics.sessions.set_function(lambda: float(len(self.registry.live)))
         self.load = LoadMonitor(LoadLimits(settings.max_sessions, settings.max_loop_lag_ms, settings.max_queue_depth),
@@ -124,12 +126,18 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None,
         publisher.cancel()
         gc_watch.remove()
         state.board.withdraw(os.getpid())
+        await asyncio.to_thread(flush_tracing)
         # engines handed in by the caller are the caller's to close; the ones loaded here are ours
         if loaded_here and state.engines is not None:
             await state.engines.aclose()
 
-    app = FastAPI(title="bargein", lifespan=lifespan)
+    docs = settings.api_docs
+    app = FastAPI(title="bargein", lifespan=lifespan, docs_url="/docs" if docs else None, redoc_url=None,
+                  openapi_url="/openapi.json" if docs else None)
     app.state.bargein = state
+    if settings.forwarded_allow_ips:
+        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.forwarded_allow_ips)
+    app.add_middleware(RealPeer)  # added last, so it runs first: the socket's address before any rewrite
 
     @app.get("/healthz")
     async def healthz() -> JSONResponse:

@@ -64,10 +64,13 @@ def run_workers(settings: Settings, log_level: str) -> None:
     """Serve with ``settings.workers`` processes until interrupted."""
     import uvicorn
 
+    from bargein.server.serving import safe_uvicorn_options
+
     with worker_environment(settings):
         print(f"bargein: starting {settings.workers} session workers on {settings.host}:{settings.port} "
               f"(local-only: {settings.local_only})", flush=True)
+        # the handshake guard and the sliced parsing (bargein.server.serving) are per process objects that
+        # uvicorn cannot hand to its worker processes; the options below apply to every worker
         uvicorn.run("bargein.server.workers:worker_app", factory=True, workers=settings.workers,
                     host=settings.host, port=settings.port, log_level=log_level, ws=settings.ws_impl,
-                    ws_max_size=8 * settings.max_message_bytes, ws_ping_interval=20, ws_ping_timeout=60,
-                    timeout_worker_healthcheck=WORKER_HEALTHCHECK_S)
+                    timeout_worker_healthcheck=WORKER_HEALTHCHECK_S, **safe_uvicorn_options(settings))

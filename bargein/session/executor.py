@@ -79,8 +79,8 @@ class ActionExecutor:
                 messages = [*self.conversation.chat_messages(config.instructions), ChatMessage("user", text)]
                 max_tokens = config.max_output_tokens
                 self.speculator.prefetch(item_id, messages, generation_options(
-                    None if max_tokens == "inf" else max_tokens, self.replies.default_tools()),
-                    config.audio.output.voice, config.audio.output.speed)
+                    None if max_tokens == "inf" else max_tokens, self.replies.default_tools(),
+                    config.truncation_options()), config.audio.output.voice, config.audio.output.speed)
             case v.StartReply(response_id, trigger, params):
                 self.replies.start(response_id, trigger, params)
             case v.CancelReply(response_id, reason):

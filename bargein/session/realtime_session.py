@@ -33,7 +33,7 @@ from bargein.session.core.settings import settings_from_config
 from bargein.session.executor import ActionExecutor
 from bargein.session.history import Conversation, Item, client_item, function_item, response_input_items
 from bargein.session.observers import SessionObserver
-from bargein.session.outbound import Outbound, Outgoing
+from bargein.session.outbound import MAX_OUTBOUND_BYTES, Outbound, Outgoing
 from bargein.session.reply_pipeline import ReplyPipeline
 from bargein.session.reply_runner import ReplyRunner
 from bargein.session.segment_tracker import SegmentTracker
@@ -44,6 +44,8 @@ from bargein.session.transcription import Transcriber
 from bargein.tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
+FRAMES_PER_TURN = 64
+"""VAD frames (about 2 s of audio) an append hands the machine before yielding the event loop."""
 
 
 class RealtimeSession:
@@ -52,11 +54,13 @@ class RealtimeSession:
     def __init__(self, engines: Engines, *, config: SessionConfig | None = None,
                  output_lead_ms: float = 1000.0, metrics: ServerMetrics | None = None,
                  listen: bool = True, observers: Iterable[SessionObserver] = (),
-                 builtin_tools: ToolRegistry | None = None) -> None:
+                 builtin_tools: ToolRegistry | None = None, outbound_bytes: int = MAX_OUTBOUND_BYTES,
+                 semantic_default: bool = False) -> None:
         self.listen = listen
         self.semantic_endpoint = engines.turn is not None
-        self.config = default_endpoint(config or SessionConfig(), semantic=self.semantic_endpoint)
-        self.outbound = Outbound()
+        self.config = default_endpoint(config or SessionConfig(), semantic=self.semantic_endpoint,
+                                       prefer_semantic=semantic_default)
+        self.outbound = Outbound(max_bytes=outbound_bytes)
         self.conversation = Conversation()
         self.machine = DuplexMachine(new_id, settings_from_config(self.config, listen=listen))
         self.audio_in = AudioInput(engines.vad, self.config.input_format)
@@ -148,12 +152,15 @@ class RealtimeSession:
         try:
             payload = decode_base64(message.audio)
             self.audio_in.check_room(len(payload), event_id=message.event_id)
-            audio = await self.audio_in.decode_live(payload)
+            slices = self.audio_in.decode_slices(payload)
         except AudioFormatError as error:
             raise ProtocolError(str(error), code="invalid_audio", param="audio", event_id=message.event_id) from None
-        for frame in await self.audio_in.hear(audio):
-            self.feed(frame)
-            self.tracker.frame(frame)
+        async for audio in slices:  # a long append (minutes of audio) lets other sessions run between slices
+            for index, frame in enumerate(await self.audio_in.hear(audio)):
+                self.feed(frame)
+                self.tracker.frame(frame)
+                if index % FRAMES_PER_TURN == FRAMES_PER_TURN - 1:
+                    await asyncio.sleep(0)
         self.feed(v.AudioAppended(self.stream_ms))
 
     def _update_session(self, message: ce.SessionUpdate) -> None:
@@ -277,11 +284,11 @@ class RealtimeSession:
         self.audio_in.close()
 
 
-def default_endpoint(config: SessionConfig, *, semantic: bool) -> SessionConfig:
-    """A new session's turn detection: semantic VAD when the server has an end-of-turn model and the
-    config still has the plain ``server_vad`` default, else as given (plain silence without a model)."""
+def default_endpoint(config: SessionConfig, *, semantic: bool, prefer_semantic: bool) -> SessionConfig:
+    """A new session's turn detection: semantic VAD when the server prefers it, has an end-of-turn model and
+    the config still has the plain ``server_vad`` default, else as given (plain silence without a model)."""
     detection = config.audio.input.turn_detection
-    if semantic and detection == ServerVad():
+    if semantic and prefer_semantic and detection == ServerVad():
         return config.updated({"audio": {"input": {"turn_detection": {"type": "semantic_vad"}}}})
     if not semantic and isinstance(detection, SemanticVad):
         return config.updated({"audio": {"input": {"turn_detection": {"type": "server_vad"}}}})

@@ -111,19 +111,23 @@ class ReplyRunner:
                 log.info("reply %s: the turn had no words, so nothing to answer", reply.response_id)
                 return
             messages = self.conversation.chat_messages(instructions, context)
-            state.input_tokens = sum(len(m.content.split()) for m in messages)
+            # an estimate at 4 characters a token: counting words would walk the whole history's text here
+            state.input_tokens = sum(len(m.content) for m in messages) // 4
             prefetched = self.take_prefetch(messages) if prefetch else None
-            plan = ReplyPlan(reply.response_id, messages, state.audio, self.config().audio.output.voice,
+            config = self.config()
+            plan = ReplyPlan(reply.response_id, messages, state.audio, config.audio.output.voice,
                              state.output_format, max_tokens,
                              prefetched.adopt(reply.cancel) if prefetched is not None else None, tools,
-                             self.config().audio.output.speed, prefetched.spoken if prefetched is not None else None)
+                             config.audio.output.speed, prefetched.spoken if prefetched is not None else None,
+                             truncation=config.truncation_options())
             await self.pipeline.run(plan, _Sink(self, reply), reply.cancel)
-        except Exception as error:
+        except Exception:
             failed = True
             log.exception("reply %s failed", reply.response_id)
             if not reply.ended:
+                # the details (upstream addresses, bodies) are in the log; the client gets a stable code
                 self._emit(Outgoing(error_event(ProtocolError(
-                    f"the reply failed in an engine: {type(error).__name__}: {error}"[:500],
+                    "the reply failed in an engine; the server's log has the details",
                     code="engine_error", type="server_error"))))
         finally:
             if not reply.ended:

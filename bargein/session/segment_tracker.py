@@ -17,7 +17,7 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from bargein.engines.base import EndOfTurnModel, SpeechRecognizer, Transcript
+from bargein.engines.base import LISTEN_SAMPLE_RATE, EndOfTurnModel, SpeechRecognizer, Transcript
 from bargein.protocol.server_events import event
 from bargein.session.core import vocabulary as v
 from bargein.session.input_buffer import InputBuffer
@@ -28,6 +28,11 @@ from bargein.session.transcription import Hints
 log = logging.getLogger(__name__)
 PARTIAL_EVERY_MS = 1000.0
 """Partial recognition runs at most this often while the user speaks (and never twice at once)."""
+PARTIAL_WINDOW_MS = 10_000.0
+"""A partial hears at most the segment's last 10 s, so each costs the same however long the user talks
+(past that its text is not a prefix of the next, so deltas stop until the final transcript)."""
+MAX_GUESS_MS = 28_000.0
+"""A segment longer than this is not recognised speculatively: its final recognition runs in slices."""
 FRAME_MS = 32.0
 Feed = Callable[[v.Event], None]
 Emit = Callable[[Outgoing], None]
@@ -86,18 +91,23 @@ class SegmentTracker:
         if self._speaking == item_id:
             self._speaking = None
 
-    def audio(self, end_ms: float | None = None) -> npt.NDArray[np.float32]:
-        """The speaking segment's audio so far, with its prefix padding."""
-        return self.buffer.peek(max(0.0, self._onset_ms - self.padding_ms()), end_ms)
+    def audio(self, end_ms: float | None = None, *, window_ms: float | None = None) -> npt.NDArray[np.float32]:
+        """The speaking segment's audio so far, with its prefix padding (only its last ``window_ms``)."""
+        start_ms = max(0.0, self._onset_ms - self.padding_ms())
+        if window_ms is not None:
+            end = end_ms if end_ms is not None else self.buffer.end_sample * 1000.0 / LISTEN_SAMPLE_RATE
+            start_ms = max(start_ms, end - window_ms)
+        return self.buffer.peek(start_ms, end_ms)
 
     async def _partial(self, item_id: str) -> None:
         language, prompt = self.hints()
         partial = getattr(self.asr, "transcribe_partial", None)
         try:
+            audio = self.audio(window_ms=PARTIAL_WINDOW_MS)
             if partial is not None:  # keyed by this session: a newer partial replaces one still waiting
-                transcript: Transcript = await partial(self.audio(), language=language, prompt=prompt, key=self)
+                transcript: Transcript = await partial(audio, language=language, prompt=prompt, key=self)
             else:
-                transcript = await self.asr.transcribe(self.audio(), language=language, prompt=prompt)
+                transcript = await self.asr.transcribe(audio, language=language, prompt=prompt)
         except Exception:
             log.exception("partial recognition failed")
             return
@@ -122,6 +132,8 @@ class SegmentTracker:
             if self._score_task is not None:
                 self._score_task.cancel()  # an older silence's score no longer counts
             self._score_task = asyncio.create_task(self._score(item_id, at_ms, self.audio(at_ms + FRAME_MS)))
+        if at_ms - self._onset_ms > MAX_GUESS_MS:
+            return  # a long segment is recognised once, in slices, when it is committed
         task = self.speculator.recognise(item_id, self.audio(at_ms + FRAME_MS))
         if task is not None:
             task.add_done_callback(lambda done: self._guessed(item_id, done))

@@ -28,7 +28,13 @@ import numpy as np
 from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions
 from bargein.engines.think import llm_sampling
 from bargein.engines.think.llama_prompt import TemplateToolCalling, render
-from bargein.engines.think.llm_prompt import DEFAULT_SYSTEM_PROMPT, with_system_prompt
+from bargein.engines.think.llm_prompt import (
+    DEFAULT_SYSTEM_PROMPT,
+    HistoryTooLong,
+    TokenCounts,
+    fit_history,
+    with_system_prompt,
+)
 from bargein.engines.think.llm_sampling import SamplingParams
 from bargein.engines.think.tool_calls import forced_tool
 
@@ -327,18 +333,28 @@ class BatchedLlamaLanguageModel(TemplateToolCalling):
         self._bos = llama.detokenize([llama.token_bos()], special=True).decode("utf-8", "replace") or "\0"
         return Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=self._bos)
 
+    def _render_tokens(self, history: Sequence[ChatMessage], options: GenerationOptions) -> list[int]:
+        prompt = render(self._formatter, history, options)
+        tokens: list[int] = self._llama.tokenize(prompt.encode("utf-8"), add_bos=not prompt.startswith(self._bos),
+                                                 special=True)
+        return tokens
+
+    def _message_tokens(self, message: ChatMessage) -> int:
+        # its text plus the template's markers around it (a generous guess; the render has the last word)
+        return len(self._llama.tokenize(message.content.encode("utf-8"), add_bos=False, special=False)) + 8
+
     def _prompt_tokens(self, request: _Request) -> list[int]:
-        """The rendered prompt, oldest exchanges dropped until it and the reply fit the sequence's context."""
+        """The rendered prompt, oldest exchanges dropped until it and the reply fit the sequence's context
+        (chosen by cached per-message counts: the history is rendered once or twice, not once per drop)."""
+        if getattr(self, "_counts", None) is None:
+            self._counts = TokenCounts(self._message_tokens)
         history = with_system_prompt(request.messages, self.system_prompt)
         budget = self.n_ctx_per_seq - request.options.max_tokens
-        while True:
-            prompt = render(self._formatter, history, request.options)
-            tokens: list[int] = self._llama.tokenize(prompt.encode("utf-8"), add_bos=not prompt.startswith(self._bos),
-                                                     special=True)
-            droppable = [i for i, m in enumerate(history[:-1]) if m.role != "system"]
-            if len(tokens) <= budget or not droppable:
-                break
-            del history[droppable[0]]
+        try:
+            tokens = fit_history(history, self._counts, budget, lambda kept: self._render_tokens(kept, request.options),
+                                 truncate=request.options.truncate, retention_ratio=request.options.retention_ratio)
+        except HistoryTooLong as error:
+            raise RuntimeError(str(error)) from None
         if len(tokens) >= self.n_ctx_per_seq:
             raise RuntimeError(f"the prompt ({len(tokens)} tokens) does not fit a sequence of "
                                f"{self.n_ctx_per_seq} tokens")
