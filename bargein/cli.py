@@ -69,7 +69,8 @@ def _engine_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engines", choices=["default", "fake", "instant"],
                         help="default: embedded models; fake/instant: deterministic fakes")
     parser.add_argument("--asr-model", help="tiny.en (default), base, or a local CTranslate2 folder")
-    parser.add_argument("--llm-model", help="embedded GGUF name or path, or the model name at --llm-url")
+    parser.add_argument("--llm-model", help="embedded GGUF name (qwen2.5-coder-0.5b, smollm2-135m, "
+                        "qwen2.5-coder-1.5b with the llm-1.5b extra) or path, or the model name at --llm-url")
     parser.add_argument("--llm-sequences", type=int,
                         help="embedded LLM: decode up to N sessions' replies together in one batch (default 1)")
     parser.add_argument("--llm-url", help="an OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1")

@@ -85,10 +85,15 @@ class InputTranscription(BaseModel):
 
 
 class NoiseReduction(BaseModel):
-    """Accepted and echoed; the browser's own noise suppression does this job for now."""
+    """Input noise suppression (RNNoise) before the VAD and the transcriber; null turns it off.
+
+    Both types run the same RNNoise model, which is trained on close and distant talkers alike.
+    ``strength`` is accepted and echoed, but RNNoise always suppresses at full strength.
+    """
 
     model_config = ConfigDict(extra="ignore")
     type: Literal["near_field", "far_field"] | None = None
+    strength: float | None = Field(default=None, ge=0.0)
 
 
 class AudioInput(_Strict):

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from bargein.audio.codecs import AudioFormatError, decode_base64
 from bargein.engines.base import Engines, Transcript
+from bargein.engines.weights import WeightError
 from bargein.languages import unsupported_language
 from bargein.metrics.prometheus import ServerMetrics
 from bargein.metrics.turn_ledger import TurnLedgers
@@ -66,6 +67,7 @@ class RealtimeSession:
         self.conversation = Conversation()
         self.machine = DuplexMachine(new_id, settings_from_config(self.config, listen=listen))
         self.audio_in = AudioInput(engines.vad, self.config.input_format)
+        self.audio_in.set_noise_reduction(self.config.audio.input.noise_reduction is not None)
         self.ledgers = TurnLedgers(lambda: self.stream_ms, self._report_turn, metrics=metrics)
         self.observers: list[SessionObserver] = [self.ledgers, *observers]
         emit = self.outbound.put
@@ -156,7 +158,7 @@ class RealtimeSession:
             slices = self.audio_in.decode_slices(payload)
         except AudioFormatError as error:
             raise ProtocolError(str(error), code="invalid_audio", param="audio", event_id=message.event_id) from None
-        for audio in slices:  # a long append (minutes of audio) lets other sessions run between slices
+        async for audio in slices:  # a long append (minutes of audio) lets other sessions run between slices
             for index, frame in enumerate(await self.audio_in.hear(audio)):
                 self.feed(frame)
                 self.tracker.frame(frame)
@@ -182,8 +184,14 @@ class RealtimeSession:
         if refusal is not None:  # honoured or refused, never silently heard as English
             raise ProtocolError(f"invalid session.update: {refusal}", code="unsupported_language",
                                 param="session.audio.input.transcription.language", event_id=message.event_id)
-        self.config = config
         self.audio_in.set_format(config.input_format)
+        try:
+            self.audio_in.set_noise_reduction(config.audio.input.noise_reduction is not None)
+        except WeightError as error:
+            raise ProtocolError(f"noise_reduction needs the bargein[noise] extra on the server: {error}",
+                                code="invalid_value", param="session.audio.input.noise_reduction",
+                                event_id=message.event_id) from None
+        self.config = config
         self.feed(v.SettingsChanged(settings_from_config(config, listen=self.listen)))
         self.outbound.put(Outgoing(event("session.updated", session=config.wire())))
 
