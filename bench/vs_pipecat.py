@@ -168,7 +168,8 @@ async def bargein_link(port: int) -> Any:
 
     client = AsyncOpenAI(api_key="sk-local", websocket_base_url=f"ws://127.0.0.1:{port}/v1", max_retries=0)
     link = Link()
-    async with client.realtime.connect(model="bargein-bench", max_retries=0) as connection:
+    async with client.realtime.connect(model="bargein-bench", max_retries=0,
+                                       extra_query={"bargein_events": "1"}) as connection:
         updated = asyncio.Event()
 
         async def read() -> None:

@@ -37,3 +37,16 @@ async def test_drain_deadline_cuts_a_reply_that_runs_too_long() -> None:
     assert final_at >= 1.0, "the reply had its deadline"
     assert timeline.close_code == 1001
     assert timeline.exit_code == 0
+
+
+async def test_with_workers_each_worker_drains_its_own_sessions() -> None:
+    timeline = await drain_timeline(drain_s=30, reply_chars=150, workers=2)
+
+    done = timeline.first("response.done")
+    assert done is not None and done[1]["response"]["status"] == "completed", "the live reply finished"
+    final_at, final = timeline.events[-1]
+    assert final["type"] == "error" and final["error"]["code"] == "server_shutting_down"
+    assert done[0] <= final_at
+    assert timeline.close_code == 1001
+    assert timeline.refused_code == 1013
+    assert timeline.exit_code == 0

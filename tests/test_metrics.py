@@ -64,7 +64,7 @@ def test_turn_metrics_event_and_prometheus_histograms() -> None:
     engines = Engines(FakeVad(), FakeRecognizer(), FakeLanguageModel(), FakeSynthesizer(),
                       description={"vad": "fake vad", "llm": "fake llm"})
     with running_server(engines) as host:
-        with connect(f"ws://{host}/v1/realtime") as ws:
+        with connect(f"ws://{host}/v1/realtime?bargein_events=1") as ws:
             ws.recv(timeout=5)
             ws.send(json.dumps({"type": "conversation.item.create", "item": {
                 "type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}}))
@@ -96,6 +96,7 @@ def test_turns_become_spans_when_an_exporter_is_configured() -> None:
     try:
         ledger = scripted_ledger()
         tracing.export_turn(ledger, "completed", ledger.summary())
+        tracing.flush_tracing()
     finally:
         tracing._tracer = None
     (span,) = exporter.get_finished_spans()

@@ -34,9 +34,12 @@ from bargein.engines.base import (
     Float32Audio,
     GenerationOptions,
     LanguageModel,
+    ReplyPiece,
     SpeechChunk,
     SpeechRecognizer,
     SpeechSynthesizer,
+    ToolCall,
+    ToolCallingModel,
     Transcript,
     VadStream,
     VoiceActivityDetector,
@@ -50,14 +53,19 @@ LLM_CUT_APOLOGY = " Sorry, I lost my train of thought."
 
 
 class StageFailed(EngineFailure):
-    """A stage raised, timed out, or is down; the message says which and why.
+    """A stage raised, timed out, or is down; the message says which, ``detail`` why.
 
-    An :class:`~bargein.protocol.errors.EngineFailure`, so a session that meets it sends the client an
-    ``error`` event (code ``engine_error``) with this message rather than a bare "internal error".
+    An :class:`~bargein.protocol.errors.EngineFailure`, so a session that meets it tells the client which
+    stage failed (the message) rather than a bare "internal error"; the detail (the inner error's text,
+    which may name upstream addresses) goes to the log only.
     """
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, detail: str = "") -> None:
         super().__init__(message)
+        self.detail = detail
+
+    def __str__(self) -> str:
+        return f"{self.message}: {self.detail}" if self.detail else self.message
 
 
 @dataclass(frozen=True)
@@ -94,12 +102,28 @@ class ResilientLanguageModel:
     async def stream(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
                      options: GenerationOptions | None = None) -> AsyncIterator[str]:
         """The inner model's tokens, or the apology when it fails (the session hears something)."""
+        async for piece in self._guarded(messages, cancel, options, tools=False):
+            if isinstance(piece, str):
+                yield piece
+
+    async def stream_reply(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
+                           options: GenerationOptions | None = None) -> AsyncIterator[ReplyPiece]:
+        """Text and tool calls from a tool-calling inner model (plain text from any other), guarded alike."""
+        async for piece in self._guarded(messages, cancel, options, tools=True):
+            yield piece
+
+    async def _guarded(self, messages: Sequence[ChatMessage], cancel: CancelToken,
+                       options: GenerationOptions | None, *, tools: bool) -> AsyncIterator[ReplyPiece]:
         if self.health.down:
             yield LLM_APOLOGY
             return
         inner_cancel = CancelToken()
         link = asyncio.ensure_future(_link(cancel, inner_cancel))
-        tokens = self.inner.stream(messages, cancel=inner_cancel, options=options)
+        tokens: AsyncIterator[ReplyPiece]
+        if tools and isinstance(self.inner, ToolCallingModel):
+            tokens = self.inner.stream_reply(messages, cancel=inner_cancel, options=options)
+        else:
+            tokens = self.inner.stream(messages, cancel=inner_cancel, options=options)
         produced = 0
         try:
             while not cancel.cancelled:
@@ -117,7 +141,7 @@ class ResilientLanguageModel:
                     self.health.record_failure(f"llm {what}"[:300])
                     yield LLM_APOLOGY if produced == 0 else LLM_CUT_APOLOGY
                     return
-                if not isinstance(token, str):
+                if not isinstance(token, str | ToolCall):
                     inner_cancel.cancel("garbage")
                     self.health.record_failure(f"llm returned {type(token).__name__}")
                     yield LLM_APOLOGY if produced == 0 else LLM_CUT_APOLOGY
@@ -175,10 +199,11 @@ class ResilientSynthesizer:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.primary, name)
 
-    async def synthesize(self, text: str, *, voice: str | None, cancel: CancelToken) -> AsyncIterator[SpeechChunk]:
+    async def synthesize(self, text: str, *, voice: str | None, cancel: CancelToken,
+                         speed: float = 1.0) -> AsyncIterator[SpeechChunk]:
         """The primary's chunks; on failure before any audio, the fallback's (at the primary's rate)."""
         if not self.health.down:
-            chunks = self.primary.synthesize(text, voice=voice, cancel=cancel)
+            chunks = self.primary.synthesize(text, voice=voice, cancel=cancel, speed=speed)
             produced = 0
             try:
                 while True:
@@ -199,7 +224,7 @@ class ResilientSynthesizer:
                 what = "timed out" if isinstance(error, TimeoutError) else f"{type(error).__name__}: {error}"
                 self.health.record_failure(f"tts {what}"[:300])
                 if produced or self.fallback is None:
-                    raise StageFailed(f"speech synthesis failed: {what}") from error
+                    raise StageFailed("speech synthesis failed", detail=what) from error
                 log.warning("tts failed (%s); the fallback speaks this clause", what)
             finally:
                 with contextlib.suppress(Exception):
@@ -207,7 +232,7 @@ class ResilientSynthesizer:
         if self.fallback is None:
             raise StageFailed("speech synthesis is down and there is no fallback")
         self.fallback_clauses += 1
-        async for chunk in self.fallback.synthesize(text, voice=voice, cancel=cancel):
+        async for chunk in self.fallback.synthesize(text, voice=voice, cancel=cancel, speed=speed):
             if chunk.sample_rate != self.sample_rate:
                 chunk = SpeechChunk(resample(chunk.audio, chunk.sample_rate, self.sample_rate), self.sample_rate,
                                     chunk.words)
@@ -247,7 +272,7 @@ class ResilientRecognizer:
         except (Exception, TimeoutError) as error:
             what = "timed out" if isinstance(error, TimeoutError) else f"{type(error).__name__}: {error}"
             self.health.record_failure(f"asr {what}"[:300])
-            raise StageFailed(f"speech recognition failed: {what}") from error
+            raise StageFailed("speech recognition failed", detail=what) from error
         if not isinstance(transcript, Transcript) or not isinstance(transcript.text, str):
             self.health.record_failure(f"asr returned {type(transcript).__name__}")
             raise StageFailed("speech recognition returned garbage")
@@ -300,7 +325,7 @@ class _ResilientVadStream:
         except (Exception, TimeoutError) as error:
             what = "timed out" if isinstance(error, TimeoutError) else f"{type(error).__name__}: {error}"
             health.record_failure(f"vad {what}"[:300])
-            raise StageFailed(f"voice activity detection failed: {what}") from error
+            raise StageFailed("voice activity detection failed", detail=what) from error
         if not 0.0 <= value <= 1.0:  # NaN fails this too
             health.record_failure(f"vad returned {value}")
             raise StageFailed(f"voice activity detection returned {value}")
@@ -324,5 +349,5 @@ def make_resilient(engines: Engines, *, fallback_tts: SpeechSynthesizer | None =
         ResilientRecognizer(engines.asr, health["asr"], deadlines),
         ResilientLanguageModel(engines.llm, health["llm"], deadlines),
         ResilientSynthesizer(engines.tts, fallback_tts, health["tts"], deadlines),
-        description=dict(engines.description), health=health)
+        engines.turn, description=dict(engines.description), health=health)
     return wrapped

@@ -1,16 +1,21 @@
 """The session configuration the client shapes with ``session.update`` (OpenAI Realtime GA names).
 
 Defaults are the OpenAI ones: pcm16 at 24 kHz both ways, ``server_vad`` 0.5 / 300 ms / 500 ms, audio out.
-Fields we accept but do not act on (tools, tracing, ...) are kept so the session echoes them back.
+Fields we accept but do not act on (tracing, ...) are kept so the session echoes them back. Tools and
+``tool_choice`` are checked here (see :mod:`bargein.protocol.tool_items`), so a malformed tool definition
+is refused by ``session.update`` with an error naming it.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from bargein.audio.codecs import AudioFormat
+from bargein.languages import ENGLISH, LANGUAGES, language, language_code
+from bargein.protocol.errors import ProtocolError
+from bargein.protocol.tool_items import validate_tool_choice, validate_tools
 
 
 class _Strict(BaseModel):
@@ -80,10 +85,15 @@ class InputTranscription(BaseModel):
 
 
 class NoiseReduction(BaseModel):
-    """Accepted and echoed; the browser's own noise suppression does this job for now."""
+    """Input noise suppression (RNNoise) before the VAD and the transcriber; null turns it off.
+
+    Both types run the same RNNoise model, which is trained on close and distant talkers alike.
+    ``strength`` is accepted and echoed, but RNNoise always suppresses at full strength.
+    """
 
     model_config = ConfigDict(extra="ignore")
     type: Literal["near_field", "far_field"] | None = None
+    strength: float | None = Field(default=None, ge=0.0)
 
 
 class AudioInput(_Strict):
@@ -110,10 +120,21 @@ class AudioConfig(_Strict):
     output: AudioOutput = Field(default_factory=lambda: AudioOutput())
 
 
-DEFAULT_INSTRUCTIONS = (
-    "You are a helpful voice assistant. Answer in one or two short spoken sentences, "
-    "without lists, markdown or emoji."
-)
+DEFAULT_INSTRUCTIONS = ENGLISH.instructions
+_DEFAULT_INSTRUCTIONS = frozenset(row.instructions for row in LANGUAGES.values())
+
+
+class RetentionRatio(BaseModel):
+    """Truncate a history that does not fit by keeping only this fraction of it (fewer, larger cuts)."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["retention_ratio"]
+    retention_ratio: float = Field(ge=0.0, le=1.0)
+    token_limits: dict[str, int] | None = None
+    """Accepted and echoed."""
+
+
+Truncation = Literal["auto", "disabled"] | RetentionRatio
 
 
 def _audio_only() -> list[Literal["audio", "text"]]:
@@ -124,23 +145,73 @@ class SessionConfig(BaseModel):
     """The whole session, as sent in ``session.created`` / ``session.updated``."""
 
     model_config = ConfigDict(extra="forbid")
-    type: Literal["realtime"] = "realtime"
+    type: Literal["realtime", "transcription"] = "realtime"
+    """``transcription``: a transcription-only session (turns are transcribed, never answered)."""
     model: str = "bargein"
-    instructions: str = DEFAULT_INSTRUCTIONS
-    output_modalities: list[Literal["audio", "text"]] = Field(default_factory=_audio_only)
+    instructions: str = Field(DEFAULT_INSTRUCTIONS, max_length=256 * 1024)
+    output_modalities: list[Literal["audio", "text"]] = Field(default_factory=_audio_only, min_length=1, max_length=1)
     audio: AudioConfig = Field(default_factory=AudioConfig)
     max_output_tokens: int | Literal["inf"] = "inf"
     tool_choice: Any = "auto"
-    tools: list[Any] = Field(default_factory=list)
+    tools: list[dict[str, Any]] = Field(default_factory=list, max_length=128)
     tracing: Any = None
-    truncation: Any = "auto"
-    include: list[str] | None = None
+    truncation: Truncation = "auto"
+    """How a history longer than the model's context is cut (the embedded model honours it)."""
+    include: list[Literal["item.input_audio_transcription.logprobs"]] | None = None
     prompt: Any = None
+    parallel_tool_calls: bool | None = None
+    """Accepted and echoed: the embedded model makes one call per turn anyway."""
+    reasoning: Any = None
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _checked_tools(cls, value: Any) -> list[dict[str, Any]]:
+        try:
+            return validate_tools(value)
+        except ProtocolError as error:
+            raise ValueError(error.message) from None
+
+    @model_validator(mode="after")
+    def _checked_tool_choice(self) -> SessionConfig:
+        try:
+            self.tool_choice = validate_tool_choice(self.tool_choice, self.tools)
+        except ProtocolError as error:
+            raise ValueError(error.message) from None
+        return self
+
+    @classmethod
+    def for_language(cls, code: str | None, **fields: Any) -> SessionConfig:
+        """A new session's config speaking ``code`` (the server's ``--language``): its transcription
+        language and that language's default instructions; English is the plain default."""
+        config = cls(**fields)
+        if language_code(code) in (None, "en"):
+            return config
+        return config.updated({"audio": {"input": {"transcription": {"language": code}}}})
+
+    @property
+    def language(self) -> str | None:
+        """The session's language code (``zh`` for ``zh-CN``), or None when the recogniser detects it."""
+        transcription = self.audio.input.transcription
+        return language_code(transcription.language) if transcription is not None else None
 
     def updated(self, patch: dict[str, Any]) -> SessionConfig:
-        """A new config with ``patch`` merged in depth (nested objects merge, lists and scalars replace)."""
+        """A new config with ``patch`` merged in depth (nested objects merge, lists and scalars replace).
+
+        A change of language brings that language's default instructions, unless the client has set
+        instructions of its own (now or before).
+        """
         merged = _deep_merge(self.model_dump(mode="json"), patch)
-        return SessionConfig.model_validate(merged)
+        config = SessionConfig.model_validate(merged)
+        if (config.language != self.language and "instructions" not in patch
+                and config.instructions in _DEFAULT_INSTRUCTIONS):
+            config = config.model_copy(update={"instructions": language(config.language).instructions})
+        return config
+
+    def truncation_options(self) -> dict[str, Any]:
+        """The ``truncate`` and ``retention_ratio`` fields of this session's generation options."""
+        if isinstance(self.truncation, RetentionRatio):
+            return {"truncate": True, "retention_ratio": self.truncation.retention_ratio}
+        return {"truncate": self.truncation != "disabled", "retention_ratio": None}
 
     @property
     def input_format(self) -> AudioFormat:
@@ -153,8 +224,16 @@ class SessionConfig(BaseModel):
         return to_audio_format(self.audio.output.format)
 
     def wire(self) -> dict[str, Any]:
-        """The JSON object of ``session.created`` / ``session.updated``."""
-        return self.model_dump(mode="json", exclude_none=True)
+        """The JSON object of ``session.created`` / ``session.updated``.
+
+        A transcription session shows only the fields of the GA transcription session object.
+        """
+        body = self.model_dump(mode="json", exclude_none=True)
+        if self.type == "transcription":
+            audio_input = {key: value for key, value in body["audio"]["input"].items()}
+            return {key: value for key, value in (("type", "transcription"), ("audio", {"input": audio_input}),
+                                                  ("include", body.get("include"))) if value is not None}
+        return body
 
 
 def _deep_merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:

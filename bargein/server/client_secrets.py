@@ -22,9 +22,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.websockets import WebSocket
 
+from bargein.config import Settings
 from bargein.protocol.server_events import new_id
 from bargein.protocol.session_config import SessionConfig
-from bargein.server.auth import AuthResult, offered_key
+from bargein.server.auth import AuthResult, host_allowed, offered_key, origin_allowed
 
 SECRET_PREFIX = "ek_"
 DEFAULT_TTL_S = 600
@@ -140,14 +141,18 @@ def response_body(value: str, expires_at: int, config: SessionConfig) -> dict[st
 
 
 def redeem_offered_secret(websocket: WebSocket, store: ClientSecrets | None,
-                          api_keys: list[str]) -> tuple[AuthResult, SessionConfig | None] | None:
+                          settings: Settings) -> tuple[AuthResult, SessionConfig | None] | None:
     """The decision for a connection offering a client secret, and the session it is bound to.
 
-    None when no secret is offered (the usual key check applies). A live secret is spent here.
+    None when no secret is offered, or the Host or Origin is refused (the usual checks then apply and
+    refuse it, without spending the secret). A live secret is spent here.
     """
     key = offered_key(websocket)
     if store is None or key is None or not key.startswith(SECRET_PREFIX):
         return None
+    if not (host_allowed(websocket.scope, settings) and origin_allowed(websocket.scope, settings)):
+        return None
+    api_keys = settings.api_keys
     config = store.redeem(key)
     if config is None:
         if any([hmac.compare_digest(key.encode("utf-8", "replace"), k.encode()) for k in api_keys]):

@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import signal
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -137,3 +138,23 @@ def install_drain(server: Any, drain: Drain, on_done: Callable[[], None] | None 
         task = _PENDING
 
     server.handle_exit = handle_exit
+
+
+def drain_running_server(drain: Drain) -> bool:
+    """Make the ``uvicorn.Server`` serving this process drain on SIGTERM/SIGINT (``--workers``).
+
+    uvicorn builds each worker process's server itself; while it serves, its bound ``handle_exit`` is the
+    process's signal handler, so that is where the server is found. Call from the app's startup, in the
+    main thread. False when no uvicorn server is serving here (the signals then keep their handlers).
+    """
+    import uvicorn
+
+    found: object = getattr(signal.getsignal(signal.SIGTERM), "__self__", None)
+    if not isinstance(found, uvicorn.Server):
+        return False
+    server: uvicorn.Server = found
+    install_drain(server, drain)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        if getattr(signal.getsignal(sig), "__self__", None) is server:
+            signal.signal(sig, server.handle_exit)  # the signal module kept the method bound before
+    return True

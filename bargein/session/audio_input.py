@@ -7,21 +7,32 @@ into VAD frames whose speech probabilities feed the duplex machine.
 
 from __future__ import annotations
 
+import asyncio
 import math
+from collections.abc import AsyncIterator
 
 import numpy as np
 import numpy.typing as npt
 
-from bargein.audio.codecs import AudioFormat, int16_to_float
+from bargein.audio.codecs import AudioFormat, AudioFormatError, int16_to_float
 from bargein.audio.framing import Framer
+from bargein.audio.noise_suppression import NoiseSuppressor
 from bargein.audio.resample import StreamResampler, resample
 from bargein.engines.base import LISTEN_SAMPLE_RATE, VoiceActivityDetector
 from bargein.protocol.errors import ProtocolError
 from bargein.session.core.vocabulary import VadFrame
 from bargein.session.input_buffer import MS_PER_SAMPLE, InputBuffer
 
+SUPPRESS_INLINE_S = 0.2
+"""Appends up to 200 ms are denoised on the event loop (about 0.5 ms per 20 ms here); longer ones go to a
+worker thread so one big append cannot stall the other sessions."""
 MAX_BUFFER_BYTES = 15 * 1024 * 1024
-"""The input buffer cap, in wire bytes (the OpenAI Realtime API's 15 MiB)."""
+"""The OpenAI Realtime API's input buffer cap, in wire bytes of its default format."""
+MAX_BUFFER_SECONDS = MAX_BUFFER_BYTES / (2 * 24_000)
+"""The input buffer cap in seconds of audio (15 MiB of pcm16 at 24 kHz: about 328 s), whatever the
+wire format: G.711 carries 3x more audio per byte, and the buffer's memory goes by the second."""
+SLICE_S = 10.0
+"""Seconds of an append resampled and heard at a time."""
 LISTEN_RESAMPLE_QUALITY = "LQ"
 """soxr's low-quality filter holds back about 6 ms of input against HQ's 21 ms, and the VAD and Whisper
 at 16 kHz gain nothing from HQ's steeper anti-aliasing; every ms held back delays the endpoint."""
@@ -38,6 +49,7 @@ class AudioInput:
         self._resampler = StreamResampler(wire_format.rate, LISTEN_SAMPLE_RATE, quality=LISTEN_RESAMPLE_QUALITY)
         self.vad_running = True
         """False after the VAD failed: audio is only buffered (manual turns) until turn detection is set again."""
+        self._suppressor: NoiseSuppressor | None = None
 
     @property
     def stream_ms(self) -> float:
@@ -49,22 +61,68 @@ class AudioInput:
         if wire_format != self.wire_format:
             self.wire_format = wire_format
             self._resampler = StreamResampler(wire_format.rate, LISTEN_SAMPLE_RATE, quality=LISTEN_RESAMPLE_QUALITY)
+            if self._suppressor is not None:
+                self.set_noise_reduction(False)
+                self.set_noise_reduction(True)
+
+    @property
+    def noise_reduction(self) -> bool:
+        """Whether live input audio goes through the noise suppressor before the VAD and the transcriber."""
+        return self._suppressor is not None
+
+    def set_noise_reduction(self, enabled: bool) -> None:
+        """Turn the suppressor on or off (raises :class:`WeightError` when RNNoise is not installed)."""
+        if enabled and self._suppressor is None:
+            self._suppressor = NoiseSuppressor(self.wire_format.rate, LISTEN_SAMPLE_RATE)
+        elif not enabled and self._suppressor is not None:
+            self._suppressor.close()
+            self._suppressor = None
 
     def check_room(self, payload_bytes: int, *, event_id: str | None) -> None:
         """Refuse an append that would take the buffer past its cap (what is held stays)."""
-        held = self.buffer.duration_ms / 1000.0 * self.wire_format.rate * self.wire_format.bytes_per_sample
-        if held + payload_bytes > MAX_BUFFER_BYTES:
+        adding_s = payload_bytes / (self.wire_format.rate * self.wire_format.bytes_per_sample)
+        if self.buffer.duration_ms / 1000.0 + adding_s > MAX_BUFFER_SECONDS:
             raise ProtocolError(
-                f"the input audio buffer would exceed {MAX_BUFFER_BYTES // (1024 * 1024)} MiB; "
-                "commit or clear it first", code="input_audio_buffer_full", param="audio", event_id=event_id)
+                f"the input audio buffer would exceed {MAX_BUFFER_SECONDS:.0f} s of audio "
+                f"({MAX_BUFFER_BYTES // (1024 * 1024)} MiB of pcm16 at 24 kHz); commit or clear it first",
+                code="input_audio_buffer_full", param="audio", event_id=event_id)
 
     def decode(self, payload: bytes) -> npt.NDArray[np.float32]:
-        """Wire bytes to 16 kHz float32 (raises :class:`AudioFormatError` on malformed audio)."""
-        samples = int16_to_float(self.wire_format.decode(payload))
+        """Wire bytes to 16 kHz float32, denoised when noise reduction is on (raises :class:`AudioFormatError`)."""
+        return self._listen(int16_to_float(self.wire_format.decode(payload)))
+
+    def decode_slices(self, payload: bytes) -> AsyncIterator[npt.NDArray[np.float32]]:
+        """Wire bytes to 16 kHz float32, resampled (and denoised) :data:`SLICE_S` at a time, so an append of
+        minutes of audio is heard slice by slice; the whole payload is checked before the first slice comes out.
+        A slice being denoised that is longer than :data:`SUPPRESS_INLINE_S` goes to a worker thread."""
+        samples = int16_to_float(self.wire_format.decode(payload))  # raises AudioFormatError
+        step = int(SLICE_S * self.wire_format.rate)
+        inline = int(SUPPRESS_INLINE_S * self.wire_format.rate)
+
+        async def slices() -> AsyncIterator[npt.NDArray[np.float32]]:
+            for start in range(0, len(samples), step):
+                piece = samples[start:start + step]
+                suppressor = self._suppressor
+                if suppressor is not None and len(piece) > inline:
+                    yield await asyncio.to_thread(suppressor.process, piece)
+                else:
+                    yield self._listen(piece)
+
+        return slices()
+
+    def _listen(self, samples: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        """Client-rate samples to 16 kHz, through the suppressor when it is on."""
+        if self._suppressor is not None:
+            return self._suppressor.process(samples)
         return self._resampler.process(samples)
 
     def decode_clip(self, payload: bytes) -> npt.NDArray[np.float32]:
-        """A whole clip (an ``input_audio`` item) to 16 kHz float32, apart from the live stream."""
+        """A whole clip (an ``input_audio`` item) to 16 kHz float32, apart from the live stream; a clip is
+        held to the input buffer's cap in seconds too."""
+        seconds = len(payload) / (self.wire_format.rate * self.wire_format.bytes_per_sample)
+        if seconds > MAX_BUFFER_SECONDS:
+            raise AudioFormatError(f"an input_audio clip of {seconds:.0f} s is longer than the "
+                                   f"{MAX_BUFFER_SECONDS:.0f} s allowed")
         samples = int16_to_float(self.wire_format.decode(payload))
         return resample(samples, self.wire_format.rate, LISTEN_SAMPLE_RATE)
 
@@ -85,5 +143,6 @@ class AudioInput:
         return frames
 
     def close(self) -> None:
-        """Release the VAD stream."""
+        """Release the VAD stream and the suppressor's state."""
         self._vad.close()
+        self.set_noise_reduction(False)

@@ -9,18 +9,30 @@ is never thrown away.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from bargein.engines.base import ChatImage, ChatMessage, WordTiming
+from bargein.engines.base import ChatImage, ChatMessage, ToolCall, WordTiming
+from bargein.languages import has_han, join_units
 from bargein.protocol import client_events as ce
 from bargein.protocol.errors import ProtocolError
 from bargein.protocol.server_events import new_id
+from bargein.protocol.tool_items import (
+    FunctionCallItem,
+    FunctionCallOutputItem,
+    function_call_item,
+    function_call_output_item,
+)
 
 Role = Literal["user", "assistant", "system"]
 MAX_ITEMS = 2_000
 """Oldest items are forgotten past this, so a long session's history stays bounded."""
+MAX_HISTORY_BYTES = 32 * 1024 * 1024
+"""Oldest items are also forgotten once the history's text and images pass this many bytes (whatever
+the session's ``truncation``, which decides what the model sees, not what the server keeps)."""
+UNANSWERED = "(no result: the call was not answered)"
+"""What the model is told of a function call the client never answered."""
 
 
 @dataclass
@@ -44,12 +56,17 @@ class Part:
 
 @dataclass
 class Item:
-    """A conversation item (we serve message items only)."""
+    """A conversation item: a message, a function call, or a function call's output."""
 
     id: str
     role: Role
     parts: list[Part]
     status: Literal["completed", "incomplete", "in_progress"] = "completed"
+    type: Literal["message", "function_call", "function_call_output"] = "message"
+    call: ToolCall | None = None
+    """The call of a ``function_call`` item; for ``function_call_output`` only its ``call_id`` counts."""
+    output: str = ""
+    """The output of a ``function_call_output`` item."""
     audio_ms: float = 0.0
     """Length of the item's audio (assistant: audio sent so far)."""
     words: list[WordTiming] = field(default_factory=list)
@@ -58,6 +75,11 @@ class Item:
     """Where playback stopped; ``None`` means all of it was heard."""
     unheard: bool = False
     """User audio whose recognition failed: the words are lost, not absent."""
+
+    @property
+    def size(self) -> int:
+        """Characters of text and image data the item holds (its weight in the history's byte cap)."""
+        return sum(len(p.text) + len(p.image_url or "") for p in self.parts) + 64
 
     @property
     def is_assistant_audio(self) -> bool:
@@ -73,6 +95,11 @@ class Item:
 
     def wire(self) -> dict[str, Any]:
         """The item as the protocol shows it (assistant transcripts cut to what was heard)."""
+        if self.call is not None and self.type == "function_call":
+            return function_call_item(self.id, self.call.call_id, self.call.name, self.call.arguments,
+                                      status=self.status)
+        if self.call is not None and self.type == "function_call_output":
+            return function_call_output_item(self.id, self.call.call_id, self.output)
         heard = self.heard_text() if self.heard_ms is not None else None
         content = [p.wire(heard_text=heard if p.type == "output_audio" else None) for p in self.parts]
         return {"id": self.id, "object": "realtime.item", "type": "message", "role": self.role,
@@ -83,20 +110,30 @@ def heard_prefix(full: str, words: list[WordTiming], heard_ms: float, total_ms: 
     """The words of ``full`` heard in the first ``heard_ms``.
 
     With word timings a word counts once half of it has played; without them the text is cut in
-    proportion to characters, at a word boundary.
+    proportion to characters, at a word boundary. Chinese has no spaces: its words are characters,
+    joined back without spaces, and a proportional cut may fall between any two of them.
     """
     if heard_ms <= 0 or not full:
         return ""
     if words:
         heard = [w.word for w in words if (w.start_ms + w.end_ms) / 2 <= heard_ms]
-        return " ".join(word.strip() for word in heard if word.strip())
+        return join_units([word.strip() for word in heard if word.strip()])
     if total_ms <= 0 or heard_ms >= total_ms:
         return full
     cut = int(len(full) * heard_ms / total_ms)
-    if cut < len(full) and not full[cut].isspace():
+    if cut < len(full) and not full[cut].isspace() and not (has_han(full[cut]) or has_han(full[cut - 1:cut])):
         space = full.rfind(" ", 0, cut)
         cut = space if space > 0 else 0
     return full[:cut].rstrip()
+
+
+def function_item(spec: FunctionCallItem | FunctionCallOutputItem) -> Item:
+    """The item of a client's ``function_call`` or ``function_call_output``."""
+    if isinstance(spec, FunctionCallItem):
+        call = ToolCall(spec.name, spec.call_id or new_id("call"), spec.arguments)
+        return Item(spec.id or new_id("item"), "assistant", [], type="function_call", call=call)
+    return Item(spec.id or new_id("item"), "system", [], type="function_call_output",
+                call=ToolCall("", spec.call_id), output=spec.output)
 
 
 def client_item(spec: ce.MessageItem, decode_audio: Callable[[str], Any], *,
@@ -125,11 +162,36 @@ def client_item(spec: ce.MessageItem, decode_audio: Callable[[str], Any], *,
     return Item(spec.id or new_id("item"), spec.role, parts), clips
 
 
+def _no_audio(_audio: str) -> Any:
+    raise ProtocolError("audio content in response.input is not transcribed; send its transcript instead",
+                        code="invalid_value", param="response.input")
+
+
+def response_input_items(specs: list[Any], conversation: Conversation, *, event_id: str | None = None) -> list[Item]:
+    """The items of an out-of-band response's ``input``: new items as given, references to earlier ones."""
+    items: list[Item] = []
+    for spec in specs:
+        if isinstance(spec, ce.ItemReference):
+            items.append(conversation.get(spec.id, event_id=event_id))
+        elif isinstance(spec, ce.MessageItem):
+            items.append(client_item(spec, _no_audio, event_id=event_id)[0])
+        else:
+            items.append(function_item(spec))
+    return items
+
+
 class Conversation:
     """The items of one session, in order."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_items: int = MAX_ITEMS, max_bytes: int = MAX_HISTORY_BYTES) -> None:
         self._items: OrderedDict[str, Item] = OrderedDict()
+        self.max_items = max_items
+        self.max_bytes = max_bytes
+        self._sizes: dict[str, int] = {}
+        """Each item's size when it was added (text that grows later, a reply's, is short)."""
+        self.bytes = 0
+        self.forgotten = 0
+        """Items dropped to stay within the caps."""
 
     def __len__(self) -> int:
         return len(self._items)
@@ -168,14 +230,19 @@ class Conversation:
             entries.insert(index + 1, (item.id, item))
             self._items = OrderedDict(entries)
             previous = previous_item_id
-        while len(self._items) > MAX_ITEMS:
-            self._items.popitem(last=False)
+        self._sizes[item.id] = item.size
+        self.bytes += self._sizes[item.id]
+        while len(self._items) > 1 and (len(self._items) > self.max_items or self.bytes > self.max_bytes):
+            oldest, _ = self._items.popitem(last=False)
+            self.bytes -= self._sizes.pop(oldest, 0)
+            self.forgotten += 1
         return previous
 
     def delete(self, item_id: str, *, event_id: str | None = None) -> None:
         """Remove an item; unknown ids are a protocol error."""
         self.get(item_id, event_id=event_id)
         del self._items[item_id]
+        self.bytes -= self._sizes.pop(item_id, 0)
 
     def truncate(self, item_id: str, content_index: int, audio_end_ms: float, *,
                  event_id: str | None = None) -> float:
@@ -197,12 +264,31 @@ class Conversation:
             item.status = "incomplete"
         return clamped
 
-    def chat_messages(self, instructions: str | None) -> list[ChatMessage]:
-        """The history as the LLM sees it: assistant turns hold heard text only."""
+    def function_call(self, call_id: str) -> Item | None:
+        """The ``function_call`` item of ``call_id``, if the conversation holds one."""
+        return next((item for item in self._items.values()
+                     if item.type == "function_call" and item.call is not None and item.call.call_id == call_id), None)
+
+    def chat_messages(self, instructions: str | None, items: Iterable[Item] | None = None) -> list[ChatMessage]:
+        """The history (or ``items`` instead of it) as the LLM sees it: assistant turns hold heard text only.
+
+        Each function call is followed at once by its output (wherever the output item lies), as chat
+        APIs require; a call never answered gets :data:`UNANSWERED`.
+        """
         messages: list[ChatMessage] = []
         if instructions:
             messages.append(ChatMessage("system", instructions))
-        for item in self._items.values():
+        chosen = list(self._items.values() if items is None else items)
+        outputs = {item.call.call_id: item.output for item in chosen
+                   if item.type == "function_call_output" and item.call is not None}
+        for item in chosen:
+            if item.type == "function_call" and item.call is not None:
+                messages.append(ChatMessage("assistant", "", tool_calls=(item.call,)))
+                messages.append(ChatMessage("tool", outputs.get(item.call.call_id, UNANSWERED),
+                                            tool_call_id=item.call.call_id))
+                continue
+            if item.type == "function_call_output":
+                continue
             if item.role == "assistant":
                 text = item.heard_text()
                 if text:

@@ -19,28 +19,34 @@ from pydantic import ValidationError
 
 from bargein.audio.codecs import AudioFormatError, decode_base64
 from bargein.engines.base import Engines, Transcript
+from bargein.engines.weights import WeightError
+from bargein.languages import unsupported_language
 from bargein.metrics.prometheus import ServerMetrics
 from bargein.metrics.turn_ledger import TurnLedgers
 from bargein.protocol import client_events as ce
 from bargein.protocol.errors import EngineFailure, ProtocolError
 from bargein.protocol.server_events import error_event, event, new_id
-from bargein.protocol.session_config import SessionConfig
+from bargein.protocol.session_config import SemanticVad, ServerVad, SessionConfig
 from bargein.session.audio_input import AudioInput
 from bargein.session.core import vocabulary as v
 from bargein.session.core.machine import DuplexMachine
 from bargein.session.core.settings import settings_from_config
 from bargein.session.executor import ActionExecutor
-from bargein.session.history import Conversation, Item, client_item
+from bargein.session.history import Conversation, Item, client_item, function_item, response_input_items
 from bargein.session.observers import SessionObserver
-from bargein.session.outbound import Outbound, Outgoing
+from bargein.session.outbound import MAX_OUTBOUND_BYTES, Outbound, Outgoing
 from bargein.session.reply_pipeline import ReplyPipeline
 from bargein.session.reply_runner import ReplyRunner
 from bargein.session.segment_tracker import SegmentTracker
 from bargein.session.speculation import Speculator
 from bargein.session.timers import Timers
+from bargein.session.tool_use import check_params
 from bargein.session.transcription import Transcriber
+from bargein.tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
+FRAMES_PER_TURN = 64
+"""VAD frames (about 2 s of audio) an append hands the machine before yielding the event loop."""
 
 
 class RealtimeSession:
@@ -48,27 +54,36 @@ class RealtimeSession:
 
     def __init__(self, engines: Engines, *, config: SessionConfig | None = None,
                  output_lead_ms: float = 1000.0, metrics: ServerMetrics | None = None,
-                 listen: bool = True, observers: Iterable[SessionObserver] = ()) -> None:
+                 listen: bool = True, observers: Iterable[SessionObserver] = (),
+                 builtin_tools: ToolRegistry | None = None, outbound_bytes: int = MAX_OUTBOUND_BYTES,
+                 semantic_default: bool = False) -> None:
         self.listen = listen
-        self.config = config or SessionConfig()
-        self.outbound = Outbound()
+        self.languages: frozenset[str] | None = getattr(engines.asr, "languages", None)
+        """What the recogniser can transcribe (None: it cannot tell); a session asking for more gets an error."""
+        self.semantic_endpoint = engines.turn is not None
+        self.config = default_endpoint(config or SessionConfig(), semantic=self.semantic_endpoint,
+                                       prefer_semantic=semantic_default)
+        self.outbound = Outbound(max_bytes=outbound_bytes)
         self.conversation = Conversation()
         self.machine = DuplexMachine(new_id, settings_from_config(self.config, listen=listen))
         self.audio_in = AudioInput(engines.vad, self.config.input_format)
+        self.audio_in.set_noise_reduction(self.config.audio.input.noise_reduction is not None)
         self.ledgers = TurnLedgers(lambda: self.stream_ms, self._report_turn, metrics=metrics)
         self.observers: list[SessionObserver] = [self.ledgers, *observers]
         emit = self.outbound.put
-        speculator = Speculator(engines.asr, engines.llm, hints=self._transcription_hints)
+        speculator = Speculator(engines.asr, engines.llm, engines.tts, hints=self._transcription_hints)
         self.speculation = speculator.counts
-        self.transcriber = Transcriber(engines.asr, emit, self._transcribed, self._transcription_hints)
+        self.transcriber = Transcriber(engines.asr, emit, self._transcribed, self._transcription_hints,
+                                       logprobs=lambda: "item.input_audio_transcription.logprobs"
+                                       in (self.config.include or ()))
         tracker = SegmentTracker(engines.asr, self.audio_in.buffer, speculator, feed=self.feed, emit=emit,
                                  padding_ms=lambda: self.machine.settings.endpointing.prefix_padding_ms,
-                                 hints=self._transcription_hints)
+                                 hints=self._transcription_hints, turn_model=engines.turn)
         self.replies = ReplyRunner(
             ReplyPipeline(engines.llm, engines.tts), outbound=self.outbound, conversation=self.conversation,
             feed=self.feed, config=lambda: self.config, wait_for_words=self.transcriber.wait_all,
             take_prefetch=speculator.take_reply, progress=self._reply_progress, closed=self._reply_closed,
-            output_lead_ms=output_lead_ms)
+            output_lead_ms=output_lead_ms, builtins=builtin_tools)
         self.timers = Timers(self.feed, lambda: self.stream_ms)
         self.tracker = tracker
         self.executor = ActionExecutor(
@@ -122,7 +137,16 @@ class RealtimeSession:
             case ce.ConversationItemDelete():
                 self.conversation.delete(message.item_id, event_id=message.event_id)
                 self.outbound.put(Outgoing(event("conversation.item.deleted", item_id=message.item_id)))
+            case ce.ConversationItemRetrieve():
+                item = self.conversation.get(message.item_id, event_id=message.event_id)
+                self.outbound.put(Outgoing(event("conversation.item.retrieved", item=item.wire())))
             case ce.ResponseCreate():
+                if self.config.type == "transcription":
+                    raise ProtocolError("a transcription session transcribes only; it creates no responses",
+                                        code="invalid_value", param="type", event_id=message.event_id)
+                check_params(message.response, message.event_id)
+                if message.response is not None and message.response.input is not None:
+                    response_input_items(message.response.input, self.conversation, event_id=message.event_id)
                 self.feed(v.ClientResponseCreate(message.event_id, message.response))
             case ce.ResponseCancel():
                 self.feed(v.ClientResponseCancel(message.response_id, message.event_id))
@@ -131,24 +155,27 @@ class RealtimeSession:
         try:
             payload = decode_base64(message.audio)
             self.audio_in.check_room(len(payload), event_id=message.event_id)
-            audio = self.audio_in.decode(payload)
+            slices = self.audio_in.decode_slices(payload)
         except AudioFormatError as error:
             raise ProtocolError(str(error), code="invalid_audio", param="audio", event_id=message.event_id) from None
-        try:
-            frames = await self.audio_in.hear(audio)
-        except Exception as error:  # only the VAD raises in there
-            self._lose_vad(error)
-            return
-        for frame in frames:
-            self.feed(frame)
-            self.tracker.frame(frame)
+        async for audio in slices:  # a long append (minutes of audio) lets other sessions run between slices
+            try:
+                frames = await self.audio_in.hear(audio)
+            except Exception as error:  # only the VAD raises in there
+                self._lose_vad(error)
+                return
+            for index, frame in enumerate(frames):
+                self.feed(frame)
+                self.tracker.frame(frame)
+                if index % FRAMES_PER_TURN == FRAMES_PER_TURN - 1:
+                    await asyncio.sleep(0)
         self.feed(v.AudioAppended(self.stream_ms))
 
     def _lose_vad(self, error: Exception) -> None:
         """The VAD failed: go on with manual turns, as if the client had set ``turn_detection`` to null."""
         log.warning("voice activity detection failed (%s): manual turns", error)
-        reason = str(error) if isinstance(error, EngineFailure) else \
-            f"voice activity detection failed: {type(error).__name__}: {error}"[:300]
+        reason = error.message if isinstance(error, EngineFailure) else \
+            f"voice activity detection failed ({type(error).__name__})"  # the details are in the log
         self.audio_in.vad_running = False
         self.config = self.config.updated({"audio": {"input": {"turn_detection": None}}})
         self.feed(v.SettingsChanged(settings_from_config(self.config, listen=self.listen)))
@@ -165,14 +192,33 @@ class RealtimeSession:
             where = ".".join(str(p) for p in first["loc"])
             raise ProtocolError(f"invalid session.update: session.{where}: {first['msg']}",
                                 code="invalid_value", param=f"session.{where}", event_id=message.event_id) from None
-        self.config = config
+        if isinstance(config.audio.input.turn_detection, SemanticVad) and not self.semantic_endpoint:
+            raise ProtocolError("semantic_vad needs the end-of-turn model, which this server has not loaded; "
+                                "use server_vad", code="invalid_value",
+                                param="session.audio.input.turn_detection.type", event_id=message.event_id)
+        transcription = config.audio.input.transcription
+        refusal = unsupported_language(transcription.language if transcription else None,
+                                       self.languages)
+        if refusal is not None:  # honoured or refused, never silently heard as English
+            raise ProtocolError(f"invalid session.update: {refusal}", code="unsupported_language",
+                                param="session.audio.input.transcription.language", event_id=message.event_id)
         self.audio_in.set_format(config.input_format)
+        try:
+            self.audio_in.set_noise_reduction(config.audio.input.noise_reduction is not None)
+        except WeightError as error:
+            raise ProtocolError(f"noise_reduction needs the bargein[noise] extra on the server: {error}",
+                                code="invalid_value", param="session.audio.input.noise_reduction",
+                                event_id=message.event_id) from None
+        self.config = config
         if config.audio.input.turn_detection is not None:
             self.audio_in.vad_running = True  # after a VAD failure, setting turn detection again retries it
         self.feed(v.SettingsChanged(settings_from_config(config, listen=self.listen)))
         self.outbound.put(Outgoing(event("session.updated", session=config.wire())))
 
     def _create_item(self, message: ce.ConversationItemCreate) -> None:
+        if not isinstance(message.item, ce.MessageItem):
+            self._create_function_item(message)
+            return
         item, clips = client_item(message.item, lambda audio: self._decode_item_audio(audio, message.event_id),
                                   event_id=message.event_id)
         previous = self.conversation.add(item, previous_item_id=message.previous_item_id,
@@ -187,6 +233,24 @@ class RealtimeSession:
                                              reasons=["typed input"], action="keep")))
         for index, clip in clips:
             self.transcriber.start(item, clip, content_index=index)
+
+    def _create_function_item(self, message: ce.ConversationItemCreate) -> None:
+        """A client's function call, or its answer to one: the output must name a call of this conversation."""
+        assert not isinstance(message.item, ce.MessageItem)
+        item = function_item(message.item)
+        if item.type == "function_call_output" and item.call is not None:
+            call_id = item.call.call_id
+            if self.conversation.function_call(call_id) is None:
+                raise ProtocolError(f"no function_call with call_id {call_id!r} in this conversation",
+                                    code="invalid_value", param="item.call_id", event_id=message.event_id)
+            if any(other.type == "function_call_output" and other.call is not None and other.call.call_id == call_id
+                   for other in self.conversation):
+                raise ProtocolError(f"the function call {call_id!r} already has an output", code="invalid_value",
+                                    param="item.call_id", event_id=message.event_id)
+            self.replies.pending.answer(call_id)
+        previous = self.conversation.add(item, previous_item_id=message.previous_item_id, event_id=message.event_id)
+        self.outbound.put(Outgoing(event("conversation.item.added", previous_item_id=previous, item=item.wire())))
+        self.outbound.put(Outgoing(event("conversation.item.done", previous_item_id=previous, item=item.wire())))
 
     def _decode_item_audio(self, audio: str, event_id: str | None) -> Any:
         try:
@@ -247,3 +311,14 @@ class RealtimeSession:
                 await task
         self.outbound.close()
         self.audio_in.close()
+
+
+def default_endpoint(config: SessionConfig, *, semantic: bool, prefer_semantic: bool) -> SessionConfig:
+    """A new session's turn detection: semantic VAD when the server prefers it, has an end-of-turn model and
+    the config still has the plain ``server_vad`` default, else as given (plain silence without a model)."""
+    detection = config.audio.input.turn_detection
+    if semantic and prefer_semantic and detection == ServerVad():
+        return config.updated({"audio": {"input": {"turn_detection": {"type": "semantic_vad"}}}})
+    if not semantic and isinstance(detection, SemanticVad):
+        return config.updated({"audio": {"input": {"turn_detection": {"type": "server_vad"}}}})
+    return config

@@ -15,19 +15,21 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Literal
 
-from bargein.engines.base import CancelToken, ChatMessage, WordTiming
+from bargein.engines.base import CancelToken, ChatMessage, ToolCall, WordTiming
 from bargein.protocol import client_events as ce
-from bargein.protocol.errors import ProtocolError
+from bargein.protocol.errors import EngineFailure, ProtocolError
 from bargein.protocol.server_events import error_event, event, new_id
 from bargein.protocol.session_config import SessionConfig
 from bargein.session.core import vocabulary as v
-from bargein.session.history import Conversation
+from bargein.session.history import Conversation, Item, response_input_items
 from bargein.session.live_reply import AudioPiece, LiveReply, Pause, restarted_clocks, resumption
 from bargein.session.outbound import Outbound, Outgoing
 from bargein.session.playback import Pacer
 from bargein.session.reply_pipeline import ReplyPipeline, ReplyPlan
 from bargein.session.response_events import ReplyState, assistant_item
 from bargein.session.speculation import PrefetchedReply
+from bargein.session.tool_use import PendingCalls, ToolSetup, tool_setup
+from bargein.tools.registry import ToolOutcome, ToolRegistry
 
 log = logging.getLogger(__name__)
 DIDNT_CATCH = "Sorry, I didn't catch that. Could you say it again?"
@@ -38,6 +40,7 @@ Progress = Callable[[str, str, int], None]
 """``(response_id, stage, count)``: a pipeline stage was reached, or tokens were produced."""
 Closed = Callable[[str, str, float, float], None]
 """``(response_id, status, sent_ms, heard_ms)``: a reply's ``response.done`` went out."""
+TIMED_OUT = "(no result: the client did not answer the call in time)"
 
 
 class ReplyRunner:
@@ -47,8 +50,12 @@ class ReplyRunner:
                  feed: Callable[[v.Event], None], config: Callable[[], SessionConfig],
                  wait_for_words: Callable[[], Awaitable[None]],
                  take_prefetch: Callable[[list[ChatMessage]], PrefetchedReply | None],
-                 progress: Progress, closed: Closed, output_lead_ms: float = 1000.0) -> None:
+                 progress: Progress, closed: Closed, output_lead_ms: float = 1000.0,
+                 builtins: ToolRegistry | None = None) -> None:
         self.pipeline = pipeline
+        self.builtins = builtins
+        """bargein's own tools, offered (and run here) when the session brings none."""
+        self.pending = PendingCalls(self._call_timed_out, on_owed=lambda owed: self.feed(v.ToolWait(owed)))
         self.outbound = outbound
         self.conversation = conversation
         self.feed = feed
@@ -64,6 +71,10 @@ class ReplyRunner:
 
     def _emit(self, item: Outgoing) -> None:
         self.outbound.put(item)
+
+    def default_tools(self) -> ToolSetup:
+        """The tools a reply with no per-response overrides offers (a speculative head start must match)."""
+        return tool_setup(self.config(), None, self.builtins)
 
     def start(self, response_id: str, trigger: str, params: ce.ResponseParams | None) -> None:
         """Open the reply's events and start its pipeline; ``params`` apply to this reply only."""
@@ -81,14 +92,20 @@ class ReplyRunner:
         instructions = params.instructions if params and params.instructions else config.instructions
         max_tokens = params.max_output_tokens if params and params.max_output_tokens else config.max_output_tokens
         task = asyncio.create_task(self._run(reply, instructions, None if max_tokens == "inf" else max_tokens,
-                                             trigger))
+                                             trigger, params))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
-    async def _run(self, reply: LiveReply, instructions: str, max_tokens: int | None, trigger: str) -> None:
+    async def _run(self, reply: LiveReply, instructions: str, max_tokens: int | None, trigger: str,
+                   params: ce.ResponseParams | None) -> None:
         state = reply.state
         failed = False
         try:
+            # checked when the response was created; resolved here, where a failure ends the reply cleanly
+            tools = tool_setup(self.config(), params, self.builtins)
+            context = response_input_items(params.input, self.conversation) if params and params.input is not None \
+                else None
+            prefetch = params is None or (params.tools is None and params.tool_choice is None and context is None)
             await self.wait_for_words()  # the reply answers what the user said, so it needs the words
             if reply.cancel.cancelled:
                 return
@@ -96,21 +113,30 @@ class ReplyRunner:
             if trigger == "turn_detected" and not self._last_user_text() and not lost:
                 log.info("reply %s: the turn had no words, so nothing to answer", reply.response_id)
                 return
-            messages = self.conversation.chat_messages(instructions)
-            state.input_tokens = sum(len(m.content.split()) for m in messages)
-            prefetched = self.take_prefetch(messages)
-            tokens = (_said(DIDNT_CATCH) if lost
-                      else prefetched.adopt(reply.cancel) if prefetched is not None else None)
-            plan = ReplyPlan(reply.response_id, messages, state.audio, self.config().audio.output.voice,
-                             state.output_format, max_tokens, tokens)
+            messages = self.conversation.chat_messages(instructions, context)
+            # an estimate at 4 characters a token: counting words would walk the whole history's text here
+            state.input_tokens = sum(len(m.content) for m in messages) // 4
+            prefetched = self.take_prefetch(messages) if prefetch and not lost else None
+            config = self.config()
+            if lost:  # the recogniser lost the words: say so, in the session's voice and pace, with no tools
+                plan = ReplyPlan(reply.response_id, messages, state.audio, config.audio.output.voice,
+                                 state.output_format, max_tokens, _said(DIDNT_CATCH), speed=config.audio.output.speed)
+            else:
+                plan = ReplyPlan(reply.response_id, messages, state.audio, config.audio.output.voice,
+                                 state.output_format, max_tokens,
+                                 prefetched.adopt(reply.cancel) if prefetched is not None else None, tools,
+                                 config.audio.output.speed, prefetched.spoken if prefetched is not None else None,
+                                 truncation=config.truncation_options())
             await self.pipeline.run(plan, _Sink(self, reply), reply.cancel)
         except Exception as error:
             failed = True
             log.exception("reply %s failed", reply.response_id)
             if not reply.ended:
+                # the details (upstream addresses, bodies) are in the log; the client gets a stable code,
+                # and which stage failed when the engines said so (an EngineFailure's message)
+                what = error.message if isinstance(error, EngineFailure) else "the reply failed in an engine"
                 self._emit(Outgoing(error_event(ProtocolError(
-                    f"the reply failed in an engine: {type(error).__name__}: {error}"[:500],
-                    code="engine_error", type="server_error"))))
+                    f"{what}; the server's log has the details", code="engine_error", type="server_error"))))
         finally:
             if not reply.ended:
                 self.feed(v.ReplyFinished(reply.response_id, failed=failed))
@@ -206,6 +232,35 @@ class ReplyRunner:
         item = reply.state.item
         self.closed(reply.response_id, status, item.audio_ms, item.audio_ms if item.heard_ms is None else item.heard_ms)
 
+    # -- function calls ------------------------------------------------------------------------------
+
+    def tool_call(self, reply: LiveReply, call: ToolCall) -> None:
+        """A call of a client tool becomes a ``function_call`` item; a refused one, a visible error."""
+        if call.refused:
+            self._emit(Outgoing(error_event(ProtocolError(
+                f"the model wrote a tool call that was refused: {call.refused}. It wrote: {call.raw[:300]!r}",
+                code="invalid_tool_call", type="server_error"))))
+            return
+        reply.state.function_call(self._emit, self.conversation, call)
+        if reply.state.in_conversation:
+            self.pending.add(call.call_id)
+
+    def server_call(self, reply: LiveReply, call: ToolCall, outcome: ToolOutcome) -> None:
+        """A built-in tool ran inside the reply: shown to clients that asked for bargein's events."""
+        self._emit(Outgoing(event("bargein.tool.call", response_id=reply.response_id, name=call.name,
+                                  call_id=call.call_id, arguments=call.arguments, output=outcome.output,
+                                  ok=outcome.ok, repaired=call.repaired, refused=call.refused)))
+
+    def _call_timed_out(self, call_id: str) -> None:
+        """Nobody answered ``call_id``: close it with an output that says so, so the history stays whole."""
+        if self.conversation.function_call(call_id) is None:
+            return
+        item = Item(new_id("item"), "system", [], type="function_call_output", call=ToolCall("", call_id),
+                    output=TIMED_OUT)
+        previous = self.conversation.add(item)
+        self._emit(Outgoing(event("conversation.item.added", previous_item_id=previous, item=item.wire())))
+        self._emit(Outgoing(event("conversation.item.done", previous_item_id=previous, item=item.wire())))
+
     def cut_playing(self) -> None:
         """The user spoke while the client may still be playing a finished reply: keep what was heard.
 
@@ -230,6 +285,7 @@ class ReplyRunner:
 
     def close(self) -> list[asyncio.Task[None]]:
         """Cancel every live reply's work (the session is ending); returns the tasks to await."""
+        self.pending.close()
         for reply in self.live.values():
             reply.cancel.cancel("session closed")
         for task in self.tasks:
@@ -264,6 +320,14 @@ class _Sink:
         if not self.reply.ended:
             self.reply.state.output_tokens += count
         self.runner.progress(response_id, "tokens", count)
+
+    def reply_tool_call(self, response_id: str, call: ToolCall) -> None:
+        if not self.reply.ended:
+            self.runner.tool_call(self.reply, call)
+
+    def reply_server_call(self, response_id: str, call: ToolCall, outcome: ToolOutcome) -> None:
+        if not self.reply.ended:
+            self.runner.server_call(self.reply, call, outcome)
 
 
 async def _said(text: str) -> AsyncIterator[str]:

@@ -72,11 +72,12 @@ class FaultySynthesizer:
         self.after = 0
         self.calls = 0
 
-    async def synthesize(self, text: str, *, voice: str | None, cancel: CancelToken) -> AsyncIterator[SpeechChunk]:
+    async def synthesize(self, text: str, *, voice: str | None, cancel: CancelToken,
+                         speed: float = 1.0) -> AsyncIterator[SpeechChunk]:
         """The inner chunks until the fault strikes."""
         self.calls += 1
         produced = 0
-        async for chunk in self.inner.synthesize(text, voice=voice, cancel=cancel):
+        async for chunk in self.inner.synthesize(text, voice=voice, cancel=cancel, speed=speed):
             if self.fault is not None and produced >= self.after:
                 await strike(self.fault, "tts")
                 yield SpeechChunk(np.full(480, np.nan, np.float32), chunk.sample_rate)  # garbage: not audio

@@ -20,6 +20,7 @@ import numpy as np
 import soxr
 
 from bargein.engines.base import CancelToken, Float32Audio, SpeechChunk, WordTiming
+from bargein.engines.speak.subprocess_run import run_until_cancelled
 
 SAMPLE_RATE = 24_000
 _SENTENCE = re.compile(r"(?<=[.!?…])[\"')\]]*\s+(?=\S)")
@@ -111,14 +112,14 @@ class FliteSynthesizer:
             return key
         return next((v for v in FLITE_VOICES.get(key, ()) if v in self.voices), self.default_voice)
 
-    async def synthesize(self, text: str, *, voice: str | None,
-                         cancel: CancelToken) -> AsyncIterator[SpeechChunk]:
+    async def synthesize(self, text: str, *, voice: str | None, cancel: CancelToken,
+                         speed: float = 1.0) -> AsyncIterator[SpeechChunk]:
         """Speak ``text`` sentence by sentence; stop within one chunk of ``cancel``."""
         name = self.resolve_voice(voice)
         for sentence in split_sentences(text):
             if cancel.cancelled:
                 return
-            wav = await self._run(sentence, name, cancel)
+            wav = await self._run(sentence, name, cancel, speed)
             if wav is None or cancel.cancelled:
                 return
             audio, rate = decode_wav(wav)
@@ -133,32 +134,14 @@ class FliteSynthesizer:
             yield SpeechChunk(audio=audio, sample_rate=SAMPLE_RATE,
                               words=proportional_words(sentence, audio, SAMPLE_RATE))
 
-    async def _run(self, sentence: str, voice: str, cancel: CancelToken) -> bytes | None:
+    async def _run(self, sentence: str, voice: str, cancel: CancelToken, speed: float = 1.0) -> bytes | None:
         """One flite process's WAV output, or None if cancelled first (the process is then killed)."""
         loop = asyncio.get_running_loop()
         slots = self._slots.setdefault(loop, asyncio.Semaphore(self.max_processes))
         async with slots:
             if cancel.cancelled:
                 return None
-            # "-t" takes the next argument as the text even when it starts with a dash; no shell.
-            proc = await asyncio.create_subprocess_exec(
-                self.binary, "-voice", voice, "-t", sentence, "-o", "/dev/stdout",
-                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE)
-            output = asyncio.ensure_future(proc.communicate())
-            stop = asyncio.ensure_future(cancel.wait())
-            try:
-                await asyncio.wait((output, stop), return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                stop.cancel()
-                if not output.done():
-                    if proc.returncode is None:
-                        proc.kill()
-                    await asyncio.gather(output, return_exceptions=True)
-            if cancel.cancelled:
-                return None
-            stdout, stderr = output.result()
-            if proc.returncode != 0 or not stdout:
-                raise RuntimeError(f"flite failed with code {proc.returncode}: "
-                                   f"{stderr.decode(errors='replace').strip()[:200]}")
-            return stdout
+            # "-t" takes the next argument as the text even when it starts with a dash
+            return await run_until_cancelled(
+                [self.binary, "-voice", voice, "--setf", f"duration_stretch={1.0 / speed:.3f}",
+                 "-t", sentence, "-o", "/dev/stdout"], cancel, name="flite")

@@ -1,8 +1,9 @@
 """The embedded language model: a GGUF model on llama-cpp-python, shared by every session.
 
 How concurrency works: one ``Llama`` context and one worker thread own the model. Sessions submit
-jobs to the worker's inbox; the worker serves the active jobs round-robin, ``slice_tokens`` tokens
-at a time, so a second session's first token does not wait for the first session's whole reply.
+jobs to the worker's inbox; the worker serves the sessions round-robin (:mod:`bargein.engines.fair`),
+``slice_tokens`` tokens of one job at a time, so a second session's first token does not wait for the
+first session's whole reply, nor for a flood of another session's jobs.
 The context holds one conversation's KV cache at a time; switching conversations copies the outgoing
 one's cache out to host memory (:mod:`bargein.engines.think.llama_kv`) and the incoming one's back in, so
 every turn evaluates only the tokens its conversation has not seen (KV prefix reuse across turns).
@@ -25,29 +26,30 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable, Hashable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions
+from bargein.engines.fair import FairQueue, owner
 from bargein.engines.think import llm_sampling
+from bargein.engines.think.llama_context import LlamaPrompt, PromptTooLong
 from bargein.engines.think.llama_kv import KvSnapshots, Tokens, common_prefix, restore_sequence, save_sequence
+from bargein.engines.think.llama_prompt import TemplateToolCalling
+from bargein.engines.think.llama_stats import TurnStats
 from bargein.engines.think.llm_models import describe, resolve_gguf
-from bargein.engines.think.llm_prompt import DEFAULT_SYSTEM_PROMPT, with_system_prompt
+from bargein.engines.think.llm_prompt import DEFAULT_SYSTEM_PROMPT
 from bargein.engines.think.llm_sampling import SamplingParams
+from bargein.engines.think.tool_calls import forced_tool
 
 log = logging.getLogger(__name__)
 
 DEFAULT_LLM = "qwen2.5-coder-0.5b"
 """The packaged model :func:`load_llama` uses unless told otherwise (see docs/llm_choice.md)."""
 
-_CHATML = (
-    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
-    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
 PROMPT_CHUNK = 32
 """Prompt tokens evaluated per decode call: the cancel flag is checked between chunks."""
 MIN_SNAPSHOT_TOKENS = 32
@@ -68,23 +70,6 @@ class LanguageModelError(RuntimeError):
     """Generation failed inside the model; the session reports it and lives on."""
 
 
-@dataclass
-class TurnStats:
-    """What one reply cost: the figures the prefix cache and the benchmarks are judged by."""
-
-    prompt_tokens: int = 0
-    reused_tokens: int = 0
-    """Prompt tokens whose KV cache was already there (kept in the context or restored)."""
-    restored_snapshot: bool = False
-    completion_tokens: int = 0
-    finish_reason: str = ""
-    first_token_s: float | None = None
-    """Seconds from submission to the first text piece, measured on the worker."""
-    total_s: float = 0.0
-    tokens_at_cancel: int | None = None
-    """Completion tokens already sampled when the cancel was seen by the event loop."""
-
-
 _END = object()
 
 
@@ -97,10 +82,12 @@ class _Job:
     stats: TurnStats = field(default_factory=TurnStats)
     tokens: list[int] = field(default_factory=list)
     generated: list[int] = field(default_factory=list)
+    head: str = ""
     started: bool = False
     synced: bool = False
     prefill_only: bool = False
     submitted: float = field(default_factory=time.perf_counter)
+    owner: Hashable | None = field(default_factory=owner)
     decoder: codecs.IncrementalDecoder = field(
         default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="replace"))
     done: threading.Event = field(default_factory=threading.Event)
@@ -112,7 +99,7 @@ class _Job:
             self.stop.set()
 
 
-class LlamaLanguageModel:
+class LlamaLanguageModel(TemplateToolCalling):
     """A :class:`~bargein.engines.base.LanguageModel` on llama.cpp, one context shared by all sessions."""
 
     def __init__(self, model_path: str | Path, *, name: str | None = None, n_ctx: int = 4096,
@@ -136,7 +123,7 @@ class LlamaLanguageModel:
         self._n_vocab = self._llama.n_vocab()
         self._vocab = llama_cpp.llama_model_get_vocab(self._llama.model)
         self._rng = np.random.default_rng(seed)
-        self._formatter = self._make_formatter()
+        self._prompt = LlamaPrompt(self._llama, system_prompt)
         self._kv_saved = True  # nothing worth copying out yet
         self._inbox: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._active_count = 0
@@ -145,9 +132,8 @@ class LlamaLanguageModel:
 
     # --- the session side --------------------------------------------------------------------------------
 
-    async def stream(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
-                     options: GenerationOptions | None = None) -> AsyncIterator[str]:
-        """Yield the reply piece by piece; return within one token once ``cancel`` fires."""
+    async def _text(self, messages: Sequence[ChatMessage], cancel: CancelToken,
+                    options: GenerationOptions) -> AsyncIterator[str]:
         if cancel.cancelled:
             return
         loop = asyncio.get_running_loop()
@@ -157,7 +143,7 @@ class LlamaLanguageModel:
         def emit(item: object) -> None:
             loop.call_soon_threadsafe(pieces.put_nowait, item)
 
-        job = _Job(list(messages), options or GenerationOptions(), emit)
+        job = _Job(list(messages), options, emit)
 
         def halt() -> None:
             if not job.stop.is_set() and not job.done.is_set():
@@ -228,7 +214,7 @@ class LlamaLanguageModel:
         return self._active_count + self._inbox.qsize()
 
     def _serve(self) -> None:
-        active: deque[_Job] = deque()
+        active: FairQueue[_Job] = FairQueue()
         while True:
             self._active_count = len(active)
             waiting = [self._inbox.get()] if not active else []
@@ -239,15 +225,13 @@ class LlamaLanguageModel:
                     break
             for job in waiting:
                 if job is None:
-                    for left in active:
+                    for left in active.drain():
                         self._finish(left, "cancelled")
                     return
-                active.append(job)
-            job = active[0]
-            if self._advance(job):
-                active.popleft()
-            else:
-                active.rotate(-1)
+                active.put(job.owner if job.owner is not None else id(job), job)  # no session: a turn of its own
+            session, job = active.pop()
+            if not self._advance(job):
+                active.put_front(session, job)  # its session's next turn goes on with it
 
     def _advance(self, job: _Job) -> bool:
         """Run up to ``slice_tokens`` tokens of ``job``; True once it is finished."""
@@ -266,7 +250,7 @@ class LlamaLanguageModel:
                 logits = np.ctypeslib.as_array(self._lib.llama_get_logits_ith(self._llama.ctx, -1),
                                                shape=(self._n_vocab,))
                 recent = np.asarray(job.generated[-self.sampling.repeat_window:], dtype=np.intc)
-                pick = llm_sampling.sample(logits, self._params(job.options), self._rng, recent)
+                pick = llm_sampling.sample(logits, self._params(job), self._rng, recent)
                 if pick.fell_back:
                     self.nonfinite_fallbacks += 1
                     log.warning("%s produced non-finite logits; took the greedy token", self.name)
@@ -274,8 +258,10 @@ class LlamaLanguageModel:
                     return self._finish(job, "stop")
                 job.generated.append(pick.token)
                 job.tokens.append(pick.token)
-                text = job.decoder.decode(self._llama.detokenize([pick.token]))
+                # <tool_call> is a special token in Qwen's vocabulary: kept as text when tools are offered
+                text = job.decoder.decode(self._llama.detokenize([pick.token], special=bool(job.options.tools)))
                 if text:
+                    job.head = job.head if len(job.head) >= 16 else job.head + text
                     if job.stats.first_token_s is None:
                         job.stats.first_token_s = time.perf_counter() - job.submitted
                     job.send(text)
@@ -301,9 +287,24 @@ class LlamaLanguageModel:
         job.send(_END)
         return True
 
-    def _params(self, options: GenerationOptions) -> SamplingParams:
+    def _prompt_tokens(self, job: _Job) -> list[int]:
+        """The prompt, without the oldest exchanges that do not fit; the reply gets the room left."""
+        try:
+            tokens = self._prompt.fit(job.messages, job.options)
+        except PromptTooLong as error:
+            raise LanguageModelError(str(error)) from None
+        room = self._llama.n_ctx() - len(tokens)
+        job.options = replace(job.options, max_tokens=min(job.options.max_tokens, room))
+        return tokens
+
+    def _params(self, job: _Job) -> SamplingParams:
         base = self.sampling
-        return SamplingParams(temperature=options.temperature, top_k=base.top_k, top_p=base.top_p,
+        if job.options.tools and (forced_tool(job.options) is not None or job.head.lstrip()[:1] in ("", "<", "{", "`")):
+            # whether to call, and the call itself, are chosen greedily, without the repeat penalty (JSON
+            # repeats its quotes and braces); a small model sampled at 0.7 calls the wrong tool or none
+            return SamplingParams(temperature=0.0, top_k=base.top_k, top_p=base.top_p, repeat_penalty=1.0,
+                                  repeat_window=base.repeat_window)
+        return SamplingParams(temperature=job.options.temperature, top_k=base.top_k, top_p=base.top_p,
                               repeat_penalty=base.repeat_penalty, repeat_window=base.repeat_window)
 
     def _sync_kv(self, job: _Job) -> bool:
@@ -347,44 +348,6 @@ class LlamaLanguageModel:
         tokens = np.array(llama.input_ids[: llama.n_tokens], dtype=np.intc)
         self.snapshots.add(save_sequence(self._lib, llama.ctx, tokens))
         self._kv_saved = True
-
-    # --- prompts -----------------------------------------------------------------------------------------
-
-    def _make_formatter(self) -> Any:
-        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
-
-        llama = self._llama
-        template = llama.metadata.get("tokenizer.chat_template") or _CHATML
-        eos = llama.detokenize([llama.token_eos()], special=True).decode("utf-8", "replace")
-        bos = llama.detokenize([llama.token_bos()], special=True).decode("utf-8", "replace")
-        return Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)
-
-    def _render(self, messages: Sequence[ChatMessage]) -> list[int]:
-        # Local models read text only; images are left to the scene describer upstream.
-        wire = [{"role": m.role, "content": m.content} for m in messages]
-        prompt: str = self._formatter(messages=wire).prompt
-        bos = self._llama.detokenize([self._llama.token_bos()], special=True).decode("utf-8", "replace")
-        add_bos = not (bos and prompt.startswith(bos))
-        tokens: list[int] = self._llama.tokenize(prompt.encode("utf-8"), add_bos=add_bos, special=True)
-        return tokens
-
-    def _prompt_tokens(self, job: _Job) -> list[int]:
-        """The prompt, dropping the oldest exchanges until it and the reply fit in the context."""
-        history = with_system_prompt(job.messages, self.system_prompt)
-        budget = self._llama.n_ctx() - job.options.max_tokens
-        tokens = self._render(history)
-        while len(tokens) > budget:
-            droppable = [i for i, m in enumerate(history[:-1]) if m.role != "system"]
-            if not droppable:
-                break
-            del history[droppable[0]]
-            tokens = self._render(history)
-        if len(tokens) >= self._llama.n_ctx():
-            raise LanguageModelError(f"the prompt ({len(tokens)} tokens) does not fit the context")
-        room = self._llama.n_ctx() - len(tokens)
-        job.options = GenerationOptions(max_tokens=min(job.options.max_tokens, room),
-                                        temperature=job.options.temperature)
-        return tokens
 
 
 def load_llama(name: str = DEFAULT_LLM, **kwargs: Any) -> LlamaLanguageModel:

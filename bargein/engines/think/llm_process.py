@@ -30,7 +30,16 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
-from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, LanguageModel
+from bargein.engines.base import (
+    CancelToken,
+    ChatMessage,
+    GenerationOptions,
+    LanguageModel,
+    ReplyPiece,
+    ToolCall,
+    ToolCallingModel,
+)
+from bargein.engines.fair import current_owner, owner
 
 log = logging.getLogger(__name__)
 _LIVE: weakref.WeakSet[ProcessLanguageModel] = weakref.WeakSet()
@@ -118,6 +127,23 @@ class ProcessLanguageModel:
     async def stream(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
                      options: GenerationOptions | None = None) -> AsyncIterator[str]:
         """Yield the reply piece by piece; return at once when ``cancel`` fires."""
+        async for piece in self._pieces(messages, cancel, options, tools=False):
+            if isinstance(piece, str):
+                yield piece
+
+    async def stream_reply(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
+                           options: GenerationOptions | None = None) -> AsyncIterator[ReplyPiece]:
+        """Reply text and tool calls, when the worker's model can call tools (plain text otherwise)."""
+        async for piece in self._pieces(messages, cancel, options, tools=True):
+            yield piece
+
+    def prefill(self, messages: Sequence[ChatMessage], options: GenerationOptions | None = None) -> None:
+        """Have the worker's model evaluate a prompt ahead of its reply, where it can; never waits."""
+        with contextlib.suppress(OSError, ValueError, WorkerDied):
+            self._send(("prefill", list(messages), options or GenerationOptions()))
+
+    async def _pieces(self, messages: Sequence[ChatMessage], cancel: CancelToken,
+                      options: GenerationOptions | None, *, tools: bool) -> AsyncIterator[ReplyPiece]:
         if cancel.cancelled:
             return
         await self._wait_ready(cancel)
@@ -134,11 +160,13 @@ class ProcessLanguageModel:
         watcher = asyncio.ensure_future(watch_cancel())
         finished = False
         try:
-            self._send(("start", reply_id, list(messages), options or GenerationOptions()))
+            session = owner()  # the worker's model serves sessions in turn by it, as it would here
+            self._send(("start", reply_id, list(messages), options or GenerationOptions(), tools,
+                        None if session is None else id(session)))
             while True:
                 kind, payload = await reply.queue.get()
                 if kind == "token" and not cancel.cancelled:
-                    yield str(payload)
+                    yield payload if isinstance(payload, ToolCall) else str(payload)
                     continue
                 finished = kind in ("end", "error", "died")
                 if kind == "end":
@@ -283,9 +311,15 @@ async def _serve(model: LanguageModel, conn: Connection) -> None:
             conn.send(message)
 
     async def run(reply_id: int, messages: list[ChatMessage], options: GenerationOptions,
-                  cancel: CancelToken) -> None:
+                  cancel: CancelToken, tools: bool, session: int | None) -> None:
+        current_owner.set(session)  # this task's own context: the model's fair queue sees the session
+        pieces: AsyncIterator[ReplyPiece]
+        if tools and isinstance(model, ToolCallingModel):
+            pieces = model.stream_reply(messages, cancel=cancel, options=options)
+        else:
+            pieces = model.stream(messages, cancel=cancel, options=options)
         try:
-            async for piece in model.stream(messages, cancel=cancel, options=options):
+            async for piece in pieces:
                 if cancel.cancelled:
                     break
                 send(("token", reply_id, piece))
@@ -301,11 +335,13 @@ async def _serve(model: LanguageModel, conn: Connection) -> None:
             stopped.set()
             return
         if message[0] == "start":
-            _, reply_id, messages, options = message
+            _, reply_id, messages, options, tools, session = message
             cancel = cancels[reply_id] = CancelToken()
-            task = loop.create_task(run(reply_id, messages, options, cancel))
+            task = loop.create_task(run(reply_id, messages, options, cancel, tools, session))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
+        elif message[0] == "prefill" and (prefill := getattr(model, "prefill", None)) is not None:
+            prefill(message[1], message[2])  # queues the work on the model's own thread
         elif message[0] == "cancel" and (token := cancels.get(message[1])) is not None:
             token.cancel("cancelled")
 
