@@ -16,6 +16,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
+from bargein.audio.codecs import AudioFormat
 from bargein.engines.base import Engines, SpeechRecognizer, VoiceActivityDetector
 from bargein.engines.fakes import FakeLanguageModel, FakeSynthesizer
 from bargein.session import duplex as dx
@@ -54,6 +57,8 @@ class CaseResult:
     transcripts: dict[str, str] = field(default_factory=dict)
     commits: dict[str, float] = field(default_factory=dict)
     """Committed item id -> stream ms of its commit."""
+    started: dict[str, float] = field(default_factory=dict)
+    """Item id -> ``speech_started`` ``audio_start_ms``."""
     stopped: dict[str, float] = field(default_factory=dict)
     """Item id -> ``speech_stopped`` ``audio_end_ms``."""
     decided_ms: dict[str, float] = field(default_factory=dict)
@@ -68,6 +73,9 @@ class CaseResult:
     ledger_endpoint_ms: list[float] = field(default_factory=list)
     """``endpoint_ms`` of each ``bargein.turn.metrics`` (wall time; true only when streamed in real time)."""
     real_time: bool = False
+    stream_ms: dict[str, float] = field(default_factory=dict)
+    """Stream time (ms from the first append) of what happened to a timeline's reply: ``paused``,
+    ``resumed``, ``cut`` (its ``response.done`` cancelled)."""
 
     @property
     def answers(self) -> list[Reply]:
@@ -110,6 +118,8 @@ class Client:
         self._pump: asyncio.Task[None] | None = None
         self.reply_audible = asyncio.Event()
         """Set once any reply's words (and so its audio) reach the client."""
+        self._stream_start: float | None = None
+        self._speed = 1.0
 
     async def __aenter__(self) -> Client:
         self.session.start()
@@ -128,15 +138,20 @@ class Client:
         """One client event."""
         await self.session.handle_message(json.dumps(message))
 
-    async def stream(self, pcm: bytes, speed: float) -> None:
-        """Append ``pcm`` in 20 ms chunks, ``speed`` times faster than real time."""
-        start = time.monotonic()
-        for index in range(0, len(pcm), CHUNK_BYTES):
-            due = start + index / CHUNK_BYTES * 0.02 / speed
+    async def stream(self, pcm: bytes, speed: float, *, chunk_bytes: int = CHUNK_BYTES) -> None:
+        """Append ``pcm`` (wire bytes) in 20 ms chunks of ``chunk_bytes``, ``speed`` times faster than real time."""
+        start = self._stream_start = time.monotonic()
+        self._speed = speed
+        for index in range(0, len(pcm), chunk_bytes):
+            due = start + index / chunk_bytes * 0.02 / speed
             delay = due - time.monotonic()
             await asyncio.sleep(max(0.0, delay))
             await self.send(type="input_audio_buffer.append",
-                            audio=base64.b64encode(pcm[index:index + CHUNK_BYTES]).decode())
+                            audio=base64.b64encode(pcm[index:index + chunk_bytes]).decode())
+
+    def _mark(self, what: str, now: float) -> None:
+        if self._stream_start is not None and what not in self.result.stream_ms:
+            self.result.stream_ms[what] = 1000 * (now - self._stream_start) * self._speed
 
     async def _drain(self) -> None:
         session = self.session
@@ -149,6 +164,7 @@ class Client:
         result, kind, now = self.result, message["type"], time.monotonic()
         if kind == "input_audio_buffer.speech_started":
             result.speech_started += 1
+            result.started[message["item_id"]] = float(message["audio_start_ms"])
         elif kind == "input_audio_buffer.speech_stopped":
             result.stopped[message["item_id"]] = float(message["audio_end_ms"])
         elif kind == "input_audio_buffer.committed":
@@ -175,12 +191,16 @@ class Client:
                 reply.status = message["response"]["status"]
                 details = message["response"].get("status_details") or {}
                 reply.reason = details.get("reason")
+                if reply.response_id == result.base_reply and reply.status == "cancelled":
+                    self._mark("cut", now)
         elif kind == "bargein.turn.metrics" and message.get("endpoint_ms") is not None:
             result.ledger_endpoint_ms.append(float(message["endpoint_ms"]))
         elif kind == "bargein.reply.paused" and message["response_id"] == result.base_reply:
             result.paused = True
+            self._mark("paused", now)
         elif kind == "bargein.reply.resumed" and message["response_id"] == result.base_reply:
             result.resumed = True
+            self._mark("resumed", now)
 
     def settled(self) -> bool:
         """Nothing more will happen by itself: no turn open, every segment judged, no reply live
@@ -229,6 +249,11 @@ async def run_case(case: Case, pcm: bytes, vad: VoiceActivityDetector, asr: Spee
         # a turn with a pause in it is there to test speculation, whose timing needs real time
         real_time = case.kind == "timeline" or case.source == "tts-split"
         client.result.real_time = real_time and timeline_speed == 1.0
-        await client.stream(pcm, timeline_speed if real_time else speed)
+        chunk = CHUNK_BYTES
+        if case.channel != "audio/pcm":  # a telephone client: G.711 at 8 kHz, 20 ms = 160 bytes
+            wire = AudioFormat(case.channel, 8000)  # type: ignore[arg-type]
+            await client.send(type="session.update", session={"audio": {"input": {"format": {"type": case.channel}}}})
+            pcm, chunk = wire.encode(np.frombuffer(pcm, dtype="<i2")), 160
+        await client.stream(pcm, timeline_speed if real_time else speed, chunk_bytes=chunk)
         await client.wait_settled(20.0)
     return client.result

@@ -119,6 +119,14 @@ class Case:
     event_end_s: float
     duration_s: float
     file: str
+    family: str = "kokoro-heart"
+    """The voice family (``tests/data/voices.py``); ``noise`` for sounds no voice made."""
+    category: str = ""
+    """command, query, backchannel, vocal or noise (the family set); empty in this set."""
+    condition: str = ""
+    """room (a bed at ``snr_db``), talker (another voice 10 dB down) or phone (talker through G.711)."""
+    channel: str = "audio/pcm"
+    """The wire format the case is streamed in: ``audio/pcm`` (24 kHz) or G.711 ``audio/pcmu``/``audio/pcma``."""
 
 
 @dataclass(frozen=True)
@@ -305,13 +313,13 @@ def build(out: Path, *, seed: int = 7, quick: bool = False) -> list[Case]:
     return cases
 
 
-def write_wav(path: Path, audio: Audio) -> None:
-    """24 kHz mono pcm16."""
+def write_wav(path: Path, audio: Audio, *, rate: int = RATE) -> None:
+    """Mono pcm16 (24 kHz unless told)."""
     pcm = np.clip(np.round(audio * 32767.0), -32768, 32767).astype("<i2")
     with wave.open(str(path), "wb") as handle:
         handle.setnchannels(1)
         handle.setsampwidth(2)
-        handle.setframerate(RATE)
+        handle.setframerate(rate)
         handle.writeframes(pcm.tobytes())
 
 
