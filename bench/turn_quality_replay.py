@@ -22,7 +22,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bargein.engines.base import Transcript
-from bargein.session.listening import SegmentStats, classify
+from bargein.session.core.classifier import SegmentStats, classify
 
 FRAME_MS = 32.0
 SPEECH_LEVEL_DB = -20.0

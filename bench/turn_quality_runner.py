@@ -13,6 +13,7 @@ import asyncio
 import base64
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +22,8 @@ import numpy as np
 from bargein.audio.codecs import AudioFormat
 from bargein.engines.base import Engines, SpeechRecognizer, VoiceActivityDetector
 from bargein.engines.fakes import FakeLanguageModel, FakeSynthesizer
-from bargein.session import duplex as dx
+from bargein.session.core import vocabulary as v
+from bargein.session.observers import QuietObserver
 from bargein.session.realtime_session import RealtimeSession
 from bargein.session.speculation import SpeculationCounts
 from tests.data.make_listening_set import Case
@@ -107,11 +109,53 @@ class CaseResult:
         return problems
 
 
+class TurnWatcher(QuietObserver):
+    """Follows the session's machine through its public observer interface."""
+
+    def __init__(self, stream_ms: Callable[[], float]) -> None:
+        self.stream_ms = stream_ms
+        self.speaking: str | None = None
+        self.paused: set[str] = set()
+        self.live: set[str] = set()
+        self.untranscribed: set[str] = set()
+        self.commit_ms: dict[str, float] = {}
+        """Committed item id -> stream ms at its commit."""
+
+    def on_event(self, event: v.Event) -> None:
+        if isinstance(event, v.SegmentTranscribed):
+            self.untranscribed.discard(event.item_id)
+
+    def on_action(self, action: v.Action) -> None:
+        match action:
+            case v.SpeechStarted(item_id):
+                self.speaking = item_id
+            case v.CommitBuffer(item_id) | v.SpeechStopped(item_id):
+                self.speaking = None
+                if isinstance(action, v.CommitBuffer):
+                    self.untranscribed.add(item_id)
+                    self.commit_ms[item_id] = self.stream_ms()
+            case v.ClearBuffer():
+                self.speaking = None
+            case v.StartReply(response_id):
+                self.live.add(response_id)
+            case v.PauseReply(response_id):
+                self.paused.add(response_id)
+            case v.ResumeReply(response_id):
+                self.paused.discard(response_id)
+            case v.CancelReply(response_id) | v.CompleteReply(response_id):
+                self.paused.discard(response_id)
+                self.live.discard(response_id)
+            case _:
+                pass
+
+
 class Client:
     """Feeds one case into a session and watches what comes out."""
 
     def __init__(self, case: Case, engines: Engines) -> None:
         self.session = RealtimeSession(engines)
+        self.watch = TurnWatcher(lambda: self.session.stream_ms)
+        self.session.observe(self.watch)
         self.result = CaseResult(case)
         self._last_commit: str | None = None
         self._commit_wall: dict[str, float] = {}
@@ -128,11 +172,11 @@ class Client:
 
     async def __aexit__(self, *_exc: object) -> None:
         result = self.result
-        result.open_turn = self.session.machine.phase is dx.Phase.USER_SPEAKING
+        result.open_turn = self.watch.speaking is not None
         await self.session.close()
         if self._pump is not None:
             self._pump.cancel()
-        result.counts = self.session.segments.speculator.counts
+        result.counts = self.session.speculation
 
     async def send(self, **message: Any) -> None:
         """One client event."""
@@ -169,9 +213,7 @@ class Client:
             result.stopped[message["item_id"]] = float(message["audio_end_ms"])
         elif kind == "input_audio_buffer.committed":
             item = self._last_commit = message["item_id"]
-            ledger = self.session.ledgers.get(item)
-            mark = ledger.marks.get("commit") if ledger else None
-            result.commits[item] = mark.stream_ms if mark and mark.stream_ms is not None else float("nan")
+            result.commits[item] = self.watch.commit_ms.get(item, float("nan"))
             self._commit_wall[item] = now
         elif kind == "conversation.item.input_audio_transcription.completed":
             result.transcripts[message["item_id"]] = message["transcript"]
@@ -205,20 +247,20 @@ class Client:
     def settled(self) -> bool:
         """Nothing more will happen by itself: no turn open, every segment judged, no reply live
         (for a timeline: its reply resumed, untouched or cut, and any answer under way)."""
-        session, result = self.session, self.result
-        if session.machine.phase is dx.Phase.USER_SPEAKING or session.transcriber.tasks():
+        watch, result = self.watch, self.result
+        if watch.speaking is not None or watch.untranscribed:
             return False
         judged = {s["item_id"] for s in result.segments}
         if any(item not in judged for item in result.commits):
             return False
-        if session.machine.paused:
+        if watch.paused:
             return False
         for reply in result.answers:
             expected = f"You said: {result.transcripts.get(reply.after_item or '', '')}."
             if reply.status is None and len(reply.text) < len(expected):
                 return False
         if result.base_reply is None:
-            return not session.replies.live
+            return not watch.live
         return True
 
     async def wait_settled(self, timeout_s: float) -> None:

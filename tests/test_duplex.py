@@ -6,19 +6,20 @@ import itertools
 
 import pytest
 
-from bargein.session import duplex as dx
+from bargein.session import core as dx
 
 FRAME_MS = 32.0
+NO_CLASSIFIER = dx.TurnSettings(listening=dx.Listening(classify=False))
+"""These timelines test turn-taking without the listening classifier (its own tests follow)."""
+MANUAL = dx.TurnSettings.manual()
 
 
 class Timeline:
     """Feeds VAD frames of 32 ms at given probabilities and keeps every action."""
 
-    def __init__(self, settings: dx.TurnSettings | str | None = "default") -> None:
+    def __init__(self, settings: dx.TurnSettings = NO_CLASSIFIER) -> None:
         counter = itertools.count(1)
-        # these timelines test turn-taking without the listening classifier (its own tests follow)
-        chosen = dx.TurnSettings(listen=False) if settings == "default" else settings
-        self.machine = dx.DuplexMachine(lambda prefix: f"{prefix}_{next(counter)}", chosen)  # type: ignore[arg-type]
+        self.machine = dx.DuplexMachine(lambda prefix: f"{prefix}_{next(counter)}", settings)
         self.now_ms = 0.0
         self.actions: list[dx.Action] = []
 
@@ -111,7 +112,7 @@ def test_speech_during_the_reply_cancels_it_and_its_later_audio_is_dropped() -> 
 
 
 def test_interrupt_response_off_lets_the_reply_continue() -> None:
-    t = Timeline(dx.TurnSettings(interrupt_response=False, listen=False))
+    t = Timeline(dx.TurnSettings(interruption=dx.Interruption(enabled=False), listening=NO_CLASSIFIER.listening))
     response_id = _agent_speaking(t)
     assert not of(t.speech(64), dx.CancelReply)
     assert t.feed(dx.ReplyAudio(response_id, "chunk-2")) == [dx.ForwardAudio(response_id, "chunk-2")]
@@ -173,7 +174,7 @@ def test_cancel_naming_another_response_is_rejected() -> None:
 
 
 def test_commit_with_an_empty_buffer_is_rejected() -> None:
-    t = Timeline(None)
+    t = Timeline(MANUAL)
     rejected = t.feed(dx.ClientCommit(0.0, event_id="evt_1"))
     assert len(rejected) == 1 and isinstance(rejected[0], dx.Reject)
     assert rejected[0].error.code == "input_audio_buffer_commit_empty"
@@ -183,7 +184,7 @@ def test_commit_with_an_empty_buffer_is_rejected() -> None:
 
 
 def test_manual_turns_ignore_the_vad_and_wait_for_commit_and_response_create() -> None:
-    t = Timeline(None)
+    t = Timeline(MANUAL)
     assert t.speech(640) == []
     committed = t.feed(dx.ClientCommit(640.0))
     assert committed == [dx.CommitBuffer("item_1", None, None)]
@@ -201,7 +202,7 @@ def test_commit_during_speech_ends_the_turn_in_vad_mode() -> None:
 
 
 def test_idle_timer_is_armed_after_a_reply_and_fires_a_reply_only_when_still_idle() -> None:
-    t = Timeline(dx.TurnSettings(idle_timeout_ms=6000, listen=False))
+    t = Timeline(dx.TurnSettings(idle_timeout_ms=6000, listening=NO_CLASSIFIER.listening))
     response_id = _agent_speaking(t)
     assert t.feed(dx.ReplyFinished(response_id)) == [dx.CompleteReply(response_id, "completed"),
                                                      dx.ArmIdleTimer(6000)]
@@ -229,6 +230,6 @@ def test_finishing_a_reply_that_never_started_is_an_illegal_transition() -> None
 def test_switching_to_manual_mid_turn_drops_the_turn() -> None:
     t = Timeline()
     t.speech(320)
-    t.feed(dx.SettingsChanged(None))
+    t.feed(dx.SettingsChanged(MANUAL))
     assert t.machine.phase is dx.Phase.LISTENING
     assert t.silence(1000) == []

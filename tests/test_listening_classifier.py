@@ -8,7 +8,7 @@ import numpy as np
 
 from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, Transcript
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer
-from bargein.session.listening import NoiseFloor, SegmentStats, classify
+from bargein.session.core.classifier import NoiseFloor, SegmentStats, classify
 from bargein.session.speculation import Speculator
 
 

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from bargein.session import duplex as dx
-from bargein.session.endpointing import endpoint_silence_ms
-from bargein.session.storm_guard import StormGuard
+from bargein.session import core as dx
+from bargein.session.core.endpointing import endpoint_silence_ms
+from bargein.session.core.storm_guard import StormGuard
 from tests.test_duplex import Timeline, of
 
 
 class Listening(Timeline):
     """A timeline with the listening classifier on (the default)."""
 
-    def __init__(self, **settings: object) -> None:
-        super().__init__(dx.TurnSettings(**settings))  # type: ignore[arg-type]
+    def __init__(self, settings: dx.TurnSettings | None = None) -> None:
+        super().__init__(settings or dx.TurnSettings())
 
     def segment(self, speech_ms: float = 640) -> str:
         """Speech then the endpoint silence; returns the committed item awaiting its verdict."""
@@ -76,7 +76,7 @@ def test_pause_then_query_cancels_and_answers() -> None:
 
 
 def test_the_false_interruption_timeout_resumes_an_undecided_pause() -> None:
-    t = Listening(false_interruption_timeout_ms=1500)
+    t = Listening(dx.TurnSettings(interruption=dx.Interruption(false_interruption_timeout_ms=1500)))
     reply = t.agent_speaking()
     t.speech(160)
     assert of(t.silence(544), dx.ArmPauseTimer) == [dx.ArmPauseTimer(reply, 1500)]
@@ -150,7 +150,7 @@ def test_speculation_starts_at_first_silence_and_is_voided_when_speech_resumes()
 
 
 def test_semantic_endpointing_waits_after_a_conjunction_and_hurries_after_a_sentence() -> None:
-    t = Listening(eagerness="medium")
+    t = Listening(dx.TurnSettings(endpointing=dx.Endpointing(eagerness="medium")))
     t.speech(640)
     t.feed(dx.PartialTranscript("item_1", "I went to the shop and"))
     assert not of(t.silence(1024), dx.AwaitClassification), "'and' means more is coming"

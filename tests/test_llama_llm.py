@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bargein.engines.think import llm_sampling
 from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, LanguageModel
+from bargein.engines.think import llm_sampling
 from bargein.engines.think.llama_llm import LanguageModelError, LlamaLanguageModel, load_llama
 from bargein.engines.think.llm_models import LLM_MODELS, SMOLLM2_135M, SingleGguf
 from bargein.engines.think.llm_sampling import Pick, SamplingParams

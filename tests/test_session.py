@@ -143,7 +143,7 @@ async def test_silence_alone_never_starts_a_turn_and_an_empty_transcript_gets_no
     for _ in range(100):
         await h.send(type="input_audio_buffer.append", audio=silence)
     assert "input_audio_buffer.speech_started" not in h.types()
-    assert h.session.listener.buffer.duration_ms <= 600, "an idle buffer in VAD mode stays small"
+    assert h.session.audio_in.buffer.duration_ms <= 600, "an idle buffer in VAD mode stays small"
     await h.session.close()
 
 

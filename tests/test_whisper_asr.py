@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bargein.engines.transcribe.asr_models import TINY_EN, AssembledFile, WhisperSource, prepare_source, resolve_model
 from bargein.engines.base import SpeechRecognizer
-from bargein.engines.weights import PinnedFile, WeightError, sha256_of
+from bargein.engines.transcribe.asr_models import TINY_EN, AssembledFile, WhisperSource, prepare_source, resolve_model
 from bargein.engines.transcribe.wer import normalize, word_error_rate
 from bargein.engines.transcribe.whisper_asr import RecognizerBusy, RecognizerClosed, WhisperRecognizer, load_whisper
 from bargein.engines.transcribe.whisper_decode import FULL_WINDOW, loop_start, window_frames
+from bargein.engines.weights import PinnedFile, WeightError, sha256_of
 from tests.support.speech import librivox_clip, librivox_reference
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the models come from installed packages, never the hub

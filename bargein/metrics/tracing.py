@@ -10,11 +10,12 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 
-from bargein.session.ledger import TurnLedger
+if TYPE_CHECKING:
+    from bargein.metrics.turn_ledger import TurnLedger
 
 log = logging.getLogger(__name__)
 _tracer: trace.Tracer | None = None

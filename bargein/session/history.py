@@ -9,11 +9,14 @@ is never thrown away.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from bargein.engines.base import ChatImage, ChatMessage, WordTiming
+from bargein.protocol import client_events as ce
 from bargein.protocol.errors import ProtocolError
+from bargein.protocol.server_events import new_id
 
 Role = Literal["user", "assistant", "system"]
 MAX_ITEMS = 2_000
@@ -92,6 +95,32 @@ def heard_prefix(full: str, words: list[WordTiming], heard_ms: float, total_ms: 
         space = full.rfind(" ", 0, cut)
         cut = space if space > 0 else 0
     return full[:cut].rstrip()
+
+
+def client_item(spec: ce.MessageItem, decode_audio: Callable[[str], Any], *,
+                event_id: str | None = None) -> tuple[Item, list[tuple[int, Any]]]:
+    """The item a ``conversation.item.create`` describes, and the audio clips still to transcribe.
+
+    ``decode_audio`` turns a base64 clip into 16 kHz samples; each clip comes back with the index of
+    the part its transcript will fill.
+    """
+    parts: list[Part] = []
+    clips: list[tuple[int, Any]] = []
+    for content in spec.content:
+        if isinstance(content, ce.InputText):
+            parts.append(Part("input_text", content.text))
+        elif isinstance(content, ce.InputImage):
+            if not content.image_url.startswith("data:image/"):
+                raise ProtocolError("input_image.image_url must be a data:image/... URL", code="invalid_value",
+                                    param="item.content.image_url", event_id=event_id)
+            parts.append(Part("input_image", image_url=content.image_url, detail=content.detail))
+        elif isinstance(content, ce.InputAudio):
+            parts.append(Part("input_audio", content.transcript or ""))
+            if content.audio and not content.transcript:
+                clips.append((len(parts) - 1, decode_audio(content.audio)))
+        else:
+            parts.append(Part("output_text" if spec.role == "assistant" else "input_text", content.text))
+    return Item(spec.id or new_id("item"), spec.role, parts), clips
 
 
 class Conversation:

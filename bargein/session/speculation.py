@@ -27,6 +27,8 @@ from bargein.engines.base import (
 )
 
 log = logging.getLogger(__name__)
+MAX_GUESSES = 8
+"""Turns with a guess kept at once (a guess lives until its turn resumes or a reply starts)."""
 
 
 @dataclass
@@ -127,6 +129,8 @@ class Speculator:
         if not self.enabled or len(audio) < 1600:
             return None
         self._drop_sync(item_id)
+        while len(self._guesses) >= MAX_GUESSES:
+            self._drop_sync(next(iter(self._guesses)))
         language, prompt = self.hints()
         task = asyncio.create_task(self.asr.transcribe(audio, language=language, prompt=prompt))
         self._guesses[item_id] = _Guess(item_id, task)

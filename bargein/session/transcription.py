@@ -11,45 +11,46 @@ import numpy.typing as npt
 
 from bargein.engines.base import SpeechRecognizer, Transcript
 from bargein.protocol.server_events import event, transcription_usage
-from bargein.session.history import Conversation, Item
-from bargein.session.ledger import TurnLedger
+from bargein.session.history import Item
 from bargein.session.outbound import Outgoing
 
 log = logging.getLogger(__name__)
+Hints = Callable[[], tuple[str | None, str | None]]
+"""The session's ``transcription.language`` and ``prompt``, read at each recognition."""
 
 
 class Transcriber:
-    """Runs recognition of each committed user item and reports it; replies wait for it."""
+    """Runs recognition of each user audio item and reports it; replies wait for it.
 
-    def __init__(self, asr: SpeechRecognizer, conversation: Conversation,
-                 emit: Callable[[Outgoing], None],
-                 on_done: Callable[[Item, Transcript | None], None] | None = None) -> None:
+    ``on_done(item, transcript)`` hears of every recognition that ended (``None``: it failed).
+    """
+
+    def __init__(self, asr: SpeechRecognizer, emit: Callable[[Outgoing], None],
+                 on_done: Callable[[Item, Transcript | None], None], hints: Hints) -> None:
         self.asr = asr
-        self.on_done = on_done
-        self.hints: Callable[[], tuple[str | None, str | None]] = lambda: (None, None)
-        """The session's ``transcription.language`` and ``prompt``, read at each recognition."""
-        self.conversation = conversation
         self.emit = emit
+        self.on_done = on_done
+        self.hints = hints
         self._pending: dict[str, asyncio.Task[Transcript | None]] = {}
-        self.results: dict[str, Transcript] = {}
 
     def start(self, item: Item, audio: npt.NDArray[np.float32], *, content_index: int,
-              ledger: TurnLedger | None = None, guessed: asyncio.Task[Transcript] | None = None) -> None:
+              guessed: asyncio.Task[Transcript] | None = None) -> None:
         """Begin recognising ``audio`` for ``item.parts[content_index]``.
 
         ``guessed`` is a speculative recognition of the same turn started before its endpoint: its
         result stands for the whole (the audio after it is only the endpoint silence).
         """
-        task = asyncio.create_task(self._run(item, audio, content_index, ledger, guessed))
+        task = asyncio.create_task(self.recognise(item, audio, content_index, guessed))
         self._pending[item.id] = task
         task.add_done_callback(lambda _t: self._pending.pop(item.id, None))
 
-    async def _run(self, item: Item, audio: npt.NDArray[np.float32], content_index: int,
-                   ledger: TurnLedger | None, guessed: asyncio.Task[Transcript] | None) -> Transcript | None:
+    async def recognise(self, item: Item, audio: npt.NDArray[np.float32], content_index: int,
+                        guessed: asyncio.Task[Transcript] | None = None) -> Transcript | None:
+        """Recognise now (what :meth:`start` runs as a task): fills the item and emits the events."""
         try:
-            hints = self.hints()
+            language, prompt = self.hints()
             transcript = await (guessed if guessed is not None
-                                else self.asr.transcribe(audio, language=hints[0], prompt=hints[1]))
+                                else self.asr.transcribe(audio, language=language, prompt=prompt))
         except Exception as error:
             log.exception("transcription of %s failed", item.id)
             self.emit(Outgoing(event(
@@ -57,21 +58,16 @@ class Transcriber:
                 content_index=content_index,
                 error={"type": "server_error", "code": "asr_error", "message": f"{type(error).__name__}: {error}",
                        "param": None})))
-            if self.on_done is not None:
-                self.on_done(item, None)
+            self.on_done(item, None)
             return None
-        if ledger is not None:
-            ledger.mark("asr_final")
         text = transcript.text.strip()
         item.parts[content_index].text = text
-        self.results[item.id] = transcript
         self.emit(Outgoing(event(
             "conversation.item.input_audio_transcription.completed", item_id=item.id,
             content_index=content_index, transcript=text,
             usage=transcription_usage(len(audio) / 16_000))))
         self.emit(Outgoing(event("conversation.item.done", item=item.wire())))
-        if self.on_done is not None:
-            self.on_done(item, transcript)
+        self.on_done(item, transcript)
         return transcript
 
     async def wait_all(self) -> None:

@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from bargein.engines.think import llm_sampling
 from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions
+from bargein.engines.think import llm_sampling
 from bargein.engines.think.llama_kv import KvSnapshots, Tokens, common_prefix, restore_sequence, save_sequence
 from bargein.engines.think.llm_models import describe, resolve_gguf
 from bargein.engines.think.llm_prompt import DEFAULT_SYSTEM_PROMPT, with_system_prompt

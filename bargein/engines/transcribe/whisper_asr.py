@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bargein.engines.transcribe.asr_models import WhisperSource, resolve_model
 from bargein.engines.base import LISTEN_SAMPLE_RATE, Float32Audio, Transcript
+from bargein.engines.transcribe.asr_models import WhisperSource, resolve_model
 from bargein.engines.transcribe.whisper_decode import FINAL, PARTIAL, DecodeOptions, WhisperCore
 
 log = logging.getLogger(__name__)

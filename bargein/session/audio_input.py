@@ -1,4 +1,4 @@
-"""The listening stage: client audio in, 16 kHz buffer and VAD frames out.
+"""The input stage: client audio in, 16 kHz buffer and VAD frames out.
 
 Appended wire audio is decoded, resampled with a streaming resampler to 16 kHz, kept in the input
 buffer (with its stream position, the clock that onsets and ends are measured against), and cut
@@ -17,72 +17,17 @@ from bargein.audio.framing import Framer
 from bargein.audio.resample import StreamResampler, resample
 from bargein.engines.base import LISTEN_SAMPLE_RATE, VoiceActivityDetector
 from bargein.protocol.errors import ProtocolError
-from bargein.session.duplex import VadFrame
+from bargein.session.core.vocabulary import VadFrame
+from bargein.session.input_buffer import MS_PER_SAMPLE, InputBuffer
 
 MAX_BUFFER_BYTES = 15 * 1024 * 1024
 """The input buffer cap, in wire bytes (the OpenAI Realtime API's 15 MiB)."""
-_MS_PER_SAMPLE = 1000.0 / LISTEN_SAMPLE_RATE
 LISTEN_RESAMPLE_QUALITY = "LQ"
 """soxr's low-quality filter holds back about 6 ms of input against HQ's 21 ms, and the VAD and Whisper
 at 16 kHz gain nothing from HQ's steeper anti-aliasing; every ms held back delays the endpoint."""
 
 
-class InputBuffer:
-    """16 kHz audio from stream position ``start_sample`` on, with the wire size it stands for."""
-
-    def __init__(self) -> None:
-        self._chunks: list[npt.NDArray[np.float32]] = []
-        self.start_sample = 0
-        self.end_sample = 0
-
-    @property
-    def duration_ms(self) -> float:
-        """Audio held, in ms."""
-        return (self.end_sample - self.start_sample) * _MS_PER_SAMPLE
-
-    def append(self, samples: npt.NDArray[np.float32]) -> None:
-        """Add audio at the end."""
-        if len(samples):
-            self._chunks.append(samples)
-            self.end_sample += len(samples)
-
-    def take(self, start_ms: float | None, end_ms: float | None) -> npt.NDArray[np.float32]:
-        """Audio between two stream positions (``None``: the buffer's ends); drops everything up to the end."""
-        audio = self._joined()
-        first = self.start_sample if start_ms is None else max(self.start_sample, int(start_ms / _MS_PER_SAMPLE))
-        last = self.end_sample if end_ms is None else min(self.end_sample, int(end_ms / _MS_PER_SAMPLE))
-        clip = audio[first - self.start_sample:max(first, last) - self.start_sample].copy()
-        self.trim_before(last * _MS_PER_SAMPLE)
-        return clip
-
-    def trim_before(self, stream_ms: float) -> None:
-        """Forget audio before a stream position (keeps idle buffers small in VAD mode)."""
-        cut = min(self.end_sample, max(self.start_sample, int(stream_ms / _MS_PER_SAMPLE)))
-        if cut == self.start_sample:
-            return
-        audio = self._joined()[cut - self.start_sample:]
-        self._chunks = [audio] if len(audio) else []
-        self.start_sample = cut
-
-    def peek(self, start_ms: float, end_ms: float | None = None) -> npt.NDArray[np.float32]:
-        """A copy of the audio between two stream positions, leaving the buffer as it is."""
-        audio = self._joined()
-        first = max(self.start_sample, int(start_ms / _MS_PER_SAMPLE))
-        last = self.end_sample if end_ms is None else min(self.end_sample, int(end_ms / _MS_PER_SAMPLE))
-        return audio[first - self.start_sample:max(first, last) - self.start_sample].copy()
-
-    def clear(self) -> None:
-        """Drop everything held."""
-        self._chunks = []
-        self.start_sample = self.end_sample
-
-    def _joined(self) -> npt.NDArray[np.float32]:
-        if len(self._chunks) != 1:
-            self._chunks = [np.concatenate(self._chunks)] if self._chunks else [np.zeros(0, np.float32)]
-        return self._chunks[0]
-
-
-class Listener:
+class AudioInput:
     """Decodes, resamples, buffers and runs the VAD for one session."""
 
     def __init__(self, vad: VoiceActivityDetector, wire_format: AudioFormat) -> None:
@@ -95,7 +40,7 @@ class Listener:
     @property
     def stream_ms(self) -> float:
         """Stream time: the position of the newest sample heard, in ms since the session began."""
-        return self.buffer.end_sample * _MS_PER_SAMPLE
+        return self.buffer.end_sample * MS_PER_SAMPLE
 
     def set_format(self, wire_format: AudioFormat) -> None:
         """Switch the client's wire format (resets the resampler, keeps the stream clock)."""
@@ -131,7 +76,7 @@ class Listener:
             start = first_sample + index * step
             probability = await self._vad.probability(frame)
             energy_db = 10.0 * math.log10(float(np.mean(np.square(frame))) + 1e-10)
-            frames.append(VadFrame(start * _MS_PER_SAMPLE, (start + step) * _MS_PER_SAMPLE, probability, energy_db))
+            frames.append(VadFrame(start * MS_PER_SAMPLE, (start + step) * MS_PER_SAMPLE, probability, energy_db))
         return frames
 
     def close(self) -> None:

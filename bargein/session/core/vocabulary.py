@@ -1,6 +1,7 @@
-"""The vocabulary of the duplex machine: its settings, the events it takes and the actions it returns.
+"""The vocabulary of the duplex machine: the events it takes and the actions it returns.
 
 All are small frozen dataclasses; payloads the machine does not interpret (audio) travel as ``object``.
+Every event is named for what happened, every action for what the shell must do.
 """
 
 from __future__ import annotations
@@ -9,7 +10,11 @@ import enum
 from dataclasses import dataclass
 from typing import Literal
 
+from bargein.engines.base import Transcript
+from bargein.protocol.client_events import ResponseParams
 from bargein.protocol.errors import ProtocolError
+from bargein.session.core.classifier import ListenDecision
+from bargein.session.core.settings import TurnSettings
 
 
 class Phase(enum.Enum):
@@ -21,28 +26,6 @@ class Phase(enum.Enum):
     AGENT_SPEAKING = "agent_speaking"
     PAUSED = "paused"
     """The user talked over the reply; it waits for the listening decision."""
-
-
-@dataclass(frozen=True)
-class TurnSettings:
-    """The part of ``turn_detection`` the machine needs; ``None`` in the session means manual turns."""
-
-    threshold: float = 0.5
-    prefix_padding_ms: int = 300
-    silence_duration_ms: int = 500
-    create_response: bool = True
-    interrupt_response: bool = True
-    idle_timeout_ms: int | None = None
-    eagerness: Literal["low", "medium", "high", "auto"] | None = None
-    """Set for ``semantic_vad``: the endpoint silence then follows the partial transcript."""
-    listen: bool = True
-    """Classify each segment (query or noise) before answering it or cutting a reply for it."""
-    false_interruption_timeout_ms: int = 2000
-    """A reply paused by a segment resumes if no query is recognised this long after the segment ends."""
-    storm_barge_ins: int = 3
-    storm_window_ms: int = 10_000
-    confirm_query_ms: int = 600
-    """In confirm mode, speech must last this long before it may pause a reply."""
 
 
 # --- events (inputs) ----------------------------------------------------------------------------------
@@ -74,9 +57,10 @@ class ClientClear:
 
 @dataclass(frozen=True)
 class ClientResponseCreate:
-    """``response.create``."""
+    """``response.create``, with the client's per-response parameters (they travel with the reply)."""
 
     event_id: str | None = None
+    params: ResponseParams | None = None
 
 
 @dataclass(frozen=True)
@@ -96,6 +80,21 @@ class ReplyAudio:
 
 
 @dataclass(frozen=True)
+class ReplyText:
+    """A reply produced a piece of text (its transcript, or its text output)."""
+
+    response_id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class AudioAppended:
+    """Client audio was appended and its VAD frames fed; the newest sample is at ``stream_ms``."""
+
+    stream_ms: float
+
+
+@dataclass(frozen=True)
 class ReplyFinished:
     """A reply's generation ended by itself (all its audio has been fed)."""
 
@@ -112,17 +111,34 @@ class IdleTimerFired:
 
 @dataclass(frozen=True)
 class SettingsChanged:
-    """``session.update`` changed turn detection (``None``: manual turns)."""
+    """``session.update`` changed turn detection or output (manual turns: :meth:`TurnSettings.manual`)."""
 
-    settings: TurnSettings | None
+    settings: TurnSettings
 
 
 @dataclass(frozen=True)
 class SegmentClassified:
-    """The listening classifier decided what a committed segment was."""
+    """What a committed segment was; with ``verdict`` the machine also reports its decision."""
 
     item_id: str
     decision: Literal["query", "noise"]
+    verdict: ListenDecision | None = None
+
+
+@dataclass(frozen=True)
+class SegmentTranscribed:
+    """A committed segment's recognition finished (``None``: it failed); the machine classifies it."""
+
+    item_id: str
+    transcript: Transcript | None
+
+
+@dataclass(frozen=True)
+class GuessTranscribed:
+    """Speculative recognition of a turn (started at :class:`SilenceBegan`) finished."""
+
+    item_id: str
+    transcript: Transcript
 
 
 @dataclass(frozen=True)
@@ -140,9 +156,9 @@ class PauseTimerFired:
     response_id: str
 
 
-Event = (VadFrame | ClientCommit | ClientClear | ClientResponseCreate | ClientResponseCancel | ReplyAudio
-         | ReplyFinished | IdleTimerFired | SettingsChanged | SegmentClassified | PartialTranscript
-         | PauseTimerFired)
+Event = (VadFrame | AudioAppended | ClientCommit | ClientClear | ClientResponseCreate | ClientResponseCancel
+         | ReplyAudio | ReplyText | ReplyFinished | IdleTimerFired | SettingsChanged | SegmentClassified
+         | SegmentTranscribed | GuessTranscribed | PartialTranscript | PauseTimerFired)
 
 
 # --- actions (outputs) --------------------------------------------------------------------------------
@@ -196,10 +212,14 @@ class ClearBuffer:
 
 @dataclass(frozen=True)
 class StartReply:
-    """Create response ``response_id`` (trigger: the VAD endpoint, the client or the idle timer)."""
+    """Create response ``response_id`` (trigger: the VAD endpoint, the client or the idle timer).
+
+    ``params`` are the client's ``response.create`` parameters, for this reply only.
+    """
 
     response_id: str
     trigger: Literal["turn_detected", "client", "idle_timeout"]
+    params: ResponseParams | None = None
 
 
 @dataclass(frozen=True)
@@ -223,6 +243,58 @@ class DropAudio:
     """A chunk of a reply that is no longer active: never sent."""
 
     response_id: str
+
+
+@dataclass(frozen=True)
+class ForwardText:
+    """Send this text of the active reply to the client."""
+
+    response_id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class HoldText:
+    """Text of a paused reply: keep it, in order with its audio, until the reply resumes or is cancelled."""
+
+    response_id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class DropText:
+    """Text of a reply that is no longer active: never sent."""
+
+    response_id: str
+
+
+@dataclass(frozen=True)
+class TrimBuffer:
+    """Forget buffered input audio before stream time ``before_ms`` (no turn needs it)."""
+
+    before_ms: float
+
+
+@dataclass(frozen=True)
+class PrefetchReply:
+    """The turn ``item_id`` reads as a query before its endpoint: start its reply's LLM privately.
+
+    ``text`` is what speculative recognition heard; the tokens are used only by a reply started after
+    the endpoint for exactly the history the prefetch assumed.
+    """
+
+    item_id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class ReportSegment:
+    """Tell the client what the machine decided about a segment (``bargein.listen.segment``)."""
+
+    item_id: str
+    verdict: ListenDecision
+    action: str
+    """What the machine did: answer, cut the reply and answer, resume the reply, ignore..."""
 
 
 @dataclass(frozen=True)
@@ -316,8 +388,7 @@ class ModeChanged:
 
 
 Action = (SpeechStarted | SilenceBegan | SpeechResumed | SpeechStopped | CommitBuffer | ClearBuffer
-          | StartReply | CancelReply | ForwardAudio | DropAudio | CompleteReply | ArmIdleTimer
-          | DisarmIdleTimer | IdleTimeout | Reject | PauseReply | HoldAudio | ResumeReply | ArmPauseTimer
-          | AwaitClassification | DiscardSegment | ModeChanged)
-
-
+          | TrimBuffer | StartReply | CancelReply | ForwardAudio | DropAudio | ForwardText | HoldText | DropText
+          | CompleteReply | ArmIdleTimer | DisarmIdleTimer | IdleTimeout | Reject | PauseReply | HoldAudio
+          | ResumeReply | ArmPauseTimer | AwaitClassification | ReportSegment | DiscardSegment | PrefetchReply
+          | ModeChanged)

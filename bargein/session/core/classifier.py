@@ -205,3 +205,58 @@ def segment_event_fields(item_id: str, decision: ListenDecision, action: str) ->
     return {"item_id": item_id, "decision": decision.decision, "reasons": list(decision.reasons),
             "action": action, **{key: value for key, value in decision.features.items()}}
 
+
+
+MAX_OPEN_SEGMENTS = 32
+"""Segments whose statistics are kept while they wait for their transcript (older ones are forgotten)."""
+
+
+@dataclass
+class Segment:
+    """What the classifier will need about one segment: its frames and the background when it began."""
+
+    stats: SegmentStats
+    floor_db: float
+    during_reply: bool = False
+    """Whether a reply was live when the segment began."""
+
+
+class SegmentBook:
+    """The segments of one session, from onset until their verdict, and the session's noise floor."""
+
+    def __init__(self) -> None:
+        self.noise_floor = NoiseFloor()
+        self._segments: dict[str, Segment] = {}
+
+    def begin(self, item_id: str, *, threshold: float, during_reply: bool) -> None:
+        """Speech began: a new segment, judged against the background as it was before it."""
+        self._segments[item_id] = Segment(SegmentStats(threshold=threshold), self.noise_floor.level_db,
+                                          during_reply)
+        while len(self._segments) > MAX_OPEN_SEGMENTS:
+            self._segments.pop(next(iter(self._segments)))
+
+    def frame(self, item_id: str | None, probability: float, energy_db: float, frame_ms: float) -> None:
+        """One VAD frame: into the speaking segment (if any), then into the noise floor."""
+        if item_id is not None and (segment := self._segments.get(item_id)) is not None:
+            segment.stats.add(probability, energy_db, frame_ms)
+        self.noise_floor.observe(probability, energy_db)
+
+    def get(self, item_id: str) -> Segment | None:
+        """The segment, while it is known."""
+        return self._segments.get(item_id)
+
+    def judge(self, item_id: str, transcript: Transcript | None, *, during_reply: bool) -> ListenDecision:
+        """Classify a committed segment with its transcript; the segment is then forgotten."""
+        segment = self._segments.pop(item_id, None) or Segment(SegmentStats(), self.noise_floor.level_db)
+        return classify(segment.stats, transcript, during_reply=during_reply, noise_floor_db=segment.floor_db)
+
+    def guess(self, item_id: str, transcript: Transcript, *, during_reply: bool) -> ListenDecision | None:
+        """Classify a segment still being decided on a speculative transcript (``None``: unknown)."""
+        segment = self._segments.get(item_id)
+        if segment is None:
+            return None
+        return classify(segment.stats, transcript, during_reply=during_reply, noise_floor_db=segment.floor_db)
+
+    def forget(self, item_id: str) -> None:
+        """A segment that will never be judged (the buffer was cleared)."""
+        self._segments.pop(item_id, None)

@@ -1,4 +1,4 @@
-"""The responder: a slow first clause starts as an early phrase; cancellation stops TTS within a chunk."""
+"""The reply pipeline: a slow first clause starts as an early phrase; cancellation stops TTS within a chunk."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Sequence
 from bargein.audio.codecs import AudioFormat
 from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, WordTiming
 from bargein.engines.fakes import FakeSynthesizer
-from bargein.session.responder import ReplyPlan, Responder
+from bargein.session.reply_pipeline import ReplyPipeline, ReplyPlan
 
 
 class SlowWords:
@@ -59,7 +59,7 @@ async def test_a_slow_first_sentence_is_spoken_from_an_early_phrase() -> None:
     sentence = "The capital city of France is Paris and it is lovely in spring."
     llm = SlowWords(sentence, 0.1)
     sink = RecordingSink(llm)
-    await Responder(llm, FakeSynthesizer(), first_clause_deadline_s=0.3).run(plan(), sink, CancelToken())
+    await ReplyPipeline(llm, FakeSynthesizer(), first_clause_deadline_s=0.3).run(plan(), sink, CancelToken())
     words_written, first = sink.texts[0]
     # the first phrase went to speech while the LLM was still writing the sentence
     assert first.split()[:3] == ["The", "capital", "city"]
@@ -69,6 +69,6 @@ async def test_a_slow_first_sentence_is_spoken_from_an_early_phrase() -> None:
 
 async def test_a_fast_first_sentence_keeps_its_natural_end() -> None:
     sink = RecordingSink()
-    await Responder(SlowWords("Paris is the capital. It is lovely.", 0.0), FakeSynthesizer()).run(
+    await ReplyPipeline(SlowWords("Paris is the capital. It is lovely.", 0.0), FakeSynthesizer()).run(
         plan(), sink, CancelToken())
     assert sink.texts[0][1] == "Paris is the capital."

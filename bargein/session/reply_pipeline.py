@@ -46,7 +46,7 @@ def generation_options(max_tokens: int | None) -> GenerationOptions:
 
 
 class ReplySink(Protocol):
-    """Where a reply's output goes; implemented by the session."""
+    """Where a reply's output goes; implemented by the session's reply runner."""
 
     async def wait_for_room(self, response_id: str) -> None:
         """Backpressure from the client connection and real-time pacing."""
@@ -79,8 +79,8 @@ class ReplyPlan:
     """Tokens a speculative LLM stream already wrote for exactly these messages."""
 
 
-class Responder:
-    """Runs replies against the shared LLM and TTS engines."""
+class ReplyPipeline:
+    """Runs replies against the shared LLM and TTS engines (one pipeline per session, one run per reply)."""
 
     def __init__(self, llm: LanguageModel, tts: SpeechSynthesizer, *, clause_queue: int = 4,
                  first_clause_deadline_s: float = 0.3) -> None:

@@ -1,0 +1,192 @@
+"""Per-turn stage timestamps: stream time (position in the input audio) beside wall time.
+
+Stream time is the truth for latency: speech onsets and ends are positions in the input, and every
+later stage is recorded in wall time next to the wall time at which that position arrived.
+:class:`TurnLedgers` keeps them by observing a session (its machine's events and actions, its replies'
+progress and what left the socket) and reports each turn when its reply closes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from bargein.metrics.tracing import export_turn
+from bargein.session.core import vocabulary as v
+
+if TYPE_CHECKING:
+    from bargein.metrics.prometheus import ServerMetrics
+    from bargein.session.outbound import Outgoing
+
+MAX_LEDGERS = 64
+"""Turn ledgers kept per session (the newest); older turns live on only in the metrics."""
+
+STAGES = ("speech_start", "speech_end", "commit", "asr_final", "reply_start", "llm_first_token",
+          "tts_first_audio", "first_delta_sent", "barge_in", "response_done")
+
+
+@dataclass(frozen=True)
+class Mark:
+    """When a stage happened: stream position (ms, if it has one) and wall clock (s)."""
+
+    wall_s: float
+    stream_ms: float | None = None
+
+
+@dataclass
+class TurnLedger:
+    """The marks of one turn (a user item and the reply to it). The first mark of a stage wins."""
+
+    item_id: str | None = None
+    response_id: str | None = None
+    clock: Callable[[], float] = time.monotonic
+    marks: dict[str, Mark] = field(default_factory=dict)
+    counters: dict[str, float] = field(default_factory=dict)
+
+    def mark(self, stage: str, *, stream_ms: float | None = None, wall_s: float | None = None) -> None:
+        """Record a stage once; later marks of the same stage are ignored."""
+        if stage not in STAGES:
+            raise ValueError(f"unknown stage {stage!r}")
+        if stage not in self.marks:
+            self.marks[stage] = Mark(self.clock() if wall_s is None else wall_s, stream_ms)
+
+    def add(self, counter: str, amount: float) -> None:
+        """Accumulate a count (tokens, audio seconds produced or heard)."""
+        self.counters[counter] = self.counters.get(counter, 0.0) + amount
+
+    def elapsed_ms(self, start: str, end: str) -> float | None:
+        """Wall milliseconds from one stage to another, if both happened."""
+        if start in self.marks and end in self.marks:
+            return 1000.0 * (self.marks[end].wall_s - self.marks[start].wall_s)
+        return None
+
+    def summary(self) -> dict[str, Any]:
+        """Stage latencies in ms (``None`` where a stage did not happen) and the turn's counters.
+
+        ``first_audio_ms`` is the server-side view of first audio: from the wall time the last sample of
+        speech arrived to the first delta leaving the socket (the client adds its network and playout).
+        """
+        span = self.elapsed_ms
+        llm_start = "reply_start"
+        if "asr_final" in self.marks and "reply_start" in self.marks \
+                and self.marks["asr_final"].wall_s > self.marks["reply_start"].wall_s:
+            llm_start = "asr_final"
+        return {
+            "item_id": self.item_id,
+            "response_id": self.response_id,
+            "speech_start_ms": self.marks["speech_start"].stream_ms if "speech_start" in self.marks else None,
+            "speech_end_ms": self.marks["speech_end"].stream_ms if "speech_end" in self.marks else None,
+            "endpoint_ms": _round(span("speech_end", "commit")),
+            "asr_final_ms": _round(span("commit", "asr_final")),
+            "llm_first_token_ms": _round(span(llm_start, "llm_first_token")),
+            "tts_first_audio_ms": _round(span("llm_first_token", "tts_first_audio")),
+            "first_delta_sent_ms": _round(span("reply_start", "first_delta_sent")),
+            "first_audio_ms": _round(span("speech_end", "first_delta_sent")),
+            **{key: round(value, 3) for key, value in self.counters.items()},
+        }
+
+
+class TurnLedgers:
+    """The ledgers of one session's recent turns, kept as an observer of the session.
+
+    ``stream_ms()`` is the session's stream clock; ``report(status, summary)`` receives each finished
+    turn (the session sends it to the client as ``bargein.turn.metrics``).
+    """
+
+    def __init__(self, stream_ms: Callable[[], float], report: Callable[[str, dict[str, Any]], None], *,
+                 metrics: ServerMetrics | None = None) -> None:
+        self.stream_ms = stream_ms
+        self.report = report
+        self.metrics = metrics
+        self.ledgers: dict[str, TurnLedger] = {}
+        self.current: TurnLedger | None = None
+
+    def get(self, key: str) -> TurnLedger | None:
+        """The ledger of a user item (or of a reply that had no user item)."""
+        return self.ledgers.get(key)
+
+    def for_reply(self, response_id: str) -> TurnLedger | None:
+        """The ledger a reply belongs to."""
+        return next((ledger for ledger in reversed(self.ledgers.values()) if ledger.response_id == response_id),
+                    None)
+
+    def _keep(self, key: str, ledger: TurnLedger) -> TurnLedger:
+        self.ledgers[key] = ledger
+        while len(self.ledgers) > MAX_LEDGERS:
+            self.ledgers.pop(next(iter(self.ledgers)))
+        return ledger
+
+    def on_event(self, event: v.Event) -> None:
+        """A committed segment's final transcript is the ``asr_final`` stage."""
+        if isinstance(event, v.SegmentTranscribed) and event.transcript is not None \
+                and (ledger := self.ledgers.get(event.item_id)) is not None:
+            ledger.mark("asr_final")
+
+    def on_action(self, action: v.Action) -> None:
+        """Stages the machine's decisions mark."""
+        match action:
+            case v.SpeechStarted(item_id, start_ms):
+                self.current = self._keep(item_id, TurnLedger(item_id=item_id))
+                self.current.mark("speech_start", stream_ms=start_ms)
+            case v.SpeechStopped(item_id, end_ms):
+                if ledger := self.ledgers.get(item_id):
+                    # the last speech sample arrived (stream_now - end) ago for a client streaming in real time
+                    lag_s = max(0.0, self.stream_ms() - end_ms) / 1000.0
+                    ledger.mark("speech_end", stream_ms=end_ms, wall_s=ledger.clock() - lag_s)
+            case v.CommitBuffer(item_id):
+                ledger = self.ledgers.get(item_id) or self._keep(item_id, TurnLedger(item_id=item_id))
+                self.current = ledger
+                ledger.mark("commit", stream_ms=self.stream_ms())
+            case v.StartReply(response_id):
+                ledger = self.current
+                if ledger is None or ledger.response_id is not None:
+                    # a reply to typed input or a second reply to one turn gets a ledger of its own
+                    ledger = self._keep(response_id, TurnLedger())
+                ledger.response_id = response_id
+                ledger.mark("reply_start")
+            case v.CancelReply(response_id, "turn_detected") | v.PauseReply(response_id):
+                self._mark_barge_in(response_id)
+            case _:
+                pass
+
+    def _mark_barge_in(self, response_id: str) -> None:
+        """The reply stopped for the current speech: how far into that speech (stream ms) it stopped."""
+        ledger = self.for_reply(response_id)
+        if ledger is None or "barge_in" in ledger.marks or self.current is None:
+            return
+        start = self.current.marks.get("speech_start")
+        onset = start.stream_ms or 0.0 if start is not None else 0.0
+        ledger.mark("barge_in", stream_ms=onset)
+        ledger.add("barge_in_detect_ms", self.stream_ms() - onset)
+
+    def on_sent(self, item: Outgoing) -> None:
+        """The first audio delta of a reply leaving the socket."""
+        if item.is_data and item.response_id is not None and (ledger := self.for_reply(item.response_id)):
+            ledger.mark("first_delta_sent")
+
+    def on_reply_progress(self, response_id: str, stage: str, count: int) -> None:
+        """Pipeline stages (``llm_first_token``, ``tts_first_audio``) and token counts."""
+        if (ledger := self.for_reply(response_id)) is None:
+            return
+        if stage == "tokens":
+            ledger.add("tokens", count)
+        else:
+            ledger.mark(stage)
+
+    def on_reply_closed(self, response_id: str, status: str, sent_ms: float, heard_ms: float) -> None:
+        """The turn is over: report its summary to the client, the metrics and the tracer."""
+        ledger = self.for_reply(response_id) or TurnLedger(response_id=response_id)
+        ledger.mark("response_done")
+        ledger.add("audio_sent_s", sent_ms / 1000.0)
+        ledger.add("audio_heard_s", heard_ms / 1000.0)
+        summary = ledger.summary()
+        self.report(status, summary)
+        if self.metrics is not None:
+            self.metrics.observe_turn(status, summary)
+        export_turn(ledger, status, summary)
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)

@@ -1,0 +1,399 @@
+"""The duplex turn-taking state machine: pure, no I/O, no clock of its own.
+
+Sans-I/O in the style of h11/wsproto: the shell ``feed``s small frozen events (a VAD frame, a client
+event, a reply's audio or text, a transcript, a timer) and ``take_actions`` returns what is due.
+Time is stream time carried by the events, so a scripted timeline with a fake clock replays exactly.
+Everything that affects turn-taking is decided here; the shell only carries the actions out.
+
+What it decides, and nothing else:
+- *when a user turn starts and ends*: server VAD with hysteresis, prefix padding and an endpoint
+  silence that semantic VAD and the storm guard can lengthen or shorten;
+- *what a segment means*: with listening on, every committed segment waits for its transcript, which
+  the listening classifier judges here (with the segment's VAD statistics and the noise floor); a
+  query is answered, noise is discarded and never enters the history, and the decision is reported;
+- *what happens to a reply the user talks over*: it pauses at once (no more audio or text goes out),
+  then a query cancels it and a false interruption resumes it from the cut point;
+- *which reply may reach the client*: audio and text from any reply but the active one are dropped by
+  id, so nothing produced for a cancelled reply can follow its ``response.done``;
+- *what speculative work is worth starting* and *how much idle input audio to keep*.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal, assert_never
+
+from bargein.protocol.client_events import ResponseParams
+from bargein.protocol.errors import ProtocolError
+from bargein.session.core import vocabulary as v
+from bargein.session.core.classifier import ListenDecision, SegmentBook
+from bargein.session.core.endpointing import endpoint_silence_ms
+from bargein.session.core.settings import TurnSettings
+from bargein.session.core.storm_guard import StormGuard
+
+MIN_COMMIT_MS = 100.0
+"""Shortest buffer a commit accepts (the OpenAI Realtime API's rule)."""
+HYSTERESIS = 0.15
+"""Speech ends below ``threshold - HYSTERESIS`` (Silero's recommended offset threshold)."""
+RECENT_FINISHED = 64
+"""Ended replies remembered, so their generation task finishing late is recognised as harmless."""
+
+
+class IllegalTransition(RuntimeError):
+    """The shell fed something impossible (a programming error, never a client error)."""
+
+
+@dataclass
+class _Turn:
+    item_id: str
+    onset_ms: float
+    during_reply: bool
+    silence_since_ms: float | None = None
+    partial: str | None = None
+    speech_ms: float = 0.0
+
+
+@dataclass
+class _Reply:
+    response_id: str
+    has_audio: bool = False
+    paused: bool = False
+    generation_done: bool = False
+
+
+@dataclass
+class DuplexMachine:
+    """Turn-taking and reply admission for one session.
+
+    ``new_id(prefix)`` supplies item and response ids (deterministic in tests).
+    """
+
+    new_id: Callable[[str], str]
+    settings: TurnSettings = field(default_factory=TurnSettings)
+    storm: StormGuard = field(default_factory=StormGuard)
+    segments: SegmentBook = field(default_factory=SegmentBook)
+    _turn: _Turn | None = field(default=None, init=False)
+    _reply: _Reply | None = field(default=None, init=False)
+    _awaiting: dict[str, bool] = field(default_factory=dict, init=False)
+    """Committed segments waiting for the classifier, and whether each began during a reply."""
+    _unanswered: bool = field(default=False, init=False)
+    _last_ms: float = field(default=0.0, init=False)
+    _actions: list[v.Action] = field(default_factory=list, init=False)
+    _finished: deque[str] = field(default_factory=lambda: deque(maxlen=RECENT_FINISHED), init=False)
+
+    def __post_init__(self) -> None:
+        self.storm = StormGuard(self.settings.listening.storm_barge_ins, self.settings.listening.storm_window_ms)
+
+    # -- the two public methods ---------------------------------------------------------------------
+
+    def feed(self, event: v.Event) -> None:
+        """Take one event; its consequences are queued for :meth:`take_actions`."""
+        match event:
+            case v.VadFrame():
+                self._on_vad_frame(event)
+            case v.AudioAppended():
+                if self.settings.vad and self._turn is None:
+                    self._emit(v.TrimBuffer(event.stream_ms - self.settings.buffer_keep_ms))
+            case v.PartialTranscript():
+                if self._turn is not None and self._turn.item_id == event.item_id:
+                    self._turn.partial = event.text
+            case v.SegmentClassified():
+                self._on_classified(event.item_id, event.decision, event.verdict)
+            case v.SegmentTranscribed():
+                if event.item_id in self._awaiting:
+                    verdict = self.segments.judge(event.item_id, event.transcript,
+                                                  during_reply=self._reply is not None)
+                    self._on_classified(event.item_id, verdict.decision, verdict)
+            case v.GuessTranscribed():
+                self._on_guess(event)
+            case v.PauseTimerFired():
+                reply = self._reply
+                if reply is not None and reply.response_id == event.response_id and reply.paused \
+                        and self._turn is None:  # else decided meanwhile, or the user is speaking again
+                    self._resume(reply)
+            case v.ClientCommit():
+                self._on_client_commit(event)
+            case v.ClientClear():
+                if self._turn is not None:
+                    self.segments.forget(self._turn.item_id)
+                self._turn = None
+                self._emit(v.ClearBuffer())
+            case v.ClientResponseCreate():
+                self._on_client_create(event)
+            case v.ClientResponseCancel():
+                self._on_client_cancel(event)
+            case v.ReplyAudio():
+                self._on_reply_audio(event)
+            case v.ReplyText():
+                reply = self._reply
+                if reply is None or reply.response_id != event.response_id:
+                    self._emit(v.DropText(event.response_id))
+                elif reply.paused:
+                    self._emit(v.HoldText(event.response_id, event.text))
+                else:
+                    self._emit(v.ForwardText(event.response_id, event.text))
+            case v.ReplyFinished():
+                self._on_reply_finished(event)
+            case v.IdleTimerFired():
+                if self._turn is None and self._reply is None and self.settings.vad:
+                    item_id = self.new_id("item")  # else the user or the agent spoke meanwhile: stale
+                    self._emit(v.IdleTimeout(item_id, event.at_ms, event.at_ms))
+                    self._start_reply("idle_timeout")
+            case v.SettingsChanged():
+                self._on_settings(event.settings)
+            case _:
+                assert_never(event)
+
+    def take_actions(self) -> list[v.Action]:
+        """Everything due since the last call, in order."""
+        actions, self._actions = self._actions, []
+        return actions
+
+    # -- state, for tests ---------------------------------------------------------------------------
+
+    @property
+    def phase(self) -> v.Phase:
+        """The current phase."""
+        if self._turn is not None:
+            return v.Phase.USER_SPEAKING
+        if self._reply is None:
+            return v.Phase.LISTENING
+        if self._reply.paused:
+            return v.Phase.PAUSED
+        return v.Phase.AGENT_SPEAKING if self._reply.has_audio else v.Phase.THINKING
+
+    @property
+    def active_response_id(self) -> str | None:
+        """The only reply whose output may reach the client (while it is not paused)."""
+        return self._reply.response_id if self._reply else None
+
+    # -- voice activity -----------------------------------------------------------------------------
+
+    def _on_vad_frame(self, frame: v.VadFrame) -> None:
+        if frame.end_ms < self._last_ms or frame.end_ms < frame.start_ms:
+            raise IllegalTransition(f"VAD frame {frame} goes back in stream time (at {self._last_ms})")
+        self._last_ms = frame.end_ms
+        if self.settings.vad:
+            self._detect_turn(frame, self.settings)
+        speaking = self._turn.item_id if self._turn is not None else None
+        self.segments.frame(speaking, frame.probability, frame.energy_db, frame.end_ms - frame.start_ms)
+
+    def _detect_turn(self, frame: v.VadFrame, settings: TurnSettings) -> None:
+        if self.storm.tick(frame.end_ms) == "normal":
+            self._emit(v.ModeChanged("normal", f"no barge-in for {settings.listening.storm_window_ms / 1000:.0f} s"))
+        threshold = settings.endpointing.threshold
+        speech = frame.probability >= threshold
+        silence = frame.probability < max(threshold - HYSTERESIS, 0.01)
+        turn = self._turn
+        if turn is None:
+            if speech:
+                self._begin_turn(frame.start_ms, settings)
+            return
+        if speech:
+            turn.speech_ms += frame.end_ms - frame.start_ms
+        if speech and turn.silence_since_ms is not None:
+            turn.silence_since_ms = None
+            self._emit(v.SpeechResumed(turn.item_id))
+        elif silence and turn.silence_since_ms is None:
+            turn.silence_since_ms = frame.start_ms
+            self._emit(v.SilenceBegan(turn.item_id, frame.start_ms))
+        reply = self._reply
+        if (turn.during_reply and reply is not None and not reply.paused and settings.interruption.enabled
+                and turn.speech_ms >= settings.interruption.confirm_query_ms):
+            self._pause(reply, turn)  # confirm mode: a query-length segment may interrupt
+        if turn.silence_since_ms is not None:
+            needed = endpoint_silence_ms(settings.endpointing.silence_duration_ms,
+                                         eagerness=settings.endpointing.eagerness, partial=turn.partial,
+                                         confirm=self.storm.mode == "confirm")
+            if frame.end_ms - turn.silence_since_ms >= needed:
+                self._end_turn(turn, settings, frame.end_ms)
+
+    def _begin_turn(self, onset_ms: float, settings: TurnSettings) -> None:
+        reply = self._reply
+        turn = self._turn = _Turn(self.new_id("item"), onset_ms, during_reply=reply is not None)
+        self.segments.begin(turn.item_id, threshold=settings.endpointing.threshold, during_reply=reply is not None)
+        self._emit(v.DisarmIdleTimer())
+        self._emit(v.SpeechStarted(turn.item_id, onset_ms))
+        if reply is None or not settings.interruption.enabled:
+            return
+        if not settings.listening.classify:
+            self._cancel_active("turn_detected")
+        elif self.storm.mode == "normal" and not reply.paused:
+            self._pause(reply, turn)
+
+    def _end_turn(self, turn: _Turn, settings: TurnSettings, now_ms: float) -> None:
+        assert turn.silence_since_ms is not None
+        self._turn = None
+        self._emit(v.SpeechStopped(turn.item_id, turn.silence_since_ms))
+        start = max(0.0, turn.onset_ms - settings.endpointing.prefix_padding_ms)
+        self._emit(v.CommitBuffer(turn.item_id, start, now_ms))
+        if not settings.listening.classify:
+            self.segments.forget(turn.item_id)
+            self._unanswered = True
+            self._maybe_answer()
+            return
+        self._awaiting[turn.item_id] = turn.during_reply
+        self._emit(v.AwaitClassification(turn.item_id))
+        if self._reply is not None and self._reply.paused:
+            self._emit(v.ArmPauseTimer(self._reply.response_id, settings.interruption.false_interruption_timeout_ms))
+
+    # -- listening decisions ------------------------------------------------------------------------
+
+    def _on_classified(self, item_id: str, decision: Literal["query", "noise"],
+                       verdict: ListenDecision | None) -> None:
+        if item_id not in self._awaiting:
+            return  # cleared, or decided already: a late answer changes nothing
+        during_reply = self._awaiting.pop(item_id)
+        reply = self._reply
+        confirm_ignores = (during_reply and reply is not None and not reply.paused
+                           and self.storm.mode == "confirm")
+        if decision == "noise" or confirm_ignores:
+            resumes = reply is not None and reply.paused and self._turn is None and not self._awaiting
+            if verdict is not None:
+                self._emit(v.ReportSegment(item_id, verdict, _ignored_action(reply is not None and reply.paused,
+                                                                           resumes, confirm_ignores)))
+            self._emit(v.DiscardSegment(item_id))
+            if resumes:
+                assert reply is not None
+                self._resume(reply)
+            self._maybe_answer()
+            return
+        self._unanswered = True
+        cuts = reply is not None and during_reply and self.settings.interruption.enabled
+        if verdict is not None:
+            self._emit(v.ReportSegment(item_id, verdict, "cut the reply and answer" if cuts else "answer"))
+        if cuts:
+            self._cancel_active("turn_detected")
+            if self.storm.barge_in(self._last_ms) == "confirm":
+                self._emit(v.ModeChanged("confirm", f"{self.storm.capacity} barge-ins within "
+                                                  f"{self.storm.window_ms / 1000:.0f} s"))
+        self._maybe_answer()
+
+    def _on_guess(self, event: v.GuessTranscribed) -> None:
+        settings = self.settings
+        if not (settings.vad and settings.create_response and settings.speculation.prefetch_reply):
+            return
+        verdict = self.segments.guess(event.item_id, event.transcript, during_reply=self._reply is not None)
+        if verdict is not None and verdict.decision == "query" and self._reply is None:
+            self._emit(v.PrefetchReply(event.item_id, event.transcript.text.strip()))
+
+    def _maybe_answer(self) -> None:
+        settings = self.settings
+        if (self._unanswered and settings.vad and settings.create_response and self._reply is None
+                and self._turn is None and not self._awaiting):
+            self._start_reply("turn_detected")
+
+    # -- client events ------------------------------------------------------------------------------
+
+    def _on_client_commit(self, event: v.ClientCommit) -> None:
+        turn, self._turn = self._turn, None
+        if event.buffered_ms < MIN_COMMIT_MS and turn is None:
+            self._emit(v.Reject(ProtocolError(
+                f"buffer too small: expected at least {MIN_COMMIT_MS:.0f} ms of audio, "
+                f"have {event.buffered_ms:.2f} ms",
+                code="input_audio_buffer_commit_empty", event_id=event.event_id)))
+            return
+        item_id = turn.item_id if turn else self.new_id("item")
+        if turn is not None:
+            self.segments.forget(turn.item_id)
+            self._emit(v.SpeechStopped(item_id, self._last_ms))
+        self._emit(v.CommitBuffer(item_id, None, None, event_id=event.event_id))
+        # an explicit commit is the client saying "this is a turn": no classification
+        if self.settings.vad:
+            self._unanswered = True
+            self._maybe_answer()
+
+    def _on_client_create(self, event: v.ClientResponseCreate) -> None:
+        if self._reply is not None:
+            self._emit(v.Reject(ProtocolError(
+                f"conversation already has an active response in progress: {self._reply.response_id}",
+                code="conversation_already_has_active_response", event_id=event.event_id)))
+            return
+        self._start_reply("client", event.params)
+
+    def _on_client_cancel(self, event: v.ClientResponseCancel) -> None:
+        reply = self._reply
+        if reply is None or (event.response_id is not None and event.response_id != reply.response_id):
+            self._emit(v.Reject(ProtocolError(
+                "cancellation failed: no active response found"
+                + (f" with id {event.response_id}" if event.response_id else ""),
+                code="response_cancel_not_active", param="response_id", event_id=event.event_id)))
+            return
+        self._cancel_active("client_cancelled")
+
+    def _on_settings(self, settings: TurnSettings) -> None:
+        self.settings = settings
+        self.storm.capacity = settings.listening.storm_barge_ins
+        self.storm.window_ms = settings.listening.storm_window_ms
+        if not settings.vad:
+            self._turn = None
+            self._emit(v.DisarmIdleTimer())
+
+    # -- the reply's output -------------------------------------------------------------------------
+
+    def _on_reply_audio(self, event: v.ReplyAudio) -> None:
+        reply = self._reply
+        if reply is None or reply.response_id != event.response_id:
+            self._emit(v.DropAudio(event.response_id))
+        elif reply.paused:
+            self._emit(v.HoldAudio(event.response_id, event.payload))
+        else:
+            reply.has_audio = True
+            self._emit(v.ForwardAudio(event.response_id, event.payload))
+
+    def _on_reply_finished(self, event: v.ReplyFinished) -> None:
+        reply = self._reply
+        if reply is None or reply.response_id != event.response_id:
+            if event.response_id not in self._finished:
+                raise IllegalTransition(f"reply {event.response_id} finished but was never started")
+            return  # it was cancelled; its response.done is already out
+        if reply.paused and not event.failed:
+            reply.generation_done = True  # it completes once resumed, or is cancelled
+            return
+        self._complete(reply, failed=event.failed)
+
+    # -- helpers ------------------------------------------------------------------------------------
+
+    def _start_reply(self, trigger: Literal["turn_detected", "client", "idle_timeout"],
+                     params: ResponseParams | None = None) -> None:
+        self._unanswered = False
+        self._reply = _Reply(self.new_id("resp"))
+        self._emit(v.DisarmIdleTimer())
+        self._emit(v.StartReply(self._reply.response_id, trigger, params))
+
+    def _pause(self, reply: _Reply, turn: _Turn) -> None:
+        reply.paused = True
+        self._emit(v.PauseReply(reply.response_id, turn.item_id))
+
+    def _resume(self, reply: _Reply) -> None:
+        reply.paused = False
+        self._emit(v.ResumeReply(reply.response_id))
+        if reply.generation_done:
+            self._complete(reply, failed=False)
+
+    def _complete(self, reply: _Reply, *, failed: bool) -> None:
+        self._reply = None
+        self._finished.append(reply.response_id)
+        self._emit(v.CompleteReply(reply.response_id, "failed" if failed else "completed"))
+        if self.settings.vad and self.settings.idle_timeout_ms:
+            self._emit(v.ArmIdleTimer(self.settings.idle_timeout_ms))
+        self._maybe_answer()
+
+    def _cancel_active(self, reason: Literal["turn_detected", "client_cancelled"]) -> None:
+        assert self._reply is not None
+        response_id = self._reply.response_id
+        self._reply = None
+        self._finished.append(response_id)
+        self._emit(v.CancelReply(response_id, reason))
+
+    def _emit(self, action: v.Action) -> None:
+        self._actions.append(action)
+
+
+def _ignored_action(paused: bool, resumes: bool, confirm_ignores: bool) -> str:
+    """How a segment that does not get an answer is reported."""
+    if resumes or paused:
+        return "resume the reply" if resumes else "keep the reply paused"
+    return "ignore (confirm mode: too short to interrupt)" if confirm_ignores else "ignore"

@@ -1,0 +1,114 @@
+"""What the duplex machine needs to know about turn-taking, grouped by concern, with documented defaults.
+
+The session's ``turn_detection`` (``server_vad``, ``semantic_vad`` or ``null``) is translated into one
+:class:`TurnSettings`. Manual turns are an explicit mode (:meth:`TurnSettings.manual`), not a missing value:
+the VAD still runs (its frames keep stream time) but only the client commits and creates responses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from bargein.protocol.session_config import SemanticVad, ServerVad, SessionConfig
+from bargein.session.core.endpointing import EAGERNESS_SILENCE_MS
+
+Eagerness = Literal["low", "medium", "high", "auto"]
+
+
+@dataclass(frozen=True)
+class Endpointing:
+    """When a user turn starts and ends."""
+
+    threshold: float = 0.5
+    """Speech probability at which a turn starts (it ends below ``threshold - 0.15``)."""
+    prefix_padding_ms: int = 300
+    """Audio kept before the onset in the committed item."""
+    silence_duration_ms: int = 500
+    """Silence that ends a turn (``server_vad``)."""
+    eagerness: Eagerness | None = None
+    """Set for ``semantic_vad``: the endpoint silence then follows the partial transcript."""
+
+
+@dataclass(frozen=True)
+class Interruption:
+    """What speech over a reply does to it."""
+
+    enabled: bool = True
+    """``interrupt_response``: speech over a reply pauses it (and a query then cancels it)."""
+    false_interruption_timeout_ms: int = 2000
+    """A paused reply resumes if no query is recognised this long after the segment ends."""
+    confirm_query_ms: int = 600
+    """In confirm mode, speech must last this long before it may pause a reply."""
+
+
+@dataclass(frozen=True)
+class Listening:
+    """The listening classifier and the storm guard."""
+
+    classify: bool = True
+    """Classify each segment (query or noise) before answering it or cutting a reply for it."""
+    storm_barge_ins: int = 3
+    """Barge-ins within ``storm_window_ms`` that switch the session into confirm mode."""
+    storm_window_ms: int = 10_000
+    """The storm guard's window, and the calm period that ends confirm mode."""
+
+
+@dataclass(frozen=True)
+class Speculation:
+    """Work started before the endpoint confirms a turn."""
+
+    prefetch_reply: bool = True
+    """Start the reply's LLM privately when speculative recognition of a turn reads as a query."""
+
+
+@dataclass(frozen=True)
+class TurnSettings:
+    """Everything the duplex machine decides with."""
+
+    mode: Literal["vad", "manual"] = "vad"
+    """``manual``: no VAD turns, no automatic replies; the client commits and creates responses."""
+    create_response: bool = True
+    """A detected turn gets an automatic reply."""
+    idle_timeout_ms: int | None = None
+    """After a reply, this much silence fires ``timeout_triggered`` and a reply (``None``: never)."""
+    endpointing: Endpointing = field(default_factory=Endpointing)
+    interruption: Interruption = field(default_factory=Interruption)
+    listening: Listening = field(default_factory=Listening)
+    speculation: Speculation = field(default_factory=Speculation)
+
+    @classmethod
+    def manual(cls) -> TurnSettings:
+        """Manual turns (``turn_detection: null``)."""
+        return cls(mode="manual", create_response=False)
+
+    @property
+    def vad(self) -> bool:
+        """True when the VAD detects turns."""
+        return self.mode == "vad"
+
+    @property
+    def buffer_keep_ms(self) -> int:
+        """Idle input audio kept in VAD mode: enough for the next onset's prefix padding."""
+        return max(self.endpointing.prefix_padding_ms, 500)
+
+
+def settings_from_config(config: SessionConfig, *, listen: bool = True) -> TurnSettings:
+    """The machine's view of a session's ``turn_detection`` and output (``listen``: the server's switch)."""
+    detection = config.audio.input.turn_detection
+    listening = Listening(classify=listen)
+    speculation = Speculation(prefetch_reply="audio" in config.output_modalities)
+    if isinstance(detection, ServerVad):
+        return TurnSettings(
+            create_response=detection.create_response, idle_timeout_ms=detection.idle_timeout_ms,
+            endpointing=Endpointing(detection.threshold, detection.prefix_padding_ms, detection.silence_duration_ms),
+            interruption=Interruption(enabled=detection.interrupt_response), listening=listening,
+            speculation=speculation)
+    if isinstance(detection, SemanticVad):
+        return TurnSettings(
+            create_response=detection.create_response,
+            endpointing=Endpointing(silence_duration_ms=EAGERNESS_SILENCE_MS[detection.eagerness],
+                                    eagerness=detection.eagerness),
+            interruption=Interruption(enabled=detection.interrupt_response), listening=listening,
+            speculation=speculation)
+    return TurnSettings.manual()

@@ -1,0 +1,133 @@
+"""Carries out the duplex machine's actions: the only place an action turns into I/O.
+
+One ``match`` over the whole action vocabulary (``assert_never`` makes mypy check it is exhaustive).
+Each case calls the one shell part that owns the job; none of them decides anything about the turn.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import assert_never
+
+from bargein.engines.base import ChatMessage
+from bargein.protocol.server_events import error_event, event
+from bargein.protocol.session_config import SessionConfig
+from bargein.session.core import vocabulary as v
+from bargein.session.core.classifier import segment_event_fields
+from bargein.session.history import Conversation, Item, Part
+from bargein.session.input_buffer import InputBuffer
+from bargein.session.outbound import Outgoing
+from bargein.session.reply_pipeline import generation_options
+from bargein.session.reply_runner import ReplyRunner
+from bargein.session.segment_tracker import SegmentTracker
+from bargein.session.speculation import Speculator
+from bargein.session.timers import Timers
+from bargein.session.transcription import Transcriber
+
+
+class ActionExecutor:
+    """Runs each action with the session's parts."""
+
+    def __init__(self, *, emit: Callable[[Outgoing], None], config: Callable[[], SessionConfig],
+                 conversation: Conversation, buffer: InputBuffer, tracker: SegmentTracker, speculator: Speculator,
+                 transcriber: Transcriber, replies: ReplyRunner, timers: Timers) -> None:
+        self.emit = emit
+        self.config = config
+        self.conversation = conversation
+        self.buffer = buffer
+        self.tracker = tracker
+        self.speculator = speculator
+        self.transcriber = transcriber
+        self.replies = replies
+        self.timers = timers
+        self.dropped_audio_chunks = 0
+
+    def run(self, action: v.Action) -> None:
+        """Carry out one action."""
+        match action:
+            case v.SpeechStarted(item_id, start_ms):
+                self.tracker.started(item_id, start_ms)
+                self.replies.cut_playing()
+                self._send("input_audio_buffer.speech_started", audio_start_ms=int(start_ms), item_id=item_id)
+            case v.SpeechStopped(item_id, end_ms):
+                self.tracker.stopped(item_id)
+                self._send("input_audio_buffer.speech_stopped", audio_end_ms=int(end_ms), item_id=item_id)
+            case v.SilenceBegan(item_id, at_ms):
+                self.tracker.silence_began(item_id, at_ms)
+            case v.SpeechResumed(item_id):
+                self.speculator.drop(item_id)  # whatever was guessed for this turn is waste
+            case v.CommitBuffer(item_id, start_ms, end_ms):
+                self._commit(item_id, start_ms, end_ms)
+            case v.ClearBuffer():
+                if self.tracker.speaking is not None:
+                    self.tracker.stopped(self.tracker.speaking)
+                self.buffer.clear()
+                self._send("input_audio_buffer.cleared")
+            case v.TrimBuffer(before_ms):
+                self.buffer.trim_before(before_ms)
+            case v.AwaitClassification():
+                pass  # the verdict follows the item's transcript, which every commit starts
+            case v.ReportSegment(item_id, verdict, what):
+                self._send("bargein.listen.segment", **segment_event_fields(item_id, verdict, what))
+            case v.DiscardSegment(item_id):
+                with contextlib.suppress(Exception):
+                    self.conversation.delete(item_id)
+                    self._send("conversation.item.deleted", item_id=item_id)
+            case v.PrefetchReply(item_id, text):
+                config = self.config()
+                messages = [*self.conversation.chat_messages(config.instructions), ChatMessage("user", text)]
+                max_tokens = config.max_output_tokens
+                self.speculator.prefetch(item_id, messages,
+                                         generation_options(None if max_tokens == "inf" else max_tokens))
+            case v.StartReply(response_id, trigger, params):
+                self.replies.start(response_id, trigger, params)
+            case v.CancelReply(response_id, reason):
+                self.replies.cancel(response_id, reason)
+                self.timers.disarm_pause(response_id)
+            case v.CompleteReply(response_id, status):
+                self.replies.finish(response_id, status)
+                self.timers.disarm_pause(response_id)
+            case v.ForwardAudio(response_id, payload):
+                self.replies.forward(response_id, payload)
+            case v.ForwardText(response_id, text):
+                self.replies.forward_text(response_id, text)
+            case v.HoldAudio(response_id, payload):
+                self.replies.hold(response_id, payload)
+            case v.HoldText(response_id, text):
+                self.replies.hold(response_id, text)
+            case v.DropAudio():
+                self.dropped_audio_chunks += 1
+            case v.DropText():
+                pass
+            case v.PauseReply(response_id, item_id):
+                self.replies.pause(response_id, item_id)
+            case v.ResumeReply(response_id):
+                self.timers.disarm_pause(response_id)
+                self.replies.resume(response_id)
+            case v.ArmPauseTimer(response_id, delay_ms):
+                self.timers.arm_pause(response_id, delay_ms)
+            case v.ArmIdleTimer(delay_ms):
+                self.timers.arm_idle(delay_ms)
+            case v.DisarmIdleTimer():
+                self.timers.disarm_idle()
+            case v.IdleTimeout(item_id, start_ms, end_ms):
+                self._send("input_audio_buffer.timeout_triggered", item_id=item_id, audio_start_ms=int(start_ms),
+                           audio_end_ms=int(end_ms))
+            case v.Reject(error):
+                self.emit(Outgoing(error_event(error)))
+            case v.ModeChanged(mode, reason):
+                self._send("bargein.turn.mode", mode=mode, reason=reason)
+            case _:
+                assert_never(action)
+
+    def _send(self, kind: str, **fields: object) -> None:
+        self.emit(Outgoing(event(kind, **fields)))
+
+    def _commit(self, item_id: str, start_ms: float | None, end_ms: float | None) -> None:
+        audio = self.buffer.take(start_ms, end_ms)
+        item = Item(item_id, "user", [Part("input_audio")], audio_ms=1000.0 * len(audio) / 16_000)
+        previous = self.conversation.add(item)
+        self._send("input_audio_buffer.committed", previous_item_id=previous, item_id=item_id)
+        self._send("conversation.item.added", previous_item_id=previous, item=item.wire())
+        self.transcriber.start(item, audio, content_index=0, guessed=self.speculator.take_recognition(item_id))

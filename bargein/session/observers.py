@@ -1,0 +1,53 @@
+"""The public way to watch a session: what the machine was fed, what it decided, what left the socket.
+
+Observers are passed to :class:`~bargein.session.realtime_session.RealtimeSession` (or added with
+``session.observe``). They see every event just after the machine takes it and every action just before
+the shell carries it out, so an observer's records are in the machine's own order. The turn ledger
+(``bargein.metrics.turn_ledger``) and the benches are observers; none of them reads session internals.
+Observers must not raise and must not feed the session.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from bargein.session.core.vocabulary import Action, Event
+from bargein.session.outbound import Outgoing
+
+
+class SessionObserver(Protocol):
+    """What a session tells its observers."""
+
+    def on_event(self, event: Event) -> None:
+        """The machine took ``event``."""
+
+    def on_action(self, action: Action) -> None:
+        """The machine decided ``action``; the shell carries it out next."""
+
+    def on_sent(self, item: Outgoing) -> None:
+        """The transport wrote ``item`` to the client."""
+
+    def on_reply_progress(self, response_id: str, stage: str, count: int) -> None:
+        """A reply's pipeline reached ``stage`` (``llm_first_token``, ``tts_first_audio``, ``tokens``)."""
+
+    def on_reply_closed(self, response_id: str, status: str, sent_ms: float, heard_ms: float) -> None:
+        """A reply's ``response.done`` went out: how much audio was sent and how much was heard."""
+
+
+class QuietObserver:
+    """An observer that ignores everything: subclass it and override what you need."""
+
+    def on_event(self, event: Event) -> None:
+        """Ignored."""
+
+    def on_action(self, action: Action) -> None:
+        """Ignored."""
+
+    def on_sent(self, item: Outgoing) -> None:
+        """Ignored."""
+
+    def on_reply_progress(self, response_id: str, stage: str, count: int) -> None:
+        """Ignored."""
+
+    def on_reply_closed(self, response_id: str, status: str, sent_ms: float, heard_ms: float) -> None:
+        """Ignored."""

@@ -1,0 +1,258 @@
+"""Carries out the machine's decisions about replies: start, forward, hold, pause, resume, cancel, finish.
+
+Each reply is one :class:`LiveReply`. Its pipeline (LLM -> TTS) runs as a task and hands every piece of
+text and audio to the machine (``ReplyText`` / ``ReplyAudio``); only what the machine forwards is sent.
+Pacing keeps a reply at most ``output_lead_ms`` ahead of real-time playback, so a barge-in cancels it
+for real rather than after ``response.done`` (the client may still be playing), and a pause stops it
+at the sample the client had reached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Literal
+
+from bargein.engines.base import CancelToken, ChatMessage, WordTiming
+from bargein.protocol import client_events as ce
+from bargein.protocol.errors import ProtocolError
+from bargein.protocol.server_events import error_event, event, new_id
+from bargein.protocol.session_config import SessionConfig
+from bargein.session.core import vocabulary as v
+from bargein.session.history import Conversation
+from bargein.session.live_reply import AudioPiece, LiveReply, Pause, restarted_clocks, resumption
+from bargein.session.outbound import Outbound, Outgoing
+from bargein.session.playback import Pacer
+from bargein.session.reply_pipeline import ReplyPipeline, ReplyPlan
+from bargein.session.response_events import ReplyState, assistant_item
+from bargein.session.speculation import PrefetchedReply
+
+log = logging.getLogger(__name__)
+RECENT_REPLIES = 4
+"""Replies whose play estimate is kept, for a barge-in while the client still plays a finished one."""
+Progress = Callable[[str, str, int], None]
+"""``(response_id, stage, count)``: a pipeline stage was reached, or tokens were produced."""
+Closed = Callable[[str, str, float, float], None]
+"""``(response_id, status, sent_ms, heard_ms)``: a reply's ``response.done`` went out."""
+
+
+class ReplyRunner:
+    """The live and recently finished replies of one session."""
+
+    def __init__(self, pipeline: ReplyPipeline, *, outbound: Outbound, conversation: Conversation,
+                 feed: Callable[[v.Event], None], config: Callable[[], SessionConfig],
+                 wait_for_words: Callable[[], Awaitable[None]],
+                 take_prefetch: Callable[[list[ChatMessage]], PrefetchedReply | None],
+                 progress: Progress, closed: Closed, output_lead_ms: float = 1000.0) -> None:
+        self.pipeline = pipeline
+        self.outbound = outbound
+        self.conversation = conversation
+        self.feed = feed
+        self.config = config
+        self.wait_for_words = wait_for_words
+        self.take_prefetch = take_prefetch
+        self.progress = progress
+        self.closed = closed
+        self.output_lead_ms = output_lead_ms
+        self.live: dict[str, LiveReply] = {}
+        self.recent: deque[LiveReply] = deque(maxlen=RECENT_REPLIES)
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    def _emit(self, item: Outgoing) -> None:
+        self.outbound.put(item)
+
+    def start(self, response_id: str, trigger: str, params: ce.ResponseParams | None) -> None:
+        """Open the reply's events and start its pipeline; ``params`` apply to this reply only."""
+        config = self.config()
+        modalities = params.output_modalities if params and params.output_modalities else config.output_modalities
+        audio = "audio" in modalities
+        state = ReplyState(response_id, assistant_item(new_id("item"), audio=audio), audio,
+                           config.output_format, config.audio.output.voice,
+                           in_conversation=not (params and params.conversation == "none"),
+                           metadata=params.metadata if params else None)
+        reply = LiveReply(state, CancelToken(), Pacer(self.output_lead_ms))
+        self.live[response_id] = reply
+        self.recent.append(reply)
+        state.open(self._emit, self.conversation)
+        instructions = params.instructions if params and params.instructions else config.instructions
+        max_tokens = params.max_output_tokens if params and params.max_output_tokens else config.max_output_tokens
+        task = asyncio.create_task(self._run(reply, instructions, None if max_tokens == "inf" else max_tokens,
+                                             trigger))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _run(self, reply: LiveReply, instructions: str, max_tokens: int | None, trigger: str) -> None:
+        state = reply.state
+        failed = False
+        try:
+            await self.wait_for_words()  # the reply answers what the user said, so it needs the words
+            if reply.cancel.cancelled:
+                return
+            if trigger == "turn_detected" and not self._last_user_text():
+                log.info("reply %s: the turn had no words, so nothing to answer", reply.response_id)
+                return
+            messages = self.conversation.chat_messages(instructions)
+            state.input_tokens = sum(len(m.content.split()) for m in messages)
+            prefetched = self.take_prefetch(messages)
+            plan = ReplyPlan(reply.response_id, messages, state.audio, self.config().audio.output.voice,
+                             state.output_format, max_tokens,
+                             prefetched.adopt(reply.cancel) if prefetched is not None else None)
+            await self.pipeline.run(plan, _Sink(self, reply), reply.cancel)
+        except Exception as error:
+            failed = True
+            log.exception("reply %s failed", reply.response_id)
+            if not reply.ended:
+                self._emit(Outgoing(error_event(ProtocolError(
+                    f"the reply failed in an engine: {type(error).__name__}: {error}"[:500],
+                    code="engine_error", type="server_error"))))
+        finally:
+            if not reply.ended:
+                self.feed(v.ReplyFinished(reply.response_id, failed=failed))
+
+    def _last_user_text(self) -> str:
+        user_items = [item for item in self.conversation if item.role == "user"]
+        return " ".join(p.text for p in user_items[-1].parts).strip() if user_items else ""
+
+    # -- output the machine admitted or held --------------------------------------------------------
+
+    def forward(self, response_id: str, payload: object) -> None:
+        """Send a piece of audio the machine admitted."""
+        assert isinstance(payload, AudioPiece)
+        reply = self.live[response_id]
+        reply.forwarded += payload.data
+        reply.state.audio_delta(self._emit, payload.data, payload.duration_ms, payload.words)
+
+    def forward_text(self, response_id: str, text: str) -> None:
+        """Send a piece of text the machine admitted."""
+        self.live[response_id].state.text_delta(self._emit, text)
+
+    def hold(self, response_id: str, payload: object) -> None:
+        """Audio or text produced while paused waits, in order, for the resume."""
+        assert isinstance(payload, AudioPiece | str)
+        pause = self.live[response_id].pause
+        assert pause is not None
+        pause.held.append(payload)
+
+    # -- pause and resume ---------------------------------------------------------------------------
+
+    def pause(self, response_id: str, item_id: str) -> None:
+        """Stop sending at once; remember where the client's playback stands (the cut point)."""
+        reply = self.live[response_id]
+        self.outbound.purge(response_id)
+        cut_ms = reply.playback.heard_ms()
+        reply.pause = Pause(cut_ms, item_id)
+        reply.gate.clear()
+        self._emit(Outgoing(event("bargein.reply.paused", response_id=response_id, item_id=reply.state.item.id,
+                                  segment_item_id=item_id, audio_end_ms=round(cut_ms, 3))))
+
+    def resume(self, response_id: str) -> None:
+        """A false interruption: re-send from the cut point, then what was held, then carry on."""
+        reply = self.live[response_id]
+        pause, reply.pause = reply.pause, None
+        assert pause is not None
+        item = reply.state.item
+        cut = resumption(bytes(reply.forwarded), item.heard_ms if item.heard_ms is not None else pause.cut_ms,
+                         reply.state.output_format, item.words)
+        del reply.forwarded[cut.cut_byte:]
+        item.words = cut.kept_words
+        item.audio_ms = cut.cut_ms
+        item.heard_ms = None
+        item.status = "in_progress"
+        reply.playback, reply.pacer = restarted_clocks(cut.cut_ms, self.output_lead_ms)
+        self._emit(Outgoing(event("bargein.reply.resumed", response_id=response_id, item_id=item.id,
+                                  audio_start_ms=round(cut.cut_ms, 3))))
+        for piece in [*cut.pieces, *pause.held]:
+            if isinstance(piece, str):
+                self.forward_text(response_id, piece)
+            else:
+                self.forward(response_id, piece)
+        reply.gate.set()
+
+    # -- the end of a reply -------------------------------------------------------------------------
+
+    def cancel(self, response_id: str, reason: str) -> None:
+        """Stop every stage, drop queued audio, keep what was heard, emit ``response.done`` cancelled."""
+        reply = self.live.pop(response_id)
+        reply.cancel.cancel(reason)
+        self.outbound.purge(response_id)
+        reply.end()
+        item = reply.state.item
+        if reply.state.audio:
+            item.audio_ms = reply.playback.sent_ms  # purged deltas never reached the client
+            if item.heard_ms is None:  # a client truncate during a pause is the better figure
+                item.heard_ms = reply.pause.cut_ms if reply.pause is not None else reply.playback.heard_ms()
+        reply.pause = None
+        self._close(reply, "cancelled", reason)
+
+    def finish(self, response_id: str, status: str) -> None:
+        """The reply ended by itself: closing events and ``response.done``."""
+        reply = self.live.pop(response_id)
+        reply.end()
+        self._close(reply, "failed" if status == "failed" else "completed", None)
+
+    def _close(self, reply: LiveReply, status: Literal["completed", "cancelled", "failed"],
+               reason: str | None) -> None:
+        reply.state.close(self._emit, status, reason=reason)
+        item = reply.state.item
+        self.closed(reply.response_id, status, item.audio_ms, item.audio_ms if item.heard_ms is None else item.heard_ms)
+
+    def cut_playing(self) -> None:
+        """The user spoke while the client may still be playing a finished reply: keep what was heard.
+
+        A client truncate, if one follows, replaces this estimate with its playback cursor.
+        """
+        for reply in self.recent:
+            item = reply.state.item
+            if not reply.ended or item.heard_ms is not None:
+                continue
+            heard = reply.playback.heard_ms()
+            if heard < reply.playback.sent_ms - 1.0:
+                item.heard_ms = heard
+                item.status = "incomplete"
+
+    def on_sent(self, item: Outgoing) -> None:
+        """An audio delta left for the client: advance that reply's play estimate."""
+        if item.response_id is None:
+            return
+        for reply in self.recent:
+            if reply.response_id == item.response_id:
+                reply.playback.on_sent(item.audio_ms)
+
+    def close(self) -> list[asyncio.Task[None]]:
+        """Cancel every live reply's work (the session is ending); returns the tasks to await."""
+        for reply in self.live.values():
+            reply.cancel.cancel("session closed")
+        for task in self.tasks:
+            task.cancel()
+        return list(self.tasks)
+
+
+class _Sink:
+    """One reply's pipeline output: every piece goes through the machine."""
+
+    def __init__(self, runner: ReplyRunner, reply: LiveReply) -> None:
+        self.runner = runner
+        self.reply = reply
+
+    async def wait_for_room(self, response_id: str) -> None:
+        await self.reply.gate.wait()
+        await self.runner.outbound.wait_for_room()
+        if not self.reply.ended and (delay := self.reply.pacer.delay_s(self.reply.state.item.audio_ms)) > 0:
+            await asyncio.sleep(delay)
+
+    def reply_text(self, response_id: str, text: str) -> None:
+        self.runner.feed(v.ReplyText(response_id, text))
+
+    def reply_audio(self, response_id: str, payload: bytes, duration_ms: float,
+                    words: Sequence[WordTiming]) -> None:
+        self.runner.feed(v.ReplyAudio(response_id, AudioPiece(payload, duration_ms, words)))
+
+    def reply_mark(self, response_id: str, stage: str) -> None:
+        self.runner.progress(response_id, stage, 0)
+
+    def reply_tokens(self, response_id: str, count: int) -> None:
+        if not self.reply.ended:
+            self.reply.state.output_tokens += count
+        self.runner.progress(response_id, "tokens", count)

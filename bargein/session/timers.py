@@ -1,0 +1,52 @@
+"""The session's timers: the idle timer and the false-interruption timer of a paused reply.
+
+They turn the machine's ``Arm…`` actions into events fed back after a delay; the machine checks on
+arrival whether a timer is stale, so disarming is only housekeeping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from bargein.session.core import vocabulary as v
+
+
+class Timers:
+    """The idle timer and the pause timers of one session."""
+
+    def __init__(self, feed: Callable[[v.Event], None], stream_ms: Callable[[], float]) -> None:
+        self.feed = feed
+        self.stream_ms = stream_ms
+        self._idle: asyncio.TimerHandle | None = None
+        self._pauses: dict[str, asyncio.TimerHandle] = {}
+
+    def arm_idle(self, delay_ms: int) -> None:
+        """Fire ``IdleTimerFired`` after ``delay_ms`` (replacing any armed idle timer)."""
+        self.disarm_idle()
+        self._idle = asyncio.get_running_loop().call_later(
+            delay_ms / 1000, lambda: self.feed(v.IdleTimerFired(self.stream_ms())))
+
+    def disarm_idle(self) -> None:
+        """Forget the idle timer."""
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
+
+    def arm_pause(self, response_id: str, delay_ms: int) -> None:
+        """Fire ``PauseTimerFired`` for a paused reply after ``delay_ms``."""
+        self.disarm_pause(response_id)
+        self._pauses[response_id] = asyncio.get_running_loop().call_later(
+            delay_ms / 1000, lambda: self.feed(v.PauseTimerFired(response_id)))
+
+    def disarm_pause(self, response_id: str) -> None:
+        """Forget a reply's pause timer (it resumed or ended)."""
+        if (timer := self._pauses.pop(response_id, None)) is not None:
+            timer.cancel()
+
+    def close(self) -> None:
+        """Cancel everything (the session is ending)."""
+        self.disarm_idle()
+        for timer in self._pauses.values():
+            timer.cancel()
+        self._pauses.clear()
