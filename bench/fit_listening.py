@@ -32,6 +32,7 @@ import numpy.typing as npt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bargein.listening_model.decide import by_rule
 from bargein.listening_model.features import NAMES, vector, words_of
 from bargein.listening_model.lexicon import BACKCHANNELS, COMMAND_WORDS, MISHEARD, QUESTION_WORDS
 from bargein.listening_model.model import WEIGHTS, InterruptionModel
@@ -44,8 +45,9 @@ SLOP_MS = 150.0
 Rows = tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], list[str], list[dict[str, Any]]]
 
 
-def rows(dump: list[dict[str, Any]], families: set[str]) -> Rows:
-    """Features, labels, family and the segment itself, for every judged segment heard over a reply."""
+def rows(dump: list[dict[str, Any]], families: set[str], *, ruled: bool = False) -> Rows:
+    """Features, labels, family and the segment itself, for every judged segment heard over a reply
+    (with ``ruled`` False, only those the rules leave to the model)."""
     xs, ys, fams, segs = [], [], [], []
     for row in dump:
         case = row["case"]
@@ -59,6 +61,8 @@ def rows(dump: list[dict[str, Any]], families: set[str]) -> Rows:
             seg_start = row["started"].get(item, 0.0)
             seg_end = row["stopped"].get(item, float("inf"))
             overlaps = seg_start <= end_ms + SLOP_MS and seg_end >= start_ms - SLOP_MS
+            if not ruled and by_rule(segment) is not None:
+                continue
             xs.append(vector(segment))
             ys.append(float(overlaps and case["category"] in ("command", "query")))
             fams.append(case["family"] if case["family"] != "noise" else f"noise-{case['source']}")
@@ -131,6 +135,29 @@ def summary(p: npt.NDArray[np.float64], y: npt.NDArray[np.float64], fams: list[s
         print(f"{fam:<22} {f'{hit}/{pos}':>20} {f'{false}/{neg}':>14}")
 
 
+def pipeline(dump: list[dict[str, Any]], families: set[str], segs: list[dict[str, Any]],
+             p: npt.NDArray[np.float64], threshold: float) -> None:
+    """Case by case, rules then the left-one-family-out model: as labelled, by category and condition."""
+    model_says = {(seg["case"], seg["item_id"]): prob >= threshold for seg, prob in zip(segs, p, strict=True)}
+    tally: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for row in dump:
+        case = row["case"]
+        if case["family"] not in families and case["family"] != "noise":
+            continue
+        cut = False
+        for segment in row["segments"]:
+            if segment.get("decision") == "text" or not segment.get("during_reply"):
+                continue
+            ruled = by_rule(segment)
+            cut |= ruled[0] == "query" if ruled else model_says.get((case["id"], segment["item_id"]), False)
+        cell = tally[(case["category"], case["condition"])]
+        cell[0] += cut == (case["expect"] == "cut")
+        cell[1] += 1
+    print("cases as labelled, rules + left-one-family-out model (segments judged as dumped):")
+    for (category, condition), (ok, total) in sorted(tally.items()):
+        print(f"  {category:<12} {condition:<7} {ok}/{total}")
+
+
 def misheard(segs: list[dict[str, Any]]) -> Counter[str]:
     """Words in command segments that no lexicon knows: candidates for MISHEARD."""
     known = COMMAND_WORDS | QUESTION_WORDS | MISHEARD | BACKCHANNELS
@@ -144,10 +171,13 @@ def misheard(segs: list[dict[str, Any]]) -> Counter[str]:
 
 def main() -> None:
     """Command line."""
+    global MISS_COST
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("dumps", type=Path, nargs="+", help="bench/turn_quality.py --split train --dump files")
     parser.add_argument("--write", action="store_true", help=f"write {WEIGHTS}")
+    parser.add_argument("--miss-cost", type=float, default=3.0, help="a missed interruption, in false ones (3)")
     args = parser.parse_args()
+    MISS_COST = args.miss_cost
     train, _ = split_families("train")
     dump = [row for path in args.dumps for row in json.loads(path.read_text())]
     x, y, fams, segs = rows(dump, set(train))
@@ -160,6 +190,7 @@ def main() -> None:
     model = InterruptionModel(model.names, model.mean, model.scale, model.coef, model.intercept, threshold)
     for name, weight in sorted(zip(NAMES, model.coef, strict=True), key=lambda item: -abs(item[1])):
         print(f"  {name:<26} {weight:+.3f}")
+    pipeline(dump, set(train), segs, cross_validated(x, y, fams, penalty), threshold)
     print("words in training command segments that no list knows:", misheard(segs).most_common(20))
     if args.write:
         WEIGHTS.write_text(model.to_json(

@@ -22,6 +22,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bargein.engines.base import Transcript
+from bargein.listening_model.decide import decide_over_reply
 from bargein.session.core.classifier import SegmentStats, classify
 
 FRAME_MS = 32.0
@@ -30,6 +31,8 @@ SPEECH_LEVEL_DB = -20.0
 
 def judge(segment: dict[str, Any]) -> str:
     """The current classifier's decision on one dumped ``bargein.listen.segment``."""
+    if segment.get("during_reply"):  # over a reply the decision reads the event's features alone
+        return decide_over_reply(segment)[0]
     stats = SegmentStats()
     for _ in range(round(segment["speech_ms"] / FRAME_MS)):
         stats.add(0.9, SPEECH_LEVEL_DB, FRAME_MS)

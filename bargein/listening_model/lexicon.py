@@ -19,7 +19,7 @@ BACKCHANNELS = frozenset({
 COMMAND_WORDS = frozenset({
     "stop", "wait", "hold", "hang", "pause", "next", "skip", "louder", "quieter", "softer", "slower", "faster",
     "repeat", "again", "cancel", "enough", "no", "nope", "quiet", "shush", "hush", "sorry", "excuse", "pardon",
-    "hey", "help", "listen", "actually", "back", "continue", "go", "hello", "goodbye", "bye", "moment", "try",
+    "hey", "help", "listen", "actually", "back", "continue", "go", "hello", "goodbye", "moment", "try",
     "tomorrow", "shut", "halt", "never", "mind",
 })
 """Words that can cut the agent short on their own."""

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from bargein.engines.base import Transcript
+from bargein.listening_model.decide import decide_over_reply, spotted_command
+from bargein.listening_model.user_words import user_words
 
 BACKCHANNELS = frozenset({
     "uh-huh", "uh huh", "uhhuh", "mhm", "mm-hmm", "mm hmm", "mmhmm", "mm", "hmm", "hm", "mmm", "yeah", "yep",
@@ -69,6 +71,8 @@ _WORDS = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")
 _LATIN = re.compile(r"[a-z'’-]+")
 _LAUGH = re.compile(r"(?:[a-z]{0,2}-?)?(?:h[aeiou]-?){2,}h?")
 _VOWEL = re.compile(r"[aeiouy0-9]")
+MAX_LEVEL_FRAMES = 1000
+"""Frame levels kept per segment: 32 s of 32 ms frames; a longer segment's later words go unplaced."""
 _ANNOTATION = re.compile(r"^(?:\s*(?:\([^)]*\)|\[[^\]]*\]|\*[^*]*\*|♪+)[\s.,!?]*)+$")
 
 
@@ -83,9 +87,17 @@ class SegmentStats:
     peak_probability: float = 0.0
     speech_power_sum: float = 0.0
     speech_ms: float = 0.0
+    offset_ms: float = 0.0
+    """Where the segment's first frame lies in the clip the recogniser hears (its prefix padding)."""
+    frame_ms: float = 0.0
+    levels_db: list[float] = field(default_factory=list)
+    """Each frame's level, for the level of each recognised word (at most :data:`MAX_LEVEL_FRAMES`)."""
 
     def add(self, probability: float, energy_db: float, frame_ms: float) -> None:
         """One VAD frame of the segment."""
+        if len(self.levels_db) < MAX_LEVEL_FRAMES:
+            self.levels_db.append(energy_db)
+        self.frame_ms = frame_ms
         self.frames += 1
         self.probability_sum += probability
         self.peak_probability = max(self.peak_probability, probability)
@@ -109,15 +121,21 @@ class SegmentStats:
 
 @dataclass
 class NoiseFloor:
-    """A slow estimate of the background level from frames the VAD calls silence."""
+    """A slow estimate of the background level from frames the VAD calls silence.
+
+    It starts as the running mean of the first background frames (a floor that crept up from -70 dBFS at
+    the slow rate would take seconds, and meanwhile every sound would look loud), then follows slowly.
+    """
 
     level_db: float = -70.0
     rate: float = 0.05
+    observed: int = 0
 
     def observe(self, probability: float, energy_db: float) -> None:
         """Track background frames only; a floor that followed speech would hide it."""
         if probability < 0.2 and energy_db > -100:
-            self.level_db += self.rate * (energy_db - self.level_db)
+            self.observed += 1
+            self.level_db += max(self.rate, 1 / self.observed) * (energy_db - self.level_db)
 
 
 @dataclass(frozen=True)
@@ -163,6 +181,16 @@ def classify(stats: SegmentStats, transcript: Transcript | None, *, during_reply
         "no_speech_prob": round(transcript.no_speech_prob, 3) if transcript else None,
         "avg_logprob": round(transcript.avg_logprob, 3) if transcript else None, "during_reply": during_reply,
     }
+    if transcript is not None and transcript.words and stats.levels_db:
+        mine = user_words(stats.levels_db, stats.frame_ms, stats.offset_ms, transcript.words)
+        if mine is not None:
+            features.update(user_transcript=mine.text, room_words=mine.room_words,
+                            user_level_above_floor_db=round(mine.level_db - noise_floor_db, 1))
+    if during_reply:
+        decision, why = decide_over_reply(features)
+        if decision == "query" and (command := spotted_command(features)) is not None:
+            features["command"] = command
+        return ListenDecision(decision, why, features)
     reasons: list[str] = []
     if transcript is None:
         reasons.append("recognition failed")
@@ -228,10 +256,13 @@ class SegmentBook:
         self.noise_floor = NoiseFloor()
         self._segments: dict[str, Segment] = {}
 
-    def begin(self, item_id: str, *, threshold: float, during_reply: bool) -> None:
-        """Speech began: a new segment, judged against the background as it was before it."""
-        self._segments[item_id] = Segment(SegmentStats(threshold=threshold), self.noise_floor.level_db,
-                                          during_reply)
+    def begin(self, item_id: str, *, threshold: float, during_reply: bool, offset_ms: float = 0.0) -> None:
+        """Speech began: a new segment, judged against the background as it was before it.
+
+        ``offset_ms``: where the segment's onset lies in the clip that will be recognised (the padding).
+        """
+        self._segments[item_id] = Segment(SegmentStats(threshold=threshold, offset_ms=offset_ms),
+                                          self.noise_floor.level_db, during_reply)
         while len(self._segments) > MAX_OPEN_SEGMENTS:
             self._segments.pop(next(iter(self._segments)))
 

@@ -213,7 +213,8 @@ class DuplexMachine:
     def _begin_turn(self, onset_ms: float, settings: TurnSettings) -> None:
         reply = self._reply
         turn = self._turn = _Turn(self.new_id("item"), onset_ms, during_reply=reply is not None)
-        self.segments.begin(turn.item_id, threshold=settings.endpointing.threshold, during_reply=reply is not None)
+        self.segments.begin(turn.item_id, threshold=settings.endpointing.threshold, during_reply=reply is not None,
+                            offset_ms=min(onset_ms, float(settings.endpointing.prefix_padding_ms)))
         self._emit(v.DisarmIdleTimer())
         self._emit(v.SpeechStarted(turn.item_id, onset_ms))
         if reply is None or not settings.interruption.enabled:
@@ -273,6 +274,17 @@ class DuplexMachine:
 
     def _on_guess(self, event: v.GuessTranscribed) -> None:
         settings = self.settings
+        reply, turn = self._reply, self._turn
+        if (reply is not None and reply.paused and turn is not None and turn.item_id == event.item_id
+                and settings.interruption.enabled and self.storm.mode == "normal"):
+            # a command heard in the pause after it ("stop", clearly louder than the room) cuts the reply
+            # now, not after the endpoint silence and the final recognition; the turn goes on as usual
+            spotted = self.segments.guess(event.item_id, event.transcript, during_reply=True)
+            if spotted is not None and spotted.features.get("command"):
+                self._cancel_active("turn_detected")
+                if self.storm.barge_in(self._last_ms) == "confirm":
+                    self._emit(v.ModeChanged("confirm", f"{self.storm.capacity} barge-ins within "
+                                                        f"{self.storm.window_ms / 1000:.0f} s"))
         if not (settings.vad and settings.create_response and settings.speculation.prefetch_reply):
             return
         verdict = self.segments.guess(event.item_id, event.transcript, during_reply=self._reply is not None)
