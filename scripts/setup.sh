@@ -7,7 +7,9 @@ purpose="${1:-serve}"
 
 apt_packages=(flite)
 if [[ "$purpose" == "test" ]]; then
-  apt_packages+=(pocketsphinx-testdata chromium)
+  # the listening benchmark's voice families (tests/data/voices.py): synthesisers and recorded speech
+  apt_packages+=(pocketsphinx-testdata chromium espeak-ng festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts
+                 asterisk-core-sounds-en-wav)
 fi
 missing=()
 for package in "${apt_packages[@]}"; do

@@ -35,8 +35,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.data.make_listening_set import Case, case_seed, trimmed, write_wav
-from tests.data.noise_sources import BACKGROUNDS, NOISES, RATE, Audio, active_bounds, active_level_db, band
+from tests.data.make_listening_set import Case, case_seed, scaled_over_bed, trimmed, write_wav
+from tests.data.noise_sources import BACKGROUNDS, NOISES, RATE, Audio, active_level_db, band
 from tests.data.voices import FAMILIES, Family
 
 VERSION = 4
@@ -45,8 +45,6 @@ CACHE = Path("~/.cache/bargein/listening-families").expanduser()
 LEAD_S = 2.0
 """Background before the sound: the reply is playing and the session's noise floor has settled."""
 TAIL_S = 1.5
-TARGET_LEVEL_DB = -26.0
-CLEAN_HISS_DB = -75.0
 TALKER_BELOW_DB = 10.0
 TALKER_BED_SNR_DB = 20.0
 TALKER_QUIET_S = 1.2
@@ -133,16 +131,8 @@ def telephone(audio: Audio, codec: str) -> Audio:
 def place(sound: Audio, rng: np.random.Generator, *, condition: str, talker: Audio | None,
           snr_db: float | None, bed: str) -> tuple[Audio, float, float]:
     """The sound at a drawn level near -26 dBFS after ``LEAD_S`` of background; its true start and end (s)."""
-    level = TARGET_LEVEL_DB + rng.uniform(-4.0, 4.0)
-    fg = sound * 10 ** ((level - active_level_db(sound)) / 20) if len(sound) else sound
-    start, end = active_bounds(sound) if len(sound) else (0.0, 0.0)
-    lead, tail = round(LEAD_S * RATE), round(TAIL_S * RATE)
-    total = lead + len(fg) + tail
-    if snr_db is None:
-        out = rng.standard_normal(total) * 10 ** (CLEAN_HISS_DB / 20)
-    else:
-        noise = BACKGROUNDS[bed](rng, total / RATE)[:total].astype(np.float64)
-        out = noise * 10 ** ((level - snr_db - 20 * np.log10(np.std(noise) + 1e-12)) / 20)
+    fg, out, level, start, end = scaled_over_bed(sound, bed, snr_db, rng, lead_s=LEAD_S, tail_s=TAIL_S)
+    lead, total = round(LEAD_S * RATE), len(out)
     if condition in ("talker", "phone") and talker is not None:
         offset = int(rng.integers(0, max(1, len(talker) - total)))
         voice = np.resize(talker[offset:], total).astype(np.float64)

@@ -151,22 +151,30 @@ def mix(sound: Audio, background: str, snr_db: float | None, rng: np.random.Gene
 
     Returns the mix and the sound's true start and end (s) in it.
     """
-    level = TARGET_LEVEL_DB + rng.uniform(-4.0, 4.0)
-    fg = sound * 10 ** ((level - active_level_db(sound)) / 20)
-    start, end = active_bounds(sound)
-    lead, tail = round(lead_s * RATE), round(tail_s * RATE)
-    total = lead + len(fg) + tail
-    if snr_db is None:
-        bed = rng.standard_normal(total) * 10 ** (CLEAN_HISS_DB / 20)
-    else:
-        bed = BACKGROUNDS[background](rng, total / RATE)[:total].astype(np.float64)
-        bed = bed * 10 ** ((level - snr_db - 20 * np.log10(np.std(bed) + 1e-12)) / 20)
-    out = bed.astype(np.float64)
+    fg, out, _, start, end = scaled_over_bed(sound, background, snr_db, rng, lead_s=lead_s, tail_s=tail_s)
+    lead = round(lead_s * RATE)
     out[lead:lead + len(fg)] += fg
     peak = float(np.max(np.abs(out)))
     if peak > 0.95:  # a loud mix is scaled whole, so its SNR stays what the label says
         out *= 0.95 / peak
     return out.astype(np.float32), lead_s + start, lead_s + end
+
+
+def scaled_over_bed(sound: Audio, background: str, snr_db: float | None, rng: np.random.Generator, *,
+                    lead_s: float, tail_s: float) -> tuple[Audio, np.ndarray[Any, np.dtype[np.float64]], float, float,
+                                                         float]:
+    """The sound at a drawn level near -26 dBFS, and a bed ``snr_db`` under it (a faint hiss when ``None``)
+    as long as ``lead_s`` + the sound + ``tail_s``: (sound, bed, level dBFS, true start s, true end s)."""
+    level = TARGET_LEVEL_DB + rng.uniform(-4.0, 4.0)
+    fg = sound * 10 ** ((level - active_level_db(sound)) / 20)
+    start, end = active_bounds(sound)
+    total = round(lead_s * RATE) + len(fg) + round(tail_s * RATE)
+    if snr_db is None:
+        bed = rng.standard_normal(total) * 10 ** (CLEAN_HISS_DB / 20)
+    else:
+        bed = BACKGROUNDS[background](rng, total / RATE)[:total].astype(np.float64)
+        bed = bed * 10 ** ((level - snr_db - 20 * np.log10(np.std(bed) + 1e-12)) / 20)
+    return fg, bed.astype(np.float64), float(level), start, end
 
 
 class Voice:
