@@ -4,8 +4,8 @@ Reads only the decision's ``features`` (the body of a ``bargein.listen.segment``
 dump can be re-judged without audio. In order:
 
 1. **nothing to go on** is noise: recognition failed, no words, a description in brackets
-   ("(laughs)"), a recogniser unsure it heard speech (no-speech probability over 0.6 with average
-   log-probability under -0.7), under :data:`MIN_SPEECH_MS` of speech, or under 3 dB above the floor;
+   ("(laughs)"), a short segment the recogniser doubts is speech (no-speech probability over 0.6 with
+   average log-probability under -0.7), under :data:`MIN_SPEECH_MS` of speech, or under 3 dB above the floor;
 2. **a sound, not words** is noise: the user's words spell a laugh, "ahem", a hum (no vowel), or a word
    that is never a whole utterance ("you", "um");
 3. **a backchannel** is noise: the user's words are only "uh-huh", "okay", "sure", "I see" ...;
@@ -30,6 +30,9 @@ from bargein.listening_model.model import load
 MIN_SPEECH_MS = 150.0
 """A one-syllable "No." can hold under 250 ms of VAD speech; below this it is a click or a breath."""
 MIN_LEVEL_DB = 3.0
+UNSURE_MAX_MS = 1000.0
+"""The recogniser's "no speech here" is trusted on short segments only: over a long one that merged the
+user with a background talker it doubts the whole and would throw the user's command away."""
 COMMAND_LEVEL_DB = 8.0
 """A command word in a segment this far above the noise floor interrupts on its own."""
 COMMAND_MAX_WORDS = 6
@@ -80,7 +83,8 @@ def by_rule(features: Mapping[str, Any]) -> tuple[Decision, tuple[str, ...]] | N
     if _ANNOTATION.match(str(features.get("transcript"))):
         return "noise", (f"the recogniser describes a sound ({features.get('transcript')!r})",)
     no_speech, logprob = features.get("no_speech_prob"), features.get("avg_logprob")
-    if no_speech is not None and logprob is not None and no_speech > 0.6 and logprob < -0.7:
+    if (no_speech is not None and logprob is not None and no_speech > 0.6 and logprob < -0.7
+            and speech_ms < UNSURE_MAX_MS):
         return "noise", (f"recogniser unsure it was speech (no_speech {no_speech:.2f})",)
     if speech_ms < MIN_SPEECH_MS:
         return "noise", (f"too short ({speech_ms:.0f} ms of speech)",)
@@ -88,8 +92,9 @@ def by_rule(features: Mapping[str, Any]) -> tuple[Decision, tuple[str, ...]] | N
         return "noise", (f"too faint ({level_db:.1f} dB above the noise floor)",)
     if spells_a_sound(words) and joined not in BACKCHANNELS:
         return "noise", (f"a vocal sound, not words ({joined!r})",)
-    if len(words) == 1 and words[0] in NEVER_ALONE:
-        return "noise", (f"a word that is never a whole utterance ({joined!r})",)
+    whole = words_of(str(features.get("transcript")))
+    if len(whole) == 1 and whole[0] in NEVER_ALONE:
+        return "noise", (f"a word that is never a whole utterance ({whole[0]!r})",)
     if joined in BACKCHANNELS:
         return "noise", (f"backchannel while the agent speaks ({joined!r})",)
     command = spotted_command(features)
