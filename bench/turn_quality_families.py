@@ -46,6 +46,23 @@ def decision_ms(result: CaseResult) -> float | None:
     return None if at is None or not went_right(result) else at - 1000 * result.case.event_end_s
 
 
+def split_by_endpoint(results: list[CaseResult], silence_ms: float = 500.0) -> tuple[list[float], list[float]]:
+    """End-of-command-to-cut times, split by whether the cut came before the turn's endpoint silence ran out
+    (a command spotted in the speculative transcript) or after it (the final transcript decided)."""
+    early: list[float] = []
+    late: list[float] = []
+    for r in results:
+        ms = decision_ms(r) if r.case.category == "command" else None
+        if ms is None:
+            continue
+        start_ms, end_ms = 1000 * r.case.event_start_s, 1000 * r.case.event_end_s
+        stops = [stop for item, stop in r.stopped.items()
+                 if r.started.get(item, 0.0) <= end_ms + 150 and stop >= start_ms - 150]
+        if stops:
+            (early if r.stream_ms["cut"] < stops[0] + silence_ms else late).append(ms)
+    return early, late
+
+
 def cell(results: list[CaseResult], *, invert: bool = False) -> str:
     """``hits/total  pct  [low, high]``; ``invert`` counts the failures (a false-trigger rate)."""
     total = len(results)
@@ -111,6 +128,11 @@ def report(results: list[CaseResult], header: str) -> dict[str, Any]:
                  "<= 300 ms", "ok" if p50 <= 300 else "MISSED"))
     rows.append((f"end of sound -> reply.resumed, p50 ({len(resume_ms)} resumes)", f"{_median(resume_ms):.0f} ms",
                  "", ""))
+    early, late = split_by_endpoint(results)
+    rows.append((f"  of which cut before the endpoint ({len(early)}; spotted at the first pause), p50",
+                 f"{_median(early):.0f} ms", "", ""))
+    rows.append((f"  of which cut after the endpoint and final recognition ({len(late)}), p50",
+                 f"{_median(late):.0f} ms", "", ""))
     figures["command_decision_p50_ms"] = p50
     width = max(len(r[0]) for r in rows)
     print(f"| {'held-out measure':<{width}} | {'cases  rate  [95 % Wilson]':<30} | {'target':<19} |        |")
@@ -128,6 +150,9 @@ def breakdowns(results: list[CaseResult]) -> None:
     for r in results:
         by_condition[(r.case.category, r.case.condition)].append(r)
         by_family[(r.case.family, r.case.category)].append(r)
+    early = [r for r in results if r.cut and r.stream_ms.get("cut", math.inf) < 1000 * r.case.event_start_s]
+    print(f"\nreplies cut before the case's sound began (by the background talker alone): {len(early)} of "
+          f"{len(results)} cases")
     print("\nas labelled (cut for command/query; went on for the rest), by category and condition:")
     for (category, condition), group in sorted(by_condition.items()):
         print(f"  {category:<12} {condition:<7} {cell(group)}")

@@ -35,7 +35,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.data.make_listening_set import Case, case_seed, scaled_over_bed, trimmed, write_wav
+from tests.data.make_listening_set import Case, Expect, case_seed, scaled_over_bed, trimmed, write_wav
 from tests.data.noise_sources import BACKGROUNDS, NOISES, RATE, Audio, active_level_db, band
 from tests.data.voices import FAMILIES, Family
 
@@ -110,7 +110,7 @@ def texts_for(family: Family) -> dict[str, tuple[str, ...]]:
 def conditions_for(category: str, split: str, index: int) -> tuple[str, ...]:
     """Held-out commands, backchannels, vocal sounds and noise get every condition; full queries (long, and
     rarely missed) and every training sound one each, in turn: the recogniser's CPU time is the budget."""
-    every = ("room", "talker", "phone")
+    every: tuple[str, ...] = ("room", "talker", "phone")
     if split == "held_out":
         return every if category != "query" else (every[index % len(every)],)
     if category == "query" and index % 2:
@@ -168,7 +168,7 @@ def build(split: str = "held_out", *, seed: int = 7, out: Path | None = None, ve
     cases: list[Case] = []
 
     def add(name: str, audio: Audio, *, family: str, category: str, text: str | None, index: int) -> None:
-        expect = "cut" if category in ("command", "query") else "resume"
+        expect: Expect = "cut" if category in ("command", "query") else "resume"
         for condition in conditions_for(category, split, index):
             case_id = f"{family}-{name}-{condition}"
             rng = np.random.default_rng(case_seed(seed, case_id))
