@@ -220,8 +220,9 @@ async def run_all(cases: list[Case], folder: Path, args: argparse.Namespace) -> 
 
     async def one(case: Case) -> CaseResult:
         async with gate:
+            ask = read_wav(folder / case.ask) if case.ask else None
             result = await run_case(case, read_wav(folder / case.file), vad, asr, speed=args.speed,
-                                    timeline_speed=args.timeline_speed)
+                                    timeline_speed=args.timeline_speed, ask=ask)
         if args.verbose:
             print_case(result)
         return result
@@ -238,7 +239,8 @@ def dump(results: list[CaseResult], path: Path) -> None:
     """Every case with its label, outcome and segment decisions (features and reasons)."""
     rows = [{"case": asdict(r.case), "ok": outcome(r)[0], "outcome": outcome(r)[1], "segments": r.segments,
              "replies": [asdict(reply) for reply in r.replies.values()], "paused": r.paused, "resumed": r.resumed,
-             "cut": r.cut, "stream_ms": r.stream_ms, "started": r.started, "stopped": r.stopped,
+             "cut": r.cut, "asked_by_voice": r.asked_by_voice, "stream_ms": r.stream_ms, "started": r.started,
+             "stopped": r.stopped,
              "speculation": asdict(r.counts)} for r in results]
     path.write_text(json.dumps(rows, indent=1, default=str))
     print(f"dump: {path}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import time
 from collections.abc import Callable
@@ -75,6 +76,8 @@ class CaseResult:
     ledger_endpoint_ms: list[float] = field(default_factory=list)
     """``endpoint_ms`` of each ``bargein.turn.metrics`` (wall time; true only when streamed in real time)."""
     real_time: bool = False
+    asked_by_voice: bool = False
+    """The reply the case lands on answers the user's spoken request (not a typed one)."""
     stream_ms: dict[str, float] = field(default_factory=dict)
     """Stream time (ms from the first append) of what happened to a timeline's reply: ``paused``,
     ``resumed``, ``cut`` (its ``response.done`` cancelled)."""
@@ -164,6 +167,8 @@ class Client:
         """Set once any reply's words (and so its audio) reach the client."""
         self._stream_start: float | None = None
         self._speed = 1.0
+        self.offset_ms = 0.0
+        """Stream time before the case's own audio (the user's spoken request): case times are after it."""
 
     async def __aenter__(self) -> Client:
         self.session.start()
@@ -208,9 +213,9 @@ class Client:
         result, kind, now = self.result, message["type"], time.monotonic()
         if kind == "input_audio_buffer.speech_started":
             result.speech_started += 1
-            result.started[message["item_id"]] = float(message["audio_start_ms"])
+            result.started[message["item_id"]] = float(message["audio_start_ms"]) - self.offset_ms
         elif kind == "input_audio_buffer.speech_stopped":
-            result.stopped[message["item_id"]] = float(message["audio_end_ms"])
+            result.stopped[message["item_id"]] = float(message["audio_end_ms"]) - self.offset_ms
         elif kind == "input_audio_buffer.committed":
             item = self._last_commit = message["item_id"]
             result.commits[item] = self.watch.commit_ms.get(item, float("nan"))
@@ -274,28 +279,41 @@ class Client:
 
 
 async def run_case(case: Case, pcm: bytes, vad: VoiceActivityDetector, asr: SpeechRecognizer, *,
-                   speed: float, timeline_speed: float) -> CaseResult:
-    """One case in a fresh session; a timeline first starts a long reply and waits for its audio."""
+                   speed: float, timeline_speed: float, ask: bytes | None = None) -> CaseResult:
+    """One case in a fresh session; a timeline first starts a long reply and waits for its audio.
+
+    With ``ask`` (the user's own request, spoken first) the reply is the answer to it; without, or if
+    the request got no reply, the reply is asked for in text.
+    """
     if case.kind == "segment":
         # short fake speech: a reply to a segment only has to show that it happened and what it says
         engines = Engines(vad, asr, FakeLanguageModel(token_delay_s=0.005), FakeSynthesizer(ms_per_char=4.0))
     else:
         engines = Engines(vad, asr, FakeLanguageModel(filler=LONG_REPLY, token_delay_s=0.01), FakeSynthesizer())
     async with Client(case, engines) as client:
-        if case.kind == "timeline":
-            await client.send(type="conversation.item.create", item={
-                "type": "message", "role": "user", "content": [{"type": "input_text", "text": "Tell me a story."}]})
-            await client.send(type="response.create")
-            await asyncio.wait_for(client.reply_audible.wait(), 10.0)
-            client.result.base_reply = next(iter(client.result.replies), None)
-        # a turn with a pause in it is there to test speculation, whose timing needs real time
-        real_time = case.kind == "timeline" or case.source == "tts-split"
-        client.result.real_time = real_time and timeline_speed == 1.0
         chunk = CHUNK_BYTES
         if case.channel != "audio/pcm":  # a telephone client: G.711 at 8 kHz, 20 ms = 160 bytes
             wire = AudioFormat(case.channel, 8000)  # type: ignore[arg-type]
             await client.send(type="session.update", session={"audio": {"input": {"format": {"type": case.channel}}}})
             pcm, chunk = wire.encode(np.frombuffer(pcm, dtype="<i2")), 160
+            ask = wire.encode(np.frombuffer(ask, dtype="<i2")) if ask is not None else None
+        if case.kind == "timeline":
+            if ask is not None:
+                await client.stream(ask, 1.0, chunk_bytes=chunk)
+                client.offset_ms = 20.0 * len(ask) / chunk
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(client.reply_audible.wait(), 10.0)
+            if not client.reply_audible.is_set():
+                await client.send(type="conversation.item.create", item={"type": "message", "role": "user",
+                                  "content": [{"type": "input_text", "text": "Tell me a story."}]})
+                await client.send(type="response.create")
+                await asyncio.wait_for(client.reply_audible.wait(), 10.0)
+            client.result.base_reply = next(iter(client.result.replies), None)
+            client.result.asked_by_voice = ask is not None and len(client.result.replies) == 1 and bool(
+                client.result.transcripts)
+        # a turn with a pause in it is there to test speculation, whose timing needs real time
+        real_time = case.kind == "timeline" or case.source == "tts-split"
+        client.result.real_time = real_time and timeline_speed == 1.0
         await client.stream(pcm, timeline_speed if real_time else speed, chunk_bytes=chunk)
         await client.wait_settled(20.0)
     return client.result

@@ -45,7 +45,7 @@ def test_a_talker_sits_ten_db_under_the_user_and_falls_silent_before_the_end() -
     t = np.arange(RATE) / RATE
     user = (0.1 * np.sin(2 * np.pi * 300 * t)).astype(np.float32)
     talker = (0.1 * np.sin(2 * np.pi * 1100 * np.arange(8 * RATE) / RATE)).astype(np.float32)
-    audio, start, end = place(user, np.random.default_rng(3), condition="talker", talker=talker, snr_db=None,
+    audio, start, end, _ = place(user, np.random.default_rng(3), condition="talker", talker=talker, snr_db=None,
                               bed="pink")
     lead = round(2.0 * RATE)
     assert abs(start - 2.0) < 0.011 and abs(end - 3.0) < 0.011

@@ -13,7 +13,7 @@ from bargein.listening_model.features import NAMES, vector
 from bargein.listening_model.model import WEIGHTS, from_json, load
 from bargein.listening_model.user_words import user_words
 from bargein.session import core as dx
-from bargein.session.core.classifier import NoiseFloor, SegmentStats, classify
+from bargein.session.core.classifier import NoiseFloor, SegmentBook, SegmentStats, classify
 
 FRAME_MS = 32.0
 
@@ -125,3 +125,24 @@ def test_a_command_heard_in_the_pause_cuts_the_reply_before_the_endpoint() -> No
     machine.feed(dx.GuessTranscribed("item_2", Transcript("Stop.", avg_logprob=-0.8)))
     cut = machine.take_actions()
     assert dx.CancelReply(response_id, "turn_detected") in cut
+
+
+def test_a_voice_well_under_the_users_own_turns_is_the_rooms() -> None:
+    book = SegmentBook()
+    for _ in range(20):
+        book.frame(None, 0.05, -60.0, FRAME_MS)
+    book.begin("ask", threshold=0.5, during_reply=False)
+    for _ in range(30):
+        book.frame("ask", 0.9, -22.0, FRAME_MS)
+    asked = book.judge("ask", Transcript("Tell me a story.", avg_logprob=-0.3), during_reply=False)
+    assert asked.decision == "query" and book.user_level_db is not None and abs(book.user_level_db + 22) < 0.5
+    book.begin("tv", threshold=0.5, during_reply=True)
+    for _ in range(40):
+        book.frame("tv", 0.9, -33.0, FRAME_MS)
+    tv = book.judge("tv", Transcript("The council met on Tuesday to discuss the budget."), during_reply=True)
+    assert tv.decision == "noise" and "quieter than the user" in tv.reasons[0]
+    book.begin("stop", threshold=0.5, during_reply=True)
+    for _ in range(12):
+        book.frame("stop", 0.9, -23.0, FRAME_MS)
+    stop = book.judge("stop", Transcript("Stop.", avg_logprob=-0.8), during_reply=True)
+    assert stop.decision == "query"

@@ -6,6 +6,8 @@ dump can be re-judged without audio. In order:
 1. **nothing to go on** is noise: recognition failed, no words, a description in brackets
    ("(laughs)"), a short segment the recogniser doubts is speech (no-speech probability over 0.6 with
    average log-probability under -0.7), under :data:`MIN_SPEECH_MS` of speech, or under 3 dB above the floor;
+   The same for speech more than 6 dB **quieter than the user's own turns** (the session learns how loud
+   the user is from the turns it answered while the agent was silent): another voice in the room;
 2. **a sound, not words** is noise: the user's words spell a laugh, "ahem", a hum (no vowel), or a word
    that is never a whole utterance ("you", "um");
 3. **a backchannel** is noise: the user's words are only "uh-huh", "okay", "sure", "I see" ...;
@@ -30,6 +32,9 @@ from bargein.listening_model.model import load
 MIN_SPEECH_MS = 150.0
 """A one-syllable "No." can hold under 250 ms of VAD speech; below this it is a click or a breath."""
 MIN_LEVEL_DB = 3.0
+QUIETER_THAN_USER_DB = 6.0
+"""Speech this far under the level of the user's own answered turns is another voice in the room (set, not
+fitted: a television or a second talker sits 10 dB or more under a user at the microphone)."""
 UNSURE_MAX_MS = 1000.0
 """The recogniser's "no speech here" is trusted on short segments only: over a long one that merged the
 user with a background talker it doubts the whole and would throw the user's command away."""
@@ -90,6 +95,9 @@ def by_rule(features: Mapping[str, Any]) -> tuple[Decision, tuple[str, ...]] | N
         return "noise", (f"too short ({speech_ms:.0f} ms of speech)",)
     if level_db < MIN_LEVEL_DB:
         return "noise", (f"too faint ({level_db:.1f} dB above the noise floor)",)
+    below_user = features.get("below_user_db")
+    if below_user is not None and float(below_user) > QUIETER_THAN_USER_DB:
+        return "noise", (f"{float(below_user):.0f} dB quieter than the user's own turns: the room's",)
     if spells_a_sound(words) and joined not in BACKCHANNELS:
         return "noise", (f"a vocal sound, not words ({joined!r})",)
     whole = words_of(str(features.get("transcript")))

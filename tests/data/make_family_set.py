@@ -39,7 +39,7 @@ from tests.data.make_listening_set import Case, Expect, case_seed, scaled_over_b
 from tests.data.noise_sources import BACKGROUNDS, NOISES, RATE, Audio, active_level_db, band
 from tests.data.voices import FAMILIES, Family
 
-VERSION = 4
+VERSION = 5
 SPLIT_FILE = Path(__file__).with_name("listening_split.json")
 CACHE = Path("~/.cache/bargein/listening-families").expanduser()
 LEAD_S = 2.0
@@ -66,6 +66,8 @@ BACKCHANNELS = ("Uh-huh.", "Mm-hmm.", "Okay.", "Yeah.", "Sure.", "Right.", "I se
 VOCALS = ("Ha ha ha!", "Ahem.", "Hmm.", "Ugh.", "Phew.", "Achoo!")
 RECORDED_COMMANDS = ("Pause.", "No.", "Hello.", "Goodbye!", "One moment, please.", "Please try again.")
 """The recorded speaker's prompts that work as interruptions (the rest of its prompts are full queries)."""
+ASK = "Tell me a story."
+"""What the user asked before the agent's reply (for recorded speakers and noise cases, in the split's first voice)."""
 TALKER_TEXT = (
     "In other news tonight, the city council met to discuss the new budget for public transport. "
     "Several members said that the plan would raise fares for the third year in a row, while others "
@@ -129,9 +131,11 @@ def telephone(audio: Audio, codec: str) -> Audio:
 
 
 def place(sound: Audio, rng: np.random.Generator, *, condition: str, talker: Audio | None,
-          snr_db: float | None, bed: str) -> tuple[Audio, float, float]:
-    """The sound at a drawn level near -26 dBFS after ``LEAD_S`` of background; its true start and end (s)."""
-    fg, out, level, start, end = scaled_over_bed(sound, bed, snr_db, rng, lead_s=LEAD_S, tail_s=TAIL_S)
+          snr_db: float | None, bed: str, level_db: float | None = None) -> tuple[Audio, float, float, float]:
+    """The sound at a drawn level near -26 dBFS (or ``level_db``) after ``LEAD_S`` of background: the mix,
+    the sound's true start and end (s), and its level (dBFS)."""
+    fg, out, level, start, end = scaled_over_bed(sound, bed, snr_db, rng, lead_s=LEAD_S, tail_s=TAIL_S,
+                                                 level_db=level_db)
     lead, total = round(LEAD_S * RATE), len(out)
     if condition in ("talker", "phone") and talker is not None:
         offset = int(rng.integers(0, max(1, len(talker) - total)))
@@ -145,7 +149,7 @@ def place(sound: Audio, rng: np.random.Generator, *, condition: str, talker: Aud
     peak = float(np.max(np.abs(out)))
     if peak > 0.95:
         out *= 0.95 / peak
-    return out.astype(np.float32), LEAD_S + start, LEAD_S + end
+    return out.astype(np.float32), LEAD_S + start, LEAD_S + end, level
 
 
 def build(split: str = "held_out", *, seed: int = 7, out: Path | None = None, verbose: bool = False) -> list[Case]:
@@ -164,6 +168,8 @@ def build(split: str = "held_out", *, seed: int = 7, out: Path | None = None, ve
     started = time.monotonic()
     talker_audio = [talking(FAMILIES[name], np.random.default_rng(case_seed(seed, f"talker:{name}")))
                     for name in talkers]
+    asks = {name: FAMILIES[name].say(ASK, np.random.default_rng(case_seed(seed, f"{name}:ask")))
+            for name in users if FAMILIES[name].texts is None}
     beds = sorted(BACKGROUNDS)
     cases: list[Case] = []
 
@@ -175,16 +181,23 @@ def build(split: str = "held_out", *, seed: int = 7, out: Path | None = None, ve
             snr = TALKER_BED_SNR_DB if condition != "room" else ROOM_SNRS[int(rng.integers(len(ROOM_SNRS)))]
             bed = beds[int(rng.integers(len(beds)))]
             talker = talker_audio[int(rng.integers(len(talker_audio)))] if talker_audio else None
-            mixed, start, end = place(audio, rng, condition=condition, talker=talker, snr_db=snr, bed=bed)
+            mixed, start, end, level = place(audio, rng, condition=condition, talker=talker, snr_db=snr, bed=bed)
+            # the user's own request before it, in the same voice, level, room and channel: the reply it
+            # starts is the one the sound lands on, and the session has heard how loud the user is
+            ask_rng = np.random.default_rng(case_seed(seed, f"{case_id}:ask"))
+            asked, *_ = place(asks[family if family in asks else users[0]], ask_rng, condition=condition,
+                              talker=talker, snr_db=snr, bed=bed, level_db=level)
             channel = "audio/pcm"
             if condition == "phone":
                 channel = ("audio/pcmu", "audio/pcma")[int(rng.integers(2))]
-                mixed = telephone(mixed, channel)
-            write_wav(out / f"{case_id}.wav", mixed, rate=PHONE_RATE if condition == "phone" else RATE)
+                mixed, asked = telephone(mixed, channel), telephone(asked, channel)
+            rate = PHONE_RATE if condition == "phone" else RATE
+            write_wav(out / f"{case_id}.wav", mixed, rate=rate)
+            write_wav(out / f"{case_id}-ask.wav", asked, rate=rate)
             cases.append(Case(case_id, "timeline", "query" if expect == "cut" else category,  # type: ignore[arg-type]
                               expect, family, snr, "hiss" if snr is None else bed, text, round(start, 3),
                               round(end, 3), round(len(mixed) / (PHONE_RATE if condition == "phone" else RATE), 3),
-                              f"{case_id}.wav", family, category, condition, channel))
+                              f"{case_id}.wav", family, category, condition, channel, f"{case_id}-ask.wav"))
 
     for family_name in users:
         family = FAMILIES[family_name]

@@ -127,6 +127,8 @@ class Case:
     """room (a bed at ``snr_db``), talker (another voice 10 dB down) or phone (talker through G.711)."""
     channel: str = "audio/pcm"
     """The wire format the case is streamed in: ``audio/pcm`` (24 kHz) or G.711 ``audio/pcmu``/``audio/pcma``."""
+    ask: str | None = None
+    """A turn the user spoke first (same voice, level, room and channel) that starts the reply, if any."""
 
 
 @dataclass(frozen=True)
@@ -160,12 +162,16 @@ def mix(sound: Audio, background: str, snr_db: float | None, rng: np.random.Gene
     return out.astype(np.float32), lead_s + start, lead_s + end
 
 
+MixParts = tuple[Audio, "np.ndarray[Any, np.dtype[np.float64]]", float, float, float]
+
+
 def scaled_over_bed(sound: Audio, background: str, snr_db: float | None, rng: np.random.Generator, *,
-                    lead_s: float, tail_s: float) -> tuple[Audio, np.ndarray[Any, np.dtype[np.float64]], float, float,
-                                                         float]:
+                    lead_s: float, tail_s: float, level_db: float | None = None) -> MixParts:
     """The sound at a drawn level near -26 dBFS, and a bed ``snr_db`` under it (a faint hiss when ``None``)
-    as long as ``lead_s`` + the sound + ``tail_s``: (sound, bed, level dBFS, true start s, true end s)."""
+    as long as ``lead_s`` + the sound + ``tail_s``: (sound, bed, level dBFS, true start s, true end s).
+    ``level_db`` sets the level instead (the draw is made all the same, so the rest of the mix stays put)."""
     level = TARGET_LEVEL_DB + rng.uniform(-4.0, 4.0)
+    level = level if level_db is None else level_db
     fg = sound * 10 ** ((level - active_level_db(sound)) / 20)
     start, end = active_bounds(sound)
     total = round(lead_s * RATE) + len(fg) + round(tail_s * RATE)

@@ -169,8 +169,11 @@ def sound_not_words(text: str, words: list[str]) -> str | None:
 
 
 def classify(stats: SegmentStats, transcript: Transcript | None, *, during_reply: bool,
-             noise_floor_db: float) -> ListenDecision:
-    """Query or noise, and why. ``transcript`` is ``None`` when recognition failed."""
+             noise_floor_db: float, user_level_db: float | None = None) -> ListenDecision:
+    """Query or noise, and why. ``transcript`` is ``None`` when recognition failed.
+
+    ``user_level_db``: the level of the user's own answered turns so far (``None`` before the first).
+    """
     text = normalise(transcript.text) if transcript else ""
     words = text.split()
     level_above_floor = stats.speech_level_db - noise_floor_db
@@ -186,6 +189,11 @@ def classify(stats: SegmentStats, transcript: Transcript | None, *, during_reply
         if mine is not None:
             features.update(user_transcript=mine.text, room_words=mine.room_words,
                             user_level_above_floor_db=round(mine.level_db - noise_floor_db, 1))
+    if stats.speech_frames:
+        features["user_level_db"] = round(features.get("user_level_above_floor_db", level_above_floor)
+                                          + noise_floor_db, 1)
+        if user_level_db is not None:
+            features["below_user_db"] = round(user_level_db - features["user_level_db"], 1)
     if during_reply:
         decision, why = decide_over_reply(features)
         if decision == "query" and (command := spotted_command(features)) is not None:
@@ -235,6 +243,8 @@ def segment_event_fields(item_id: str, decision: ListenDecision, action: str) ->
 
 
 
+USER_LEVEL_RATE = 0.5
+"""Each answered turn moves the user's reference level halfway to its own."""
 MAX_OPEN_SEGMENTS = 32
 """Segments whose statistics are kept while they wait for their transcript (older ones are forgotten)."""
 
@@ -255,6 +265,9 @@ class SegmentBook:
     def __init__(self) -> None:
         self.noise_floor = NoiseFloor()
         self._segments: dict[str, Segment] = {}
+        self.user_level_db: float | None = None
+        """How loud the user's own turns were (those answered while the agent was silent): a voice well
+        under it while the agent speaks is the room's (a television, another talker)."""
 
     def begin(self, item_id: str, *, threshold: float, during_reply: bool, offset_ms: float = 0.0) -> None:
         """Speech began: a new segment, judged against the background as it was before it.
@@ -279,14 +292,21 @@ class SegmentBook:
     def judge(self, item_id: str, transcript: Transcript | None, *, during_reply: bool) -> ListenDecision:
         """Classify a committed segment with its transcript; the segment is then forgotten."""
         segment = self._segments.pop(item_id, None) or Segment(SegmentStats(), self.noise_floor.level_db)
-        return classify(segment.stats, transcript, during_reply=during_reply, noise_floor_db=segment.floor_db)
+        verdict = classify(segment.stats, transcript, during_reply=during_reply, noise_floor_db=segment.floor_db,
+                           user_level_db=self.user_level_db)
+        level = verdict.features.get("user_level_db")
+        if not during_reply and verdict.decision == "query" and level is not None:
+            previous = self.user_level_db
+            self.user_level_db = level if previous is None else previous + USER_LEVEL_RATE * (level - previous)
+        return verdict
 
     def guess(self, item_id: str, transcript: Transcript, *, during_reply: bool) -> ListenDecision | None:
         """Classify a segment still being decided on a speculative transcript (``None``: unknown)."""
         segment = self._segments.get(item_id)
         if segment is None:
             return None
-        return classify(segment.stats, transcript, during_reply=during_reply, noise_floor_db=segment.floor_db)
+        return classify(segment.stats, transcript, during_reply=during_reply, noise_floor_db=segment.floor_db,
+                        user_level_db=self.user_level_db)
 
     def forget(self, item_id: str) -> None:
         """A segment that will never be judged (the buffer was cleared)."""
