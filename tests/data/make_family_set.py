@@ -39,7 +39,7 @@ from tests.data.make_listening_set import Case, Expect, case_seed, scaled_over_b
 from tests.data.noise_sources import BACKGROUNDS, NOISES, RATE, Audio, active_level_db, band
 from tests.data.voices import FAMILIES, Family
 
-VERSION = 5
+VERSION = 6
 SPLIT_FILE = Path(__file__).with_name("listening_split.json")
 CACHE = Path("~/.cache/bargein/listening-families").expanduser()
 LEAD_S = 2.0
@@ -182,11 +182,12 @@ def build(split: str = "held_out", *, seed: int = 7, out: Path | None = None, ve
             bed = beds[int(rng.integers(len(beds)))]
             talker = talker_audio[int(rng.integers(len(talker_audio)))] if talker_audio else None
             mixed, start, end, level = place(audio, rng, condition=condition, talker=talker, snr_db=snr, bed=bed)
-            # the user's own request before it, in the same voice, level, room and channel: the reply it
-            # starts is the one the sound lands on, and the session has heard how loud the user is
+            # the user's own request before it, in the same voice, level, room and channel (while the
+            # background talker is still silent): the reply it starts is the one the sound lands on, and
+            # the session has heard how loud the user is
             ask_rng = np.random.default_rng(case_seed(seed, f"{case_id}:ask"))
-            asked, *_ = place(asks[family if family in asks else users[0]], ask_rng, condition=condition,
-                              talker=talker, snr_db=snr, bed=bed, level_db=level)
+            asked, *_ = place(asks[family if family in asks else users[0]], ask_rng, condition="room",
+                              talker=None, snr_db=snr, bed=bed, level_db=level)
             channel = "audio/pcm"
             if condition == "phone":
                 channel = ("audio/pcmu", "audio/pcma")[int(rng.integers(2))]
