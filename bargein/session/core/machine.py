@@ -266,11 +266,15 @@ class DuplexMachine:
         if verdict is not None:
             self._emit(v.ReportSegment(item_id, verdict, "cut the reply and answer" if cuts else "answer"))
         if cuts:
-            self._cancel_active("turn_detected")
-            if self.storm.barge_in(self._last_ms) == "confirm":
-                self._emit(v.ModeChanged("confirm", f"{self.storm.capacity} barge-ins within "
-                                                  f"{self.storm.window_ms / 1000:.0f} s"))
+            self._barge_in()
         self._maybe_answer()
+
+    def _barge_in(self) -> None:
+        """The user cut the reply short: cancel it, and count the barge-in for the storm guard."""
+        self._cancel_active("turn_detected")
+        if self.storm.barge_in(self._last_ms) == "confirm":
+            self._emit(v.ModeChanged("confirm", f"{self.storm.capacity} barge-ins within "
+                                                f"{self.storm.window_ms / 1000:.0f} s"))
 
     def _on_guess(self, event: v.GuessTranscribed) -> None:
         settings = self.settings
@@ -281,10 +285,7 @@ class DuplexMachine:
             # now, not after the endpoint silence and the final recognition; the turn goes on as usual
             spotted = self.segments.guess(event.item_id, event.transcript, during_reply=True)
             if spotted is not None and spotted.features.get("command"):
-                self._cancel_active("turn_detected")
-                if self.storm.barge_in(self._last_ms) == "confirm":
-                    self._emit(v.ModeChanged("confirm", f"{self.storm.capacity} barge-ins within "
-                                                        f"{self.storm.window_ms / 1000:.0f} s"))
+                self._barge_in()
         if not (settings.vad and settings.create_response and settings.speculation.prefetch_reply):
             return
         verdict = self.segments.guess(event.item_id, event.transcript, during_reply=self._reply is not None)
