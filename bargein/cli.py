@@ -30,6 +30,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="accepted API key (repeatable); none = local-only mode")
     serve.add_argument("--no-listen", dest="listen", action="store_const", const=False,
                        help="cancel a reply at any speech onset instead of pausing it until the segment is classified")
+    serve.add_argument("--no-builtin-tools", dest="builtin_tools", action="store_const", const=False,
+                       help="do not offer the built-in clock, calendar, calculator and unit tools")
     serve.add_argument("--log-level", default="info")
     return parser
 

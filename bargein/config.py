@@ -30,6 +30,8 @@ class Settings(BaseSettings):
     max_message_bytes: int = 8 * 1024 * 1024
     """Client messages above this get an error event (the socket itself refuses 8x more)."""
     max_sessions: int = 256
+    builtin_tools: bool = True
+    """Offer bargein's own tools (clock, calendar, calculator, units) to sessions that bring no tools."""
     listen: bool = True
     """Classify every segment (query or noise) before answering or cutting a reply; off, any speech
     onset cancels the reply at once, as the OpenAI Realtime API does."""

@@ -1,8 +1,8 @@
 """Capacity: how many real-time sessions one server carries before it falls behind the audio.
 
-    python bench/capacity.py                       # instant engines, listening then talking, <10 min
-    python bench/capacity.py --steps 4,8,16 --measure-s 10 --modes listening
-    python bench/capacity.py --engines default --modes talking --steps 1,2,4
+    python -m bench.capacity                       # instant engines, listening then talking, <10 min
+    python -m bench.capacity --steps 4,8,16 --measure-s 10 --modes listening
+    python -m bench.capacity --engines default --modes talking --steps 1,2,4
 
 It starts ``bargein serve`` on loopback (``--engines``, default ``instant``: fake ASR/LLM/TTS that answer
 at once, and the real Silero VAD, which always runs), then ramps the number of sessions N. For each N
@@ -32,13 +32,11 @@ import math
 import multiprocessing
 import os
 import queue
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import psutil

@@ -1,14 +1,14 @@
 """First audio and barge-in stop, measured by the official ``openai`` client streaming speech in real time.
 
-    python bench/first_audio.py --engines instant --turns 20 [--plot first_audio.png]
-    python bench/first_audio.py --engines default --turns 10
-    python bench/first_audio.py --url 127.0.0.1:8000 --turns 10      # a server you started yourself
+    python -m bench.first_audio --engines instant --turns 20 [--plot first_audio.png]
+    python -m bench.first_audio --engines default --turns 10
+    python -m bench.first_audio --url 127.0.0.1:8000 --turns 10      # a server you started yourself
 
 The client behaves like a microphone: one 20 ms append every 20 ms, silence between clips, real
 speech (the LibriVox clips of Debian's pocketsphinx-testdata, resampled to 24 kHz pcm16). Every chunk's
 send time is logged, so stream positions map to wall time.
 
-* **first audio** (DESIGN.md): from the chunk holding the last sample of user speech (found offline by
+* **first audio** (docs/design.md): from the chunk holding the last sample of user speech (found offline by
   frame energy) leaving the client, to the client receiving the first non-silent agent sample.
 * **beyond endpoint**: from the chunk that completes the server's endpoint (its ``speech_stopped``
   ``audio_end_ms`` plus the silence, rounded up to whole 32 ms VAD frames) leaving the client, to the
@@ -33,12 +33,9 @@ import contextlib
 import math
 import os
 import statistics
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from bench.realtime_harness import (
@@ -64,7 +61,8 @@ async def run_session(host_port: str, args: argparse.Namespace) -> tuple[list[Tu
     clips = load_clips()
     client = AsyncOpenAI(api_key="sk-local", websocket_base_url=f"ws://{host_port}/v1", max_retries=0)
     results: list[TurnResult] = []
-    async with client.realtime.connect(model="bargein-bench", max_retries=0) as connection:
+    async with client.realtime.connect(model="bargein-bench", max_retries=0,
+                                       extra_query={"bargein_events": "1"}) as connection:
         observer = Observer()
         reader = asyncio.create_task(observer.read(connection))
         created = await observer.wait_event("session.created", timeout=30)

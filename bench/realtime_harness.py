@@ -3,7 +3,7 @@
 A benchmark client behaves like a microphone: it sends a 20 ms append every 20 ms, forever, with
 silence whenever no clip is playing, and it remembers when each chunk left. Any position in the input
 stream (a sample index at 24 kHz) therefore maps to the wall time the server could first have had it,
-which is the clock DESIGN.md measures first audio and barge-in stop against.
+which is the clock docs/design.md measures first audio and barge-in stop against.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Speed of the speech synthesisers: real-time factor and time to first audio.
 
-    python bench/tts_speed.py [--engines kokoro flite] [--threads 1]
+    python -m bench.tts_speed [--engines kokoro flite] [--threads 1]
 
 For each sentence (typical LLM reply clauses) it times one ``synthesize`` call on a warm engine:
 time to first chunk (wall clock from the call to the first chunk in hand), where the first sound lies
@@ -16,11 +16,9 @@ import os
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from bargein.engines.base import CancelToken, SpeechSynthesizer

@@ -37,14 +37,11 @@ import asyncio
 import json
 import math
 import os
-import sys
 import time
 from collections import defaultdict
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from bargein.engines.listen.silero_vad import SileroVad
@@ -193,36 +190,20 @@ def print_case(r: CaseResult) -> None:
               f"{s.get('transcript')!r}: {'; '.join(s['reasons'])}")
 
 
-class ForcedLanguage:
-    """A recogniser that always gets ``language`` (a session does not pass its transcription language yet)."""
-
-    def __init__(self, asr: Any, language: str) -> None:
-        self.asr = asr
-        self.language = language
-
-    async def transcribe(self, audio: Any, *, language: str | None = None, prompt: str | None = None) -> Any:
-        """Final recognition in the forced language."""
-        return await self.asr.transcribe(audio, language=self.language, prompt=prompt)
-
-    async def transcribe_partial(self, audio: Any, *, language: str | None = None, prompt: str | None = None) -> Any:
-        """Partial recognition in the forced language."""
-        return await self.asr.transcribe_partial(audio, language=self.language, prompt=prompt)
-
-
 async def run_all(cases: list[Case], folder: Path, args: argparse.Namespace) -> list[CaseResult]:
     """Every case, ``--concurrency`` sessions at a time, sharing one VAD and one recogniser."""
     from bargein.engines.transcribe.whisper_asr import load_whisper
 
     vad = await asyncio.to_thread(SileroVad)
     whisper = await asyncio.to_thread(load_whisper, args.asr_model)
-    asr = ForcedLanguage(whisper, args.language) if args.language else whisper
+    asr = whisper
     gate = asyncio.Semaphore(args.concurrency)
 
     async def one(case: Case) -> CaseResult:
         async with gate:
             ask = read_wav(folder / case.ask) if case.ask else None
             result = await run_case(case, read_wav(folder / case.file), vad, asr, speed=args.speed,
-                                    timeline_speed=args.timeline_speed, ask=ask)
+                                    timeline_speed=args.timeline_speed, language=args.language, ask=ask)
         if args.verbose:
             print_case(result)
         return result

@@ -1,6 +1,6 @@
 """Re-judge a ``bench/turn_quality.py --dump`` with the current listening classifier, in a second.
 
-    python bench/turn_quality_replay.py DUMP.json
+    python -m bench.turn_quality_replay DUMP.json
 
 Recognition is the slow part of the bench and does not depend on the classifier, so the features of
 every segment (speech duration, level above the noise floor, transcript, no-speech probability,
@@ -15,11 +15,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bargein.engines.base import Transcript
 from bargein.listening_model.decide import decide_over_reply

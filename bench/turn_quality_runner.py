@@ -125,10 +125,12 @@ class TurnWatcher(QuietObserver):
         """Committed item id -> stream ms at its commit."""
 
     def on_event(self, event: v.Event) -> None:
+        """A transcript arrived for a committed item."""
         if isinstance(event, v.SegmentTranscribed):
             self.untranscribed.discard(event.item_id)
 
     def on_action(self, action: v.Action) -> None:
+        """Turns and replies as the machine opens and closes them."""
         match action:
             case v.SpeechStarted(item_id):
                 self.speaking = item_id
@@ -279,7 +281,8 @@ class Client:
 
 
 async def run_case(case: Case, pcm: bytes, vad: VoiceActivityDetector, asr: SpeechRecognizer, *,
-                   speed: float, timeline_speed: float, ask: bytes | None = None) -> CaseResult:
+                   speed: float, timeline_speed: float, language: str | None = None,
+                   ask: bytes | None = None) -> CaseResult:
     """One case in a fresh session; a timeline first starts a long reply and waits for its audio.
 
     With ``ask`` (the user's own request, spoken first) the reply is the answer to it; without, or if
@@ -291,6 +294,9 @@ async def run_case(case: Case, pcm: bytes, vad: VoiceActivityDetector, asr: Spee
     else:
         engines = Engines(vad, asr, FakeLanguageModel(filler=LONG_REPLY, token_delay_s=0.01), FakeSynthesizer())
     async with Client(case, engines) as client:
+        if language:  # the session passes it to every recognition: partial, speculative and final
+            await client.send(type="session.update", session={"audio": {"input": {"transcription": {
+                "model": "whisper-1", "language": language}}}})
         chunk = CHUNK_BYTES
         if case.channel != "audio/pcm":  # a telephone client: G.711 at 8 kHz, 20 ms = 160 bytes
             wire = AudioFormat(case.channel, 8000)  # type: ignore[arg-type]

@@ -1,6 +1,6 @@
 """bargein against Pipecat in one run: same engines, same clips, same client-side measurement.
 
-    .venv-pipecat/bin/python bench/vs_pipecat.py --turns 10
+    .venv-pipecat/bin/python -m bench.vs_pipecat --turns 10
 
 Needs an environment with ``pipecat-ai`` besides bargein (see docs/benchmarks.md); it starts, on
 loopback, one ``python -m llama_cpp.server`` (SmolLM2-135M by default) that both systems use as their
@@ -48,7 +48,6 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from bargein.audio.codecs import float_to_int16, int16_to_float
@@ -133,7 +132,7 @@ class Episode:
     clips: str
     round_index: int = -1
     first_audio: list[float | None] = field(default_factory=list)
-    """Per turn: first audible sample received (DESIGN.md's first audio)."""
+    """Per turn: first audible sample received (docs/design.md's first audio)."""
     first_heard: list[float | None] = field(default_factory=list)
     """Per turn: first audible sample played by a client with no jitter buffer (see :class:`Link`)."""
     signal_ms: float | None = None
@@ -169,7 +168,8 @@ async def bargein_link(port: int) -> Any:
 
     client = AsyncOpenAI(api_key="sk-local", websocket_base_url=f"ws://127.0.0.1:{port}/v1", max_retries=0)
     link = Link()
-    async with client.realtime.connect(model="bargein-bench", max_retries=0) as connection:
+    async with client.realtime.connect(model="bargein-bench", max_retries=0,
+                                       extra_query={"bargein_events": "1"}) as connection:
         updated = asyncio.Event()
 
         async def read() -> None:

@@ -262,3 +262,31 @@ def test_worklet_resampler_and_transcript_mapping(server: str) -> None:
     assert result["alias"]["rms"] < 0.005, result["alias"]
     # Halfway through a clause's audio, halfway through its text; text that raced ahead spreads over the audio.
     assert result["chars"] == [5, 10]
+
+
+def test_page_shows_a_builtin_tool_the_server_ran(tmp_path: Path) -> None:
+    """The page asks for bargein's events, so a built-in tool call shows in its transcript."""
+    if not CHROMIUM.is_file():
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium package (the test set-up does)")
+    from playwright.sync_api import sync_playwright
+
+    engines = Engines(SileroVad(), FakeRecognizer([librivox_reference(FIRST)]),
+                      FakeLanguageModel(calls={"young": ("calculate", '{"expression": "17 * 23"}')}),
+                      FakeSynthesizer())
+    microphone = tmp_path / "microphone.wav"
+    write_fake_microphone(microphone)
+    with running_server(engines) as address, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=chromium_args(microphone))
+        try:
+            page = browser.new_page()
+            page.goto(f"http://{address}/")
+            page.wait_for_function("document.getElementById('server-ready').dataset.state === 'ready'")
+            page.click("#connect")
+            tool = page.wait_for_selector(".msg.tool", timeout=30_000)
+            assert tool is not None
+            assert tool.inner_text().endswith('calculate({"expression": "17 * 23"}) → 17 * 23 = 391')
+            page.wait_for_function("window.bargeinTest.transcripts.agent.some((a) => a.text.includes('391'))",
+                                   timeout=20_000)
+            assert page.evaluate("window.bargeinTest.errors") == []
+        finally:
+            browser.close()

@@ -6,6 +6,7 @@ import itertools
 
 import pytest
 
+from bargein.protocol import client_events as ce
 from bargein.session import core as dx
 
 FRAME_MS = 32.0
@@ -23,10 +24,10 @@ class Timeline:
         self.now_ms = 0.0
         self.actions: list[dx.Action] = []
 
-    def frames(self, probability: float, duration_ms: float) -> list[dx.Action]:
+    def frames(self, probability: float, duration_ms: float, energy_db: float = -100.0) -> list[dx.Action]:
         new: list[dx.Action] = []
         for _ in range(round(duration_ms / FRAME_MS)):
-            self.machine.feed(dx.VadFrame(self.now_ms, self.now_ms + FRAME_MS, probability))
+            self.machine.feed(dx.VadFrame(self.now_ms, self.now_ms + FRAME_MS, probability, energy_db))
             self.now_ms += FRAME_MS
             new += self.machine.take_actions()
         self.actions += new
@@ -233,3 +234,36 @@ def test_switching_to_manual_mid_turn_drops_the_turn() -> None:
     t.feed(dx.SettingsChanged(MANUAL))
     assert t.machine.phase is dx.Phase.LISTENING
     assert t.silence(1000) == []
+
+
+def test_a_rejected_response_create_leaks_no_parameters_into_the_next_reply() -> None:
+    t = Timeline()
+    response_id = _agent_speaking(t)
+    text_only = ce.ResponseParams(output_modalities=["text"], conversation="none", instructions="whisper")
+    rejected = t.feed(dx.ClientResponseCreate("evt_1", text_only))
+    assert [type(a) for a in rejected] == [dx.Reject]
+    t.feed(dx.ReplyFinished(response_id))
+    # the next reply the VAD starts has the session's own parameters
+    t.speech(640)
+    assert of(t.silence(512), dx.StartReply)[0].params is None
+    # an accepted create carries its parameters with the reply it starts, and only that one
+    finished = of(t.actions, dx.StartReply)[-1].response_id
+    t.feed(dx.ReplyFinished(finished))
+    assert of(t.feed(dx.ClientResponseCreate("evt_2", text_only)), dx.StartReply)[0].params == text_only
+
+
+def test_reply_text_is_forwarded_only_for_the_active_reply() -> None:
+    t = Timeline()
+    response_id = _agent_speaking(t)
+    assert t.feed(dx.ReplyText(response_id, "Hello")) == [dx.ForwardText(response_id, "Hello")]
+    t.feed(dx.ClientResponseCancel())
+    assert t.feed(dx.ReplyText(response_id, " there")) == [dx.DropText(response_id)]
+
+
+def test_idle_input_audio_is_trimmed_only_outside_a_turn_and_never_in_manual_mode() -> None:
+    t = Timeline()
+    assert t.feed(dx.AudioAppended(2000.0)) == [dx.TrimBuffer(1500.0)]
+    t.speech(320)
+    assert t.feed(dx.AudioAppended(t.now_ms)) == [], "a turn in progress keeps all its audio"
+    manual = Timeline(MANUAL)
+    assert manual.feed(dx.AudioAppended(2000.0)) == []

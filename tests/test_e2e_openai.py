@@ -9,12 +9,23 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer
 from bargein.engines.listen.silero_vad import SileroVad
-from tests.support.realtime_client import EventLog, collect, openai_client, stream_realtime, validate_server_event
+from tests.support.realtime_client import (
+    BARGEIN_EVENTS,
+    EventLog,
+    collect,
+    openai_client,
+    stream_realtime,
+    validate_server_event,
+)
 from tests.support.server import running_server
 from tests.support.speech import librivox_clip, pcm16_24k
+
+pytestmark = pytest.mark.slow  # the real Silero VAD
 
 LONG_REPLY = ("This is a long answer that keeps going for a while, so that there is plenty of time to cut in "
               "before it ends, and it still goes on after that.")
@@ -40,7 +51,7 @@ def assert_no_audio_after_done(log: EventLog) -> None:
 async def test_spoken_turn_gets_transcript_reply_and_audio() -> None:
     engines, llm = fake_engines()
     with running_server(engines) as host:
-        async with openai_client(host).realtime.connect(model="bargein-test") as connection:
+        async with openai_client(host).realtime.connect(model="bargein-test", extra_query=BARGEIN_EVENTS) as connection:
             log = EventLog()
             reader = asyncio.create_task(collect(connection, log))
             await log.wait_for(lambda e: e["type"] == "session.created")
@@ -74,7 +85,7 @@ async def test_barge_in_cancels_reply_and_history_keeps_only_heard_text() -> Non
                                                                  "he might even have been made amiable himself"))
     full_reply = "You said: he was not an ill disposed young man. " + LONG_REPLY
     with running_server(engines) as host:
-        async with openai_client(host).realtime.connect(model="bargein-test") as connection:
+        async with openai_client(host).realtime.connect(model="bargein-test", extra_query=BARGEIN_EVENTS) as connection:
             log = EventLog()
             reader = asyncio.create_task(collect(connection, log))
             await log.wait_for(lambda e: e["type"] == "session.created")
@@ -139,7 +150,7 @@ async def test_barge_in_cancels_reply_and_history_keeps_only_heard_text() -> Non
 async def test_text_turn_with_text_output() -> None:
     engines, llm = fake_engines()
     with running_server(engines) as host:
-        async with openai_client(host).realtime.connect(model="bargein-test") as connection:
+        async with openai_client(host).realtime.connect(model="bargein-test", extra_query=BARGEIN_EVENTS) as connection:
             log = EventLog()
             reader = asyncio.create_task(collect(connection, log))
             await connection.session.update(session={"type": "realtime", "output_modalities": ["text"]})
@@ -168,7 +179,7 @@ async def test_with_listening_off_speech_onset_cancels_the_reply_at_once() -> No
     engines, _llm = fake_engines(filler=LONG_REPLY)
     port = free_port()
     with running_server(engines, Settings(port=port, listen=False)) as host:
-        async with openai_client(host).realtime.connect(model="bargein-test") as connection:
+        async with openai_client(host).realtime.connect(model="bargein-test", extra_query=BARGEIN_EVENTS) as connection:
             log = EventLog()
             reader = asyncio.create_task(collect(connection, log))
             await stream_realtime(connection, pcm16_24k(librivox_clip("0880"), silence_after_s=0.8))

@@ -18,7 +18,14 @@ from bargein.config import Settings
 from bargein.engines.base import Engines
 from bargein.engines.factory import load_engines
 from bargein.engines.transcribe.wer import word_error_rate
-from tests.support.realtime_client import EventLog, collect, openai_client, stream_realtime, validate_server_event
+from tests.support.realtime_client import (
+    BARGEIN_EVENTS,
+    EventLog,
+    collect,
+    openai_client,
+    stream_realtime,
+    validate_server_event,
+)
 from tests.support.server import running_server
 from tests.support.speech import librivox_clip, librivox_reference, pcm16_24k
 
@@ -33,7 +40,7 @@ def real_engines() -> Iterator[Engines]:
 
 async def test_real_models_hear_answer_and_speak(real_engines: Engines) -> None:
     with running_server(real_engines) as host:
-        async with openai_client(host).realtime.connect(model="bargein") as connection:
+        async with openai_client(host).realtime.connect(model="bargein", extra_query=BARGEIN_EVENTS) as connection:
             log = EventLog()
             reader = asyncio.create_task(collect(connection, log))
             await stream_realtime(connection, pcm16_24k(librivox_clip("0880"), silence_after_s=1.0))
@@ -56,7 +63,7 @@ async def test_real_models_hear_answer_and_speak(real_engines: Engines) -> None:
 
 async def test_real_models_barge_in(real_engines: Engines) -> None:
     with running_server(real_engines) as host:
-        async with openai_client(host).realtime.connect(model="bargein") as connection:
+        async with openai_client(host).realtime.connect(model="bargein", extra_query=BARGEIN_EVENTS) as connection:
             log = EventLog()
             reader = asyncio.create_task(collect(connection, log))
             await connection.session.update(session={

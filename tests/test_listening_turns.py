@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from bargein.engines.base import Transcript
 from bargein.session import core as dx
+from bargein.session.core.classifier import ListenDecision
 from bargein.session.core.endpointing import endpoint_silence_ms
 from bargein.session.core.storm_guard import StormGuard
 from tests.test_duplex import Timeline, of
@@ -107,8 +109,7 @@ def test_a_second_segment_keeps_the_pause_until_both_are_decided() -> None:
         dx.CancelReply(reply, "turn_detected")]
 
 
-def test_storm_guard_enters_confirm_mode_and_calms_down() -> None:
-    t = Listening()
+def _three_barge_ins(t: Listening) -> None:
     for _ in range(3):
         t.agent_speaking()
         t.speech(640)
@@ -118,6 +119,11 @@ def test_storm_guard_enters_confirm_mode_and_calms_down() -> None:
         active = t.machine.active_response_id
         assert active is not None
         t.feed(dx.ReplyFinished(active))
+
+
+def test_storm_guard_enters_confirm_mode_and_calms_down() -> None:
+    t = Listening()
+    _three_barge_ins(t)
     assert of(t.actions, dx.ModeChanged) == [dx.ModeChanged("confirm", "3 barge-ins within 10 s")]
     t.speech(640)
     # confirm mode waits for a longer silence before it answers (1000 ms instead of 500)
@@ -175,3 +181,74 @@ def test_storm_guard_counts_barge_ins_within_the_window() -> None:
     assert guard.barge_in(10_900) == "confirm"
     assert guard.tick(20_899) is None
     assert guard.tick(20_900) == "normal" and guard.recent == 0
+
+
+def _confirm_mode(t: Listening) -> str:
+    """Three barge-ins in a row: returns the reply playing once the storm guard is in confirm mode."""
+    _three_barge_ins(t)
+    t.speech(640)
+    item = of(t.silence(1056), dx.AwaitClassification)[0].item_id
+    reply = of(t.feed(dx.SegmentClassified(item, "query")), dx.StartReply)[0].response_id
+    t.feed(dx.ReplyAudio(reply, "a0"))
+    return reply
+
+
+def test_the_segment_report_says_a_short_query_was_ignored_in_confirm_mode() -> None:
+    t = Listening()
+    reply = _confirm_mode(t)
+    t.speech(320)
+    short = of(t.silence(1056), dx.AwaitClassification)[0].item_id
+    verdict = ListenDecision("query", ("1 words of speech",))
+    decided = t.feed(dx.SegmentClassified(short, "query", verdict))
+    assert decided == [dx.ReportSegment(short, verdict, "ignore (confirm mode: too short to interrupt)"),
+                       dx.DiscardSegment(short)]
+    assert t.machine.active_response_id == reply
+
+
+def test_the_machine_classifies_a_transcribed_segment_with_its_own_statistics() -> None:
+    t = Listening()
+    reply = t.agent_speaking()
+    t.frames(0.02, 320, energy_db=-60.0)  # the room: the noise floor follows it
+    t.frames(0.9, 640, energy_db=-25.0)  # a query, well above the room
+    item = of(t.silence(544), dx.AwaitClassification)[0].item_id
+    decided = t.feed(dx.SegmentTranscribed(item, Transcript("Stop, what time is it?")))
+    report = of(decided, dx.ReportSegment)[0]
+    assert report.verdict.decision == "query" and report.action == "cut the reply and answer"
+    assert report.verdict.features["speech_ms"] == 640.0 and report.verdict.features["during_reply"]
+    assert decided[1:3] == [dx.CancelReply(reply, "turn_detected"), dx.DisarmIdleTimer()]
+    # the machine decides once: a second transcript of the same item changes nothing
+    assert t.feed(dx.SegmentTranscribed(item, Transcript("again"))) == []
+
+
+def test_a_noise_transcript_resumes_the_paused_reply_and_the_report_says_so() -> None:
+    t = Listening()
+    reply = t.agent_speaking()
+    t.speech(96)
+    assert t.feed(dx.ReplyText(reply, " more")) == [dx.HoldText(reply, " more")]
+    item = of(t.silence(544), dx.AwaitClassification)[0].item_id
+    decided = t.feed(dx.SegmentTranscribed(item, Transcript("", no_speech_prob=0.9)))
+    assert [type(a) for a in decided] == [dx.ReportSegment, dx.DiscardSegment, dx.ResumeReply]
+    assert decided[0].action == "resume the reply"  # type: ignore[union-attr]
+    assert t.feed(dx.ReplyText(reply, " again")) == [dx.ForwardText(reply, " again")]
+
+
+def test_a_guess_that_reads_as_a_query_prefetches_a_reply_only_when_none_is_live() -> None:
+    t = Listening()
+    t.frames(0.9, 640, energy_db=-25.0)
+    t.silence(64)
+    assert t.feed(dx.GuessTranscribed("item_1", Transcript(" What time is it?"))) == [
+        dx.PrefetchReply("item_1", "What time is it?")]
+    assert t.feed(dx.GuessTranscribed("item_1", Transcript(""))) == [], "no words: noise, nothing to prefetch"
+    busy = Listening()
+    busy.agent_speaking()
+    busy.frames(0.9, 640, energy_db=-25.0)
+    busy.silence(64)
+    # a sentence that is no command does not touch the live reply, nor start another
+    assert busy.feed(dx.GuessTranscribed("item_3", Transcript("I think the soup is ready now."))) == []
+    # a question word, clearly louder than the room, cuts the paused reply at once (then may be prefetched)
+    cut = busy.feed(dx.GuessTranscribed("item_3", Transcript("What time is it?")))
+    assert isinstance(cut[0], dx.CancelReply) and cut[0].reason == "turn_detected"
+    text_only = Listening(dx.TurnSettings(speculation=dx.Speculation(prefetch_reply=False)))
+    text_only.frames(0.9, 640, energy_db=-25.0)
+    text_only.silence(64)
+    assert text_only.feed(dx.GuessTranscribed("item_1", Transcript("What time is it?"))) == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import httpx
+import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from websockets.sync.client import connect
 
@@ -63,7 +64,7 @@ def test_turn_metrics_event_and_prometheus_histograms() -> None:
     engines = Engines(FakeVad(), FakeRecognizer(), FakeLanguageModel(), FakeSynthesizer(),
                       description={"vad": "fake vad", "llm": "fake llm"})
     with running_server(engines) as host:
-        with connect(f"ws://{host}/v1/realtime") as ws:
+        with connect(f"ws://{host}/v1/realtime?bargein_events=1") as ws:
             ws.recv(timeout=5)
             ws.send(json.dumps({"type": "conversation.item.create", "item": {
                 "type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}}))
@@ -105,6 +106,7 @@ def test_turns_become_spans_when_an_exporter_is_configured() -> None:
     assert abs((span.end_time - span.start_time) / 1e9 - 6.0) < 1e-3
 
 
+@pytest.mark.slow  # the real Silero VAD
 def test_queue_depth_is_read_from_any_engine_that_reports_one() -> None:
     from bargein.engines.listen.silero_vad import SileroVad
     from bargein.metrics.prometheus import ServerMetrics

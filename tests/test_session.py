@@ -200,6 +200,9 @@ async def test_a_false_interruption_resumes_sample_exact_from_the_cut_point() ->
 
     segment = next(e for e in h.events if e["type"] == "bargein.listen.segment" and e["decision"] != "text")
     assert segment["decision"] == "noise" and segment["action"] == "resume the reply"
+    paused_at = next(i for i, e in enumerate(h.events) if e["type"] == "bargein.reply.paused")
+    assert not [e for e in h.events[paused_at:resumed_at] if e["type"].startswith("response.output_audio")], \
+        "nothing of a paused reply goes out, its transcript included"
     assert h.events[-1]["response"]["status"] == "completed"
     assert next(e for e in h.events if e["type"] == "bargein.reply.resumed")["audio_start_ms"] == 700
     cut = 700 * 48  # 700 ms of 24 kHz pcm16
@@ -236,4 +239,88 @@ async def test_the_transcription_language_and_prompt_reach_the_recogniser() -> N
                                                         "audio": base64.b64encode(audio).decode()}]})
     await h.drain(until="conversation.item.input_audio_transcription.completed")
     assert asr.calls == [("es", "bargein")]
+    await h.session.close()
+
+
+def _pcm(samples: np.ndarray) -> list[str]:
+    """24 kHz float audio as base64 appends of 20 ms."""
+    wire = float_to_int16(samples.astype(np.float32)).tobytes()
+    return [base64.b64encode(wire[offset:offset + 960]).decode() for offset in range(0, len(wire), 960)]
+
+
+TONE_S = 0.3 * np.sin(np.arange(24_000) / 4)
+"""A second of loud sound: speech to the fake VAD."""
+
+
+async def _say(h: Harness, seconds: float, then_silence_s: float) -> None:
+    for chunk in _pcm(np.concatenate([TONE_S[:int(24_000 * seconds)], np.zeros(int(24_000 * then_silence_s))])):
+        await h.send(type="input_audio_buffer.append", audio=chunk)
+
+
+async def test_a_rejected_response_create_leaks_nothing_into_the_next_reply() -> None:
+    h = Harness(Engines(FakeVad(), FakeRecognizer(("what time is it",)), CountingLanguageModel(),
+                        FakeSynthesizer()))
+    await h.send(type="conversation.item.create", item={"type": "message", "role": "user",
+                                                        "content": [{"type": "input_text", "text": "talk"}]})
+    await h.send(type="response.create")
+    await h.drain(until="response.created")
+    await h.send(type="response.create", response={"output_modalities": ["text"], "conversation": "none",
+                                                   "metadata": {"leak": "yes"}})
+    await h.drain(until="error")
+    assert h.events[-1]["error"]["code"] == "conversation_already_has_active_response"
+    await h.send(type="response.cancel")
+    await h.drain(until="response.done")
+    await _say(h, 1.0, 0.7)  # a spoken turn: the VAD starts the next reply
+    await h.drain(until="response.created")
+    spoken = h.events[-1]["response"]
+    assert spoken["output_modalities"] == ["audio"] and spoken["metadata"] is None
+    await h.drain(until="conversation.item.added")
+    assert h.events[-1]["item"]["role"] == "assistant", "the spoken turn's reply is in the conversation"
+    await h.session.close()
+
+
+async def test_the_segment_event_reports_what_the_machine_decided_in_confirm_mode() -> None:
+    h = Harness(Engines(FakeVad(), FakeRecognizer(("stop",)), CountingLanguageModel(), FakeSynthesizer()))
+    await h.send(type="conversation.item.create", item={"type": "message", "role": "user",
+                                                        "content": [{"type": "input_text", "text": "talk"}]})
+    await h.send(type="response.create")
+    await h.drain(until="response.created")
+    for _ in range(3):  # three barge-ins, each cutting the reply and starting the next
+        await _say(h, 1.0, 0.7)
+        await h.drain(until="response.created")
+    assert [e["mode"] for e in h.events if e["type"] == "bargein.turn.mode"] == ["confirm"]
+    playing = h.events[-1]["response"]["id"]
+    await h.drain(until="response.output_audio.delta")
+    await _say(h, 0.4, 1.2)  # a short "stop": in confirm mode too short to interrupt
+    await h.drain(until="bargein.listen.segment")
+    segment = h.events[-1]
+    assert segment["decision"] == "query"
+    assert segment["action"] == "ignore (confirm mode: too short to interrupt)"
+    await h.drain(until="conversation.item.deleted")
+    assert h.events[-1]["item_id"] == segment["item_id"]
+    done = [e["response"]["id"] for e in h.events if e["type"] == "response.done"]
+    assert playing not in done, "the reply plays on"
+    await h.session.close()
+
+
+async def test_a_paused_text_reply_holds_its_text_until_it_resumes() -> None:
+    filler = " ".join(["and then one more word"] * 40)
+    h = Harness(Engines(FakeVad(), SilentRecognizer(), FakeLanguageModel(filler=filler, token_delay_s=0.005),
+                        FakeSynthesizer()))
+    await h.send(type="session.update", session={"output_modalities": ["text"]})
+    await h.send(type="conversation.item.create", item={"type": "message", "role": "user",
+                                                        "content": [{"type": "input_text", "text": "talk"}]})
+    await h.send(type="response.create")
+    await h.drain(until="response.output_text.delta")
+    await _say(h, 0.2, 0.0)  # a cough over the reply pauses it
+    await h.drain(until="bargein.reply.paused")
+    await asyncio.sleep(0.1)  # the model goes on writing meanwhile
+    await _say(h, 0.0, 0.8)
+    await h.drain(until="response.done", timeout=30)
+    kinds = h.types()
+    paused_at, resumed_at = kinds.index("bargein.reply.paused"), kinds.index("bargein.reply.resumed")
+    assert "response.output_text.delta" not in kinds[paused_at:resumed_at], "a paused reply sends nothing"
+    text = "".join(e["delta"] for e in h.events if e["type"] == "response.output_text.delta")
+    assert text == f"You said: talk. {filler}", "what was held goes out on resume, in order"
+    assert h.events[-1]["response"]["output"][0]["content"][0]["text"] == text
     await h.session.close()

@@ -78,7 +78,10 @@ async def test_short_window_is_as_accurate_as_the_full_30_s_window(recognizer: W
     references = [librivox_reference(clip) for clip in CLIPS]
     short = [(await recognizer.transcribe(librivox_clip(clip))).text for clip in CLIPS]
     full = [recognizer.transcribe_sync(librivox_clip(clip), options=FULL_WINDOW).text for clip in CLIPS]
-    assert word_error_rate(references, short) <= word_error_rate(references, full) + 0.02
+    # int8 kernels round differently across CPUs (AVX2, AVX-512), which flips a word or two either way:
+    # the short window may cost at most three words over the whole set
+    words = sum(len(reference.split()) for reference in references)
+    assert word_error_rate(references, short) <= word_error_rate(references, full) + 3 / words
 
 
 @pytest.mark.slow

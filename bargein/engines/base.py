@@ -8,9 +8,9 @@ Heavy models are shared by all sessions; whatever blocks runs off the event loop
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -89,6 +89,8 @@ class WordTiming:
     word: str
     start_ms: float
     end_ms: float
+    probability: float | None = None
+    """How sure the recogniser was of the word (0-1), where it says."""
 
 
 @dataclass(frozen=True)
@@ -123,20 +125,54 @@ class ChatImage:
 
 
 @dataclass(frozen=True)
-class ChatMessage:
-    """One message of the history the LLM sees. Assistant messages hold heard text only."""
+class ToolCall:
+    """A function call the model made: the tool's name, the call's id and its arguments as JSON text.
 
-    role: Literal["system", "user", "assistant"]
+    ``refused`` is set when the model's output could not be turned into a call of an offered tool
+    (not JSON, unknown name, arguments that do not fit the schema even after mending); ``raw`` then
+    holds what the model wrote, so the client can be shown it.
+    """
+
+    name: str
+    call_id: str
+    arguments: str = "{}"
+    repaired: bool = False
+    """True when the arguments the model wrote had to be mended to fit the tool's schema."""
+    refused: str | None = None
+    raw: str = ""
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    """One message of the history the LLM sees. Assistant messages hold heard text only.
+
+    An assistant message may carry the tool calls it made; a ``tool`` message carries one call's
+    output, with the call's id in ``tool_call_id``.
+    """
+
+    role: Literal["system", "user", "assistant", "tool"]
     content: str
     images: tuple[ChatImage, ...] = ()
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+
+
+ToolChoice = str | Mapping[str, Any]
+"""``"auto"``, ``"none"``, ``"required"`` or ``{"type": "function", "name": ...}`` (Realtime names)."""
 
 
 @dataclass(frozen=True)
 class GenerationOptions:
-    """Per-response generation knobs."""
+    """Per-response generation knobs, and the tools the model may call (Realtime ``function`` tools)."""
 
     max_tokens: int = 256
     temperature: float = 0.7
+    tools: tuple[Mapping[str, Any], ...] = ()
+    tool_choice: ToolChoice = "auto"
+
+
+ReplyPiece = str | ToolCall
+"""What a tool-calling model yields: a piece of reply text, or a whole tool call."""
 
 
 @runtime_checkable
@@ -145,7 +181,17 @@ class LanguageModel(Protocol):
 
     def stream(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
                options: GenerationOptions | None = None) -> AsyncIterator[str]:
-        """Yield text pieces (tokens) of the reply until done or cancelled."""
+        """Yield text pieces (tokens) of the reply until done or cancelled (tools are not offered)."""
+        ...
+
+
+@runtime_checkable
+class ToolCallingModel(LanguageModel, Protocol):
+    """A language model that can be offered tools (``options.tools``) and answer with calls to them."""
+
+    def stream_reply(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
+                     options: GenerationOptions | None = None) -> AsyncIterator[ReplyPiece]:
+        """Yield reply text pieces and, where the model calls a tool, a :class:`ToolCall` each."""
         ...
 
 
@@ -167,8 +213,9 @@ class SpeechSynthesizer(Protocol):
 
     sample_rate: int
 
-    def synthesize(self, text: str, *, voice: str | None, cancel: CancelToken) -> AsyncIterator[SpeechChunk]:
-        """Speak one clause or sentence."""
+    def synthesize(self, text: str, *, voice: str | None, cancel: CancelToken,
+                   speed: float = 1.0) -> AsyncIterator[SpeechChunk]:
+        """Speak one clause or sentence; ``speed`` is a multiple of the voice's own pace (Realtime's 0.25-1.5)."""
         ...
 
 

@@ -7,7 +7,7 @@ and produce predictable output, so tests can assert exact transcripts, replies a
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 
 import numpy as np
 
@@ -16,6 +16,7 @@ from bargein.engines.base import (
     ChatMessage,
     Float32Audio,
     GenerationOptions,
+    ReplyPiece,
     SpeechChunk,
     Transcript,
     WordTiming,
@@ -53,13 +54,53 @@ class FakeRecognizer:
 
 
 class FakeLanguageModel:
-    """Replies ``You said: <last user text>.`` followed by ``filler``, one word per token."""
+    """Replies ``You said: <last user text>.`` followed by ``filler``, one word per token.
 
-    def __init__(self, *, filler: str = "", token_delay_s: float = 0.0, fail: bool = False) -> None:
+    Offered tools (:meth:`stream_reply`), it calls ``calls[word]`` (a tool name and JSON arguments)
+    (checked against the tool's schema like a real model's call) when the last user text holds ``word``
+    and that tool is offered; after a tool's output it replies
+    ``The tool said: <output>.``
+    """
+
+    def __init__(self, *, filler: str = "", token_delay_s: float = 0.0, fail: bool = False,
+                 calls: Mapping[str, tuple[str, str]] | None = None) -> None:
         self.filler = filler
         self.token_delay_s = token_delay_s
         self.fail = fail
+        self.calls = dict(calls or {})
         self.seen: list[list[ChatMessage]] = []
+        self.seen_options: list[GenerationOptions] = []
+        self._call_count = 0
+
+    async def stream_reply(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
+                           options: GenerationOptions | None = None) -> AsyncIterator[ReplyPiece]:
+        """A scripted tool call, the answer to a tool's output, or the plain reply."""
+        options = options or GenerationOptions()
+        self.seen_options.append(options)
+        from bargein.engines.think.tool_calls import offered_tools, resolve_call
+
+        tools = offered_tools(options)
+        offered = {tool.get("name") for tool in tools}
+        last = messages[-1] if messages else None
+        if last is not None and last.role == "user":
+            for word, (name, arguments) in self.calls.items():
+                if word in last.content.lower() and name in offered:
+                    self.seen.append(list(messages))
+                    self._call_count += 1
+                    # checked against the schema as a real engine's call is: it may come back refused
+                    yield resolve_call(arguments, tools, call_id=f"call_fake{self._call_count}", name=name)
+                    return
+        if last is not None and last.role == "tool":
+            self.seen.append(list(messages))
+            for index, word in enumerate(f"The tool said: {last.content}.".split(" ")):
+                if cancel.cancelled:
+                    return
+                if self.token_delay_s:
+                    await asyncio.sleep(self.token_delay_s)
+                yield word if index == 0 else " " + word
+            return
+        async for piece in self.stream(messages, cancel=cancel, options=options):
+            yield piece
 
     async def stream(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
                      options: GenerationOptions | None = None) -> AsyncIterator[str]:
@@ -91,10 +132,10 @@ class FakeSynthesizer:
         self.delay_s = delay_s
         self.amplitude = amplitude
 
-    async def synthesize(self, text: str, *, voice: str | None,
-                         cancel: CancelToken) -> AsyncIterator[SpeechChunk]:
-        """Yield the tone chunk by chunk with proportional word timings."""
-        total_ms = len(text) * self.ms_per_char
+    async def synthesize(self, text: str, *, voice: str | None, cancel: CancelToken,
+                         speed: float = 1.0) -> AsyncIterator[SpeechChunk]:
+        """Yield the tone chunk by chunk with proportional word timings (``speed`` shortens it)."""
+        total_ms = len(text) * self.ms_per_char / speed
         words = _proportional_words(text, total_ms)
         start_ms = 0.0
         while start_ms < total_ms:

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from bargein.protocol.errors import ProtocolError
+from bargein.protocol.tool_items import FunctionCallItem, FunctionCallOutputItem
 
 MAX_ID_LENGTH = 64
 
@@ -96,12 +97,34 @@ class MessageItem(BaseModel):
     content: list[ContentPart] = Field(min_length=1, max_length=64)
 
 
+ConversationItem = Annotated[MessageItem | FunctionCallItem | FunctionCallOutputItem, Field(discriminator="type")]
+
+
+class ItemReference(BaseModel):
+    """An earlier item of the session, named by id, as context of an out-of-band response."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["item_reference"]
+    id: str = Field(max_length=MAX_ID_LENGTH)
+
+
+ResponseInputItem = Annotated[MessageItem | FunctionCallItem | FunctionCallOutputItem | ItemReference,
+                              Field(discriminator="type")]
+
+
 class ConversationItemCreate(_Event):
     """Add an item to the conversation."""
 
     type: Literal["conversation.item.create"]
     previous_item_id: str | None = None
-    item: MessageItem
+    item: ConversationItem
+
+
+class ConversationItemRetrieve(_Event):
+    """Ask for the server's copy of an item (answered by ``conversation.item.retrieved``)."""
+
+    type: Literal["conversation.item.retrieve"]
+    item_id: str = Field(max_length=MAX_ID_LENGTH)
 
 
 class ConversationItemTruncate(_Event):
@@ -128,7 +151,12 @@ class ResponseParams(BaseModel):
     output_modalities: list[Literal["audio", "text"]] | None = Field(None, min_length=1, max_length=1)
     conversation: Literal["auto", "none"] | None = None
     max_output_tokens: int | Literal["inf"] | None = None
-    metadata: dict[str, str] | None = None
+    metadata: dict[str, str] | None = Field(None, max_length=16)
+    input: list[ResponseInputItem] | None = Field(None, max_length=64)
+    """Out-of-band context: these items instead of the conversation (``[]`` for none at all)."""
+    tools: list[dict[str, Any]] | None = None
+    """Checked by :func:`bargein.protocol.tool_items.validate_tools` when the response starts."""
+    tool_choice: Any = None
 
 
 class ResponseCreate(_Event):
@@ -147,7 +175,7 @@ class ResponseCancel(_Event):
 
 ClientEvent = Annotated[
     SessionUpdate | InputAudioBufferAppend | InputAudioBufferCommit | InputAudioBufferClear
-    | ConversationItemCreate | ConversationItemTruncate | ConversationItemDelete
+    | ConversationItemCreate | ConversationItemTruncate | ConversationItemDelete | ConversationItemRetrieve
     | ResponseCreate | ResponseCancel,
     Field(discriminator="type"),
 ]
@@ -155,7 +183,7 @@ _ADAPTER: TypeAdapter[ClientEvent] = TypeAdapter(ClientEvent)
 KNOWN_TYPES = frozenset({
     "session.update", "input_audio_buffer.append", "input_audio_buffer.commit", "input_audio_buffer.clear",
     "conversation.item.create", "conversation.item.truncate", "conversation.item.delete",
-    "response.create", "response.cancel",
+    "conversation.item.retrieve", "response.create", "response.cancel",
 })
 
 

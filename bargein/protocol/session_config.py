@@ -1,16 +1,20 @@
 """The session configuration the client shapes with ``session.update`` (OpenAI Realtime GA names).
 
 Defaults are the OpenAI ones: pcm16 at 24 kHz both ways, ``server_vad`` 0.5 / 300 ms / 500 ms, audio out.
-Fields we accept but do not act on (tools, tracing, ...) are kept so the session echoes them back.
+Fields we accept but do not act on (tracing, ...) are kept so the session echoes them back. Tools and
+``tool_choice`` are checked here (see :mod:`bargein.protocol.tool_items`), so a malformed tool definition
+is refused by ``session.update`` with an error naming it.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from bargein.audio.codecs import AudioFormat
+from bargein.protocol.errors import ProtocolError
+from bargein.protocol.tool_items import validate_tool_choice, validate_tools
 
 
 class _Strict(BaseModel):
@@ -124,18 +128,38 @@ class SessionConfig(BaseModel):
     """The whole session, as sent in ``session.created`` / ``session.updated``."""
 
     model_config = ConfigDict(extra="forbid")
-    type: Literal["realtime"] = "realtime"
+    type: Literal["realtime", "transcription"] = "realtime"
+    """``transcription``: a transcription-only session (turns are transcribed, never answered)."""
     model: str = "bargein"
     instructions: str = DEFAULT_INSTRUCTIONS
     output_modalities: list[Literal["audio", "text"]] = Field(default_factory=_audio_only)
     audio: AudioConfig = Field(default_factory=AudioConfig)
     max_output_tokens: int | Literal["inf"] = "inf"
     tool_choice: Any = "auto"
-    tools: list[Any] = Field(default_factory=list)
+    tools: list[dict[str, Any]] = Field(default_factory=list)
     tracing: Any = None
     truncation: Any = "auto"
-    include: list[str] | None = None
+    include: list[Literal["item.input_audio_transcription.logprobs"]] | None = None
     prompt: Any = None
+    parallel_tool_calls: bool | None = None
+    """Accepted and echoed: the embedded model makes one call per turn anyway."""
+    reasoning: Any = None
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _checked_tools(cls, value: Any) -> list[dict[str, Any]]:
+        try:
+            return validate_tools(value)
+        except ProtocolError as error:
+            raise ValueError(error.message) from None
+
+    @model_validator(mode="after")
+    def _checked_tool_choice(self) -> SessionConfig:
+        try:
+            self.tool_choice = validate_tool_choice(self.tool_choice, self.tools)
+        except ProtocolError as error:
+            raise ValueError(error.message) from None
+        return self
 
     def updated(self, patch: dict[str, Any]) -> SessionConfig:
         """A new config with ``patch`` merged in depth (nested objects merge, lists and scalars replace)."""
@@ -153,8 +177,16 @@ class SessionConfig(BaseModel):
         return to_audio_format(self.audio.output.format)
 
     def wire(self) -> dict[str, Any]:
-        """The JSON object of ``session.created`` / ``session.updated``."""
-        return self.model_dump(mode="json", exclude_none=True)
+        """The JSON object of ``session.created`` / ``session.updated``.
+
+        A transcription session shows only the fields of the GA transcription session object.
+        """
+        body = self.model_dump(mode="json", exclude_none=True)
+        if self.type == "transcription":
+            audio_input = {key: value for key, value in body["audio"]["input"].items()}
+            return {key: value for key, value in (("type", "transcription"), ("audio", {"input": audio_input}),
+                                                  ("include", body.get("include"))) if value is not None}
+        return body
 
 
 def _deep_merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:

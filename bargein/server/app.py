@@ -19,6 +19,8 @@ from bargein.engines.base import Engines
 from bargein.metrics.prometheus import ServerMetrics, watch_event_loop
 from bargein.metrics.tracing import configure_tracing
 from bargein.server.realtime_ws import SessionRegistry, serve_realtime
+from bargein.session.tool_use import prime_default_prompt
+from bargein.tools.registry import default_registry
 
 log = logging.getLogger(__name__)
 STATIC_DIR = Path(__file__).resolve().parent.parent / "web" / "static"
@@ -79,6 +81,7 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None,
         if state.engines is not None:
             state.metrics.watch_llm(state.engines.llm)
             state.metrics.describe_engines(state.engines.description)
+            prime_default_prompt(state.engines.llm, default_registry() if settings.builtin_tools else None)
         # the models' objects live as long as the server: keep them out of every later collection,
         # whose full passes otherwise stall the event loop for 100 ms at a time
         gc.collect()

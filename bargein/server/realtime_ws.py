@@ -1,4 +1,9 @@
-"""The ``/v1/realtime`` WebSocket: authentication, the read loop, the write loop, one session each."""
+"""The ``/v1/realtime`` WebSocket: authentication, the read loop, the write loop, one session each.
+
+bargein's own events (``bargein.*``: listening segments, turn metrics, paused replies) go only to a client
+that asks for them with the ``bargein_events=1`` query parameter (the browser page does): standard
+clients validate every server event against the GA union and would report each one as an error.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ from bargein.protocol.session_config import SessionConfig
 from bargein.server.auth import authorize
 from bargein.session.outbound import Outgoing
 from bargein.session.realtime_session import RealtimeSession
+from bargein.tools.registry import default_registry
 
 log = logging.getLogger(__name__)
 
@@ -47,10 +53,13 @@ async def serve_realtime(websocket: WebSocket, settings: Settings, engines: Engi
         return
     model = websocket.query_params.get("model") or "bargein"
     session = RealtimeSession(engines, config=SessionConfig(model=model[:200]), metrics=metrics,
-                              listen=settings.listen)
+                              listen=settings.listen,
+                              builtin_tools=default_registry() if settings.builtin_tools else None)
     registry.live.add(session)
     session.start()
-    writer = asyncio.create_task(_write_loop(websocket, session, metrics), name="realtime-writer")
+    own_events = websocket.query_params.get("bargein_events", "").lower() in ("1", "true", "yes")
+    writer = asyncio.create_task(_write_loop(websocket, session, metrics, own_events=own_events),
+                                 name="realtime-writer")
     try:
         await _read_loop(websocket, session, settings.max_message_bytes)
     finally:
@@ -82,11 +91,15 @@ async def _read_loop(websocket: WebSocket, session: RealtimeSession, max_bytes: 
         await session.handle_message(data)
 
 
-async def _write_loop(websocket: WebSocket, session: RealtimeSession, metrics: ServerMetrics | None) -> None:
+async def _write_loop(websocket: WebSocket, session: RealtimeSession, metrics: ServerMetrics | None, *,
+                      own_events: bool) -> None:
     while True:
         item = await session.outbound.get()
         if session.outbound.closed or websocket.application_state != WebSocketState.CONNECTED:
             return
+        if not own_events and item.event["type"].startswith("bargein."):
+            session.on_sent(item)  # the session's bookkeeping of what left is the same either way
+            continue
         try:
             await websocket.send_text(json.dumps(item.event, separators=(",", ":")))
         except (WebSocketDisconnect, RuntimeError, OSError):

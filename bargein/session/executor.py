@@ -78,8 +78,8 @@ class ActionExecutor:
                 config = self.config()
                 messages = [*self.conversation.chat_messages(config.instructions), ChatMessage("user", text)]
                 max_tokens = config.max_output_tokens
-                self.speculator.prefetch(item_id, messages,
-                                         generation_options(None if max_tokens == "inf" else max_tokens))
+                self.speculator.prefetch(item_id, messages, generation_options(
+                    None if max_tokens == "inf" else max_tokens, self.replies.default_tools()))
             case v.StartReply(response_id, trigger, params):
                 self.replies.start(response_id, trigger, params)
             case v.CancelReply(response_id, reason):

@@ -9,18 +9,26 @@ is never thrown away.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from bargein.engines.base import ChatImage, ChatMessage, WordTiming
+from bargein.engines.base import ChatImage, ChatMessage, ToolCall, WordTiming
 from bargein.protocol import client_events as ce
 from bargein.protocol.errors import ProtocolError
 from bargein.protocol.server_events import new_id
+from bargein.protocol.tool_items import (
+    FunctionCallItem,
+    FunctionCallOutputItem,
+    function_call_item,
+    function_call_output_item,
+)
 
 Role = Literal["user", "assistant", "system"]
 MAX_ITEMS = 2_000
 """Oldest items are forgotten past this, so a long session's history stays bounded."""
+UNANSWERED = "(no result: the call was not answered)"
+"""What the model is told of a function call the client never answered."""
 
 
 @dataclass
@@ -44,12 +52,17 @@ class Part:
 
 @dataclass
 class Item:
-    """A conversation item (we serve message items only)."""
+    """A conversation item: a message, a function call, or a function call's output."""
 
     id: str
     role: Role
     parts: list[Part]
     status: Literal["completed", "incomplete", "in_progress"] = "completed"
+    type: Literal["message", "function_call", "function_call_output"] = "message"
+    call: ToolCall | None = None
+    """The call of a ``function_call`` item; for ``function_call_output`` only its ``call_id`` counts."""
+    output: str = ""
+    """The output of a ``function_call_output`` item."""
     audio_ms: float = 0.0
     """Length of the item's audio (assistant: audio sent so far)."""
     words: list[WordTiming] = field(default_factory=list)
@@ -71,6 +84,11 @@ class Item:
 
     def wire(self) -> dict[str, Any]:
         """The item as the protocol shows it (assistant transcripts cut to what was heard)."""
+        if self.call is not None and self.type == "function_call":
+            return function_call_item(self.id, self.call.call_id, self.call.name, self.call.arguments,
+                                      status=self.status)
+        if self.call is not None and self.type == "function_call_output":
+            return function_call_output_item(self.id, self.call.call_id, self.output)
         heard = self.heard_text() if self.heard_ms is not None else None
         content = [p.wire(heard_text=heard if p.type == "output_audio" else None) for p in self.parts]
         return {"id": self.id, "object": "realtime.item", "type": "message", "role": self.role,
@@ -97,6 +115,15 @@ def heard_prefix(full: str, words: list[WordTiming], heard_ms: float, total_ms: 
     return full[:cut].rstrip()
 
 
+def function_item(spec: FunctionCallItem | FunctionCallOutputItem) -> Item:
+    """The item of a client's ``function_call`` or ``function_call_output``."""
+    if isinstance(spec, FunctionCallItem):
+        call = ToolCall(spec.name, spec.call_id or new_id("call"), spec.arguments)
+        return Item(spec.id or new_id("item"), "assistant", [], type="function_call", call=call)
+    return Item(spec.id or new_id("item"), "system", [], type="function_call_output",
+                call=ToolCall("", spec.call_id), output=spec.output)
+
+
 def client_item(spec: ce.MessageItem, decode_audio: Callable[[str], Any], *,
                 event_id: str | None = None) -> tuple[Item, list[tuple[int, Any]]]:
     """The item a ``conversation.item.create`` describes, and the audio clips still to transcribe.
@@ -121,6 +148,24 @@ def client_item(spec: ce.MessageItem, decode_audio: Callable[[str], Any], *,
         else:
             parts.append(Part("output_text" if spec.role == "assistant" else "input_text", content.text))
     return Item(spec.id or new_id("item"), spec.role, parts), clips
+
+
+def _no_audio(_audio: str) -> Any:
+    raise ProtocolError("audio content in response.input is not transcribed; send its transcript instead",
+                        code="invalid_value", param="response.input")
+
+
+def response_input_items(specs: list[Any], conversation: Conversation, *, event_id: str | None = None) -> list[Item]:
+    """The items of an out-of-band response's ``input``: new items as given, references to earlier ones."""
+    items: list[Item] = []
+    for spec in specs:
+        if isinstance(spec, ce.ItemReference):
+            items.append(conversation.get(spec.id, event_id=event_id))
+        elif isinstance(spec, ce.MessageItem):
+            items.append(client_item(spec, _no_audio, event_id=event_id)[0])
+        else:
+            items.append(function_item(spec))
+    return items
 
 
 class Conversation:
@@ -195,12 +240,31 @@ class Conversation:
             item.status = "incomplete"
         return clamped
 
-    def chat_messages(self, instructions: str | None) -> list[ChatMessage]:
-        """The history as the LLM sees it: assistant turns hold heard text only."""
+    def function_call(self, call_id: str) -> Item | None:
+        """The ``function_call`` item of ``call_id``, if the conversation holds one."""
+        return next((item for item in self._items.values()
+                     if item.type == "function_call" and item.call is not None and item.call.call_id == call_id), None)
+
+    def chat_messages(self, instructions: str | None, items: Iterable[Item] | None = None) -> list[ChatMessage]:
+        """The history (or ``items`` instead of it) as the LLM sees it: assistant turns hold heard text only.
+
+        Each function call is followed at once by its output (wherever the output item lies), as chat
+        APIs require; a call never answered gets :data:`UNANSWERED`.
+        """
         messages: list[ChatMessage] = []
         if instructions:
             messages.append(ChatMessage("system", instructions))
-        for item in self._items.values():
+        chosen = list(self._items.values() if items is None else items)
+        outputs = {item.call.call_id: item.output for item in chosen
+                   if item.type == "function_call_output" and item.call is not None}
+        for item in chosen:
+            if item.type == "function_call" and item.call is not None:
+                messages.append(ChatMessage("assistant", "", tool_calls=(item.call,)))
+                messages.append(ChatMessage("tool", outputs.get(item.call.call_id, UNANSWERED),
+                                            tool_call_id=item.call.call_id))
+                continue
+            if item.type == "function_call_output":
+                continue
             if item.role == "assistant":
                 text = item.heard_text()
                 if text:

@@ -30,7 +30,7 @@ from bargein.session.core import vocabulary as v
 from bargein.session.core.machine import DuplexMachine
 from bargein.session.core.settings import settings_from_config
 from bargein.session.executor import ActionExecutor
-from bargein.session.history import Conversation, Item, client_item
+from bargein.session.history import Conversation, Item, client_item, function_item, response_input_items
 from bargein.session.observers import SessionObserver
 from bargein.session.outbound import Outbound, Outgoing
 from bargein.session.reply_pipeline import ReplyPipeline
@@ -38,7 +38,9 @@ from bargein.session.reply_runner import ReplyRunner
 from bargein.session.segment_tracker import SegmentTracker
 from bargein.session.speculation import Speculator
 from bargein.session.timers import Timers
+from bargein.session.tool_use import check_params
 from bargein.session.transcription import Transcriber
+from bargein.tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +50,8 @@ class RealtimeSession:
 
     def __init__(self, engines: Engines, *, config: SessionConfig | None = None,
                  output_lead_ms: float = 1000.0, metrics: ServerMetrics | None = None,
-                 listen: bool = True, observers: Iterable[SessionObserver] = ()) -> None:
+                 listen: bool = True, observers: Iterable[SessionObserver] = (),
+                 builtin_tools: ToolRegistry | None = None) -> None:
         self.listen = listen
         self.config = config or SessionConfig()
         self.outbound = Outbound()
@@ -60,14 +63,17 @@ class RealtimeSession:
         emit = self.outbound.put
         speculator = Speculator(engines.asr, engines.llm, hints=self._transcription_hints)
         self.speculation = speculator.counts
-        self.transcriber = Transcriber(engines.asr, emit, self._transcribed, self._transcription_hints)
+        self.transcriber = Transcriber(engines.asr, emit, self._transcribed, self._transcription_hints,
+                                       logprobs=lambda: "item.input_audio_transcription.logprobs"
+                                       in (self.config.include or ()))
         tracker = SegmentTracker(engines.asr, self.audio_in.buffer, speculator, feed=self.feed, emit=emit,
-                                 padding_ms=lambda: self.machine.settings.endpointing.prefix_padding_ms)
+                                 padding_ms=lambda: self.machine.settings.endpointing.prefix_padding_ms,
+                                 hints=self._transcription_hints)
         self.replies = ReplyRunner(
             ReplyPipeline(engines.llm, engines.tts), outbound=self.outbound, conversation=self.conversation,
             feed=self.feed, config=lambda: self.config, wait_for_words=self.transcriber.wait_all,
             take_prefetch=speculator.take_reply, progress=self._reply_progress, closed=self._reply_closed,
-            output_lead_ms=output_lead_ms)
+            output_lead_ms=output_lead_ms, builtins=builtin_tools)
         self.timers = Timers(self.feed, lambda: self.stream_ms)
         self.tracker = tracker
         self.executor = ActionExecutor(
@@ -121,7 +127,16 @@ class RealtimeSession:
             case ce.ConversationItemDelete():
                 self.conversation.delete(message.item_id, event_id=message.event_id)
                 self.outbound.put(Outgoing(event("conversation.item.deleted", item_id=message.item_id)))
+            case ce.ConversationItemRetrieve():
+                item = self.conversation.get(message.item_id, event_id=message.event_id)
+                self.outbound.put(Outgoing(event("conversation.item.retrieved", item=item.wire())))
             case ce.ResponseCreate():
+                if self.config.type == "transcription":
+                    raise ProtocolError("a transcription session transcribes only; it creates no responses",
+                                        code="invalid_value", param="type", event_id=message.event_id)
+                check_params(message.response, message.event_id)
+                if message.response is not None and message.response.input is not None:
+                    response_input_items(message.response.input, self.conversation, event_id=message.event_id)
                 self.feed(v.ClientResponseCreate(message.event_id, message.response))
             case ce.ResponseCancel():
                 self.feed(v.ClientResponseCancel(message.response_id, message.event_id))
@@ -152,6 +167,9 @@ class RealtimeSession:
         self.outbound.put(Outgoing(event("session.updated", session=config.wire())))
 
     def _create_item(self, message: ce.ConversationItemCreate) -> None:
+        if not isinstance(message.item, ce.MessageItem):
+            self._create_function_item(message)
+            return
         item, clips = client_item(message.item, lambda audio: self._decode_item_audio(audio, message.event_id),
                                   event_id=message.event_id)
         previous = self.conversation.add(item, previous_item_id=message.previous_item_id,
@@ -166,6 +184,24 @@ class RealtimeSession:
                                              reasons=["typed input"], action="keep")))
         for index, clip in clips:
             self.transcriber.start(item, clip, content_index=index)
+
+    def _create_function_item(self, message: ce.ConversationItemCreate) -> None:
+        """A client's function call, or its answer to one: the output must name a call of this conversation."""
+        assert not isinstance(message.item, ce.MessageItem)
+        item = function_item(message.item)
+        if item.type == "function_call_output" and item.call is not None:
+            call_id = item.call.call_id
+            if self.conversation.function_call(call_id) is None:
+                raise ProtocolError(f"no function_call with call_id {call_id!r} in this conversation",
+                                    code="invalid_value", param="item.call_id", event_id=message.event_id)
+            if any(other.type == "function_call_output" and other.call is not None and other.call.call_id == call_id
+                   for other in self.conversation):
+                raise ProtocolError(f"the function call {call_id!r} already has an output", code="invalid_value",
+                                    param="item.call_id", event_id=message.event_id)
+            self.replies.pending.answer(call_id)
+        previous = self.conversation.add(item, previous_item_id=message.previous_item_id, event_id=message.event_id)
+        self.outbound.put(Outgoing(event("conversation.item.added", previous_item_id=previous, item=item.wire())))
+        self.outbound.put(Outgoing(event("conversation.item.done", previous_item_id=previous, item=item.wire())))
 
     def _decode_item_audio(self, audio: str, event_id: str | None) -> Any:
         try:

@@ -13,7 +13,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
@@ -26,10 +26,14 @@ from bargein.engines.base import (
     ChatMessage,
     GenerationOptions,
     LanguageModel,
+    ReplyPiece,
     SpeechSynthesizer,
+    ToolCall,
     WordTiming,
 )
 from bargein.engines.speak.clauses import ClauseSplitter
+from bargein.session.tool_use import ToolSetup, reply_with_tools
+from bargein.tools.registry import ToolOutcome
 
 log = logging.getLogger(__name__)
 FIRST_PHRASE_WORDS = 3
@@ -40,9 +44,10 @@ DELTA_MS = 200.0
 """Longest audio delta sent: finer deltas make cancellation and the heard estimate finer."""
 
 
-def generation_options(max_tokens: int | None) -> GenerationOptions:
+def generation_options(max_tokens: int | None, tools: ToolSetup | None = None) -> GenerationOptions:
     """The LLM options of a reply (and of its speculative head start, which must match it)."""
-    return GenerationOptions(max_tokens=max_tokens or DEFAULT_MAX_TOKENS)
+    options = GenerationOptions(max_tokens=max_tokens or DEFAULT_MAX_TOKENS)
+    return tools.apply(options) if tools is not None else options
 
 
 class ReplySink(Protocol):
@@ -64,6 +69,12 @@ class ReplySink(Protocol):
     def reply_tokens(self, response_id: str, count: int) -> None:
         """Tokens the LLM produced."""
 
+    def reply_tool_call(self, response_id: str, call: ToolCall) -> None:
+        """The model called one of the client's tools (or wrote a call that was refused)."""
+
+    def reply_server_call(self, response_id: str, call: ToolCall, outcome: ToolOutcome) -> None:
+        """The model called a built-in tool, which the server ran."""
+
 
 @dataclass(frozen=True)
 class ReplyPlan:
@@ -75,8 +86,11 @@ class ReplyPlan:
     voice: str | None
     output_format: AudioFormat
     max_tokens: int | None = None
-    prefetched: AsyncIterator[str] | None = None
+    prefetched: AsyncIterator[ReplyPiece] | None = None
     """Tokens a speculative LLM stream already wrote for exactly these messages."""
+    tools: ToolSetup = field(default_factory=ToolSetup)
+    speed: float = 1.0
+    """``audio.output.speed``: the synthesiser's pace as a multiple of the voice's own."""
 
 
 class ReplyPipeline:
@@ -113,14 +127,20 @@ class ReplyPipeline:
     async def _think(self, plan: ReplyPlan, sink: ReplySink, cancel: CancelToken,
                      clauses: asyncio.Queue[str | None] | None) -> None:
         splitter = ClauseSplitter()
-        options = generation_options(plan.max_tokens)
+        options = generation_options(plan.max_tokens, plan.tools)
         tokens = 0
         first_token_at: float | None = None
         try:
-            source = plan.prefetched or self.llm.stream(plan.messages, cancel=cancel, options=options)
+            source = reply_with_tools(
+                self.llm, plan.messages, cancel=cancel, options=options, server_side=plan.tools.server_side,
+                report=lambda call, outcome: sink.reply_server_call(plan.response_id, call, outcome),
+                first=plan.prefetched)
             async for token in source:
                 if cancel.cancelled:
                     break
+                if isinstance(token, ToolCall):
+                    sink.reply_tool_call(plan.response_id, token)
+                    continue
                 if tokens == 0:
                     sink.reply_mark(plan.response_id, "llm_first_token")
                     first_token_at = time.monotonic()
@@ -155,7 +175,7 @@ class ReplyPipeline:
             if cancel.cancelled:
                 return
             spoken_text_sent = False
-            async for chunk in self.tts.synthesize(clause, voice=plan.voice, cancel=cancel):
+            async for chunk in self.tts.synthesize(clause, voice=plan.voice, cancel=cancel, speed=plan.speed):
                 if cancel.cancelled:
                     return
                 if crossfader is None:

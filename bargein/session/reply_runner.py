@@ -15,19 +15,21 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal
 
-from bargein.engines.base import CancelToken, ChatMessage, WordTiming
+from bargein.engines.base import CancelToken, ChatMessage, ToolCall, WordTiming
 from bargein.protocol import client_events as ce
 from bargein.protocol.errors import ProtocolError
 from bargein.protocol.server_events import error_event, event, new_id
 from bargein.protocol.session_config import SessionConfig
 from bargein.session.core import vocabulary as v
-from bargein.session.history import Conversation
+from bargein.session.history import Conversation, Item, response_input_items
 from bargein.session.live_reply import AudioPiece, LiveReply, Pause, restarted_clocks, resumption
 from bargein.session.outbound import Outbound, Outgoing
 from bargein.session.playback import Pacer
 from bargein.session.reply_pipeline import ReplyPipeline, ReplyPlan
 from bargein.session.response_events import ReplyState, assistant_item
 from bargein.session.speculation import PrefetchedReply
+from bargein.session.tool_use import PendingCalls, ToolSetup, tool_setup
+from bargein.tools.registry import ToolOutcome, ToolRegistry
 
 log = logging.getLogger(__name__)
 RECENT_REPLIES = 4
@@ -36,6 +38,7 @@ Progress = Callable[[str, str, int], None]
 """``(response_id, stage, count)``: a pipeline stage was reached, or tokens were produced."""
 Closed = Callable[[str, str, float, float], None]
 """``(response_id, status, sent_ms, heard_ms)``: a reply's ``response.done`` went out."""
+TIMED_OUT = "(no result: the client did not answer the call in time)"
 
 
 class ReplyRunner:
@@ -45,8 +48,12 @@ class ReplyRunner:
                  feed: Callable[[v.Event], None], config: Callable[[], SessionConfig],
                  wait_for_words: Callable[[], Awaitable[None]],
                  take_prefetch: Callable[[list[ChatMessage]], PrefetchedReply | None],
-                 progress: Progress, closed: Closed, output_lead_ms: float = 1000.0) -> None:
+                 progress: Progress, closed: Closed, output_lead_ms: float = 1000.0,
+                 builtins: ToolRegistry | None = None) -> None:
         self.pipeline = pipeline
+        self.builtins = builtins
+        """bargein's own tools, offered (and run here) when the session brings none."""
+        self.pending = PendingCalls(self._call_timed_out)
         self.outbound = outbound
         self.conversation = conversation
         self.feed = feed
@@ -63,6 +70,10 @@ class ReplyRunner:
     def _emit(self, item: Outgoing) -> None:
         self.outbound.put(item)
 
+    def default_tools(self) -> ToolSetup:
+        """The tools a reply with no per-response overrides offers (a speculative head start must match)."""
+        return tool_setup(self.config(), None, self.builtins)
+
     def start(self, response_id: str, trigger: str, params: ce.ResponseParams | None) -> None:
         """Open the reply's events and start its pipeline; ``params`` apply to this reply only."""
         config = self.config()
@@ -78,12 +89,18 @@ class ReplyRunner:
         state.open(self._emit, self.conversation)
         instructions = params.instructions if params and params.instructions else config.instructions
         max_tokens = params.max_output_tokens if params and params.max_output_tokens else config.max_output_tokens
+        tools = tool_setup(config, params, self.builtins)
+        own_context = params is not None and (params.tools is not None or params.tool_choice is not None
+                                              or params.input is not None)
+        context = response_input_items(params.input, self.conversation) if params and params.input is not None \
+            else None
         task = asyncio.create_task(self._run(reply, instructions, None if max_tokens == "inf" else max_tokens,
-                                             trigger))
+                                             trigger, tools, context, prefetch=not own_context))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
-    async def _run(self, reply: LiveReply, instructions: str, max_tokens: int | None, trigger: str) -> None:
+    async def _run(self, reply: LiveReply, instructions: str, max_tokens: int | None, trigger: str,
+                   tools: ToolSetup, context: list[Item] | None, *, prefetch: bool) -> None:
         state = reply.state
         failed = False
         try:
@@ -93,12 +110,13 @@ class ReplyRunner:
             if trigger == "turn_detected" and not self._last_user_text():
                 log.info("reply %s: the turn had no words, so nothing to answer", reply.response_id)
                 return
-            messages = self.conversation.chat_messages(instructions)
+            messages = self.conversation.chat_messages(instructions, context)
             state.input_tokens = sum(len(m.content.split()) for m in messages)
-            prefetched = self.take_prefetch(messages)
+            prefetched = self.take_prefetch(messages) if prefetch else None
             plan = ReplyPlan(reply.response_id, messages, state.audio, self.config().audio.output.voice,
                              state.output_format, max_tokens,
-                             prefetched.adopt(reply.cancel) if prefetched is not None else None)
+                             prefetched.adopt(reply.cancel) if prefetched is not None else None, tools,
+                             self.config().audio.output.speed)
             await self.pipeline.run(plan, _Sink(self, reply), reply.cancel)
         except Exception as error:
             failed = True
@@ -198,6 +216,35 @@ class ReplyRunner:
         item = reply.state.item
         self.closed(reply.response_id, status, item.audio_ms, item.audio_ms if item.heard_ms is None else item.heard_ms)
 
+    # -- function calls ------------------------------------------------------------------------------
+
+    def tool_call(self, reply: LiveReply, call: ToolCall) -> None:
+        """A call of a client tool becomes a ``function_call`` item; a refused one, a visible error."""
+        if call.refused:
+            self._emit(Outgoing(error_event(ProtocolError(
+                f"the model wrote a tool call that was refused: {call.refused}. It wrote: {call.raw[:300]!r}",
+                code="invalid_tool_call", type="server_error"))))
+            return
+        reply.state.function_call(self._emit, self.conversation, call)
+        if reply.state.in_conversation:
+            self.pending.add(call.call_id)
+
+    def server_call(self, reply: LiveReply, call: ToolCall, outcome: ToolOutcome) -> None:
+        """A built-in tool ran inside the reply: shown to clients that asked for bargein's events."""
+        self._emit(Outgoing(event("bargein.tool.call", response_id=reply.response_id, name=call.name,
+                                  call_id=call.call_id, arguments=call.arguments, output=outcome.output,
+                                  ok=outcome.ok, repaired=call.repaired, refused=call.refused)))
+
+    def _call_timed_out(self, call_id: str) -> None:
+        """Nobody answered ``call_id``: close it with an output that says so, so the history stays whole."""
+        if self.conversation.function_call(call_id) is None:
+            return
+        item = Item(new_id("item"), "system", [], type="function_call_output", call=ToolCall("", call_id),
+                    output=TIMED_OUT)
+        previous = self.conversation.add(item)
+        self._emit(Outgoing(event("conversation.item.added", previous_item_id=previous, item=item.wire())))
+        self._emit(Outgoing(event("conversation.item.done", previous_item_id=previous, item=item.wire())))
+
     def cut_playing(self) -> None:
         """The user spoke while the client may still be playing a finished reply: keep what was heard.
 
@@ -222,6 +269,7 @@ class ReplyRunner:
 
     def close(self) -> list[asyncio.Task[None]]:
         """Cancel every live reply's work (the session is ending); returns the tasks to await."""
+        self.pending.close()
         for reply in self.live.values():
             reply.cancel.cancel("session closed")
         for task in self.tasks:
@@ -256,3 +304,11 @@ class _Sink:
         if not self.reply.ended:
             self.reply.state.output_tokens += count
         self.runner.progress(response_id, "tokens", count)
+
+    def reply_tool_call(self, response_id: str, call: ToolCall) -> None:
+        if not self.reply.ended:
+            self.runner.tool_call(self.reply, call)
+
+    def reply_server_call(self, response_id: str, call: ToolCall, outcome: ToolOutcome) -> None:
+        if not self.reply.ended:
+            self.runner.server_call(self.reply, call, outcome)

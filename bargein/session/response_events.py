@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from bargein.audio.codecs import AudioFormat, encode_base64
-from bargein.engines.base import WordTiming
-from bargein.protocol.server_events import event, response_object, usage_object
+from bargein.engines.base import ToolCall, WordTiming
+from bargein.protocol.server_events import event, new_id, response_object, usage_object
+from bargein.protocol.tool_items import argument_deltas, arguments_delta, arguments_done
 from bargein.session.history import Conversation, Item, Part
 from bargein.session.outbound import Outgoing
 
@@ -37,6 +38,8 @@ class ReplyState:
     text_parts: list[str] = field(default_factory=list)
     input_tokens: int = 0
     output_tokens: int = 0
+    calls: list[Item] = field(default_factory=list)
+    """The ``function_call`` items of this response, after its message item (output_index 1, 2, ...)."""
 
     @property
     def modalities(self) -> list[str]:
@@ -55,7 +58,7 @@ class ReplyState:
     def _response(self, status: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
         return response_object(
             self.response_id, status=status, modalities=self.modalities,
-            output=[self.item.wire()] if status != "in_progress" else [],
+            output=[self.item.wire(), *(call.wire() for call in self.calls)] if status != "in_progress" else [],
             status_details=details, metadata=self.metadata,
             usage=usage_object(self.input_tokens, self.output_tokens) if status != "in_progress" else None,
             audio_format=_format_wire(self.output_format) if self.audio else None, voice=self.voice,
@@ -86,6 +89,26 @@ class ReplyState:
         self.item.audio_ms += duration_ms
         emit(Outgoing(event("response.output_audio.delta", **self._ids(), delta=encode_base64(payload)),
                       response_id=self.response_id, audio_ms=duration_ms))
+
+    def function_call(self, emit: Emit, conversation: Conversation, call: ToolCall) -> Item:
+        """A ``function_call`` output item: added, its arguments streamed and done, then the item done."""
+        item = Item(new_id("item"), "assistant", [], status="in_progress", type="function_call", call=call)
+        index = 1 + len(self.calls)
+        self.calls.append(item)
+        previous = conversation.add(item) if self.in_conversation else None
+        emit(Outgoing(event("response.output_item.added", response_id=self.response_id, output_index=index,
+                            item=item.wire())))
+        if self.in_conversation:
+            emit(Outgoing(event("conversation.item.added", previous_item_id=previous, item=item.wire())))
+        for delta in argument_deltas(call.arguments):
+            emit(Outgoing(arguments_delta(self.response_id, item.id, index, call.call_id, delta)))
+        emit(Outgoing(arguments_done(self.response_id, item.id, index, call.call_id, call.name, call.arguments)))
+        item.status = "completed"
+        emit(Outgoing(event("response.output_item.done", response_id=self.response_id, output_index=index,
+                            item=item.wire())))
+        if self.in_conversation:
+            emit(Outgoing(event("conversation.item.done", item=item.wire())))
+        return item
 
     def close(self, emit: Emit, status: Status, *, reason: str | None = None,
               error: dict[str, Any] | None = None) -> None:

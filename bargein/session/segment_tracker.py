@@ -22,6 +22,7 @@ from bargein.session.core import vocabulary as v
 from bargein.session.input_buffer import InputBuffer
 from bargein.session.outbound import Outgoing
 from bargein.session.speculation import Speculator
+from bargein.session.transcription import Hints
 
 log = logging.getLogger(__name__)
 PARTIAL_EVERY_MS = 1000.0
@@ -38,13 +39,16 @@ class SegmentTracker:
     """
 
     def __init__(self, asr: SpeechRecognizer, buffer: InputBuffer, speculator: Speculator, *, feed: Feed,
-                 emit: Emit, padding_ms: Callable[[], int], partials: bool = True) -> None:
+                 emit: Emit, padding_ms: Callable[[], int], hints: Hints = lambda: (None, None),
+                 partials: bool = True) -> None:
         self.asr = asr
         self.buffer = buffer
         self.speculator = speculator
         self.feed = feed
         self.emit = emit
         self.padding_ms = padding_ms
+        self.hints = hints
+        """The session's transcription language and prompt: partials use them like the final does."""
         self.partials = partials
         self._speaking: str | None = None
         self._onset_ms = 0.0
@@ -84,9 +88,13 @@ class SegmentTracker:
         return self.buffer.peek(max(0.0, self._onset_ms - self.padding_ms()), end_ms)
 
     async def _partial(self, item_id: str) -> None:
-        recognise = getattr(self.asr, "transcribe_partial", self.asr.transcribe)
+        language, prompt = self.hints()
+        partial = getattr(self.asr, "transcribe_partial", None)
         try:
-            transcript: Transcript = await recognise(self.audio())
+            if partial is not None:  # keyed by this session: a newer partial replaces one still waiting
+                transcript: Transcript = await partial(self.audio(), language=language, prompt=prompt, key=self)
+            else:
+                transcript = await self.asr.transcribe(self.audio(), language=language, prompt=prompt)
         except Exception:
             log.exception("partial recognition failed")
             return

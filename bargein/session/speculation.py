@@ -22,9 +22,11 @@ from bargein.engines.base import (
     ChatMessage,
     GenerationOptions,
     LanguageModel,
+    ReplyPiece,
     SpeechRecognizer,
     Transcript,
 )
+from bargein.engines.think.tool_calls import reply_pieces
 
 log = logging.getLogger(__name__)
 MAX_GUESSES = 8
@@ -55,7 +57,7 @@ class PrefetchedReply:
     def __init__(self, llm: LanguageModel, messages: Sequence[ChatMessage], options: GenerationOptions) -> None:
         self.messages = list(messages)
         self.cancel = CancelToken()
-        self._tokens: list[str] = []
+        self._tokens: list[ReplyPiece] = []
         self._done = asyncio.Event()
         self._grew = asyncio.Event()
         self.error: BaseException | None = None
@@ -63,7 +65,7 @@ class PrefetchedReply:
 
     async def _run(self, llm: LanguageModel, options: GenerationOptions) -> None:
         try:
-            async for token in llm.stream(self.messages, cancel=self.cancel, options=options):
+            async for token in reply_pieces(llm, self.messages, cancel=self.cancel, options=options):
                 self._tokens.append(token)
                 self._grew.set()
         except Exception as error:  # surfaces in the adopting reply, not here
@@ -72,7 +74,7 @@ class PrefetchedReply:
             self._done.set()
             self._grew.set()
 
-    def adopt(self, reply_cancel: CancelToken) -> AsyncIterator[str]:
+    def adopt(self, reply_cancel: CancelToken) -> AsyncIterator[ReplyPiece]:
         """The token stream for the reply that takes this over; the reply's cancel stops the LLM."""
         link = asyncio.create_task(self._follow(reply_cancel))
         return self._iterate(link)
@@ -81,7 +83,7 @@ class PrefetchedReply:
         await reply_cancel.wait()
         self.cancel.cancel(reply_cancel.reason or "cancelled")
 
-    async def _iterate(self, link: asyncio.Task[None]) -> AsyncIterator[str]:
+    async def _iterate(self, link: asyncio.Task[None]) -> AsyncIterator[ReplyPiece]:
         index = 0
         try:
             while True:

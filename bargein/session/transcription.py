@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -26,8 +28,11 @@ class Transcriber:
     """
 
     def __init__(self, asr: SpeechRecognizer, emit: Callable[[Outgoing], None],
-                 on_done: Callable[[Item, Transcript | None], None], hints: Hints) -> None:
+                 on_done: Callable[[Item, Transcript | None], None], hints: Hints,
+                 logprobs: Callable[[], bool] = lambda: False) -> None:
         self.asr = asr
+        self.logprobs = logprobs
+        """Whether the session asked for ``item.input_audio_transcription.logprobs``."""
         self.emit = emit
         self.on_done = on_done
         self.hints = hints
@@ -62,10 +67,11 @@ class Transcriber:
             return None
         text = transcript.text.strip()
         item.parts[content_index].text = text
+        extra = {"logprobs": word_logprobs(transcript)} if self.logprobs() else {}
         self.emit(Outgoing(event(
             "conversation.item.input_audio_transcription.completed", item_id=item.id,
             content_index=content_index, transcript=text,
-            usage=transcription_usage(len(audio) / 16_000))))
+            usage=transcription_usage(len(audio) / 16_000), **extra)))
         self.emit(Outgoing(event("conversation.item.done", item=item.wire())))
         self.on_done(item, transcript)
         return transcript
@@ -79,3 +85,10 @@ class Transcriber:
     def tasks(self) -> list[asyncio.Task[Transcript | None]]:
         """The recognitions still running."""
         return list(self._pending.values())
+
+
+def word_logprobs(transcript: Transcript) -> list[dict[str, Any]]:
+    """The transcript's words as Realtime ``logprobs`` entries (one per word: Whisper's word probability)."""
+    return [{"token": word.word, "logprob": math.log(max(word.probability, 1e-12)),
+             "bytes": list(word.word.encode("utf-8"))}
+            for word in transcript.words if word.probability is not None]

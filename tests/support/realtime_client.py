@@ -90,6 +90,10 @@ async def stream_realtime(connection: Any, pcm: bytes, *, stop: Callable[[], boo
     return time.monotonic()
 
 
+BARGEIN_EVENTS = {"bargein_events": "1"}
+"""The connection query that asks the server for its ``bargein.*`` events too."""
+
+
 def openai_client(host_port: str, api_key: str = "sk-local") -> AsyncOpenAI:
     """An ``AsyncOpenAI`` pointed at a bargein server."""
     return AsyncOpenAI(api_key=api_key, websocket_base_url=f"ws://{host_port}/v1", max_retries=0)

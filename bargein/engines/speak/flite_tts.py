@@ -111,14 +111,14 @@ class FliteSynthesizer:
             return key
         return next((v for v in FLITE_VOICES.get(key, ()) if v in self.voices), self.default_voice)
 
-    async def synthesize(self, text: str, *, voice: str | None,
-                         cancel: CancelToken) -> AsyncIterator[SpeechChunk]:
+    async def synthesize(self, text: str, *, voice: str | None, cancel: CancelToken,
+                         speed: float = 1.0) -> AsyncIterator[SpeechChunk]:
         """Speak ``text`` sentence by sentence; stop within one chunk of ``cancel``."""
         name = self.resolve_voice(voice)
         for sentence in split_sentences(text):
             if cancel.cancelled:
                 return
-            wav = await self._run(sentence, name, cancel)
+            wav = await self._run(sentence, name, cancel, speed)
             if wav is None or cancel.cancelled:
                 return
             audio, rate = decode_wav(wav)
@@ -133,7 +133,7 @@ class FliteSynthesizer:
             yield SpeechChunk(audio=audio, sample_rate=SAMPLE_RATE,
                               words=proportional_words(sentence, audio, SAMPLE_RATE))
 
-    async def _run(self, sentence: str, voice: str, cancel: CancelToken) -> bytes | None:
+    async def _run(self, sentence: str, voice: str, cancel: CancelToken, speed: float = 1.0) -> bytes | None:
         """One flite process's WAV output, or None if cancelled first (the process is then killed)."""
         loop = asyncio.get_running_loop()
         slots = self._slots.setdefault(loop, asyncio.Semaphore(self.max_processes))
@@ -142,7 +142,8 @@ class FliteSynthesizer:
                 return None
             # "-t" takes the next argument as the text even when it starts with a dash; no shell.
             proc = await asyncio.create_subprocess_exec(
-                self.binary, "-voice", voice, "-t", sentence, "-o", "/dev/stdout",
+                self.binary, "-voice", voice, "--setf", f"duration_stretch={1.0 / speed:.3f}",
+                "-t", sentence, "-o", "/dev/stdout",
                 stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE)
             output = asyncio.ensure_future(proc.communicate())

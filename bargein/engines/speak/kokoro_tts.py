@@ -211,8 +211,8 @@ class KokoroSynthesizer:
 
     # -- the async interface -------------------------------------------------------------------------
 
-    async def synthesize(self, text: str, *, voice: str | None,
-                         cancel: CancelToken) -> AsyncIterator[SpeechChunk]:
+    async def synthesize(self, text: str, *, voice: str | None, cancel: CancelToken,
+                         speed: float = 1.0) -> AsyncIterator[SpeechChunk]:
         """Speak ``text`` (one clause or a few sentences); stop within one chunk of ``cancel``."""
         if cancel.cancelled or not text.strip():
             return
@@ -221,7 +221,7 @@ class KokoroSynthesizer:
         parts = await self._wait(loop.run_in_executor(self._pool, self._plan, text, name), cancel)
         if not parts:
             return
-        upcoming: asyncio.Future[SpeechChunk | None] | None = self._submit(loop, parts[0], name, cancel)
+        upcoming: asyncio.Future[SpeechChunk | None] | None = self._submit(loop, parts[0], name, cancel, speed)
         try:
             for i in range(len(parts)):
                 assert upcoming is not None
@@ -231,7 +231,7 @@ class KokoroSynthesizer:
                     return
                 # Render the next part while the caller streams this one.
                 if i + 1 < len(parts):
-                    upcoming = self._submit(loop, parts[i + 1], name, cancel)
+                    upcoming = self._submit(loop, parts[i + 1], name, cancel, speed)
                 if len(chunk.audio):
                     yield chunk
         finally:
@@ -244,8 +244,8 @@ class KokoroSynthesizer:
         return self._pool._work_queue.qsize()
 
     def _submit(self, loop: asyncio.AbstractEventLoop, part: Part, voice: str,
-                cancel: CancelToken) -> asyncio.Future[SpeechChunk | None]:
-        return loop.run_in_executor(self._pool, self._render, part, voice, cancel)
+                cancel: CancelToken, speed: float = 1.0) -> asyncio.Future[SpeechChunk | None]:
+        return loop.run_in_executor(self._pool, self._render, part, voice, cancel, speed)
 
     @staticmethod
     async def _wait(job: asyncio.Future[_T], cancel: CancelToken) -> _T | None:
@@ -316,7 +316,7 @@ class KokoroSynthesizer:
                     self._models[voice] = _Model(session, _DURATIONS_OUTPUT in outputs)
         return self._models[voice]
 
-    def _render(self, part: Part, voice: str, cancel: CancelToken) -> SpeechChunk | None:
+    def _render(self, part: Part, voice: str, cancel: CancelToken, speed: float = 1.0) -> SpeechChunk | None:
         """One model call; None when cancelled before or during it (the audio is never made)."""
         if cancel.cancelled:
             return None
@@ -325,7 +325,7 @@ class KokoroSynthesizer:
         if len(ids) < 3:  # nothing the model can say (no character of the part is in its vocabulary)
             return SpeechChunk(audio=np.zeros(0, np.float32), sample_rate=SAMPLE_RATE)
         outputs = model.session.run(None, {"ids": np.asarray([ids], np.int64),
-                                           "speed": np.asarray([self.speed], np.float32)})
+                                           "speed": np.asarray([self.speed * speed], np.float32)})
         if cancel.cancelled:
             return None
         rng = getattr(self._local, "rng", None)

@@ -26,28 +26,27 @@ import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions
+from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, ReplyPiece
 from bargein.engines.think import llm_sampling
 from bargein.engines.think.llama_kv import KvSnapshots, Tokens, common_prefix, restore_sequence, save_sequence
+from bargein.engines.think.llama_prompt import CHATML, forced_prefix, render
+from bargein.engines.think.llama_stats import TurnStats
 from bargein.engines.think.llm_models import describe, resolve_gguf
 from bargein.engines.think.llm_prompt import DEFAULT_SYSTEM_PROMPT, with_system_prompt
 from bargein.engines.think.llm_sampling import SamplingParams
+from bargein.engines.think.tool_calls import after_tool_result, forced_tool, split_calls
 
 log = logging.getLogger(__name__)
 
 DEFAULT_LLM = "qwen2.5-coder-0.5b"
 """The packaged model :func:`load_llama` uses unless told otherwise (see docs/llm_choice.md)."""
 
-_CHATML = (
-    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
-    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
 PROMPT_CHUNK = 32
 """Prompt tokens evaluated per decode call: the cancel flag is checked between chunks."""
 MIN_SNAPSHOT_TOKENS = 32
@@ -68,23 +67,6 @@ class LanguageModelError(RuntimeError):
     """Generation failed inside the model; the session reports it and lives on."""
 
 
-@dataclass
-class TurnStats:
-    """What one reply cost: the figures the prefix cache and the benchmarks are judged by."""
-
-    prompt_tokens: int = 0
-    reused_tokens: int = 0
-    """Prompt tokens whose KV cache was already there (kept in the context or restored)."""
-    restored_snapshot: bool = False
-    completion_tokens: int = 0
-    finish_reason: str = ""
-    first_token_s: float | None = None
-    """Seconds from submission to the first text piece, measured on the worker."""
-    total_s: float = 0.0
-    tokens_at_cancel: int | None = None
-    """Completion tokens already sampled when the cancel was seen by the event loop."""
-
-
 _END = object()
 
 
@@ -97,6 +79,7 @@ class _Job:
     stats: TurnStats = field(default_factory=TurnStats)
     tokens: list[int] = field(default_factory=list)
     generated: list[int] = field(default_factory=list)
+    head: str = ""
     started: bool = False
     synced: bool = False
     prefill_only: bool = False
@@ -148,6 +131,20 @@ class LlamaLanguageModel:
     async def stream(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
                      options: GenerationOptions | None = None) -> AsyncIterator[str]:
         """Yield the reply piece by piece; return within one token once ``cancel`` fires."""
+        text_only = replace(options or GenerationOptions(), tools=())
+        async for piece in self._text(messages, cancel, text_only):
+            yield piece
+
+    async def stream_reply(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
+                           options: GenerationOptions | None = None) -> AsyncIterator[ReplyPiece]:
+        """Like :meth:`stream`, with the offered tools in the prompt and the model's calls yielded as such."""
+        options = after_tool_result(messages, options or GenerationOptions())
+        text = self._text(messages, cancel, options)
+        async for piece in split_calls(text, options, cancel, already_written=forced_prefix(options)):
+            yield piece
+
+    async def _text(self, messages: Sequence[ChatMessage], cancel: CancelToken,
+                    options: GenerationOptions) -> AsyncIterator[str]:
         if cancel.cancelled:
             return
         loop = asyncio.get_running_loop()
@@ -157,7 +154,7 @@ class LlamaLanguageModel:
         def emit(item: object) -> None:
             loop.call_soon_threadsafe(pieces.put_nowait, item)
 
-        job = _Job(list(messages), options or GenerationOptions(), emit)
+        job = _Job(list(messages), options, emit)
 
         def halt() -> None:
             if not job.stop.is_set() and not job.done.is_set():
@@ -266,7 +263,7 @@ class LlamaLanguageModel:
                 logits = np.ctypeslib.as_array(self._lib.llama_get_logits_ith(self._llama.ctx, -1),
                                                shape=(self._n_vocab,))
                 recent = np.asarray(job.generated[-self.sampling.repeat_window:], dtype=np.intc)
-                pick = llm_sampling.sample(logits, self._params(job.options), self._rng, recent)
+                pick = llm_sampling.sample(logits, self._params(job), self._rng, recent)
                 if pick.fell_back:
                     self.nonfinite_fallbacks += 1
                     log.warning("%s produced non-finite logits; took the greedy token", self.name)
@@ -274,8 +271,10 @@ class LlamaLanguageModel:
                     return self._finish(job, "stop")
                 job.generated.append(pick.token)
                 job.tokens.append(pick.token)
-                text = job.decoder.decode(self._llama.detokenize([pick.token]))
+                # <tool_call> is a special token in Qwen's vocabulary: kept as text when tools are offered
+                text = job.decoder.decode(self._llama.detokenize([pick.token], special=bool(job.options.tools)))
                 if text:
+                    job.head = job.head if len(job.head) >= 16 else job.head + text
                     if job.stats.first_token_s is None:
                         job.stats.first_token_s = time.perf_counter() - job.submitted
                     job.send(text)
@@ -301,9 +300,14 @@ class LlamaLanguageModel:
         job.send(_END)
         return True
 
-    def _params(self, options: GenerationOptions) -> SamplingParams:
+    def _params(self, job: _Job) -> SamplingParams:
         base = self.sampling
-        return SamplingParams(temperature=options.temperature, top_k=base.top_k, top_p=base.top_p,
+        if job.options.tools and (forced_tool(job.options) is not None or job.head.lstrip()[:1] in ("", "<", "{", "`")):
+            # whether to call, and the call itself, are chosen greedily, without the repeat penalty (JSON
+            # repeats its quotes and braces); a small model sampled at 0.7 calls the wrong tool or none
+            return SamplingParams(temperature=0.0, top_k=base.top_k, top_p=base.top_p, repeat_penalty=1.0,
+                                  repeat_window=base.repeat_window)
+        return SamplingParams(temperature=job.options.temperature, top_k=base.top_k, top_p=base.top_p,
                               repeat_penalty=base.repeat_penalty, repeat_window=base.repeat_window)
 
     def _sync_kv(self, job: _Job) -> bool:
@@ -354,15 +358,13 @@ class LlamaLanguageModel:
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
         llama = self._llama
-        template = llama.metadata.get("tokenizer.chat_template") or _CHATML
+        template = llama.metadata.get("tokenizer.chat_template") or CHATML
         eos = llama.detokenize([llama.token_eos()], special=True).decode("utf-8", "replace")
         bos = llama.detokenize([llama.token_bos()], special=True).decode("utf-8", "replace")
         return Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)
 
-    def _render(self, messages: Sequence[ChatMessage]) -> list[int]:
-        # Local models read text only; images are left to the scene describer upstream.
-        wire = [{"role": m.role, "content": m.content} for m in messages]
-        prompt: str = self._formatter(messages=wire).prompt
+    def _render(self, messages: Sequence[ChatMessage], options: GenerationOptions) -> list[int]:
+        prompt = render(self._formatter, messages, options)
         bos = self._llama.detokenize([self._llama.token_bos()], special=True).decode("utf-8", "replace")
         add_bos = not (bos and prompt.startswith(bos))
         tokens: list[int] = self._llama.tokenize(prompt.encode("utf-8"), add_bos=add_bos, special=True)
@@ -372,18 +374,17 @@ class LlamaLanguageModel:
         """The prompt, dropping the oldest exchanges until it and the reply fit in the context."""
         history = with_system_prompt(job.messages, self.system_prompt)
         budget = self._llama.n_ctx() - job.options.max_tokens
-        tokens = self._render(history)
+        tokens = self._render(history, job.options)
         while len(tokens) > budget:
             droppable = [i for i, m in enumerate(history[:-1]) if m.role != "system"]
             if not droppable:
                 break
             del history[droppable[0]]
-            tokens = self._render(history)
+            tokens = self._render(history, job.options)
         if len(tokens) >= self._llama.n_ctx():
             raise LanguageModelError(f"the prompt ({len(tokens)} tokens) does not fit the context")
         room = self._llama.n_ctx() - len(tokens)
-        job.options = GenerationOptions(max_tokens=min(job.options.max_tokens, room),
-                                        temperature=job.options.temperature)
+        job.options = replace(job.options, max_tokens=min(job.options.max_tokens, room))
         return tokens
 
 

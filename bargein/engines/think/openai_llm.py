@@ -3,20 +3,24 @@
 Replies stream over server-sent events. Cancellation races every read: the moment the response's
 :class:`CancelToken` fires the HTTP stream is closed (the server sees the disconnect and stops
 generating) and nothing more is yielded, so a cancel costs at most the chunk already in hand.
-Images attached to user turns go out as ``image_url`` content parts with their data URLs.
+Images attached to user turns go out as ``image_url`` content parts with their data URLs. Offered
+tools go out as ``tools`` / ``tool_choice``; streamed ``tool_calls`` deltas are gathered by index and
+yielded as whole :class:`ToolCall` objects, checked against the tools' schemas, when the stream ends.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import httpx
 
-from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions
+from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, ReplyPiece, ToolCall
 from bargein.engines.think.llm_prompt import DEFAULT_SYSTEM_PROMPT, with_system_prompt
+from bargein.engines.think.tool_calls import chat_tool, offered_tools, resolve_call
 
 T = TypeVar("T")
 
@@ -34,9 +38,23 @@ def to_openai_messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
             parts.extend({"type": "image_url", "image_url": {"url": image.data_url}}
                          for image in message.images)
             wire.append({"role": message.role, "content": parts})
+        elif message.tool_calls:
+            wire.append({"role": "assistant", "content": message.content or None, "tool_calls": [
+                {"id": call.call_id, "type": "function",
+                 "function": {"name": call.name, "arguments": call.arguments}} for call in message.tool_calls]})
+        elif message.role == "tool":
+            wire.append({"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content})
         else:
             wire.append({"role": message.role, "content": message.content})
     return wire
+
+
+def wire_tool_choice(options: GenerationOptions) -> Any:
+    """``tool_choice`` in the chat completions shape."""
+    choice = options.tool_choice
+    if isinstance(choice, Mapping):
+        return {"type": "function", "function": {"name": choice.get("name")}}
+    return choice
 
 
 def parse_sse_data(line: str) -> dict[str, Any] | None:
@@ -67,6 +85,35 @@ def delta_text(chunk: dict[str, Any]) -> str:
     return content if isinstance(content, str) else ""
 
 
+class ToolCallDeltas:
+    """Streamed ``tool_calls`` fragments gathered by index until the stream ends (bounded)."""
+
+    MAX_CALLS = 8
+    MAX_ARGUMENT_CHARS = 8_192
+
+    def __init__(self) -> None:
+        self.calls: dict[int, dict[str, str]] = {}
+
+    def add(self, chunk: dict[str, Any]) -> None:
+        """Take the tool call fragments of one chunk."""
+        for choice in (chunk.get("choices") or [])[:1]:
+            for fragment in (choice.get("delta") or {}).get("tool_calls") or []:
+                index = fragment.get("index", 0)
+                if not isinstance(index, int) or (index not in self.calls and len(self.calls) >= self.MAX_CALLS):
+                    continue
+                call = self.calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
+                call["id"] = fragment.get("id") or call["id"]
+                function = fragment.get("function") or {}
+                call["name"] += function.get("name") or ""
+                if len(call["arguments"]) < self.MAX_ARGUMENT_CHARS:
+                    call["arguments"] += function.get("arguments") or ""
+
+    def resolved(self, tools: Sequence[Mapping[str, Any]]) -> list[ToolCall]:
+        """The gathered calls, each checked against the offered tools."""
+        return [resolve_call(call["arguments"], tools, call_id=call["id"] or None, name=call["name"])
+                for _, call in sorted(self.calls.items())]
+
+
 class OpenAICompatibleLanguageModel:
     """Streams replies from ``{base_url}/chat/completions``; one HTTP connection pool shared by all sessions.
 
@@ -88,15 +135,38 @@ class OpenAICompatibleLanguageModel:
 
     def _body(self, messages: Sequence[ChatMessage], options: GenerationOptions) -> dict[str, Any]:
         wire = to_openai_messages(with_system_prompt(messages, self.system_prompt))
-        return {"model": self.model, "messages": wire, "stream": True,
-                "max_tokens": options.max_tokens, "temperature": options.temperature}
+        body: dict[str, Any] = {"model": self.model, "messages": wire, "stream": True,
+                                "max_tokens": options.max_tokens, "temperature": options.temperature}
+        tools = offered_tools(options)
+        if tools:
+            body["tools"] = [chat_tool(tool) for tool in tools]
+            body["tool_choice"] = wire_tool_choice(options)
+        return body
 
     async def stream(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
                      options: GenerationOptions | None = None) -> AsyncIterator[str]:
         """Yield reply pieces as the server sends them; return at once when ``cancel`` fires."""
+        body = self._body(messages, replace(options or GenerationOptions(), tools=()))
+        async for chunk in self._chunks(body, cancel):
+            if text := delta_text(chunk):
+                yield text
+
+    async def stream_reply(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
+                           options: GenerationOptions | None = None) -> AsyncIterator[ReplyPiece]:
+        """Like :meth:`stream`, offering ``options.tools``; the model's calls come last, whole."""
+        options = options or GenerationOptions()
+        calls = ToolCallDeltas()
+        async for chunk in self._chunks(self._body(messages, options), cancel):
+            calls.add(chunk)
+            if text := delta_text(chunk):
+                yield text
+        if not cancel.cancelled:
+            for call in calls.resolved(offered_tools(options)):
+                yield call
+
+    async def _chunks(self, body: dict[str, Any], cancel: CancelToken) -> AsyncIterator[dict[str, Any]]:
         if cancel.cancelled:
             return
-        body = self._body(messages, options or GenerationOptions())
         request = self._client.build_request("POST", f"{self.base_url}/chat/completions", json=body)
         cancelled = asyncio.ensure_future(cancel.wait())
         response: httpx.Response | None = None
@@ -114,8 +184,8 @@ class OpenAICompatibleLanguageModel:
                 if line is None:
                     return
                 chunk = parse_sse_data(line)
-                if chunk is not None and (text := delta_text(chunk)) and not cancel.cancelled:
-                    yield text
+                if chunk is not None and not cancel.cancelled:
+                    yield chunk
         finally:
             cancelled.cancel()
             if response is not None:

@@ -209,9 +209,11 @@ class WhisperCore:
             if words and not raw[:1].isspace():
                 # no leading space: punctuation or the rest of a hyphenated word, so the same text word
                 last = words[-1]
-                words[-1] = WordTiming(last.word + raw, last.start_ms, max(last.end_ms, end_ms))
+                words[-1] = WordTiming(last.word + raw, last.start_ms, max(last.end_ms, end_ms), last.probability)
             elif raw.strip():
-                words.append(WordTiming(raw.strip(), start_ms, max(start_ms, end_ms)))
+                probability = item.get("probability")
+                words.append(WordTiming(raw.strip(), start_ms, max(start_ms, end_ms),
+                                        float(probability) if probability is not None else None))
         return tuple(words)
 
     def _transcribe_long(self, clip: npt.NDArray[np.float32], *, language: str | None, prompt: str | None,
@@ -230,7 +232,7 @@ class WhisperCore:
             texts.append(segment.text.strip())
             no_speech.append(segment.no_speech_prob)
             logprobs.append(segment.avg_logprob)
-            words.extend(WordTiming(w.word.strip(), 1000.0 * w.start, 1000.0 * w.end)
+            words.extend(WordTiming(w.word.strip(), 1000.0 * w.start, 1000.0 * w.end, w.probability)
                          for w in segment.words or ())
         return Transcript(
             text=" ".join(t for t in texts if t), language=info.language,

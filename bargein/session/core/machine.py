@@ -1,21 +1,10 @@
 """The duplex turn-taking state machine: pure, no I/O, no clock of its own.
 
 Sans-I/O in the style of h11/wsproto: the shell ``feed``s small frozen events (a VAD frame, a client
-event, a reply's audio or text, a transcript, a timer) and ``take_actions`` returns what is due.
-Time is stream time carried by the events, so a scripted timeline with a fake clock replays exactly.
-Everything that affects turn-taking is decided here; the shell only carries the actions out.
-
-What it decides, and nothing else:
-- *when a user turn starts and ends*: server VAD with hysteresis, prefix padding and an endpoint
-  silence that semantic VAD and the storm guard can lengthen or shorten;
-- *what a segment means*: with listening on, every committed segment waits for its transcript, which
-  the listening classifier judges here (with the segment's VAD statistics and the noise floor); a
-  query is answered, noise is discarded and never enters the history, and the decision is reported;
-- *what happens to a reply the user talks over*: it pauses at once (no more audio or text goes out),
-  then a query cancels it and a false interruption resumes it from the cut point;
-- *which reply may reach the client*: audio and text from any reply but the active one are dropped by
-  id, so nothing produced for a cancelled reply can follow its ``response.done``;
-- *what speculative work is worth starting* and *how much idle input audio to keep*.
+event, a reply's audio or text, a transcript, a timer) and ``take_actions`` returns what is due. Time is
+stream time carried by the events, so a scripted timeline replays exactly. Everything that affects
+turn-taking is decided here (turns, segment verdicts, pause/cancel/resume, which output reaches the client,
+speculation, the idle-buffer trim); ``docs/design.md`` lists the decisions, the shell only carries them out.
 """
 
 from __future__ import annotations
@@ -124,16 +113,18 @@ class DuplexMachine:
                 self._on_client_create(event)
             case v.ClientResponseCancel():
                 self._on_client_cancel(event)
-            case v.ReplyAudio():
-                self._on_reply_audio(event)
-            case v.ReplyText():
-                reply = self._reply
-                if reply is None or reply.response_id != event.response_id:
-                    self._emit(v.DropText(event.response_id))
-                elif reply.paused:
-                    self._emit(v.HoldText(event.response_id, event.text))
-                else:
-                    self._emit(v.ForwardText(event.response_id, event.text))
+            case v.ReplyAudio(response_id, payload):
+                admission = self._admission(response_id)
+                if admission == "forward" and self._reply is not None:
+                    self._reply.has_audio = True
+                audio: dict[str, v.Action] = {"forward": v.ForwardAudio(response_id, payload),
+                                              "hold": v.HoldAudio(response_id, payload),
+                                              "drop": v.DropAudio(response_id)}
+                self._emit(audio[admission])
+            case v.ReplyText(response_id, text):
+                words: dict[str, v.Action] = {"forward": v.ForwardText(response_id, text),
+                                              "hold": v.HoldText(response_id, text), "drop": v.DropText(response_id)}
+                self._emit(words[self._admission(response_id)])
             case v.ReplyFinished():
                 self._on_reply_finished(event)
             case v.IdleTimerFired():
@@ -346,15 +337,12 @@ class DuplexMachine:
 
     # -- the reply's output -------------------------------------------------------------------------
 
-    def _on_reply_audio(self, event: v.ReplyAudio) -> None:
+    def _admission(self, response_id: str) -> Literal["forward", "hold", "drop"]:
+        """What may happen to a reply's output: only the active reply's reaches the client, unless paused."""
         reply = self._reply
-        if reply is None or reply.response_id != event.response_id:
-            self._emit(v.DropAudio(event.response_id))
-        elif reply.paused:
-            self._emit(v.HoldAudio(event.response_id, event.payload))
-        else:
-            reply.has_audio = True
-            self._emit(v.ForwardAudio(event.response_id, event.payload))
+        if reply is None or reply.response_id != response_id:
+            return "drop"
+        return "hold" if reply.paused else "forward"
 
     def _on_reply_finished(self, event: v.ReplyFinished) -> None:
         reply = self._reply

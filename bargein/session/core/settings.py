@@ -97,16 +97,17 @@ def settings_from_config(config: SessionConfig, *, listen: bool = True) -> TurnS
     """The machine's view of a session's ``turn_detection`` and output (``listen``: the server's switch)."""
     detection = config.audio.input.turn_detection
     listening = Listening(classify=listen)
-    speculation = Speculation(prefetch_reply="audio" in config.output_modalities)
+    answers = config.type == "realtime"  # a transcription session transcribes turns and never replies
+    speculation = Speculation(prefetch_reply=answers and "audio" in config.output_modalities)
     if isinstance(detection, ServerVad):
         return TurnSettings(
-            create_response=detection.create_response, idle_timeout_ms=detection.idle_timeout_ms,
+            create_response=detection.create_response and answers, idle_timeout_ms=detection.idle_timeout_ms,
             endpointing=Endpointing(detection.threshold, detection.prefix_padding_ms, detection.silence_duration_ms),
             interruption=Interruption(enabled=detection.interrupt_response), listening=listening,
             speculation=speculation)
     if isinstance(detection, SemanticVad):
         return TurnSettings(
-            create_response=detection.create_response,
+            create_response=detection.create_response and answers,
             endpointing=Endpointing(silence_duration_ms=EAGERNESS_SILENCE_MS[detection.eagerness],
                                     eagerness=detection.eagerness),
             interruption=Interruption(enabled=detection.interrupt_response), listening=listening,

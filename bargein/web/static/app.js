@@ -135,6 +135,7 @@ function onEvent(ev) {
   if (type.startsWith('bargein.')) {
     test.bargeinEvents.push(ev);
     if (type === 'bargein.turn.metrics') turns.metrics(ev);
+    if (type === 'bargein.tool.call') view.tool(ev.call_id, ev.name, ev.arguments, ev.output);
     if (type === 'bargein.reply.resumed') {
       // A cough or a backchannel paused the reply; it goes on from exactly where playback stopped.
       cutItems.delete(ev.item_id);

@@ -9,6 +9,7 @@ export function realtimeUrl(model) {
   const scheme = location.protocol === 'https:' ? 'wss:' : 'ws:';
   const url = new URL(`${scheme}//${location.host}/v1/realtime`);
   if (model) url.searchParams.set('model', model);
+  url.searchParams.set('bargein_events', '1'); // the page shows listening segments and turn metrics
   return url.toString();
 }
 

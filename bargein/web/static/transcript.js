@@ -44,7 +44,7 @@ export class ConversationView {
     el.dataset.itemId = itemId;
     const who = document.createElement('span');
     who.className = 'who';
-    who.textContent = kind === 'user' ? 'you' : 'agent';
+    who.textContent = { user: 'you', tool: 'tool' }[kind] ?? 'agent';
     const body = document.createElement('span');
     body.className = 'body';
     el.append(who, body);
@@ -55,6 +55,12 @@ export class ConversationView {
 
   scroll() {
     this.root.scrollTop = this.root.scrollHeight;
+  }
+
+  /** A built-in tool the server ran for the agent: its call and what it answered. */
+  tool(callId, name, args, output) {
+    const el = this.entry('tool', callId);
+    el.querySelector('.body').textContent = `${name}(${args}) → ${output}`;
   }
 
   user(itemId) {

@@ -1,0 +1,22 @@
+"""What one reply of the embedded model cost: the figures the prefix cache and the benchmarks are judged by."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class TurnStats:
+    """What one reply cost: the figures the prefix cache and the benchmarks are judged by."""
+
+    prompt_tokens: int = 0
+    reused_tokens: int = 0
+    """Prompt tokens whose KV cache was already there (kept in the context or restored)."""
+    restored_snapshot: bool = False
+    completion_tokens: int = 0
+    finish_reason: str = ""
+    first_token_s: float | None = None
+    """Seconds from submission to the first text piece, measured on the worker."""
+    total_s: float = 0.0
+    tokens_at_cancel: int | None = None
+    """Completion tokens already sampled when the cancel was seen by the event loop."""

@@ -1,0 +1,158 @@
+"""Which tools a reply offers, and the server-side half of calling them.
+
+A session's own tools (``session.tools``, or a response's ``tools``) are the client's: a call to one
+becomes a ``function_call`` item the client answers. A session that brings no tools is offered
+bargein's built-in tools instead (when the server enables them), and those calls are run here, inside
+the reply: the model is asked again with the result and the client hears only the answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, LanguageModel, ReplyPiece, ToolCall
+from bargein.engines.think.tool_calls import reply_pieces
+from bargein.protocol import client_events as ce
+from bargein.protocol.errors import ProtocolError
+from bargein.protocol.session_config import SessionConfig
+from bargein.protocol.tool_items import validate_tool_choice, validate_tools
+from bargein.tools.registry import ToolOutcome, ToolRegistry
+
+MAX_SERVER_ROUNDS = 3
+"""Built-in calls one reply may chain before the model must answer in words."""
+TOOL_RESULT_TIMEOUT_S = 60.0
+"""How long a client function call waits for its output before it is closed as unanswered."""
+MAX_PENDING_CALLS = 16
+
+
+@dataclass(frozen=True)
+class ToolSetup:
+    """The tools one reply offers and which of them the server runs itself."""
+
+    tools: tuple[dict[str, Any], ...] = ()
+    tool_choice: str | dict[str, Any] = "auto"
+    server_side: ToolRegistry | None = None
+
+    def apply(self, options: GenerationOptions) -> GenerationOptions:
+        """``options`` with these tools offered."""
+        return replace(options, tools=self.tools, tool_choice=self.tool_choice)
+
+
+def tool_setup(config: SessionConfig, params: ce.ResponseParams | None, builtins: ToolRegistry | None) -> ToolSetup:
+    """The reply's tools: the response's own, else the session's, else the built-ins (run server-side).
+
+    A response's ``tools`` / ``tool_choice`` were checked when it was created (see :func:`check_params`).
+    """
+    tools = validate_tools(params.tools, where="response.tools") if params and params.tools is not None \
+        else config.tools
+    choice: Any = params.tool_choice if params and params.tool_choice is not None else config.tool_choice
+    if config.type == "transcription":
+        return ToolSetup()
+    if tools:
+        return ToolSetup(tuple(tools), choice)
+    if builtins is None or choice == "none":
+        return ToolSetup()
+    return ToolSetup(tuple(builtins.definitions()), choice if isinstance(choice, str) else "auto", builtins)
+
+
+def check_params(params: ce.ResponseParams | None, event_id: str | None) -> None:
+    """Refuse a ``response.create`` whose own tools or tool choice are malformed (a ``ProtocolError``)."""
+    if params is None or (params.tools is None and params.tool_choice is None):
+        return
+    try:
+        tools = validate_tools(params.tools, where="response.tools") if params.tools is not None else []
+        if params.tool_choice is not None:
+            validate_tool_choice(params.tool_choice, tools, where="response.tool_choice")
+    except ProtocolError as error:
+        raise ProtocolError(error.message, code=error.code, param=error.param, event_id=event_id) from None
+
+
+ServerCallReport = Callable[[ToolCall, ToolOutcome], None]
+
+
+async def reply_with_tools(llm: LanguageModel, messages: Sequence[ChatMessage], *, cancel: CancelToken,
+                           options: GenerationOptions, server_side: ToolRegistry | None,
+                           report: ServerCallReport, first: AsyncIterator[Any] | None = None,
+                           ) -> AsyncIterator[ReplyPiece]:
+    """The reply's text and client calls; built-in calls are run and the model asked again with the result.
+
+    ``first`` is a stream already started for the first round (a speculative head start).
+    """
+    history = list(messages)
+    for _ in range(MAX_SERVER_ROUNDS + 1):
+        ran: list[ChatMessage] = []
+        source = first if first is not None else reply_pieces(llm, history, cancel=cancel, options=options)
+        first = None
+        async for piece in source:
+            if isinstance(piece, ToolCall) and server_side is not None and (piece.name in server_side
+                                                                          or piece.refused):
+                # a refused call is answered with the reason, so the model says it cannot rather than guess
+                outcome = ToolOutcome(json.dumps({"error": piece.refused}), ok=False) if piece.refused \
+                    else server_side.run(piece.name, piece.arguments)
+                report(piece, outcome)
+                ran += [ChatMessage("assistant", "", tool_calls=(piece,)),
+                        ChatMessage("tool", outcome.output, tool_call_id=piece.call_id)]
+                continue
+            yield piece
+        if not ran or cancel.cancelled:
+            return
+        history += ran
+        # a required or named call has been made: what follows the result is the model's own choice
+        options = replace(options, tool_choice="auto")
+    # past the last round the model's further calls were dropped; it has had its chances
+
+
+def prime_default_prompt(llm: LanguageModel, builtins: ToolRegistry | None) -> bool:
+    """Have the model evaluate a default session's prompt (instructions and offered tools) ahead of the
+    first turn, where it can (``prefill``); the first session then reuses it instead of waiting for it."""
+    prefill = getattr(llm, "prefill", None)
+    if prefill is None:
+        return False
+    config = SessionConfig()
+    options = tool_setup(config, None, builtins).apply(GenerationOptions())
+    prefill([ChatMessage("system", config.instructions), ChatMessage("user", "Hello.")], options)
+    return True
+
+
+class PendingCalls:
+    """Client function calls waiting for their output, each closed as unanswered after a timeout."""
+
+    def __init__(self, on_timeout: Callable[[str], None], timeout_s: float = TOOL_RESULT_TIMEOUT_S) -> None:
+        self.on_timeout = on_timeout
+        self.timeout_s = timeout_s
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+
+    def __contains__(self, call_id: object) -> bool:
+        return call_id in self._timers
+
+    def add(self, call_id: str) -> None:
+        """Start waiting for ``call_id``'s output (the oldest wait is dropped past the bound)."""
+        if len(self._timers) >= MAX_PENDING_CALLS:
+            oldest = next(iter(self._timers))
+            self._expire(oldest)
+        loop = asyncio.get_running_loop()
+        self._timers[call_id] = loop.call_later(self.timeout_s, self._expire, call_id)
+
+    def answer(self, call_id: str) -> bool:
+        """The output arrived; False when nothing was waiting for it."""
+        timer = self._timers.pop(call_id, None)
+        if timer is None:
+            return False
+        timer.cancel()
+        return True
+
+    def _expire(self, call_id: str) -> None:
+        timer = self._timers.pop(call_id, None)
+        if timer is not None:
+            timer.cancel()
+            self.on_timeout(call_id)
+
+    def close(self) -> None:
+        """Stop every timer (the session is ending)."""
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()

@@ -1,0 +1,79 @@
+"""The OpenAI Agents SDK against bargein's embedded models: a spoken question (synthesised by Kokoro, heard
+by Whisper) makes the default language model call the agent's function tool, and the answer uses its result."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+from bargein.audio.codecs import float_to_int16
+from bargein.audio.resample import resample
+from bargein.config import Settings
+from bargein.engines.base import CancelToken, Engines
+from bargein.engines.factory import load_engines
+from tests.support.realtime_client import SERVER_EVENT
+from tests.support.server import running_server
+
+pytestmark = pytest.mark.slow
+agents = pytest.importorskip("agents")
+realtime = pytest.importorskip("agents.realtime")
+
+
+@pytest.fixture(scope="module")
+def real_engines() -> Iterator[Engines]:
+    yield load_engines(Settings())  # the default models: the tool-calling LLM is the point here
+
+
+async def spoken(engines: Engines, text: str) -> bytes:
+    """``text`` as the wire format (pcm16 24 kHz), spoken by the server's own synthesiser, with 1.5 s of silence."""
+    chunks = [chunk async for chunk in engines.tts.synthesize(text, voice=None, cancel=CancelToken())]
+    audio = np.concatenate([chunk.audio for chunk in chunks])
+    audio = resample(audio, chunks[0].sample_rate, 24_000)
+    return float_to_int16(np.concatenate([audio, np.zeros(36_000, np.float32)])).tobytes()
+
+
+async def test_agents_sdk_with_real_models_calls_the_tool_and_speaks_its_result(real_engines: Engines) -> None:
+    asked: list[str] = []
+
+    @agents.function_tool
+    def get_weather(city: str) -> str:
+        """The current weather in a city."""
+        asked.append(city)
+        return f"It is 31 degrees and sunny in {city}."
+
+    agent = realtime.RealtimeAgent(name="weather", instructions="You answer questions about the weather.",
+                                   tools=[get_weather])
+    runner = realtime.RealtimeRunner(agent, config={"tracing_disabled": True})
+    pcm = await spoken(real_engines, "What's the weather like in Paris today?")
+    raw: list[dict[str, Any]] = []
+    errors: list[str] = []
+    with running_server(real_engines) as host:
+        session = await runner.run(model_config={"url": f"ws://{host}/v1/realtime", "api_key": "sk-local"})
+        async with session:
+            async def speak() -> None:
+                for offset in range(0, len(pcm), 4_800):
+                    await session.send_audio(pcm[offset:offset + 4_800])
+                    await asyncio.sleep(0.1)
+
+            speaker = asyncio.create_task(speak())
+            async with asyncio.timeout(180):
+                async for event in session:
+                    if event.type == "error":
+                        errors.append(str(event.error))
+                    if event.type == "raw_model_event" and event.data.type == "raw_server_event":
+                        raw.append(event.data.data)
+                        done = event.data.data
+                        if done["type"] == "response.done" and asked and \
+                                not any(o["type"] == "function_call" for o in done["response"]["output"]):
+                            break
+            speaker.cancel()
+    assert not errors
+    for event in raw:
+        SERVER_EVENT.validate_python(event)
+    assert asked and asked[0].lower() == "paris"
+    answer = [e["transcript"] for e in raw if e["type"] == "response.output_audio_transcript.done"][-1]
+    assert "31" in answer or "sunny" in answer.lower(), answer
