@@ -146,3 +146,27 @@ def test_a_voice_well_under_the_users_own_turns_is_the_rooms() -> None:
         book.frame("stop", 0.9, -23.0, FRAME_MS)
     stop = book.judge("stop", Transcript("Stop.", avg_logprob=-0.8), during_reply=True)
     assert stop.decision == "query"
+
+
+def test_after_an_early_cut_the_command_is_still_answered() -> None:
+    counter = itertools.count(1)
+    machine = dx.DuplexMachine(lambda prefix: f"{prefix}_{next(counter)}", dx.TurnSettings())
+    machine.feed(dx.ClientResponseCreate())
+    response_id = next(a for a in machine.take_actions() if isinstance(a, dx.StartReply)).response_id
+    machine.feed(dx.ReplyAudio(response_id, "chunk"))
+    now = 0.0
+    for probability, level, count in ((0.05, -60.0, 20), (0.9, -20.0, 12), (0.05, -60.0, 4)):
+        for _ in range(count):
+            machine.feed(dx.VadFrame(now, now + FRAME_MS, probability, level))
+            now += FRAME_MS
+    machine.take_actions()
+    machine.feed(dx.GuessTranscribed("item_2", Transcript("Stop.", avg_logprob=-0.8)))
+    assert dx.CancelReply(response_id, "turn_detected") in machine.take_actions()
+    actions: list[dx.Action] = []
+    for _ in range(16):  # the endpoint silence runs out: the turn is committed and waits for its verdict
+        machine.feed(dx.VadFrame(now, now + FRAME_MS, 0.05, -60.0))
+        now += FRAME_MS
+        actions += machine.take_actions()
+    assert any(isinstance(a, dx.CommitBuffer) for a in actions)
+    machine.feed(dx.SegmentTranscribed("item_2", Transcript("Stop.", avg_logprob=-0.8)))
+    assert any(isinstance(a, dx.StartReply) for a in machine.take_actions()), "the command is answered"

@@ -92,8 +92,8 @@ class DuplexMachine:
                 self._on_classified(event.item_id, event.decision, event.verdict)
             case v.SegmentTranscribed():
                 if event.item_id in self._awaiting:
-                    verdict = self.segments.judge(event.item_id, event.transcript,
-                                                  during_reply=self._reply is not None)
+                    verdict = self.segments.judge(event.item_id, event.transcript,  # a reply it cut counts
+                                                  during_reply=self._reply is not None or self._awaiting[event.item_id])
                     self._on_classified(event.item_id, verdict.decision, verdict)
             case v.GuessTranscribed():
                 self._on_guess(event)
