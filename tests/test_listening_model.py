@@ -107,7 +107,9 @@ def test_the_noise_floor_settles_on_the_first_background_frames() -> None:
     assert -48.0 < floor.level_db < -44.0
 
 
-def test_a_command_heard_in_the_pause_cuts_the_reply_before_the_endpoint() -> None:
+def said_over_a_reply() -> tuple[dx.DuplexMachine, str, float, list[dx.Action]]:
+    """A live reply, then 384 ms of speech at -20 dBFS and 128 ms of the silence after it:
+    (machine, reply id, stream time now, actions since the reply began)."""
     counter = itertools.count(1)
     machine = dx.DuplexMachine(lambda prefix: f"{prefix}_{next(counter)}", dx.TurnSettings())
     machine.feed(dx.ClientResponseCreate())
@@ -120,6 +122,11 @@ def test_a_command_heard_in_the_pause_cuts_the_reply_before_the_endpoint() -> No
             machine.feed(dx.VadFrame(now, now + FRAME_MS, probability, level))
             now += FRAME_MS
             actions += machine.take_actions()
+    return machine, response_id, now, actions
+
+
+def test_a_command_heard_in_the_pause_cuts_the_reply_before_the_endpoint() -> None:
+    machine, response_id, _, actions = said_over_a_reply()
     assert any(isinstance(a, dx.PauseReply) for a in actions)
     assert not any(isinstance(a, dx.CommitBuffer) for a in actions), "still inside the endpoint silence"
     machine.feed(dx.GuessTranscribed("item_2", Transcript("Stop.", avg_logprob=-0.8)))
@@ -149,17 +156,7 @@ def test_a_voice_well_under_the_users_own_turns_is_the_rooms() -> None:
 
 
 def test_after_an_early_cut_the_command_is_still_answered() -> None:
-    counter = itertools.count(1)
-    machine = dx.DuplexMachine(lambda prefix: f"{prefix}_{next(counter)}", dx.TurnSettings())
-    machine.feed(dx.ClientResponseCreate())
-    response_id = next(a for a in machine.take_actions() if isinstance(a, dx.StartReply)).response_id
-    machine.feed(dx.ReplyAudio(response_id, "chunk"))
-    now = 0.0
-    for probability, level, count in ((0.05, -60.0, 20), (0.9, -20.0, 12), (0.05, -60.0, 4)):
-        for _ in range(count):
-            machine.feed(dx.VadFrame(now, now + FRAME_MS, probability, level))
-            now += FRAME_MS
-    machine.take_actions()
+    machine, response_id, now, _ = said_over_a_reply()
     machine.feed(dx.GuessTranscribed("item_2", Transcript("Stop.", avg_logprob=-0.8)))
     assert dx.CancelReply(response_id, "turn_detected") in machine.take_actions()
     actions: list[dx.Action] = []
