@@ -1,4 +1,4 @@
-"""``bargein serve``: start the server with its embedded models and print where to reach it."""
+"""The ``bargein`` command: ``serve`` (the server), ``ray-deploy`` (stages on Ray Serve), ``capacity`` (pool sizes)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,13 @@ import sys
 from collections.abc import Sequence
 
 import uvicorn
+from pydantic import ValidationError
 
+from bargein.capacity_plan import add_capacity_arguments, run_capacity
 from bargein.config import Settings
 from bargein.engines.factory import load_engines
 from bargein.server.app import ServerState, create_app
+from bargein.server.serving import server_config
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -20,20 +23,78 @@ def _parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="run the server")
     serve.add_argument("--host", help="interface to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default 8000)")
-    serve.add_argument("--engines", choices=["default", "fake", "instant"],
-                       help="default: embedded models; fake/instant: deterministic fakes")
-    serve.add_argument("--asr-model", help="tiny.en (default), base, or a local CTranslate2 folder")
-    serve.add_argument("--llm-model", help="embedded GGUF name or path, or the model name at --llm-url")
-    serve.add_argument("--llm-url", help="an OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1")
-    serve.add_argument("--tts", dest="tts_engine", choices=["kokoro", "flite"], help="speech engine")
+    deploy = commands.add_parser("ray-deploy", help="run stages as Ray Serve applications on a Ray cluster")
+    for command in (serve, deploy):
+        _engine_arguments(command)
+    deploy.add_argument("--stages", default="vad,asr,llm,tts", help="comma-separated stages to deploy")
+    deploy.add_argument("--replicas", default="", help="replicas per stage, e.g. asr=2,llm=4 (default 1 each)")
+    serve.add_argument("--ws", dest="ws_impl", choices=["auto", "websockets", "websockets-sansio", "wsproto"],
+                       help="uvicorn's WebSocket implementation (default auto)")
+    serve.add_argument("--ray-stages", type=_stages, help="stages served by Ray Serve, e.g. asr,llm,tts")
     serve.add_argument("--api-key", dest="api_keys", action="append",
                        help="accepted API key (repeatable); none = local-only mode")
     serve.add_argument("--no-listen", dest="listen", action="store_const", const=False,
                        help="cancel a reply at any speech onset instead of pausing it until the segment is classified")
+    serve.add_argument("--allow-origin", dest="allow_origins", action="append",
+                       help="browser origin allowed besides the server's own (repeatable; * for any)")
+    serve.add_argument("--forwarded-allow-ips",
+                       help="proxy addresses whose X-Forwarded-* headers are believed (default: none)")
+    serve.add_argument("--api-docs", action="store_const", const=True, help="serve /docs and /openapi.json")
+    serve.add_argument("--handshake-timeout", dest="handshake_timeout_s", type=float,
+                       help="seconds a connection may take to send its request (default 10)")
+    serve.add_argument("--max-connections-per-client", type=int,
+                       help="sessions (and handshaking connections) per client address (default 16)")
+    serve.add_argument("--idle-timeout", dest="idle_timeout_s", type=float,
+                       help="close a session whose client sent nothing for this many seconds (default 300, 0: never)")
+    serve.add_argument("--max-session", dest="max_session_s", type=float,
+                       help="close a session after this many seconds (default 3600, 0: never)")
+    serve.add_argument("--events-per-s", type=float, help="client events per second per session (default 200)")
+    serve.add_argument("--rate-limit-sustain", dest="rate_limit_sustain_s", type=float,
+                       help="close a session held back by the event rate this many seconds in a row (default 10)")
+    serve.add_argument("--workers", type=int,
+                       help="session worker processes on the port (default 1; one per core carries the most)")
+    serve.add_argument("--max-sessions", type=int, help="sessions per worker before new ones are refused")
     serve.add_argument("--no-builtin-tools", dest="builtin_tools", action="store_const", const=False,
                        help="do not offer the built-in clock, calendar, calculator and unit tools")
-    serve.add_argument("--log-level", default="info")
+    for command in (serve, deploy):
+        command.add_argument("--log-level", default="info")
+    capacity = commands.add_parser("capacity", help="pool sizes per stage for a number of sessions")
+    add_capacity_arguments(capacity)
     return parser
+
+
+def _engine_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--engines", choices=["default", "fake", "instant"],
+                        help="default: embedded models; fake/instant: deterministic fakes")
+    parser.add_argument("--asr-model", help="tiny.en (default), base, or a local CTranslate2 folder")
+    parser.add_argument("--llm-model", help="embedded GGUF name or path, or the model name at --llm-url")
+    parser.add_argument("--llm-sequences", type=int,
+                        help="embedded LLM: decode up to N sessions' replies together in one batch (default 1)")
+    parser.add_argument("--llm-url", help="an OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1")
+    parser.add_argument("--tts", dest="tts_engine", choices=["kokoro", "flite"], help="speech engine")
+    parser.add_argument("--ray-address", help="Ray cluster of the remote stages: auto, HOST:6379, ray://HOST:10001")
+    parser.add_argument("--ray-app-prefix", help="Serve application names are PREFIX-vad, PREFIX-asr, ...")
+
+
+def _stages(text: str) -> list[str]:
+    stages = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [stage for stage in stages if stage not in ("vad", "asr", "llm", "tts")]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown stage(s) {', '.join(unknown)}: choose from vad, asr, llm, tts")
+    return stages
+
+
+def _ray_deploy(args: argparse.Namespace, settings: Settings) -> int:
+    import ray
+
+    from bargein.engines.remote.deployments import deploy
+
+    pairs = (item.partition("=") for item in args.replicas.split(",") if item)
+    replicas = {name.strip(): int(count) for name, _, count in pairs}
+    ray.init(address=settings.ray_address or "auto", namespace="serve", log_to_driver=False)
+    deploy(settings, _stages(args.stages), replicas)  # type: ignore[arg-type]
+    print(f"deployed {args.stages} as Ray Serve applications {settings.ray_app_prefix}-<stage>", flush=True)
+    return 0
 
 
 def _announce(state: ServerState) -> None:
@@ -52,13 +113,26 @@ def _announce(state: ServerState) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``bargein`` command."""
     args = _parser().parse_args(argv)
-    overrides = {key: value for key, value in vars(args).items()
-                 if key not in ("command", "log_level") and value is not None}
-    settings = Settings(**overrides)
+    if args.command == "capacity":
+        return run_capacity(args)
+    local = ("command", "log_level", "stages", "replicas")
+    overrides = {key: value for key, value in vars(args).items() if key not in local and value is not None}
+    try:
+        settings = Settings(**overrides)
+    except ValidationError as error:
+        for problem in error.errors():
+            print(f"bargein: {'.'.join(map(str, problem['loc']))}: {problem['msg']}", file=sys.stderr)
+        return 2
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.command == "ray-deploy":
+        return _ray_deploy(args, settings)
+    if settings.workers > 1:
+        from bargein.server.workers import run_workers
+
+        run_workers(settings, args.log_level)
+        return 0
     app = create_app(settings, loader=load_engines, on_ready=_announce)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level,
-                ws_max_size=8 * settings.max_message_bytes, ws_ping_interval=20, ws_ping_timeout=60)
+    uvicorn.Server(server_config(app, settings, log_level=args.log_level)).run()
     return 0
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 EngineSet = Literal["default", "fake", "instant"]
+Stage = Literal["vad", "asr", "llm", "tts"]
 
 
 class Settings(BaseSettings):
@@ -26,15 +27,73 @@ class Settings(BaseSettings):
     llm_url: str | None = None
     """An OpenAI-compatible server (vLLM, Ollama, llama.cpp server) to use instead of the embedded LLM."""
     llm_api_key: str | None = None
+    llm_sequences: int = 1
+    """Above 1, the embedded LLM decodes up to this many replies together in one llama.cpp batch per step
+    (sessions talking at once share each step instead of waiting their turn)."""
     tts_engine: Literal["kokoro", "flite"] = "kokoro"
     max_message_bytes: int = 8 * 1024 * 1024
     """Client messages above this get an error event (the socket itself refuses 8x more)."""
     max_sessions: int = 256
+    """Per worker process: above it a new session is refused (``error`` event, close code 1013)."""
+    max_loop_lag_ms: float = 200.0
+    """A worker whose event loop woke later than this (p95 over 5 s) refuses new sessions."""
+    max_queue_depth: int = 512
+    """A worker with more work than this waiting in any stage's queue refuses new sessions."""
+    ws_impl: Literal["auto", "websockets", "websockets-sansio", "wsproto"] = "auto"
+    """uvicorn's WebSocket protocol implementation."""
+    workers: int = 1
+    """Session worker processes sharing the port (one per core serves most sessions)."""
+    ray_address: str | None = None
+    """The Ray cluster whose Serve applications run the ``ray_stages`` (``auto``: the local node's cluster;
+    ``HOST:6379`` to join one; ``ray://HOST:10001`` through Ray Client)."""
+    ray_stages: list[Stage] = Field(default_factory=list)
+    """Stages served by Ray Serve deployments instead of in process (empty: everything in process)."""
+    ray_app_prefix: str = "bargein"
+    """Ray Serve application names: ``<prefix>-vad``, ``<prefix>-asr``, ``<prefix>-llm``, ``<prefix>-tts``."""
+    ray_timeout_s: float = 30.0
+    """Longest one remote call may take (a VAD frame: a tenth of it) before that turn is given up."""
     builtin_tools: bool = True
     """Offer bargein's own tools (clock, calendar, calculator, units) to sessions that bring no tools."""
     listen: bool = True
     """Classify every segment (query or noise) before answering or cutting a reply; off, any speech
     onset cancels the reply at once, as the OpenAI Realtime API does."""
+
+    # --- who may connect -------------------------------------------------------------------------------
+    allow_origins: list[str] = Field(default_factory=list)
+    """Browser origins allowed besides the server's own (and, in local-only mode, loopback pages);
+    ``*`` allows any. Clients that send no ``Origin`` (SDKs, servers) are not affected."""
+    forwarded_allow_ips: str | None = None
+    """Proxy addresses whose ``X-Forwarded-For``/``-Proto`` are believed (uvicorn's syntax, e.g.
+    ``10.0.0.1,10.0.0.2``). Unset, forwarded headers are ignored whatever the environment says."""
+    api_docs: bool = False
+    """Serve ``/docs`` and ``/openapi.json``."""
+
+    # --- how long and how much a connection may take ---------------------------------------------------
+    handshake_timeout_s: float = Field(10.0, gt=0)
+    """A connection must complete its HTTP request (or WebSocket upgrade) within this time."""
+    max_connections_per_client: int = Field(16, ge=1)
+    """Open sessions (and connections still handshaking) allowed from one client address."""
+    idle_timeout_s: float = Field(300.0, ge=0)
+    """A session in which nothing passes either way (the client sends nothing, the server has nothing to
+    send) for this long is told so and closed (0: never)."""
+    max_session_s: float = Field(3600.0, ge=0)
+    """A session is told so and closed after this long (0: no limit)."""
+    events_per_s: float = Field(200.0, gt=0)
+    """Client events a session may send per second, sustained (a token bucket; a message also costs one
+    event per 64 KiB). Faster events are held back; a client held back for ``rate_limit_sustain_s``
+    without a break is closed."""
+    event_burst: int = Field(200, ge=1)
+    """Client events a session may send at once above the sustained rate."""
+    rate_limit_sustain_s: float = Field(10.0, gt=0)
+    max_outbound_bytes: int = Field(32 * 1024 * 1024, ge=64 * 1024)
+    """Bytes of server events a session may leave unread; past this the client is closed (policy)."""
+
+    @field_validator("api_keys")
+    @classmethod
+    def _no_empty_keys(cls, keys: list[str]) -> list[str]:
+        if any(not key.strip() for key in keys):
+            raise ValueError("an API key is empty: give a non-empty --api-key, or none for local-only mode")
+        return keys
 
     @property
     def local_only(self) -> bool:

@@ -26,12 +26,14 @@ core. A ramp stops at its first failing step; the whole run stops by itself with
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import json
 import math
 import multiprocessing
 import os
 import queue
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,6 +74,12 @@ class StepFigures:
     """p99 oversleep of a 10 ms timer in the load generators (their own starvation)."""
     load_average: float
     """The machine's 1-minute load average at the end of the step (other work on a shared machine)."""
+    barge_p99: float = math.nan
+    """Barge-in stop p99 (ms) of one measured session that interrupts every reply (``--barge-turns``)."""
+    barge_n: int = 0
+    server_lag_p99: float = math.nan
+    """The server's own event-loop lag p99 (ms, bucket upper bound; from its ``/metrics``): how much of
+    the probe lag is the server's, not the load generators' or the machine's."""
 
     @property
     def passed(self) -> bool:
@@ -83,12 +91,14 @@ class StepFigures:
         return (f"{self.mode:9s} {self.sessions:4d} {self.connected:4d} {fmt_ms(self.lag_p50)} {fmt_ms(self.lag_p99)} "
                 f"{fmt_ms(self.onset_lag_p99)} {fmt_ms(self.first_audio_p95)} {100 * self.cpu_per_session:7.2f} "
                 f"{self.server_cpu:6.2f} {self.client_cpu:6.2f} {self.rss_per_session_mb:7.2f} {self.errors:4d} "
-                f"{fmt_ms(self.generator_lag_p99)} {self.load_average:5.1f}  {'pass' if self.passed else 'FAIL'}")
+                f"{fmt_ms(self.generator_lag_p99)} {self.load_average:5.1f} {fmt_ms(self.barge_p99)} {self.barge_n:3d} "
+                f"{fmt_ms(self.server_lag_p99)}"
+                f"  {'pass' if self.passed else 'FAIL'}")
 
 
 HEADER = (f"{'mode':9s} {'N':>4s} {'conn':>4s} {'lag50':>6s} {'lag99':>6s} {'onset99':>6s} {'fa95':>6s} "
           f"{'cpu%/s':>7s} {'srvCPU':>6s} {'cliCPU':>6s} {'MB/sess':>7s} {'err':>4s} {'gen99':>6s} {'load':>5s}"
-          "  verdict")
+          f" {'barge99':>6s} {'n':>3s} {'srv99':>6s}  verdict")
 
 
 def run_step(host_port: str, pid: int | None, mode: str, sessions: int, args: argparse.Namespace,
@@ -104,21 +114,29 @@ def run_step(host_port: str, pid: int | None, mode: str, sessions: int, args: ar
         host_port, mode, share, start_at, args.warmup_s, args.measure_s, args.probe_s, seed * 100 + i), results),
         daemon=True) for i, share in enumerate(shares)]
     server = psutil.Process(pid) if pid else None
-    rss_before = server.memory_info().rss if server else 0
+    rss_before = _rss(server)
     for worker in workers:
         worker.start()
     window_start = start_at + args.warmup_s
     window_end = window_start + args.measure_s
     _sleep_until(window_start)
+    barges: list[float] = []
+    measured = threading.Thread(target=_measured_barge_ins, args=(host_port, args.barge_turns, barges), daemon=True)
+    if args.barge_turns > 0:
+        measured.start()
     clients = [psutil.Process(w.pid) for w in workers if w.pid]
     cpu0 = _cpu(server)
+    lag_buckets0 = _server_lag_buckets(host_port)
     client0 = sum(_cpu(c) for c in clients)
     rss_peak = rss_before
     while time.monotonic() < window_end:
         if server:
-            rss_peak = max(rss_peak, server.memory_info().rss)
+            rss_peak = max(rss_peak, _rss(server))
         time.sleep(0.5)
     server_cpu = (_cpu(server) - cpu0) / args.measure_s
+    server_lag_p99 = _bucket_p99(lag_buckets0, _server_lag_buckets(host_port))
+    if measured.is_alive() or args.barge_turns > 0:
+        measured.join(timeout=60)
     client_cpu = (sum(_cpu(c) for c in clients) - client0) / args.measure_s
     merged: dict[str, Any] = {}
     deadline = time.monotonic() + 60
@@ -142,17 +160,73 @@ def run_step(host_port: str, pid: int | None, mode: str, sessions: int, args: ar
         percentile(merged.get("onset_lag_ms", []), 99), percentile(merged.get("first_audio_ms", []), 95),
         server_cpu / sessions, server_cpu, client_cpu, (rss_peak - rss_before) / sessions / 2**20,
         merged.get("errors", 0), merged.get("late_chunks", 0), merged.get("missing_replies", 0),
-        percentile(merged.get("loop_lag_ms", []), 99), os.getloadavg()[0])
+        percentile(merged.get("loop_lag_ms", []), 99), os.getloadavg()[0], percentile(barges, 99), len(barges),
+        server_lag_p99)
+
+
+def _server_lag_buckets(host_port: str) -> dict[float, float]:
+    """The server's own event-loop lag histogram (cumulative bucket counts; summed over its workers)."""
+    import httpx
+
+    try:
+        text = httpx.get(f"http://{host_port}/metrics", timeout=5).text
+    except httpx.HTTPError:
+        return {}
+    buckets: dict[float, float] = {}
+    for line in text.splitlines():
+        if line.startswith("bargein_event_loop_lag_seconds_bucket{"):
+            bound = line.split('le="', 1)[1].split('"', 1)[0]
+            buckets[math.inf if bound == "+Inf" else float(bound)] = float(line.rsplit(" ", 1)[1])
+    return buckets
+
+
+def _bucket_p99(before: dict[float, float], after: dict[float, float]) -> float:
+    """Upper bucket bound (ms) holding the 99th percentile of the samples taken between two scrapes."""
+    counts = sorted((bound, after[bound] - before.get(bound, 0.0)) for bound in after)
+    total = counts[-1][1] if counts else 0.0
+    if total <= 0:
+        return math.nan
+    return next((bound * 1000 for bound, count in counts if count >= 0.99 * total), math.nan)
+
+
+def _measured_barge_ins(host_port: str, turns: int, into: list[float]) -> None:
+    """One session of ``bench/first_audio.py`` that interrupts every reply; its barge-in stop times."""
+    from bench.first_audio import run_session
+
+    plan = argparse.Namespace(turns=turns, barge_every=1, silence_ms=None, reply_timeout_s=30.0, max_reply_s=3.0)
+    try:
+        results, _observer, _silence = asyncio.run(run_session(host_port, plan))
+    except Exception as error:  # the step's figures stand without it
+        print(f"  the measured barge-in session failed: {type(error).__name__}: {error}", flush=True)
+        return
+    into.extend(r.barge_in_ms for r in results if r.barge_in_ms is not None)
 
 
 def _cpu(process: psutil.Process | None) -> float:
+    """CPU seconds of the process and its children (the session workers of ``--workers N``)."""
     if process is None:
         return 0.0
+    total = 0.0
     try:
-        times = process.cpu_times()
+        family = [process, *process.children(recursive=True)]
     except psutil.Error:
         return 0.0
-    return float(times.user + times.system)
+    for member in family:
+        try:
+            times = member.cpu_times()
+        except psutil.Error:
+            continue
+        total += float(times.user + times.system)
+    return total
+
+
+def _rss(process: psutil.Process | None) -> int:
+    if process is None:
+        return 0
+    try:
+        return sum(member.memory_info().rss for member in [process, *process.children(recursive=True)])
+    except psutil.Error:
+        return 0
 
 
 def _sleep_until(at: float) -> None:
@@ -263,11 +337,18 @@ def main() -> None:
     parser.add_argument("--budget-s", type=float, default=540.0, help="the whole run stays under this")
     parser.add_argument("--plot", default="capacity.png")
     parser.add_argument("--json", help="also write every step's figures here")
+    parser.add_argument("--workers", type=int, default=1, help="session worker processes of the server")
+    parser.add_argument("--server-args", default="", help="more flags for `bargein serve`, e.g. '--ws wsproto'")
+    parser.add_argument("--barge-turns", type=int, default=0,
+                        help="per step, also run one measured session that interrupts every reply (this many turns)")
     args = parser.parse_args()
     began = time.monotonic()
     cores = psutil.cpu_count() or 1
     print(f"machine: {cores} cores, load average {os.getloadavg()[0]:.1f} before the run", flush=True)
-    with server_or_url(args.engines, args.url) as (host_port, pid):
+    # every load-generator session comes from 127.0.0.1: lift the per-address session cap for this run
+    extra = (["--workers", str(args.workers)] if args.workers > 1 else []) + args.server_args.split()
+    extra += ["--max-connections-per-client", "100000"]
+    with server_or_url(args.engines, args.url, extra_args=extra) as (host_port, pid):
         steps = ramp(host_port, pid, args, began)
     report(steps, cores)
     if args.json:

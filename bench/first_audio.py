@@ -14,6 +14,8 @@ send time is logged, so stream positions map to wall time.
   ``audio_end_ms`` plus the silence, rounded up to whole 32 ms VAD frames) leaving the client, to the
   same first audible sample: what bargein adds on top of the endpoint silence. With ``--engines
   instant`` the engines answer at once, so this is the server's own overhead (target <= 40 ms p99).
+  Only for ``server_vad`` (``--silence-ms``): a semantic endpoint's silence varies per turn, and the
+  server ledger's ``endpoint_ms`` shows it instead.
 * **barge-in stop**: every ``--barge-every``-th reply is interrupted by the next clip as soon as its
   first audio arrives; from the chunk holding the first sample of interrupting speech leaving the client
   to the client receiving ``input_audio_buffer.speech_started`` for it. The script also checks that no
@@ -54,7 +56,7 @@ CUT_IN_LEAD_S = 0.1
 """An interrupting clip starts this long before its speech onset (a little room noise, as in life)."""
 
 
-async def run_session(host_port: str, args: argparse.Namespace) -> tuple[list[TurnResult], Observer, int]:
+async def run_session(host_port: str, args: argparse.Namespace) -> tuple[list[TurnResult], Observer, int | None]:
     """Stream ``args.turns`` clips through one session and measure each turn."""
     from openai import AsyncOpenAI
 
@@ -72,7 +74,8 @@ async def run_session(host_port: str, args: argparse.Namespace) -> tuple[list[Tu
                 "type": "server_vad", "silence_duration_ms": silence_ms}}}})
             created = await observer.wait_event("session.updated", timeout=30)
         detection = created["session"]["audio"]["input"]["turn_detection"] or {}
-        silence_ms = int(detection.get("silence_duration_ms", 500))
+        print(f"turn detection: {detection}", flush=True)
+        silence_ms = int(detection["silence_duration_ms"]) if detection.get("type") == "server_vad" else None
 
         async def send(chunk: bytes) -> None:
             import base64
@@ -112,7 +115,7 @@ async def run_session(host_port: str, args: argparse.Namespace) -> tuple[list[Tu
 
 
 async def _turn(mic: Microphone, observer: Observer, clip: SpeechClip, index: int, cut_in: str | None,
-                silence_ms: int, args: argparse.Namespace) -> TurnResult:
+                silence_ms: int | None, args: argparse.Namespace) -> TurnResult:
     skip = max(0, clip.onset - int(CUT_IN_LEAD_S * WIRE_RATE)) if cut_in else 0
     start = mic.play(clip.from_sample(skip))
     onset_pos = start + clip.onset - skip
@@ -142,6 +145,8 @@ async def _turn(mic: Microphone, observer: Observer, clip: SpeechClip, index: in
     stopped = observer.last_speech_stopped(before=reply.audible_at)
     if stopped is not None:
         result.vad_end_lag_ms = stopped - 1000 * end_pos / WIRE_RATE
+        if silence_ms is None:
+            return result
         endpoint_ms = stopped + math.ceil(silence_ms / VAD_FRAME_MS) * VAD_FRAME_MS
         endpoint_at = mic.sent_time(int(endpoint_ms * WIRE_RATE / 1000) - 1)
         if endpoint_at is not None:
@@ -175,11 +180,12 @@ async def _let_reply_play(observer: Observer, response_id: str, max_reply_s: flo
     await asyncio.sleep(0.6)
 
 
-def _summary(results: list[TurnResult], observer: Observer, engines: str, silence_ms: int) -> dict[str, Any]:
+def _summary(results: list[TurnResult], observer: Observer, engines: str,
+             silence_ms: int | None) -> dict[str, Any]:
     first = [r.first_audio_ms for r in results if r.first_audio_ms is not None]
     beyond = [r.beyond_endpoint_ms for r in results if r.beyond_endpoint_ms is not None]
     barge = [r.barge_in_ms for r in results if r.barge_in_ms is not None]
-    print()
+    print(f"\n1-minute load average at the end: {os.getloadavg()[0]:.2f}")
     print(f"turns: {len(results)}, answered: {len(first)}, interrupted: {sum(1 for r in results if r.interrupted)}")
     print(f"{'':34s} {'n':>4s} {'p50':>6s} {'p95':>6s} {'p99':>6s} {'max':>6s}  (ms)")
 
@@ -188,7 +194,8 @@ def _summary(results: list[TurnResult], observer: Observer, engines: str, silenc
         print(f"{label:34s} {len(values):4d} {' '.join(cells)} {fmt_ms(max(values) if values else math.nan)}")
 
     row("first audio", first)
-    row(f"first audio - silence ({silence_ms} ms)", [v - silence_ms for v in first])
+    if silence_ms is not None:
+        row(f"first audio - silence ({silence_ms} ms)", [v - silence_ms for v in first])
     row("VAD end - energy end (stream ms)", [r.vad_end_lag_ms for r in results if r.vad_end_lag_ms is not None])
     row("beyond endpoint (server + network)", beyond)
     row("barge-in stop", barge)

@@ -7,7 +7,8 @@ purpose="${1:-serve}"
 
 apt_packages=(flite)
 if [[ "$purpose" == "test" ]]; then
-  # the listening benchmark's voice families (tests/data/voices.py): synthesisers and recorded speech
+  # espeak-ng: voices of bench/endpoint_set.py; with festival, its voices and the asterisk recordings, the
+  # listening benchmark's voice families (tests/data/voices.py)
   apt_packages+=(pocketsphinx-testdata chromium espeak-ng festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts
                  asterisk-core-sounds-en-wav)
 fi
@@ -57,3 +58,12 @@ fi
 extras=""
 [[ "$purpose" == "test" ]] && extras="[test]"
 .venv/bin/python -m pip install -q -e ".${extras}"
+
+# Smart Turn v3.2 (the end-of-turn model) ships inside the pipecat-ai wheel: download that wheel without
+# its dependencies (Pipecat's runtime is not installed), take the one ONNX file out, check its sha256.
+.venv/bin/python -m bargein.engines.listen.smart_turn_file
+
+# The tests run third-party clients too: the OpenAI Agents SDK for JavaScript under Node (npm registry).
+if [[ "$purpose" == "test" ]] && command -v npm >/dev/null 2>&1; then
+  npm ci --prefix tests/js --no-audit --no-fund --loglevel=error
+fi

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from bargein.engines.base import Engines
-from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer
+from bargein.engines.fakes import FakeEndOfTurn, FakeLanguageModel, FakeRecognizer, FakeSynthesizer
 from bargein.engines.listen.silero_vad import SileroVad
 from tests.support.realtime_client import SERVER_EVENT
 from tests.support.server import running_server
@@ -75,7 +75,8 @@ async def test_agents_sdk_realtime_runner_calls_a_function_tool_over_a_spoken_tu
     traffic = record_traffic(monkeypatch)
     llm = FakeLanguageModel(token_delay_s=0.005, calls={"young": ("get_weather", '{"city": "Paris"}')})
     engines = Engines(SileroVad(), FakeRecognizer(("he was not an ill disposed young man",)), llm,
-                      FakeSynthesizer(ms_per_char=20, chunk_ms=100))
+                      FakeSynthesizer(ms_per_char=20, chunk_ms=100),
+                      FakeEndOfTurn((0.99,)))  # the client asks for semantic_vad: the server needs the model
     asked: list[str] = []
     with running_server(engines) as host:
         kinds, raw, errors = await run_agent_turn(host, asked)

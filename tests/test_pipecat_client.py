@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from bargein.engines.base import Engines
-from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer
+from bargein.engines.fakes import FakeEndOfTurn, FakeLanguageModel, FakeRecognizer, FakeSynthesizer
 from bargein.engines.listen.silero_vad import SileroVad
 from tests.support.server import running_server
 from tests.support.speech import librivox_clip, pcm16_24k
@@ -66,7 +66,8 @@ async def test_pipecat_realtime_service_calls_a_function_over_a_spoken_turn(monk
     traffic = record_traffic(monkeypatch)
     llm_engine = FakeLanguageModel(token_delay_s=0.005, calls={"young": ("get_weather", '{"city": "Paris"}')})
     engines = Engines(SileroVad(), FakeRecognizer(("he was not an ill disposed young man",)), llm_engine,
-                      FakeSynthesizer(ms_per_char=20, chunk_ms=100))
+                      FakeSynthesizer(ms_per_char=20, chunk_ms=100),
+                      FakeEndOfTurn((0.99,)))  # the client asks for semantic_vad: the server needs the model
     asked: list[dict[str, Any]] = []
 
     async def get_weather(params: FunctionCallParams) -> None:

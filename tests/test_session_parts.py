@@ -208,12 +208,12 @@ async def test_a_failed_transcription_is_an_event_and_a_none_result() -> None:
 
 def test_the_input_buffer_keeps_stream_time_through_trims_and_takes() -> None:
     buffer = InputBuffer()
-    buffer.append(np.arange(16_000, dtype=np.float32))  # 1 s
+    buffer.append(np.arange(16_000, dtype=np.float32) / 16_000)  # 1 s, each sample saying where it is
     buffer.trim_before(250.0)
     assert buffer.start_sample == 4000 and buffer.duration_ms == 750.0
-    assert buffer.peek(500.0, 500.0 + 1 / 16).tolist() == [8000.0]
+    assert buffer.peek(500.0, 500.0 + 1 / 16).tolist() == pytest.approx([0.5], abs=1e-4)  # held as int16
     clip = buffer.take(None, 750.0)
-    assert clip[0] == 4000.0 and len(clip) == 8000
+    assert clip[0] == pytest.approx(0.25, abs=1e-4) and len(clip) == 8000
     assert buffer.start_sample == 12_000 and buffer.duration_ms == 250.0
     buffer.clear()
     assert buffer.duration_ms == 0.0 and buffer.end_sample == 16_000

@@ -244,3 +244,15 @@ async def test_a_required_builtin_call_is_made_once_and_then_answered() -> None:
     assert done["response"]["output"][0]["content"][0]["text"] == "The tool said: 2+2 = 4."
     assert [o.tool_choice for o in llm.seen_options] == ["required", "auto"]
     await h.session.close()
+
+
+async def test_clearing_the_input_buffer_is_acknowledged() -> None:
+    h = Harness(FakeLanguageModel())
+    import base64
+
+    await h.send(type="input_audio_buffer.append", audio=base64.b64encode(bytes(9_600)).decode())
+    await h.send(type="input_audio_buffer.clear", event_id="evt_clear")
+    await h.until("input_audio_buffer.cleared")
+    await h.send(type="input_audio_buffer.commit")
+    assert (await h.until("error"))["error"]["code"] == "input_audio_buffer_commit_empty"
+    await h.session.close()

@@ -186,3 +186,34 @@ async def test_embedded_model_calls_a_tool_and_then_answers_with_its_result() ->
         assert not calls_of(answer) and "391" in text_of(answer)
     finally:
         await model.aclose()
+
+
+def test_a_recited_tool_list_is_refused_not_spoken() -> None:
+    out = run_splitter(["<to", "ols>\n", '{"type": "function", "function": {"name": "calculate"}}', "\n</tools>"])
+    [refused] = calls_of(out)
+    assert not text_of(out) and refused.refused and "tool list" in refused.refused
+    still_a_call = run_splitter(["<tool", '_call>{"name": "calculate", "arguments": {"expression": "1"}}</tool_call>'])
+    assert calls_of(still_a_call)[0].name == "calculate"
+    assert text_of(run_splitter(["<", "b>bold</b> words"])) == "<b>bold</b> words"
+
+
+@pytest.mark.slow
+async def test_batched_embedded_model_calls_a_tool_too() -> None:
+    from bargein.engines.think.llama_batched import load_batched_llama
+    from bargein.engines.think.llama_llm import DEFAULT_LLM
+
+    model = load_batched_llama(DEFAULT_LLM, n_seq=2)
+    options = GenerationOptions(max_tokens=80, temperature=0.0, tools=TOOLS)
+    try:
+        question = [ChatMessage("user", "What is 17 times 23?")]
+        [call] = calls_of([p async for p in model.stream_reply(question, cancel=CancelToken(), options=options)])
+        assert call.name == "calculate" and call.refused is None
+        output = default_registry().run(call.name, call.arguments).output
+        history = [*question, ChatMessage("assistant", "", tool_calls=(call,)),
+                   ChatMessage("tool", output, tool_call_id=call.call_id)]
+        answer = [p async for p in model.stream_reply(history, cancel=CancelToken(), options=options)]
+        assert not calls_of(answer) and "391" in text_of(answer)
+        plain = [p async for p in model.stream(question, cancel=CancelToken(), options=options)]
+        assert plain and all(isinstance(p, str) for p in plain)  # stream() never offers the tools
+    finally:
+        model.close()

@@ -79,6 +79,18 @@ class VoiceActivityDetector(Protocol):
         ...
 
 
+@runtime_checkable
+class EndOfTurnModel(Protocol):
+    """Judges from the sound of the speech whether the speaker has finished, shared by every session."""
+
+    window_seconds: int
+    """How much of the most recent audio the model listens to."""
+
+    async def probability(self, audio: Float32Audio) -> float:
+        """Probability (0 to 1) that the turn is complete, from 16 kHz mono audio ending now."""
+        ...
+
+
 # --- speech recognition -------------------------------------------------------------------------------
 
 
@@ -167,6 +179,11 @@ class GenerationOptions:
 
     max_tokens: int = 256
     temperature: float = 0.7
+    truncate: bool = True
+    """Drop the oldest messages when the history does not fit the context (False: fail instead)."""
+    retention_ratio: float | None = None
+    """When messages must be dropped, keep only this fraction of the history's tokens (fewer, larger cuts
+    keep the cached prefix valid for longer); None: drop just enough."""
     tools: tuple[Mapping[str, Any], ...] = ()
     tool_choice: ToolChoice = "auto"
 
@@ -230,12 +247,14 @@ class Engines:
     asr: SpeechRecognizer
     llm: LanguageModel
     tts: SpeechSynthesizer
+    turn: EndOfTurnModel | None = None
+    """The semantic end-of-turn model; without one only plain silence can end a turn."""
     description: dict[str, str] = field(default_factory=dict)
     """Human-readable name and origin of each engine, printed at start-up."""
 
     async def aclose(self) -> None:
         """Release model resources; engines without resources ignore this."""
-        for engine in (self.vad, self.asr, self.llm, self.tts):
+        for engine in (self.vad, self.asr, self.llm, self.tts, self.turn):
             closer = getattr(engine, "aclose", None)
             if closer is not None:
                 await closer()

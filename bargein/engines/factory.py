@@ -4,78 +4,124 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
 
 from bargein.config import Settings
-from bargein.engines.base import Engines, LanguageModel, SpeechSynthesizer
+from bargein.engines.base import (
+    Engines,
+    LanguageModel,
+    SpeechRecognizer,
+    SpeechSynthesizer,
+    VoiceActivityDetector,
+)
 from bargein.engines.listen.silero_vad import SILERO_ONNX, SileroVad
+from bargein.engines.listen.smart_turn import SmartTurn
+from bargein.engines.listen.smart_turn_file import SMART_TURN_DISTRIBUTION, SMART_TURN_FILENAME
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+VAD_ORIGIN = f"Silero VAD v5 ({SILERO_ONNX.distribution}, sha256 verified)"
+TURN_ORIGIN = f"Smart Turn v3.2 ({SMART_TURN_FILENAME} from {SMART_TURN_DISTRIBUTION}, sha256 verified)"
 
 
 def load_engines(settings: Settings) -> Engines:
-    """Load (and warm up) every engine; blocking, so the server runs it off the event loop."""
-    vad = SileroVad()
-    vad_origin = f"Silero VAD v5 ({SILERO_ONNX.distribution}, sha256 verified)"
+    """Load (and warm up) every engine; blocking, so the server runs it off the event loop.
+
+    Stages named in ``settings.ray_stages`` are not loaded here: they are Ray Serve deployments, and
+    the engine for such a stage is a client of its deployment (checked at start-up).
+    """
+    description: dict[str, str] = {}
+    remote = RemoteStages()
+    if settings.ray_stages:
+        from bargein.engines.remote.connect import connect_remote_stages
+
+        remote = connect_remote_stages(settings, description)
+    vad: VoiceActivityDetector = remote.vad or _timed_load(description, "vad", lambda: (SileroVad(), VAD_ORIGIN))
+    asr = remote.asr or _timed_load(description, "asr", lambda: load_asr(settings))
+    llm = remote.llm or _timed_load(description, "llm", lambda: load_llm(settings))
+    tts = remote.tts or _timed_load(description, "tts", lambda: load_tts(settings))
+    # the end-of-turn model is small and always local; a missing or altered file stops start-up here
+    turn = _timed_load(description, "turn", lambda: (SmartTurn(), TURN_ORIGIN))
+    return Engines(vad, asr, llm, tts, turn, description=description)
+
+
+@dataclass
+class RemoteStages:
+    """The engines that are clients of remote deployments (``None``: load that stage here)."""
+
+    vad: VoiceActivityDetector | None = None
+    asr: SpeechRecognizer | None = None
+    llm: LanguageModel | None = None
+    tts: SpeechSynthesizer | None = None
+
+
+def _timed_load(description: dict[str, str], stage: str, load: Callable[[], tuple[T, str]]) -> T:
+    started = time.perf_counter()
+    engine, what = load()
+    fake = what == "fake"
+    timed = not fake and stage not in ("vad", "turn")
+    description[stage] = f"{what} (ready in {time.perf_counter() - started:.1f} s)" if timed else what
+    if not fake:
+        log.info("%s: %s", stage, description[stage])
+    return engine
+
+
+def load_asr(settings: Settings) -> tuple[SpeechRecognizer, str]:
+    """The recogniser the settings ask for, and its description."""
     if settings.engines in ("fake", "instant"):
-        from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer
+        from bargein.engines.fakes import FakeRecognizer
 
-        delay = 0.0 if settings.engines == "instant" else 0.01
-        return Engines(
-            vad, FakeRecognizer(delay_s=delay), FakeLanguageModel(token_delay_s=delay),
-            FakeSynthesizer(delay_s=delay),
-            description={"vad": vad_origin, "asr": "fake", "llm": "fake", "tts": "fake"},
-        )
-    return _load_default(settings, vad, vad_origin)
-
-
-def _timed(description: dict[str, str], stage: str, what: str, started: float) -> None:
-    description[stage] = f"{what} (ready in {time.perf_counter() - started:.1f} s)"
-    log.info("%s: %s", stage, description[stage])
-
-
-def _load_default(settings: Settings, vad: SileroVad, vad_origin: str) -> Engines:
-    """The embedded models: Whisper (faster-whisper), llama.cpp or an OpenAI-compatible server, Kokoro."""
+        return FakeRecognizer(delay_s=_fake_delay(settings)), "fake"
     from bargein.engines.transcribe.whisper_asr import load_whisper
 
-    description = {"vad": vad_origin}
-    started = time.perf_counter()
     asr = load_whisper(settings.asr_model)
-    _timed(description, "asr", f"Whisper {settings.asr_model}: {asr.description}", started)
+    return asr, f"Whisper {settings.asr_model}: {asr.description}"
 
-    started = time.perf_counter()
-    llm: LanguageModel
+
+def load_llm(settings: Settings) -> tuple[LanguageModel, str]:
+    """The language model the settings ask for (embedded or an OpenAI-compatible server)."""
+    if settings.engines in ("fake", "instant"):
+        from bargein.engines.fakes import FakeLanguageModel
+
+        return FakeLanguageModel(token_delay_s=_fake_delay(settings)), "fake"
     if settings.llm_url:
         from bargein.engines.think.openai_llm import OpenAICompatibleLanguageModel
 
         model = settings.llm_model if settings.llm_model != "default" else "default"
-        llm = OpenAICompatibleLanguageModel(settings.llm_url, model, settings.llm_api_key)
-        _timed(description, "llm", f"{model} at {settings.llm_url}", started)
-    else:
-        from bargein.engines.think.llama_llm import DEFAULT_LLM, load_llama
-        from bargein.engines.think.llm_models import describe
+        return OpenAICompatibleLanguageModel(settings.llm_url, model, settings.llm_api_key), \
+            f"{model} at {settings.llm_url}"
+    from bargein.engines.think.llama_llm import DEFAULT_LLM, load_llama
+    from bargein.engines.think.llm_models import describe
 
-        name = DEFAULT_LLM if settings.llm_model == "default" else settings.llm_model
-        llm = load_llama(name)
-        _timed(description, "llm", f"{describe(name)} on llama.cpp", started)
+    name = DEFAULT_LLM if settings.llm_model == "default" else settings.llm_model
+    if settings.llm_sequences > 1:
+        from bargein.engines.think.llama_batched import load_batched_llama
 
-    started = time.perf_counter()
-    tts: SpeechSynthesizer
+        return load_batched_llama(name, n_seq=settings.llm_sequences), \
+            f"{describe(name)} on llama.cpp, {settings.llm_sequences} sequences batched"
+    return load_llama(name), f"{describe(name)} on llama.cpp"
+
+
+def load_tts(settings: Settings) -> tuple[SpeechSynthesizer, str]:
+    """The speech engine the settings ask for (Kokoro, or flite when asked or when Kokoro is missing)."""
+    if settings.engines in ("fake", "instant"):
+        from bargein.engines.fakes import FakeSynthesizer
+
+        return FakeSynthesizer(delay_s=_fake_delay(settings)), "fake"
+    from bargein.engines.speak.flite_tts import FliteSynthesizer
+
     if settings.tts_engine == "flite":
-        from bargein.engines.speak.flite_tts import FliteSynthesizer
+        return FliteSynthesizer(), "flite (Debian)"
+    try:
+        from bargein.engines.speak.kokoro_tts import load_kokoro
+    except ImportError as error:  # hibari-tts not installed: speak with flite rather than not at all
+        log.warning("Kokoro is not available (%s); falling back to flite", error)
+        return FliteSynthesizer(), "flite (Debian), fallback: Kokoro not installed"
+    kokoro = load_kokoro()
+    return kokoro, f"Kokoro: {kokoro.description}"
 
-        tts = FliteSynthesizer()
-        _timed(description, "tts", "flite (Debian)", started)
-    else:
-        try:
-            from bargein.engines.speak.kokoro_tts import load_kokoro
-        except ImportError as error:  # hibari-tts not installed: speak with flite rather than not at all
-            from bargein.engines.speak.flite_tts import FliteSynthesizer
 
-            log.warning("Kokoro is not available (%s); falling back to flite", error)
-            tts = FliteSynthesizer()
-            _timed(description, "tts", "flite (Debian), fallback: Kokoro not installed", started)
-        else:
-            kokoro = load_kokoro()
-            tts = kokoro
-            _timed(description, "tts", f"Kokoro: {kokoro.description}", started)
-    return Engines(vad, asr, llm, tts, description=description)
+def _fake_delay(settings: Settings) -> float:
+    return 0.0 if settings.engines == "instant" else 0.01

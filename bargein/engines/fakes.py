@@ -190,3 +190,25 @@ class _FakeVadStream:
 
     def close(self) -> None:
         """Stateless."""
+
+
+class FakeEndOfTurn:
+    """Answers scripted end-of-turn probabilities: the n-th call gets the n-th (then the last again).
+
+    Recorded probabilities of real clips make endpoint timelines reproducible without the model.
+    """
+
+    window_seconds = 8
+
+    def __init__(self, probabilities: Sequence[float] = (0.9,), *, delay_s: float = 0.0) -> None:
+        self._probabilities = list(probabilities)
+        self.delay_s = delay_s
+        self.calls = 0
+
+    async def probability(self, audio: Float32Audio) -> float:
+        """The next scripted probability."""
+        value = self._probabilities[min(self.calls, len(self._probabilities) - 1)]
+        self.calls += 1
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        return value

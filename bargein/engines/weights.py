@@ -4,8 +4,19 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 from dataclasses import dataclass
 from pathlib import Path
+
+CACHE_ENV = "BARGEIN_CACHE_DIR"
+"""Environment variable that moves bargein's cache folder (default ``~/.cache/bargein``)."""
+
+
+def cache_dir() -> Path:
+    """Where assembled or extracted models are kept: ``$BARGEIN_CACHE_DIR/models``, else ``~/.cache/bargein/models``."""
+    root = os.environ.get(CACHE_ENV)
+    base = Path(root).expanduser() if root else Path.home() / ".cache" / "bargein"
+    return base / "models"
 
 
 class WeightError(RuntimeError):

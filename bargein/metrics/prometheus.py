@@ -7,7 +7,7 @@ method reports it), so the figures are never stale and the hot path pays nothing
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -29,13 +29,21 @@ class _QueueDepths(Collector):
 
     def collect(self) -> Iterable[GaugeMetricFamily]:
         family = GaugeMetricFamily("bargein_queue_depth", "Work waiting in each stage's queue", labels=["stage"])
-        for stage, source in self.sources().items():
-            depth = getattr(source, "queue_depth", None)
-            if callable(depth):
-                depth = depth()
-            if isinstance(depth, int | float):
-                family.add_metric([stage], float(depth))
+        for stage, depth in queue_depths(self.sources()).items():
+            family.add_metric([stage], depth)
         yield family
+
+
+def queue_depths(sources: Mapping[str, object]) -> dict[str, float]:
+    """Each source's ``queue_depth`` (attribute or method); sources without one are left out."""
+    depths: dict[str, float] = {}
+    for stage, source in sources.items():
+        depth = getattr(source, "queue_depth", None)
+        if callable(depth):
+            depth = depth()
+        if isinstance(depth, int | float) and not isinstance(depth, bool):
+            depths[stage] = float(depth)
+    return depths
 
 
 class ServerMetrics:
@@ -50,10 +58,16 @@ class ServerMetrics:
         self.audio_seconds = Counter("bargein_audio_seconds", "Agent audio sent and heard", ["kind"],
                                      registry=self.registry)
         self.sessions = Gauge("bargein_sessions", "Live sessions", registry=self.registry)
+        self.refused = Counter("bargein_sessions_refused", "Sessions refused before any audio (loading, load)",
+                               ["reason"], registry=self.registry)
         self.errors = Counter("bargein_client_errors", "Error events sent to clients", ["code"],
                               registry=self.registry)
         self.loop_lag = Histogram("bargein_event_loop_lag_seconds", "How late the event loop woke for a timer: "
                                   "every session's audio waits this long", buckets=LATENCY_BUCKETS,
+                                  registry=self.registry)
+        self.gc_pause = Histogram("bargein_gc_pause_seconds", "Garbage-collector pauses by generation: each "
+                                  "stops every session of the worker", ["generation"],
+                                  buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2),
                                   registry=self.registry)
         self.engine_info = Gauge("bargein_engine", "The engine serving each stage (value 1)", ["stage", "engine"],
                                  registry=self.registry)
@@ -89,10 +103,14 @@ class ServerMetrics:
         return generate_latest(self.registry)
 
 
-async def watch_event_loop(metrics: ServerMetrics, interval_s: float = 0.05) -> None:
-    """Sample the event loop's lateness forever (cancel to stop)."""
+async def watch_event_loop(metrics: ServerMetrics, interval_s: float = 0.05,
+                           on_sample: Callable[[float], None] | None = None) -> None:
+    """Sample the event loop's lateness forever (cancel to stop); ``on_sample`` gets each sample too."""
     loop = asyncio.get_running_loop()
     while True:
         due = loop.time() + interval_s
         await asyncio.sleep(interval_s)
-        metrics.loop_lag.observe(max(0.0, loop.time() - due))
+        late = max(0.0, loop.time() - due)
+        metrics.loop_lag.observe(late)
+        if on_sample is not None:
+            on_sample(late)

@@ -3,6 +3,7 @@
 ``BARGEIN_OTEL_EXPORTER=console`` prints spans; ``otlp`` sends them to ``OTEL_EXPORTER_OTLP_ENDPOINT``
 (needs ``opentelemetry-exporter-otlp``). Without either, nothing is set up and turns cost nothing.
 A turn is one span from speech start (or commit) to ``response.done``, with one event per stage.
+Spans are exported in batches from a background thread (a full queue drops spans, never waits).
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 _tracer: trace.Tracer | None = None
+_provider: Any = None
 
 
 def configure_tracing(exporter: str | None = None, *, span_exporter: Any = None) -> bool:
     """Install a tracer provider; returns whether spans will be exported."""
-    global _tracer
+    global _tracer, _provider
     choice = exporter or os.environ.get("BARGEIN_OTEL_EXPORTER")
     if span_exporter is None and not choice:
         return False
@@ -31,8 +33,8 @@ def configure_tracing(exporter: str | None = None, *, span_exporter: Any = None)
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import (
+            BatchSpanProcessor,
             ConsoleSpanExporter,
-            SimpleSpanProcessor,
         )
     except ImportError:
         log.warning("OpenTelemetry export asked for, but opentelemetry-sdk is not installed")
@@ -48,9 +50,17 @@ def configure_tracing(exporter: str | None = None, *, span_exporter: Any = None)
             log.warning("unknown BARGEIN_OTEL_EXPORTER %r (console or otlp)", choice)
             return False
     provider = TracerProvider(resource=Resource.create({"service.name": "bargein"}))
-    provider.add_span_processor(SimpleSpanProcessor(span_exporter))
+    # spans are queued and exported by the processor's own thread, never on the event loop
+    provider.add_span_processor(BatchSpanProcessor(span_exporter, max_queue_size=2048, schedule_delay_millis=1000))
     _tracer = provider.get_tracer("bargein")
+    _provider = provider
     return True
+
+
+def flush_tracing(timeout_s: float = 5.0) -> None:
+    """Export the spans still queued (blocking: call it off the event loop, or at shutdown)."""
+    if _provider is not None:
+        _provider.force_flush(int(timeout_s * 1000))
 
 
 def export_turn(ledger: TurnLedger, status: str, summary: dict[str, Any]) -> None:

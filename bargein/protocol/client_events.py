@@ -12,14 +12,22 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from bargein.protocol.errors import ProtocolError
+from bargein.protocol.server_events import MAX_ECHOED_ID
 from bargein.protocol.tool_items import FunctionCallItem, FunctionCallOutputItem
 
 MAX_ID_LENGTH = 64
+"""Characters of an item id a client may choose."""
+MAX_REFERENCE_LENGTH = 128
+"""Characters of an id a client refers to (an item, a response): ours are far shorter."""
+MAX_DEPTH = 32
+"""Nesting levels of objects and arrays in one client event (tool schemas need a dozen at most)."""
+MAX_NODES = 50_000
+"""Values (objects, arrays, strings, numbers) in one client event."""
 
 
 class _Event(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    event_id: str | None = Field(None, max_length=512)
+    event_id: str | None = Field(None, max_length=MAX_ECHOED_ID)
 
 
 class SessionUpdate(_Event):
@@ -116,7 +124,7 @@ class ConversationItemCreate(_Event):
     """Add an item to the conversation."""
 
     type: Literal["conversation.item.create"]
-    previous_item_id: str | None = None
+    previous_item_id: str | None = Field(None, max_length=MAX_REFERENCE_LENGTH)
     item: ConversationItem
 
 
@@ -124,14 +132,14 @@ class ConversationItemRetrieve(_Event):
     """Ask for the server's copy of an item (answered by ``conversation.item.retrieved``)."""
 
     type: Literal["conversation.item.retrieve"]
-    item_id: str = Field(max_length=MAX_ID_LENGTH)
+    item_id: str = Field(max_length=MAX_REFERENCE_LENGTH)
 
 
 class ConversationItemTruncate(_Event):
     """The client played only ``audio_end_ms`` of an assistant item."""
 
     type: Literal["conversation.item.truncate"]
-    item_id: str
+    item_id: str = Field(max_length=MAX_REFERENCE_LENGTH)
     content_index: int = Field(ge=0)
     audio_end_ms: int = Field(ge=0)
 
@@ -140,7 +148,7 @@ class ConversationItemDelete(_Event):
     """Remove an item from the conversation."""
 
     type: Literal["conversation.item.delete"]
-    item_id: str
+    item_id: str = Field(max_length=MAX_REFERENCE_LENGTH)
 
 
 class ResponseParams(BaseModel):
@@ -170,7 +178,7 @@ class ResponseCancel(_Event):
     """Stop the reply in progress."""
 
     type: Literal["response.cancel"]
-    response_id: str | None = None
+    response_id: str | None = Field(None, max_length=MAX_REFERENCE_LENGTH)
 
 
 ClientEvent = Annotated[
@@ -193,9 +201,13 @@ def parse_client_event(raw: str | bytes) -> ClientEvent:
         data = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ProtocolError(f"the message is not valid JSON: {error}", code="invalid_json") from None
+    except RecursionError:
+        raise ProtocolError(f"the message is nested more than {MAX_DEPTH} levels deep",
+                            code="invalid_event") from None
     if not isinstance(data, dict):
         raise ProtocolError("a client event must be a JSON object", code="invalid_event")
     event_id = data.get("event_id") if isinstance(data.get("event_id"), str) else None
+    _check_shape(data, event_id)
     event_type = data.get("type")
     if not isinstance(event_type, str):
         raise ProtocolError("the event has no string 'type'", code="invalid_event", param="type",
@@ -210,3 +222,25 @@ def parse_client_event(raw: str | bytes) -> ClientEvent:
         location = ".".join(str(part) for part in first["loc"][1:]) or "event"
         raise ProtocolError(f"invalid {event_type}: {location}: {first['msg']}",
                             code="invalid_value", param=location, event_id=event_id) from None
+
+
+def _check_shape(data: dict[str, Any], event_id: str | None) -> None:
+    """Refuse events nested deeper than :data:`MAX_DEPTH` or holding more than :data:`MAX_NODES` values.
+
+    Checked before validation, so nothing later (merging a config, echoing it back, serialising it)
+    ever walks a structure deep enough to exhaust the interpreter's recursion limit.
+    """
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    nodes = 0
+    while stack:
+        value, depth = stack.pop()
+        nodes += 1
+        if nodes > MAX_NODES:
+            raise ProtocolError(f"the event holds more than {MAX_NODES} values", code="invalid_event",
+                                event_id=event_id)
+        if isinstance(value, dict | list):
+            if depth > MAX_DEPTH:
+                raise ProtocolError(f"the event is nested more than {MAX_DEPTH} levels deep", code="invalid_event",
+                                    event_id=event_id)
+            children = value.values() if isinstance(value, dict) else value
+            stack.extend((child, depth + 1) for child in children)

@@ -24,11 +24,23 @@ def event(type_: str, **fields: Any) -> ServerEvent:
     return {"type": type_, "event_id": new_id("event"), **fields}
 
 
+MAX_ERROR_MESSAGE = 400
+"""Characters of an error message a client is sent (details beyond go to the log)."""
+MAX_ECHOED_FIELD = 128
+"""Characters of a ``code`` or ``param``."""
+MAX_ECHOED_ID = 512
+"""Characters of an echoed ``event_id`` (the longest a client event may carry); a longer one is not echoed."""
+
+
 def error_event(error: ProtocolError) -> ServerEvent:
-    """The ``error`` event for a rejected client event (echoes its ``event_id``)."""
+    """The ``error`` event for a rejected client event (echoes its ``event_id``), bounded in size."""
+    event_id = error.event_id if error.event_id is not None and len(error.event_id) <= MAX_ECHOED_ID else None
+    message = error.message
+    if len(message) > MAX_ERROR_MESSAGE:
+        message = message[:MAX_ERROR_MESSAGE - 3] + "..."
     return event("error", error={
-        "type": error.type, "code": error.code, "message": error.message,
-        "param": error.param, "event_id": error.event_id,
+        "type": error.type, "code": error.code[:MAX_ECHOED_FIELD], "message": message,
+        "param": error.param[:MAX_ECHOED_FIELD] if error.param is not None else None, "event_id": event_id,
     })
 
 

@@ -120,6 +120,19 @@ DEFAULT_INSTRUCTIONS = (
 )
 
 
+class RetentionRatio(BaseModel):
+    """Truncate a history that does not fit by keeping only this fraction of it (fewer, larger cuts)."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["retention_ratio"]
+    retention_ratio: float = Field(ge=0.0, le=1.0)
+    token_limits: dict[str, int] | None = None
+    """Accepted and echoed."""
+
+
+Truncation = Literal["auto", "disabled"] | RetentionRatio
+
+
 def _audio_only() -> list[Literal["audio", "text"]]:
     return ["audio"]
 
@@ -131,14 +144,15 @@ class SessionConfig(BaseModel):
     type: Literal["realtime", "transcription"] = "realtime"
     """``transcription``: a transcription-only session (turns are transcribed, never answered)."""
     model: str = "bargein"
-    instructions: str = DEFAULT_INSTRUCTIONS
-    output_modalities: list[Literal["audio", "text"]] = Field(default_factory=_audio_only)
+    instructions: str = Field(DEFAULT_INSTRUCTIONS, max_length=256 * 1024)
+    output_modalities: list[Literal["audio", "text"]] = Field(default_factory=_audio_only, min_length=1, max_length=1)
     audio: AudioConfig = Field(default_factory=AudioConfig)
     max_output_tokens: int | Literal["inf"] = "inf"
     tool_choice: Any = "auto"
-    tools: list[dict[str, Any]] = Field(default_factory=list)
+    tools: list[dict[str, Any]] = Field(default_factory=list, max_length=128)
     tracing: Any = None
-    truncation: Any = "auto"
+    truncation: Truncation = "auto"
+    """How a history longer than the model's context is cut (the embedded model honours it)."""
     include: list[Literal["item.input_audio_transcription.logprobs"]] | None = None
     prompt: Any = None
     parallel_tool_calls: bool | None = None
@@ -165,6 +179,12 @@ class SessionConfig(BaseModel):
         """A new config with ``patch`` merged in depth (nested objects merge, lists and scalars replace)."""
         merged = _deep_merge(self.model_dump(mode="json"), patch)
         return SessionConfig.model_validate(merged)
+
+    def truncation_options(self) -> dict[str, Any]:
+        """The ``truncate`` and ``retention_ratio`` fields of this session's generation options."""
+        if isinstance(self.truncation, RetentionRatio):
+            return {"truncate": True, "retention_ratio": self.truncation.retention_ratio}
+        return {"truncate": self.truncation != "disabled", "retention_ratio": None}
 
     @property
     def input_format(self) -> AudioFormat:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import os
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -13,11 +14,16 @@ from pathlib import Path
 from fastapi import FastAPI, WebSocket
 from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from bargein.config import Settings
 from bargein.engines.base import Engines
+from bargein.metrics.aggregate import WorkerBoard, WorkerFigures, merged_exposition
+from bargein.metrics.gc_pauses import GcPauseWatch
 from bargein.metrics.prometheus import ServerMetrics, watch_event_loop
-from bargein.metrics.tracing import configure_tracing
+from bargein.metrics.tracing import configure_tracing, flush_tracing
+from bargein.server.auth import RealPeer
+from bargein.server.load import LoadLimits, LoadMonitor
 from bargein.server.realtime_ws import SessionRegistry, serve_realtime
 from bargein.session.tool_use import prime_default_prompt
 from bargein.tools.registry import default_registry
@@ -25,6 +31,9 @@ from bargein.tools.registry import default_registry
 log = logging.getLogger(__name__)
 STATIC_DIR = Path(__file__).resolve().parent.parent / "web" / "static"
 EngineLoader = Callable[[Settings], Engines]
+WORKER_DIR_ENV = "BARGEIN_WORKER_DIR"
+"""Set by ``bargein serve --workers N``: where the workers publish their figures for ``/metrics``."""
+PUBLISH_EVERY_S = 1.0
 
 
 class ServerState:
@@ -35,9 +44,16 @@ class ServerState:
         self.engines: Engines | None = None
         self.load_error: str | None = None
         self.load_seconds: float | None = None
-        self.registry = SessionRegistry(settings.max_sessions)
+        self.registry = SessionRegistry(settings.max_sessions, settings.max_connections_per_client)
         self.metrics = ServerMetrics(self.queue_sources)
         self.metrics.sessions.set_function(lambda: float(len(self.registry.live)))
+        self.load = LoadMonitor(LoadLimits(settings.max_sessions, settings.max_loop_lag_ms, settings.max_queue_depth),
+                                lambda: len(self.registry.live), self.queue_sources)
+        self.board = WorkerBoard(os.environ.get(WORKER_DIR_ENV))
+
+    def figures(self) -> WorkerFigures:
+        """This worker's exposition and load, as published to the other workers."""
+        return WorkerFigures(os.getpid(), self.metrics.exposition().decode(), self.load.snapshot().as_dict())
 
     def queue_sources(self) -> dict[str, object]:
         """Each stage's queue, for the ``bargein_queue_depth`` gauge."""
@@ -45,6 +61,18 @@ class ServerState:
         if self.engines is not None:
             sources.update(vad=self.engines.vad, asr=self.engines.asr, llm=self.engines.llm, tts=self.engines.tts)
         return sources
+
+
+async def _publish(state: ServerState) -> None:
+    """Publish this worker's figures for the others' ``/metrics`` (only when there are others)."""
+    if state.board.directory is None:
+        return
+    while True:
+        try:
+            state.board.publish(state.figures())
+        except OSError as error:  # a full or vanished directory must not stop the worker
+            log.warning("could not publish this worker's figures: %s", error)
+        await asyncio.sleep(PUBLISH_EVERY_S)
 
 
 class _OutboundDepth:
@@ -86,32 +114,47 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None,
         # whose full passes otherwise stall the event loop for 100 ms at a time
         gc.collect()
         gc.freeze()
-        lag_watch = asyncio.create_task(watch_event_loop(state.metrics), name="loop-lag")
+        gc_watch = GcPauseWatch(state.metrics.gc_pause)
+        gc_watch.install()
+        lag_watch = asyncio.create_task(watch_event_loop(state.metrics, on_sample=state.load.observe_lag),
+                                        name="loop-lag")
+        publisher = asyncio.create_task(_publish(state), name="worker-figures")
         if on_ready is not None:
             on_ready(state)
         yield
         lag_watch.cancel()
+        publisher.cancel()
+        gc_watch.remove()
+        state.board.withdraw(os.getpid())
+        await asyncio.to_thread(flush_tracing)
         # engines handed in by the caller are the caller's to close; the ones loaded here are ours
         if loaded_here and state.engines is not None:
             await state.engines.aclose()
 
-    app = FastAPI(title="bargein", lifespan=lifespan)
+    docs = settings.api_docs
+    app = FastAPI(title="bargein", lifespan=lifespan, docs_url="/docs" if docs else None, redoc_url=None,
+                  openapi_url="/openapi.json" if docs else None)
     app.state.bargein = state
+    if settings.forwarded_allow_ips:
+        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.forwarded_allow_ips)
+    app.add_middleware(RealPeer)  # added last, so it runs first: the socket's address before any rewrite
 
     @app.get("/healthz")
     async def healthz() -> JSONResponse:
         ready = state.engines is not None
         body = {"ready": ready, "sessions": len(state.registry.live), "local_only": settings.local_only,
-                "engines": state.engines.description if state.engines else {}, "error": state.load_error}
+                "engines": state.engines.description if state.engines else {}, "error": state.load_error,
+                "load": state.load.snapshot().as_dict()}
         return JSONResponse(body, status_code=200 if ready else 503)
 
     @app.get("/metrics")
     async def metrics() -> Response:
-        return Response(state.metrics.exposition(), media_type="text/plain; version=0.0.4; charset=utf-8")
+        body = merged_exposition(state.board.gather(state.figures()))
+        return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
     @app.websocket("/v1/realtime")
     async def realtime(websocket: WebSocket) -> None:
-        await serve_realtime(websocket, settings, state.engines, state.registry, state.metrics)
+        await serve_realtime(websocket, settings, state.engines, state.registry, state.metrics, state.load.refusal)
 
     if STATIC_DIR.is_dir():
         app.mount("/", StaticFiles(directory=STATIC_DIR, html=True), name="web")

@@ -1,14 +1,30 @@
-"""Who may open a session: API keys from configuration, or loopback clients in local-only mode."""
+"""Who may open a session: API keys, browser origins, and loopback clients in local-only mode.
+
+The peer address that decides "loopback" is the socket's own, recorded by :class:`RealPeer` before
+any forwarded-header rewriting: a proxy may tell us who its client is, but never that it is us.
+In local-only mode the ``Host`` header must name this machine too, so a page whose DNS name was
+rebound to 127.0.0.1 cannot drive the server; browsers always send ``Origin``, which must be the
+server's own, a loopback page (local-only mode) or one of ``--allow-origin``.
+"""
 
 from __future__ import annotations
 
 import hmac
 import ipaddress
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
 
+from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
+from bargein.config import Settings
+
 KEY_SUBPROTOCOL_PREFIX = "openai-insecure-api-key."
+PEER_SCOPE_KEY = "bargein.peer"
+SOCKET_SCOPE_KEY = "bargein.socket_peer"
+_DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 
 
 @dataclass(frozen=True)
@@ -18,6 +34,28 @@ class AuthResult:
     allowed: bool
     reason: str = ""
     subprotocol: str | None = None
+
+
+class RealPeer:
+    """ASGI middleware that keeps the socket's peer address before a proxy-header rewrite."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            client = scope.get("client")
+            scope[PEER_SCOPE_KEY] = client[0] if client else None
+            scope[SOCKET_SCOPE_KEY] = tuple(client) if client else None
+        await self.app(scope, receive, send)
+
+
+def peer_address(scope: Mapping[str, Any]) -> str | None:
+    """The socket's peer address (never a forwarded one)."""
+    if PEER_SCOPE_KEY in scope:
+        return scope[PEER_SCOPE_KEY]  # type: ignore[no-any-return]
+    client = scope.get("client")
+    return str(client[0]) if client else None
 
 
 def offered_key(websocket: WebSocket) -> str | None:
@@ -32,26 +70,100 @@ def offered_key(websocket: WebSocket) -> str | None:
 
 
 def is_loopback(host: str | None) -> bool:
-    """True for 127.0.0.0/8, ::1 and in-process test clients."""
-    if host in (None, "testclient", "localhost"):
-        return True
+    """True for an IP address in 127.0.0.0/8 or ::1; names (even ``localhost``) and no address are not."""
+    if not host:
+        return False
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
 
 
-def authorize(websocket: WebSocket, api_keys: list[str]) -> AuthResult:
-    """Check the client's key (or, with no keys configured, that it is on this machine)."""
-    subprotocol = "realtime" if "realtime" in websocket.scope.get("subprotocols", []) else None
-    if not api_keys:
-        client_host = websocket.client.host if websocket.client else None
-        if is_loopback(client_host):
+def _is_loopback_name(hostname: str) -> bool:
+    return hostname == "localhost" or hostname.endswith(".localhost") or is_loopback(hostname)
+
+
+def _split_host(value: str, scheme: str) -> tuple[str, int] | None:
+    """``(hostname, port)`` of a ``Host`` header or an origin's authority; None if malformed."""
+    try:
+        parts = urlsplit(f"{scheme}://{value}")
+        hostname, port = parts.hostname, parts.port
+    except ValueError:
+        return None
+    if not hostname or parts.path or parts.query or parts.username:
+        return None
+    return hostname.lower(), port if port is not None else _DEFAULT_PORTS.get(scheme, 80)
+
+
+def _origin(value: str) -> tuple[str, str, int] | None:
+    """``(scheme, hostname, port)`` of an ``Origin`` header; None for ``null`` or anything malformed."""
+    try:
+        parts = urlsplit(value.strip())
+    except ValueError:
+        return None
+    if parts.scheme not in ("http", "https") or parts.path not in ("", "/"):
+        return None
+    host = _split_host(parts.netloc, parts.scheme)
+    return (parts.scheme, *host) if host else None
+
+
+def host_allowed(scope: Mapping[str, Any], settings: Settings) -> bool:
+    """In local-only mode the ``Host`` header must name this machine (DNS rebinding guard)."""
+    if not settings.local_only:
+        return True
+    host_header = _header(scope, b"host")
+    if host_header is None:
+        return True  # HTTP/1.0-style clients; no browser sends a request without Host
+    parsed = _split_host(host_header, "http")
+    if parsed is None:
+        return False
+    hostname = parsed[0].strip("[]")
+    return _is_loopback_name(hostname) or hostname == settings.host.lower()
+
+
+def origin_allowed(scope: Mapping[str, Any], settings: Settings) -> bool:
+    """A request without ``Origin`` is not from a browser page; with one, it must be allowed."""
+    value = _header(scope, b"origin")
+    if value is None:
+        return True
+    if "*" in settings.allow_origins:
+        return True
+    origin = _origin(value)
+    if origin is None:
+        return False
+    scheme, hostname, port = origin
+    if any(_origin(allowed) == origin for allowed in settings.allow_origins):
+        return True
+    secure = scope.get("scheme") in ("https", "wss")
+    own = _split_host(_header(scope, b"host") or "", "https" if secure else "http")
+    if own is not None and (scheme, hostname, port) == ("https" if secure else "http", *own):
+        return True
+    return settings.local_only and _is_loopback_name(hostname.strip("[]"))
+
+
+def _header(scope: Mapping[str, Any], name: bytes) -> str | None:
+    headers: Iterable[tuple[bytes, bytes]] = scope.get("headers", [])
+    for key, value in headers:
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return None
+
+
+def authorize(websocket: WebSocket, settings: Settings) -> AuthResult:
+    """Check the client's origin, then its key (or, with no keys configured, that it is on this machine)."""
+    scope = websocket.scope
+    subprotocol = "realtime" if "realtime" in scope.get("subprotocols", []) else None
+    if not host_allowed(scope, settings):
+        return AuthResult(False, "local-only mode: the Host header must name this machine")
+    if not origin_allowed(scope, settings):
+        return AuthResult(False, "this Origin is not allowed (see --allow-origin)")
+    if settings.local_only:
+        if is_loopback(peer_address(scope)):
             return AuthResult(True, subprotocol=subprotocol)
         return AuthResult(False, "local-only mode: no API key is configured, so only loopback clients may connect")
     key = offered_key(websocket)
-    if key is None:
+    if not key:
         return AuthResult(False, "missing API key (Authorization: Bearer or openai-insecure-api-key subprotocol)")
-    if any(hmac.compare_digest(key.encode(), allowed.encode()) for allowed in api_keys):
+    if any(hmac.compare_digest(key.encode(), allowed.encode()) for allowed in settings.api_keys):
         return AuthResult(True, subprotocol=subprotocol)
     return AuthResult(False, "invalid API key")

@@ -1,5 +1,13 @@
 """The ``/v1/realtime`` WebSocket: authentication, the read loop, the write loop, one session each.
 
+Every connection runs four tasks: the reader (client events, held back above the event rate), the
+writer (the session's outbound queue), a watchdog (idle time, session length) and one waiting for the
+outbound queue to overflow. Whichever ends first ends the session: a client that leaves, a writer
+that can no longer write, a client over a budget. A session closed by the server gets an ``error``
+event that says why, then a close code: 1008 (policy) for a client over a budget (the event rate,
+or events left unread past the outbound queue's byte budget), 1001 (going away) for idle or
+too-long sessions, 1011 for a failure of ours, 1013 (try again later) for a full or loaded server.
+
 bargein's own events (``bargein.*``: listening segments, turn metrics, paused replies) go only to a client
 that asks for them with the ``bargein_events=1`` query parameter (the browser page does): standard
 clients validate every server event against the GA union and would report each one as an error.
@@ -11,99 +19,226 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from bargein.config import Settings
 from bargein.engines.base import Engines
+from bargein.engines.fair import current_owner
 from bargein.metrics.prometheus import ServerMetrics
 from bargein.protocol.errors import ProtocolError
 from bargein.protocol.server_events import error_event
 from bargein.protocol.session_config import SessionConfig
-from bargein.server.auth import authorize
-from bargein.session.outbound import Outgoing
+from bargein.server.auth import SOCKET_SCOPE_KEY, authorize, peer_address
+from bargein.server.limits import AddressCounter, EventRateLimiter
+from bargein.server.serving import abort_connection
+from bargein.session.outbound import OutboundClosed, Outgoing
 from bargein.session.realtime_session import RealtimeSession
 from bargein.tools.registry import default_registry
 
 log = logging.getLogger(__name__)
+POLICY_CLOSE = 1008
+GOING_AWAY_CLOSE = 1001
+TRY_LATER_CLOSE = 1013
+FAREWELL_TIMEOUT_S = 1.0
+"""How long the last error and the close frame may take to go out to a client that does not read."""
 
 
 class SessionRegistry:
-    """The live sessions of this server (bounded by ``max_sessions``)."""
+    """The live sessions of this server (bounded by ``max_sessions``, and per client address)."""
 
-    def __init__(self, max_sessions: int) -> None:
+    def __init__(self, max_sessions: int, per_address: int = 16) -> None:
         self.max_sessions = max_sessions
         self.live: set[RealtimeSession] = set()
+        self.addresses = AddressCounter(per_address)
+
+
+@dataclass(frozen=True)
+class Ending:
+    """Why the server ends a session: the error the client is sent, and the close code."""
+
+    code: str
+    message: str
+    close_code: int
 
 
 async def serve_realtime(websocket: WebSocket, settings: Settings, engines: Engines | None,
-                         registry: SessionRegistry, metrics: ServerMetrics | None = None) -> None:
-    """Run one Realtime session over ``websocket`` until the client leaves."""
-    decision = authorize(websocket, settings.api_keys)
+                         registry: SessionRegistry, metrics: ServerMetrics | None = None,
+                         refusal: Callable[[], str | None] | None = None) -> None:
+    """Run one Realtime session over ``websocket`` until the client leaves or the server ends it.
+
+    ``refusal`` says why this worker cannot take one more session (load), or ``None``; a refused client
+    gets an ``error`` event and close code 1013 (try again later, elsewhere) before any audio is read.
+    """
+    decision = authorize(websocket, settings)
     if not decision.allowed:
-        log.warning("refused a realtime connection: %s", decision.reason)
-        await websocket.close(code=1008, reason=decision.reason[:120])
+        log.warning("refused a realtime connection from %s: %s", peer_address(websocket.scope), decision.reason)
+        await websocket.close(code=POLICY_CLOSE, reason=decision.reason[:120])
         return
     await websocket.accept(subprotocol=decision.subprotocol)
-    if engines is None or len(registry.live) >= registry.max_sessions:
-        message = "the server is still loading its models" if engines is None else "too many sessions"
-        await websocket.send_text(json.dumps(error_event(ProtocolError(message, code="server_unavailable",
-                                                                       type="server_error"))))
-        await websocket.close(code=1013, reason=message)
+    address = peer_address(websocket.scope) or "unknown"
+    busy = refusal() if refusal is not None else (
+        "too many sessions" if len(registry.live) >= registry.max_sessions else None)
+    if engines is None or busy is not None:
+        message = "the server is still loading its models" if engines is None else f"{busy}; retry on another worker"
+        if metrics is not None:
+            metrics.refused.labels("loading" if engines is None else "load").inc()
+        await _farewell(websocket, Ending("server_unavailable", message, TRY_LATER_CLOSE))
         return
-    model = websocket.query_params.get("model") or "bargein"
-    session = RealtimeSession(engines, config=SessionConfig(model=model[:200]), metrics=metrics,
-                              listen=settings.listen,
-                              builtin_tools=default_registry() if settings.builtin_tools else None)
-    registry.live.add(session)
-    session.start()
-    own_events = websocket.query_params.get("bargein_events", "").lower() in ("1", "true", "yes")
-    writer = asyncio.create_task(_write_loop(websocket, session, metrics, own_events=own_events),
-                                 name="realtime-writer")
+    if not registry.addresses.acquire(address):
+        await _farewell(websocket, Ending("too_many_sessions",
+                                          f"at most {registry.addresses.per_address} sessions per client address",
+                                          POLICY_CLOSE))
+        return
     try:
-        await _read_loop(websocket, session, settings.max_message_bytes)
+        model = websocket.query_params.get("model") or "bargein"
+        session = RealtimeSession(engines, config=SessionConfig(model=model[:200]), metrics=metrics,
+                                  listen=settings.listen, outbound_bytes=settings.max_outbound_bytes,
+                                  builtin_tools=default_registry() if settings.builtin_tools else None)
+        # every task the session starts inherits this: shared engines serve sessions in turn by it
+        current_owner.set(session)
+        registry.live.add(session)
+        try:
+            session.start()
+            own_events = websocket.query_params.get("bargein_events", "").lower() in ("1", "true", "yes")
+            await _Connection(websocket, session, settings, metrics, own_events=own_events).run()
+        finally:
+            registry.live.discard(session)
+            await session.close()
     finally:
-        registry.live.discard(session)
-        writer.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await writer
-        await session.close()
+        registry.addresses.release(address)
 
 
-async def _read_loop(websocket: WebSocket, session: RealtimeSession, max_bytes: int) -> None:
-    while True:
-        try:
-            message = await websocket.receive()
-        except (WebSocketDisconnect, RuntimeError):
-            return
-        if message["type"] == "websocket.disconnect":
-            return
-        data: str | bytes | None = message.get("text")
-        if data is None:
-            data = message.get("bytes")
-        if data is None:
-            continue
-        if len(data) > max_bytes:
-            session.outbound.put(Outgoing(error_event(ProtocolError(
-                f"message of {len(data)} bytes exceeds the limit of {max_bytes} bytes; split the audio into "
-                "smaller appends", code="message_too_large"))))
-            continue
-        await session.handle_message(data)
+class _Connection:
+    def __init__(self, websocket: WebSocket, session: RealtimeSession, settings: Settings,
+                 metrics: ServerMetrics | None, *, own_events: bool) -> None:
+        self.websocket = websocket
+        self.session = session
+        self.settings = settings
+        self.metrics = metrics
+        self.own_events = own_events
+        self.limiter = EventRateLimiter(settings.events_per_s, settings.event_burst,
+                                        sustain_s=settings.rate_limit_sustain_s)
+        self.started = self.last_heard = time.monotonic()
+
+    async def run(self) -> None:
+        tasks = {asyncio.create_task(self._read(), name="realtime-reader"),
+                 asyncio.create_task(self._write(), name="realtime-writer"),
+                 asyncio.create_task(self._watch(), name="realtime-watchdog"),
+                 asyncio.create_task(self._overflow(), name="realtime-overflow")}
+        done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        ending: Ending | None = None
+        for task in sorted(done, key=lambda task: task.get_name() == "realtime-overflow"):  # an overflow says why
+            if task.cancelled():
+                continue
+            if (error := task.exception()) is not None:
+                log.error("a realtime connection task failed", exc_info=error)
+                ending = Ending("server_error", "the session failed on the server", 1011)
+            elif isinstance(result := task.result(), Ending):
+                ending = result
+        self.session.outbound.close()  # nothing more goes out; queued events are released with the session
+        if ending is not None:
+            log.info("ending a session: %s (%s)", ending.code, ending.message)
+            if self.metrics is not None:
+                self.metrics.errors.labels(ending.code).inc()
+            await _farewell(self.websocket, ending)
+
+    async def _read(self) -> Ending | None:
+        max_bytes = self.settings.max_message_bytes
+        while True:
+            try:
+                message = await self.websocket.receive()
+            except (WebSocketDisconnect, RuntimeError):
+                return None
+            if message["type"] == "websocket.disconnect":
+                return None
+            self.last_heard = time.monotonic()
+            data: str | bytes | None = message.get("text")
+            if data is None:
+                data = message.get("bytes")
+            if data is None:
+                continue
+            throttle = self.limiter.admit(len(data))
+            if throttle.close:
+                return Ending("rate_limit_exceeded", f"over {self.settings.events_per_s:g} events per second for "
+                              f"{self.limiter.sustain_s:g} s", POLICY_CLOSE)
+            if throttle.tell:
+                self.session.outbound.put(Outgoing(error_event(ProtocolError(
+                    f"over {self.settings.events_per_s:g} events per second: events are being delayed",
+                    code="rate_limit_exceeded"))))
+            if throttle.wait_s > 0:
+                await asyncio.sleep(throttle.wait_s)  # meanwhile the socket is not read: TCP slows the client
+            if len(data) > max_bytes:
+                self.session.outbound.put(Outgoing(error_event(ProtocolError(
+                    f"message of {len(data)} bytes exceeds the limit of {max_bytes} bytes; split the audio into "
+                    "smaller appends", code="message_too_large"))))
+                continue
+            await self.session.handle_message(data)
+
+    async def _overflow(self) -> Ending:
+        outbound = self.session.outbound
+        await outbound.overflowed.wait()
+        return Ending("outbound_overflow", f"over {outbound.max_bytes // (1024 * 1024)} MiB of events waited for "
+                      "the client to read them", POLICY_CLOSE)
+
+    async def _write(self) -> None:
+        outbound = self.session.outbound
+        while True:
+            try:
+                item = await outbound.get()
+            except OutboundClosed:
+                return None  # the overflow watch says why, if it was an overflow
+            if self.websocket.application_state != WebSocketState.CONNECTED:
+                return None
+            if not self.own_events and item.event["type"].startswith("bargein."):
+                self.session.on_sent(item)  # the session's bookkeeping of what left is the same either way
+                continue
+            try:
+                await self.websocket.send_text(item.wire)
+            except (WebSocketDisconnect, RuntimeError, OSError):
+                return None
+            self.last_heard = time.monotonic()  # a session whose reply is still playing is not idle
+            self.session.on_sent(item)
+            if self.metrics is not None and item.event["type"] == "error":
+                self.metrics.errors.labels(str(item.event["error"].get("code"))).inc()
+
+    async def _watch(self) -> Ending:
+        idle_s, longest_s = self.settings.idle_timeout_s, self.settings.max_session_s
+        while True:
+            now = time.monotonic()
+            if longest_s and now - self.started >= longest_s:
+                return Ending("session_expired", f"the session reached its maximum length of {longest_s:g} s",
+                              GOING_AWAY_CLOSE)
+            if idle_s and now - self.last_heard >= idle_s:
+                return Ending("session_idle", f"the client sent nothing for {idle_s:g} s", GOING_AWAY_CLOSE)
+            deadlines = [self.started + longest_s] if longest_s else []
+            if idle_s:
+                deadlines.append(self.last_heard + idle_s)
+            await asyncio.sleep(max(0.05, min(deadlines) - now) if deadlines else 3600.0)
 
 
-async def _write_loop(websocket: WebSocket, session: RealtimeSession, metrics: ServerMetrics | None, *,
-                      own_events: bool) -> None:
-    while True:
-        item = await session.outbound.get()
-        if session.outbound.closed or websocket.application_state != WebSocketState.CONNECTED:
-            return
-        if not own_events and item.event["type"].startswith("bargein."):
-            session.on_sent(item)  # the session's bookkeeping of what left is the same either way
-            continue
-        try:
-            await websocket.send_text(json.dumps(item.event, separators=(",", ":")))
-        except (WebSocketDisconnect, RuntimeError, OSError):
-            return
-        session.on_sent(item)
-        if metrics is not None and item.event["type"] == "error":
-            metrics.errors.labels(str(item.event["error"].get("code"))).inc()
+async def _farewell(websocket: WebSocket, ending: Ending) -> None:
+    """Tell the client why with an ``error`` event, then close; drop a client that does not read.
+
+    The TCP connection is aborted right away if the error could not be sent, else after
+    :data:`FAREWELL_TIMEOUT_S` unless the client has completed the close handshake by then.
+    """
+    event = error_event(ProtocolError(ending.message, code=ending.code, type="server_error"
+                                      if ending.close_code in (TRY_LATER_CLOSE, 1011) else "invalid_request_error"))
+    told = False
+    with contextlib.suppress(Exception):
+        if websocket.application_state == WebSocketState.CONNECTED:
+            await asyncio.wait_for(websocket.send_text(json.dumps(event, separators=(",", ":"))), FAREWELL_TIMEOUT_S)
+            told = True
+    with contextlib.suppress(Exception):
+        if websocket.application_state == WebSocketState.CONNECTED:
+            await asyncio.wait_for(websocket.close(code=ending.close_code, reason=ending.message[:120]),
+                                   FAREWELL_TIMEOUT_S)
+    client = websocket.scope.get(SOCKET_SCOPE_KEY, websocket.scope.get("client"))
+    asyncio.get_running_loop().call_later(FAREWELL_TIMEOUT_S if told else 0.0, abort_connection, client)

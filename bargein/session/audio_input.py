@@ -8,11 +8,12 @@ into VAD frames whose speech probabilities feed the duplex machine.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import numpy as np
 import numpy.typing as npt
 
-from bargein.audio.codecs import AudioFormat, int16_to_float
+from bargein.audio.codecs import AudioFormat, AudioFormatError, int16_to_float
 from bargein.audio.framing import Framer
 from bargein.audio.resample import StreamResampler, resample
 from bargein.engines.base import LISTEN_SAMPLE_RATE, VoiceActivityDetector
@@ -21,7 +22,12 @@ from bargein.session.core.vocabulary import VadFrame
 from bargein.session.input_buffer import MS_PER_SAMPLE, InputBuffer
 
 MAX_BUFFER_BYTES = 15 * 1024 * 1024
-"""The input buffer cap, in wire bytes (the OpenAI Realtime API's 15 MiB)."""
+"""The OpenAI Realtime API's input buffer cap, in wire bytes of its default format."""
+MAX_BUFFER_SECONDS = MAX_BUFFER_BYTES / (2 * 24_000)
+"""The input buffer cap in seconds of audio (15 MiB of pcm16 at 24 kHz: about 328 s), whatever the
+wire format: G.711 carries 3x more audio per byte, and the buffer's memory goes by the second."""
+SLICE_S = 10.0
+"""Seconds of an append resampled and heard at a time."""
 LISTEN_RESAMPLE_QUALITY = "LQ"
 """soxr's low-quality filter holds back about 6 ms of input against HQ's 21 ms, and the VAD and Whisper
 at 16 kHz gain nothing from HQ's steeper anti-aliasing; every ms held back delays the endpoint."""
@@ -50,19 +56,36 @@ class AudioInput:
 
     def check_room(self, payload_bytes: int, *, event_id: str | None) -> None:
         """Refuse an append that would take the buffer past its cap (what is held stays)."""
-        held = self.buffer.duration_ms / 1000.0 * self.wire_format.rate * self.wire_format.bytes_per_sample
-        if held + payload_bytes > MAX_BUFFER_BYTES:
+        adding_s = payload_bytes / (self.wire_format.rate * self.wire_format.bytes_per_sample)
+        if self.buffer.duration_ms / 1000.0 + adding_s > MAX_BUFFER_SECONDS:
             raise ProtocolError(
-                f"the input audio buffer would exceed {MAX_BUFFER_BYTES // (1024 * 1024)} MiB; "
-                "commit or clear it first", code="input_audio_buffer_full", param="audio", event_id=event_id)
+                f"the input audio buffer would exceed {MAX_BUFFER_SECONDS:.0f} s of audio "
+                f"({MAX_BUFFER_BYTES // (1024 * 1024)} MiB of pcm16 at 24 kHz); commit or clear it first",
+                code="input_audio_buffer_full", param="audio", event_id=event_id)
 
     def decode(self, payload: bytes) -> npt.NDArray[np.float32]:
         """Wire bytes to 16 kHz float32 (raises :class:`AudioFormatError` on malformed audio)."""
-        samples = int16_to_float(self.wire_format.decode(payload))
-        return self._resampler.process(samples)
+        return np.concatenate([*self.decode_slices(payload), np.zeros(0, np.float32)])
+
+    def decode_slices(self, payload: bytes) -> Iterator[npt.NDArray[np.float32]]:
+        """Wire bytes to 16 kHz float32, resampled :data:`SLICE_S` at a time (an append of minutes of audio
+        is then heard slice by slice); the whole payload is checked before the first slice comes out."""
+        samples = int16_to_float(self.wire_format.decode(payload))  # raises AudioFormatError
+        step = int(SLICE_S * self.wire_format.rate)
+
+        def slices() -> Iterator[npt.NDArray[np.float32]]:
+            for start in range(0, len(samples), step):
+                yield self._resampler.process(samples[start:start + step])
+
+        return slices()
 
     def decode_clip(self, payload: bytes) -> npt.NDArray[np.float32]:
-        """A whole clip (an ``input_audio`` item) to 16 kHz float32, apart from the live stream."""
+        """A whole clip (an ``input_audio`` item) to 16 kHz float32, apart from the live stream; a clip is
+        held to the input buffer's cap in seconds too."""
+        seconds = len(payload) / (self.wire_format.rate * self.wire_format.bytes_per_sample)
+        if seconds > MAX_BUFFER_SECONDS:
+            raise AudioFormatError(f"an input_audio clip of {seconds:.0f} s is longer than the "
+                                   f"{MAX_BUFFER_SECONDS:.0f} s allowed")
         samples = int16_to_float(self.wire_format.decode(payload))
         return resample(samples, self.wire_format.rate, LISTEN_SAMPLE_RATE)
 

@@ -53,8 +53,8 @@ class ActionExecutor:
             case v.SpeechStopped(item_id, end_ms):
                 self.tracker.stopped(item_id)
                 self._send("input_audio_buffer.speech_stopped", audio_end_ms=int(end_ms), item_id=item_id)
-            case v.SilenceBegan(item_id, at_ms):
-                self.tracker.silence_began(item_id, at_ms)
+            case v.SilenceBegan(item_id, at_ms, score):
+                self.tracker.silence_began(item_id, at_ms, score=score)
             case v.SpeechResumed(item_id):
                 self.speculator.drop(item_id)  # whatever was guessed for this turn is waste
             case v.CommitBuffer(item_id, start_ms, end_ms):
@@ -79,7 +79,8 @@ class ActionExecutor:
                 messages = [*self.conversation.chat_messages(config.instructions), ChatMessage("user", text)]
                 max_tokens = config.max_output_tokens
                 self.speculator.prefetch(item_id, messages, generation_options(
-                    None if max_tokens == "inf" else max_tokens, self.replies.default_tools()))
+                    None if max_tokens == "inf" else max_tokens, self.replies.default_tools(),
+                    config.truncation_options()), config.audio.output.voice, config.audio.output.speed)
             case v.StartReply(response_id, trigger, params):
                 self.replies.start(response_id, trigger, params)
             case v.CancelReply(response_id, reason):

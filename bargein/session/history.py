@@ -27,6 +27,9 @@ from bargein.protocol.tool_items import (
 Role = Literal["user", "assistant", "system"]
 MAX_ITEMS = 2_000
 """Oldest items are forgotten past this, so a long session's history stays bounded."""
+MAX_HISTORY_BYTES = 32 * 1024 * 1024
+"""Oldest items are also forgotten once the history's text and images pass this many bytes (whatever
+the session's ``truncation``, which decides what the model sees, not what the server keeps)."""
 UNANSWERED = "(no result: the call was not answered)"
 """What the model is told of a function call the client never answered."""
 
@@ -69,6 +72,11 @@ class Item:
     """Assistant word timings, in ms from the start of the item's audio."""
     heard_ms: float | None = None
     """Where playback stopped; ``None`` means all of it was heard."""
+
+    @property
+    def size(self) -> int:
+        """Characters of text and image data the item holds (its weight in the history's byte cap)."""
+        return sum(len(p.text) + len(p.image_url or "") for p in self.parts) + 64
 
     @property
     def is_assistant_audio(self) -> bool:
@@ -171,8 +179,15 @@ def response_input_items(specs: list[Any], conversation: Conversation, *, event_
 class Conversation:
     """The items of one session, in order."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_items: int = MAX_ITEMS, max_bytes: int = MAX_HISTORY_BYTES) -> None:
         self._items: OrderedDict[str, Item] = OrderedDict()
+        self.max_items = max_items
+        self.max_bytes = max_bytes
+        self._sizes: dict[str, int] = {}
+        """Each item's size when it was added (text that grows later, a reply's, is short)."""
+        self.bytes = 0
+        self.forgotten = 0
+        """Items dropped to stay within the caps."""
 
     def __len__(self) -> int:
         return len(self._items)
@@ -211,14 +226,19 @@ class Conversation:
             entries.insert(index + 1, (item.id, item))
             self._items = OrderedDict(entries)
             previous = previous_item_id
-        while len(self._items) > MAX_ITEMS:
-            self._items.popitem(last=False)
+        self._sizes[item.id] = item.size
+        self.bytes += self._sizes[item.id]
+        while len(self._items) > 1 and (len(self._items) > self.max_items or self.bytes > self.max_bytes):
+            oldest, _ = self._items.popitem(last=False)
+            self.bytes -= self._sizes.pop(oldest, 0)
+            self.forgotten += 1
         return previous
 
     def delete(self, item_id: str, *, event_id: str | None = None) -> None:
         """Remove an item; unknown ids are a protocol error."""
         self.get(item_id, event_id=event_id)
         del self._items[item_id]
+        self.bytes -= self._sizes.pop(item_id, 0)
 
     def truncate(self, item_id: str, content_index: int, audio_end_ms: float, *,
                  event_id: str | None = None) -> float:

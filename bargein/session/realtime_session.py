@@ -24,7 +24,7 @@ from bargein.metrics.turn_ledger import TurnLedgers
 from bargein.protocol import client_events as ce
 from bargein.protocol.errors import ProtocolError
 from bargein.protocol.server_events import error_event, event, new_id
-from bargein.protocol.session_config import SessionConfig
+from bargein.protocol.session_config import SemanticVad, ServerVad, SessionConfig
 from bargein.session.audio_input import AudioInput
 from bargein.session.core import vocabulary as v
 from bargein.session.core.machine import DuplexMachine
@@ -32,7 +32,7 @@ from bargein.session.core.settings import settings_from_config
 from bargein.session.executor import ActionExecutor
 from bargein.session.history import Conversation, Item, client_item, function_item, response_input_items
 from bargein.session.observers import SessionObserver
-from bargein.session.outbound import Outbound, Outgoing
+from bargein.session.outbound import MAX_OUTBOUND_BYTES, Outbound, Outgoing
 from bargein.session.reply_pipeline import ReplyPipeline
 from bargein.session.reply_runner import ReplyRunner
 from bargein.session.segment_tracker import SegmentTracker
@@ -43,6 +43,8 @@ from bargein.session.transcription import Transcriber
 from bargein.tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
+FRAMES_PER_TURN = 64
+"""VAD frames (about 2 s of audio) an append hands the machine before yielding the event loop."""
 
 
 class RealtimeSession:
@@ -51,24 +53,25 @@ class RealtimeSession:
     def __init__(self, engines: Engines, *, config: SessionConfig | None = None,
                  output_lead_ms: float = 1000.0, metrics: ServerMetrics | None = None,
                  listen: bool = True, observers: Iterable[SessionObserver] = (),
-                 builtin_tools: ToolRegistry | None = None) -> None:
+                 builtin_tools: ToolRegistry | None = None, outbound_bytes: int = MAX_OUTBOUND_BYTES) -> None:
         self.listen = listen
-        self.config = config or SessionConfig()
-        self.outbound = Outbound()
+        self.semantic_endpoint = engines.turn is not None
+        self.config = default_endpoint(config or SessionConfig(), semantic=self.semantic_endpoint)
+        self.outbound = Outbound(max_bytes=outbound_bytes)
         self.conversation = Conversation()
         self.machine = DuplexMachine(new_id, settings_from_config(self.config, listen=listen))
         self.audio_in = AudioInput(engines.vad, self.config.input_format)
         self.ledgers = TurnLedgers(lambda: self.stream_ms, self._report_turn, metrics=metrics)
         self.observers: list[SessionObserver] = [self.ledgers, *observers]
         emit = self.outbound.put
-        speculator = Speculator(engines.asr, engines.llm, hints=self._transcription_hints)
+        speculator = Speculator(engines.asr, engines.llm, engines.tts, hints=self._transcription_hints)
         self.speculation = speculator.counts
         self.transcriber = Transcriber(engines.asr, emit, self._transcribed, self._transcription_hints,
                                        logprobs=lambda: "item.input_audio_transcription.logprobs"
                                        in (self.config.include or ()))
         tracker = SegmentTracker(engines.asr, self.audio_in.buffer, speculator, feed=self.feed, emit=emit,
                                  padding_ms=lambda: self.machine.settings.endpointing.prefix_padding_ms,
-                                 hints=self._transcription_hints)
+                                 hints=self._transcription_hints, turn_model=engines.turn)
         self.replies = ReplyRunner(
             ReplyPipeline(engines.llm, engines.tts), outbound=self.outbound, conversation=self.conversation,
             feed=self.feed, config=lambda: self.config, wait_for_words=self.transcriber.wait_all,
@@ -145,12 +148,15 @@ class RealtimeSession:
         try:
             payload = decode_base64(message.audio)
             self.audio_in.check_room(len(payload), event_id=message.event_id)
-            audio = self.audio_in.decode(payload)
+            slices = self.audio_in.decode_slices(payload)
         except AudioFormatError as error:
             raise ProtocolError(str(error), code="invalid_audio", param="audio", event_id=message.event_id) from None
-        for frame in await self.audio_in.hear(audio):
-            self.feed(frame)
-            self.tracker.frame(frame)
+        for audio in slices:  # a long append (minutes of audio) lets other sessions run between slices
+            for index, frame in enumerate(await self.audio_in.hear(audio)):
+                self.feed(frame)
+                self.tracker.frame(frame)
+                if index % FRAMES_PER_TURN == FRAMES_PER_TURN - 1:
+                    await asyncio.sleep(0)
         self.feed(v.AudioAppended(self.stream_ms))
 
     def _update_session(self, message: ce.SessionUpdate) -> None:
@@ -161,6 +167,10 @@ class RealtimeSession:
             where = ".".join(str(p) for p in first["loc"])
             raise ProtocolError(f"invalid session.update: session.{where}: {first['msg']}",
                                 code="invalid_value", param=f"session.{where}", event_id=message.event_id) from None
+        if isinstance(config.audio.input.turn_detection, SemanticVad) and not self.semantic_endpoint:
+            raise ProtocolError("semantic_vad needs the end-of-turn model, which this server has not loaded; "
+                                "use server_vad", code="invalid_value",
+                                param="session.audio.input.turn_detection.type", event_id=message.event_id)
         self.config = config
         self.audio_in.set_format(config.input_format)
         self.feed(v.SettingsChanged(settings_from_config(config, listen=self.listen)))
@@ -262,3 +272,14 @@ class RealtimeSession:
                 await task
         self.outbound.close()
         self.audio_in.close()
+
+
+def default_endpoint(config: SessionConfig, *, semantic: bool) -> SessionConfig:
+    """A new session's turn detection: semantic VAD when the server has an end-of-turn model and the
+    config still has the plain ``server_vad`` default, else as given (plain silence without a model)."""
+    detection = config.audio.input.turn_detection
+    if semantic and detection == ServerVad():
+        return config.updated({"audio": {"input": {"turn_detection": {"type": "semantic_vad"}}}})
+    if not semantic and isinstance(detection, SemanticVad):
+        return config.updated({"audio": {"input": {"turn_detection": {"type": "server_vad"}}}})
+    return config

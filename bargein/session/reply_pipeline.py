@@ -12,9 +12,9 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -27,6 +27,7 @@ from bargein.engines.base import (
     GenerationOptions,
     LanguageModel,
     ReplyPiece,
+    SpeechChunk,
     SpeechSynthesizer,
     ToolCall,
     WordTiming,
@@ -44,9 +45,11 @@ DELTA_MS = 200.0
 """Longest audio delta sent: finer deltas make cancellation and the heard estimate finer."""
 
 
-def generation_options(max_tokens: int | None, tools: ToolSetup | None = None) -> GenerationOptions:
-    """The LLM options of a reply (and of its speculative head start, which must match it)."""
-    options = GenerationOptions(max_tokens=max_tokens or DEFAULT_MAX_TOKENS)
+def generation_options(max_tokens: int | None, tools: ToolSetup | None = None,
+                       truncation: dict[str, Any] | None = None) -> GenerationOptions:
+    """The LLM options of a reply (and of its speculative head start, which must match it);
+    ``truncation`` is :meth:`SessionConfig.truncation_options`."""
+    options = GenerationOptions(max_tokens=max_tokens or DEFAULT_MAX_TOKENS, **(truncation or {}))
     return tools.apply(options) if tools is not None else options
 
 
@@ -91,6 +94,10 @@ class ReplyPlan:
     tools: ToolSetup = field(default_factory=ToolSetup)
     speed: float = 1.0
     """``audio.output.speed``: the synthesiser's pace as a multiple of the voice's own."""
+    prespoken: Callable[[str, str | None, float], AsyncIterator[SpeechChunk] | None] | None = None
+    """Speech of the first clause made privately before the commit, if it is this clause, voice and pace."""
+    truncation: dict[str, Any] | None = None
+    """How the LLM may cut a history too long for its context (:meth:`SessionConfig.truncation_options`)."""
 
 
 class ReplyPipeline:
@@ -127,7 +134,7 @@ class ReplyPipeline:
     async def _think(self, plan: ReplyPlan, sink: ReplySink, cancel: CancelToken,
                      clauses: asyncio.Queue[str | None] | None) -> None:
         splitter = ClauseSplitter()
-        options = generation_options(plan.max_tokens, plan.tools)
+        options = generation_options(plan.max_tokens, plan.tools, plan.truncation)
         tokens = 0
         first_token_at: float | None = None
         try:
@@ -175,7 +182,10 @@ class ReplyPipeline:
             if cancel.cancelled:
                 return
             spoken_text_sent = False
-            async for chunk in self.tts.synthesize(clause, voice=plan.voice, cancel=cancel, speed=plan.speed):
+            early = (plan.prespoken(clause, plan.voice, plan.speed)
+                     if first_audio and plan.prespoken is not None else None)
+            async for chunk in early or self.tts.synthesize(clause, voice=plan.voice, cancel=cancel,
+                                                            speed=plan.speed):
                 if cancel.cancelled:
                     return
                 if crossfader is None:

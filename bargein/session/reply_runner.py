@@ -53,7 +53,7 @@ class ReplyRunner:
         self.pipeline = pipeline
         self.builtins = builtins
         """bargein's own tools, offered (and run here) when the session brings none."""
-        self.pending = PendingCalls(self._call_timed_out)
+        self.pending = PendingCalls(self._call_timed_out, on_owed=lambda owed: self.feed(v.ToolWait(owed)))
         self.outbound = outbound
         self.conversation = conversation
         self.feed = feed
@@ -89,21 +89,21 @@ class ReplyRunner:
         state.open(self._emit, self.conversation)
         instructions = params.instructions if params and params.instructions else config.instructions
         max_tokens = params.max_output_tokens if params and params.max_output_tokens else config.max_output_tokens
-        tools = tool_setup(config, params, self.builtins)
-        own_context = params is not None and (params.tools is not None or params.tool_choice is not None
-                                              or params.input is not None)
-        context = response_input_items(params.input, self.conversation) if params and params.input is not None \
-            else None
         task = asyncio.create_task(self._run(reply, instructions, None if max_tokens == "inf" else max_tokens,
-                                             trigger, tools, context, prefetch=not own_context))
+                                             trigger, params))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
     async def _run(self, reply: LiveReply, instructions: str, max_tokens: int | None, trigger: str,
-                   tools: ToolSetup, context: list[Item] | None, *, prefetch: bool) -> None:
+                   params: ce.ResponseParams | None) -> None:
         state = reply.state
         failed = False
         try:
+            # checked when the response was created; resolved here, where a failure ends the reply cleanly
+            tools = tool_setup(self.config(), params, self.builtins)
+            context = response_input_items(params.input, self.conversation) if params and params.input is not None \
+                else None
+            prefetch = params is None or (params.tools is None and params.tool_choice is None and context is None)
             await self.wait_for_words()  # the reply answers what the user said, so it needs the words
             if reply.cancel.cancelled:
                 return
@@ -111,19 +111,23 @@ class ReplyRunner:
                 log.info("reply %s: the turn had no words, so nothing to answer", reply.response_id)
                 return
             messages = self.conversation.chat_messages(instructions, context)
-            state.input_tokens = sum(len(m.content.split()) for m in messages)
+            # an estimate at 4 characters a token: counting words would walk the whole history's text here
+            state.input_tokens = sum(len(m.content) for m in messages) // 4
             prefetched = self.take_prefetch(messages) if prefetch else None
-            plan = ReplyPlan(reply.response_id, messages, state.audio, self.config().audio.output.voice,
+            config = self.config()
+            plan = ReplyPlan(reply.response_id, messages, state.audio, config.audio.output.voice,
                              state.output_format, max_tokens,
                              prefetched.adopt(reply.cancel) if prefetched is not None else None, tools,
-                             self.config().audio.output.speed)
+                             config.audio.output.speed, prefetched.spoken if prefetched is not None else None,
+                             truncation=config.truncation_options())
             await self.pipeline.run(plan, _Sink(self, reply), reply.cancel)
-        except Exception as error:
+        except Exception:
             failed = True
             log.exception("reply %s failed", reply.response_id)
             if not reply.ended:
+                # the details (upstream addresses, bodies) are in the log; the client gets a stable code
                 self._emit(Outgoing(error_event(ProtocolError(
-                    f"the reply failed in an engine: {type(error).__name__}: {error}"[:500],
+                    "the reply failed in an engine; the server's log has the details",
                     code="engine_error", type="server_error"))))
         finally:
             if not reply.ended:

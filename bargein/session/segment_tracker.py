@@ -3,7 +3,8 @@
 While the user speaks, partial recognition runs at most once a second (``input_audio_transcription.delta``
 and the words semantic endpointing needs, fed to the machine as :class:`PartialTranscript`). When the
 machine sees the first silence it asks for speculative recognition (:class:`SilenceBegan`); the guess is
-fed back as :class:`GuessTranscribed`, and the machine decides whether a reply is worth prefetching.
+fed back as :class:`GuessTranscribed`, and the machine decides whether a reply is worth prefetching. For
+semantic endpointing it also asks for the end-of-turn model's score, fed back as :class:`TurnEndScored`.
 Nothing here decides anything about the turn.
 """
 
@@ -16,7 +17,7 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from bargein.engines.base import SpeechRecognizer, Transcript
+from bargein.engines.base import LISTEN_SAMPLE_RATE, EndOfTurnModel, SpeechRecognizer, Transcript
 from bargein.protocol.server_events import event
 from bargein.session.core import vocabulary as v
 from bargein.session.input_buffer import InputBuffer
@@ -27,6 +28,11 @@ from bargein.session.transcription import Hints
 log = logging.getLogger(__name__)
 PARTIAL_EVERY_MS = 1000.0
 """Partial recognition runs at most this often while the user speaks (and never twice at once)."""
+PARTIAL_WINDOW_MS = 10_000.0
+"""A partial hears at most the segment's last 10 s, so each costs the same however long the user talks
+(past that its text is not a prefix of the next, so deltas stop until the final transcript)."""
+MAX_GUESS_MS = 28_000.0
+"""A segment longer than this is not recognised speculatively: its final recognition runs in slices."""
 FRAME_MS = 32.0
 Feed = Callable[[v.Event], None]
 Emit = Callable[[Outgoing], None]
@@ -40,8 +46,10 @@ class SegmentTracker:
 
     def __init__(self, asr: SpeechRecognizer, buffer: InputBuffer, speculator: Speculator, *, feed: Feed,
                  emit: Emit, padding_ms: Callable[[], int], hints: Hints = lambda: (None, None),
-                 partials: bool = True) -> None:
+                 partials: bool = True, turn_model: EndOfTurnModel | None = None) -> None:
         self.asr = asr
+        self.turn_model = turn_model
+        self._score_task: asyncio.Task[None] | None = None
         self.buffer = buffer
         self.speculator = speculator
         self.feed = feed
@@ -83,18 +91,23 @@ class SegmentTracker:
         if self._speaking == item_id:
             self._speaking = None
 
-    def audio(self, end_ms: float | None = None) -> npt.NDArray[np.float32]:
-        """The speaking segment's audio so far, with its prefix padding."""
-        return self.buffer.peek(max(0.0, self._onset_ms - self.padding_ms()), end_ms)
+    def audio(self, end_ms: float | None = None, *, window_ms: float | None = None) -> npt.NDArray[np.float32]:
+        """The speaking segment's audio so far, with its prefix padding (only its last ``window_ms``)."""
+        start_ms = max(0.0, self._onset_ms - self.padding_ms())
+        if window_ms is not None:
+            end = end_ms if end_ms is not None else self.buffer.end_sample * 1000.0 / LISTEN_SAMPLE_RATE
+            start_ms = max(start_ms, end - window_ms)
+        return self.buffer.peek(start_ms, end_ms)
 
     async def _partial(self, item_id: str) -> None:
         language, prompt = self.hints()
         partial = getattr(self.asr, "transcribe_partial", None)
         try:
+            audio = self.audio(window_ms=PARTIAL_WINDOW_MS)
             if partial is not None:  # keyed by this session: a newer partial replaces one still waiting
-                transcript: Transcript = await partial(self.audio(), language=language, prompt=prompt, key=self)
+                transcript: Transcript = await partial(audio, language=language, prompt=prompt, key=self)
             else:
-                transcript = await self.asr.transcribe(self.audio(), language=language, prompt=prompt)
+                transcript = await self.asr.transcribe(audio, language=language, prompt=prompt)
         except Exception:
             log.exception("partial recognition failed")
             return
@@ -110,13 +123,29 @@ class SegmentTracker:
 
     # -- speculation --------------------------------------------------------------------------------
 
-    def silence_began(self, item_id: str, at_ms: float) -> None:
-        """Start recognising the turn so far; the machine hears the guess and may prefetch a reply."""
+    def silence_began(self, item_id: str, at_ms: float, *, score: bool = False) -> None:
+        """Start recognising the turn so far; the machine hears the guess and may prefetch a reply.
+        With ``score``, the end-of-turn model judges the same audio (one score at a time per session)."""
         if self._speaking != item_id:
             return
+        if score:
+            if self._score_task is not None:
+                self._score_task.cancel()  # an older silence's score no longer counts
+            self._score_task = asyncio.create_task(self._score(item_id, at_ms, self.audio(at_ms + FRAME_MS)))
+        if at_ms - self._onset_ms > MAX_GUESS_MS:
+            return  # a long segment is recognised once, in slices, when it is committed
         task = self.speculator.recognise(item_id, self.audio(at_ms + FRAME_MS))
         if task is not None:
             task.add_done_callback(lambda done: self._guessed(item_id, done))
+
+    async def _score(self, item_id: str, at_ms: float, audio: npt.NDArray[np.float32]) -> None:
+        probability: float | None = None
+        if self.turn_model is not None:
+            try:
+                probability = await self.turn_model.probability(audio)
+            except Exception:  # the turn then waits the long silence; the session goes on
+                log.exception("end-of-turn scoring failed")
+        self.feed(v.TurnEndScored(item_id, at_ms, probability))
 
     def _guessed(self, item_id: str, task: asyncio.Task[Transcript]) -> None:
         if task.cancelled() or task.exception() is not None:
@@ -128,6 +157,7 @@ class SegmentTracker:
 
     def close(self) -> None:
         """Stop partial recognition and speculation."""
-        if self._partial_task is not None:
-            self._partial_task.cancel()
+        for task in (self._partial_task, self._score_task):
+            if task is not None:
+                task.cancel()
         self.speculator.close()

@@ -3,9 +3,11 @@
 When the VAD first sees silence in a turn, recognition starts on the audio so far; if the words make
 a query, the LLM starts too, writing into a private buffer that no client can see. If the user goes on
 speaking, all of it is cancelled and counted as waste. If the endpoint confirms the turn, the final
-transcript is already there and the reply starts from the tokens already written. The buffered tokens
-are only ever consumed by a reply the duplex machine started *after* the endpoint, and only if the
-history it would send the LLM is exactly the one the speculation used.
+transcript is already there and the reply starts from the tokens already written. With a TTS, the
+first clause of those tokens is spoken too, into a private buffer (:mod:`bargein.session.private_clause`),
+so the reply's first audio is ready at the commit. The buffered tokens and speech are only ever consumed
+by a reply the duplex machine started *after* the endpoint, and only if the history it would send the
+LLM is exactly the one the speculation used (and, for the speech, the clause and voice are the same).
 """
 
 from __future__ import annotations
@@ -23,10 +25,15 @@ from bargein.engines.base import (
     GenerationOptions,
     LanguageModel,
     ReplyPiece,
+    SpeechChunk,
     SpeechRecognizer,
+    SpeechSynthesizer,
+    ToolCall,
     Transcript,
 )
+from bargein.engines.speak.clauses import ClauseSplitter
 from bargein.engines.think.tool_calls import reply_pieces
+from bargein.session.private_clause import PrivateClause
 
 log = logging.getLogger(__name__)
 MAX_GUESSES = 8
@@ -43,6 +50,10 @@ class SpeculationCounts:
     llm_started: int = 0
     llm_used: int = 0
     llm_discarded: int = 0
+    tts_started: int = 0
+    """First clauses spoken privately before the commit (counted when their guess ends)."""
+    tts_used: int = 0
+    """Of those, the ones handed to the reply that followed."""
 
     @property
     def waste(self) -> float:
@@ -54,9 +65,15 @@ class SpeculationCounts:
 class PrefetchedReply:
     """An LLM stream started early, buffering its tokens until a reply adopts it (or it is dropped)."""
 
-    def __init__(self, llm: LanguageModel, messages: Sequence[ChatMessage], options: GenerationOptions) -> None:
+    def __init__(self, llm: LanguageModel, messages: Sequence[ChatMessage], options: GenerationOptions,
+                 tts: SpeechSynthesizer | None = None, voice: str | None = None, speed: float = 1.0) -> None:
         self.messages = list(messages)
         self.cancel = CancelToken()
+        self.voice = voice
+        self.speed = speed
+        self.first_clause: PrivateClause | None = None
+        self._tts = tts
+        self._splitter = ClauseSplitter() if tts is not None else None
         self._tokens: list[ReplyPiece] = []
         self._done = asyncio.Event()
         self._grew = asyncio.Event()
@@ -68,6 +85,12 @@ class PrefetchedReply:
             async for token in reply_pieces(llm, self.messages, cancel=self.cancel, options=options):
                 self._tokens.append(token)
                 self._grew.set()
+                if isinstance(token, ToolCall):
+                    self._splitter = None  # a tool call: the reply's words wait for its result
+                elif self._splitter is not None and (ready := self._splitter.feed(token)):
+                    self._speak_first(ready[0])
+            if self._splitter is not None and not self.cancel.cancelled and (rest := self._splitter.flush()):
+                self._speak_first(rest)  # the whole reply is shorter than a clause
         except Exception as error:  # surfaces in the adopting reply, not here
             self.error = error
         finally:
@@ -75,7 +98,10 @@ class PrefetchedReply:
             self._grew.set()
 
     def adopt(self, reply_cancel: CancelToken) -> AsyncIterator[ReplyPiece]:
-        """The token stream for the reply that takes this over; the reply's cancel stops the LLM."""
+        """The token stream for the reply that takes this over; the reply's cancel stops the LLM.
+
+        A first clause not yet begun is left to the reply, which speaks it itself (never twice)."""
+        self._splitter = None
         link = asyncio.create_task(self._follow(reply_cancel))
         return self._iterate(link)
 
@@ -100,10 +126,22 @@ class PrefetchedReply:
         finally:
             link.cancel()
 
+    def _speak_first(self, clause: str) -> None:
+        if self._tts is not None:
+            self.first_clause = PrivateClause(self._tts, clause, self.voice, self.speed, self.cancel)
+        self._splitter = None  # one clause: the reply speaks the rest itself
+
+    def spoken(self, clause: str, voice: str | None, speed: float) -> AsyncIterator[SpeechChunk] | None:
+        """The privately spoken audio of ``clause`` in ``voice`` at ``speed``, if that is what was spoken early."""
+        first = self.first_clause
+        return first.replay() if first is not None and first.matches(clause, voice, speed) else None
+
     def discard(self) -> None:
-        """Stop generating (within one token) and forget the tokens."""
+        """Stop generating and speaking (within one token or chunk) and forget the tokens and the speech."""
         self.cancel.cancel("speculation discarded")
         self._tokens.clear()
+        if self.first_clause is not None:
+            self.first_clause.discard()
 
 
 @dataclass
@@ -120,6 +158,8 @@ class Speculator:
 
     asr: SpeechRecognizer
     llm: LanguageModel
+    tts: SpeechSynthesizer | None = None
+    """Speaks the first clause of a prefetched reply privately (``None``: tokens only)."""
     enabled: bool = True
     counts: SpeculationCounts = field(default_factory=SpeculationCounts)
     _guesses: dict[str, _Guess] = field(default_factory=dict)
@@ -139,12 +179,13 @@ class Speculator:
         self.counts.asr_started += 1
         return task
 
-    def prefetch(self, item_id: str, messages: Sequence[ChatMessage], options: GenerationOptions) -> None:
-        """Start the reply's LLM stream early, for the guess of ``item_id``."""
+    def prefetch(self, item_id: str, messages: Sequence[ChatMessage], options: GenerationOptions,
+                 voice: str | None = None, speed: float = 1.0) -> None:
+        """Start the reply's LLM stream early (and its first clause's speech in ``voice``), for ``item_id``."""
         guess = self._guesses.get(item_id)
         if guess is None or guess.reply is not None:
             return
-        guess.reply = PrefetchedReply(self.llm, messages, options)
+        guess.reply = PrefetchedReply(self.llm, messages, options, self.tts, voice, speed)
         self.counts.llm_started += 1
 
     def drop(self, item_id: str) -> None:
@@ -161,6 +202,7 @@ class Speculator:
             self.counts.asr_discarded += 1
         if guess.reply is not None:
             self.counts.llm_discarded += 1
+            self.counts.tts_started += guess.reply.first_clause is not None
             guess.reply.discard()
 
     def take_recognition(self, item_id: str) -> asyncio.Task[Transcript] | None:
@@ -180,10 +222,15 @@ class Speculator:
         chosen: PrefetchedReply | None = None
         for item_id in list(self._guesses):
             guess = self._guesses.pop(item_id)
-            if guess.reply is not None and chosen is None and guess.reply.messages == list(messages):
+            if guess.reply is None:
+                continue
+            spoke = guess.reply.first_clause is not None
+            self.counts.tts_started += spoke
+            if chosen is None and guess.reply.messages == list(messages):
                 chosen = guess.reply
                 self.counts.llm_used += 1
-            elif guess.reply is not None:
+                self.counts.tts_used += spoke
+            else:
                 self.counts.llm_discarded += 1
                 guess.reply.discard()
         return chosen

@@ -119,10 +119,15 @@ def prime_default_prompt(llm: LanguageModel, builtins: ToolRegistry | None) -> b
 
 
 class PendingCalls:
-    """Client function calls waiting for their output, each closed as unanswered after a timeout."""
+    """Client function calls waiting for their output, each closed as unanswered after a timeout.
 
-    def __init__(self, on_timeout: Callable[[str], None], timeout_s: float = TOOL_RESULT_TIMEOUT_S) -> None:
+    ``on_owed(True)`` when the first call starts waiting, ``on_owed(False)`` when the last one is settled.
+    """
+
+    def __init__(self, on_timeout: Callable[[str], None], timeout_s: float = TOOL_RESULT_TIMEOUT_S, *,
+                 on_owed: Callable[[bool], None] = lambda owed: None) -> None:
         self.on_timeout = on_timeout
+        self.on_owed = on_owed
         self.timeout_s = timeout_s
         self._timers: dict[str, asyncio.TimerHandle] = {}
 
@@ -135,7 +140,10 @@ class PendingCalls:
             oldest = next(iter(self._timers))
             self._expire(oldest)
         loop = asyncio.get_running_loop()
+        first = not self._timers
         self._timers[call_id] = loop.call_later(self.timeout_s, self._expire, call_id)
+        if first:
+            self.on_owed(True)
 
     def answer(self, call_id: str) -> bool:
         """The output arrived; False when nothing was waiting for it."""
@@ -143,6 +151,8 @@ class PendingCalls:
         if timer is None:
             return False
         timer.cancel()
+        if not self._timers:
+            self.on_owed(False)
         return True
 
     def _expire(self, call_id: str) -> None:
@@ -150,6 +160,8 @@ class PendingCalls:
         if timer is not None:
             timer.cancel()
             self.on_timeout(call_id)
+            if not self._timers:
+                self.on_owed(False)
 
     def close(self) -> None:
         """Stop every timer (the session is ending)."""

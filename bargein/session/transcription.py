@@ -1,4 +1,8 @@
-"""The transcribe stage: committed user audio to text, with the protocol's transcription events."""
+"""The transcribe stage: committed user audio to text, with the protocol's transcription events.
+
+A clip longer than :data:`SLICE_S` (a long ``input_audio`` item) is recognised slice by slice, each
+slice its own job in the recogniser's fair queue, so other sessions' turns are served in between.
+"""
 
 from __future__ import annotations
 
@@ -11,12 +15,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from bargein.engines.base import SpeechRecognizer, Transcript
+from bargein.engines.base import LISTEN_SAMPLE_RATE, SpeechRecognizer, Transcript
 from bargein.protocol.server_events import event, transcription_usage
 from bargein.session.history import Item
 from bargein.session.outbound import Outgoing
 
 log = logging.getLogger(__name__)
+SLICE_S = 28.0
+"""Longest audio recognised as one job (Whisper's window is 30 s)."""
 Hints = Callable[[], tuple[str | None, str | None]]
 """The session's ``transcription.language`` and ``prompt``, read at each recognition."""
 
@@ -38,6 +44,20 @@ class Transcriber:
         self.hints = hints
         self._pending: dict[str, asyncio.Task[Transcript | None]] = {}
 
+    async def _in_slices(self, audio: npt.NDArray[np.float32], language: str | None,
+                         prompt: str | None) -> Transcript:
+        step = int(SLICE_S * LISTEN_SAMPLE_RATE)
+        if len(audio) <= step:
+            return await self.asr.transcribe(audio, language=language, prompt=prompt)
+        parts: list[Transcript] = []
+        for start in range(0, len(audio), step):
+            # each slice is prompted with the text so far, as Whisper itself does across its windows
+            context = " ".join(part.text for part in parts[-2:]).strip() or prompt
+            parts.append(await self.asr.transcribe(audio[start:start + step], language=language, prompt=context))
+        return Transcript(text=" ".join(p.text.strip() for p in parts if p.text.strip()), language=parts[0].language,
+                          no_speech_prob=min(p.no_speech_prob for p in parts),
+                          avg_logprob=float(np.mean([p.avg_logprob for p in parts])))
+
     def start(self, item: Item, audio: npt.NDArray[np.float32], *, content_index: int,
               guessed: asyncio.Task[Transcript] | None = None) -> None:
         """Begin recognising ``audio`` for ``item.parts[content_index]``.
@@ -54,15 +74,14 @@ class Transcriber:
         """Recognise now (what :meth:`start` runs as a task): fills the item and emits the events."""
         try:
             language, prompt = self.hints()
-            transcript = await (guessed if guessed is not None
-                                else self.asr.transcribe(audio, language=language, prompt=prompt))
+            transcript = await (guessed if guessed is not None else self._in_slices(audio, language, prompt))
         except Exception as error:
             log.exception("transcription of %s failed", item.id)
             self.emit(Outgoing(event(
                 "conversation.item.input_audio_transcription.failed", item_id=item.id,
                 content_index=content_index,
-                error={"type": "server_error", "code": "asr_error", "message": f"{type(error).__name__}: {error}",
-                       "param": None})))
+                error={"type": "server_error", "code": "asr_error",
+                       "message": f"the transcription failed ({type(error).__name__})", "param": None})))
             self.on_done(item, None)
             return None
         text = transcript.text.strip()

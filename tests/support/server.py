@@ -14,6 +14,7 @@ import uvicorn
 from bargein.config import Settings
 from bargein.engines.base import Engines
 from bargein.server.app import create_app
+from bargein.server.serving import server_config
 
 
 def free_port() -> int:
@@ -29,8 +30,8 @@ def running_server(engines: Engines, settings: Settings | None = None) -> Iterat
     port = free_port()
     settings = settings or Settings(port=port)
     app = create_app(settings, engines)
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                            ws_max_size=64 * 1024 * 1024)
+    config = server_config(app, settings, host="127.0.0.1", port=port, log_level="warning",
+                           ws_max_size=64 * 1024 * 1024)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

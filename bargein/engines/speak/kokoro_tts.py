@@ -2,8 +2,9 @@
 
 The model and its G2P come from the ``hibari-tts`` package, which carries its weights; nothing is fetched.
 Every file it loads is pinned below and checked before loading. One pool of worker threads (one by
-default) owns the model: every session's synthesis is a job in its queue, one job per sentence (or piece
-of a long sentence), so sessions interleave sentence by sentence and the event loop never blocks.
+default) owns the model: every session's synthesis is a job in that session's queue, one job per sentence
+(or piece of a long sentence), and the sessions take turns (:mod:`bargein.engines.fair`), so they interleave
+sentence by sentence, a flood from one cannot hold up another, and the event loop never blocks.
 
 Word timings come from the model itself: the acoustic network predicts a duration for every phoneme,
 and the cumulative durations it computes internally (the ``/CumSum_output_0`` tensor) are exposed as an
@@ -18,7 +19,6 @@ import hashlib
 import json
 import threading
 from collections.abc import AsyncIterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from bargein.engines.base import CancelToken, Float32Audio, SpeechChunk
+from bargein.engines.fair import FairExecutor
 from bargein.engines.speak.kokoro_align import Part, plan, token_ids, word_timings
 from bargein.engines.weights import PinnedFile, WeightError, verify_sha256
 
@@ -184,7 +185,7 @@ class KokoroSynthesizer:
         self._g2p: dict[bool, Any] = {}
         self._loading = threading.Lock()  # taken only on worker threads, while a voice is first loaded
         self._local = threading.local()
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kokoro-tts")
+        self._pool = FairExecutor(workers, "kokoro-tts")  # sessions take turns, sentence by sentence
 
     # -- voices --------------------------------------------------------------------------------------
 
@@ -218,7 +219,7 @@ class KokoroSynthesizer:
             return
         name = self.resolve_voice(voice)
         loop = asyncio.get_running_loop()
-        parts = await self._wait(loop.run_in_executor(self._pool, self._plan, text, name), cancel)
+        parts = await self._wait(asyncio.wrap_future(self._pool.submit(self._plan, text, name), loop=loop), cancel)
         if not parts:
             return
         upcoming: asyncio.Future[SpeechChunk | None] | None = self._submit(loop, parts[0], name, cancel, speed)
@@ -241,11 +242,11 @@ class KokoroSynthesizer:
     @property
     def queue_depth(self) -> int:
         """Syntheses waiting for the worker (the ``bargein_queue_depth`` gauge)."""
-        return self._pool._work_queue.qsize()
+        return self._pool.waiting
 
     def _submit(self, loop: asyncio.AbstractEventLoop, part: Part, voice: str,
                 cancel: CancelToken, speed: float = 1.0) -> asyncio.Future[SpeechChunk | None]:
-        return loop.run_in_executor(self._pool, self._render, part, voice, cancel, speed)
+        return asyncio.wrap_future(self._pool.submit(self._render, part, voice, cancel, speed), loop=loop)
 
     @staticmethod
     async def _wait(job: asyncio.Future[_T], cancel: CancelToken) -> _T | None:
@@ -263,7 +264,7 @@ class KokoroSynthesizer:
 
     async def aclose(self) -> None:
         """Stop the worker threads (queued jobs are dropped)."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.shutdown()
 
     # -- worker-thread side --------------------------------------------------------------------------
 

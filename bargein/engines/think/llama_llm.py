@@ -1,8 +1,9 @@
 """The embedded language model: a GGUF model on llama-cpp-python, shared by every session.
 
 How concurrency works: one ``Llama`` context and one worker thread own the model. Sessions submit
-jobs to the worker's inbox; the worker serves the active jobs round-robin, ``slice_tokens`` tokens
-at a time, so a second session's first token does not wait for the first session's whole reply.
+jobs to the worker's inbox; the worker serves the sessions round-robin (:mod:`bargein.engines.fair`),
+``slice_tokens`` tokens of one job at a time, so a second session's first token does not wait for the
+first session's whole reply, nor for a flood of another session's jobs.
 The context holds one conversation's KV cache at a time; switching conversations copies the outgoing
 one's cache out to host memory (:mod:`bargein.engines.think.llama_kv`) and the incoming one's back in, so
 every turn evaluates only the tokens its conversation has not seen (KV prefix reuse across turns).
@@ -25,22 +26,24 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, ReplyPiece
+from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions
+from bargein.engines.fair import FairQueue, owner
 from bargein.engines.think import llm_sampling
+from bargein.engines.think.llama_context import LlamaPrompt, PromptTooLong
 from bargein.engines.think.llama_kv import KvSnapshots, Tokens, common_prefix, restore_sequence, save_sequence
-from bargein.engines.think.llama_prompt import CHATML, forced_prefix, render
+from bargein.engines.think.llama_prompt import TemplateToolCalling
 from bargein.engines.think.llama_stats import TurnStats
 from bargein.engines.think.llm_models import describe, resolve_gguf
-from bargein.engines.think.llm_prompt import DEFAULT_SYSTEM_PROMPT, with_system_prompt
+from bargein.engines.think.llm_prompt import DEFAULT_SYSTEM_PROMPT
 from bargein.engines.think.llm_sampling import SamplingParams
-from bargein.engines.think.tool_calls import after_tool_result, forced_tool, split_calls
+from bargein.engines.think.tool_calls import forced_tool
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +87,7 @@ class _Job:
     synced: bool = False
     prefill_only: bool = False
     submitted: float = field(default_factory=time.perf_counter)
+    owner: Hashable | None = field(default_factory=owner)
     decoder: codecs.IncrementalDecoder = field(
         default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="replace"))
     done: threading.Event = field(default_factory=threading.Event)
@@ -95,7 +99,7 @@ class _Job:
             self.stop.set()
 
 
-class LlamaLanguageModel:
+class LlamaLanguageModel(TemplateToolCalling):
     """A :class:`~bargein.engines.base.LanguageModel` on llama.cpp, one context shared by all sessions."""
 
     def __init__(self, model_path: str | Path, *, name: str | None = None, n_ctx: int = 4096,
@@ -119,7 +123,7 @@ class LlamaLanguageModel:
         self._n_vocab = self._llama.n_vocab()
         self._vocab = llama_cpp.llama_model_get_vocab(self._llama.model)
         self._rng = np.random.default_rng(seed)
-        self._formatter = self._make_formatter()
+        self._prompt = LlamaPrompt(self._llama, system_prompt)
         self._kv_saved = True  # nothing worth copying out yet
         self._inbox: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._active_count = 0
@@ -127,21 +131,6 @@ class LlamaLanguageModel:
         self._worker.start()
 
     # --- the session side --------------------------------------------------------------------------------
-
-    async def stream(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
-                     options: GenerationOptions | None = None) -> AsyncIterator[str]:
-        """Yield the reply piece by piece; return within one token once ``cancel`` fires."""
-        text_only = replace(options or GenerationOptions(), tools=())
-        async for piece in self._text(messages, cancel, text_only):
-            yield piece
-
-    async def stream_reply(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
-                           options: GenerationOptions | None = None) -> AsyncIterator[ReplyPiece]:
-        """Like :meth:`stream`, with the offered tools in the prompt and the model's calls yielded as such."""
-        options = after_tool_result(messages, options or GenerationOptions())
-        text = self._text(messages, cancel, options)
-        async for piece in split_calls(text, options, cancel, already_written=forced_prefix(options)):
-            yield piece
 
     async def _text(self, messages: Sequence[ChatMessage], cancel: CancelToken,
                     options: GenerationOptions) -> AsyncIterator[str]:
@@ -225,7 +214,7 @@ class LlamaLanguageModel:
         return self._active_count + self._inbox.qsize()
 
     def _serve(self) -> None:
-        active: deque[_Job] = deque()
+        active: FairQueue[_Job] = FairQueue()
         while True:
             self._active_count = len(active)
             waiting = [self._inbox.get()] if not active else []
@@ -236,15 +225,13 @@ class LlamaLanguageModel:
                     break
             for job in waiting:
                 if job is None:
-                    for left in active:
+                    for left in active.drain():
                         self._finish(left, "cancelled")
                     return
-                active.append(job)
-            job = active[0]
-            if self._advance(job):
-                active.popleft()
-            else:
-                active.rotate(-1)
+                active.put(job.owner if job.owner is not None else id(job), job)  # no session: a turn of its own
+            session, job = active.pop()
+            if not self._advance(job):
+                active.put_front(session, job)  # its session's next turn goes on with it
 
     def _advance(self, job: _Job) -> bool:
         """Run up to ``slice_tokens`` tokens of ``job``; True once it is finished."""
@@ -300,6 +287,16 @@ class LlamaLanguageModel:
         job.send(_END)
         return True
 
+    def _prompt_tokens(self, job: _Job) -> list[int]:
+        """The prompt, without the oldest exchanges that do not fit; the reply gets the room left."""
+        try:
+            tokens = self._prompt.fit(job.messages, job.options)
+        except PromptTooLong as error:
+            raise LanguageModelError(str(error)) from None
+        room = self._llama.n_ctx() - len(tokens)
+        job.options = replace(job.options, max_tokens=min(job.options.max_tokens, room))
+        return tokens
+
     def _params(self, job: _Job) -> SamplingParams:
         base = self.sampling
         if job.options.tools and (forced_tool(job.options) is not None or job.head.lstrip()[:1] in ("", "<", "{", "`")):
@@ -351,41 +348,6 @@ class LlamaLanguageModel:
         tokens = np.array(llama.input_ids[: llama.n_tokens], dtype=np.intc)
         self.snapshots.add(save_sequence(self._lib, llama.ctx, tokens))
         self._kv_saved = True
-
-    # --- prompts -----------------------------------------------------------------------------------------
-
-    def _make_formatter(self) -> Any:
-        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
-
-        llama = self._llama
-        template = llama.metadata.get("tokenizer.chat_template") or CHATML
-        eos = llama.detokenize([llama.token_eos()], special=True).decode("utf-8", "replace")
-        bos = llama.detokenize([llama.token_bos()], special=True).decode("utf-8", "replace")
-        return Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)
-
-    def _render(self, messages: Sequence[ChatMessage], options: GenerationOptions) -> list[int]:
-        prompt = render(self._formatter, messages, options)
-        bos = self._llama.detokenize([self._llama.token_bos()], special=True).decode("utf-8", "replace")
-        add_bos = not (bos and prompt.startswith(bos))
-        tokens: list[int] = self._llama.tokenize(prompt.encode("utf-8"), add_bos=add_bos, special=True)
-        return tokens
-
-    def _prompt_tokens(self, job: _Job) -> list[int]:
-        """The prompt, dropping the oldest exchanges until it and the reply fit in the context."""
-        history = with_system_prompt(job.messages, self.system_prompt)
-        budget = self._llama.n_ctx() - job.options.max_tokens
-        tokens = self._render(history, job.options)
-        while len(tokens) > budget:
-            droppable = [i for i, m in enumerate(history[:-1]) if m.role != "system"]
-            if not droppable:
-                break
-            del history[droppable[0]]
-            tokens = self._render(history, job.options)
-        if len(tokens) >= self._llama.n_ctx():
-            raise LanguageModelError(f"the prompt ({len(tokens)} tokens) does not fit the context")
-        room = self._llama.n_ctx() - len(tokens)
-        job.options = replace(job.options, max_tokens=min(job.options.max_tokens, room))
-        return tokens
 
 
 def load_llama(name: str = DEFAULT_LLM, **kwargs: Any) -> LlamaLanguageModel:

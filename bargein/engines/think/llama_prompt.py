@@ -10,11 +10,19 @@ so even a small model writes a call rather than an answer.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
-from bargein.engines.base import ChatMessage, GenerationOptions
-from bargein.engines.think.tool_calls import OPEN_TAG, chat_tool, forced_tool, offered_tools
+from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, ReplyPiece
+from bargein.engines.think.tool_calls import (
+    OPEN_TAG,
+    after_tool_result,
+    chat_tool,
+    forced_tool,
+    offered_tools,
+    split_calls,
+)
 
 CHATML = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
@@ -52,7 +60,7 @@ def fold_tool_results(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
                 folded.append(ChatMessage("assistant", message.content))
             continue
         if message.role == "tool":
-            name = names.get(message.tool_call_id or "", "the tool")
+            name = names.get(message.tool_call_id or "") or "requested"
             folded.append(ChatMessage("system", f"The {name} tool answered: {message.content}\n"
                                       "Use this to answer the user in plain spoken words."))
             continue
@@ -86,3 +94,26 @@ def render(formatter: Any, messages: Sequence[ChatMessage], options: GenerationO
     else:
         prompt = formatter(messages=wire).prompt
     return prompt + forced_prefix(options)
+
+
+class TemplateToolCalling:
+    """``stream`` and ``stream_reply`` for an engine whose ``_text`` streams the reply to a prompt built by
+    :func:`render`: text only, or with the offered tools and the calls read out of the text."""
+
+    def _text(self, messages: Sequence[ChatMessage], cancel: CancelToken,
+              options: GenerationOptions) -> AsyncIterator[str]:
+        raise NotImplementedError
+
+    async def stream(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
+                     options: GenerationOptions | None = None) -> AsyncIterator[str]:
+        """Yield the reply piece by piece (no tools offered); return soon after ``cancel`` fires."""
+        async for piece in self._text(messages, cancel, replace(options or GenerationOptions(), tools=())):
+            yield piece
+
+    async def stream_reply(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
+                           options: GenerationOptions | None = None) -> AsyncIterator[ReplyPiece]:
+        """Like :meth:`stream`, with the offered tools in the prompt and the model's calls yielded as such."""
+        options = after_tool_result(messages, options or GenerationOptions())
+        text = self._text(messages, cancel, options)
+        async for piece in split_calls(text, options, cancel, already_written=forced_prefix(options)):
+            yield piece

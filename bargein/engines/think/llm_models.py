@@ -20,16 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bargein.engines.weights import PinnedFile, WeightError, verify_sha256
-
-CACHE_ENV = "BARGEIN_CACHE_DIR"
-"""Environment variable that moves bargein's cache folder (default ``~/.cache/bargein``)."""
-
-
-def cache_dir() -> Path:
-    """Where assembled models are kept: ``$BARGEIN_CACHE_DIR/models``, else ``~/.cache/bargein/models``."""
-    root = os.environ.get(CACHE_ENV)
-    base = Path(root).expanduser() if root else Path.home() / ".cache" / "bargein"
-    return base / "models"
+from bargein.engines.weights import cache_dir as cache_dir  # re-exported: the GGUF cache is the models cache
 
 
 @dataclass(frozen=True)

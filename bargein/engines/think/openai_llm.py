@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -23,6 +24,7 @@ from bargein.engines.think.llm_prompt import DEFAULT_SYSTEM_PROMPT, with_system_
 from bargein.engines.think.tool_calls import chat_tool, offered_tools, resolve_call
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 class LanguageModelError(RuntimeError):
@@ -176,8 +178,9 @@ class OpenAICompatibleLanguageModel:
                 return
             if response.status_code >= 400:
                 detail = (await response.aread()).decode("utf-8", "replace")[:500]
-                raise LanguageModelError(
-                    f"{self.base_url}/chat/completions answered {response.status_code}: {detail}")
+                # the URL and the body are for the operator's log, not for the client
+                log.warning("%s/chat/completions answered %d: %s", self.base_url, response.status_code, detail)
+                raise LanguageModelError(f"the language model server answered HTTP {response.status_code}")
             lines = response.aiter_lines()
             while True:
                 line = await self._race(anext(lines, None), cancelled)

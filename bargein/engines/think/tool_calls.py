@@ -29,6 +29,8 @@ from bargein.tools.arguments import ArgumentError, check_arguments, parse_argume
 
 OPEN_TAG = "<tool_call>"
 CLOSE_TAG = "</tool_call>"
+TOOLS_TAG = "<tools>"
+"""How the template lists the tools: a reply that starts with it recites the prompt instead of answering."""
 MAX_CALL_CHARS = 8_192
 """A call longer than this is cut off and refused: no tool here takes that much."""
 
@@ -156,10 +158,10 @@ class ToolCallSplitter:
         if self._started:
             return True
         head = self._pending.lstrip()
-        if not head:
-            return False
+        if not head or (head[0] == "<" and len(head) < len(TOOLS_TAG) and TOOLS_TAG.startswith(head)):
+            return False  # nothing yet, or not yet known to be a <tool_call> or a recited <tools> list
         self._started = True
-        if head[0] in "{`":
+        if head[0] in "{`" or head.startswith(TOOLS_TAG):
             self._bare = True
             self._in_call = True
             return False
@@ -169,6 +171,9 @@ class ToolCallSplitter:
         """Whatever is left when the model stops: held-back text, or a call missing its closing tag."""
         if self._bare:
             raw, self._pending = self._pending.strip(), ""
+            if raw.startswith(TOOLS_TAG):
+                return [ToolCall(name="", call_id=new_call_id(), raw=raw[:200],
+                                 refused="the model recited its tool list instead of answering")]
             try:
                 body, _ = parse_arguments(raw)
             except ArgumentError:

@@ -2,9 +2,11 @@
 
 Sessions ``await`` :meth:`WhisperRecognizer.transcribe` (finals) and
 :meth:`WhisperRecognizer.transcribe_partial` (during speech). Both only enqueue a job and await a
-future, so the event loop never blocks. A single worker thread runs the jobs: finals first, in
-arrival order, then partials in arrival order; a newer partial of the same ``key`` (a session)
-replaces an older one still waiting, and every caller of the replaced one gets the newer result.
+future, so the event loop never blocks. A single worker thread runs the jobs: finals first, each
+session's in arrival order and the sessions in turn (:mod:`bargein.engines.fair`; at most
+``max_waiting_per_session`` waiting each), then partials in arrival order; a newer partial of the
+same ``key`` (a session) replaces an older one still waiting, and every caller of the replaced one
+gets the newer result.
 Jobs whose callers all went away (a barge-in cancels a speculative final) are skipped unrun.
 
 Why no batching: on the two-core target CTranslate2 ran a batch of 4 or 8 short clips no faster
@@ -27,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from bargein.engines.base import LISTEN_SAMPLE_RATE, Float32Audio, Transcript
+from bargein.engines.fair import FairQueue, owner
 from bargein.engines.transcribe.asr_models import WhisperSource, resolve_model
 from bargein.engines.transcribe.whisper_decode import FINAL, PARTIAL, DecodeOptions, WhisperCore
 
@@ -69,16 +72,18 @@ class WhisperRecognizer:
 
     def __init__(self, core: WhisperCore, *, final_options: DecodeOptions = FINAL,
                  partial_options: DecodeOptions = PARTIAL, max_waiting: int = 256,
-                 max_waiting_partials: int = 32, description: str = "whisper") -> None:
+                 max_waiting_partials: int = 32, max_waiting_per_session: int = 8,
+                 description: str = "whisper") -> None:
         self.core = core
         self.final_options = final_options
         self.partial_options = partial_options
         self.max_waiting = max_waiting
         self.max_waiting_partials = max_waiting_partials
+        self.max_waiting_per_session = max_waiting_per_session
         self.description = description
         self.jobs_run = 0
         self.jobs_skipped = 0
-        self._finals: deque[_Job] = deque()
+        self._finals: FairQueue[_Job] = FairQueue()
         self._partials: deque[_Job] = deque()
         self._partial_by_key: dict[Hashable, _Job] = {}
         self._wake = threading.Condition()
@@ -108,8 +113,7 @@ class WhisperRecognizer:
         """Stop the worker after the job it is running; waiting callers get :class:`RecognizerClosed`."""
         with self._wake:
             self._closed = True
-            abandoned = [*self._finals, *self._partials]
-            self._finals.clear()
+            abandoned = [*self._finals.drain(), *self._partials]
             self._partials.clear()
             self._partial_by_key.clear()
             self._wake.notify_all()
@@ -143,15 +147,19 @@ class WhisperRecognizer:
                 waiting.audio, waiting.language, waiting.prompt = clip, language, prompt
                 waiting.waiters.append((loop, future))
             else:
-                queue, limit = (self._partials, self.max_waiting_partials) if partial else \
-                    (self._finals, self.max_waiting)
-                if len(queue) >= limit:
-                    raise RecognizerBusy(f"{len(queue)} {'partial' if partial else 'final'} "
-                                         "transcriptions are already waiting")
                 job = _Job(clip, language, prompt, options, key, [(loop, future)])
-                queue.append(job)
-                if partial and key is not None:
-                    self._partial_by_key[key] = job
+                if partial:
+                    if len(self._partials) >= self.max_waiting_partials:
+                        raise RecognizerBusy(f"{len(self._partials)} partial transcriptions are already waiting")
+                    self._partials.append(job)
+                    if key is not None:
+                        self._partial_by_key[key] = job
+                else:
+                    session = owner()
+                    if len(self._finals) >= self.max_waiting or (
+                            session is not None and self._finals.waiting(session) >= self.max_waiting_per_session):
+                        raise RecognizerBusy(f"{len(self._finals)} final transcriptions are already waiting")
+                    self._finals.put(session, job)
                 self._wake.notify()
         return await future
 
@@ -162,7 +170,7 @@ class WhisperRecognizer:
             if self._closed:
                 return None
             if self._finals:
-                return self._finals.popleft()
+                return self._finals.pop()[1]
             job = self._partials.popleft()
             if job.key is not None:
                 self._partial_by_key.pop(job.key, None)

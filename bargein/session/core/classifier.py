@@ -292,6 +292,7 @@ class SegmentBook:
     def judge(self, item_id: str, transcript: Transcript | None, *, during_reply: bool) -> ListenDecision:
         """Classify a committed segment with its transcript; the segment is then forgotten."""
         segment = self._segments.pop(item_id, None) or Segment(SegmentStats(), self.noise_floor.level_db)
+        during_reply = during_reply or segment.during_reply  # a reply the segment cut early still counts
         verdict = classify(segment.stats, transcript, during_reply=during_reply, noise_floor_db=segment.floor_db,
                            user_level_db=self.user_level_db)
         level = verdict.features.get("user_level_db")
@@ -308,6 +309,19 @@ class SegmentBook:
         return classify(segment.stats, transcript, during_reply=during_reply, noise_floor_db=segment.floor_db,
                         user_level_db=self.user_level_db)
 
+    def spots_command(self, item_id: str, transcript: Transcript) -> bool:
+        """Whether a speculative transcript of a segment heard over a reply holds a command that interrupts
+        on its own (a command or question word clearly above the room, :mod:`bargein.listening_model.decide`)."""
+        verdict = self.guess(item_id, transcript, during_reply=True)
+        return verdict is not None and bool(verdict.features.get("command"))
+
     def forget(self, item_id: str) -> None:
         """A segment that will never be judged (the buffer was cleared)."""
         self._segments.pop(item_id, None)
+
+
+def ignored_action(paused: bool, resumes: bool, confirm_ignores: bool) -> str:
+    """How a segment that does not get an answer is reported (``bargein.listen.segment``'s ``action``)."""
+    if resumes or paused:
+        return "resume the reply" if resumes else "keep the reply paused"
+    return "ignore (confirm mode: too short to interrupt)" if confirm_ignores else "ignore"

@@ -1,41 +1,109 @@
-"""How much silence ends a turn: fixed for ``server_vad``, guided by the words for ``semantic_vad``.
+"""How much silence ends a turn: fixed for ``server_vad``, judged from the sound and the words for ``semantic_vad``.
 
-A partial transcript that ends a complete sentence lets the turn end sooner; one that trails off on a
-filler or a conjunction ("and", "but", "so", "um") waits longer, since the speaker is likely to go on.
-Confirm mode (storm guard) doubles the wait. Pure functions.
+Semantic endpointing asks two witnesses when the VAD first sees silence in a turn: the end-of-turn model
+(Smart Turn, which hears intonation and rhythm) gives the probability that the speaker has finished, and
+speculative recognition gives the words so far. The turn ends after a short silence only when the sound
+says finished *and* the words do not lead on ("a table for", "and", "the"); otherwise, or while either
+witness has not answered yet, it waits a long silence. Eagerness sets the threshold and both silences;
+the medium preset is the one fitted by ``bench/endpoint_quality.py`` (on Kokoro voices; reported on
+flite and espeak-ng voices it never saw). Confirm mode (storm guard) doubles the wait. Pure code.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from typing import Any
 
 EAGERNESS_SILENCE_MS = {"high": 300, "medium": 500, "auto": 500, "low": 800}
-TRAILING_WORDS = frozenset({
-    "and", "but", "so", "or", "because", "um", "uh", "er", "erm", "hmm", "like", "then", "if", "with",
-    "the", "a", "an", "to", "of", "my", "your", "is", "was", "i", "that", "which", "when", "well",
-})
-_SENTENCE_END = re.compile(r"[.!?]['\")\]]*$")
-_WORD = re.compile(r"[a-z']+")
-SHORTEST_MS = 200
-LONGEST_MS = 2000
+"""The plain silence reported as ``silence_duration_ms`` for each eagerness."""
 CONFIRM_MS = 1000
 
 
-def endpoint_silence_ms(base_ms: int, *, eagerness: str | None, partial: str | None, confirm: bool) -> int:
-    """The silence that ends the current turn.
+@dataclass(frozen=True)
+class SemanticPreset:
+    """End after ``short_ms`` of silence when the turn sounds finished (probability >= ``threshold``) and
+    its words do not lead on; else after ``long_ms``."""
 
-    ``base_ms`` is ``silence_duration_ms``; with ``eagerness`` set (semantic VAD) the base comes from
-    the eagerness and is scaled by how finished ``partial`` sounds.
-    """
+    threshold: float
+    short_ms: int
+    long_ms: int
+
+
+SEMANTIC_PRESETS = {
+    "high": SemanticPreset(0.9, 100, 1200),
+    "medium": SemanticPreset(0.95, 100, 1500),
+    "auto": SemanticPreset(0.95, 100, 1500),
+    "low": SemanticPreset(0.95, 300, 2000),
+}
+_LEADING = """
+a an the my your his her its our their some any every each no
+and but or nor so because if when while although though unless until since than as
+to of for at by with from into onto between through during without within against among
+um uh er erm i he she we they which whose
+"""
+LEADING_WORDS = frozenset(_LEADING.split())
+"""Closed-class words (articles, possessives, conjunctions, prepositions, subject pronouns, fillers) after
+which an English sentence rarely ends: a turn whose words so far end on one most likely goes on. Words
+that often end a sentence are left out (object pronouns and demonstratives as in "repeat that", particles
+as in "turn it on", question words as in "why?", auxiliaries as in "than he was"). English grammar, not
+fitted on the endpoint set."""
+_WORD = re.compile(r"[a-z0-9']+")
+
+
+def leads_on(words: str) -> bool:
+    """True when ``words`` end on a word that leads on to more; a recogniser's final full stop is ignored
+    (Whisper puts one after almost anything)."""
+    found = _WORD.findall(words.lower())
+    return bool(found) and found[-1] in LEADING_WORDS
+
+
+@dataclass(frozen=True)
+class TurnEndScored:
+    """The end-of-turn model's probability that turn ``item_id`` is complete, for the silence that began at
+    ``at_ms`` (``None``: the model failed, so the turn waits the long silence)."""
+
+    item_id: str
+    at_ms: float
+    probability: float | None
+
+
+@dataclass
+class TurnEvidence:
+    """What the witnesses said about the current silence of one turn."""
+
+    silence_at_ms: float | None = None
+    probability: float | None = None
+    words: str | None = None
+
+    def silence(self, at_ms: float) -> None:
+        """A new silence began: what was said about an earlier one no longer counts."""
+        self.silence_at_ms, self.probability, self.words = at_ms, None, None
+
+    def take(self, event: Any) -> None:
+        """Record a score (for this silence only) or the words of the guess made at this silence; a
+        partial transcript (no ``transcript`` field) is ignored, as it may predate the silence."""
+        if isinstance(event, TurnEndScored):
+            if event.at_ms == self.silence_at_ms:
+                self.probability = event.probability
+        elif (transcript := getattr(event, "transcript", None)) is not None and self.silence_at_ms is not None:
+            self.words = str(transcript.text)
+
+    def finished(self, preset: SemanticPreset) -> bool:
+        """Both witnesses have answered and both say the turn is over."""
+        return (self.probability is not None and self.probability >= preset.threshold
+                and self.words is not None and not leads_on(self.words))
+
+
+def endpoint_silence_ms(base_ms: int, *, eagerness: str | None, evidence: TurnEvidence | None,
+                        confirm: bool) -> int:
+    """The silence that ends the current turn: ``base_ms`` (``silence_duration_ms``) for ``server_vad``;
+    with ``eagerness`` (semantic VAD) the preset's short or long silence, as the evidence says."""
     silence = base_ms
     if eagerness is not None:
-        silence = EAGERNESS_SILENCE_MS.get(eagerness, 500)
-        text = (partial or "").strip().lower()
-        words = _WORD.findall(text)
-        if words and words[-1] in TRAILING_WORDS and not _SENTENCE_END.search(text):
-            silence = min(LONGEST_MS, silence * 2 + 200)
-        elif text and _SENTENCE_END.search(text):
-            silence = max(SHORTEST_MS, int(silence * 0.6))
+        preset = SEMANTIC_PRESETS[eagerness]
+        finished = evidence is not None and evidence.finished(preset)
+        silence = preset.short_ms if finished else preset.long_ms
     if confirm:
         silence = max(silence * 2, CONFIRM_MS)
     return silence

@@ -17,8 +17,8 @@ from typing import Literal, assert_never
 from bargein.protocol.client_events import ResponseParams
 from bargein.protocol.errors import ProtocolError
 from bargein.session.core import vocabulary as v
-from bargein.session.core.classifier import ListenDecision, SegmentBook
-from bargein.session.core.endpointing import endpoint_silence_ms
+from bargein.session.core.classifier import ListenDecision, SegmentBook, ignored_action
+from bargein.session.core.endpointing import TurnEvidence, endpoint_silence_ms
 from bargein.session.core.settings import TurnSettings
 from bargein.session.core.storm_guard import StormGuard
 
@@ -40,7 +40,7 @@ class _Turn:
     onset_ms: float
     during_reply: bool
     silence_since_ms: float | None = None
-    partial: str | None = None
+    heard: TurnEvidence = field(default_factory=TurnEvidence)
     speech_ms: float = 0.0
 
 
@@ -68,6 +68,8 @@ class DuplexMachine:
     _awaiting: dict[str, bool] = field(default_factory=dict, init=False)
     """Committed segments waiting for the classifier, and whether each began during a reply."""
     _unanswered: bool = field(default=False, init=False)
+    _tool_wait: bool = field(default=False, init=False)
+    """The client owes function call outputs: the session is waiting on it, not idle."""
     _last_ms: float = field(default=0.0, init=False)
     _actions: list[v.Action] = field(default_factory=list, init=False)
     _finished: deque[str] = field(default_factory=lambda: deque(maxlen=RECENT_FINISHED), init=False)
@@ -85,18 +87,18 @@ class DuplexMachine:
             case v.AudioAppended():
                 if self.settings.vad and self._turn is None:
                     self._emit(v.TrimBuffer(event.stream_ms - self.settings.buffer_keep_ms))
-            case v.PartialTranscript():
+            case v.PartialTranscript() | v.TurnEndScored() | v.GuessTranscribed():
                 if self._turn is not None and self._turn.item_id == event.item_id:
-                    self._turn.partial = event.text
+                    self._turn.heard.take(event)
+                if isinstance(event, v.GuessTranscribed):
+                    self._on_guess(event)
             case v.SegmentClassified():
                 self._on_classified(event.item_id, event.decision, event.verdict)
             case v.SegmentTranscribed():
                 if event.item_id in self._awaiting:
-                    verdict = self.segments.judge(event.item_id, event.transcript,  # a reply it cut counts
-                                                  during_reply=self._reply is not None or self._awaiting[event.item_id])
+                    verdict = self.segments.judge(event.item_id, event.transcript,
+                                                  during_reply=self._reply is not None)
                     self._on_classified(event.item_id, verdict.decision, verdict)
-            case v.GuessTranscribed():
-                self._on_guess(event)
             case v.PauseTimerFired():
                 reply = self._reply
                 if reply is not None and reply.response_id == event.response_id and reply.paused \
@@ -128,12 +130,16 @@ class DuplexMachine:
             case v.ReplyFinished():
                 self._on_reply_finished(event)
             case v.IdleTimerFired():
-                if self._turn is None and self._reply is None and self.settings.vad:
+                if self._turn is None and self._reply is None and not self._tool_wait and self.settings.vad:
                     item_id = self.new_id("item")  # else the user or the agent spoke meanwhile: stale
                     self._emit(v.IdleTimeout(item_id, event.at_ms, event.at_ms))
                     self._start_reply("idle_timeout")
             case v.SettingsChanged():
                 self._on_settings(event.settings)
+            case v.ToolWait(owed):
+                self._tool_wait = owed
+                if not owed and self._turn is None and self._reply is None:
+                    self._arm_idle()  # nothing is owed any more: the session is idle again
             case _:
                 assert_never(event)
 
@@ -150,7 +156,7 @@ class DuplexMachine:
         if self._turn is not None:
             return v.Phase.USER_SPEAKING
         if self._reply is None:
-            return v.Phase.LISTENING
+            return v.Phase.AWAITING_TOOL if self._tool_wait else v.Phase.LISTENING
         if self._reply.paused:
             return v.Phase.PAUSED
         return v.Phase.AGENT_SPEAKING if self._reply.has_audio else v.Phase.THINKING
@@ -189,14 +195,15 @@ class DuplexMachine:
             self._emit(v.SpeechResumed(turn.item_id))
         elif silence and turn.silence_since_ms is None:
             turn.silence_since_ms = frame.start_ms
-            self._emit(v.SilenceBegan(turn.item_id, frame.start_ms))
+            turn.heard.silence(frame.start_ms)
+            self._emit(v.SilenceBegan(turn.item_id, frame.start_ms, settings.endpointing.eagerness is not None))
         reply = self._reply
         if (turn.during_reply and reply is not None and not reply.paused and settings.interruption.enabled
                 and turn.speech_ms >= settings.interruption.confirm_query_ms):
             self._pause(reply, turn)  # confirm mode: a query-length segment may interrupt
         if turn.silence_since_ms is not None:
             needed = endpoint_silence_ms(settings.endpointing.silence_duration_ms,
-                                         eagerness=settings.endpointing.eagerness, partial=turn.partial,
+                                         eagerness=settings.endpointing.eagerness, evidence=turn.heard,
                                          confirm=self.storm.mode == "confirm")
             if frame.end_ms - turn.silence_since_ms >= needed:
                 self._end_turn(turn, settings, frame.end_ms)
@@ -244,7 +251,7 @@ class DuplexMachine:
         if decision == "noise" or confirm_ignores:
             resumes = reply is not None and reply.paused and self._turn is None and not self._awaiting
             if verdict is not None:
-                self._emit(v.ReportSegment(item_id, verdict, _ignored_action(reply is not None and reply.paused,
+                self._emit(v.ReportSegment(item_id, verdict, ignored_action(reply is not None and reply.paused,
                                                                            resumes, confirm_ignores)))
             self._emit(v.DiscardSegment(item_id))
             if resumes:
@@ -268,15 +275,10 @@ class DuplexMachine:
                                                 f"{self.storm.window_ms / 1000:.0f} s"))
 
     def _on_guess(self, event: v.GuessTranscribed) -> None:
-        settings = self.settings
-        reply, turn = self._reply, self._turn
-        if (reply is not None and reply.paused and turn is not None and turn.item_id == event.item_id
-                and settings.interruption.enabled and self.storm.mode == "normal"):
-            # a command heard in the pause after it ("stop", clearly louder than the room) cuts the reply
-            # now, not after the endpoint silence and the final recognition; the turn goes on as usual
-            spotted = self.segments.guess(event.item_id, event.transcript, during_reply=True)
-            if spotted is not None and spotted.features.get("command"):
-                self._barge_in()
+        settings, reply = self.settings, self._reply
+        if (reply is not None and reply.paused and settings.interruption.enabled and self.storm.mode == "normal"
+                and self.segments.spots_command(event.item_id, event.transcript)):
+            self._barge_in()  # "stop" heard at the first pause: cut now, not after the endpoint and verdict
         if not (settings.vad and settings.create_response and settings.speculation.prefetch_reply):
             return
         verdict = self.segments.guess(event.item_id, event.transcript, during_reply=self._reply is not None)
@@ -378,9 +380,13 @@ class DuplexMachine:
         self._reply = None
         self._finished.append(reply.response_id)
         self._emit(v.CompleteReply(reply.response_id, "failed" if failed else "completed"))
+        if not self._tool_wait:  # waiting for a function's output is not silence from the user
+            self._arm_idle()
+        self._maybe_answer()
+
+    def _arm_idle(self) -> None:
         if self.settings.vad and self.settings.idle_timeout_ms:
             self._emit(v.ArmIdleTimer(self.settings.idle_timeout_ms))
-        self._maybe_answer()
 
     def _cancel_active(self, reason: Literal["turn_detected", "client_cancelled"]) -> None:
         assert self._reply is not None
@@ -392,9 +398,3 @@ class DuplexMachine:
     def _emit(self, action: v.Action) -> None:
         self._actions.append(action)
 
-
-def _ignored_action(paused: bool, resumes: bool, confirm_ignores: bool) -> str:
-    """How a segment that does not get an answer is reported."""
-    if resumes or paused:
-        return "resume the reply" if resumes else "keep the reply paused"
-    return "ignore (confirm mode: too short to interrupt)" if confirm_ignores else "ignore"

@@ -27,7 +27,7 @@ class Endpointing:
     silence_duration_ms: int = 500
     """Silence that ends a turn (``server_vad``)."""
     eagerness: Eagerness | None = None
-    """Set for ``semantic_vad``: the endpoint silence then follows the partial transcript."""
+    """Set for ``semantic_vad``: the endpoint silence then follows the end-of-turn model and the words."""
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,9 @@ from bargein.engines.base import Transcript
 from bargein.protocol.client_events import ResponseParams
 from bargein.protocol.errors import ProtocolError
 from bargein.session.core.classifier import ListenDecision
+from bargein.session.core.endpointing import TurnEndScored as TurnEndScored
 from bargein.session.core.settings import TurnSettings
+from bargein.session.core.tool_wait import ToolWait as ToolWait
 
 
 class Phase(enum.Enum):
@@ -26,6 +28,7 @@ class Phase(enum.Enum):
     AGENT_SPEAKING = "agent_speaking"
     PAUSED = "paused"
     """The user talked over the reply; it waits for the listening decision."""
+    AWAITING_TOOL = "awaiting_tool"  # a client function's output is owed and nothing else is happening
 
 
 # --- events (inputs) ----------------------------------------------------------------------------------
@@ -158,7 +161,7 @@ class PauseTimerFired:
 
 Event = (VadFrame | AudioAppended | ClientCommit | ClientClear | ClientResponseCreate | ClientResponseCancel
          | ReplyAudio | ReplyText | ReplyFinished | IdleTimerFired | SettingsChanged | SegmentClassified
-         | SegmentTranscribed | GuessTranscribed | PartialTranscript | PauseTimerFired)
+         | SegmentTranscribed | GuessTranscribed | PartialTranscript | PauseTimerFired | TurnEndScored | ToolWait)
 
 
 # --- actions (outputs) --------------------------------------------------------------------------------
@@ -174,10 +177,12 @@ class SpeechStarted:
 
 @dataclass(frozen=True)
 class SilenceBegan:
-    """The VAD first saw silence in a turn: speculative recognition may start."""
+    """The VAD first saw silence in a turn: speculative recognition may start (and with ``score``, the
+    end-of-turn model scores the turn so far, fed back as :class:`TurnEndScored`)."""
 
     item_id: str
     at_ms: float
+    score: bool = False
 
 
 @dataclass(frozen=True)
@@ -387,8 +392,7 @@ class ModeChanged:
     reason: str
 
 
-Action = (SpeechStarted | SilenceBegan | SpeechResumed | SpeechStopped | CommitBuffer | ClearBuffer
-          | TrimBuffer | StartReply | CancelReply | ForwardAudio | DropAudio | ForwardText | HoldText | DropText
-          | CompleteReply | ArmIdleTimer | DisarmIdleTimer | IdleTimeout | Reject | PauseReply | HoldAudio
-          | ResumeReply | ArmPauseTimer | AwaitClassification | ReportSegment | DiscardSegment | PrefetchReply
-          | ModeChanged)
+Action = (SpeechStarted | SilenceBegan | SpeechResumed | SpeechStopped | CommitBuffer | ClearBuffer | TrimBuffer
+          | StartReply | CancelReply | ForwardAudio | DropAudio | ForwardText | HoldText | DropText | CompleteReply
+          | ArmIdleTimer | DisarmIdleTimer | IdleTimeout | Reject | PauseReply | HoldAudio | ResumeReply
+          | ArmPauseTimer | AwaitClassification | ReportSegment | DiscardSegment | PrefetchReply | ModeChanged)

@@ -1,5 +1,6 @@
-"""The OpenAI Agents SDK against bargein's embedded models: a spoken question (synthesised by Kokoro, heard
-by Whisper) makes the default language model call the agent's function tool, and the answer uses its result."""
+"""Tool calling with bargein's embedded models, from a spoken question (synthesised by Kokoro, heard by Whisper):
+the OpenAI Agents SDK's function tool called by the default language model, and a built-in tool run by the
+server for the official client, each answered with the tool's result."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from bargein.audio.resample import resample
 from bargein.config import Settings
 from bargein.engines.base import CancelToken, Engines
 from bargein.engines.factory import load_engines
-from tests.support.realtime_client import SERVER_EVENT
+from tests.support.realtime_client import SERVER_EVENT, openai_client, stream_realtime
 from tests.support.server import running_server
 
 pytestmark = pytest.mark.slow
@@ -77,3 +78,22 @@ async def test_agents_sdk_with_real_models_calls_the_tool_and_speaks_its_result(
     assert asked and asked[0].lower() == "paris"
     answer = [e["transcript"] for e in raw if e["type"] == "response.output_audio_transcript.done"][-1]
     assert "31" in answer or "sunny" in answer.lower(), answer
+
+
+async def test_official_client_hears_a_builtin_tool_answer(real_engines: Engines) -> None:
+    pcm = await spoken(real_engines, "What is seventeen times twenty three?")
+    events: list[dict[str, Any]] = []
+    with running_server(real_engines) as host:
+        async with openai_client(host).realtime.connect(model="bargein") as connection:
+            await stream_realtime(connection, pcm)
+            async with asyncio.timeout(120):
+                async for event in connection:
+                    events.append(event.model_dump(exclude_none=True))
+                    if event.type == "response.done":
+                        break
+    for event in events:
+        SERVER_EVENT.validate_python(event)
+    heard = [e["transcript"] for e in events if e["type"] == "conversation.item.input_audio_transcription.completed"]
+    answer = [e["transcript"] for e in events if e["type"] == "response.output_audio_transcript.done"][-1]
+    assert "391" in answer, (heard, answer)
+    assert not [e for e in events if e["type"].startswith("response.function_call")]  # run on the server

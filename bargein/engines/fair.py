@@ -1,0 +1,134 @@
+"""Fair shares of a shared engine: each session's work waits in its own queue, served in turn.
+
+The server marks every task of a session with :data:`current_owner` (a context variable, so the
+tasks a session starts inherit it); a shared worker reads it when work is submitted and serves the
+owners round-robin. One session flooding an engine then only lengthens its own queue: another
+session's job waits for at most one job of each other session, not for the whole flood.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextvars
+import threading
+from collections import deque
+from collections.abc import Callable, Hashable
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+current_owner: contextvars.ContextVar[Hashable | None] = contextvars.ContextVar("bargein_owner", default=None)
+"""The session on whose behalf engine work is submitted (None: work of no session, e.g. warm-up)."""
+
+
+def owner() -> Hashable | None:
+    """The owner of the work being submitted now."""
+    return current_owner.get()
+
+
+class FairQueue(Generic[T]):
+    """Items queued per owner; :meth:`pop` takes the oldest item of the next owner in turn. Not thread-safe."""
+
+    def __init__(self) -> None:
+        self._queues: dict[Hashable | None, deque[T]] = {}
+        self._turns: deque[Hashable | None] = deque()
+        self._size = 0
+
+    def put(self, owner: Hashable | None, item: T) -> None:
+        """Queue ``item`` behind ``owner``'s other items."""
+        self._queue_of(owner).append(item)
+        self._size += 1
+
+    def put_front(self, owner: Hashable | None, item: T) -> None:
+        """Queue ``item`` before ``owner``'s other items (work that was started and goes on later)."""
+        self._queue_of(owner).appendleft(item)
+        self._size += 1
+
+    def pop(self) -> tuple[Hashable | None, T]:
+        """The next owner's oldest item; that owner goes to the back of the turns. IndexError if empty."""
+        owner = self._turns.popleft()
+        queue = self._queues[owner]
+        item = queue.popleft()
+        self._size -= 1
+        if queue:
+            self._turns.append(owner)
+        else:
+            del self._queues[owner]
+        return owner, item
+
+    def waiting(self, owner: Hashable | None) -> int:
+        """Items ``owner`` has queued."""
+        queue = self._queues.get(owner)
+        return len(queue) if queue else 0
+
+    def drain(self) -> list[T]:
+        """Remove and return every item."""
+        items = [item for queue in self._queues.values() for item in queue]
+        self._queues.clear()
+        self._turns.clear()
+        self._size = 0
+        return items
+
+    def __len__(self) -> int:
+        return self._size
+
+    def _queue_of(self, owner: Hashable | None) -> deque[T]:
+        queue = self._queues.get(owner)
+        if queue is None:
+            queue = self._queues[owner] = deque()
+            self._turns.append(owner)
+        return queue
+
+
+_Call = tuple["concurrent.futures.Future[Any]", Callable[..., Any], tuple[Any, ...]]
+
+
+class FairExecutor:
+    """A thread pool whose queue is a :class:`FairQueue` keyed by the submitting session."""
+
+    def __init__(self, workers: int, name: str) -> None:
+        self._queue: FairQueue[_Call] = FairQueue()
+        self._wake = threading.Condition()
+        self._closed = False
+        self._threads = [threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True) for i in range(workers)]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, fn: Callable[..., T], *args: Any) -> concurrent.futures.Future[T]:
+        """Run ``fn(*args)`` on a worker, in the current owner's turn."""
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        with self._wake:
+            if self._closed:
+                raise RuntimeError("the executor is shut down")
+            self._queue.put(owner(), (future, fn, args))
+            self._wake.notify()
+        return future
+
+    @property
+    def waiting(self) -> int:
+        """Calls queued and not started."""
+        return len(self._queue)
+
+    def shutdown(self) -> None:
+        """Cancel what waits; the calls running finish on their own."""
+        with self._wake:
+            self._closed = True
+            dropped = self._queue.drain()
+            self._wake.notify_all()
+        for future, _, _ in dropped:
+            future.cancel()
+
+    def _work(self) -> None:
+        while True:
+            with self._wake:
+                while not self._closed and not len(self._queue):
+                    self._wake.wait()
+                if self._closed:
+                    return
+                _, (future, fn, args) = self._queue.pop()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(*args))
+            except BaseException as error:  # handed to the waiting caller, the worker lives on
+                future.set_exception(error)

@@ -1,0 +1,72 @@
+"""A conversation as llama.cpp prompt tokens (:mod:`bargein.engines.think.llama_prompt`'s rendering), cut to
+fit the context by cached per-message token counts, never by re-rendering once per dropped message."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from bargein.engines.base import ChatMessage, GenerationOptions
+from bargein.engines.think.llama_prompt import CHATML, render
+from bargein.engines.think.llm_prompt import HistoryTooLong, TokenCounts, fit_history, with_system_prompt
+
+CHARS_PER_TOKEN_CAP = 8
+"""A message is cut to its last ``n_ctx * 8`` characters before tokenising: more could never fit."""
+
+
+class PromptTooLong(RuntimeError):
+    """Even the newest message alone does not fit the context."""
+
+
+class LlamaPrompt:
+    """Renders histories for one ``llama_cpp.Llama``; call only from the thread that owns the model."""
+
+    def __init__(self, llama: Any, system_prompt: str | None) -> None:
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        self.llama = llama
+        self.system_prompt = system_prompt
+        template = llama.metadata.get("tokenizer.chat_template") or CHATML
+        self._eos = self._special(llama.token_eos())
+        self._bos = self._special(llama.token_bos())
+        self._formatter: Any = Jinja2ChatFormatter(template=template, eos_token=self._eos, bos_token=self._bos)
+        self.counts = TokenCounts(self._count)
+        probe = ChatMessage(role="user", content="hello")
+        base = [ChatMessage(role="system", content="s")]
+        # what a message costs beyond its own text (role markers, separators); 2 more for safety
+        extra = (len(self.render([*base, probe], GenerationOptions())) - len(self.render(base, GenerationOptions()))
+                 - self._text_tokens("hello"))
+        self._per_message = max(0, extra) + 2
+
+    def fit(self, messages: Sequence[ChatMessage], options: GenerationOptions) -> list[int]:
+        """Prompt tokens for ``messages`` (oldest dropped first, as ``options`` allow) leaving
+        ``options.max_tokens`` for the reply."""
+        n_ctx = int(self.llama.n_ctx())
+        limit = n_ctx * CHARS_PER_TOKEN_CAP
+        history = [m if len(m.content) <= limit else ChatMessage(m.role, m.content[-limit:], m.images)
+                   for m in with_system_prompt(messages, self.system_prompt)]
+        try:
+            tokens = fit_history(history, self.counts, n_ctx - options.max_tokens,
+                                 lambda kept: self.render(kept, options),
+                                 truncate=options.truncate, retention_ratio=options.retention_ratio)
+        except HistoryTooLong as error:
+            raise PromptTooLong(str(error)) from None
+        if len(tokens) >= n_ctx:
+            raise PromptTooLong(f"the prompt ({len(tokens)} tokens) does not fit the context")
+        return tokens
+
+    def render(self, messages: Sequence[ChatMessage], options: GenerationOptions) -> list[int]:
+        """The whole prompt (the offered tools, the generation prompt and any forced call prefix) as tokens."""
+        prompt = render(self._formatter, messages, options)
+        add_bos = not (self._bos and prompt.startswith(self._bos))
+        tokens: list[int] = self.llama.tokenize(prompt.encode("utf-8"), add_bos=add_bos, special=True)
+        return tokens
+
+    def _count(self, message: ChatMessage) -> int:
+        return self._text_tokens(message.content) + self._per_message
+
+    def _text_tokens(self, text: str) -> int:
+        return len(self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+    def _special(self, token: int) -> str:
+        return str(self.llama.detokenize([token], special=True).decode("utf-8", "replace"))

@@ -1,0 +1,145 @@
+"""``/metrics`` over several worker processes: each publishes, whichever is scraped merges.
+
+Every worker writes its own exposition and load snapshot into a directory the parent process made
+(``BARGEIN_WORKER_DIR``) once a second; the worker that answers a scrape reads every live worker's
+files (its own figures fresh), sums counters, histograms and gauges across workers (the engine-info
+gauge takes the maximum) and adds one ``bargein_worker_*`` series per worker, so a scheduler sees both
+the server's total and which worker is loaded. Files of workers that died are skipped (their pid is
+gone or the file is older than :data:`STALE_S`), so a restarted worker does not count twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import Collector
+
+STALE_S = 10.0
+_MAX_GAUGES = frozenset({"bargein_engine"})
+"""Gauges that describe rather than count: the same value in every worker, so not summed."""
+
+
+@dataclass(frozen=True)
+class WorkerFigures:
+    """What one worker published: its exposition text and its load snapshot."""
+
+    pid: int
+    exposition: str
+    load: dict[str, object]
+
+
+class WorkerBoard:
+    """The shared directory the workers publish into (``None``: a single process, nothing shared)."""
+
+    def __init__(self, directory: str | None) -> None:
+        self.directory = Path(directory) if directory else None
+
+    def publish(self, figures: WorkerFigures) -> None:
+        """Write this worker's figures atomically (readers never see half a file)."""
+        if self.directory is None:
+            return
+        target = self.directory / f"worker-{figures.pid}.json"
+        scratch = self.directory / f".worker-{figures.pid}.tmp"
+        scratch.write_text(json.dumps({"pid": figures.pid, "exposition": figures.exposition, "load": figures.load}))
+        os.replace(scratch, target)
+
+    def withdraw(self, pid: int) -> None:
+        """Remove a worker's file when it stops."""
+        if self.directory is not None:
+            with contextlib.suppress(OSError):
+                (self.directory / f"worker-{pid}.json").unlink()
+
+    def gather(self, own: WorkerFigures) -> list[WorkerFigures]:
+        """Every live worker's latest figures, ``own`` (fresh) in place of this worker's file."""
+        found = [own]
+        if self.directory is None:
+            return found
+        now = time.time()
+        for path in sorted(self.directory.glob("worker-*.json")):
+            try:
+                if now - path.stat().st_mtime > STALE_S:
+                    continue
+                data = json.loads(path.read_text())
+                pid = int(data["pid"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue  # a worker replacing its file right now, or one that just died
+            if pid != own.pid and _alive(pid):
+                found.append(WorkerFigures(pid, str(data["exposition"]), dict(data["load"])))
+        return found
+
+
+def merged_exposition(workers: Sequence[WorkerFigures]) -> bytes:
+    """One exposition for the whole server: sums across workers plus per-worker load series."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Merged(workers))
+    return generate_latest(registry)
+
+
+class _Merged(Collector):
+    def __init__(self, workers: Sequence[WorkerFigures]) -> None:
+        self.workers = workers
+
+    def collect(self) -> Iterable[Metric]:
+        families: dict[str, Metric] = {}
+        values: dict[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]] = {}
+        for worker in self.workers:
+            for family in text_string_to_metric_families(worker.exposition):
+                families.setdefault(family.name, Metric(family.name, family.documentation, family.type))
+                sums = values.setdefault(family.name, {})
+                for sample in family.samples:
+                    key = (sample.name, tuple(sorted(sample.labels.items())))
+                    if key not in sums:
+                        sums[key] = sample.value
+                    elif sample.name.endswith("_created"):
+                        sums[key] = min(sums[key], sample.value)
+                    elif family.name in _MAX_GAUGES:
+                        sums[key] = max(sums[key], sample.value)
+                    else:
+                        sums[key] += sample.value
+        for name, family in families.items():
+            for (sample_name, labels), value in values[name].items():
+                family.add_sample(sample_name, dict(labels), value)
+            yield family
+        yield from _per_worker(self.workers)
+
+
+def _per_worker(workers: Sequence[WorkerFigures]) -> Iterable[Metric]:
+    count = GaugeMetricFamily("bargein_workers", "Worker processes serving sessions")
+    count.add_metric([], float(len(workers)))
+    sessions = GaugeMetricFamily("bargein_worker_sessions", "Live sessions per worker", labels=["worker"])
+    lag = GaugeMetricFamily("bargein_worker_loop_lag_p99_seconds", "Event-loop lag p99 over the last 5 s, "
+                            "per worker", labels=["worker"])
+    queues = GaugeMetricFamily("bargein_worker_queue_depth", "Work waiting in each stage's queue, per worker",
+                               labels=["worker", "stage"])
+    for worker in workers:
+        label = str(worker.pid)
+        sessions.add_metric([label], _number(worker.load.get("sessions")))
+        lag.add_metric([label], _number(worker.load.get("loop_lag_p99_ms")) / 1000.0)
+        depths = worker.load.get("queue_depths")
+        if isinstance(depths, dict):
+            for stage, depth in depths.items():
+                queues.add_metric([label, str(stage)], _number(depth))
+    yield from (count, sessions, lag, queues)
+
+
+def _number(value: object) -> float:
+    return float(value) if isinstance(value, int | float) else 0.0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,195 @@
+"""How uvicorn serves the app: forwarded headers off unless configured, and a guard on handshakes.
+
+uvicorn by default believes ``X-Forwarded-For`` from the addresses in ``FORWARDED_ALLOW_IPS`` and puts
+no limit on how long a connection may take to send its request. Here proxy headers are applied by the
+app itself (:func:`bargein.server.app.create_app`, only with ``--forwarded-allow-ips``), and every
+connection must finish its HTTP request (or WebSocket upgrade request) within
+``handshake_timeout_s``, with at most ``max_connections_per_client`` such young connections per
+client address, so a thousand half-open sockets cannot use up the server's file descriptors.
+WebSocket connections are tracked by peer so the app can :func:`abort_connection` a client that does
+not read (uvicorn would otherwise keep reading it for 10 s after the close frame, and keep its
+unsent output until the peer reads it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import uvicorn
+from uvicorn.protocols.http.auto import AutoHTTPProtocol
+from uvicorn.protocols.websockets.auto import AutoWebSocketsProtocol
+
+from bargein.config import Settings
+from bargein.server.limits import AddressCounter
+
+log = logging.getLogger(__name__)
+_OPEN_WEBSOCKETS: dict[tuple[str, int], asyncio.BaseTransport] = {}
+
+
+class HandshakeGuard:
+    """Counts each client address's connections younger than the handshake timeout."""
+
+    def __init__(self, timeout_s: float, per_client: int) -> None:
+        self.timeout_s = timeout_s
+        self.young = AddressCounter(per_client)
+        self.refused = 0
+        self.timed_out = 0
+
+    def admit(self, host: str) -> bool:
+        """Count a new connection from ``host``; False if that address already has too many young ones."""
+        admitted = self.young.acquire(host)
+        self.refused += not admitted
+        return admitted
+
+    def release(self, host: str) -> None:
+        """The connection is no longer young (it was served, closed or timed out)."""
+        self.young.release(host)
+
+
+def guarded_protocol(guard: HandshakeGuard, base: type[asyncio.Protocol] = AutoHTTPProtocol) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol, closing connections that do not send a whole request in time."""
+
+    class Guarded(base):  # type: ignore[valid-type,misc]
+        _guard_host: str | None = None
+        _guard_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:
+            super().connection_made(transport)
+            peer = transport.get_extra_info("peername")
+            host = str(peer[0]) if isinstance(peer, tuple) and peer else "unknown"
+            if not guard.admit(host):
+                transport.abort()
+                return
+            self._guard_host = host
+            self._guard_timer = asyncio.get_running_loop().call_later(guard.timeout_s, self._guard_expired, transport)
+
+        def _guard_release(self) -> None:
+            if self._guard_host is not None:
+                guard.release(self._guard_host)
+                self._guard_host = None
+            if self._guard_timer is not None:
+                self._guard_timer.cancel()
+                self._guard_timer = None
+
+        def _guard_expired(self, transport: asyncio.Transport) -> None:
+            self._guard_timer = None
+            handshaking = transport.get_protocol() is self and getattr(self, "cycle", None) is None
+            self._guard_release()
+            if handshaking and not transport.is_closing():
+                guard.timed_out += 1
+                transport.abort()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._guard_release()
+            super().connection_lost(exc)
+
+    return Guarded
+
+
+PARSE_SLICE_BYTES = 4096
+"""Bytes of one connection's input parsed per event-loop turn (a read brings up to 256 KiB: thousands
+of tiny frames, which uvicorn would otherwise parse and queue in one go while every other session waits)."""
+MAX_BACKLOG_BYTES = 1 << 20
+"""Input read but not yet parsed, per connection, before reading from its socket is paused."""
+
+
+def tracked_ws_protocol(base: Any = AutoWebSocketsProtocol) -> type[asyncio.Protocol]:
+    """uvicorn's WebSocket protocol, recording each connection's transport by peer address and port, and
+    parsing what a connection sends a slice per event-loop turn."""
+
+    class Tracked(base):  # type: ignore[valid-type,misc]
+        _peer: tuple[str, int] | None = None
+        _backlog: bytearray | None = None
+        _paused_here = False
+
+        def data_received(self, data: bytes) -> None:
+            if self._backlog is None and len(data) <= PARSE_SLICE_BYTES:
+                super().data_received(data)
+                return
+            if self._backlog is None:
+                self._backlog = bytearray()
+                asyncio.get_running_loop().call_soon(self._parse_slice)
+            self._backlog += data
+            if len(self._backlog) > MAX_BACKLOG_BYTES:  # again each time: uvicorn may have resumed reading
+                self._paused_here = True
+                self.transport.pause_reading()
+
+        def _parse_slice(self) -> None:
+            backlog = self._backlog
+            if backlog is None or self.transport.is_closing():
+                self._backlog = None
+                return
+            piece = bytes(backlog[:PARSE_SLICE_BYTES])
+            del backlog[:PARSE_SLICE_BYTES]
+            if backlog:
+                asyncio.get_running_loop().call_soon(self._parse_slice)
+            else:
+                self._backlog = None
+                if self._paused_here:
+                    self._paused_here = False
+                    if not getattr(self, "read_paused", False):  # unless uvicorn wants it paused itself
+                        self.transport.resume_reading()
+            super().data_received(piece)
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            handshake = transport.get_protocol()  # still the HTTP protocol that is handing over
+            release = getattr(handshake, "_guard_release", None)
+            if release is not None:
+                release()  # upgraded: no longer a young connection of its address
+            super().connection_made(transport)
+            peer = transport.get_extra_info("peername")
+            if isinstance(peer, tuple) and len(peer) >= 2:
+                self._peer = (str(peer[0]), int(peer[1]))
+                _OPEN_WEBSOCKETS[self._peer] = transport
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._peer is not None:
+                _OPEN_WEBSOCKETS.pop(self._peer, None)
+            super().connection_lost(exc)
+
+    return Tracked
+
+
+def abort_connection(client: tuple[str, int] | list[Any] | None) -> bool:
+    """Drop the TCP connection of the WebSocket client at ``client`` (scope["client"]) at once."""
+    if not client or len(client) < 2:
+        return False
+    transport = _OPEN_WEBSOCKETS.pop((str(client[0]), int(client[1])), None)
+    if transport is None:
+        return False
+    transport.abort()  # type: ignore[attr-defined]
+    return True
+
+
+def _ws_protocol(name: str) -> Any:
+    """uvicorn's WebSocket protocol class for ``--ws`` (``auto``: what uvicorn picks)."""
+    from uvicorn.config import WS_PROTOCOLS
+    from uvicorn.importer import import_from_string
+
+    target = WS_PROTOCOLS.get(name)
+    return import_from_string(target) if target else AutoWebSocketsProtocol
+
+
+def safe_uvicorn_options(settings: Settings) -> dict[str, Any]:
+    """The options every way of serving sets (also ``--workers``, whose processes cannot take our classes)."""
+    return dict(proxy_headers=False, forwarded_allow_ips="",  # applied inside the app, only when configured
+                # twice the message limit: a message over the limit still gets its error event, and one
+                # connection never buffers more than this (uvicorn stops reading until the app takes a message)
+                ws_max_size=2 * settings.max_message_bytes, ws_ping_interval=20, ws_ping_timeout=60,
+                # no permessage-deflate: a few compressed bytes could make the server inflate and parse
+                # megabytes per read, on the event loop, before any per-connection limit sees the messages
+                ws_per_message_deflate=False, timeout_keep_alive=5, server_header=False)
+
+
+def server_config(app: Any, settings: Settings, **overrides: Any) -> uvicorn.Config:
+    """The uvicorn configuration for ``settings`` (``overrides`` win, e.g. ``log_level``)."""
+    guard = HandshakeGuard(settings.handshake_timeout_s, settings.max_connections_per_client)
+    options: dict[str, Any] = dict(
+        host=settings.host, port=settings.port, http=guarded_protocol(guard),
+        ws=tracked_ws_protocol(_ws_protocol(settings.ws_impl)),
+        **safe_uvicorn_options(settings),
+    )
+    options.update(overrides)
+    return uvicorn.Config(app, **options)

@@ -1,0 +1,76 @@
+"""Several session worker processes on one port: ``bargein serve --workers N``.
+
+One Python process holds the GIL for everything its sessions do, so one process uses one core. With
+``--workers N`` uvicorn's supervisor starts N worker processes that accept on the same listening socket
+(the kernel hands each new connection to whichever worker accepts first, so a busy worker takes fewer),
+restarts a worker that dies, and each worker builds the app below from the settings the parent passed
+in its environment. Each worker loads its own engines (the models' memory is paid N times; point the
+heavy stages at shared pools, an OpenAI-compatible LLM server or Ray Serve, to pay it once), admits
+sessions against its own load, and publishes its figures so that any worker's ``/metrics`` covers all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+
+from fastapi import FastAPI
+
+from bargein.config import Settings
+from bargein.server.app import WORKER_DIR_ENV, ServerState, create_app
+
+SETTINGS_ENV = "BARGEIN_WORKER_SETTINGS"
+"""The parent's settings as JSON, for the workers (flags are not passed to spawned processes)."""
+WORKER_HEALTHCHECK_S = 60
+"""How long the supervisor waits for a worker's health answer before it counts it hung (loading models
+and a loaded loop both delay the answer; a crashed worker is noticed at once regardless)."""
+
+
+def worker_app() -> FastAPI:
+    """The app one worker serves (uvicorn calls this in each worker process)."""
+    from bargein.engines.factory import load_engines
+
+    settings = Settings.model_validate_json(os.environ[SETTINGS_ENV])
+    return create_app(settings, loader=load_engines, on_ready=_announce_worker)
+
+
+def _announce_worker(state: ServerState) -> None:
+    print(f"  worker {os.getpid()} ready "
+          f"({state.load_seconds or 0:.1f} s to load its engines)", flush=True)
+
+
+@contextlib.contextmanager
+def worker_environment(settings: Settings) -> Iterator[str]:
+    """Settings and a figures directory in the environment the workers inherit; removed afterwards."""
+    directory = tempfile.mkdtemp(prefix="bargein-workers-")
+    saved = {key: os.environ.get(key) for key in (SETTINGS_ENV, WORKER_DIR_ENV)}
+    os.environ[SETTINGS_ENV] = settings.model_dump_json()
+    os.environ[WORKER_DIR_ENV] = directory
+    try:
+        yield directory
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def run_workers(settings: Settings, log_level: str) -> None:
+    """Serve with ``settings.workers`` processes until interrupted."""
+    import uvicorn
+
+    from bargein.server.serving import safe_uvicorn_options
+
+    with worker_environment(settings):
+        print(f"bargein: starting {settings.workers} session workers on {settings.host}:{settings.port} "
+              f"(local-only: {settings.local_only})", flush=True)
+        # the handshake guard and the sliced parsing (bargein.server.serving) are per process objects that
+        # uvicorn cannot hand to its worker processes; the options below apply to every worker
+        uvicorn.run("bargein.server.workers:worker_app", factory=True, workers=settings.workers,
+                    host=settings.host, port=settings.port, log_level=log_level, ws=settings.ws_impl,
+                    timeout_worker_healthcheck=WORKER_HEALTHCHECK_S, **safe_uvicorn_options(settings))

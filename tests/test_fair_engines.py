@@ -1,0 +1,134 @@
+"""Fair shares of the shared engines, and prompt fitting without quadratic work."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+
+from bargein.engines.base import ChatMessage, Transcript
+from bargein.engines.fair import FairExecutor, FairQueue, current_owner
+from bargein.engines.think.llm_prompt import TokenCounts, fit_history
+from bargein.engines.transcribe.whisper_asr import RecognizerBusy, WhisperRecognizer
+
+
+def test_the_fair_queue_serves_owners_in_turn() -> None:
+    queue: FairQueue[str] = FairQueue()
+    for i in range(100):
+        queue.put("flood", f"f{i}")
+    queue.put("honest", "h0")
+    queue.put("honest", "h1")
+    order = [queue.pop()[1] for _ in range(5)]
+    assert order == ["f0", "h0", "f1", "h1", "f2"]
+    owner, item = queue.pop()
+    queue.put_front(owner, item)  # work that goes on keeps its place at the head of its owner's queue
+    assert queue.waiting("flood") == 97 and queue.pop()[1] == "f3" and len(queue) == 96
+
+
+def test_the_fair_executor_lets_a_second_session_in_before_a_first_sessions_flood() -> None:
+    executor = FairExecutor(1, "test")
+    gate = threading.Event()
+    ran: list[str] = []
+
+    def job(name: str) -> None:
+        gate.wait(5)
+        ran.append(name)
+
+    async def submit(owner: str, count: int) -> list[Any]:
+        current_owner.set(owner)
+        return [asyncio.wrap_future(executor.submit(job, f"{owner}{i}")) for i in range(count)]
+
+    async def scenario() -> None:
+        flood = await asyncio.create_task(submit("a", 50))
+        honest = await asyncio.create_task(submit("b", 1))
+        gate.set()
+        await asyncio.gather(*flood, *honest)
+
+    asyncio.run(scenario())
+    executor.shutdown()
+    assert ran.index("b0") <= 2  # behind at most the job running and one of the flood
+
+
+class _GatedCore:
+    """Stands in for WhisperCore: each call waits for the gate and records whose clip it was."""
+
+    def __init__(self) -> None:
+        self.order: list[float] = []
+        self.gate = threading.Event()
+        self.entered = threading.Event()
+
+    def transcribe(self, audio: Any, **_: Any) -> Transcript:
+        self.entered.set()
+        self.gate.wait(10)
+        self.order.append(float(audio[0]))
+        return Transcript(text="x")
+
+
+def test_a_flood_of_finals_from_one_session_does_not_delay_another() -> None:
+    core = _GatedCore()
+    recognizer = WhisperRecognizer(core, max_waiting_per_session=4)  # type: ignore[arg-type]
+
+    async def submit(marker: float, count: int) -> list[Any]:
+        current_owner.set(marker)
+        return [asyncio.ensure_future(recognizer.transcribe(np.full(160, marker, np.float32))) for _ in range(count)]
+
+    async def scenario() -> None:
+        blocker = await asyncio.create_task(submit(9.0, 1))
+        await asyncio.sleep(0)
+        await asyncio.to_thread(core.entered.wait, 10)  # the worker is busy: what follows all waits
+        flood = await asyncio.create_task(submit(1.0, 4))
+        honest = await asyncio.create_task(submit(2.0, 1))
+        await asyncio.sleep(0)
+        (over,) = await asyncio.create_task(submit(1.0, 1))
+        with pytest.raises(RecognizerBusy):  # one session may not queue more than its share
+            await over
+        core.gate.set()
+        await asyncio.gather(*blocker, *flood, *honest)
+        await recognizer.aclose()
+
+    asyncio.run(scenario())
+    assert core.order[:3] == [9.0, 1.0, 2.0]  # the honest final is second in line, not fifth
+
+
+def _render_counting(calls: list[int]) -> Any:
+    def render(messages: Sequence[ChatMessage]) -> list[int]:
+        calls.append(len(messages))
+        return [0] * sum(len(m.content) // 4 + 3 for m in messages)
+    return render
+
+
+def test_fitting_a_long_history_renders_it_once_or_twice_not_once_per_dropped_message() -> None:
+    history = [ChatMessage("system", "s" * 40)] + [
+        ChatMessage("user" if i % 2 else "assistant", f"{i} " + "a" * 498) for i in range(400)]
+    counted: list[ChatMessage] = []
+
+    def count(message: ChatMessage) -> int:
+        counted.append(message)
+        return len(message.content) // 4 + 3
+
+    costs = TokenCounts(count)
+    calls: list[int] = []
+    tokens = fit_history(history, costs, 4000, _render_counting(calls))
+    assert len(tokens) <= 4000 and len(calls) <= 2
+    assert calls[-1] >= 30  # it kept as much of the newest history as fits
+    # the next turn repeats the history: nothing is counted again
+    counted.clear()
+    fit_history([*history, ChatMessage("user", "and now?")], costs, 4000, _render_counting([]))
+    assert [m.content for m in counted] == ["and now?"]
+
+
+def test_fitting_keeps_the_system_prompt_and_the_last_message_and_trusts_the_render_over_the_estimate() -> None:
+    history = [ChatMessage("system", "rules"), ChatMessage("user", "old " * 50), ChatMessage("assistant", "mid " * 50),
+               ChatMessage("user", "new")]
+    calls: list[int] = []
+
+    def render(messages: Sequence[ChatMessage]) -> list[int]:
+        calls.append(len(messages))
+        return [0] * (60 * len(messages))  # costlier than the estimate says
+
+    tokens = fit_history(history, lambda m: 1, 150, render)
+    assert calls[-1] == 2 and len(tokens) == 120  # system + newest; the estimate was wrong, the render decides

@@ -1,0 +1,160 @@
+"""Smart Turn: the model file is verified before use, features follow the model's recipe, requests batch."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import threading
+import wave
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bargein.engines.listen.smart_turn import MEL_BANDS, MEL_FRAMES, WINDOW_SAMPLES, SmartTurn, SmartTurnModel
+from bargein.engines.listen.smart_turn_file import (
+    SMART_TURN_DISTRIBUTION,
+    SMART_TURN_FILENAME,
+    SMART_TURN_MEMBER,
+    extract_from_wheel,
+    smart_turn_path,
+)
+from bargein.engines.weights import WeightError
+
+
+def test_a_missing_model_names_the_file_the_package_and_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(WeightError) as caught:
+        smart_turn_path(tmp_path)
+    message = str(caught.value)
+    assert SMART_TURN_FILENAME in message
+    assert SMART_TURN_DISTRIBUTION in message
+    assert "fix: python -m bargein.engines.listen.smart_turn_file" in message
+
+
+def test_an_altered_model_is_refused(tmp_path: Path) -> None:
+    (tmp_path / SMART_TURN_FILENAME).write_bytes(b"not the model")
+    with pytest.raises(WeightError, match="sha256") as caught:
+        smart_turn_path(tmp_path)
+    assert SMART_TURN_DISTRIBUTION in str(caught.value)
+
+
+def test_a_wheel_with_the_wrong_file_leaves_nothing_behind(tmp_path: Path) -> None:
+    wheel = tmp_path / "pipecat_ai-1.14.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr(SMART_TURN_MEMBER, b"tampered")
+    models = tmp_path / "models"
+    with pytest.raises(WeightError, match="refusing"):
+        extract_from_wheel(wheel, models)
+    assert list(models.iterdir()) == []
+
+
+def test_a_wheel_without_the_file_is_refused(tmp_path: Path) -> None:
+    wheel = tmp_path / "pipecat_ai-1.14.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("pipecat/__init__.py", b"")
+    with pytest.raises(WeightError, match=SMART_TURN_MEMBER):
+        extract_from_wheel(wheel, tmp_path / "models")
+
+
+class _CountingModel:
+    """Stands in for the onnx model: the probability is the clip's peak, batches are recorded."""
+
+    def __init__(self, *, fail: bool = False) -> None:
+        self.batches: list[int] = []
+        self.fail = fail
+        self.release = threading.Event()
+
+    def probabilities(self, clips: list[np.ndarray]) -> np.ndarray:
+        self.release.wait(5)
+        self.batches.append(len(clips))
+        if self.fail:
+            raise RuntimeError("model failure")
+        return np.array([float(np.max(clip)) for clip in clips], np.float32)
+
+
+async def test_requests_arriving_together_run_as_one_batch_and_each_gets_its_own_answer() -> None:
+    model = _CountingModel()
+    turn = SmartTurn(model)  # type: ignore[arg-type]
+    first = asyncio.create_task(turn.probability(np.full(1600, 0.1, np.float32)))
+    await asyncio.sleep(0.05)  # the first batch (of one) is running and blocked
+    rest = [asyncio.create_task(turn.probability(np.full(1600, level, np.float32))) for level in (0.2, 0.3, 0.4)]
+    await asyncio.sleep(0.05)
+    model.release.set()
+    results = await asyncio.gather(first, *rest)
+    assert results == pytest.approx([0.1, 0.2, 0.3, 0.4])
+    assert model.batches == [1, 3]
+    await turn.aclose()
+
+
+async def test_a_model_failure_reaches_every_waiting_caller() -> None:
+    model = _CountingModel(fail=True)
+    model.release.set()
+    turn = SmartTurn(model)  # type: ignore[arg-type]
+    calls = [turn.probability(np.zeros(1600, np.float32)) for _ in range(2)]
+    outcomes = await asyncio.gather(*calls, return_exceptions=True)
+    assert all(isinstance(outcome, RuntimeError) for outcome in outcomes)
+    await turn.aclose()
+
+
+# --- the real model -------------------------------------------------------------------------------
+
+
+def _flite(text: str) -> np.ndarray:
+    from bargein.audio.resample import resample
+
+    out = Path(__file__).parent / f".flite-{abs(hash(text))}.wav"
+    try:
+        subprocess.run(["flite", "-voice", "slt", "-t", text, "-o", str(out)], check=True, capture_output=True)
+        with wave.open(str(out)) as handle:
+            rate = handle.getframerate()
+            pcm = np.frombuffer(handle.readframes(handle.getnframes()), dtype="<i2")
+    finally:
+        out.unlink(missing_ok=True)
+    return resample(pcm.astype(np.float32) / 32768.0, rate, 16_000)
+
+
+@pytest.mark.slow
+def test_features_are_eight_seconds_padded_at_the_front() -> None:
+    model = SmartTurnModel()
+    speech = _flite("Set an alarm for seven thirty.")
+    features = model.features(speech)
+    assert features.shape == (MEL_BANDS, MEL_FRAMES)
+    assert features.dtype == np.float32
+    # silence before the speech changes nothing: the window is zero-padded at the front anyway
+    padded = np.concatenate([np.zeros(16_000, np.float32), speech])
+    assert np.allclose(model.features(padded), features, atol=1e-5)
+    # only the last 8 s count
+    long = np.concatenate([np.full(WINDOW_SAMPLES, 0.3, np.float32), speech])
+    assert np.allclose(model.features(long), model.features(long[-WINDOW_SAMPLES:]), atol=1e-6)
+
+
+@pytest.mark.slow
+async def test_a_finished_sentence_scores_higher_than_the_same_words_cut_mid_sentence() -> None:
+    turn = SmartTurn()
+    whole = _flite("I want to book a table for four people.")
+    cut = whole[: int(len(whole) * 0.62)]  # "... a table for" (flite's pitch still going on)
+    tail = np.zeros(3200, np.float32)
+    finished = await turn.probability(np.concatenate([whole, tail]))
+    unfinished = await turn.probability(np.concatenate([cut, tail]))
+    assert finished > 0.5 > unfinished
+    await turn.aclose()
+
+
+def test_start_up_stops_when_the_end_of_turn_model_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bargein.config import Settings
+    from bargein.engines.factory import load_engines
+
+    monkeypatch.setenv("BARGEIN_CACHE_DIR", str(tmp_path))
+    with pytest.raises(WeightError, match=SMART_TURN_DISTRIBUTION):
+        load_engines(Settings(engines="instant"))
+
+
+@pytest.mark.slow
+def test_start_up_loads_the_end_of_turn_model_with_the_fake_engines() -> None:
+    from bargein.config import Settings
+    from bargein.engines.factory import load_engines
+
+    engines = load_engines(Settings(engines="instant"))
+    assert isinstance(engines.turn, SmartTurn)
+    assert "Smart Turn v3.2" in engines.description["turn"]

@@ -1,0 +1,131 @@
+"""The first clause is spoken privately before the commit: used by the reply, never heard before the commit,
+thrown away when the user goes on speaking."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import numpy as np
+import pytest
+
+from bargein.engines.base import CancelToken, ChatMessage, Engines, GenerationOptions, SpeechChunk
+from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
+from bargein.session import realtime_session
+from bargein.session.outbound import Outbound, Outgoing
+from bargein.session.speculation import PrefetchedReply
+from tests.support.tones import quiet, stream, tone
+from tests.test_session import Harness
+
+
+class LoggedSynthesizer(FakeSynthesizer):
+    """The fake TTS, writing each clause it is asked for into a shared log."""
+
+    def __init__(self, log: list[tuple[str, str]]) -> None:
+        super().__init__(ms_per_char=20.0)
+        self.log = log
+        self.cancelled: list[str] = []
+
+    async def synthesize(self, text: str, *, voice: str | None, cancel: CancelToken,
+                         speed: float = 1.0) -> AsyncIterator[SpeechChunk]:
+        self.log.append(("tts", text))
+        async for chunk in super().synthesize(text, voice=voice, cancel=cancel, speed=speed):
+            yield chunk
+            await asyncio.sleep(0.001)
+        if cancel.cancelled:
+            self.cancelled.append(text)
+
+
+def logged_session(log: list[tuple[str, str]], monkeypatch: pytest.MonkeyPatch) -> tuple[Harness, LoggedSynthesizer]:
+    """A session whose outgoing events and TTS calls go into one log, in the order they happen."""
+
+    class LoggedOutbound(Outbound):
+        def put(self, item: Outgoing) -> None:
+            log.append(("event", item.event["type"]))
+            super().put(item)
+
+    monkeypatch.setattr(realtime_session, "Outbound", LoggedOutbound)
+    tts = LoggedSynthesizer(log)
+    engines = Engines(FakeVad(), FakeRecognizer(("what time is it",)),
+                      FakeLanguageModel(filler="It is noon. Have a nice day."), tts)
+    return Harness(engines), tts
+
+
+async def test_the_first_clause_is_spoken_before_the_commit_but_heard_only_after_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    log: list[tuple[str, str]] = []
+    h, _ = logged_session(log, monkeypatch)
+    await stream(h, np.concatenate([quiet(0.3), tone(0.8), quiet(1.5)]))
+    await h.drain(until="response.done")
+    commit = log.index(("event", "input_audio_buffer.committed"))
+    first_tts = next(i for i, entry in enumerate(log) if entry[0] == "tts")
+    assert first_tts < commit, "the first clause was synthesised during the endpoint silence"
+    first_audio = log.index(("event", "response.output_audio.delta"))
+    assert first_audio > commit, "no speculative audio reaches the client before the commit"
+    clauses = [text for kind, text in log if kind == "tts"]
+    assert len(clauses) == len(set(clauses)), "the reply used the early speech instead of speaking it again"
+    counts = h.session.speculation
+    assert counts.tts_started == 1 and counts.tts_used == 1
+    transcript = [e for e in h.events if e["type"] == "response.output_audio_transcript.done"][0]["transcript"]
+    assert transcript.startswith(clauses[0])
+    await h.session.close()
+
+
+async def test_the_early_speech_is_discarded_when_the_user_goes_on_speaking(monkeypatch: pytest.MonkeyPatch) -> None:
+    log: list[tuple[str, str]] = []
+    h, _ = logged_session(log, monkeypatch)
+    # a 350 ms pause: long enough for the speculation to speak, shorter than the 500 ms endpoint
+    await stream(h, np.concatenate([quiet(0.3), tone(0.8), quiet(0.35), tone(0.6, 220.0), quiet(1.5)]))
+    await h.drain(until="response.done")
+    counts = h.session.speculation
+    assert counts.tts_started == 2, "spoken at both silences"
+    assert counts.tts_used == 1, "only the speech of the final silence was used"
+    commit = log.index(("event", "input_audio_buffer.committed"))
+    assert all(entry != ("event", "response.output_audio.delta") for entry in log[:commit])
+    await h.session.close()
+
+
+async def test_a_discarded_clause_stops_the_tts_and_keeps_nothing() -> None:
+    log: list[tuple[str, str]] = []
+    tts = LoggedSynthesizer(log)
+    tts.ms_per_char = 400.0  # a long clause: many chunks, still being made when discarded
+    reply = PrefetchedReply(FakeLanguageModel(filler="It is noon."), [ChatMessage("user", "time?")],
+                            GenerationOptions(), tts, "alloy")
+    for _ in range(200):
+        await asyncio.sleep(0.001)
+        if reply.first_clause is not None and reply.first_clause.chunks:
+            break
+    first = reply.first_clause
+    assert first is not None and first.chunks
+    reply.discard()
+    assert first.chunks == [] and reply.spoken(first.clause, "alloy", 1.0) is None
+    await asyncio.sleep(0.05)
+    assert first.done and first.chunks == []
+    assert tts.cancelled == [first.clause]
+
+
+async def test_the_early_speech_is_used_only_for_the_same_clause_voice_and_pace() -> None:
+    tts = LoggedSynthesizer([])
+    reply = PrefetchedReply(FakeLanguageModel(), [ChatMessage("user", "hi")], GenerationOptions(), tts, "alloy")
+    for _ in range(200):
+        await asyncio.sleep(0.001)
+        if reply.first_clause is not None and reply.first_clause.done:
+            break
+    first = reply.first_clause
+    assert first is not None
+    assert reply.spoken(first.clause, "ash", 1.0) is None
+    assert reply.spoken(first.clause + " more", "alloy", 1.0) is None
+    assert reply.spoken(first.clause, "alloy", 1.25) is None
+    replayed = reply.spoken(first.clause, "alloy", 1.0)
+    assert replayed is not None
+    chunks = [chunk async for chunk in replayed]
+    assert len(chunks) == len(first.chunks) > 0
+
+
+async def test_a_clause_not_begun_at_adoption_is_left_to_the_reply() -> None:
+    log: list[tuple[str, str]] = []
+    tts = LoggedSynthesizer(log)
+    reply = PrefetchedReply(FakeLanguageModel(filler="It is noon.", token_delay_s=0.01),
+                            [ChatMessage("user", "time?")], GenerationOptions(), tts, "alloy")
+    tokens = [token async for token in reply.adopt(CancelToken())]
+    assert tokens and reply.first_clause is None and log == []
