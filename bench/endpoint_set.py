@@ -10,7 +10,8 @@ think; the short pause the TTS makes there is then lengthened to the chosen sile
 between two separately spoken halves would end the first half with a sentence's falling pitch, which
 sounds finished to any listener (and to Smart Turn), and is not what a hesitating speaker sounds like.
 
-Three voice families speak every sentence: Kokoro (bargein's own TTS, its bundled voice at three
+Three synthetic voice families speak every sentence, and real recorded speech (``librivox``,
+bench/endpoint_real.py) is a fourth: Kokoro (bargein's own TTS, its bundled voice at three
 rates), flite (four voices) and espeak-ng (four voices). Clips are 16 kHz mono with a faint hiss
 (-65 dBFS) under them, 0.5 s of lead and 2.5 s of tail; they are cached under
 ``~/.cache/bargein/endpoint-set`` (nothing goes into git) with a manifest giving, for each clip, its
@@ -40,8 +41,10 @@ LEAD_S = 0.5
 TAIL_S = 2.5
 HISS_DB = -65.0
 PAUSES_MS = (600, 900, 1200)
-Family = Literal["kokoro", "flite", "espeak"]
-FAMILIES: tuple[Family, ...] = ("kokoro", "flite", "espeak")
+Family = Literal["kokoro", "flite", "espeak", "librivox"]
+SYNTHETIC: tuple[Family, ...] = ("kokoro", "flite", "espeak")
+FAMILIES: tuple[Family, ...] = (*SYNTHETIC, "librivox")
+"""The synthetic families, then real recorded speech (bench/endpoint_real.py)."""
 
 SENTENCES = (
     "I want to book a table for | four people.",
@@ -74,6 +77,7 @@ VOICES: dict[Family, tuple[str, ...]] = {
     "kokoro": ("heart@0.9", "heart@1.0", "heart@1.12"),
     "flite": ("slt", "rms", "awb", "kal16"),
     "espeak": ("en-us", "en-gb", "en-us+f3", "en-gb-x-rp+m3"),
+    "librivox": (),
 }
 
 
@@ -182,22 +186,26 @@ def _place(speech: Audio, rng: np.random.Generator) -> Audio:
 
 
 def build(out: Path = DEFAULT_DIR, *, families: tuple[Family, ...] = FAMILIES, quick: bool = False) -> list[Clip]:
-    """Make (or load from ``out``) every clip of the set."""
+    """Make (or load from ``out``) every clip of the set; a family missing from the cache is added to it."""
     manifest = out / "manifest.json"
+    clips: list[Clip] = []
     if manifest.is_file():
         stored = json.loads(manifest.read_text())
         if stored.get("version") == VERSION and stored.get("quick") == quick:
             clips = [Clip(**entry) for entry in stored["clips"]]
-            if {clip.family for clip in clips} >= set(families):
-                return [clip for clip in clips if clip.family in families]
     out.mkdir(parents=True, exist_ok=True)
-    clips: list[Clip] = []
-    sentences = SENTENCES[::4] if quick else SENTENCES
-    for family in FAMILIES:
-        for voice_index, voice in enumerate(VOICES[family]):
-            for number, sentence in enumerate(sentences):
-                clips += _sentence_clips(out, family, voice, voice_index, number, sentence)
-    manifest.write_text(json.dumps({"version": VERSION, "quick": quick, "clips": [asdict(c) for c in clips]}))
+    have = {clip.family for clip in clips}
+    if not have >= set(families):
+        sentences = SENTENCES[::4] if quick else SENTENCES
+        for family in (f for f in SYNTHETIC if f in families and f not in have):
+            for voice_index, voice in enumerate(VOICES[family]):
+                for number, sentence in enumerate(sentences):
+                    clips += _sentence_clips(out, family, voice, voice_index, number, sentence)
+        if "librivox" in families and "librivox" not in have:
+            from bench.endpoint_real import build_real
+
+            clips += build_real(out)
+        manifest.write_text(json.dumps({"version": VERSION, "quick": quick, "clips": [asdict(c) for c in clips]}))
     return [clip for clip in clips if clip.family in families]
 
 

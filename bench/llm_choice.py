@@ -16,7 +16,7 @@ import statistics
 
 from bargein.engines.base import GenerationOptions
 from bargein.engines.think.llama_llm import load_llama
-from bargein.engines.think.llm_models import LLM_MODELS
+from bargein.engines.think.llm_models import standard_models
 from bench.llm_questions import QUESTIONS
 from bench.llm_speed import Reply, timed_reply, user
 
@@ -41,7 +41,8 @@ def cell(text: str) -> str:
 def main() -> None:
     """Run the models and print one table per model plus a summary."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("models", nargs="*", default=list(LLM_MODELS))
+    parser.add_argument("models", nargs="*", default=standard_models(),
+                        help="default: every packaged model that is not opt-in")
     parser.add_argument("--max-tokens", type=int, default=80)
     args = parser.parse_args()
     summary: list[str] = []

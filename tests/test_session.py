@@ -36,8 +36,8 @@ class CountingLanguageModel:
 class Harness:
     """A session plus a drain of its outbound queue."""
 
-    def __init__(self, engines: Engines) -> None:
-        self.session = RealtimeSession(engines)
+    def __init__(self, engines: Engines, *, semantic_default: bool = False) -> None:
+        self.session = RealtimeSession(engines, semantic_default=semantic_default)
         self.events: list[dict[str, Any]] = []
         self.session.start()
 

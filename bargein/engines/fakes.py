@@ -21,6 +21,7 @@ from bargein.engines.base import (
     Transcript,
     WordTiming,
 )
+from bargein.languages import language_code
 
 
 class FakeRecognizer:
@@ -32,8 +33,10 @@ class FakeRecognizer:
     """
 
     def __init__(self, transcripts: Sequence[str] = ("hello there",), *, delay_s: float = 0.0,
-                 min_speech_s: float = 0.1) -> None:
+                 min_speech_s: float = 0.1, languages: frozenset[str] | None = None) -> None:
         self._transcripts = list(transcripts)
+        self.languages = languages
+        """The languages it claims to know, like a real recogniser's (None: any)."""
         self._known: dict[bytes, str] = {}
         self.delay_s = delay_s
         self.min_speech_s = min_speech_s
@@ -50,7 +53,7 @@ class FakeRecognizer:
         key = np.round(audio[:4800] * 32767).astype(np.int16).tobytes()
         if key not in self._known:
             self._known[key] = self._transcripts[min(len(self._known), len(self._transcripts) - 1)]
-        return Transcript(text=self._known[key])
+        return Transcript(text=self._known[key], language=language_code(language) or "en")
 
 
 class FakeLanguageModel:

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from bargein.audio.codecs import AudioFormat
+from bargein.languages import ENGLISH, LANGUAGES, language, language_code
 from bargein.protocol.errors import ProtocolError
 from bargein.protocol.tool_items import validate_tool_choice, validate_tools
 
@@ -84,10 +85,15 @@ class InputTranscription(BaseModel):
 
 
 class NoiseReduction(BaseModel):
-    """Accepted and echoed; the browser's own noise suppression does this job for now."""
+    """Input noise suppression (RNNoise) before the VAD and the transcriber; null turns it off.
+
+    Both types run the same RNNoise model, which is trained on close and distant talkers alike.
+    ``strength`` is accepted and echoed, but RNNoise always suppresses at full strength.
+    """
 
     model_config = ConfigDict(extra="ignore")
     type: Literal["near_field", "far_field"] | None = None
+    strength: float | None = Field(default=None, ge=0.0)
 
 
 class AudioInput(_Strict):
@@ -114,10 +120,8 @@ class AudioConfig(_Strict):
     output: AudioOutput = Field(default_factory=lambda: AudioOutput())
 
 
-DEFAULT_INSTRUCTIONS = (
-    "You are a helpful voice assistant. Answer in one or two short spoken sentences, "
-    "without lists, markdown or emoji."
-)
+DEFAULT_INSTRUCTIONS = ENGLISH.instructions
+_DEFAULT_INSTRUCTIONS = frozenset(row.instructions for row in LANGUAGES.values())
 
 
 class RetentionRatio(BaseModel):
@@ -175,10 +179,33 @@ class SessionConfig(BaseModel):
             raise ValueError(error.message) from None
         return self
 
+    @classmethod
+    def for_language(cls, code: str | None, **fields: Any) -> SessionConfig:
+        """A new session's config speaking ``code`` (the server's ``--language``): its transcription
+        language and that language's default instructions; English is the plain default."""
+        config = cls(**fields)
+        if language_code(code) in (None, "en"):
+            return config
+        return config.updated({"audio": {"input": {"transcription": {"language": code}}}})
+
+    @property
+    def language(self) -> str | None:
+        """The session's language code (``zh`` for ``zh-CN``), or None when the recogniser detects it."""
+        transcription = self.audio.input.transcription
+        return language_code(transcription.language) if transcription is not None else None
+
     def updated(self, patch: dict[str, Any]) -> SessionConfig:
-        """A new config with ``patch`` merged in depth (nested objects merge, lists and scalars replace)."""
+        """A new config with ``patch`` merged in depth (nested objects merge, lists and scalars replace).
+
+        A change of language brings that language's default instructions, unless the client has set
+        instructions of its own (now or before).
+        """
         merged = _deep_merge(self.model_dump(mode="json"), patch)
-        return SessionConfig.model_validate(merged)
+        config = SessionConfig.model_validate(merged)
+        if (config.language != self.language and "instructions" not in patch
+                and config.instructions in _DEFAULT_INSTRUCTIONS):
+            config = config.model_copy(update={"instructions": language(config.language).instructions})
+        return config
 
     def truncation_options(self) -> dict[str, Any]:
         """The ``truncate`` and ``retention_ratio`` fields of this session's generation options."""

@@ -95,9 +95,11 @@ async def serve_realtime(websocket: WebSocket, settings: Settings, engines: Engi
         return
     try:
         model = websocket.query_params.get("model") or "bargein"
-        session = RealtimeSession(engines, config=SessionConfig(model=model[:200]), metrics=metrics,
+        config = SessionConfig.for_language(settings.language, model=model[:200])
+        session = RealtimeSession(engines, config=config, metrics=metrics,
                                   listen=settings.listen, outbound_bytes=settings.max_outbound_bytes,
-                                  builtin_tools=default_registry() if settings.builtin_tools else None)
+                                  builtin_tools=default_registry() if settings.builtin_tools else None,
+                                  semantic_default=settings.turn_detection == "semantic_vad")
         # every task the session starts inherits this: shared engines serve sessions in turn by it
         current_owner.set(session)
         registry.live.add(session)

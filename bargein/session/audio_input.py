@@ -7,20 +7,25 @@ into VAD frames whose speech probabilities feed the duplex machine.
 
 from __future__ import annotations
 
+import asyncio
 import math
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 
 import numpy as np
 import numpy.typing as npt
 
 from bargein.audio.codecs import AudioFormat, AudioFormatError, int16_to_float
 from bargein.audio.framing import Framer
+from bargein.audio.noise_suppression import NoiseSuppressor
 from bargein.audio.resample import StreamResampler, resample
 from bargein.engines.base import LISTEN_SAMPLE_RATE, VoiceActivityDetector
 from bargein.protocol.errors import ProtocolError
 from bargein.session.core.vocabulary import VadFrame
 from bargein.session.input_buffer import MS_PER_SAMPLE, InputBuffer
 
+SUPPRESS_INLINE_S = 0.2
+"""Appends up to 200 ms are denoised on the event loop (about 0.5 ms per 20 ms here); longer ones go to a
+worker thread so one big append cannot stall the other sessions."""
 MAX_BUFFER_BYTES = 15 * 1024 * 1024
 """The OpenAI Realtime API's input buffer cap, in wire bytes of its default format."""
 MAX_BUFFER_SECONDS = MAX_BUFFER_BYTES / (2 * 24_000)
@@ -42,6 +47,7 @@ class AudioInput:
         self.buffer = InputBuffer()
         self.wire_format = wire_format
         self._resampler = StreamResampler(wire_format.rate, LISTEN_SAMPLE_RATE, quality=LISTEN_RESAMPLE_QUALITY)
+        self._suppressor: NoiseSuppressor | None = None
 
     @property
     def stream_ms(self) -> float:
@@ -53,6 +59,22 @@ class AudioInput:
         if wire_format != self.wire_format:
             self.wire_format = wire_format
             self._resampler = StreamResampler(wire_format.rate, LISTEN_SAMPLE_RATE, quality=LISTEN_RESAMPLE_QUALITY)
+            if self._suppressor is not None:
+                self.set_noise_reduction(False)
+                self.set_noise_reduction(True)
+
+    @property
+    def noise_reduction(self) -> bool:
+        """Whether live input audio goes through the noise suppressor before the VAD and the transcriber."""
+        return self._suppressor is not None
+
+    def set_noise_reduction(self, enabled: bool) -> None:
+        """Turn the suppressor on or off (raises :class:`WeightError` when RNNoise is not installed)."""
+        if enabled and self._suppressor is None:
+            self._suppressor = NoiseSuppressor(self.wire_format.rate, LISTEN_SAMPLE_RATE)
+        elif not enabled and self._suppressor is not None:
+            self._suppressor.close()
+            self._suppressor = None
 
     def check_room(self, payload_bytes: int, *, event_id: str | None) -> None:
         """Refuse an append that would take the buffer past its cap (what is held stays)."""
@@ -64,20 +86,33 @@ class AudioInput:
                 code="input_audio_buffer_full", param="audio", event_id=event_id)
 
     def decode(self, payload: bytes) -> npt.NDArray[np.float32]:
-        """Wire bytes to 16 kHz float32 (raises :class:`AudioFormatError` on malformed audio)."""
-        return np.concatenate([*self.decode_slices(payload), np.zeros(0, np.float32)])
+        """Wire bytes to 16 kHz float32, denoised when noise reduction is on (raises :class:`AudioFormatError`)."""
+        return self._listen(int16_to_float(self.wire_format.decode(payload)))
 
-    def decode_slices(self, payload: bytes) -> Iterator[npt.NDArray[np.float32]]:
-        """Wire bytes to 16 kHz float32, resampled :data:`SLICE_S` at a time (an append of minutes of audio
-        is then heard slice by slice); the whole payload is checked before the first slice comes out."""
+    def decode_slices(self, payload: bytes) -> AsyncIterator[npt.NDArray[np.float32]]:
+        """Wire bytes to 16 kHz float32, resampled (and denoised) :data:`SLICE_S` at a time, so an append of
+        minutes of audio is heard slice by slice; the whole payload is checked before the first slice comes out.
+        A slice being denoised that is longer than :data:`SUPPRESS_INLINE_S` goes to a worker thread."""
         samples = int16_to_float(self.wire_format.decode(payload))  # raises AudioFormatError
         step = int(SLICE_S * self.wire_format.rate)
+        inline = int(SUPPRESS_INLINE_S * self.wire_format.rate)
 
-        def slices() -> Iterator[npt.NDArray[np.float32]]:
+        async def slices() -> AsyncIterator[npt.NDArray[np.float32]]:
             for start in range(0, len(samples), step):
-                yield self._resampler.process(samples[start:start + step])
+                piece = samples[start:start + step]
+                suppressor = self._suppressor
+                if suppressor is not None and len(piece) > inline:
+                    yield await asyncio.to_thread(suppressor.process, piece)
+                else:
+                    yield self._listen(piece)
 
         return slices()
+
+    def _listen(self, samples: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        """Client-rate samples to 16 kHz, through the suppressor when it is on."""
+        if self._suppressor is not None:
+            return self._suppressor.process(samples)
+        return self._resampler.process(samples)
 
     def decode_clip(self, payload: bytes) -> npt.NDArray[np.float32]:
         """A whole clip (an ``input_audio`` item) to 16 kHz float32, apart from the live stream; a clip is
@@ -103,5 +138,6 @@ class AudioInput:
         return frames
 
     def close(self) -> None:
-        """Release the VAD stream."""
+        """Release the VAD stream and the suppressor's state."""
         self._vad.close()
+        self.set_noise_reduction(False)

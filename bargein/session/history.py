@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from bargein.engines.base import ChatImage, ChatMessage, ToolCall, WordTiming
+from bargein.languages import has_han, join_units
 from bargein.protocol import client_events as ce
 from bargein.protocol.errors import ProtocolError
 from bargein.protocol.server_events import new_id
@@ -107,17 +108,18 @@ def heard_prefix(full: str, words: list[WordTiming], heard_ms: float, total_ms: 
     """The words of ``full`` heard in the first ``heard_ms``.
 
     With word timings a word counts once half of it has played; without them the text is cut in
-    proportion to characters, at a word boundary.
+    proportion to characters, at a word boundary. Chinese has no spaces: its words are characters,
+    joined back without spaces, and a proportional cut may fall between any two of them.
     """
     if heard_ms <= 0 or not full:
         return ""
     if words:
         heard = [w.word for w in words if (w.start_ms + w.end_ms) / 2 <= heard_ms]
-        return " ".join(word.strip() for word in heard if word.strip())
+        return join_units([word.strip() for word in heard if word.strip()])
     if total_ms <= 0 or heard_ms >= total_ms:
         return full
     cut = int(len(full) * heard_ms / total_ms)
-    if cut < len(full) and not full[cut].isspace():
+    if cut < len(full) and not full[cut].isspace() and not (has_han(full[cut]) or has_han(full[cut - 1:cut])):
         space = full.rfind(" ", 0, cut)
         cut = space if space > 0 else 0
     return full[:cut].rstrip()

@@ -19,6 +19,8 @@ from pydantic import ValidationError
 
 from bargein.audio.codecs import AudioFormatError, decode_base64
 from bargein.engines.base import Engines, Transcript
+from bargein.engines.weights import WeightError
+from bargein.languages import unsupported_language
 from bargein.metrics.prometheus import ServerMetrics
 from bargein.metrics.turn_ledger import TurnLedgers
 from bargein.protocol import client_events as ce
@@ -53,14 +55,19 @@ class RealtimeSession:
     def __init__(self, engines: Engines, *, config: SessionConfig | None = None,
                  output_lead_ms: float = 1000.0, metrics: ServerMetrics | None = None,
                  listen: bool = True, observers: Iterable[SessionObserver] = (),
-                 builtin_tools: ToolRegistry | None = None, outbound_bytes: int = MAX_OUTBOUND_BYTES) -> None:
+                 builtin_tools: ToolRegistry | None = None, outbound_bytes: int = MAX_OUTBOUND_BYTES,
+                 semantic_default: bool = False) -> None:
         self.listen = listen
+        self.languages: frozenset[str] | None = getattr(engines.asr, "languages", None)
+        """What the recogniser can transcribe (None: it cannot tell); a session asking for more gets an error."""
         self.semantic_endpoint = engines.turn is not None
-        self.config = default_endpoint(config or SessionConfig(), semantic=self.semantic_endpoint)
+        self.config = default_endpoint(config or SessionConfig(), semantic=self.semantic_endpoint,
+                                       prefer_semantic=semantic_default)
         self.outbound = Outbound(max_bytes=outbound_bytes)
         self.conversation = Conversation()
         self.machine = DuplexMachine(new_id, settings_from_config(self.config, listen=listen))
         self.audio_in = AudioInput(engines.vad, self.config.input_format)
+        self.audio_in.set_noise_reduction(self.config.audio.input.noise_reduction is not None)
         self.ledgers = TurnLedgers(lambda: self.stream_ms, self._report_turn, metrics=metrics)
         self.observers: list[SessionObserver] = [self.ledgers, *observers]
         emit = self.outbound.put
@@ -151,7 +158,7 @@ class RealtimeSession:
             slices = self.audio_in.decode_slices(payload)
         except AudioFormatError as error:
             raise ProtocolError(str(error), code="invalid_audio", param="audio", event_id=message.event_id) from None
-        for audio in slices:  # a long append (minutes of audio) lets other sessions run between slices
+        async for audio in slices:  # a long append (minutes of audio) lets other sessions run between slices
             for index, frame in enumerate(await self.audio_in.hear(audio)):
                 self.feed(frame)
                 self.tracker.frame(frame)
@@ -171,8 +178,20 @@ class RealtimeSession:
             raise ProtocolError("semantic_vad needs the end-of-turn model, which this server has not loaded; "
                                 "use server_vad", code="invalid_value",
                                 param="session.audio.input.turn_detection.type", event_id=message.event_id)
-        self.config = config
+        transcription = config.audio.input.transcription
+        refusal = unsupported_language(transcription.language if transcription else None,
+                                       self.languages)
+        if refusal is not None:  # honoured or refused, never silently heard as English
+            raise ProtocolError(f"invalid session.update: {refusal}", code="unsupported_language",
+                                param="session.audio.input.transcription.language", event_id=message.event_id)
         self.audio_in.set_format(config.input_format)
+        try:
+            self.audio_in.set_noise_reduction(config.audio.input.noise_reduction is not None)
+        except WeightError as error:
+            raise ProtocolError(f"noise_reduction needs the bargein[noise] extra on the server: {error}",
+                                code="invalid_value", param="session.audio.input.noise_reduction",
+                                event_id=message.event_id) from None
+        self.config = config
         self.feed(v.SettingsChanged(settings_from_config(config, listen=self.listen)))
         self.outbound.put(Outgoing(event("session.updated", session=config.wire())))
 
@@ -274,11 +293,11 @@ class RealtimeSession:
         self.audio_in.close()
 
 
-def default_endpoint(config: SessionConfig, *, semantic: bool) -> SessionConfig:
-    """A new session's turn detection: semantic VAD when the server has an end-of-turn model and the
-    config still has the plain ``server_vad`` default, else as given (plain silence without a model)."""
+def default_endpoint(config: SessionConfig, *, semantic: bool, prefer_semantic: bool) -> SessionConfig:
+    """A new session's turn detection: semantic VAD when the server prefers it, has an end-of-turn model and
+    the config still has the plain ``server_vad`` default, else as given (plain silence without a model)."""
     detection = config.audio.input.turn_detection
-    if semantic and detection == ServerVad():
+    if semantic and prefer_semantic and detection == ServerVad():
         return config.updated({"audio": {"input": {"turn_detection": {"type": "semantic_vad"}}}})
     if not semantic and isinstance(detection, SemanticVad):
         return config.updated({"audio": {"input": {"turn_detection": {"type": "server_vad"}}}})

@@ -97,3 +97,13 @@ BARGEIN_EVENTS = {"bargein_events": "1"}
 def openai_client(host_port: str, api_key: str = "sk-local") -> AsyncOpenAI:
     """An ``AsyncOpenAI`` pointed at a bargein server."""
     return AsyncOpenAI(api_key=api_key, websocket_base_url=f"ws://{host_port}/v1", max_retries=0)
+
+
+def assert_spoken_reply(log: EventLog) -> None:
+    """The replies' audio deltas in ``log`` make a spoken answer: over half a second, and not silence."""
+    import numpy as np
+
+    pcm = b"".join(base64.b64decode(d["delta"]) for d in log.of("response.output_audio.delta"))
+    audio = np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768
+    assert len(audio) / 24_000 > 0.5, "a spoken answer lasts more than half a second"
+    assert float(np.sqrt(np.mean(audio**2))) > 0.01, "and it is not silence"

@@ -8,7 +8,12 @@ from dataclasses import dataclass, field
 # Sentence punctuation, closing quotes or brackets, the whitespace after, and the next character if it
 # has arrived: whether a period ends a sentence often depends on what follows it.
 _SENTENCE_END = re.compile(r"([.!?…]+)([\"'”’)\]]*)(\s+)(\S?)")
-_CLAUSE_END = re.compile(r"[,;:—–]\s")
+_CLAUSE_END = re.compile(r"[,;:—–]\s|[，；：](?:[”’」』）]*)")
+# Chinese sentence ends need no space after them; Western ones directly before a Han character neither.
+_CJK_SENTENCE_END = re.compile(r"(?:[。！？]+|[.!?…]+(?=[\u3400-\u9fff]))[”’」』）)]*")
+_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+HAN_WEIGHT = 3
+"""A Han character carries about a word: it counts as this many characters against the clause lengths."""
 _TITLES = frozenset({
     # Before a name: a capital after them does not start a sentence.
     "mr", "mrs", "ms", "dr", "prof", "st", "mt", "sr", "jr", "gen", "gov", "sen", "rep", "lt", "col",
@@ -35,6 +40,10 @@ class ClauseSplitter:
     ``min_clause_chars`` long, so the TTS is not fed fragments of one or two words that sound choppy; the
     first clause of a reply uses the lower ``first_min_clause_chars``, because first audio waits for it.
     Text with no break at all is cut at the last space before ``max_clause_chars``.
+
+    Chinese: 。！？ end a sentence and ，；： a clause with no space after them, and text without spaces
+    is cut between characters. A Han character counts as ``HAN_WEIGHT`` characters against the lengths
+    above, since one character is about one spoken word.
     """
 
     min_clause_chars: int = 40
@@ -66,6 +75,12 @@ class ClauseSplitter:
         sentence after the LLM has crawled through it.
         """
         text = self._pending
+        if _HAN.search(text[-1:]):  # Chinese: every character is whole, so all of it can go
+            if len(_HAN.findall(text)) < min_words:
+                return None
+            self._pending = ""
+            self._released += 1
+            return text.strip()
         space = text.rstrip().rfind(" ") if not text.endswith(" ") else len(text.rstrip())
         head = text[:space].strip() if space > 0 else ""
         if len(head.split()) < min_words:
@@ -82,10 +97,18 @@ class ClauseSplitter:
 
     def _cut_point(self) -> int | None:
         text = self._pending
-        limit = self.max_clause_chars
+        limit = _raw_index(text, self.max_clause_chars)
         newline = text.find("\n")
         while newline >= 0 and not text[:newline].strip():
             newline = text.find("\n", newline + 1)
+        chinese = _CJK_SENTENCE_END.search(text)
+        if chinese is not None and chinese.start() < limit and not 0 <= newline < chinese.start():
+            ends_earlier = _SENTENCE_END.search(text, 0, chinese.start())
+            quote_open = text.count("“") > text.count("”") or text.count("「") > text.count("」")
+            if quote_open and chinese.end() == len(text):
+                return None  # its closing quote is probably the next token: wait for it
+            if ends_earlier is None or self._ends_sentence(text, ends_earlier) is False:
+                return chinese.end()
         for match in _SENTENCE_END.finditer(text):
             if 0 <= newline < match.start() or match.start() >= limit:
                 break
@@ -100,11 +123,11 @@ class ClauseSplitter:
         for match in _CLAUSE_END.finditer(text):
             if match.start() >= limit:
                 break
-            if match.start() + 1 >= minimum:
+            if _weighted_length(text[:match.start() + 1]) >= minimum:
                 return match.end()
         if len(text) > limit:
             space = text.rfind(" ", 0, limit)
-            return space + 1 if space > 0 else limit
+            return space + 1 if space > 0 and not _HAN.search(text[space:limit]) else limit
         return None
 
     @staticmethod
@@ -128,3 +151,20 @@ class ClauseSplitter:
         elif key not in _ABBREVIATIONS and "." not in word:
             return True  # an ordinary word: no need to wait for the next character
         return None if not following else True
+
+
+def _weighted_length(text: str) -> int:
+    """Characters of ``text``, a Han character counting ``HAN_WEIGHT``."""
+    return len(text) + (HAN_WEIGHT - 1) * len(_HAN.findall(text))
+
+
+def _raw_index(text: str, weighted: int) -> int:
+    """The index in ``text`` where its weighted length reaches ``weighted`` (``weighted`` when it has no Han)."""
+    if not _HAN.search(text):
+        return weighted
+    total = 0
+    for index, character in enumerate(text):
+        total += HAN_WEIGHT if _HAN.match(character) else 1
+        if total > weighted:
+            return index
+    return max(weighted, len(text))

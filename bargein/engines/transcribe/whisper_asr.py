@@ -122,6 +122,11 @@ class WhisperRecognizer:
         await asyncio.to_thread(self._thread.join)
 
     @property
+    def languages(self) -> frozenset[str]:
+        """The language codes the loaded model can transcribe; a session asking for another gets an error."""
+        return self.core.languages
+
+    @property
     def waiting(self) -> int:
         """Jobs queued and not yet started (a gauge for /metrics)."""
         return len(self._finals) + len(self._partials)

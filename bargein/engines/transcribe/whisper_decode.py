@@ -28,6 +28,9 @@ from faster_whisper.tokenizer import Tokenizer
 from faster_whisper.transcribe import get_suppressed_tokens
 
 from bargein.engines.base import LISTEN_SAMPLE_RATE, Transcript, WordTiming
+from bargein.engines.transcribe.simplified import to_simplified
+from bargein.languages import join_units, language_code, text_units
+from bargein.languages import language as language_row
 
 HOP_SAMPLES = 160
 """One mel frame is 10 ms; the encoder halves the frame count."""
@@ -54,6 +57,10 @@ class DecodeOptions:
     """What to do with a looping decode: decode again on the full window, or cut the loop off."""
     tokens_per_s: float = 8.0
     """Token budget per second of audio (fast speech is ~5), plus 16: past it the decoder is looping."""
+    simplified: bool = True
+    """Chinese transcripts in Simplified characters (Whisper writes Traditional about as often)."""
+    chinese_tokens_per_s: float = 16.0
+    """The same for Chinese: about two tokens a character, four to seven characters a second."""
 
 
 FINAL = DecodeOptions()
@@ -116,6 +123,13 @@ class WhisperCore:
         self.retries = 0
         """Finals decoded a second time on the full window because the short one looped."""
 
+    @property
+    def languages(self) -> frozenset[str]:
+        """The language codes this model can transcribe (``{"en"}`` for an English-only model)."""
+        if not self.multilingual:
+            return frozenset({"en"})
+        return frozenset(self.model.supported_languages)
+
     def tokenizer(self, language: str) -> Tokenizer:
         """The tokenizer (and so the start-of-transcript sequence) for ``language``."""
         if language not in self._tokenizers:
@@ -127,6 +141,7 @@ class WhisperCore:
                    options: DecodeOptions = FINAL) -> Transcript:
         """Recognise one clip of 16 kHz mono audio; empty or silent audio gives an empty transcript."""
         clip = clean_audio(audio)
+        language = language_code(language)
         known = bool(language) and language in self.model.supported_languages
         fallback_language = language if (known and language) else "en"
         if len(clip) < MIN_SPEECH_SAMPLES or float(np.max(np.abs(clip))) < SILENT_PEAK:
@@ -141,6 +156,8 @@ class WhisperCore:
         lang = self._language(encoded, language)
         tokenizer = self.tokenizer(lang)
         duration = len(clip) / LISTEN_SAMPLE_RATE
+        if prompt is None:  # a prompt in the wanted script steers Whisper towards it (Simplified Chinese)
+            prompt = language_row(lang).recognition_prompt if lang != "en" else None
         decoded = self._decode(encoded, tokenizer, prompt, duration, options)
         if decoded.looped and options.loop_guard == "retry" and frames < FULL_FRAMES:
             self.retries += 1
@@ -151,7 +168,11 @@ class WhisperCore:
         words: tuple[WordTiming, ...] = ()
         if options.word_timestamps and decoded.tokens:
             words = self._word_timings(tokenizer, decoded.tokens, encoded, content_frames, duration)
-        return Transcript(text=decoded.text, language=lang, no_speech_prob=decoded.no_speech_prob,
+        text = decoded.text
+        if lang == "zh" and options.simplified:
+            text = to_simplified(text)
+            words = tuple(WordTiming(to_simplified(w.word), w.start_ms, w.end_ms) for w in words)
+        return Transcript(text=text, language=lang, no_speech_prob=decoded.no_speech_prob,
                           avg_logprob=decoded.avg_logprob, words=words)
 
     def _encode(self, features: npt.NDArray[np.float32], content_frames: int, frames: int) -> Any:
@@ -174,7 +195,9 @@ class WhisperCore:
                 options: DecodeOptions) -> _Decoded:
         previous = tokenizer.encode(" " + prompt.strip()) if prompt and prompt.strip() else []
         start = self.model.get_prompt(tokenizer, previous, without_timestamps=True)
-        budget = int(16 + options.tokens_per_s * duration)
+        spaced = language_row(tokenizer.language_code).spaced
+        rate = options.tokens_per_s if spaced else options.chinese_tokens_per_s
+        budget = int(16 + rate * duration)
         max_length = min(self.model.max_length, len(start) + budget)
         result = self.model.model.generate(
             encoded, [start], beam_size=options.beam_size, max_length=max_length, return_scores=True,
@@ -185,28 +208,32 @@ class WhisperCore:
         text = tokenizer.decode(tokens).strip()
         # the returned score is the length-normalised log-probability; Whisper reports it per token+eot
         avg_logprob = float(result.scores[0]) * len(tokens) / (len(tokens) + 1) if result.scores else 0.0
-        words = text.split()
+        words = text.split() if spaced else text_units(text)
         looped = (len(tokens) >= max_length - len(start) or loop_start(words) is not None
-                  or len(words) > 3 + 6 * duration)
+                  or len(words) > 3 + (6 if spaced else 10) * duration)
         return _Decoded(tokens, text, avg_logprob, float(result.no_speech_prob), looped)
 
     def _trim(self, decoded: _Decoded, tokenizer: Tokenizer) -> _Decoded:
-        words = decoded.text.split()
+        spaced = language_row(tokenizer.language_code).spaced
+        words = decoded.text.split() if spaced else text_units(decoded.text)
         cut = loop_start(words)
         if cut is None:
             return decoded
-        text = " ".join(words[:cut])
+        text = " ".join(words[:cut]) if spaced else join_units(words[:cut])
         return _Decoded(tokenizer.encode(" " + text), text, decoded.avg_logprob, decoded.no_speech_prob, True)
 
     def _word_timings(self, tokenizer: Tokenizer, tokens: list[int], encoded: Any, content_frames: int,
                       duration: float) -> tuple[WordTiming, ...]:
         aligned = self.model.find_alignment(tokenizer, [tokens], encoded, content_frames)
+        spaced = language_row(tokenizer.language_code).spaced
         words: list[WordTiming] = []
         for item in aligned[0] if aligned else []:
             raw = str(item["word"])
             start_ms = 1000.0 * min(float(item["start"]), duration)
             end_ms = 1000.0 * min(float(item["end"]), duration)
-            if words and not raw[:1].isspace():
+            # without spaces (Chinese) every aligned unit is a word, and only punctuation joins the one before
+            joins = not raw[:1].isspace() if spaced else not text_units(raw)
+            if words and joins:
                 # no leading space: punctuation or the rest of a hyphenated word, so the same text word
                 last = words[-1]
                 words[-1] = WordTiming(last.word + raw, last.start_ms, max(last.end_ms, end_ms), last.probability)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from bargein.engines.base import Transcript
+from bargein.languages import is_backchannel, is_command, language, text_units
 from bargein.listening_model.decide import decide_over_reply, spotted_command
 from bargein.listening_model.user_words import user_words
 
@@ -176,6 +177,13 @@ def classify(stats: SegmentStats, transcript: Transcript | None, *, during_reply
     """
     text = normalise(transcript.text) if transcript else ""
     words = text.split()
+    spoken_in = transcript.language if transcript else None
+    if transcript is not None and not language(spoken_in).spaced:
+        words = text_units(text)  # Chinese: a character is a word
+    # the language table's phrases: a command cuts the agent short even when the recogniser is unsure
+    # of it (a one-syllable 停 comes out near -1.1), within its floor; a backchannel never does
+    command = (transcript is not None and is_command(transcript.text, spoken_in)
+               and transcript.avg_logprob >= language(spoken_in).command_min_logprob)
     level_above_floor = stats.speech_level_db - noise_floor_db
     features: dict[str, Any] = {
         "speech_ms": round(stats.speech_ms, 1), "mean_probability": round(stats.mean_probability, 3),
@@ -194,10 +202,10 @@ def classify(stats: SegmentStats, transcript: Transcript | None, *, during_reply
                                           + noise_floor_db, 1)
         if user_level_db is not None:
             features["below_user_db"] = round(user_level_db - features["user_level_db"], 1)
-    if during_reply:
+    if during_reply and spoken_in in (None, "en"):  # the listening model is English; others keep the rules
         decision, why = decide_over_reply(features)
-        if decision == "query" and (command := spotted_command(features)) is not None:
-            features["command"] = command
+        if decision == "query" and (spotted := spotted_command(features)) is not None:
+            features["command"] = spotted
         return ListenDecision(decision, why, features)
     reasons: list[str] = []
     if transcript is None:
@@ -208,13 +216,13 @@ def classify(stats: SegmentStats, transcript: Transcript | None, *, during_reply
         reasons.append(f"too short ({stats.speech_ms:.0f} ms of speech)")
     if level_above_floor < MIN_LEVEL_ABOVE_FLOOR_DB and stats.speech_frames:
         reasons.append(f"too faint ({level_above_floor:.1f} dB above the noise floor)")
-    if transcript is not None and words:
+    if transcript is not None and words and not command:
         unsure = transcript.no_speech_prob > 0.6 and transcript.avg_logprob < -0.7
         if unsure:
             reasons.append(f"recogniser unsure it was speech (no_speech {transcript.no_speech_prob:.2f})")
         elif text in HALLUCINATIONS and (transcript.no_speech_prob > 0.3 or transcript.avg_logprob < -0.8):
             reasons.append(f"a phrase the recogniser invents for non-speech ({text!r})")
-        if during_reply and len(words) <= 3 and text in BACKCHANNELS:
+        if during_reply and ((len(words) <= 3 and text in BACKCHANNELS) or is_backchannel(transcript.text, spoken_in)):
             reasons.append(f"backchannel while the agent speaks ({text!r})")
         elif (sound := sound_not_words(transcript.text, words)) is not None:
             reasons.append(sound)

@@ -4,9 +4,10 @@ Semantic endpointing asks two witnesses when the VAD first sees silence in a tur
 (Smart Turn, which hears intonation and rhythm) gives the probability that the speaker has finished, and
 speculative recognition gives the words so far. The turn ends after a short silence only when the sound
 says finished *and* the words do not lead on ("a table for", "and", "the"); otherwise, or while either
-witness has not answered yet, it waits a long silence. Eagerness sets the threshold and both silences;
-the medium preset is the one fitted by ``bench/endpoint_quality.py`` (on Kokoro voices; reported on
-flite and espeak-ng voices it never saw). Confirm mode (storm guard) doubles the wait. Pure code.
+witness has not answered yet, it waits a long silence; a sound the model is unsure about (between two
+thresholds) waits a middle silence. Eagerness sets the thresholds and the silences; the medium preset
+is the one fitted by ``bench/endpoint_quality.py`` (on Kokoro voices; reported on flite and espeak-ng
+voices and real recorded speech it never saw). Confirm mode (storm guard) doubles the wait. Pure code.
 """
 
 from __future__ import annotations
@@ -22,20 +23,34 @@ CONFIRM_MS = 1000
 
 @dataclass(frozen=True)
 class SemanticPreset:
-    """End after ``short_ms`` of silence when the turn sounds finished (probability >= ``threshold``) and
-    its words do not lead on; else after ``long_ms``."""
+    """A graded wait: end after ``short_ms`` of silence when the turn sounds finished (probability >=
+    ``high``), after ``middle_ms`` when the sound is unsure (``low`` <= probability < ``high``), after
+    ``long_ms`` when it sounds unfinished; words that lead on always wait ``long_ms``."""
 
-    threshold: float
+    high: float
+    low: float
     short_ms: int
+    middle_ms: int
     long_ms: int
+
+    def silence_ms(self, probability: float | None, words: str | None) -> int:
+        """The silence for this evidence; a witness that has not answered counts as "not finished"."""
+        if probability is None or words is None or leads_on(words):
+            return self.long_ms
+        if probability >= self.high:
+            return self.short_ms
+        return self.middle_ms if probability >= self.low else self.long_ms
 
 
 SEMANTIC_PRESETS = {
-    "high": SemanticPreset(0.9, 100, 1200),
-    "medium": SemanticPreset(0.95, 100, 1500),
-    "auto": SemanticPreset(0.95, 100, 1500),
-    "low": SemanticPreset(0.95, 300, 2000),
+    "high": SemanticPreset(0.9, 0.5, 100, 500, 1200),
+    "medium": SemanticPreset(0.91, 0.9, 100, 500, 1500),
+    "auto": SemanticPreset(0.91, 0.9, 100, 500, 1500),
+    "low": SemanticPreset(0.95, 0.5, 300, 1000, 2000),
 }
+"""``medium``/``auto`` as fitted on the Kokoro family (the budget of 5 % false cut-offs leaves the middle band
+almost empty there); ``high`` waits at most the old fixed 500 ms unless the sound says unfinished (< 0.5) or
+the words lead on; ``low`` is patient. Held-out figures in docs/benchmarks.md."""
 _LEADING = """
 a an the my your his her its our their some any every each no
 and but or nor so because if when while although though unless until since than as
@@ -89,21 +104,19 @@ class TurnEvidence:
         elif (transcript := getattr(event, "transcript", None)) is not None and self.silence_at_ms is not None:
             self.words = str(transcript.text)
 
-    def finished(self, preset: SemanticPreset) -> bool:
-        """Both witnesses have answered and both say the turn is over."""
-        return (self.probability is not None and self.probability >= preset.threshold
-                and self.words is not None and not leads_on(self.words))
+    def silence_ms(self, preset: SemanticPreset) -> int:
+        """The silence after which this turn ends, as the witnesses' answers so far say."""
+        return preset.silence_ms(self.probability, self.words)
 
 
 def endpoint_silence_ms(base_ms: int, *, eagerness: str | None, evidence: TurnEvidence | None,
                         confirm: bool) -> int:
     """The silence that ends the current turn: ``base_ms`` (``silence_duration_ms``) for ``server_vad``;
-    with ``eagerness`` (semantic VAD) the preset's short or long silence, as the evidence says."""
+    with ``eagerness`` (semantic VAD) the preset's short, middle or long silence, as the evidence says."""
     silence = base_ms
     if eagerness is not None:
         preset = SEMANTIC_PRESETS[eagerness]
-        finished = evidence is not None and evidence.finished(preset)
-        silence = preset.short_ms if finished else preset.long_ms
+        silence = preset.long_ms if evidence is None else evidence.silence_ms(preset)
     if confirm:
         silence = max(silence * 2, CONFIRM_MS)
     return silence

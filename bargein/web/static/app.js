@@ -27,6 +27,7 @@ const ui = {
 const test = {
   state: 'idle',
   sessionId: null,
+  session: null,
   samplesPlayed: 0,
   playedByItem: {},
   receivedMsByItem: {},
@@ -111,6 +112,20 @@ async function bargeIn() {
 
 // ---- server events -----------------------------------------------------------------------------------------
 
+// The conversation language: the select, or ?lang=zh; empty leaves the server's default.
+if (params.get('lang')) $('language').value = params.get('lang');
+
+function transcriptionSettings() {
+  const language = $('language').value;
+  return language ? { language } : {};
+}
+
+// A change during a session applies from the next turn on.
+$('language').addEventListener('change', () => {
+  client?.send({ type: 'session.update', session: { type: 'realtime',
+    audio: { input: { transcription: transcriptionSettings() } } } });
+});
+
 function sessionUpdate() {
   return {
     type: 'session.update',
@@ -121,7 +136,7 @@ function sessionUpdate() {
         input: {
           format: { type: 'audio/pcm', rate: 24000 },
           turn_detection: { type: 'server_vad', create_response: true, interrupt_response: true },
-          transcription: {},
+          transcription: transcriptionSettings(),
         },
         output: { format: { type: 'audio/pcm', rate: 24000 } },
       },
@@ -149,7 +164,11 @@ function onEvent(ev) {
   switch (type) {
     case 'session.created':
       test.sessionId = ev.session?.id ?? null;
+      test.session = ev.session ?? null;
       setConn('connected', 'connected');
+      break;
+    case 'session.updated':
+      test.session = ev.session ?? null;
       break;
     case 'error':
       showError('server', { ...ev.error, event_id: ev.error?.event_id });

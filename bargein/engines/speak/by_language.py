@@ -1,0 +1,53 @@
+"""One voice per language: each clause goes to the synthesiser for the script it is written in."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from bargein.engines.base import CancelToken, SpeechChunk, SpeechSynthesizer
+from bargein.languages import han_share
+
+MANDARIN_SHARE = 0.3
+"""A clause with at least this share of Han characters among its words is Chinese (an English name
+inside a Chinese sentence does not make it English)."""
+
+
+class LanguageRouter:
+    """A :class:`~bargein.engines.base.SpeechSynthesizer` that speaks Chinese clauses with the Mandarin
+    voice and everything else with the default one (so a Mandarin session can still say an English
+    sentence, and an English session is unchanged). The voice name goes to the default voice only."""
+
+    def __init__(self, default: SpeechSynthesizer, mandarin: SpeechSynthesizer) -> None:
+        self.default = default
+        self.mandarin = mandarin
+        self.sample_rate = default.sample_rate
+
+    @property
+    def description(self) -> str:
+        """Both voices, for the start-up banner."""
+        names = (getattr(engine, "description", type(engine).__name__) for engine in (self.default, self.mandarin))
+        return "; Mandarin: ".join(names)
+
+    @property
+    def queue_depth(self) -> int:
+        """Syntheses waiting in either voice."""
+        return sum(int(getattr(engine, "queue_depth", 0)) for engine in (self.default, self.mandarin))
+
+    def voice_for(self, text: str) -> SpeechSynthesizer:
+        """The synthesiser that speaks ``text``."""
+        return self.mandarin if han_share(text) >= MANDARIN_SHARE else self.default
+
+    async def synthesize(self, text: str, *, voice: str | None, cancel: CancelToken,
+                         speed: float = 1.0) -> AsyncIterator[SpeechChunk]:
+        """Speak ``text`` with the voice for its script, at ``speed`` times its pace."""
+        engine = self.voice_for(text)
+        async for chunk in engine.synthesize(text, voice=voice if engine is self.default else None, cancel=cancel,
+                                             speed=speed):
+            yield chunk
+
+    async def aclose(self) -> None:
+        """Close both voices."""
+        for engine in (self.default, self.mandarin):
+            closer = getattr(engine, "aclose", None)
+            if closer is not None:
+                await closer()
