@@ -1,8 +1,15 @@
 """Turn quality: does the agent answer only when addressed, and keep talking through a cough?
 
-    python -m bench.turn_quality [--quick] [--verbose] [--plot turn_quality.png]
+    python -m bench.turn_quality [--split held_out|train|kokoro] [--verbose] [--dump results.json]
 
-Runs the labelled listening set (``tests/data/make_listening_set.py``, generated on first use into
+By default runs the **held-out voice families** of the family set (``tests/data/make_family_set.py``:
+commands, full queries, backchannels, vocal sounds and noise over a live reply, in several voices of
+other engines and recorded speech, in a room, under a background talker and through a telephone
+channel) and prints the held-out table with 95 % Wilson intervals per category and per family
+(``bench/turn_quality_families.py``). ``--split train`` runs the families the classifier is fitted on
+(for ``bench/fit_listening.py``, with ``--dump``); ``--split kokoro`` the older one-voice set below.
+
+The one-voice set: runs the labelled listening set (``tests/data/make_listening_set.py``, generated on first use into
 ``~/.cache/bargein/listening-set``) through in-process Realtime sessions with the real Silero VAD and
 the real Whisper recogniser (tiny.en by default), the fake LLM and TTS (see
 ``bench/turn_quality_runner.py`` for why), and prints:
@@ -38,7 +45,9 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from bargein.engines.listen.silero_vad import SileroVad
+from bench import turn_quality_families as families
 from bench.turn_quality_runner import CaseResult, run_case
+from tests.data import make_family_set
 from tests.data.make_listening_set import Case, build, default_dir, read_wav
 
 TARGETS = {"false_trigger": 0.02, "missed_query": 0.02, "resume": 0.95}
@@ -192,8 +201,9 @@ async def run_all(cases: list[Case], folder: Path, args: argparse.Namespace) -> 
 
     async def one(case: Case) -> CaseResult:
         async with gate:
+            ask = read_wav(folder / case.ask) if case.ask else None
             result = await run_case(case, read_wav(folder / case.file), vad, asr, speed=args.speed,
-                                    timeline_speed=args.timeline_speed, language=args.language)
+                                    timeline_speed=args.timeline_speed, language=args.language, ask=ask)
         if args.verbose:
             print_case(result)
         return result
@@ -210,7 +220,9 @@ def dump(results: list[CaseResult], path: Path) -> None:
     """Every case with its label, outcome and segment decisions (features and reasons)."""
     rows = [{"case": asdict(r.case), "ok": outcome(r)[0], "outcome": outcome(r)[1], "segments": r.segments,
              "replies": [asdict(reply) for reply in r.replies.values()], "paused": r.paused, "resumed": r.resumed,
-             "cut": r.cut, "speculation": asdict(r.counts)} for r in results]
+             "cut": r.cut, "asked_by_voice": r.asked_by_voice, "stream_ms": r.stream_ms, "started": r.started,
+             "stopped": r.stopped,
+             "speculation": asdict(r.counts)} for r in results]
     path.write_text(json.dumps(rows, indent=1, default=str))
     print(f"dump: {path}")
 
@@ -245,7 +257,9 @@ def plot(results: list[CaseResult], path: Path) -> None:
 def main() -> None:
     """Command line."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="the small subset (about a minute)")
+    parser.add_argument("--split", choices=("held_out", "train", "kokoro"), default="held_out",
+                        help="the family set's held-out or training families, or the one-voice Kokoro set")
+    parser.add_argument("--quick", action="store_true", help="the Kokoro set's small subset (about a minute)")
     parser.add_argument("--set", type=Path, help="the listening set's folder (generated there if missing)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--asr-model", default="tiny.en")
@@ -258,13 +272,29 @@ def main() -> None:
     parser.add_argument("--plot", type=Path, help="draw a PNG here")
     parser.add_argument("--dump", type=Path, help="write every case's result here as JSON (for offline analysis)")
     args = parser.parse_args()
-    args.set = args.set or default_dir(quick=args.quick)
-    cases = build(args.set, seed=args.seed, quick=args.quick)
+    if args.split == "kokoro":
+        args.set = args.set or default_dir(quick=args.quick)
+        cases = build(args.set, seed=args.seed, quick=args.quick)
+    else:
+        args.set = args.set or make_family_set.CACHE / args.split
+        cases = make_family_set.build(args.split, seed=args.seed, out=args.set)
     if args.only:
         cases = [c for c in cases if args.only in c.id]
     started = time.monotonic()
     results = asyncio.run(run_all(cases, args.set, args))
-    report(results, time.monotonic() - started, args)
+    if args.split == "kokoro":
+        report(results, time.monotonic() - started, args)
+    else:
+        load = os.getloadavg()
+        families.report(results, f"turn quality, {args.split} families: {len(results)} cases ({args.set}), Whisper "
+                                 f"{args.asr_model}, Silero VAD, server_vad 500 ms, timelines at "
+                                 f"{args.timeline_speed:g}x, {args.concurrency} sessions at once, "
+                                 f"{time.monotonic() - started:.0f} s, load average {load[0]:.2f} {load[1]:.2f}")
+        wrong = families.wrong_cases(results)
+        if wrong:
+            print("\nwrong cases:")
+            for r in wrong:
+                print_case(r)
     if args.dump:
         dump(results, args.dump)
     if args.plot:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bargein.engines.base import Transcript
+from bargein.listening_model.decide import decide_over_reply
 from bargein.session.core.classifier import SegmentStats, classify
 
 FRAME_MS = 32.0
@@ -27,6 +28,8 @@ SPEECH_LEVEL_DB = -20.0
 
 def judge(segment: dict[str, Any]) -> str:
     """The current classifier's decision on one dumped ``bargein.listen.segment``."""
+    if segment.get("during_reply"):  # over a reply the decision reads the event's features alone
+        return decide_over_reply(segment)[0]
     stats = SegmentStats()
     for _ in range(round(segment["speech_ms"] / FRAME_MS)):
         stats.add(0.9, SPEECH_LEVEL_DB, FRAME_MS)

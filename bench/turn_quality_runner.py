@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
+from bargein.audio.codecs import AudioFormat
 from bargein.engines.base import Engines, SpeechRecognizer, VoiceActivityDetector
 from bargein.engines.fakes import FakeLanguageModel, FakeSynthesizer
 from bargein.session.core import vocabulary as v
@@ -56,6 +60,8 @@ class CaseResult:
     transcripts: dict[str, str] = field(default_factory=dict)
     commits: dict[str, float] = field(default_factory=dict)
     """Committed item id -> stream ms of its commit."""
+    started: dict[str, float] = field(default_factory=dict)
+    """Item id -> ``speech_started`` ``audio_start_ms``."""
     stopped: dict[str, float] = field(default_factory=dict)
     """Item id -> ``speech_stopped`` ``audio_end_ms``."""
     decided_ms: dict[str, float] = field(default_factory=dict)
@@ -70,6 +76,11 @@ class CaseResult:
     ledger_endpoint_ms: list[float] = field(default_factory=list)
     """``endpoint_ms`` of each ``bargein.turn.metrics`` (wall time; true only when streamed in real time)."""
     real_time: bool = False
+    asked_by_voice: bool = False
+    """The reply the case lands on answers the user's spoken request (not a typed one)."""
+    stream_ms: dict[str, float] = field(default_factory=dict)
+    """Stream time (ms from the first append) of what happened to a timeline's reply: ``paused``,
+    ``resumed``, ``cut`` (its ``response.done`` cancelled)."""
 
     @property
     def answers(self) -> list[Reply]:
@@ -156,6 +167,10 @@ class Client:
         self._pump: asyncio.Task[None] | None = None
         self.reply_audible = asyncio.Event()
         """Set once any reply's words (and so its audio) reach the client."""
+        self._stream_start: float | None = None
+        self._speed = 1.0
+        self.offset_ms = 0.0
+        """Stream time before the case's own audio (the user's spoken request): case times are after it."""
 
     async def __aenter__(self) -> Client:
         self.session.start()
@@ -174,15 +189,20 @@ class Client:
         """One client event."""
         await self.session.handle_message(json.dumps(message))
 
-    async def stream(self, pcm: bytes, speed: float) -> None:
-        """Append ``pcm`` in 20 ms chunks, ``speed`` times faster than real time."""
-        start = time.monotonic()
-        for index in range(0, len(pcm), CHUNK_BYTES):
-            due = start + index / CHUNK_BYTES * 0.02 / speed
+    async def stream(self, pcm: bytes, speed: float, *, chunk_bytes: int = CHUNK_BYTES) -> None:
+        """Append ``pcm`` (wire bytes) in 20 ms chunks of ``chunk_bytes``, ``speed`` times faster than real time."""
+        start = self._stream_start = time.monotonic()
+        self._speed = speed
+        for index in range(0, len(pcm), chunk_bytes):
+            due = start + index / chunk_bytes * 0.02 / speed
             delay = due - time.monotonic()
             await asyncio.sleep(max(0.0, delay))
             await self.send(type="input_audio_buffer.append",
-                            audio=base64.b64encode(pcm[index:index + CHUNK_BYTES]).decode())
+                            audio=base64.b64encode(pcm[index:index + chunk_bytes]).decode())
+
+    def _mark(self, what: str, now: float) -> None:
+        if self._stream_start is not None and what not in self.result.stream_ms:
+            self.result.stream_ms[what] = 1000 * (now - self._stream_start) * self._speed
 
     async def _drain(self) -> None:
         session = self.session
@@ -195,8 +215,9 @@ class Client:
         result, kind, now = self.result, message["type"], time.monotonic()
         if kind == "input_audio_buffer.speech_started":
             result.speech_started += 1
+            result.started[message["item_id"]] = float(message["audio_start_ms"]) - self.offset_ms
         elif kind == "input_audio_buffer.speech_stopped":
-            result.stopped[message["item_id"]] = float(message["audio_end_ms"])
+            result.stopped[message["item_id"]] = float(message["audio_end_ms"]) - self.offset_ms
         elif kind == "input_audio_buffer.committed":
             item = self._last_commit = message["item_id"]
             result.commits[item] = self.watch.commit_ms.get(item, float("nan"))
@@ -219,12 +240,16 @@ class Client:
                 reply.status = message["response"]["status"]
                 details = message["response"].get("status_details") or {}
                 reply.reason = details.get("reason")
+                if reply.response_id == result.base_reply and reply.status == "cancelled":
+                    self._mark("cut", now)
         elif kind == "bargein.turn.metrics" and message.get("endpoint_ms") is not None:
             result.ledger_endpoint_ms.append(float(message["endpoint_ms"]))
         elif kind == "bargein.reply.paused" and message["response_id"] == result.base_reply:
             result.paused = True
+            self._mark("paused", now)
         elif kind == "bargein.reply.resumed" and message["response_id"] == result.base_reply:
             result.resumed = True
+            self._mark("resumed", now)
 
     def settled(self) -> bool:
         """Nothing more will happen by itself: no turn open, every segment judged, no reply live
@@ -256,8 +281,13 @@ class Client:
 
 
 async def run_case(case: Case, pcm: bytes, vad: VoiceActivityDetector, asr: SpeechRecognizer, *,
-                   speed: float, timeline_speed: float, language: str | None = None) -> CaseResult:
-    """One case in a fresh session; a timeline first starts a long reply and waits for its audio."""
+                   speed: float, timeline_speed: float, language: str | None = None,
+                   ask: bytes | None = None) -> CaseResult:
+    """One case in a fresh session; a timeline first starts a long reply and waits for its audio.
+
+    With ``ask`` (the user's own request, spoken first) the reply is the answer to it; without, or if
+    the request got no reply, the reply is asked for in text.
+    """
     if case.kind == "segment":
         # short fake speech: a reply to a segment only has to show that it happened and what it says
         engines = Engines(vad, asr, FakeLanguageModel(token_delay_s=0.005), FakeSynthesizer(ms_per_char=4.0))
@@ -267,15 +297,29 @@ async def run_case(case: Case, pcm: bytes, vad: VoiceActivityDetector, asr: Spee
         if language:  # the session passes it to every recognition: partial, speculative and final
             await client.send(type="session.update", session={"audio": {"input": {"transcription": {
                 "model": "whisper-1", "language": language}}}})
+        chunk = CHUNK_BYTES
+        if case.channel != "audio/pcm":  # a telephone client: G.711 at 8 kHz, 20 ms = 160 bytes
+            wire = AudioFormat(case.channel, 8000)  # type: ignore[arg-type]
+            await client.send(type="session.update", session={"audio": {"input": {"format": {"type": case.channel}}}})
+            pcm, chunk = wire.encode(np.frombuffer(pcm, dtype="<i2")), 160
+            ask = wire.encode(np.frombuffer(ask, dtype="<i2")) if ask is not None else None
         if case.kind == "timeline":
-            await client.send(type="conversation.item.create", item={
-                "type": "message", "role": "user", "content": [{"type": "input_text", "text": "Tell me a story."}]})
-            await client.send(type="response.create")
-            await asyncio.wait_for(client.reply_audible.wait(), 10.0)
+            if ask is not None:
+                await client.stream(ask, 1.0, chunk_bytes=chunk)
+                client.offset_ms = 20.0 * len(ask) / chunk
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(client.reply_audible.wait(), 10.0)
+            if not client.reply_audible.is_set():
+                await client.send(type="conversation.item.create", item={"type": "message", "role": "user",
+                                  "content": [{"type": "input_text", "text": "Tell me a story."}]})
+                await client.send(type="response.create")
+                await asyncio.wait_for(client.reply_audible.wait(), 10.0)
             client.result.base_reply = next(iter(client.result.replies), None)
+            client.result.asked_by_voice = ask is not None and len(client.result.replies) == 1 and bool(
+                client.result.transcripts)
         # a turn with a pause in it is there to test speculation, whose timing needs real time
         real_time = case.kind == "timeline" or case.source == "tts-split"
         client.result.real_time = real_time and timeline_speed == 1.0
-        await client.stream(pcm, timeline_speed if real_time else speed)
+        await client.stream(pcm, timeline_speed if real_time else speed, chunk_bytes=chunk)
         await client.wait_settled(20.0)
     return client.result

@@ -15,7 +15,10 @@ done
 
 apt_packages=(flite)
 if [[ "$purpose" == "test" ]]; then
-  apt_packages+=(pocketsphinx-testdata chromium espeak-ng)  # espeak-ng: voices of bench/endpoint_set.py
+  # espeak-ng: voices of bench/endpoint_set.py; with festival, its voices and the asterisk recordings, the
+  # listening benchmark's voice families (tests/data/voices.py)
+  apt_packages+=(pocketsphinx-testdata chromium espeak-ng festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts
+                 asterisk-core-sounds-en-wav)
 fi
 missing=()
 for package in "${apt_packages[@]}"; do

@@ -85,7 +85,9 @@ def test_a_short_unsure_fragment_is_noise_but_a_short_clear_command_is_a_query()
     for text, logprob in (("A chew.", -0.72), ("Few.", -0.8)):
         verdict = classify(speech_stats(480), Transcript(text, avg_logprob=logprob), during_reply=True,
                            noise_floor_db=-60)
-        assert verdict.decision == "noise" and verdict.reasons[0].startswith("a short fragment"), text
+        alone = classify(speech_stats(480), Transcript(text, avg_logprob=logprob), during_reply=False,
+                         noise_floor_db=-60)
+        assert alone.decision == "noise" and alone.reasons[0].startswith("a short fragment"), text
     for text, logprob in (("Stop.", -0.25), ("Why?", -0.3), ("Louder.", -0.5)):
         for during in (False, True):
             verdict = classify(speech_stats(400), Transcript(text, avg_logprob=logprob), during_reply=during,
@@ -170,8 +172,10 @@ async def test_a_confirmed_guess_hands_its_tokens_to_the_reply() -> None:
 
 
 def test_a_short_interruption_needs_a_command_or_a_question_word() -> None:
+    # over a reply a short unsure word that is no command is the interruption model's call (bench/fit_listening.py
+    # fits it to miss few commands, so a groan heard as "Us." now cuts: see docs/turn_quality.md)
     groan = classify(speech_stats(320), Transcript("Us.", avg_logprob=-0.45), during_reply=True, noise_floor_db=-60)
-    assert groan.decision == "noise" and "no command" in groan.reasons[0]
+    assert "interruption model" in groan.reasons[0]
     for command in ("Stop.", "Wait.", "Louder.", "What?"):
         verdict = classify(speech_stats(448), Transcript(command, avg_logprob=-0.5), during_reply=True,
                            noise_floor_db=-60)

@@ -325,7 +325,11 @@ def test_a_guess_that_reads_as_a_query_prefetches_a_reply_only_when_none_is_live
     busy.agent_speaking()
     busy.frames(0.9, 640, energy_db=-25.0)
     busy.silence(64)
-    assert busy.feed(dx.GuessTranscribed("item_3", Transcript("What time is it?"))) == []
+    # a sentence that is no command does not touch the live reply, nor start another
+    assert busy.feed(dx.GuessTranscribed("item_3", Transcript("I think the soup is ready now."))) == []
+    # a question word, clearly louder than the room, cuts the paused reply at once (then may be prefetched)
+    cut = busy.feed(dx.GuessTranscribed("item_3", Transcript("What time is it?")))
+    assert isinstance(cut[0], dx.CancelReply) and cut[0].reason == "turn_detected"
     text_only = Listening(dx.TurnSettings(speculation=dx.Speculation(prefetch_reply=False)))
     text_only.frames(0.9, 640, energy_db=-25.0)
     text_only.silence(64)

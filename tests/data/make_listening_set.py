@@ -119,6 +119,16 @@ class Case:
     event_end_s: float
     duration_s: float
     file: str
+    family: str = "kokoro-heart"
+    """The voice family (``tests/data/voices.py``); ``noise`` for sounds no voice made."""
+    category: str = ""
+    """command, query, backchannel, vocal or noise (the family set); empty in this set."""
+    condition: str = ""
+    """room (a bed at ``snr_db``), talker (another voice 10 dB down) or phone (talker through G.711)."""
+    channel: str = "audio/pcm"
+    """The wire format the case is streamed in: ``audio/pcm`` (24 kHz) or G.711 ``audio/pcmu``/``audio/pcma``."""
+    ask: str | None = None
+    """A turn the user spoke first (same voice, level, room and channel) that starts the reply, if any."""
 
 
 @dataclass(frozen=True)
@@ -143,22 +153,34 @@ def mix(sound: Audio, background: str, snr_db: float | None, rng: np.random.Gene
 
     Returns the mix and the sound's true start and end (s) in it.
     """
-    level = TARGET_LEVEL_DB + rng.uniform(-4.0, 4.0)
-    fg = sound * 10 ** ((level - active_level_db(sound)) / 20)
-    start, end = active_bounds(sound)
-    lead, tail = round(lead_s * RATE), round(tail_s * RATE)
-    total = lead + len(fg) + tail
-    if snr_db is None:
-        bed = rng.standard_normal(total) * 10 ** (CLEAN_HISS_DB / 20)
-    else:
-        bed = BACKGROUNDS[background](rng, total / RATE)[:total].astype(np.float64)
-        bed = bed * 10 ** ((level - snr_db - 20 * np.log10(np.std(bed) + 1e-12)) / 20)
-    out = bed.astype(np.float64)
+    fg, out, _, start, end = scaled_over_bed(sound, background, snr_db, rng, lead_s=lead_s, tail_s=tail_s)
+    lead = round(lead_s * RATE)
     out[lead:lead + len(fg)] += fg
     peak = float(np.max(np.abs(out)))
     if peak > 0.95:  # a loud mix is scaled whole, so its SNR stays what the label says
         out *= 0.95 / peak
     return out.astype(np.float32), lead_s + start, lead_s + end
+
+
+MixParts = tuple[Audio, "np.ndarray[Any, np.dtype[np.float64]]", float, float, float]
+
+
+def scaled_over_bed(sound: Audio, background: str, snr_db: float | None, rng: np.random.Generator, *,
+                    lead_s: float, tail_s: float, level_db: float | None = None) -> MixParts:
+    """The sound at a drawn level near -26 dBFS, and a bed ``snr_db`` under it (a faint hiss when ``None``)
+    as long as ``lead_s`` + the sound + ``tail_s``: (sound, bed, level dBFS, true start s, true end s).
+    ``level_db`` sets the level instead (the draw is made all the same, so the rest of the mix stays put)."""
+    level = TARGET_LEVEL_DB + rng.uniform(-4.0, 4.0)
+    level = level if level_db is None else level_db
+    fg = sound * 10 ** ((level - active_level_db(sound)) / 20)
+    start, end = active_bounds(sound)
+    total = round(lead_s * RATE) + len(fg) + round(tail_s * RATE)
+    if snr_db is None:
+        bed = rng.standard_normal(total) * 10 ** (CLEAN_HISS_DB / 20)
+    else:
+        bed = BACKGROUNDS[background](rng, total / RATE)[:total].astype(np.float64)
+        bed = bed * 10 ** ((level - snr_db - 20 * np.log10(np.std(bed) + 1e-12)) / 20)
+    return fg, bed.astype(np.float64), float(level), start, end
 
 
 class Voice:
@@ -305,13 +327,13 @@ def build(out: Path, *, seed: int = 7, quick: bool = False) -> list[Case]:
     return cases
 
 
-def write_wav(path: Path, audio: Audio) -> None:
-    """24 kHz mono pcm16."""
+def write_wav(path: Path, audio: Audio, *, rate: int = RATE) -> None:
+    """Mono pcm16 (24 kHz unless told)."""
     pcm = np.clip(np.round(audio * 32767.0), -32768, 32767).astype("<i2")
     with wave.open(str(path), "wb") as handle:
         handle.setnchannels(1)
         handle.setsampwidth(2)
-        handle.setframerate(RATE)
+        handle.setframerate(rate)
         handle.writeframes(pcm.tobytes())
 
 

@@ -25,6 +25,8 @@ from typing import Any, Literal
 
 from bargein.engines.base import Transcript
 from bargein.languages import is_backchannel, is_command, language, text_units
+from bargein.listening_model.decide import decide_over_reply, spotted_command
+from bargein.listening_model.user_words import user_words
 
 BACKCHANNELS = frozenset({
     "uh-huh", "uh huh", "uhhuh", "mhm", "mm-hmm", "mm hmm", "mmhmm", "mm", "hmm", "hm", "mmm", "yeah", "yep",
@@ -70,6 +72,8 @@ _WORDS = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")
 _LATIN = re.compile(r"[a-z'’-]+")
 _LAUGH = re.compile(r"(?:[a-z]{0,2}-?)?(?:h[aeiou]-?){2,}h?")
 _VOWEL = re.compile(r"[aeiouy0-9]")
+MAX_LEVEL_FRAMES = 1000
+"""Frame levels kept per segment: 32 s of 32 ms frames; a longer segment's later words go unplaced."""
 _ANNOTATION = re.compile(r"^(?:\s*(?:\([^)]*\)|\[[^\]]*\]|\*[^*]*\*|♪+)[\s.,!?]*)+$")
 
 
@@ -84,9 +88,17 @@ class SegmentStats:
     peak_probability: float = 0.0
     speech_power_sum: float = 0.0
     speech_ms: float = 0.0
+    offset_ms: float = 0.0
+    """Where the segment's first frame lies in the clip the recogniser hears (its prefix padding)."""
+    frame_ms: float = 0.0
+    levels_db: list[float] = field(default_factory=list)
+    """Each frame's level, for the level of each recognised word (at most :data:`MAX_LEVEL_FRAMES`)."""
 
     def add(self, probability: float, energy_db: float, frame_ms: float) -> None:
         """One VAD frame of the segment."""
+        if len(self.levels_db) < MAX_LEVEL_FRAMES:
+            self.levels_db.append(energy_db)
+        self.frame_ms = frame_ms
         self.frames += 1
         self.probability_sum += probability
         self.peak_probability = max(self.peak_probability, probability)
@@ -110,15 +122,21 @@ class SegmentStats:
 
 @dataclass
 class NoiseFloor:
-    """A slow estimate of the background level from frames the VAD calls silence."""
+    """A slow estimate of the background level from frames the VAD calls silence.
+
+    It starts as the running mean of the first background frames (a floor that crept up from -70 dBFS at
+    the slow rate would take seconds, and meanwhile every sound would look loud), then follows slowly.
+    """
 
     level_db: float = -70.0
     rate: float = 0.05
+    observed: int = 0
 
     def observe(self, probability: float, energy_db: float) -> None:
         """Track background frames only; a floor that followed speech would hide it."""
         if probability < 0.2 and energy_db > -100:
-            self.level_db += self.rate * (energy_db - self.level_db)
+            self.observed += 1
+            self.level_db += max(self.rate, 1 / self.observed) * (energy_db - self.level_db)
 
 
 @dataclass(frozen=True)
@@ -152,8 +170,11 @@ def sound_not_words(text: str, words: list[str]) -> str | None:
 
 
 def classify(stats: SegmentStats, transcript: Transcript | None, *, during_reply: bool,
-             noise_floor_db: float) -> ListenDecision:
-    """Query or noise, and why. ``transcript`` is ``None`` when recognition failed."""
+             noise_floor_db: float, user_level_db: float | None = None) -> ListenDecision:
+    """Query or noise, and why. ``transcript`` is ``None`` when recognition failed.
+
+    ``user_level_db``: the level of the user's own answered turns so far (``None`` before the first).
+    """
     text = normalise(transcript.text) if transcript else ""
     words = text.split()
     spoken_in = transcript.language if transcript else None
@@ -171,6 +192,21 @@ def classify(stats: SegmentStats, transcript: Transcript | None, *, during_reply
         "no_speech_prob": round(transcript.no_speech_prob, 3) if transcript else None,
         "avg_logprob": round(transcript.avg_logprob, 3) if transcript else None, "during_reply": during_reply,
     }
+    if transcript is not None and transcript.words and stats.levels_db:
+        mine = user_words(stats.levels_db, stats.frame_ms, stats.offset_ms, transcript.words)
+        if mine is not None:
+            features.update(user_transcript=mine.text, room_words=mine.room_words,
+                            user_level_above_floor_db=round(mine.level_db - noise_floor_db, 1))
+    if stats.speech_frames:
+        features["user_level_db"] = round(features.get("user_level_above_floor_db", level_above_floor)
+                                          + noise_floor_db, 1)
+        if user_level_db is not None:
+            features["below_user_db"] = round(user_level_db - features["user_level_db"], 1)
+    if during_reply and spoken_in in (None, "en"):  # the listening model is English; others keep the rules
+        decision, why = decide_over_reply(features)
+        if decision == "query" and (spotted := spotted_command(features)) is not None:
+            features["command"] = spotted
+        return ListenDecision(decision, why, features)
     reasons: list[str] = []
     if transcript is None and during_reply:
         reasons.append("recognition failed: nothing to cut the reply for")
@@ -217,6 +253,8 @@ def segment_event_fields(item_id: str, decision: ListenDecision, action: str) ->
 
 
 
+USER_LEVEL_RATE = 0.5
+"""Each answered turn moves the user's reference level halfway to its own."""
 MAX_OPEN_SEGMENTS = 32
 """Segments whose statistics are kept while they wait for their transcript (older ones are forgotten)."""
 
@@ -237,11 +275,17 @@ class SegmentBook:
     def __init__(self) -> None:
         self.noise_floor = NoiseFloor()
         self._segments: dict[str, Segment] = {}
+        self.user_level_db: float | None = None
+        """How loud the user's own turns were (those answered while the agent was silent): a voice well
+        under it while the agent speaks is the room's (a television, another talker)."""
 
-    def begin(self, item_id: str, *, threshold: float, during_reply: bool) -> None:
-        """Speech began: a new segment, judged against the background as it was before it."""
-        self._segments[item_id] = Segment(SegmentStats(threshold=threshold), self.noise_floor.level_db,
-                                          during_reply)
+    def begin(self, item_id: str, *, threshold: float, during_reply: bool, offset_ms: float = 0.0) -> None:
+        """Speech began: a new segment, judged against the background as it was before it.
+
+        ``offset_ms``: where the segment's onset lies in the clip that will be recognised (the padding).
+        """
+        self._segments[item_id] = Segment(SegmentStats(threshold=threshold, offset_ms=offset_ms),
+                                          self.noise_floor.level_db, during_reply)
         while len(self._segments) > MAX_OPEN_SEGMENTS:
             self._segments.pop(next(iter(self._segments)))
 
@@ -258,15 +302,36 @@ class SegmentBook:
     def judge(self, item_id: str, transcript: Transcript | None, *, during_reply: bool) -> ListenDecision:
         """Classify a committed segment with its transcript; the segment is then forgotten."""
         segment = self._segments.pop(item_id, None) or Segment(SegmentStats(), self.noise_floor.level_db)
-        return classify(segment.stats, transcript, during_reply=during_reply, noise_floor_db=segment.floor_db)
+        during_reply = during_reply or segment.during_reply  # a reply the segment cut early still counts
+        verdict = classify(segment.stats, transcript, during_reply=during_reply, noise_floor_db=segment.floor_db,
+                           user_level_db=self.user_level_db)
+        level = verdict.features.get("user_level_db")
+        if not during_reply and verdict.decision == "query" and level is not None:
+            previous = self.user_level_db
+            self.user_level_db = level if previous is None else previous + USER_LEVEL_RATE * (level - previous)
+        return verdict
 
     def guess(self, item_id: str, transcript: Transcript, *, during_reply: bool) -> ListenDecision | None:
         """Classify a segment still being decided on a speculative transcript (``None``: unknown)."""
         segment = self._segments.get(item_id)
         if segment is None:
             return None
-        return classify(segment.stats, transcript, during_reply=during_reply, noise_floor_db=segment.floor_db)
+        return classify(segment.stats, transcript, during_reply=during_reply, noise_floor_db=segment.floor_db,
+                        user_level_db=self.user_level_db)
+
+    def spots_command(self, item_id: str, transcript: Transcript) -> bool:
+        """Whether a speculative transcript of a segment heard over a reply holds a command that interrupts
+        on its own (a command or question word clearly above the room, :mod:`bargein.listening_model.decide`)."""
+        verdict = self.guess(item_id, transcript, during_reply=True)
+        return verdict is not None and bool(verdict.features.get("command"))
 
     def forget(self, item_id: str) -> None:
         """A segment that will never be judged (the buffer was cleared)."""
         self._segments.pop(item_id, None)
+
+
+def ignored_action(paused: bool, resumes: bool, confirm_ignores: bool) -> str:
+    """How a segment that does not get an answer is reported (``bargein.listen.segment``'s ``action``)."""
+    if resumes or paused:
+        return "resume the reply" if resumes else "keep the reply paused"
+    return "ignore (confirm mode: too short to interrupt)" if confirm_ignores else "ignore"

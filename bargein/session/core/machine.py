@@ -17,7 +17,7 @@ from typing import Literal, assert_never
 from bargein.protocol.client_events import ResponseParams
 from bargein.protocol.errors import ProtocolError
 from bargein.session.core import vocabulary as v
-from bargein.session.core.classifier import ListenDecision, SegmentBook
+from bargein.session.core.classifier import ListenDecision, SegmentBook, ignored_action
 from bargein.session.core.endpointing import TurnEvidence, endpoint_silence_ms
 from bargein.session.core.settings import TurnSettings
 from bargein.session.core.storm_guard import StormGuard
@@ -211,7 +211,8 @@ class DuplexMachine:
     def _begin_turn(self, onset_ms: float, settings: TurnSettings) -> None:
         reply = self._reply
         turn = self._turn = _Turn(self.new_id("item"), onset_ms, during_reply=reply is not None)
-        self.segments.begin(turn.item_id, threshold=settings.endpointing.threshold, during_reply=reply is not None)
+        self.segments.begin(turn.item_id, threshold=settings.endpointing.threshold, during_reply=reply is not None,
+                            offset_ms=min(onset_ms, float(settings.endpointing.prefix_padding_ms)))
         self._emit(v.DisarmIdleTimer())
         self._emit(v.SpeechStarted(turn.item_id, onset_ms))
         if reply is None or not settings.interruption.enabled:
@@ -250,7 +251,7 @@ class DuplexMachine:
         if decision == "noise" or confirm_ignores:
             resumes = reply is not None and reply.paused and self._turn is None and not self._awaiting
             if verdict is not None:
-                self._emit(v.ReportSegment(item_id, verdict, _ignored_action(reply is not None and reply.paused,
+                self._emit(v.ReportSegment(item_id, verdict, ignored_action(reply is not None and reply.paused,
                                                                            resumes, confirm_ignores)))
             self._emit(v.DiscardSegment(item_id))
             if resumes:
@@ -263,14 +264,21 @@ class DuplexMachine:
         if verdict is not None:
             self._emit(v.ReportSegment(item_id, verdict, "cut the reply and answer" if cuts else "answer"))
         if cuts:
-            self._cancel_active("turn_detected")
-            if self.storm.barge_in(self._last_ms) == "confirm":
-                self._emit(v.ModeChanged("confirm", f"{self.storm.capacity} barge-ins within "
-                                                  f"{self.storm.window_ms / 1000:.0f} s"))
+            self._barge_in()
         self._maybe_answer()
 
+    def _barge_in(self) -> None:
+        """The user cut the reply short: cancel it, and count the barge-in for the storm guard."""
+        self._cancel_active("turn_detected")
+        if self.storm.barge_in(self._last_ms) == "confirm":
+            self._emit(v.ModeChanged("confirm", f"{self.storm.capacity} barge-ins within "
+                                                f"{self.storm.window_ms / 1000:.0f} s"))
+
     def _on_guess(self, event: v.GuessTranscribed) -> None:
-        settings = self.settings
+        settings, reply = self.settings, self._reply
+        if (reply is not None and reply.paused and settings.interruption.enabled and self.storm.mode == "normal"
+                and self.segments.spots_command(event.item_id, event.transcript)):
+            self._barge_in()  # "stop" heard at the first pause: cut now, not after the endpoint and verdict
         if not (settings.vad and settings.create_response and settings.speculation.prefetch_reply):
             return
         verdict = self.segments.guess(event.item_id, event.transcript, during_reply=self._reply is not None)
@@ -390,9 +398,3 @@ class DuplexMachine:
     def _emit(self, action: v.Action) -> None:
         self._actions.append(action)
 
-
-def _ignored_action(paused: bool, resumes: bool, confirm_ignores: bool) -> str:
-    """How a segment that does not get an answer is reported."""
-    if resumes or paused:
-        return "resume the reply" if resumes else "keep the reply paused"
-    return "ignore (confirm mode: too short to interrupt)" if confirm_ignores else "ignore"

@@ -1,0 +1,111 @@
+"""Does a segment heard while the agent speaks cut the agent short? Rules first, then the fitted model.
+
+Reads only the decision's ``features`` (the body of a ``bargein.listen.segment`` event), so a benchmark
+dump can be re-judged without audio. In order:
+
+1. **nothing to go on** is noise: recognition failed, no words, a description in brackets
+   ("(laughs)"), a short segment the recogniser doubts is speech (no-speech probability over 0.6 with
+   average log-probability under -0.7), under :data:`MIN_SPEECH_MS` of speech, or under 3 dB above the floor;
+   The same for speech more than 6 dB **quieter than the user's own turns** (the session learns how loud
+   the user is from the turns it answered while the agent was silent): another voice in the room;
+2. **a sound, not words** is noise: the user's words spell a laugh, "ahem", a hum (no vowel), or a word
+   that is never a whole utterance ("you", "um");
+3. **a backchannel** is noise: the user's words are only "uh-huh", "okay", "sure", "I see" ...;
+4. **a command or a question word, clearly louder than the room** interrupts, whatever the
+   recogniser's confidence: "Stop." at average log-probability -0.8 is still "stop" (issue 10);
+5. otherwise the **interruption model** (:mod:`bargein.listening_model.model`) decides.
+
+"The user's words" are the loud words of the segment (:mod:`bargein.listening_model.user_words`) when
+the recogniser gave word timings, else the whole transcript.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from bargein.listening_model.features import words_of
+from bargein.listening_model.lexicon import BACKCHANNELS, COMMAND_WORDS, QUESTION_WORDS, spells_a_sound
+from bargein.listening_model.model import load
+
+MIN_SPEECH_MS = 150.0
+"""A one-syllable "No." can hold under 250 ms of VAD speech; below this it is a click or a breath."""
+MIN_LEVEL_DB = 3.0
+QUIETER_THAN_USER_DB = 6.0
+"""Speech this far under the level of the user's own answered turns is another voice in the room (set, not
+fitted: a television or a second talker sits 10 dB or more under a user at the microphone)."""
+UNSURE_MAX_MS = 1000.0
+"""The recogniser's "no speech here" is trusted on short segments only: over a long one that merged the
+user with a background talker it doubts the whole and would throw the user's command away."""
+COMMAND_LEVEL_DB = 8.0
+"""A command word in a segment this far above the noise floor interrupts on its own."""
+COMMAND_MAX_WORDS = 6
+_ANNOTATION = re.compile(r"^(?:\s*(?:\([^)]*\)|\[[^\]]*\]|\*[^*]*\*|♪+)[\s.,!?]*)+$")
+NEVER_ALONE = frozenset({"you", "the", "a", "an", "uh", "um", "er", "erm", "and", "so", "i"})
+
+Decision = Literal["query", "noise"]
+
+
+def user_text(features: Mapping[str, Any]) -> str:
+    """The user's words: the loud words if they were placed, else the whole transcript."""
+    placed = features.get("user_transcript")
+    return str(placed if placed is not None else features.get("transcript") or "")
+
+
+def spotted_command(features: Mapping[str, Any]) -> str | None:
+    """The command or question word of step 4, if the segment interrupts by it."""
+    words = words_of(user_text(features))
+    level = features.get("user_level_above_floor_db", features.get("level_above_floor_db"))
+    level_db = float(level) if level is not None else 0.0
+    if len(words) > COMMAND_MAX_WORDS or level_db < COMMAND_LEVEL_DB or " ".join(words) in BACKCHANNELS:
+        return None
+    return next((w for w in words[:3] if w in COMMAND_WORDS or w in QUESTION_WORDS), None)
+
+
+def decide_over_reply(features: Mapping[str, Any]) -> tuple[Decision, tuple[str, ...]]:
+    """Query (cut the reply) or noise (let it go on), and why; see the module docstring."""
+    ruled = by_rule(features)
+    if ruled is not None:
+        return ruled
+    model = load()
+    probability = model.probability(features)
+    verdict: Decision = "query" if probability >= model.threshold else "noise"
+    return verdict, (f"the interruption model says {probability:.2f} (threshold {model.threshold:.2f})",)
+
+
+def by_rule(features: Mapping[str, Any]) -> tuple[Decision, tuple[str, ...]] | None:
+    """Steps 1-4 of the module docstring; ``None`` leaves the segment to the model."""
+    if features.get("transcript") is None:
+        return "noise", ("recognition failed",)
+    words = words_of(user_text(features))
+    joined = " ".join(words)
+    speech_ms = float(features.get("speech_ms") or 0.0)
+    level = features.get("user_level_above_floor_db", features.get("level_above_floor_db"))
+    level_db = float(level) if level is not None else 0.0
+    if not words:
+        return "noise", ("no words recognised",)
+    if _ANNOTATION.match(str(features.get("transcript"))):
+        return "noise", (f"the recogniser describes a sound ({features.get('transcript')!r})",)
+    no_speech, logprob = features.get("no_speech_prob"), features.get("avg_logprob")
+    if (no_speech is not None and logprob is not None and no_speech > 0.6 and logprob < -0.7
+            and speech_ms < UNSURE_MAX_MS):
+        return "noise", (f"recogniser unsure it was speech (no_speech {no_speech:.2f})",)
+    if speech_ms < MIN_SPEECH_MS:
+        return "noise", (f"too short ({speech_ms:.0f} ms of speech)",)
+    if level_db < MIN_LEVEL_DB:
+        return "noise", (f"too faint ({level_db:.1f} dB above the noise floor)",)
+    below_user = features.get("below_user_db")
+    if below_user is not None and float(below_user) > QUIETER_THAN_USER_DB:
+        return "noise", (f"{float(below_user):.0f} dB quieter than the user's own turns: the room's",)
+    if spells_a_sound(words) and joined not in BACKCHANNELS:
+        return "noise", (f"a vocal sound, not words ({joined!r})",)
+    whole = words_of(str(features.get("transcript")))
+    if len(whole) == 1 and whole[0] in NEVER_ALONE:
+        return "noise", (f"a word that is never a whole utterance ({whole[0]!r})",)
+    if joined in BACKCHANNELS:
+        return "noise", (f"backchannel while the agent speaks ({joined!r})",)
+    command = spotted_command(features)
+    if command is not None:
+        return "query", (f"{command!r}, {level_db:.0f} dB above the room: an interruption",)
+    return None

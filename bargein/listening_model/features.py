@@ -1,0 +1,80 @@
+"""The feature vector of one segment, from what the listening classifier already measures.
+
+The words are the user's (the loud words of the segment, ``user_transcript``, when the recogniser gave
+word timings; see :mod:`bargein.listening_model.user_words`), and so is the level.
+
+The input is the ``features`` mapping of a listening decision (the body of a ``bargein.listen.segment``
+event): the VAD's view (speech duration, mean and peak speech probability), the level above the
+session's noise floor, and the recogniser's (transcript, no-speech probability, average
+log-probability). The same function turns a benchmark dump into training rows and a live segment into
+the model's input, so what is fitted is what runs.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from bargein.listening_model.lexicon import (
+    BACKCHANNELS,
+    COMMAND_WORDS,
+    QUESTION_WORDS,
+    sounds_like_command,
+    spells_a_sound,
+)
+
+_WORDS = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")
+
+NAMES: tuple[str, ...] = (
+    "log_speech_ms", "mean_probability", "level_above_floor_db", "log_words",
+    "words_per_s", "no_speech_prob", "avg_logprob", "command_word", "question_word", "command_like",
+    "only_backchannel", "starts_with_backchannel", "spells_a_sound", "question_mark", "no_words", "log_room_words",
+    "whole_level_above_floor_db",
+)
+"""Feature names, in vector order (the weights file lists them too, and must match). The VAD's peak
+probability is left out: real speech pins it at 0.99-1.0, so the model learnt a cliff from it."""
+
+
+def words_of(text: str) -> list[str]:
+    """Lower-case words in any script, punctuation dropped."""
+    return _WORDS.findall(text.lower())
+
+
+def vector(fields: Mapping[str, Any]) -> npt.NDArray[np.float64]:
+    """The feature vector of one segment's decision fields (see the module docstring)."""
+    placed = fields.get("user_transcript")
+    text = str(placed if placed is not None else fields.get("transcript") or "")
+    words = words_of(text)
+    whole_level = float(fields.get("level_above_floor_db") or 0.0)
+    level = fields.get("user_level_above_floor_db")
+    joined = " ".join(words)
+    speech_ms = float(fields.get("speech_ms") or 0.0)
+    seconds = max(speech_ms, 100.0) / 1000
+    logprob = fields.get("avg_logprob")
+    no_speech = fields.get("no_speech_prob")
+    values = {
+        "log_speech_ms": math.log(max(speech_ms, 10.0)),
+        "mean_probability": float(fields.get("mean_probability") or 0.0),
+        "level_above_floor_db": min(max(whole_level if level is None else float(level), -10.0), 50.0),
+        "log_words": math.log1p(len(words)),
+        "words_per_s": min(len(words) / seconds, 15.0),
+        "no_speech_prob": 1.0 if no_speech is None else float(no_speech),
+        "avg_logprob": -2.0 if logprob is None else max(float(logprob), -2.0),
+        "command_word": float(any(w in COMMAND_WORDS for w in words)),
+        "question_word": float(any(w in QUESTION_WORDS for w in words)),
+        "command_like": float(sounds_like_command(words)),
+        "only_backchannel": float(bool(words) and joined in BACKCHANNELS),
+        "starts_with_backchannel": float(bool(words) and (words[0] in BACKCHANNELS
+                                                          or " ".join(words[:2]) in BACKCHANNELS)),
+        "spells_a_sound": float(spells_a_sound(words)),
+        "question_mark": float(text.strip().endswith("?")),
+        "no_words": float(not words),
+        "log_room_words": math.log1p(float(fields.get("room_words") or 0)),
+        "whole_level_above_floor_db": min(max(whole_level, -10.0), 50.0),
+    }
+    return np.array([values[name] for name in NAMES], dtype=np.float64)

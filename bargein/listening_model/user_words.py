@@ -1,0 +1,58 @@
+"""Which of a segment's words the user said: the loud ones.
+
+Another talker in the room (a television, someone on another call) is heard by the VAD and the
+recogniser alike, and when it overlaps the user the transcript holds both: "Sure." over a newsreader
+comes back as "Sure, the council met on Tuesday." The user is nearer the microphone than the room, so
+the recogniser's word timings and the segment's frame levels tell the two apart: a word whose level is
+well under the segment's loudest word is the room's. The listening decision then reads the user's words
+(here "Sure": a backchannel), and the level of those words above the noise floor.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bargein.engines.base import WordTiming
+
+QUIETER_THAN_USER_DB = 7.0
+"""A word this far under the loudest word of its segment is the room's, not the user's."""
+
+
+@dataclass(frozen=True)
+class UserWords:
+    """The loud words of a segment, their level, and how many words were left to the room."""
+
+    text: str
+    level_db: float
+    """Mean power of the user's words, dBFS (``-100`` when no word could be placed)."""
+    room_words: int
+
+
+def word_level_db(levels_db: Sequence[float], frame_ms: float, offset_ms: float, word: WordTiming) -> float | None:
+    """Mean power (dBFS) of the frames a word spans; ``None`` if it lies outside the recorded frames.
+
+    ``offset_ms`` is where the segment's first frame lies in the recognised clip (the prefix padding).
+    """
+    if frame_ms <= 0:
+        return None
+    first = max(0, int((word.start_ms - offset_ms) // frame_ms))
+    last = min(len(levels_db), math.ceil((word.end_ms - offset_ms) / frame_ms))
+    if last <= first:
+        return None
+    power = sum(10 ** (db / 10) for db in levels_db[first:last]) / (last - first)
+    return 10 * math.log10(max(power, 1e-10))
+
+
+def user_words(levels_db: Sequence[float], frame_ms: float, offset_ms: float,
+               words: Sequence[WordTiming]) -> UserWords | None:
+    """The user's words of a transcript with word timings (``None`` when no word could be placed)."""
+    placed = [(w, level) for w in words if (level := word_level_db(levels_db, frame_ms, offset_ms, w)) is not None]
+    if not placed:
+        return None
+    loudest = max(level for _, level in placed)
+    mine = [(w, level) for w, level in placed if level >= loudest - QUIETER_THAN_USER_DB]
+    power = sum(10 ** (level / 10) for _, level in mine) / len(mine)
+    text = " ".join(w.word.strip() for w, _ in mine)
+    return UserWords(text, 10 * math.log10(max(power, 1e-10)), len(words) - len(mine))
