@@ -14,13 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from bargein.engines.base import Engines
-from bargein.engines.fakes import FakeEndOfTurn, FakeLanguageModel, FakeRecognizer, FakeSynthesizer
-from bargein.engines.listen.silero_vad import SileroVad
 from tests.support.realtime_client import SERVER_EVENT
 from tests.support.server import running_server
-from tests.support.speech import librivox_clip, pcm16_24k
-from tests.support.traffic import record_traffic
+from tests.support.traffic import record_traffic, weather_turn
 
 CLIENT_DIR = Path(__file__).parent / "js"
 pytestmark = pytest.mark.skipif(
@@ -31,12 +27,7 @@ pytestmark = pytest.mark.skipif(
 async def test_agents_realtime_js_calls_a_function_tool_over_a_spoken_turn(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     traffic = record_traffic(monkeypatch)
-    llm = FakeLanguageModel(token_delay_s=0.005, calls={"young": ("get_weather", '{"city": "Paris"}')})
-    engines = Engines(SileroVad(), FakeRecognizer(("he was not an ill disposed young man",)), llm,
-                      FakeSynthesizer(ms_per_char=20, chunk_ms=100),
-                      FakeEndOfTurn((0.99,)))  # the client asks for semantic_vad: the server needs the model
-    pcm_file = tmp_path / "turn.pcm"
-    pcm_file.write_bytes(pcm16_24k(librivox_clip("0880"), silence_after_s=1.5))
+    engines, llm, pcm_file = weather_turn(tmp_path)
     with running_server(engines) as host:
         process = await asyncio.create_subprocess_exec(
             "node", str(CLIENT_DIR / "agents_realtime_client.mjs"), f"ws://{host}/v1/realtime", str(pcm_file),

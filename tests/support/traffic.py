@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,7 +12,11 @@ from openai.types.realtime import RealtimeClientEvent, RealtimeServerEvent
 from pydantic import TypeAdapter
 from starlette.websockets import WebSocket
 
+from bargein.engines.base import Engines
+from bargein.engines.fakes import FakeEndOfTurn, FakeLanguageModel, FakeRecognizer, FakeSynthesizer
+from bargein.engines.listen.silero_vad import SileroVad
 from bargein.session.realtime_session import RealtimeSession
+from tests.support.speech import librivox_clip, pcm16_24k
 
 CLIENT_EVENT: TypeAdapter[Any] = TypeAdapter(RealtimeClientEvent)
 SERVER_EVENT: TypeAdapter[Any] = TypeAdapter(RealtimeServerEvent)
@@ -52,3 +57,15 @@ def record_traffic(monkeypatch: pytest.MonkeyPatch) -> Traffic:
     monkeypatch.setattr(WebSocket, "send_text", recorded_send)
     monkeypatch.setattr(RealtimeSession, "handle_message", recorded_handle)
     return traffic
+
+
+def weather_turn(tmp_path: Path) -> tuple[Engines, FakeLanguageModel, Path]:
+    """Engines for a third-party client's spoken turn that calls ``get_weather`` for Paris, and the turn's
+    audio (pcm16 24 kHz) in a file the client streams: real Silero VAD, named fakes for the rest."""
+    llm = FakeLanguageModel(token_delay_s=0.005, calls={"young": ("get_weather", '{"city": "Paris"}')})
+    engines = Engines(SileroVad(), FakeRecognizer(("he was not an ill disposed young man",)), llm,
+                      FakeSynthesizer(ms_per_char=20, chunk_ms=100),
+                      FakeEndOfTurn((0.99,)))  # the clients ask for semantic_vad: the server needs the model
+    pcm_file = tmp_path / "turn.pcm"
+    pcm_file.write_bytes(pcm16_24k(librivox_clip("0880"), silence_after_s=1.5))
+    return engines, llm, pcm_file
