@@ -107,12 +107,18 @@ def test_the_board_skips_dead_and_stale_workers(tmp_path: Path) -> None:
         alive.wait()
 
 
+
+def _serve_two_workers(port: int) -> subprocess.Popen[bytes]:
+    """``bargein serve`` with instant engines and two worker processes on ``port``."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    return subprocess.Popen([sys.executable, "-m", "bargein", "serve", "--engines", "instant", "--workers", "2",
+                             "--port", str(port), "--log-level", "warning"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def test_two_worker_processes_share_the_port_and_one_metrics() -> None:
     port = free_port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    server = subprocess.Popen([sys.executable, "-m", "bargein", "serve", "--engines", "instant", "--workers", "2",
-                               "--port", str(port), "--log-level", "warning"], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = _serve_two_workers(port)
     try:
         _wait_for_workers(port, 2)
         sockets = [connect(f"ws://127.0.0.1:{port}/v1/realtime") for _ in range(6)]
@@ -169,10 +175,7 @@ def test_a_killed_worker_is_replaced_and_counted_once() -> None:
     import signal
 
     port = free_port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    server = subprocess.Popen([sys.executable, "-m", "bargein", "serve", "--engines", "instant", "--workers", "2",
-                               "--port", str(port), "--log-level", "warning"], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = _serve_two_workers(port)
     try:
         _wait_for_workers(port, 2)
         survivor, killed = sorted(_worker_pids(port))
