@@ -107,7 +107,6 @@ def test_the_board_skips_dead_and_stale_workers(tmp_path: Path) -> None:
         alive.wait()
 
 
-
 def _serve_two_workers(port: int) -> subprocess.Popen[bytes]:
     """``bargein serve`` with instant engines and two worker processes on ``port``."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
