@@ -7,7 +7,7 @@ import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from bargein.config import Settings
 from bargein.engines.base import (
@@ -107,8 +107,8 @@ def load_asr(settings: Settings) -> tuple[SpeechRecognizer, str]:
 def load_llm(settings: Settings, *, worker_process: bool = False) -> tuple[LanguageModel, str]:
     """The language model the settings ask for (embedded or an OpenAI-compatible server).
 
-    ``worker_process`` runs a single-sequence embedded model in a supervised worker process (a crash in
-    llama.cpp then costs one reply); batched, remote and served models run as they are.
+    ``worker_process`` runs the embedded model (one sequence at a time or batched) in a supervised worker
+    process, so a crash in llama.cpp costs the replies in flight, not the server; remote models run as they are.
     """
     if settings.engines in ("fake", "instant"):
         from bargein.engines.fakes import FakeLanguageModel
@@ -124,17 +124,22 @@ def load_llm(settings: Settings, *, worker_process: bool = False) -> tuple[Langu
     from bargein.engines.think.llm_models import describe
 
     name = DEFAULT_LLM if settings.llm_model == "default" else settings.llm_model
+    factory, what = "bargein.engines.think.llama_llm:load_llama", "on llama.cpp"
+    kwargs: dict[str, Any] = {"name": name}
     if settings.llm_sequences > 1:
-        from bargein.engines.think.llama_batched import load_batched_llama
-
-        return load_batched_llama(name, n_seq=settings.llm_sequences), \
-            f"{describe(name)} on llama.cpp, {settings.llm_sequences} sequences batched"
+        factory = "bargein.engines.think.llama_batched:load_batched_llama"
+        kwargs = {"name": name, "n_seq": settings.llm_sequences}
+        what = f"on llama.cpp, {settings.llm_sequences} sequences batched"
     if worker_process:
         from bargein.engines.think.llm_process import ProcessLanguageModel, WorkerSpec
 
-        return ProcessLanguageModel(WorkerSpec("bargein.engines.think.llama_llm:load_llama", {"name": name}),
-                                    name=name), f"{describe(name)} on llama.cpp, in a supervised worker process"
-    return load_llama(name), f"{describe(name)} on llama.cpp"
+        return ProcessLanguageModel(WorkerSpec(factory, kwargs), name=name), \
+            f"{describe(name)} {what}, in a supervised worker process"
+    if settings.llm_sequences > 1:
+        from bargein.engines.think.llama_batched import load_batched_llama
+
+        return load_batched_llama(name, n_seq=settings.llm_sequences), f"{describe(name)} {what}"
+    return load_llama(name), f"{describe(name)} {what}"
 
 
 def load_tts(settings: Settings) -> tuple[SpeechSynthesizer, str]:

@@ -1,77 +1,78 @@
 """The embedded LLM decoding every session's reply in one llama.cpp batch per step.
 
-One llama.cpp context holds ``n_seq`` sequences, each with its own range of the KV cache. Every step
-is one ``llama_decode`` over a batch that carries a chunk of each newly admitted prompt and the last
-sampled token of every generating sequence; each sequence then samples its next token from its own
-logits. A second talker therefore costs the first a little throughput (a larger batch per step), not a
-whole reply's wait as with one sequence at a time. A cancelled or finished reply frees its sequence
-(its KV range is cleared) for the next request; requests beyond ``n_seq`` wait for a free sequence.
+One llama.cpp context holds ``n_seq`` sequences in one unified KV cache. Every step is one
+``llama_decode`` over a batch that carries the last sampled token of every generating sequence and a
+chunk of each newly admitted prompt; each sequence then samples its next token from its own logits. A
+second talker therefore costs the first a little throughput (a larger batch per step), not a whole
+reply's wait as with one sequence at a time.
 
-What it does not do (the single-sequence engine does): keep a session's KV between its turns, so a
-long history is prefilled again each turn.
+What the single-sequence engine (:mod:`~bargein.engines.think.llama_llm`) does, this one does too:
+
+* **KV kept between turns.** A finished reply's sequence keeps its cache; the session's next prompt
+  starts where it left off (:mod:`~bargein.engines.think.llama_slots` chooses the sequence by the tokens
+  it holds). Any prefix another sequence holds (the system prompt and tools every session shares) is
+  copied, which in a unified cache shares cells and moves no data. A conversation pushed out of its
+  sequence is kept as a host-memory snapshot (:mod:`~bargein.engines.think.llama_kv`) and restored when
+  its session speaks again.
+* **The same prompt trimming** (:class:`~bargein.engines.think.llama_context.LlamaPrompt`), against one
+  sequence's context.
+* **Fairness.** Requests beyond ``n_seq`` wait in a per-session round-robin queue
+  (:class:`~bargein.engines.fair.FairQueue`); a prompt enters at most ``PROMPT_CHUNK`` tokens per step,
+  after every generating sequence's next token, so a long prompt never stalls the others.
+* **Tool calls, prefill, cancel within one token, non-finite logits counted**, and it runs in the
+  supervised worker process like the single engine (``bargein serve --llm-sequences N``).
 """
 
 from __future__ import annotations
 
-import asyncio
-import codecs
 import logging
 import queue
 import threading
-from collections.abc import AsyncIterator, Sequence
+from collections import deque
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions
+from bargein.engines.base import ChatMessage, GenerationOptions
+from bargein.engines.fair import FairQueue
 from bargein.engines.think import llm_sampling
-from bargein.engines.think.llama_prompt import TemplateToolCalling, render
-from bargein.engines.think.llm_prompt import (
-    DEFAULT_SYSTEM_PROMPT,
-    HistoryTooLong,
-    TokenCounts,
-    fit_history,
-    with_system_prompt,
-)
+from bargein.engines.think.llama_context import LlamaPrompt, PromptTooLong
+from bargein.engines.think.llama_jobs import Job, LanguageModelError, QueuedEngine, reply_sampling
+from bargein.engines.think.llama_kv import KvSnapshot, KvSnapshots, restore_sequence, save_sequence
+from bargein.engines.think.llama_slots import Plan, Slot, SlotTable
+from bargein.engines.think.llama_stats import TurnStats
+from bargein.engines.think.llm_prompt import DEFAULT_SYSTEM_PROMPT
 from bargein.engines.think.llm_sampling import SamplingParams
-from bargein.engines.think.tool_calls import forced_tool
 
 log = logging.getLogger(__name__)
 PROMPT_CHUNK = 128
 """Prompt tokens of one sequence per step: a long prompt does not stall the others' next tokens."""
-_END = object()
+MIN_SNAPSHOT_TOKENS = 32
+"""A conversation pushed out of its sequence is copied to host memory only if it holds this many tokens."""
+DECODE_NO_ROOM = 1
+"""``llama_decode``'s answer when the KV cache has no room for the batch."""
 
 
 @dataclass
-class _Request:
-    messages: Sequence[ChatMessage]
-    options: GenerationOptions
-    emit: Any
-    stop: threading.Event = field(default_factory=threading.Event)
-    seq: int = -1
+class _Request(Job):
+    slot: Slot | None = None
     prompt: list[int] = field(default_factory=list)
     fed: int = 0
-    """Prompt tokens already in the KV cache."""
-    generated: list[int] = field(default_factory=list)
-    head: str = ""
-    """The reply's first characters: whether it is a tool call."""
-    decoder: codecs.IncrementalDecoder = field(
-        default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="replace"))
-
-    @property
-    def position(self) -> int:
-        return self.fed + len(self.generated)
+    """Prompt tokens in the sequence's cache."""
+    pending: bool = False
+    """The last sampled token is not in the cache yet (it goes into the next step)."""
 
 
-class BatchedLlamaLanguageModel(TemplateToolCalling):
+class BatchedLlamaLanguageModel(QueuedEngine):
     """A :class:`~bargein.engines.base.LanguageModel` that decodes up to ``n_seq`` replies together."""
 
     def __init__(self, model_path: str | Path, *, name: str | None = None, n_seq: int = 4,
-                 n_ctx_per_seq: int = 2048, n_threads: int | None = None,
+                 n_ctx_per_seq: int = 4096, n_threads: int | None = None,
                  system_prompt: str | None = DEFAULT_SYSTEM_PROMPT, sampling: SamplingParams | None = None,
-                 seed: int | None = None) -> None:
+                 seed: int | None = None, snapshot_bytes: int = 256 << 20) -> None:
         import llama_cpp
 
         from bargein.engines.think.llama_llm import default_threads
@@ -83,8 +84,11 @@ class BatchedLlamaLanguageModel(TemplateToolCalling):
         self.system_prompt = system_prompt
         self.sampling = sampling or SamplingParams()
         self.nonfinite_fallbacks = 0
+        """Tokens chosen greedily because the model's logits held NaN or +inf."""
         self.steps = 0
         self.largest_batch = 0
+        self.snapshots = KvSnapshots(snapshot_bytes)
+        self.recent_stats: deque[TurnStats] = deque(maxlen=64)
         threads = n_threads or default_threads()
         # this Llama gives the model, tokenizer and chat template; decoding runs in the context below
         self._llama = llama_cpp.Llama(model_path=str(model_path), n_ctx=256, n_threads=threads, verbose=False)
@@ -92,8 +96,8 @@ class BatchedLlamaLanguageModel(TemplateToolCalling):
         params.n_ctx = n_seq * n_ctx_per_seq
         params.n_batch = max(512, n_seq * PROMPT_CHUNK)
         params.n_ubatch = params.n_batch
-        params.n_seq_max = n_seq + 1  # the last one holds the shared prefix (system prompt) for the others
-        params.kv_unified = True  # one cache, so copying the shared prefix into a sequence moves no data
+        params.n_seq_max = n_seq
+        params.kv_unified = True  # one cache: copying a shared prefix into a sequence moves no data
         params.n_threads = params.n_threads_batch = threads
         self._ctx = llama_cpp.llama_init_from_model(self._llama.model, params)
         if not self._ctx:
@@ -104,47 +108,29 @@ class BatchedLlamaLanguageModel(TemplateToolCalling):
         self._vocab = llama_cpp.llama_model_get_vocab(self._llama.model)
         self._n_vocab = self._llama.n_vocab()
         self._rng = np.random.default_rng(seed)
-        self._formatter = self._make_formatter()
+        self._prompt = LlamaPrompt(self._llama, system_prompt, n_ctx=n_ctx_per_seq)
+        self._slots = SlotTable(n_seq, MIN_SNAPSHOT_TOKENS)
         self._inbox: queue.SimpleQueue[_Request | None] = queue.SimpleQueue()
-        self._waiting = 0
-        self._count_lock = threading.Lock()
-        self._bos = ""
-        self._prefix_seq = n_seq
-        self._prefix: list[int] = []
+        self._depth = 0
+        self._depth_lock = threading.Lock()
+        self._prefills: dict[Hashable, _Request] = {}
         self._worker = threading.Thread(target=self._serve, name=f"llm-batched-{self.name}", daemon=True)
         self._worker.start()
 
     @property
     def queue_depth(self) -> int:
-        """Requests admitted or waiting for a sequence."""
-        return self._waiting
+        """Replies being decoded or waiting for a sequence (the ``bargein_queue_depth`` gauge)."""
+        return self._depth
 
-    async def _text(self, messages: Sequence[ChatMessage], cancel: CancelToken,
-                    options: GenerationOptions) -> AsyncIterator[str]:
-        loop = asyncio.get_running_loop()
-        pieces: asyncio.Queue[object] = asyncio.Queue()
-        request = _Request(list(messages), options,
-                           lambda item: loop.call_soon_threadsafe(pieces.put_nowait, item))
-        with self._count_lock:
-            self._waiting += 1
-        self._inbox.put(request)
-        try:
-            while True:
-                getter = asyncio.ensure_future(pieces.get())
-                waiter = asyncio.ensure_future(cancel.wait())
-                done, _pending = await asyncio.wait({getter, waiter}, return_when=asyncio.FIRST_COMPLETED)
-                waiter.cancel()
-                if getter not in done:
-                    getter.cancel()
-                    return
-                item = getter.result()
-                if item is _END:
-                    return
-                if isinstance(item, BaseException):
-                    raise item
-                yield str(item)
-        finally:
-            request.stop.set()
+    def _submit(self, job: Job) -> None:
+        assert isinstance(job, _Request)  # made by _new_job
+        with self._depth_lock:
+            self._depth += 1
+        self._inbox.put(job)
+
+    def _new_job(self, messages: Sequence[ChatMessage], options: GenerationOptions,
+                 emit: Callable[[object], None], *, prefill_only: bool = False) -> Job:
+        return _Request(list(messages), options, emit, prefill_only=prefill_only)
 
     def close(self) -> None:
         """Stop the decoding thread (ending the replies in progress) and free the context."""
@@ -155,125 +141,154 @@ class BatchedLlamaLanguageModel(TemplateToolCalling):
             self._lib.llama_free(self._ctx)
             self._llama.close()
 
-    async def aclose(self) -> None:
-        """:meth:`close` off the event loop."""
-        await asyncio.to_thread(self.close)
-
     # --- the decoding thread -----------------------------------------------------------------------------
 
     def _serve(self) -> None:
         active: list[_Request] = []
-        free = list(range(self.n_seq))
-        backlog: list[_Request] = []
+        backlog: FairQueue[_Request] = FairQueue()
         while True:
-            incoming = [self._inbox.get()] if not active and not backlog else []
+            incoming = [self._inbox.get()] if not active and not len(backlog) else []
             while True:
                 try:
                     incoming.append(self._inbox.get_nowait())
                 except queue.Empty:
                     break
             if None in incoming:
-                for request in active + backlog:
-                    self._finish(request, free)
+                for request in active + backlog.drain():
+                    self._finish(request, "cancelled")
                 return
-            backlog += [r for r in incoming if r is not None]
-            while backlog and free:
-                request = backlog.pop(0)
-                if self._admit(request, free.pop(0)):
-                    active.append(request)
-                else:
-                    free.append(request.seq)
+            for arrived in incoming:
+                assert arrived is not None
+                self._queue(backlog, arrived)
             for request in [r for r in active if r.stop.is_set()]:
                 active.remove(request)
-                self._finish(request, free)
+                self._finish(request, "prefilled" if request.prefill_only else "cancelled")
+            while len(backlog) and self._slots.free:
+                _owner, request = backlog.pop()
+                if request.stop.is_set():
+                    self._finish(request, "cancelled")
+                elif self._admit(request):
+                    active.append(request)
             if active:
-                active = self._step(active, free)
+                active = self._step(active)
 
-    def _admit(self, request: _Request, seq: int) -> bool:
-        request.seq = seq
+    def _queue(self, backlog: FairQueue[_Request], request: _Request) -> None:
+        """Wait in the session's turn; a session's reply ends its own prefill where it got to (the reply
+        then starts from what the prefill evaluated)."""
+        key = request.owner if request.owner is not None else id(request)
+        earlier = self._prefills.pop(key, None)
+        if earlier is not None:
+            earlier.stop.set()
+        if request.prefill_only:
+            self._prefills[key] = request
+        backlog.put(key, request)
+
+    def _admit(self, request: _Request) -> bool:
+        """Give ``request`` a sequence holding as much of its prompt as any cache does; False on failure."""
         try:
-            request.prompt = self._prompt_tokens(request)
-            request.fed = self._share_prefix(request)
-        except Exception as error:  # a prompt that cannot fit ends that reply, not the engine
-            with self._count_lock:
-                self._waiting -= 1
-            request.emit(error)
-            request.emit(_END)
+            try:
+                request.prompt = self._prompt.fit(request.messages, request.options)
+            except PromptTooLong as error:
+                raise LanguageModelError(str(error)) from None
+            room = self.n_ctx_per_seq - len(request.prompt)
+            request.options = replace(request.options, max_tokens=min(request.options.max_tokens, room))
+            snapshot, shared = self.snapshots.best(np.asarray(request.prompt, dtype=np.intc))
+            plan = self._slots.plan(request.prompt, shared if snapshot is not None else 0)
+            try:
+                self._carry_out(plan, snapshot)
+            except Exception:
+                self._lib.llama_memory_seq_rm(self._memory, plan.target.seq, -1, -1)
+                plan.target.tokens = []
+                raise
+        except Exception as error:  # a prompt that cannot be served ends that reply, not the engine
+            log.exception("%s could not start a reply", self.name)
+            request.send(error)
+            self._finish(request, "error")
             return False
+        self._slots.take(plan.target)
+        request.slot, request.fed = plan.target, plan.kept
+        request.stats.prompt_tokens, request.stats.reused_tokens = len(request.prompt), plan.kept
+        request.stats.restored_snapshot = plan.from_snapshot
         return True
 
-    def _share_prefix(self, request: _Request) -> int:
-        """Copy the cached shared prefix into the request's sequence; the prompt tokens it covers."""
-        if not self._prefix:
-            self._cache_prefix(request.prompt)
-        common = 0
-        for mine, cached in zip(request.prompt[:-1], self._prefix, strict=False):
-            if mine != cached:
-                break
-            common += 1
-        if common:
-            self._lib.llama_memory_seq_cp(self._memory, self._prefix_seq, request.seq, 0, common)
-        return common
+    def _carry_out(self, plan: Plan, snapshot: KvSnapshot | None) -> None:
+        slot, memory, lib = plan.target, self._memory, self._lib
+        if plan.save_evicted:
+            self._save(slot)
+        if plan.from_snapshot and snapshot is not None:
+            restore_sequence(lib, self._ctx, snapshot, slot.seq)
+            slot.tokens = snapshot.tokens.tolist()
+        elif plan.source_seq is None:
+            slot.tokens = []
+        elif plan.source_seq != slot.seq:
+            lib.llama_memory_seq_rm(memory, slot.seq, -1, -1)
+            lib.llama_memory_seq_cp(memory, plan.source_seq, slot.seq, 0, plan.kept)
+            slot.tokens = self._slots.slots[plan.source_seq].tokens[:plan.kept]
+        lib.llama_memory_seq_rm(memory, slot.seq, plan.kept, -1)
+        del slot.tokens[plan.kept:]
 
-    def _cache_prefix(self, prompt: list[int]) -> None:
-        """Evaluate the system prompt once into the prefix sequence (every reply's prompt starts with it)."""
-        system = with_system_prompt([ChatMessage("user", "")], self.system_prompt)
-        rendered: str = self._formatter(messages=[{"role": m.role, "content": m.content} for m in system]).prompt
-        tokens = self._llama.tokenize(rendered.encode("utf-8"), add_bos=not rendered.startswith(self._bos),
-                                      special=True)
-        common = 0
-        for mine, theirs in zip(prompt, tokens, strict=False):
-            if mine != theirs:
-                break
-            common += 1
-        prefix = prompt[:min(common, self._capacity)]
-        for start in range(0, len(prefix), PROMPT_CHUNK):
-            chunk = prefix[start:start + PROMPT_CHUNK]
-            for offset, token in enumerate(chunk):
-                self._put(offset, token, start + offset, self._prefix_seq, False)
-            self._batch.n_tokens = len(chunk)
-            if self._lib.llama_decode(self._ctx, self._batch) != 0:
-                self._lib.llama_memory_seq_rm(self._memory, self._prefix_seq, -1, -1)
-                return
-        self._prefix = prefix
+    def _save(self, slot: Slot) -> None:
+        try:
+            self.snapshots.add(save_sequence(self._lib, self._ctx, np.asarray(slot.tokens, dtype=np.intc), slot.seq))
+        except RuntimeError:
+            log.warning("%s: could not keep a conversation's KV cache; it will be evaluated again", self.name)
 
-    def _step(self, active: list[_Request], free: list[int]) -> list[_Request]:
-        """One ``llama_decode`` over every active sequence; returns those still generating."""
-        batch = self._batch
+    def _step(self, active: list[_Request]) -> list[_Request]:
+        """One ``llama_decode`` over every active sequence; returns those still going."""
         rows: list[tuple[_Request, int]] = []
+        fed: list[tuple[_Request, list[int]]] = []
         count = 0
-        for request in active:
-            if request.fed < len(request.prompt):
-                take = min(PROMPT_CHUNK, len(request.prompt) - request.fed, self._capacity - count)
-                for offset in range(take):
-                    last = request.fed + offset == len(request.prompt) - 1
-                    self._put(count, request.prompt[request.fed + offset], request.fed + offset, request.seq, last)
+        for request in active:  # every generating sequence's next token first
+            if request.pending and request.slot is not None:
+                token = request.generated[-1]
+                self._put(count, token, len(request.slot.tokens), request.slot.seq, True)
+                rows.append((request, count))
+                fed.append((request, [token]))
+                count += 1
+        for request in active:  # then prompts, a chunk each while there is room
+            if request.fed < len(request.prompt) and request.slot is not None and count < self._capacity:
+                chunk = request.prompt[request.fed:request.fed + min(PROMPT_CHUNK, self._capacity - count)]
+                for offset, token in enumerate(chunk):
+                    last = request.fed + offset == len(request.prompt) - 1 and not request.prefill_only
+                    self._put(count, token, request.fed + offset, request.slot.seq, last)
                     if last:
                         rows.append((request, count))
                     count += 1
-                request.fed += take
-            elif count < self._capacity:
-                self._put(count, request.generated[-1], request.position - 1, request.seq, True)
-                rows.append((request, count))
-                count += 1
-        batch.n_tokens = count
+                fed.append((request, chunk))
         if count == 0:
             return active
+        self._batch.n_tokens = count
         self.steps += 1
         self.largest_batch = max(self.largest_batch, count)
-        if self._lib.llama_decode(self._ctx, batch) != 0:
-            error = RuntimeError(f"{self.name}: llama_decode failed on a batch of {count} tokens")
+        code = self._lib.llama_decode(self._ctx, self._batch)
+        if code == DECODE_NO_ROOM:  # idle conversations fill the cache: drop them and try once more
+            for slot in self._slots.forget_free():
+                self._lib.llama_memory_seq_rm(self._memory, slot.seq, -1, -1)
+            code = self._lib.llama_decode(self._ctx, self._batch)
+        if code != 0:
+            error = LanguageModelError(f"{self.name}: llama_decode failed ({code}) on a batch of {count} tokens")
             for request in active:
-                request.emit(error)
-                self._finish(request, free)
+                request.send(error)
+                self._finish(request, "error")
             return []
-        sampled = {id(request) for request, _row in rows}
-        still = [r for r in active if id(r) not in sampled]
-        for request, row in rows:
-            if self._sample(request, row):
+        for request, tokens in fed:
+            assert request.slot is not None
+            request.slot.tokens.extend(tokens)
+            if request.pending:
+                request.pending = False
+            else:
+                request.fed += len(tokens)
+        still: list[_Request] = []
+        sampled = {id(request): row for request, row in rows}
+        for request in active:
+            row = sampled.get(id(request))
+            reason = self._sample(request, row) if row is not None else None
+            if request.prefill_only and request.fed >= len(request.prompt):
+                self._finish(request, "prefilled")
+            elif reason is None:
                 still.append(request)
             else:
-                self._finish(request, free)
+                self._finish(request, reason)
         return still
 
     def _put(self, index: int, token: int, position: int, seq: int, logits: bool) -> None:
@@ -284,87 +299,47 @@ class BatchedLlamaLanguageModel(TemplateToolCalling):
         batch.seq_id[index][0] = seq
         batch.logits[index] = logits
 
-    def _sample(self, request: _Request, row: int) -> bool:
-        """Pick and send the next token; False when the reply is complete."""
+    def _sample(self, request: _Request, row: int) -> str | None:
+        """Pick and send the next token; the finish reason once the reply is complete, else None."""
+        if request.stop.is_set():
+            return "cancelled"
         logits = np.ctypeslib.as_array(self._lib.llama_get_logits_ith(self._ctx, row), shape=(self._n_vocab,))
-        base = self.sampling
-        tools = request.options.tools
-        calling = bool(tools) and (forced_tool(request.options) is not None
-                                   or request.head.lstrip()[:1] in ("", "<", "{", "`"))
-        # whether to call, and the call itself, greedily and without the repeat penalty (as llama_llm does)
-        params = SamplingParams(temperature=0.0 if calling else request.options.temperature, top_k=base.top_k,
-                                top_p=base.top_p, repeat_penalty=1.0 if calling else base.repeat_penalty,
-                                repeat_window=base.repeat_window)
-        recent = np.asarray(request.generated[-base.repeat_window:], dtype=np.intc)
-        pick = llm_sampling.sample(logits, params, self._rng, recent)
+        recent = np.asarray(request.generated[-self.sampling.repeat_window:], dtype=np.intc)
+        pick = llm_sampling.sample(logits, reply_sampling(self.sampling, request), self._rng, recent)
         if pick.fell_back:
             self.nonfinite_fallbacks += 1
+            log.warning("%s produced non-finite logits; took the greedy token", self.name)
         if pick.token is None or self._lib.llama_vocab_is_eog(self._vocab, pick.token):
-            return False
+            return "stop"
         request.generated.append(pick.token)
-        text = request.decoder.decode(self._llama.detokenize([pick.token], special=bool(tools)))
-        if text:
-            request.head = request.head if len(request.head) >= 16 else request.head + text
-            request.emit(text)
-        return len(request.generated) < request.options.max_tokens
+        request.pending = True
+        # <tool_call> is a special token in Qwen's vocabulary: kept as text when tools are offered
+        tools = bool(request.options.tools)
+        request.send_text(request.decoder.decode(self._llama.detokenize([pick.token], special=tools)))
+        return "length" if len(request.generated) >= request.options.max_tokens else None
 
-    def _finish(self, request: _Request, free: list[int]) -> None:
-        if request.seq >= 0:
-            self._lib.llama_memory_seq_rm(self._memory, request.seq, -1, -1)
-            free.append(request.seq)
-            request.seq = -1
-        tail = request.decoder.decode(b"", final=True)
-        if tail and not request.stop.is_set():
-            request.emit(tail)
-        with self._count_lock:
-            self._waiting -= 1
-        request.emit(_END)  # after the count, so a caller that sees the end sees the depth without it
-
-    # --- prompts -----------------------------------------------------------------------------------------
-
-    def _make_formatter(self) -> Any:
-        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
-
-        llama = self._llama
-        template = llama.metadata.get("tokenizer.chat_template")
-        if not template:
-            raise RuntimeError(f"{self.name} has no chat template in its GGUF metadata")
-        eos = llama.detokenize([llama.token_eos()], special=True).decode("utf-8", "replace")
-        self._bos = llama.detokenize([llama.token_bos()], special=True).decode("utf-8", "replace") or "\0"
-        return Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=self._bos)
-
-    def _render_tokens(self, history: Sequence[ChatMessage], options: GenerationOptions) -> list[int]:
-        prompt = render(self._formatter, history, options)
-        tokens: list[int] = self._llama.tokenize(prompt.encode("utf-8"), add_bos=not prompt.startswith(self._bos),
-                                                 special=True)
-        return tokens
-
-    def _message_tokens(self, message: ChatMessage) -> int:
-        # its text plus the template's markers around it (a generous guess; the render has the last word)
-        return len(self._llama.tokenize(message.content.encode("utf-8"), add_bos=False, special=False)) + 8
-
-    def _prompt_tokens(self, request: _Request) -> list[int]:
-        """The rendered prompt, oldest exchanges dropped until it and the reply fit the sequence's context
-        (chosen by cached per-message counts: the history is rendered once or twice, not once per drop)."""
-        if getattr(self, "_counts", None) is None:
-            self._counts = TokenCounts(self._message_tokens)
-        history = with_system_prompt(request.messages, self.system_prompt)
-        budget = self.n_ctx_per_seq - request.options.max_tokens
-        try:
-            tokens = fit_history(history, self._counts, budget, lambda kept: self._render_tokens(kept, request.options),
-                                 truncate=request.options.truncate, retention_ratio=request.options.retention_ratio)
-        except HistoryTooLong as error:
-            raise RuntimeError(str(error)) from None
-        if len(tokens) >= self.n_ctx_per_seq:
-            raise RuntimeError(f"the prompt ({len(tokens)} tokens) does not fit a sequence of "
-                               f"{self.n_ctx_per_seq} tokens")
-        room = self.n_ctx_per_seq - len(tokens)
-        request.options = replace(request.options, max_tokens=min(request.options.max_tokens, room))
-        return tokens
+    def _finish(self, request: _Request, reason: str) -> None:
+        slot, request.slot = request.slot, None
+        if slot is not None:
+            if reason == "error":  # what the cache holds for it is unknown: start that sequence afresh
+                self._lib.llama_memory_seq_rm(self._memory, slot.seq, -1, -1)
+                slot.tokens = []
+            self._slots.release(slot)  # the cache stays for the conversation's next turn
+        key = request.owner if request.owner is not None else id(request)
+        if self._prefills.get(key) is request:
+            del self._prefills[key]
+        if not request.prefill_only:
+            self.recent_stats.append(request.stats)
+        with self._depth_lock:
+            self._depth -= 1
+        request.finish(reason)  # after the count, so a caller that sees the end sees the depth without it
 
 
 def load_batched_llama(name: str, **kwargs: Any) -> BatchedLlamaLanguageModel:
-    """A packaged model by registry name (or a ``.gguf`` path), served with batched decoding."""
-    from bargein.engines.think.llm_models import resolve_gguf
+    """A packaged model by registry name (or a ``.gguf`` path), served with batched decoding, warmed up."""
+    from bargein.engines.think.llm_models import describe, resolve_gguf
 
-    return BatchedLlamaLanguageModel(resolve_gguf(name), name=name, **kwargs)
+    model = BatchedLlamaLanguageModel(resolve_gguf(name), name=name, **kwargs)
+    log.info("language model: %s, %d sequences batched", describe(name), model.n_seq)
+    model.generate([ChatMessage(role="user", content="Hi!")], GenerationOptions(max_tokens=4))
+    return model

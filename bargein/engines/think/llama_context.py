@@ -21,10 +21,12 @@ class PromptTooLong(RuntimeError):
 class LlamaPrompt:
     """Renders histories for one ``llama_cpp.Llama``; call only from the thread that owns the model."""
 
-    def __init__(self, llama: Any, system_prompt: str | None) -> None:
+    def __init__(self, llama: Any, system_prompt: str | None, n_ctx: int | None = None) -> None:
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
         self.llama = llama
+        self.n_ctx = n_ctx or int(llama.n_ctx())
+        """The context a prompt and its reply must fit (one sequence's, for the batched engine)."""
         self.system_prompt = system_prompt
         template = llama.metadata.get("tokenizer.chat_template") or CHATML
         self._eos = self._special(llama.token_eos())
@@ -41,7 +43,7 @@ class LlamaPrompt:
     def fit(self, messages: Sequence[ChatMessage], options: GenerationOptions) -> list[int]:
         """Prompt tokens for ``messages`` (oldest dropped first, as ``options`` allow) leaving
         ``options.max_tokens`` for the reply."""
-        n_ctx = int(self.llama.n_ctx())
+        n_ctx = self.n_ctx
         limit = n_ctx * CHARS_PER_TOKEN_CAP
         history = [m if len(m.content) <= limit else ChatMessage(m.role, m.content[-limit:], m.images)
                    for m in with_system_prompt(messages, self.system_prompt)]

@@ -18,32 +18,29 @@ to greedy and are counted in ``nonfinite_fallbacks``.
 
 from __future__ import annotations
 
-import asyncio
-import codecs
 import logging
 import os
 import queue
 import threading
-import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions
-from bargein.engines.fair import FairQueue, owner
+from bargein.engines.base import ChatMessage, GenerationOptions
+from bargein.engines.fair import FairQueue
 from bargein.engines.think import llm_sampling
 from bargein.engines.think.llama_context import LlamaPrompt, PromptTooLong
+from bargein.engines.think.llama_jobs import Job, QueuedEngine, reply_sampling
+from bargein.engines.think.llama_jobs import LanguageModelError as LanguageModelError
 from bargein.engines.think.llama_kv import KvSnapshots, Tokens, common_prefix, restore_sequence, save_sequence
-from bargein.engines.think.llama_prompt import TemplateToolCalling
 from bargein.engines.think.llama_stats import TurnStats
 from bargein.engines.think.llm_models import describe, resolve_gguf
 from bargein.engines.think.llm_prompt import DEFAULT_SYSTEM_PROMPT
 from bargein.engines.think.llm_sampling import SamplingParams
-from bargein.engines.think.tool_calls import forced_tool
 
 log = logging.getLogger(__name__)
 
@@ -66,40 +63,14 @@ def default_threads() -> int:
     return max(1, (os.cpu_count() or 2) // 2)
 
 
-class LanguageModelError(RuntimeError):
-    """Generation failed inside the model; the session reports it and lives on."""
-
-
-_END = object()
-
-
 @dataclass
-class _Job:
-    messages: list[ChatMessage]
-    options: GenerationOptions
-    emit: Callable[[object], None]
-    stop: threading.Event = field(default_factory=threading.Event)
-    stats: TurnStats = field(default_factory=TurnStats)
+class _Job(Job):
     tokens: list[int] = field(default_factory=list)
-    generated: list[int] = field(default_factory=list)
-    head: str = ""
     started: bool = False
     synced: bool = False
-    prefill_only: bool = False
-    submitted: float = field(default_factory=time.perf_counter)
-    owner: Hashable | None = field(default_factory=owner)
-    decoder: codecs.IncrementalDecoder = field(
-        default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="replace"))
-    done: threading.Event = field(default_factory=threading.Event)
-
-    def send(self, item: object) -> None:
-        try:
-            self.emit(item)
-        except RuntimeError:  # the session's event loop is closed: nobody listens, stop generating
-            self.stop.set()
 
 
-class LlamaLanguageModel(TemplateToolCalling):
+class LlamaLanguageModel(QueuedEngine):
     """A :class:`~bargein.engines.base.LanguageModel` on llama.cpp, one context shared by all sessions."""
 
     def __init__(self, model_path: str | Path, *, name: str | None = None, n_ctx: int = 4096,
@@ -130,70 +101,13 @@ class LlamaLanguageModel(TemplateToolCalling):
         self._worker = threading.Thread(target=self._serve, name=f"llm-{self.name}", daemon=True)
         self._worker.start()
 
-    # --- the session side --------------------------------------------------------------------------------
-
-    async def _text(self, messages: Sequence[ChatMessage], cancel: CancelToken,
-                    options: GenerationOptions) -> AsyncIterator[str]:
-        if cancel.cancelled:
-            return
-        loop = asyncio.get_running_loop()
-        # Unbounded in type only: the worker puts at most max_tokens pieces and one end marker.
-        pieces: asyncio.Queue[object] = asyncio.Queue()
-
-        def emit(item: object) -> None:
-            loop.call_soon_threadsafe(pieces.put_nowait, item)
-
-        job = _Job(list(messages), options, emit)
-
-        def halt() -> None:
-            if not job.stop.is_set() and not job.done.is_set():
-                job.stats.tokens_at_cancel = len(job.generated)
-                job.stop.set()
-
-        async def watch_cancel() -> None:
-            await cancel.wait()
-            halt()
-            pieces.put_nowait(_END)
-
-        watcher = asyncio.ensure_future(watch_cancel())
-        self._inbox.put(job)
-        try:
-            while True:
-                item = await pieces.get()
-                if item is _END or cancel.cancelled:
-                    return
-                if isinstance(item, BaseException):
-                    raise LanguageModelError(f"{self.name} failed: {item}") from item
-                assert isinstance(item, str)
-                yield item
-        finally:
-            halt()  # the cancel seen here first, or the consumer walked away without cancelling
-            watcher.cancel()
-
-    def prefill(self, messages: Sequence[ChatMessage], options: GenerationOptions | None = None) -> None:
-        """Evaluate a prompt ahead of its reply, without waiting; the reply's first token then comes sooner.
-
-        Meant for a session that already knows most of the next prompt (a partial transcript while the
-        user is finishing a sentence): the final prompt reuses whatever prefix still matches.
-        """
-        job = _Job(list(messages), options or GenerationOptions(), lambda item: None, prefill_only=True)
+    def _submit(self, job: Job) -> None:
+        assert isinstance(job, _Job)  # made by _new_job
         self._inbox.put(job)
 
-    def generate(self, messages: Sequence[ChatMessage], options: GenerationOptions | None = None) -> str:
-        """The whole reply, blocking (for warm-up, scripts and benchmarks; never on the event loop)."""
-        out: list[object] = []
-        job = _Job(list(messages), options or GenerationOptions(), out.append)
-        self._inbox.put(job)
-        job.done.wait()
-        errors = [item for item in out if isinstance(item, BaseException)]
-        if errors:
-            raise LanguageModelError(f"{self.name} failed: {errors[0]}") from errors[0]
-        return "".join(item for item in out if isinstance(item, str))
-
-    @property
-    def last_stats(self) -> TurnStats | None:
-        """Figures of the most recently finished reply."""
-        return self.recent_stats[-1] if self.recent_stats else None
+    def _new_job(self, messages: Sequence[ChatMessage], options: GenerationOptions,
+                 emit: Callable[[object], None], *, prefill_only: bool = False) -> Job:
+        return _Job(list(messages), options, emit, prefill_only=prefill_only)
 
     def close(self) -> None:
         """Stop the worker (after the reply in progress) and free the model."""
@@ -201,10 +115,6 @@ class LlamaLanguageModel(TemplateToolCalling):
             self._inbox.put(None)
             self._worker.join()
         self._llama.close()
-
-    async def aclose(self) -> None:
-        """Close without blocking the event loop."""
-        await asyncio.to_thread(self.close)
 
     # --- the worker ----------------------------------------------------------------------------------------
 
@@ -250,7 +160,7 @@ class LlamaLanguageModel(TemplateToolCalling):
                 logits = np.ctypeslib.as_array(self._lib.llama_get_logits_ith(self._llama.ctx, -1),
                                                shape=(self._n_vocab,))
                 recent = np.asarray(job.generated[-self.sampling.repeat_window:], dtype=np.intc)
-                pick = llm_sampling.sample(logits, self._params(job), self._rng, recent)
+                pick = llm_sampling.sample(logits, reply_sampling(self.sampling, job), self._rng, recent)
                 if pick.fell_back:
                     self.nonfinite_fallbacks += 1
                     log.warning("%s produced non-finite logits; took the greedy token", self.name)
@@ -260,11 +170,7 @@ class LlamaLanguageModel(TemplateToolCalling):
                 job.tokens.append(pick.token)
                 # <tool_call> is a special token in Qwen's vocabulary: kept as text when tools are offered
                 text = job.decoder.decode(self._llama.detokenize([pick.token], special=bool(job.options.tools)))
-                if text:
-                    job.head = job.head if len(job.head) >= 16 else job.head + text
-                    if job.stats.first_token_s is None:
-                        job.stats.first_token_s = time.perf_counter() - job.submitted
-                    job.send(text)
+                job.send_text(text)
                 if len(job.generated) >= job.options.max_tokens:
                     return self._finish(job, "length")
             return False
@@ -276,15 +182,8 @@ class LlamaLanguageModel(TemplateToolCalling):
             return self._finish(job, "error")
 
     def _finish(self, job: _Job, reason: str) -> bool:
-        job.stats.finish_reason = reason
-        job.stats.completion_tokens = len(job.generated)
-        job.stats.total_s = time.perf_counter() - job.submitted
-        tail = job.decoder.decode(b"", final=True)
-        if tail and reason != "cancelled":
-            job.send(tail)
         self.recent_stats.append(job.stats)
-        job.done.set()  # before the end marker, so a stream that sees the end also sees the job done
-        job.send(_END)
+        job.finish(reason)
         return True
 
     def _prompt_tokens(self, job: _Job) -> list[int]:
@@ -296,16 +195,6 @@ class LlamaLanguageModel(TemplateToolCalling):
         room = self._llama.n_ctx() - len(tokens)
         job.options = replace(job.options, max_tokens=min(job.options.max_tokens, room))
         return tokens
-
-    def _params(self, job: _Job) -> SamplingParams:
-        base = self.sampling
-        if job.options.tools and (forced_tool(job.options) is not None or job.head.lstrip()[:1] in ("", "<", "{", "`")):
-            # whether to call, and the call itself, are chosen greedily, without the repeat penalty (JSON
-            # repeats its quotes and braces); a small model sampled at 0.7 calls the wrong tool or none
-            return SamplingParams(temperature=0.0, top_k=base.top_k, top_p=base.top_p, repeat_penalty=1.0,
-                                  repeat_window=base.repeat_window)
-        return SamplingParams(temperature=job.options.temperature, top_k=base.top_k, top_p=base.top_p,
-                              repeat_penalty=base.repeat_penalty, repeat_window=base.repeat_window)
 
     def _sync_kv(self, job: _Job) -> bool:
         """Make the context hold ``job.tokens`` and their last logits, evaluating only what is missing.
