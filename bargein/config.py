@@ -29,9 +29,10 @@ class Settings(BaseSettings):
     llm_api_key: str | None = None
     llm_process: bool = True
     """Run the embedded LLM in a supervised worker process, so a crash in llama.cpp costs one reply, not the server."""
-    llm_sequences: int = 1
+    llm_sequences: int = Field(4, ge=1, le=64)
     """Above 1, the embedded LLM decodes up to this many replies together in one llama.cpp batch per step
-    (sessions talking at once share each step instead of waiting their turn)."""
+    (sessions talking at once share each step instead of waiting their turn); 1: one reply at a time,
+    interleaved 16 tokens per turn."""
     tts_engine: Literal["kokoro", "flite"] = "kokoro"
     language: str = "en"
     """Every session's default language (``input_audio_transcription.language`` until the client sets

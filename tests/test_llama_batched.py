@@ -1,10 +1,14 @@
-"""The batched embedded LLM on the packaged SmolLM2: concurrent replies, cancel frees a sequence."""
+"""The batched embedded LLM on the packaged SmolLM2: concurrent replies, cancel frees a sequence, a conversation's
+KV cache kept between its turns (in its sequence, or in host memory once other sessions took the sequences)."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
+from typing import Any
 
+import numpy as np
 import pytest
 
 from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, LanguageModel
@@ -20,10 +24,11 @@ def llm() -> Iterator[BatchedLlamaLanguageModel]:
     model.close()
 
 
-async def reply(llm: LanguageModel, question: str, tokens: int = 24, cancel: CancelToken | None = None) -> str:
+async def reply(llm: LanguageModel, question: str | list[ChatMessage], tokens: int = 24,
+                cancel: CancelToken | None = None) -> str:
+    messages = [ChatMessage("user", question)] if isinstance(question, str) else question
     pieces = []
-    async for piece in llm.stream([ChatMessage("user", question)], cancel=cancel or CancelToken(),
-                                  options=GenerationOptions(tokens, 0.0)):
+    async for piece in llm.stream(messages, cancel=cancel or CancelToken(), options=GenerationOptions(tokens, 0.0)):
         pieces.append(piece)
     return "".join(pieces)
 
@@ -57,6 +62,40 @@ async def test_a_cancelled_reply_frees_its_sequence(llm: BatchedLlamaLanguageMod
     assert answer.strip() and llm.queue_depth == 0
 
 
+async def test_a_conversation_keeps_its_cache_between_turns_even_after_others_took_every_sequence(
+        llm: BatchedLlamaLanguageModel) -> None:
+    history = [ChatMessage("user", "My name is Ada. What is the capital of France?")]
+    history.append(ChatMessage("assistant", await reply(llm, history)))
+    first = llm.last_stats
+    assert first is not None
+    history.append(ChatMessage("user", "And what is my name?"))
+    history.append(ChatMessage("assistant", await reply(llm, history)))
+    second = llm.last_stats
+    assert second is not None and not second.restored_snapshot
+    assert second.reused_tokens >= first.prompt_tokens  # only the new turn was evaluated
+    # three other long conversations take both sequences (two at a time), pushing Ada's out
+    await asyncio.gather(*(reply(llm, f"Tell me a long story about a {animal} in many words.", tokens=40)
+                           for animal in ("cat", "dog", "horse")))
+    history.append(ChatMessage("user", "Thanks. Say goodbye."))
+    await reply(llm, history)
+    third = llm.last_stats
+    assert third is not None and third.restored_snapshot and third.reused_tokens >= second.prompt_tokens
+
+
+async def test_a_prefilled_prompt_is_not_evaluated_again(llm: BatchedLlamaLanguageModel) -> None:
+    history = [ChatMessage("system", "You answer in French."), ChatMessage("user", "Say hello to my friend Bob.")]
+    llm.prefill(history)
+    await asyncio.to_thread(wait_idle, llm)
+    await reply(llm, history)
+    stats = llm.last_stats
+    assert stats is not None and stats.reused_tokens == stats.prompt_tokens - 1  # all but the last, for logits
+
+
+def wait_idle(llm: BatchedLlamaLanguageModel) -> None:
+    while llm.queue_depth:
+        time.sleep(0.01)
+
+
 async def test_two_spoken_sessions_at_once_through_the_server_with_batched_decoding() -> None:
     from bargein.config import Settings
     from bargein.engines.factory import load_engines
@@ -64,7 +103,7 @@ async def test_two_spoken_sessions_at_once_through_the_server_with_batched_decod
     from tests.support.spoken_turn import assert_heard_answered_and_spoken, spoken_turn
 
     engines = await asyncio.to_thread(load_engines, Settings(llm_model="smollm2-135m", llm_sequences=2))
-    assert "2 sequences batched" in engines.description["llm"]
+    assert "2 sequences batched, in a supervised worker process" in engines.description["llm"]
     try:
         with running_server(engines) as host:
             results = await asyncio.gather(spoken_turn(host, "0880"), spoken_turn(host, "0930"))
@@ -72,3 +111,29 @@ async def test_two_spoken_sessions_at_once_through_the_server_with_batched_decod
         await engines.aclose()
     for (log, done), clip in zip(results, ("0880", "0930"), strict=True):
         assert_heard_answered_and_spoken(log, done, clip)
+
+
+async def test_a_prompt_too_long_is_an_error_and_the_other_sequences_go_on(llm: BatchedLlamaLanguageModel,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from bargein.engines.think import llm_sampling
+    from bargein.engines.think.llama_jobs import LanguageModelError
+
+    real_sample = llm_sampling.sample
+    poisoned = 0
+
+    def sample(logits: Any, params: Any, rng: Any, recent: Any = None) -> Any:
+        nonlocal poisoned
+        if poisoned == 0:
+            logits = logits.copy()
+            logits[::2] = np.nan
+        poisoned += 1
+        return real_sample(logits, params, rng, recent)
+
+    monkeypatch.setattr(llm_sampling, "sample", sample)
+    before = llm.nonfinite_fallbacks
+    too_long = reply(llm, "word " * 2000)
+    fine = reply(llm, "Say something nice.")
+    results = await asyncio.gather(too_long, fine, return_exceptions=True)
+    assert isinstance(results[0], LanguageModelError) and "does not fit" in str(results[0])
+    assert isinstance(results[1], str) and results[1].strip()  # the reply went on after the fallback
+    assert llm.nonfinite_fallbacks == before + 1 and llm.queue_depth == 0
