@@ -6,12 +6,13 @@
 
 One server (default engines unless ``--engines``), ``N`` sessions, each a real-time microphone
 (:class:`bench.realtime_harness.Microphone`). In every round each session speaks a different LibriVox
-question, started so that all of them **end at the same moment**; first audio is, per session, from the
-chunk holding the last sample of its speech leaving the client to the client receiving the reply's
-first non-silent sample (as in :mod:`bench.first_audio`). Each step of the ladder runs ``--rounds``
-rounds and prints p50, p95 and max first audio, p95 against the one-session step's p95, the 1-minute
-load average, and the server ledger's per-stage medians (``bargein.turn.metrics``), which show which
-stage the sessions queue at. The largest step with first audio p95 <= ``--target-ms`` is reported.
+question, started so that all of them **end at the same moment**. After ``--warmup-rounds`` unmeasured
+rounds of one session, first audio is, per session, from the chunk holding the last sample of its
+speech leaving the client to the client receiving the reply's first non-silent sample (as in
+:mod:`bench.first_audio`). Each step of the ladder runs ``--rounds`` rounds and prints p50, p95 and max
+first audio, p95 against the one-session step's p95, the 1-minute load average, and the server
+ledger's per-stage medians (``bargein.turn.metrics``), which show which stage the sessions queue at.
+The largest step with first audio p95 <= ``--target-ms`` is reported.
 """
 
 from __future__ import annotations
@@ -112,6 +113,10 @@ async def run(host_port: str, args: argparse.Namespace) -> None:
     within: int | None = None
     async with contextlib.AsyncExitStack() as stack:
         try:
+            if args.warmup_rounds:
+                talkers.append(await open_talker(client, stack))
+                for index in range(args.warmup_rounds):  # the first turns of a fresh server load lazily
+                    await one_round(talkers[:1], clips, index, args)
             for step in args.ladder:
                 while len(talkers) < step:
                     talkers.append(await open_talker(client, stack))
@@ -152,6 +157,7 @@ def main() -> None:
     parser.add_argument("--server-args", default="", help="extra `bargein serve` arguments, one string")
     parser.add_argument("--ladder", type=int, nargs="+", default=[1, 4], help="sessions asking at once, per step")
     parser.add_argument("--rounds", type=int, default=5, help="rounds per step")
+    parser.add_argument("--warmup-rounds", type=int, default=1, help="unmeasured one-session rounds first")
     parser.add_argument("--target-ms", type=float, default=1500.0)
     parser.add_argument("--pause-s", type=float, default=1.0, help="silence after every reply played, per round")
     parser.add_argument("--reply-timeout-s", type=float, default=60.0)
