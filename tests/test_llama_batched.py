@@ -91,6 +91,27 @@ async def test_a_prefilled_prompt_is_not_evaluated_again(llm: BatchedLlamaLangua
     assert stats is not None and stats.reused_tokens == stats.prompt_tokens - 1  # all but the last, for logits
 
 
+async def test_a_session_waiting_with_no_reply_goes_before_a_session_already_decoding(
+        llm: BatchedLlamaLanguageModel) -> None:
+    from bargein.engines.fair import current_owner
+
+    started: list[str] = []
+
+    async def ask(session: str, label: str, tokens: int) -> None:
+        current_owner.set(session)  # this task's own context
+        async for _piece in llm.stream([ChatMessage("user", f"Count slowly from one to fifty ({label}).")],
+                                       cancel=CancelToken(), options=GenerationOptions(tokens, 0.0)):
+            if label not in started:
+                started.append(label)
+
+    # session a takes both sequences (a0 short, a1 long) and queues a2; then b asks
+    flood = [asyncio.ensure_future(ask("a", f"a{i}", tokens)) for i, tokens in enumerate((8, 80, 8))]
+    await asyncio.sleep(0.05)
+    late = asyncio.ensure_future(ask("b", "b", 8))
+    await asyncio.gather(*flood, late)
+    assert started.index("b") < started.index("a2"), started  # a0's sequence went to b, a still had a1
+
+
 def wait_idle(llm: BatchedLlamaLanguageModel) -> None:
     while llm.queue_depth:
         time.sleep(0.01)
@@ -137,3 +158,33 @@ async def test_a_prompt_too_long_is_an_error_and_the_other_sequences_go_on(llm: 
     assert isinstance(results[0], LanguageModelError) and "does not fit" in str(results[0])
     assert isinstance(results[1], str) and results[1].strip()  # the reply went on after the fallback
     assert llm.nonfinite_fallbacks == before + 1 and llm.queue_depth == 0
+
+
+async def test_in_the_worker_process_a_crash_fails_every_batched_reply_and_the_next_one_is_answered() -> None:
+    import os
+    import signal
+
+    from bargein.engines.think.llm_process import ProcessLanguageModel, WorkerDied, WorkerSpec
+
+    model = ProcessLanguageModel(WorkerSpec("bargein.engines.think.llama_batched:load_batched_llama",
+                                            {"name": "smollm2-135m", "n_seq": 2, "n_ctx_per_seq": 1024}))
+    try:
+        doomed = model.pid
+        assert doomed is not None
+        streams = [asyncio.ensure_future(reply(model, f"Tell me a long story about a {animal}.", tokens=400))
+                   for animal in ("dragon", "knight")]
+        await asyncio.to_thread(wait_busy, model, 2)
+        await asyncio.sleep(0.3)  # both are decoding
+        os.kill(doomed, signal.SIGKILL)
+        results = await asyncio.gather(*streams, return_exceptions=True)
+        assert all(isinstance(result, WorkerDied) for result in results), results
+        answer = await asyncio.wait_for(reply(model, "What is the capital of France?"), timeout=120)
+        assert answer.strip() and model.restarts == 1 and model.pid not in (None, doomed)
+    finally:
+        model.close()
+
+
+def wait_busy(model: LanguageModel, replies: int) -> None:
+    deadline = time.monotonic() + 60
+    while getattr(model, "queue_depth", 0) < replies and time.monotonic() < deadline:
+        time.sleep(0.01)

@@ -164,7 +164,7 @@ class BatchedLlamaLanguageModel(QueuedEngine):
                 active.remove(request)
                 self._finish(request, "prefilled" if request.prefill_only else "cancelled")
             while len(backlog) and self._slots.free:
-                _owner, request = backlog.pop()
+                request = self._next_fair(backlog, active)
                 if request.stop.is_set():
                     self._finish(request, "cancelled")
                 elif self._admit(request):
@@ -182,6 +182,25 @@ class BatchedLlamaLanguageModel(QueuedEngine):
         if request.prefill_only:
             self._prefills[key] = request
         backlog.put(key, request)
+
+    @staticmethod
+    def _next_fair(backlog: FairQueue[_Request], active: list[_Request]) -> _Request:
+        """The next waiting request in the sessions' turn, passing over sessions already decoding a reply
+        while another session waits with none."""
+        busy = {request.owner for request in active if request.owner is not None}
+        passed: list[tuple[Hashable, _Request]] = []
+        chosen: _Request | None = None
+        for _ in range(len(backlog)):
+            key, request = backlog.pop()
+            if request.owner is None or request.owner not in busy:
+                chosen = request
+                break
+            passed.append((key, request))
+        if chosen is None:
+            key, chosen = passed.pop(0)
+        for key, request in reversed(passed):
+            backlog.put_front(key, request)
+        return chosen
 
     def _admit(self, request: _Request) -> bool:
         """Give ``request`` a sequence holding as much of its prompt as any cache does; False on failure."""
