@@ -1,4 +1,6 @@
-"""The embedded language model: a GGUF model on llama-cpp-python, shared by every session.
+"""The embedded language model one reply at a time (``--llm-sequences 1``): a GGUF model on llama-cpp-python,
+shared by every session. The server's default is the batched engine (:mod:`~bargein.engines.think.llama_batched`);
+this one is also what scripts and benchmarks load with :func:`load_llama`.
 
 How concurrency works: one ``Llama`` context and one worker thread own the model. Sessions submit
 jobs to the worker's inbox; the worker serves the sessions round-robin (:mod:`bargein.engines.fair`),
@@ -7,11 +9,11 @@ first session's whole reply, nor for a flood of another session's jobs.
 The context holds one conversation's KV cache at a time; switching conversations copies the outgoing
 one's cache out to host memory (:mod:`bargein.engines.think.llama_kv`) and the incoming one's back in, so
 every turn evaluates only the tokens its conversation has not seen (KV prefix reuse across turns).
-llama-cpp-python's high-level API has no multi-sequence batched decode, so jobs are interleaved,
-not batched: throughput is one model's, latency is shared fairly.
+Jobs are interleaved, not batched: throughput is one model's, latency is shared fairly.
 
-Tokens travel to the event loop with ``call_soon_threadsafe``; the worker checks the response's
-cancel flag before every token (and between prompt chunks), so a cancel stops it within one token.
+The session side (:mod:`~bargein.engines.think.llama_jobs`) is shared with the batched engine: tokens
+travel to the event loop with ``call_soon_threadsafe``; the worker checks the response's cancel flag
+before every token (and between prompt chunks), so a cancel stops it within one token.
 Sampling is done here in numpy (:mod:`bargein.engines.think.llm_sampling`) so that broken logits fall back
 to greedy and are counted in ``nonfinite_fallbacks``.
 """
