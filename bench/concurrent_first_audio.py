@@ -57,9 +57,10 @@ async def open_talker(client: Any, stack: contextlib.AsyncExitStack) -> Talker:
     return talker
 
 
-async def ask(talker: Talker, clip: SpeechClip, delay_s: float, args: argparse.Namespace) -> float | None:
-    """Speak ``clip`` after ``delay_s``; first audio in ms (None if no audible reply came), after the reply
-    has played out."""
+async def ask(talker: Talker, clip: SpeechClip, delay_s: float,
+              args: argparse.Namespace) -> tuple[float, str] | None:
+    """Speak ``clip`` after ``delay_s``; first audio in ms and the reply's id (None if no audible reply
+    came), after the reply has played out."""
     await asyncio.sleep(delay_s)
     start = talker.mic.play(clip.pcm)
     end_pos = start + clip.end
@@ -77,11 +78,11 @@ async def ask(talker: Talker, clip: SpeechClip, delay_s: float, args: argparse.N
         await talker.observer.wait_done(reply.response_id, timeout=args.max_reply_s)
     play_end = reply.audible_at + min(reply.audio_ms / 1000, args.max_reply_s)
     await asyncio.sleep(max(0.0, play_end - time.monotonic()))
-    return first_ms
+    return first_ms, reply.response_id
 
 
 async def one_round(talkers: list[Talker], clips: list[SpeechClip], offset: int,
-                    args: argparse.Namespace) -> list[float | None]:
+                    args: argparse.Namespace) -> list[tuple[float, str] | None]:
     """Every session asks a different question, all ending together."""
     chosen = [clips[(offset + i) % len(clips)] for i in range(len(talkers))]
     last_end = max(clip.end for clip in chosen)
@@ -100,6 +101,16 @@ def ledger_medians(talkers: list[Talker], since: list[int]) -> dict[str, float]:
                 if isinstance(value := metrics.get(key), int | float) and not isinstance(value, bool):
                     values.setdefault(key, []).append(float(value))
     return {key: statistics.median(found) for key, found in values.items()}
+
+
+def slowest_ledger(talkers: list[Talker], response_id: str) -> str:
+    """The ledger stages of one reply, as the server reported them."""
+    for talker in talkers:
+        for metrics in talker.observer.turn_metrics:
+            if metrics.get("response_id") == response_id:
+                return ", ".join(f"{key} {metrics[key]:.0f}" for key in LEDGER_KEYS
+                                 if isinstance(metrics.get(key), int | float))
+    return "no ledger event for it"
 
 
 async def run(host_port: str, args: argparse.Namespace) -> None:
@@ -123,11 +134,14 @@ async def run(host_port: str, args: argparse.Namespace) -> None:
                 await asyncio.sleep(1.0)
                 seen = [len(t.observer.turn_metrics) for t in talkers]
                 firsts: list[float] = []
+                slowest: tuple[float, str] | None = None
                 missed = 0
                 for index in range(args.rounds):
                     results = await one_round(talkers[:step], clips, index * step, args)
-                    firsts += [r for r in results if r is not None]
-                    missed += sum(1 for r in results if r is None)
+                    answered = [r for r in results if r is not None]
+                    firsts += [first for first, _id in answered]
+                    slowest = max([*answered, *([slowest] if slowest else [])], default=None)
+                    missed += len(results) - len(answered)
                 p95 = percentile(firsts, 95)
                 baseline = p95 if baseline is None else baseline
                 if p95 <= args.target_ms:
@@ -138,6 +152,9 @@ async def run(host_port: str, args: argparse.Namespace) -> None:
                       f"p95 {p95 / baseline:.2f}x the first step's; load average {os.getloadavg()[0]:.2f}",
                       flush=True)
                 print("     ledger medians: " + ", ".join(f"{k} {v:.0f}" for k, v in stages.items()), flush=True)
+                if slowest is not None:
+                    ledger = slowest_ledger(talkers, slowest[1])
+                    print(f"     slowest turn ({slowest[0]:.0f} ms): {ledger}", flush=True)
         finally:
             for talker in talkers:
                 talker.mic.stop()
