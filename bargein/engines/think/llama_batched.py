@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
@@ -53,6 +54,8 @@ PROMPT_CHUNK = 128
 MIN_SNAPSHOT_TOKENS = 32
 """A conversation pushed out of its sequence is copied to host memory only if it holds this many tokens."""
 DECODE_NO_ROOM = 1
+SLOW_FIRST_TOKEN_S = 2.0
+"""A reply whose first token took longer than this is logged with where the time went."""
 """``llama_decode``'s answer when the KV cache has no room for the batch."""
 
 
@@ -64,6 +67,8 @@ class _Request(Job):
     """Prompt tokens in the sequence's cache."""
     pending: bool = False
     """The last sampled token is not in the cache yet (it goes into the next step)."""
+    admitted: float = 0.0
+    """When it got its sequence (``time.perf_counter``)."""
 
 
 class BatchedLlamaLanguageModel(QueuedEngine):
@@ -225,7 +230,7 @@ class BatchedLlamaLanguageModel(QueuedEngine):
             self._finish(request, "error")
             return False
         self._slots.take(plan.target)
-        request.slot, request.fed = plan.target, plan.kept
+        request.slot, request.fed, request.admitted = plan.target, plan.kept, time.perf_counter()
         request.stats.prompt_tokens, request.stats.reused_tokens = len(request.prompt), plan.kept
         request.stats.restored_snapshot = plan.from_snapshot
         return True
@@ -349,6 +354,14 @@ class BatchedLlamaLanguageModel(QueuedEngine):
             del self._prefills[key]
         if not request.prefill_only:
             self.recent_stats.append(request.stats)
+            first = request.stats.first_token_s
+            if first is not None and first > SLOW_FIRST_TOKEN_S:
+                waited = request.admitted - request.submitted if request.admitted else first
+                log.warning("%s: first token after %.1f s (%.1f s waiting for a sequence; prompt %d tokens, %d "
+                            "from cache%s; %d replies decoding, %d waiting)", self.name, first, waited,
+                            request.stats.prompt_tokens, request.stats.reused_tokens,
+                            ", restored" if request.stats.restored_snapshot else "", self.n_seq - self._slots.free,
+                            max(0, self._depth - 1 - (self.n_seq - self._slots.free)))
         with self._depth_lock:
             self._depth -= 1
         request.finish(reason)  # after the count, so a caller that sees the end sees the depth without it
