@@ -327,7 +327,7 @@ def plot(steps: list[StepFigures], path: str, title: str) -> None:
         print("no plot: matplotlib is not installed (pip install matplotlib)")
         return
     fig, axes = plt.subplots(2, 2, figsize=(10, 7))
-    panels = ((axes[0][0], "lag_p99", "inbound frame lag p99 (ms)"),
+    panels = ((axes[0][0], "lag_p99", "inbound frame lag p99 and barge-in stop p99 (ms)"),
               (axes[0][1], "first_audio_p95", "first audio p95 (ms)"),
               (axes[1][0], "cpu_per_session", "server CPU per session (% of a core)"),
               (axes[1][1], "rss_per_session_mb", "server RSS per session (MB)"))
