@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 import pytest
 
 from bargein.engines.base import Engines
@@ -113,6 +114,10 @@ async def test_asr_worker_killed_mid_turn_says_it_did_not_catch_that_and_the_nex
         assert await quiet(bystander, 0.5) == [], "the other session saw nothing"
         await wait_restarted(r.asr, killed)
         assert r.asr.restarts == 1
+        async with httpx.AsyncClient() as http:
+            metrics = (await http.get(f"http://{r.host}/metrics")).text
+        assert 'bargein_engine_worker_restarts_total{stage="asr"} 1.0' in metrics
+        assert 'bargein_engine_worker_restarts_total{stage="tts"} 0.0' in metrics
         await wait_stage_usable(r, "asr")
         for session in (ws, bystander):
             await spoken_turn(session)
