@@ -8,6 +8,7 @@ the real models in worker processes are covered by the slow test at the end.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import signal
@@ -15,6 +16,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -28,8 +30,10 @@ from bargein.engines.process.wire import WorkerSpec
 from bargein.engines.resilience import Deadlines, ResilientSynthesizer, make_resilient
 from bargein.engines.speak.tts_process import ProcessSynthesizer
 from bargein.engines.transcribe.asr_process import ProcessRecognizer
+from bargein.engines.transcribe.wer import word_error_rate
 from bargein.session.reply_runner import DIDNT_CATCH
 from tests.support.server import running_server
+from tests.support.speech import librivox_clip, librivox_reference, pcm16_24k
 from tests.support.turns import events_until_done, open_session, spoken, text_turn
 from tests.test_faults import FALLBACK_AMPLITUDE, PRIMARY_AMPLITUDE, peak, spoken_turn
 
@@ -149,3 +153,61 @@ async def test_tts_worker_killed_mid_reply_has_flite_speak_the_clause_and_the_ne
             assert peak(events) > 0.8 * PRIMARY_AMPLITUDE * 32767, "spoken by the worker's voice again"
         await ws.close()
         await bystander.close()
+
+
+@pytest.mark.slow
+async def test_real_whisper_and_kokoro_workers_killed_mid_turn(tmp_path: Path) -> None:
+    from bargein.engines.listen.silero_vad import SileroVad
+    from bargein.engines.speak.flite_tts import FliteSynthesizer
+
+    asr_flag, tts_flag = tmp_path / "asr", tmp_path / "tts"
+    asr = ProcessRecognizer(WorkerSpec("tests.support.worker_faults:KillOnFinal", {
+        "inner": WorkerSpec("bargein.engines.transcribe.whisper_asr:load_whisper", {"name": "tiny.en"}),
+        "flag": str(asr_flag)}))
+    tts = ProcessSynthesizer(WorkerSpec("tests.support.worker_faults:KillOnClause", {
+        "inner": WorkerSpec("bargein.engines.speak.kokoro_tts:load_kokoro", {}), "flag": str(tts_flag)}))
+    llm = FakeLanguageModel(filler="First clause here. Second clause here. Third clause here.")
+    engines = make_resilient(Engines(SileroVad(), asr, llm, tts), fallback_tts=FliteSynthesizer(),
+                             health=Health(first_backoff_s=0.2, max_backoff_s=1.0))
+    clip = pcm16_24k(librivox_clip("0880"), silence_after_s=1.5)
+    try:
+        with running_server(engines) as host:
+            ws = await open_session(host, manual=False)
+            bystander = await open_session(host, manual=False)
+            asr_flag.touch()
+            await send_audio(ws, clip)
+            events = await events_until_done(ws, timeout=60)
+            assert [e for e in events if e["type"] == "conversation.item.input_audio_transcription.failed"]
+            assert spoken(events) == DIDNT_CATCH and peak(events) > 0
+            await wait_stage_usable_engine(engines, "asr", asr)
+            tts_flag.touch()
+            await send_audio(bystander, clip)  # the other session: heard by the new Whisper worker
+            events = await events_until_done(bystander, timeout=60)
+            heard = [e for e in events if e["type"] == "conversation.item.input_audio_transcription.completed"]
+            assert heard and word_error_rate([librivox_reference("0880")], [heard[0]["transcript"]]) <= 0.35
+            assert events[-1]["response"]["status"] == "completed"
+            assert not [e for e in events if e["type"] == "error"]
+            assert spoken(events).startswith("You said:") and spoken(events).endswith("Third clause here.")
+            assert isinstance(engines.tts, ResilientSynthesizer) and engines.tts.fallback_clauses >= 1
+            await wait_stage_usable_engine(engines, "tts", tts)
+            events = await text_turn(ws, "are you back")
+            assert spoken(events).startswith("You said: are you back.") and peak(events) > 0
+            assert asr.restarts == 1 and tts.restarts == 1
+            await ws.close()
+            await bystander.close()
+    finally:
+        asr.close()
+        tts.close()
+
+
+async def send_audio(ws: Any, pcm: bytes) -> None:
+    for offset in range(0, len(pcm), 9600):
+        await ws.send(json.dumps({"type": "input_audio_buffer.append",
+                                  "audio": base64.b64encode(pcm[offset:offset + 9600]).decode()}))
+
+
+async def wait_stage_usable_engine(engines: Engines, stage: str, engine: ProcessClient) -> None:
+    deadline = time.monotonic() + 60
+    while engine.pid is None or (engines.health is not None and engines.health[stage].state == "down"):
+        assert time.monotonic() < deadline, f"{stage} did not come back"
+        await asyncio.sleep(0.1)

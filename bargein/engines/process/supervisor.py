@@ -206,7 +206,10 @@ class EngineProcess:
             worker = self._worker
             if worker is None or not self._ready.is_set():
                 raise WorkerDied(f"{self.name}: the worker process is restarting")
-            worker.conn.send(message)
+            try:
+                worker.conn.send(message)
+            except OSError as error:  # it died and the supervisor thread has not seen it yet
+                raise WorkerDied(f"{self.name}: the worker process ended ({error})") from error
 
     def close(self) -> None:
         """Stop the worker (politely, then by force); closing twice is harmless."""
