@@ -122,6 +122,7 @@ async def test_asr_worker_killed_mid_turn_says_it_did_not_catch_that_and_the_nex
             metrics = (await http.get(f"http://{r.host}/metrics")).text
         assert 'bargein_engine_worker_restarts_total{stage="asr"} 1.0' in metrics
         assert 'bargein_engine_worker_restarts_total{stage="tts"} 0.0' in metrics
+        assert 'bargein_engine_worker_resident_memory_bytes{stage="tts"}' in metrics
         await wait_stage_usable(r, "asr")
         for session in (ws, bystander):
             await spoken_turn(session)

@@ -36,11 +36,15 @@ class _QueueDepths(Collector):
         yield family
         restarts = CounterMetricFamily("bargein_engine_worker_restarts", "Engine worker processes started again "
                                        "after one died (stages that run in a worker process)", labels=["stage"])
+        memory = GaugeMetricFamily("bargein_engine_worker_resident_memory_bytes", "Resident memory of each "
+                                   "stage's engine worker process", labels=["stage"])
         for stage, source in sources.items():
             count = getattr(source, "restarts", None)
             if isinstance(count, int) and not isinstance(count, bool):
                 restarts.add_metric([stage], float(count))
+                memory.add_metric([stage], _resident_bytes(getattr(source, "pid", None)))
         yield restarts
+        yield memory
 
 
 class _StageStates(Collector):
