@@ -57,11 +57,12 @@ class Launch:
     """Keep the worker's stderr (its last lines name the cause when it dies) instead of sharing ours."""
 
 
-def python_worker(spec: WorkerSpec) -> Launch:
-    """A worker in this interpreter's environment that builds ``spec`` (see :mod:`bargein.engines.process.child`)."""
+def python_worker(spec: WorkerSpec, label: str = "engine") -> Launch:
+    """A worker in this interpreter's environment that builds ``spec`` (see :mod:`bargein.engines.process.child`);
+    ``label`` ends its command line, so ``ps`` tells the workers apart."""
     paths = [os.path.abspath(entry or os.curdir) for entry in sys.path]
     path = os.pathsep.join(dict.fromkeys(entry for entry in paths if os.path.isdir(entry)))
-    return Launch((sys.executable, "-m", "bargein.engines.process.child"), spec, {"PYTHONPATH": path})
+    return Launch((sys.executable, "-m", "bargein.engines.process.child", label), spec, {"PYTHONPATH": path})
 
 
 @dataclass

@@ -28,7 +28,7 @@ class ProcessSynthesizer(ProcessClient):
     def __init__(self, spec: WorkerSpec, *, name: str = "tts", start_timeout_s: float = 300.0,
                  ready_wait_s: float = 0.5) -> None:
         self.process = EngineProcess(
-            python_worker(WorkerSpec("bargein.engines.speak.tts_process:SynthesizerService", {"voice": spec})),
+            python_worker(WorkerSpec("bargein.engines.speak.tts_process:SynthesizerService", {"voice": spec}), name),
             name=name, start_timeout_s=start_timeout_s, ready_wait_s=ready_wait_s)
         self.sample_rate = int(self.process.info["sample_rate"])
 

@@ -43,7 +43,7 @@ class ProcessLanguageModel(ProcessClient):
         self.name = name
         self.nonfinite_fallbacks = 0
         self.process = EngineProcess(
-            python_worker(WorkerSpec("bargein.engines.think.llm_process:LanguageModelService", {"model": spec})),
+            python_worker(WorkerSpec("bargein.engines.think.llm_process:LanguageModelService", {"model": spec}), "llm"),
             name=name, start_timeout_s=start_timeout_s, ready_wait_s=ready_wait_s,
             restart_backoff_s=restart_backoff_s)
 

@@ -48,7 +48,7 @@ class ProcessRecognizer(ProcessClient):
                  ready_wait_s: float = 10.0) -> None:
         self.process = EngineProcess(
             python_worker(WorkerSpec("bargein.engines.transcribe.asr_process:RecognizerService",
-                                     {"recognizer": spec})),
+                                     {"recognizer": spec}), name),
             name=name, start_timeout_s=start_timeout_s, ready_wait_s=ready_wait_s)
 
     @property
