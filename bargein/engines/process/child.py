@@ -32,7 +32,9 @@ log = logging.getLogger(__name__)
 class Service(Protocol):
     """What a worker serves: each request's items as they are made. Optional methods a service may have:
     ``describe() -> dict`` (sent with ``ready``), ``notify(payload)`` (hints), ``summary() -> Any`` (sent
-    with each ``end``), and ``aclose()``."""
+    with each ``end``), and ``aclose()``; and a ``cancel_task`` attribute: True cancels the request's task
+    on ``cancel`` as well (for engines whose calls take no cancel token, such as a recogniser's queue,
+    which then drops the job if it has not started)."""
 
     def handle(self, request: Any, cancel: CancelToken) -> AsyncIterator[Any]:
         """Serve one request; stop within one item of ``cancel``."""
@@ -75,9 +77,10 @@ async def serve(service: Service, conn: Connection) -> None:
     """Serve requests from ``conn`` until a ``None`` message or the pipe closes."""
     loop = asyncio.get_running_loop()
     cancels: dict[int, CancelToken] = {}
-    tasks: set[asyncio.Task[None]] = set()
+    tasks: dict[int, asyncio.Task[None]] = {}
     stopped = asyncio.Event()
     summary = getattr(service, "summary", None)
+    cancel_task = bool(getattr(service, "cancel_task", False))
 
     def send(message: tuple[Any, ...]) -> None:
         with contextlib.suppress(OSError, ValueError):
@@ -96,6 +99,7 @@ async def serve(service: Service, conn: Connection) -> None:
             send(("error", request_id, f"{type(error).__name__}: {error}"))
         finally:
             cancels.pop(request_id, None)
+            tasks.pop(request_id, None)
 
     def dispatch(message: Any) -> None:
         if message is None:
@@ -103,11 +107,11 @@ async def serve(service: Service, conn: Connection) -> None:
         elif message[0] == "start":
             _, request_id, session, request = message
             cancel = cancels[request_id] = CancelToken()
-            task = loop.create_task(run(request_id, session, request, cancel))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
+            tasks[request_id] = loop.create_task(run(request_id, session, request, cancel))
         elif message[0] == "cancel" and (token := cancels.get(message[1])) is not None:
             token.cancel("cancelled")
+            if cancel_task and (task := tasks.get(message[1])) is not None:
+                task.cancel()
         elif message[0] == "notify" and (notify := getattr(service, "notify", None)) is not None:
             notify(message[1])
         elif message[0] == "ping":

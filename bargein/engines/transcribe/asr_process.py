@@ -24,7 +24,7 @@ from bargein.engines.base import CancelToken, Float32Audio, Transcript
 from bargein.engines.process.child import EngineService
 from bargein.engines.process.client import ProcessClient
 from bargein.engines.process.supervisor import EngineProcess, python_worker
-from bargein.engines.process.wire import WorkerDied, WorkerSpec
+from bargein.engines.process.wire import WorkerError, WorkerSpec
 
 
 @dataclass(frozen=True)
@@ -76,11 +76,12 @@ class ProcessRecognizer(ProcessClient):
         return await self._ask(request)
 
     async def _ask(self, request: RecognitionRequest) -> Transcript:
-        async for transcript in self.process.stream(request, CancelToken()):
-            if isinstance(transcript, Transcript):
-                return transcript
-            raise TypeError(f"the recognition worker sent {type(transcript).__name__}")
-        raise WorkerDied(f"{self.process.name}: the worker ended the request without a transcript")
+        transcript: object = None
+        async for item in self.process.stream(request, CancelToken()):  # to its end: the request is then done
+            transcript = item
+        if not isinstance(transcript, Transcript):
+            raise WorkerError(f"{self.process.name}: the worker sent {type(transcript).__name__}, not a transcript")
+        return transcript
 
 
 def _clip(audio: Float32Audio) -> Float32Audio:
@@ -89,6 +90,10 @@ def _clip(audio: Float32Audio) -> Float32Audio:
 
 class RecognizerService(EngineService):
     """The worker's side: the recogniser ``recognizer`` builds, one transcript per request."""
+
+    cancel_task = True
+    """A recognition the caller gave up on (a barge-in drops a speculative final) is cancelled in the
+    worker too, so the recogniser's queue skips it if it has not started, as in process."""
 
     def __init__(self, recognizer: WorkerSpec) -> None:
         engine, self.what = recognizer.build_engine()
