@@ -44,7 +44,7 @@ VOICES: dict[str, tuple[float, float]] = {
 
 
 class MandarinVoiceUnavailable(RuntimeError):
-    """The Mandarin voice's virtualenv is missing or its child keeps dying; the message names the fix."""
+    """The Mandarin voice's virtualenv is missing, or its worker died or is restarting; the message says which."""
 
 
 def default_python() -> Path:
