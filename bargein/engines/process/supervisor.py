@@ -154,7 +154,7 @@ class EngineProcess:
         session = owner()
         key = None if session is None else id(session)
         if len(self._pending) >= self.max_in_flight or (
-                key is not None and sum(p.owner == key for p in self._pending.values()) >= self.max_per_owner):
+                key is not None and sum(p.owner == key for p in list(self._pending.values())) >= self.max_per_owner):
             raise WorkerBusy(f"{self.name}: {len(self._pending)} requests are already in flight")
         request_id = next(self._ids)
         pending = _Pending(asyncio.get_running_loop(), asyncio.Queue(), key)
