@@ -31,7 +31,7 @@ from bargein.engines.base import (
     ToolCall,
     Transcript,
 )
-from bargein.engines.speak.clauses import ClauseSplitter
+from bargein.engines.speak.clauses import FIRST_CLAUSE_WORDS, ClauseSplitter
 from bargein.engines.think.tool_calls import reply_pieces
 from bargein.session.private_clause import PrivateClause
 
@@ -73,7 +73,7 @@ class PrefetchedReply:
         self.speed = speed
         self.first_clause: PrivateClause | None = None
         self._tts = tts
-        self._splitter = ClauseSplitter() if tts is not None else None
+        self._splitter = ClauseSplitter(first_max_words=FIRST_CLAUSE_WORDS) if tts is not None else None
         self._tokens: list[ReplyPiece] = []
         self._done = asyncio.Event()
         self._grew = asyncio.Event()
