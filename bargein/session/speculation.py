@@ -54,6 +54,8 @@ class SpeculationCounts:
     """First clauses spoken privately before the commit (counted when their guess ends)."""
     tts_used: int = 0
     """Of those, the ones handed to the reply that followed."""
+    prompts_warmed: int = 0
+    """Prompts evaluated ahead from partial transcripts (:meth:`Speculator.warm`)."""
 
     @property
     def waste(self) -> float:
@@ -187,6 +189,14 @@ class Speculator:
             return
         guess.reply = PrefetchedReply(self.llm, messages, options, self.tts, voice, speed)
         self.counts.llm_started += 1
+
+    def warm(self, messages: Sequence[ChatMessage], options: GenerationOptions) -> None:
+        """Have the LLM evaluate ``messages`` without replying (where it can), so a later prompt that begins
+        the same way reuses the work; the words a partial transcript heard so far, typically."""
+        prefill = getattr(self.llm, "prefill", None)
+        if self.enabled and prefill is not None:
+            prefill(messages, options)
+            self.counts.prompts_warmed += 1
 
     def drop(self, item_id: str) -> None:
         """The user went on speaking: the guess for ``item_id`` is stale."""
