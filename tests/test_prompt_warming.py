@@ -64,6 +64,17 @@ async def test_no_warming_over_a_live_reply() -> None:
     await h.session.close()
 
 
+def test_no_warming_while_the_llm_serves_another_reply() -> None:
+    llm = PrefillingModel()
+    llm.queue_depth = 1  # type: ignore[attr-defined]  # another session's reply is being generated
+    speculator = Speculator(FakeRecognizer(), llm)
+    speculator.warm([ChatMessage("user", "hi")], GenerationOptions())
+    assert llm.prefilled == []
+    llm.queue_depth = 0  # type: ignore[attr-defined]
+    speculator.warm([ChatMessage("user", "hi")], GenerationOptions())
+    assert len(llm.prefilled) == 1 and speculator.counts.prompts_warmed == 1
+
+
 def test_warming_needs_a_model_that_can_prefill_and_speculation_on() -> None:
     plain: Any = FakeLanguageModel()
     Speculator(FakeRecognizer(), plain).warm([ChatMessage("user", "hi")], GenerationOptions())  # no prefill: nothing

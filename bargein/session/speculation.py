@@ -192,9 +192,10 @@ class Speculator:
 
     def warm(self, messages: Sequence[ChatMessage], options: GenerationOptions) -> None:
         """Have the LLM evaluate ``messages`` without replying (where it can), so a later prompt that begins
-        the same way reuses the work; the words a partial transcript heard so far, typically."""
+        the same way reuses the work; the words a partial transcript heard so far, typically. Skipped while
+        the LLM is serving any reply (another session's): its tokens come first."""
         prefill = getattr(self.llm, "prefill", None)
-        if self.enabled and prefill is not None:
+        if self.enabled and prefill is not None and not getattr(self.llm, "queue_depth", 0):
             prefill(messages, options)
             self.counts.prompts_warmed += 1
 
