@@ -4,6 +4,7 @@
     python -m bench.first_audio --engines default --turns 10
     python -m bench.first_audio --url 127.0.0.1:8000 --turns 10      # a server you started yourself
     python -m bench.first_audio --engines default --languages en zh   # English and Mandarin, one server
+    python -m bench.first_audio --engines default --no-builtin-tools  # a server offering the LLM no tools
 
 The client behaves like a microphone: one 20 ms append every 20 ms, silence between clips, real
 speech (the LibriVox clips of Debian's pocketsphinx-testdata, resampled to 24 kHz pcm16). Every chunk's
@@ -220,6 +221,13 @@ def _summary(results: list[TurnResult], observer: Observer, engines: str,
     row("barge-in stop", barge)
     row("onset to bargein.reply.paused", [r.paused_ms for r in results if r.paused_ms is not None])
     row("reply audio after speech_started", [r.late_audio_ms for r in results if r.late_audio_ms is not None])
+    called = {event.get("response_id") for _at, event in observer.other.get("bargein.tool.call", [])}
+    if called:
+        # a built-in tool's round trip (the call, the tool, a second LLM prompt) is part of such a turn's first audio
+        row("first audio, reply called a tool", [r.first_audio_ms for r in results
+                                                 if r.first_audio_ms is not None and r.response_id in called])
+        row("first audio, reply without a tool", [r.first_audio_ms for r in results
+                                                  if r.first_audio_ms is not None and r.response_id not in called])
     cut = [r for r in results if r.interrupted]
     cancelled = sum(1 for r in cut if r.cut_status == "cancelled")
     print(f"interrupted replies cancelled: {cancelled}/{len(cut)} (others had finished before the onset was "
@@ -298,10 +306,13 @@ def main() -> None:
     parser.add_argument("--max-reply-s", type=float, default=12.0,
                         help="longest a reply is let play before the next clip starts")
     parser.add_argument("--plot", help="draw a PNG here")
+    parser.add_argument("--no-builtin-tools", action="store_true",
+                        help="start the server without its built-in tools (the small LLM calls them on non-questions)")
     parser.add_argument("--languages", nargs="+", default=["en"], choices=["en", "zh"],
                         help="one session per language, in this order, on one server")
     args = parser.parse_args()
     extra = ["--mandarin"] if "zh" in args.languages else []
+    extra += ["--no-builtin-tools"] if args.no_builtin_tools else []
     runs = []
     with server_or_url(args.engines, args.url, extra_args=extra) as (host_port, _pid):
         for language in args.languages:

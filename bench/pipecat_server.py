@@ -10,7 +10,9 @@ WebSocket endpoint, ``/ws``; each connection gets its own pipeline, the standard
 
 * VAD: Pipecat's own ``SileroVADAnalyzer``; its bundled ``silero_vad.onnx`` is checked at start to be
   byte-identical (sha256) to the file bargein pins. Threshold and endpoint silence match bargein's
-  ``server_vad`` (see ``--stop-secs``).
+  ``server_vad`` (see ``--stop-secs``). With ``--smart-turn`` the turn ends as Pipecat's users run it for
+  low latency instead: its ``LocalSmartTurnAnalyzerV3`` (the bundled Smart Turn v3.2 model) judges each
+  VAD stop, after ``--stop-secs`` of silence.
 * STT: a small ``SegmentedSTTService`` around the recogniser bargein's engines use (same class, model
   and settings), transcribing each VAD segment as Pipecat's own Whisper service does.
 * LLM: Pipecat's ``OpenAILLMService`` against the same local OpenAI-compatible server, same system
@@ -35,6 +37,7 @@ import numpy as np
 import uvicorn
 from fastapi import FastAPI, WebSocket
 from loguru import logger
+from pipecat.audio.turn.smart_turn.local_smart_turn_v3 import LocalSmartTurnAnalyzerV3
 from pipecat.audio.vad.silero import SileroVADAnalyzer
 from pipecat.audio.vad.vad_analyzer import VADParams
 from pipecat.frames.frames import (
@@ -61,7 +64,7 @@ from pipecat.services.tts_service import TTSService
 from pipecat.transcriptions.language import Language
 from pipecat.transports.websocket.fastapi import FastAPIWebsocketParams, FastAPIWebsocketTransport
 from pipecat.turns.user_start import TranscriptionUserTurnStartStrategy, VADUserTurnStartStrategy
-from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy
+from pipecat.turns.user_stop import SpeechTimeoutUserTurnStopStrategy, TurnAnalyzerUserTurnStopStrategy
 from pipecat.turns.user_turn_strategies import UserTurnStrategies
 from pipecat.utils.time import time_now_iso8601
 from pipecat.workers.runner import WorkerRunner
@@ -160,11 +163,12 @@ def build_pipeline(websocket: WebSocket, engines: Engines, args: argparse.Namesp
         allowed_origins=[]))
     stop_secs = args.stop_secs
     # Pipecat ends a turn after VAD stop (stop_secs of silence) plus user_speech_timeout: together they
-    # make bargein's endpoint silence.
+    # make bargein's endpoint silence. With Smart Turn, the model decides at the VAD stop instead.
     timeout = max(0.0, ENDPOINT_SILENCE_MS / 1000 - stop_secs)
+    stop: list[Any] = [TurnAnalyzerUserTurnStopStrategy(turn_analyzer=LocalSmartTurnAnalyzerV3())] \
+        if args.smart_turn else [SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=timeout)]
     strategies = UserTurnStrategies(
-        start=[VADUserTurnStartStrategy(), TranscriptionUserTurnStartStrategy()],
-        stop=[SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=timeout)])
+        start=[VADUserTurnStartStrategy(), TranscriptionUserTurnStartStrategy()], stop=stop)
     context = LLMContext()
     aggregators = LLMContextAggregatorPair(context, user_params=LLMUserAggregatorParams(
         vad_analyzer=SileroVADAnalyzer(sample_rate=IN_RATE, params=_vad_params(stop_secs)),
@@ -214,6 +218,8 @@ def main() -> None:
     parser.add_argument("--llm-model", required=True)
     parser.add_argument("--stop-secs", type=float, default=0.2,
                         help="Pipecat VAD stop_secs; user_speech_timeout makes up the rest of the endpoint silence")
+    parser.add_argument("--smart-turn", action="store_true",
+                        help="end turns with Pipecat's Smart Turn analyzer at each VAD stop")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     logger.remove()  # Pipecat logs every frame event at DEBUG: as quiet as bargein's --log-level warning

@@ -372,6 +372,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=1, help="unmeasured episodes per system first")
     parser.add_argument("--pipecat-stop-secs", type=float, default=0.2,
                         help="Pipecat VAD stop_secs; its user_speech_timeout is the rest of the 500 ms endpoint")
+    parser.add_argument("--pipecat-smart-turn", action="store_true",
+                        help="Pipecat ends turns with its Smart Turn analyzer (after --pipecat-stop-secs of silence)")
     parser.add_argument("--reply-timeout-s", type=float, default=20.0)
     parser.add_argument("--settle-s", type=float, default=2.0, help="pause between episodes")
     parser.add_argument("--time-limit-s", type=float, default=840.0, help="stop starting rounds after this")

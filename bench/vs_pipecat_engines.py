@@ -115,7 +115,7 @@ def services(args: argparse.Namespace) -> Iterator[dict[str, int]]:
             Service("bargein", bargein, f"http://127.0.0.1:{ports['bargein']}/healthz"), \
             Service("pipecat", [sys.executable, "-m", "bench.pipecat_server", "--port", str(ports["pipecat"]),
                                 "--stop-secs", str(args.pipecat_stop_secs), "--llm-url", llm_url,
-                                "--llm-model", args.llm],
+                                "--llm-model", args.llm, *(["--smart-turn"] if args.pipecat_smart_turn else [])],
                     f"http://127.0.0.1:{ports['pipecat']}/healthz") as pipecat:
         print(f"llm: {args.llm} on llama_cpp.server ({llm_server.log}); pipecat log {pipecat.log}", flush=True)
         yield ports

@@ -65,6 +65,26 @@ def test_first_clause_breaks_early_at_a_comma_later_ones_need_more() -> None:
     assert _split("Sure, I can help with that.") == ["Sure, I can help with that."]
 
 
+def test_first_clause_word_cap_ends_it_after_whole_words_and_only_the_first() -> None:
+    text = "The capital city of France is Paris, and it is lovely in spring, when the trees are out."
+    clauses = _split(text, first_max_words=4)
+    assert clauses[0] == "The capital city of"
+    assert clauses[1:] == ["France is Paris, and it is lovely in spring,", "when the trees are out."]
+    # The cut is the same however the tokens fall, even one character at a time (a speculative head start
+    # and the reply must agree on it).
+    assert _split(text, list(text), first_max_words=4) == clauses
+    # A word is whole only once the next one has begun: "of" might still grow into "often".
+    splitter = ClauseSplitter(first_max_words=4)
+    assert splitter.feed("The capital city of") == []
+    assert splitter.feed(" Fr") == ["The capital city of"]
+    # A natural end within the cap is kept, and a short first sentence is not cut.
+    assert _split("Paris is the capital. It is lovely.", first_max_words=4) == ["Paris is the capital.",
+                                                                                "It is lovely."]
+    assert _split("Sure, I can help with that.", first_max_words=4) == ["Sure, I can help", "with that."]
+    # Chinese is measured by characters, not words.
+    assert _split("中国的首都是北京。", first_max_words=2) == ["中国的首都是北京。"]
+
+
 def test_waits_one_token_only_when_the_next_character_decides() -> None:
     splitter = ClauseSplitter()
     assert splitter.feed("It is late.") == []
@@ -112,7 +132,7 @@ def test_no_text_is_lost_reordered_or_overlong(words: list[str], seps: list[str]
         tokens.append(text[position:position + step])
         position += step
         i += 1
-    clauses = _split(text, tokens, max_clause_chars=80)
+    clauses = _split(text, tokens, max_clause_chars=80, first_max_words=cuts[0])
     assert " ".join(clauses).split() == text.split()
     assert all(c and c == c.strip() for c in clauses)
     assert all(len(c) <= 80 + 3 for c in clauses)  # plus at most the punctuation closing the sentence

@@ -28,7 +28,7 @@ from bargein.server.drain import Drain
 from bargein.server.load import LoadLimits, LoadMonitor
 from bargein.server.realtime_ws import SessionRegistry, refuse_session, serve_realtime
 from bargein.server.secrets_api import add_client_secret_route
-from bargein.session.tool_use import prime_default_prompt
+from bargein.server.warm_up import warm_first_turn
 from bargein.tools.registry import default_registry
 
 log = logging.getLogger(__name__)
@@ -116,7 +116,8 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None,
             state.metrics.describe_engines(state.engines.description)
             if state.engines.health is not None:
                 state.metrics.watch_health(state.engines.health)
-            prime_default_prompt(state.engines.llm, default_registry() if settings.builtin_tools else None)
+            warm_s = await warm_first_turn(state.engines, default_registry() if settings.builtin_tools else None)
+            log.info("first turn warmed up in %.1f s (the default prompt evaluated, the end-of-turn model run)", warm_s)
         # the models' objects live as long as the server: keep them out of every later collection,
         # whose full passes otherwise stall the event loop for 100 ms at a time
         gc.collect()

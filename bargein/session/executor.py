@@ -10,7 +10,7 @@ import contextlib
 from collections.abc import Callable
 from typing import assert_never
 
-from bargein.engines.base import ChatMessage
+from bargein.engines.base import ChatMessage, GenerationOptions
 from bargein.protocol.server_events import error_event, event
 from bargein.protocol.session_config import SessionConfig
 from bargein.session.core import vocabulary as v
@@ -76,11 +76,8 @@ class ActionExecutor:
                     self._send("conversation.item.deleted", item_id=item_id)
             case v.PrefetchReply(item_id, text):
                 config = self.config()
-                messages = [*self.conversation.chat_messages(config.instructions), ChatMessage("user", text)]
-                max_tokens = config.max_output_tokens
-                self.speculator.prefetch(item_id, messages, generation_options(
-                    None if max_tokens == "inf" else max_tokens, self.replies.default_tools(),
-                    config.truncation_options()), config.audio.output.voice, config.audio.output.speed)
+                self.speculator.prefetch(item_id, *self._prompt(config, text), config.audio.output.voice,
+                                         config.audio.output.speed)
             case v.StartReply(response_id, trigger, params):
                 self.replies.start(response_id, trigger, params)
             case v.CancelReply(response_id, reason):
@@ -121,6 +118,18 @@ class ActionExecutor:
                 self._send("bargein.turn.mode", mode=mode, reason=reason)
             case _:
                 assert_never(action)
+
+    def warm_prompt(self, text: str) -> None:
+        """A partial transcript of the turn being spoken: have the LLM evaluate the prompt a reply to the words
+        so far would get, so that the reply's prompt at the endpoint has only its last words left to read."""
+        self.speculator.warm(*self._prompt(self.config(), text))
+
+    def _prompt(self, config: SessionConfig, text: str) -> tuple[list[ChatMessage], GenerationOptions]:
+        """The messages and options of a reply to the user's ``text`` (a speculative one must match it exactly)."""
+        messages = [*self.conversation.chat_messages(config.instructions), ChatMessage("user", text)]
+        max_tokens = config.max_output_tokens
+        return messages, generation_options(None if max_tokens == "inf" else max_tokens,
+                                            self.replies.default_tools(), config.truncation_options())
 
     def _send(self, kind: str, **fields: object) -> None:
         self.emit(Outgoing(event(kind, **fields)))

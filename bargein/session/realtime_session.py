@@ -78,7 +78,8 @@ class RealtimeSession:
                                        in (self.config.include or ()))
         tracker = SegmentTracker(engines.asr, self.audio_in.buffer, speculator, feed=self.feed, emit=emit,
                                  padding_ms=lambda: self.machine.settings.endpointing.prefix_padding_ms,
-                                 hints=self._transcription_hints, turn_model=engines.turn)
+                                 hints=self._transcription_hints, turn_model=engines.turn,
+                                 heard_so_far=self._heard_so_far)
         self.replies = ReplyRunner(
             ReplyPipeline(engines.llm, engines.tts), outbound=self.outbound, conversation=self.conversation,
             feed=self.feed, config=lambda: self.config, wait_for_words=self.transcriber.wait_all,
@@ -273,6 +274,13 @@ class RealtimeSession:
 
     def _transcribed(self, item: Item, transcript: Transcript | None) -> None:
         self.feed(v.SegmentTranscribed(item.id, transcript))
+
+    def _heard_so_far(self, text: str) -> None:
+        """A partial transcript of the turn being spoken: warm the LLM's prompt with it when a speculative
+        reply would follow this turn (not over a reply, whose end would change the history)."""
+        settings = self.machine.settings
+        if settings.vad and settings.create_response and settings.speculation.prefetch_reply and not self.replies.live:
+            self.executor.warm_prompt(text)
 
     def _transcription_hints(self) -> tuple[str | None, str | None]:
         settings = self.config.audio.input.transcription

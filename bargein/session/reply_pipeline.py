@@ -32,7 +32,7 @@ from bargein.engines.base import (
     ToolCall,
     WordTiming,
 )
-from bargein.engines.speak.clauses import ClauseSplitter
+from bargein.engines.speak.clauses import FIRST_CLAUSE_WORDS, ClauseSplitter
 from bargein.session.tool_use import ToolSetup, reply_with_tools
 from bargein.tools.registry import ToolOutcome
 
@@ -133,7 +133,7 @@ class ReplyPipeline:
 
     async def _think(self, plan: ReplyPlan, sink: ReplySink, cancel: CancelToken,
                      clauses: asyncio.Queue[str | None] | None) -> None:
-        splitter = ClauseSplitter()
+        splitter = ClauseSplitter(first_max_words=FIRST_CLAUSE_WORDS)
         options = generation_options(plan.max_tokens, plan.tools, plan.truncation)
         tokens = 0
         first_token_at: float | None = None

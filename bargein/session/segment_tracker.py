@@ -46,8 +46,11 @@ class SegmentTracker:
 
     def __init__(self, asr: SpeechRecognizer, buffer: InputBuffer, speculator: Speculator, *, feed: Feed,
                  emit: Emit, padding_ms: Callable[[], int], hints: Hints = lambda: (None, None),
-                 partials: bool = True, turn_model: EndOfTurnModel | None = None) -> None:
+                 partials: bool = True, turn_model: EndOfTurnModel | None = None,
+                 heard_so_far: Callable[[str], None] = lambda text: None) -> None:
         self.asr = asr
+        self.heard_so_far = heard_so_far
+        """Hears each partial transcript of a whole segment (the session warms the LLM's prompt with it)."""
         self.turn_model = turn_model
         self._score_task: asyncio.Task[None] | None = None
         self.buffer = buffer
@@ -113,6 +116,8 @@ class SegmentTracker:
             return
         if self._speaking == item_id:
             self._report_partial(item_id, transcript.text.strip())
+            if transcript.text.strip() and len(audio) < PARTIAL_WINDOW_MS * LISTEN_SAMPLE_RATE / 1000:
+                self.heard_so_far(transcript.text.strip())
 
     def _report_partial(self, item_id: str, text: str) -> None:
         self.feed(v.PartialTranscript(item_id, text))

@@ -31,7 +31,7 @@ from bargein.engines.base import (
     ToolCall,
     Transcript,
 )
-from bargein.engines.speak.clauses import ClauseSplitter
+from bargein.engines.speak.clauses import FIRST_CLAUSE_WORDS, ClauseSplitter
 from bargein.engines.think.tool_calls import reply_pieces
 from bargein.session.private_clause import PrivateClause
 
@@ -54,6 +54,8 @@ class SpeculationCounts:
     """First clauses spoken privately before the commit (counted when their guess ends)."""
     tts_used: int = 0
     """Of those, the ones handed to the reply that followed."""
+    prompts_warmed: int = 0
+    """Prompts evaluated ahead from partial transcripts (:meth:`Speculator.warm`)."""
 
     @property
     def waste(self) -> float:
@@ -73,7 +75,7 @@ class PrefetchedReply:
         self.speed = speed
         self.first_clause: PrivateClause | None = None
         self._tts = tts
-        self._splitter = ClauseSplitter() if tts is not None else None
+        self._splitter = ClauseSplitter(first_max_words=FIRST_CLAUSE_WORDS) if tts is not None else None
         self._tokens: list[ReplyPiece] = []
         self._done = asyncio.Event()
         self._grew = asyncio.Event()
@@ -187,6 +189,15 @@ class Speculator:
             return
         guess.reply = PrefetchedReply(self.llm, messages, options, self.tts, voice, speed)
         self.counts.llm_started += 1
+
+    def warm(self, messages: Sequence[ChatMessage], options: GenerationOptions) -> None:
+        """Have the LLM evaluate ``messages`` without replying (where it can), so a later prompt that begins
+        the same way reuses the work; the words a partial transcript heard so far, typically. Skipped while
+        the LLM is serving any reply (another session's): its tokens come first."""
+        prefill = getattr(self.llm, "prefill", None)
+        if self.enabled and prefill is not None and not getattr(self.llm, "queue_depth", 0):
+            prefill(messages, options)
+            self.counts.prompts_warmed += 1
 
     def drop(self, item_id: str) -> None:
         """The user went on speaking: the guess for ``item_id`` is stale."""

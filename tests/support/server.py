@@ -35,7 +35,7 @@ def running_server(engines: Engines, settings: Settings | None = None) -> Iterat
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120  # start-up runs a real first turn (seconds with real models on a busy machine)
     while time.monotonic() < deadline:
         try:
             if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:

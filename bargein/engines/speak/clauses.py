@@ -11,7 +11,11 @@ _SENTENCE_END = re.compile(r"([.!?…]+)([\"'”’)\]]*)(\s+)(\S?)")
 _CLAUSE_END = re.compile(r"[,;:—–]\s|[，；：](?:[”’」』）]*)")
 # Chinese sentence ends need no space after them; Western ones directly before a Han character neither.
 _CJK_SENTENCE_END = re.compile(r"(?:[。！？]+|[.!?…]+(?=[\u3400-\u9fff]))[”’」』）)]*")
+_WORD_START = re.compile(r"(?<!\S)\S")
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+FIRST_CLAUSE_WORDS = 4
+"""A reply's first clause, as the session speaks it, ends after this many words at the latest: a few tokens
+decode and synthesise far sooner than a whole sentence, and sound whole enough to start on."""
 HAN_WEIGHT = 3
 """A Han character carries about a word: it counts as this many characters against the clause lengths."""
 _TITLES = frozenset({
@@ -39,7 +43,10 @@ class ClauseSplitter:
     A clause break at a comma, semicolon, colon or dash is taken only once the pending text is at least
     ``min_clause_chars`` long, so the TTS is not fed fragments of one or two words that sound choppy; the
     first clause of a reply uses the lower ``first_min_clause_chars``, because first audio waits for it.
-    Text with no break at all is cut at the last space before ``max_clause_chars``.
+    Text with no break at all is cut at the last space before ``max_clause_chars``. With
+    ``first_max_words``, the first clause also ends after that many whole words (a word is whole once the
+    next one has begun), wherever that falls: first audio waits for the first clause's tokens and its
+    synthesis, and a speculative head start made before the commit cuts at the same place as the reply.
 
     Chinese: 。！？ end a sentence and ，；： a clause with no space after them, and text without spaces
     is cut between characters. A Han character counts as ``HAN_WEIGHT`` characters against the lengths
@@ -49,6 +56,7 @@ class ClauseSplitter:
     min_clause_chars: int = 40
     max_clause_chars: int = 220
     first_min_clause_chars: int = 24
+    first_max_words: int | None = None
     _pending: str = field(default="", init=False)
     _released: int = field(default=0, init=False)
 
@@ -120,15 +128,25 @@ class ClauseSplitter:
         if 0 <= newline < limit:
             return newline + 1
         minimum = self.first_min_clause_chars if self._released == 0 else self.min_clause_chars
+        capped = self._word_cap(text)
         for match in _CLAUSE_END.finditer(text):
-            if match.start() >= limit:
+            if match.start() >= limit or (capped is not None and match.end() > capped):
                 break
             if _weighted_length(text[:match.start() + 1]) >= minimum:
                 return match.end()
+        if capped is not None:
+            return capped
         if len(text) > limit:
             space = text.rfind(" ", 0, limit)
             return space + 1 if space > 0 and not _HAN.search(text[space:limit]) else limit
         return None
+
+    def _word_cap(self, text: str) -> int | None:
+        """Where the first clause's ``first_max_words`` cap cuts ``text`` (before the next word), if it does."""
+        if self.first_max_words is None or self._released or _HAN.search(text):
+            return None
+        starts = [match.start() for match in _WORD_START.finditer(text)]
+        return starts[self.first_max_words] if len(starts) > self.first_max_words else None
 
     @staticmethod
     def _ends_sentence(text: str, match: re.Match[str]) -> bool | None:
