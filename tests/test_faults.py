@@ -112,11 +112,18 @@ async def test_tts_fault_mid_clause_has_the_fallback_speak_the_rest_of_it() -> N
         assert not [e for e in events if e["type"] == "error"]
         assert events[-1]["response"]["status"] == "completed"
         assert spoken(events).startswith("You said: tell me.")
-        audio = b"".join(base64.b64decode(e["delta"]) for e in events if e["type"] == "response.output_audio.delta")
-        samples = np.abs(np.frombuffer(audio, "<i2").astype(np.int32))
-        first_chunks = samples[:2 * 20 * 24]  # the two 20 ms chunks the primary made before it failed
-        assert np.max(first_chunks) > 0.8 * PRIMARY_AMPLITUDE * 32767
-        assert 0 < np.max(samples[len(first_chunks):]) < 1.2 * FALLBACK_AMPLITUDE * 32767, "the rest: fallback"
+        # the first clause's audio: every audio delta before the second clause's transcript delta
+        first_clause: list[bytes] = []
+        for e in events:
+            if e["type"] == "response.output_audio_transcript.delta" and first_clause:
+                break
+            if e["type"] == "response.output_audio.delta":
+                first_clause.append(base64.b64decode(e["delta"]))
+        samples = np.abs(np.frombuffer(b"".join(first_clause), "<i2").astype(np.int32))
+        primary_part = samples[:2 * 20 * 24]  # the two 20 ms chunks the primary made before it failed
+        assert np.max(primary_part) > 0.8 * PRIMARY_AMPLITUDE * 32767
+        tail = samples[-10 * 24:]  # the clause's last 10 ms: the fallback's voice, not silence
+        assert 0 < np.max(tail) < 1.2 * FALLBACK_AMPLITUDE * 32767, "the rest of the first clause: fallback"
         r.tts.fault = None
         await assert_next_turn_is_normal(ws)
         await ws.close()
