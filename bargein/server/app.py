@@ -23,7 +23,7 @@ from bargein.metrics.gc_pauses import GcPauseWatch
 from bargein.metrics.prometheus import ServerMetrics, watch_event_loop
 from bargein.metrics.tracing import configure_tracing, flush_tracing
 from bargein.server.auth import RealPeer
-from bargein.server.client_secrets import ClientSecrets
+from bargein.server.client_secrets import ClientSecrets, secrets_path
 from bargein.server.drain import Drain
 from bargein.server.load import LoadLimits, LoadMonitor
 from bargein.server.realtime_ws import SessionRegistry, refuse_session, serve_realtime
@@ -48,7 +48,7 @@ class ServerState:
         self.load_error: str | None = None
         self.load_seconds: float | None = None
         self.registry = SessionRegistry(settings.max_sessions, settings.max_connections_per_client)
-        self.client_secrets = ClientSecrets()
+        self.client_secrets = ClientSecrets(secrets_path(os.environ.get(WORKER_DIR_ENV)))
         self.drain = Drain(self.registry, settings.drain_s)
         self.metrics = ServerMetrics(self.queue_sources)
         self.metrics.sessions.set_function(lambda: float(len(self.registry.live)))
