@@ -48,7 +48,8 @@ async def test_with_workers_each_worker_drains_its_own_sessions() -> None:
     assert final["type"] == "error" and final["error"]["code"] == "server_shutting_down"
     assert done[0] <= final_at
     assert timeline.close_code == 1001
-    # the supervisor signals the workers one after the other: a late client that the kernel hands to a worker
-    # not yet signalled is accepted, then closed by that worker's drain (1001) instead of refused (1013)
-    assert timeline.refused_code in (1013, 1001)
+    # the supervisor raises the shared draining flag before it signals any worker: whichever worker the kernel
+    # hands the late client to refuses it
+    assert timeline.refused_event is not None and timeline.refused_event["error"]["code"] == "server_unavailable"
+    assert timeline.refused_code == 1013
     assert timeline.exit_code == 0
