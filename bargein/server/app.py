@@ -22,6 +22,7 @@ from bargein.metrics.aggregate import WorkerBoard, WorkerFigures, merged_exposit
 from bargein.metrics.gc_pauses import GcPauseWatch
 from bargein.metrics.prometheus import ServerMetrics, watch_event_loop
 from bargein.metrics.tracing import configure_tracing, flush_tracing
+from bargein.native_heap import keep_memory_flat
 from bargein.server.auth import RealPeer
 from bargein.server.client_secrets import ClientSecrets, secrets_path
 from bargein.server.drain import Drain, shared_drain_flag
@@ -128,11 +129,13 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None,
         lag_watch = asyncio.create_task(watch_event_loop(state.metrics, on_sample=state.load.observe_lag),
                                         name="loop-lag")
         publisher = asyncio.create_task(_publish(state), name="worker-figures")
+        upkeep = asyncio.create_task(keep_memory_flat(), name="memory-upkeep")
         if on_ready is not None:
             on_ready(state)
         yield
         lag_watch.cancel()
         publisher.cancel()
+        upkeep.cancel()
         gc_watch.remove()
         state.board.withdraw(os.getpid())
         await asyncio.to_thread(flush_tracing)
