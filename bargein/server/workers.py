@@ -69,8 +69,6 @@ def worker_environment(settings: Settings) -> Iterator[str]:
 
 def run_workers(settings: Settings, log_level: str) -> None:
     """Serve with ``settings.workers`` processes until interrupted."""
-    import uvicorn
-
     from bargein.server.serving import safe_uvicorn_options
 
     with worker_environment(settings) as directory:
@@ -78,9 +76,9 @@ def run_workers(settings: Settings, log_level: str) -> None:
               f"(local-only: {settings.local_only})", flush=True)
         # the handshake guard and the sliced parsing (bargein.server.serving) are per process objects that
         # uvicorn cannot hand to its worker processes; the options below apply to every worker
-        config = uvicorn.Config("bargein.server.workers:worker_app", factory=True, workers=settings.workers,
-                                host=settings.host, port=settings.port, log_level=log_level, ws=settings.ws_impl,
-                                timeout_worker_healthcheck=WORKER_HEALTHCHECK_S, **safe_uvicorn_options(settings))
+        config = Config("bargein.server.workers:worker_app", factory=True, workers=settings.workers,
+                        host=settings.host, port=settings.port, log_level=log_level, ws=settings.ws_impl,
+                        timeout_worker_healthcheck=WORKER_HEALTHCHECK_S, **safe_uvicorn_options(settings))
         with contextlib.suppress(KeyboardInterrupt):
             _DrainingSupervisor(config, sockets=[config.bind_socket()], runtime_directory=directory).run()
 
