@@ -2,7 +2,7 @@
 
 Ten users talk and barge in for three minutes; the last minute and a half is measured. Resident memory
 must not climb more than 1 MB/min after the warm-up (the server's memory upkeep, ``bargein.native_heap``,
-collects closed sessions' reference cycles every 15 s; without it the slope here was +1.1 to +1.2 MB/min).
+collects closed sessions' reference cycles every 15 s; without it this test measured about +2.5 MB/min).
 ``python -m bench.soak`` is the long version.
 """
 
