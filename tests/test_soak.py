@@ -1,7 +1,7 @@
 """A soak of a real server process (instant engines): no growth in memory, descriptors or tasks.
 
 Ten users talk and barge in for three minutes; the last minute and a half is measured. Resident memory
-must not climb more than 1 MB/min after the warm-up (the server's memory upkeep, ``bargein.native_heap``,
+must not climb more than 1 MB/min after the warm-up (the server's memory upkeep, ``bargein.memory_upkeep``,
 collects closed sessions' reference cycles every 15 s; without it this test measured about +2.5 MB/min).
 ``python -m bench.soak`` is the long version.
 """

@@ -18,11 +18,11 @@ from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from bargein.config import Settings
 from bargein.engines.base import Engines
+from bargein.memory_upkeep import keep_memory_flat
 from bargein.metrics.aggregate import WorkerBoard, WorkerFigures, merged_exposition
 from bargein.metrics.gc_pauses import GcPauseWatch
 from bargein.metrics.prometheus import ServerMetrics, watch_event_loop
 from bargein.metrics.tracing import configure_tracing, flush_tracing
-from bargein.native_heap import keep_memory_flat
 from bargein.server.auth import RealPeer
 from bargein.server.client_secrets import ClientSecrets, secrets_path
 from bargein.server.drain import Drain, shared_drain_flag

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from bargein.native_heap import trim_native_heap
+from bargein.memory_upkeep import trim_native_heap
 
 Tokens = npt.NDArray[np.intc]
 

@@ -1,4 +1,4 @@
-"""Giving freed native memory back: glibc's ``malloc_trim``, and the LLM's KV snapshots under their budget."""
+"""Memory upkeep: glibc's ``malloc_trim``, the LLM's KV snapshots under their budget, closed sessions collected."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def _run(code: str) -> str:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc")
 def test_trimming_returns_freed_pages_that_a_live_chunk_above_them_pins() -> None:
     out = _run("""
-        from bargein.native_heap import trim_native_heap
+        from bargein.memory_upkeep import trim_native_heap
         del_me = bytearray(8 * 2**20); del del_me  # glibc now serves chunks under 8 MB from its heap
         chunks = [bytearray(2**20) for _ in range(48)]
         pin = bytearray(2**20)  # allocated last: sits above the others, so free() cannot shrink the heap
@@ -69,7 +69,7 @@ async def test_upkeep_frees_reference_cycles_the_collector_has_not_got_to() -> N
     import gc
     import weakref
 
-    from bargein.native_heap import keep_memory_flat
+    from bargein.memory_upkeep import keep_memory_flat
 
     class Session:
         """Stands for a closed session: only a cycle keeps it."""
