@@ -79,6 +79,10 @@ def _engine_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--llm-url", help="an OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1")
     parser.add_argument("--llm-in-process", dest="llm_process", action="store_const", const=False,
                         help="run the embedded LLM in the server process (no crash isolation; saves ~0.1 ms a token)")
+    parser.add_argument("--asr-in-process", dest="asr_process", action="store_const", const=False,
+                        help="run Whisper in the server process (no crash isolation)")
+    parser.add_argument("--tts-in-process", dest="tts_process", action="store_const", const=False,
+                        help="run Kokoro in the server process (no crash isolation)")
     parser.add_argument("--tts", dest="tts_engine", choices=["kokoro", "flite"], help="speech engine")
     parser.add_argument("--language", help="sessions' default language: en (default) or zh (Mandarin)")
     parser.add_argument("--mandarin", action="store_const", const=True,

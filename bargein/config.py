@@ -29,6 +29,10 @@ class Settings(BaseSettings):
     llm_api_key: str | None = None
     llm_process: bool = True
     """Run the embedded LLM in a supervised worker process, so a crash in llama.cpp costs one reply, not the server."""
+    asr_process: bool = True
+    """Run Whisper in a supervised worker process, so a crash in CTranslate2 costs one turn, not the server."""
+    tts_process: bool = True
+    """Run Kokoro in a supervised worker process, so a crash in onnxruntime costs one clause (spoken by flite)."""
     llm_sequences: int = 1
     """Above 1, the embedded LLM decodes up to this many replies together in one llama.cpp batch per step
     (sessions talking at once share each step instead of waiting their turn)."""

@@ -23,7 +23,7 @@ import pytest
 from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.engines.health import Health
-from bargein.engines.resilience import LLM_APOLOGY, LLM_CUT_APOLOGY, Deadlines, make_resilient
+from bargein.engines.resilience import LLM_APOLOGY, LLM_CUT_APOLOGY, Deadlines, make_resilient, unspoken
 from bargein.session.reply_runner import DIDNT_CATCH
 from tests.support.faults import FaultyLanguageModel, FaultyRecognizer, FaultySynthesizer, FaultyVad
 from tests.support.server import running_server
@@ -104,17 +104,43 @@ async def test_tts_fault_before_audio_is_spoken_by_the_fallback(fault: str) -> N
         await ws.close()
 
 
-async def test_tts_fault_mid_clause_fails_the_reply_with_an_error_and_the_session_lives() -> None:
+async def test_tts_fault_mid_clause_has_the_fallback_speak_the_rest_of_it() -> None:
     with rig() as r:
         ws = await open_session(r.host)
         r.tts.fault, r.tts.after = "raise", 2
         events = await text_turn(ws, "tell me")
-        errors = [e for e in events if e["type"] == "error"]
-        assert errors and errors[0]["error"]["code"] == "engine_error"
-        assert "speech synthesis failed" in errors[0]["error"]["message"]
+        assert not [e for e in events if e["type"] == "error"]
+        assert events[-1]["response"]["status"] == "completed"
+        assert spoken(events).startswith("You said: tell me.")
+        audio = b"".join(base64.b64decode(e["delta"]) for e in events if e["type"] == "response.output_audio.delta")
+        samples = np.abs(np.frombuffer(audio, "<i2").astype(np.int32))
+        first_chunks = samples[:2 * 20 * 24]  # the two 20 ms chunks the primary made before it failed
+        assert np.max(first_chunks) > 0.8 * PRIMARY_AMPLITUDE * 32767
+        assert 0 < np.max(samples[len(first_chunks):]) < 1.2 * FALLBACK_AMPLITUDE * 32767, "the rest: fallback"
         r.tts.fault = None
         await assert_next_turn_is_normal(ws)
         await ws.close()
+
+
+async def test_tts_fault_mid_clause_whose_words_cannot_be_placed_fails_the_reply_with_an_error() -> None:
+    with rig() as r:
+        ws = await open_session(r.host)
+        r.tts.fault, r.tts.after, r.tts.wrong_words = "raise", 2, True
+        events = await text_turn(ws, "tell me")
+        errors = [e for e in events if e["type"] == "error"]
+        assert errors and errors[0]["error"]["code"] == "engine_error"
+        assert "speech synthesis failed" in errors[0]["error"]["message"]
+        r.tts.fault, r.tts.wrong_words = None, False
+        await assert_next_turn_is_normal(ws)
+        await ws.close()
+
+
+def test_unspoken_is_what_follows_the_words_already_out() -> None:
+    assert unspoken("Hello there, how are you?", ["Hello", "there,"]) == " how are you?"
+    assert unspoken("Hello there.", ["Hello", "there."]) == ""
+    assert unspoken("你好，世界。", ["你", "好，"]) == "世界。"
+    assert unspoken("Hello there.", ["Goodbye"]) is None
+    assert unspoken("Hi.", ["Hi.", "more"]) is None
 
 
 def tone_turn_pcm() -> bytes:

@@ -54,10 +54,10 @@ def _load_raw(settings: Settings) -> Engines:
 
         remote = connect_remote_stages(settings, description)
     vad: VoiceActivityDetector = remote.vad or _timed_load(description, "vad", lambda: (SileroVad(), VAD_ORIGIN))
-    asr = remote.asr or _timed_load(description, "asr", lambda: load_asr(settings))
+    asr = remote.asr or _timed_load(description, "asr", lambda: load_asr(settings, worker_process=settings.asr_process))
     llm = remote.llm or _timed_load(description, "llm",
                                     lambda: load_llm(settings, worker_process=settings.llm_process))
-    tts = remote.tts or _timed_load(description, "tts", lambda: load_tts(settings))
+    tts = remote.tts or _timed_load(description, "tts", lambda: load_tts(settings, worker_process=settings.tts_process))
     # the end-of-turn model is small and always local; a missing or altered file stops start-up here
     turn = _timed_load(description, "turn", lambda: (SmartTurn(), TURN_ORIGIN))
     return Engines(vad, asr, llm, tts, turn, description=description)
@@ -84,12 +84,22 @@ def _timed_load(description: dict[str, str], stage: str, load: Callable[[], tupl
     return engine
 
 
-def load_asr(settings: Settings) -> tuple[SpeechRecognizer, str]:
-    """The recogniser the settings ask for, and its description."""
+def load_asr(settings: Settings, *, worker_process: bool = False) -> tuple[SpeechRecognizer, str]:
+    """The recogniser the settings ask for, and its description.
+
+    ``worker_process`` runs the embedded Whisper model(s) in a supervised worker process (a crash in
+    CTranslate2 then costs one turn).
+    """
     if settings.engines in ("fake", "instant"):
         from bargein.engines.fakes import FakeRecognizer
 
         return FakeRecognizer(delay_s=_fake_delay(settings)), "fake"
+    if worker_process:
+        from bargein.engines.process.wire import WorkerSpec
+        from bargein.engines.transcribe.asr_process import ProcessRecognizer
+
+        recognizer = ProcessRecognizer(WorkerSpec("bargein.engines.factory:load_asr", {"settings": settings}))
+        return recognizer, recognizer.description
     from bargein.engines.transcribe.whisper_asr import load_whisper
 
     asr = load_whisper(settings.asr_model)
@@ -137,9 +147,21 @@ def load_llm(settings: Settings, *, worker_process: bool = False) -> tuple[Langu
     return load_llama(name), f"{describe(name)} on llama.cpp"
 
 
-def load_tts(settings: Settings) -> tuple[SpeechSynthesizer, str]:
-    """The speech engine the settings ask for, with the Mandarin voice beside it when Mandarin is on."""
-    tts, what = _load_voice(settings)
+def load_tts(settings: Settings, *, worker_process: bool = False) -> tuple[SpeechSynthesizer, str]:
+    """The speech engine the settings ask for, with the Mandarin voice beside it when Mandarin is on.
+
+    ``worker_process`` runs Kokoro in a supervised worker process (a crash in onnxruntime then costs one
+    clause, which flite speaks); flite and the Mandarin voice are processes of their own anyway.
+    """
+    tts: SpeechSynthesizer
+    if worker_process and settings.engines == "default" and settings.tts_engine == "kokoro":
+        from bargein.engines.process.wire import WorkerSpec
+        from bargein.engines.speak.tts_process import ProcessSynthesizer
+
+        kokoro = ProcessSynthesizer(WorkerSpec("bargein.engines.factory:load_voice", {"settings": settings}))
+        tts, what = kokoro, kokoro.description
+    else:
+        tts, what = load_voice(settings)
     if settings.engines in ("fake", "instant") or not settings.speaks_mandarin:
         return tts, what
     from bargein.engines.speak.by_language import LanguageRouter
@@ -149,7 +171,7 @@ def load_tts(settings: Settings) -> tuple[SpeechSynthesizer, str]:
     return LanguageRouter(tts, mandarin), f"{what}; Mandarin: {mandarin.description}"
 
 
-def _load_voice(settings: Settings) -> tuple[SpeechSynthesizer, str]:
+def load_voice(settings: Settings) -> tuple[SpeechSynthesizer, str]:
     """The default speech engine (Kokoro, or flite when asked or when Kokoro is missing)."""
     if settings.engines in ("fake", "instant"):
         from bargein.engines.fakes import FakeSynthesizer

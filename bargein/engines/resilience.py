@@ -5,8 +5,9 @@ Wrappers around the four engines (same protocols, so a session cannot tell them 
 - **LLM** fails or misses its deadline before its first token: the reply is a short spoken apology
   (:data:`LLM_APOLOGY`), spoken by the TTS like any reply; after some tokens, the reply ends with
   :data:`LLM_CUT_APOLOGY`. The session goes on.
-- **TTS** (Kokoro) fails or misses its deadline before a clause's first audio: the same clause is
-  spoken by the fallback synthesizer (flite).
+- **TTS** (Kokoro) fails or misses its deadline: the clause is spoken by the fallback synthesizer
+  (flite); after some of its audio, the rest of it (the words after those whose timings went out), or,
+  when that cannot be told, the reply fails with an error.
 - **ASR** and **VAD** fail with :class:`StageFailed` (the session reports it; see the session's turn
   handling for what the user is told).
 
@@ -177,6 +178,21 @@ def _sound(chunk: object) -> bool:
     return bool(np.all(np.isfinite(chunk.audio))) and float(np.max(np.abs(chunk.audio), initial=0.0)) <= 4.0
 
 
+def unspoken(text: str, said: Sequence[str]) -> str | None:
+    """What of ``text`` comes after the words ``said`` (the word timings of the audio already out), or
+    None when they are not a prefix of it (so the rest cannot be told apart)."""
+    position = 0
+    for character in "".join(said):
+        if character.isspace():
+            continue
+        while position < len(text) and text[position].isspace():
+            position += 1
+        if position == len(text) or text[position] != character:
+            return None
+        position += 1
+    return text[position:]
+
+
 async def _link(outer: CancelToken, inner: CancelToken) -> None:
     await outer.wait()
     inner.cancel(outer.reason or "cancelled")
@@ -201,10 +217,12 @@ class ResilientSynthesizer:
 
     async def synthesize(self, text: str, *, voice: str | None, cancel: CancelToken,
                          speed: float = 1.0) -> AsyncIterator[SpeechChunk]:
-        """The primary's chunks; on failure before any audio, the fallback's (at the primary's rate)."""
+        """The primary's chunks; when it fails, the fallback speaks what it had not said (the whole clause,
+        or the rest after the words already out), at the primary's rate."""
         if not self.health.down:
             chunks = self.primary.synthesize(text, voice=voice, cancel=cancel, speed=speed)
             produced = 0
+            said: list[str] = []
             try:
                 while True:
                     timeout = self.deadlines.tts_first_chunk_s if produced == 0 else self.deadlines.tts_next_chunk_s
@@ -215,6 +233,7 @@ class ResilientSynthesizer:
                     if not _sound(chunk):
                         raise StageFailed(f"tts returned unusable audio ({type(chunk).__name__})")
                     produced += 1
+                    said.extend(word.word for word in chunk.words)
                     yield chunk
                 self.health.record_ok()
                 return
@@ -223,9 +242,14 @@ class ResilientSynthesizer:
                     return
                 what = "timed out" if isinstance(error, TimeoutError) else f"{type(error).__name__}: {error}"
                 self.health.record_failure(f"tts {what}"[:300])
-                if produced or self.fallback is None:
+                rest = unspoken(text, said) if produced else text
+                if rest is None or self.fallback is None:
                     raise StageFailed("speech synthesis failed", detail=what) from error
-                log.warning("tts failed (%s); the fallback speaks this clause", what)
+                if not rest.strip():  # every word was already out (a worker died after the clause's audio)
+                    return
+                log.warning("tts failed (%s); the fallback speaks %s", what, "the rest of this clause"
+                            if produced else "this clause")
+                text = rest
             finally:
                 with contextlib.suppress(Exception):
                     await chunks.aclose()  # type: ignore[attr-defined]

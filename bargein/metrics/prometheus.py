@@ -28,11 +28,23 @@ class _QueueDepths(Collector):
     def __init__(self, sources: Callable[[], dict[str, object]]) -> None:
         self.sources = sources
 
-    def collect(self) -> Iterable[GaugeMetricFamily]:
+    def collect(self) -> Iterable[GaugeMetricFamily | CounterMetricFamily]:
+        sources = self.sources()
         family = GaugeMetricFamily("bargein_queue_depth", "Work waiting in each stage's queue", labels=["stage"])
-        for stage, depth in queue_depths(self.sources()).items():
+        for stage, depth in queue_depths(sources).items():
             family.add_metric([stage], depth)
         yield family
+        restarts = CounterMetricFamily("bargein_engine_worker_restarts", "Engine worker processes started again "
+                                       "after one died (stages that run in a worker process)", labels=["stage"])
+        memory = GaugeMetricFamily("bargein_engine_worker_resident_memory_bytes", "Resident memory of each "
+                                   "stage's engine worker process", labels=["stage"])
+        for stage, source in sources.items():
+            count = getattr(source, "restarts", None)
+            if isinstance(count, int) and not isinstance(count, bool):
+                restarts.add_metric([stage], float(count))
+                memory.add_metric([stage], _resident_bytes(getattr(source, "pid", None)))
+        yield restarts
+        yield memory
 
 
 class _StageStates(Collector):

@@ -24,6 +24,7 @@ from bargein.engines.base import (
     Transcript,
     VadStream,
     VoiceActivityDetector,
+    WordTiming,
 )
 
 
@@ -71,6 +72,8 @@ class FaultySynthesizer:
         self.fault: str | None = None
         self.after = 0
         self.calls = 0
+        self.wrong_words = False
+        """Time words the text does not have (so what was said cannot be placed in it)."""
 
     async def synthesize(self, text: str, *, voice: str | None, cancel: CancelToken,
                          speed: float = 1.0) -> AsyncIterator[SpeechChunk]:
@@ -83,6 +86,8 @@ class FaultySynthesizer:
                 yield SpeechChunk(np.full(480, np.nan, np.float32), chunk.sample_rate)  # garbage: not audio
                 return
             produced += 1
+            if self.wrong_words:
+                chunk = SpeechChunk(chunk.audio, chunk.sample_rate, (WordTiming("zzz", 0.0, 1.0),))
             yield chunk
 
 

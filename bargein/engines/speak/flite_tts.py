@@ -12,9 +12,11 @@ import io
 import re
 import shutil
 import subprocess
+import tempfile
 import wave
 import weakref
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import numpy as np
 import soxr
@@ -141,7 +143,10 @@ class FliteSynthesizer:
         async with slots:
             if cancel.cancelled:
                 return None
-            # "-t" takes the next argument as the text even when it starts with a dash
-            return await run_until_cancelled(
-                [self.binary, "-voice", voice, "--setf", f"duration_stretch={1.0 / speed:.3f}",
-                 "-t", sentence, "-o", "/dev/stdout"], cancel, name="flite")
+            # "-t" takes the next argument as the text even when it starts with a dash. The WAV goes to a
+            # file, not /dev/stdout: under uvloop a child's stdout is a socket, which flite cannot open.
+            with tempfile.TemporaryDirectory(prefix="bargein-flite-") as folder:
+                wav = Path(folder) / "out.wav"
+                return await run_until_cancelled(
+                    [self.binary, "-voice", voice, "--setf", f"duration_stretch={1.0 / speed:.3f}",
+                     "-t", sentence, "-o", str(wav)], cancel, name="flite", output=wav)

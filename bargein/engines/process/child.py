@@ -1,0 +1,141 @@
+"""The worker side for engines of bargein's own environment: ``python -m bargein.engines.process.child``.
+
+The worker reads its :class:`~bargein.engines.process.wire.WorkerSpec` from the inherited socket, builds
+the :class:`Service` it names, says ``ready``, and serves requests until told to stop or orphaned. Each
+request runs as its own task with :data:`~bargein.engines.fair.current_owner` set to the session that
+sent it, so the engine's fair queues take turns between sessions exactly as they do in the server
+process. A reader thread takes messages off the pipe, so a cancel arrives while a request is running.
+The worker ignores SIGINT and SIGTERM: the server's graceful drain decides when it stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import AsyncIterator
+from multiprocessing.connection import Connection
+from typing import Any, Protocol, runtime_checkable
+
+from bargein.engines.base import CancelToken
+from bargein.engines.fair import current_owner
+from bargein.engines.process.wire import FD_ENV, WorkerSpec
+
+log = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class Service(Protocol):
+    """What a worker serves: each request's items as they are made. Optional methods a service may have:
+    ``describe() -> dict`` (sent with ``ready``), ``notify(payload)`` (hints), ``summary() -> Any`` (sent
+    with each ``end``), and ``aclose()``; and a ``cancel_task`` attribute: True cancels the request's task
+    on ``cancel`` as well (for engines whose calls take no cancel token, such as a recogniser's queue,
+    which then drops the job if it has not started)."""
+
+    def handle(self, request: Any, cancel: CancelToken) -> AsyncIterator[Any]:
+        """Serve one request; stop within one item of ``cancel``."""
+        ...
+
+
+class EngineService:
+    """Base of the services that wrap one engine (``self.engine``): closing the service closes the engine."""
+
+    engine: Any
+
+    async def aclose(self) -> None:
+        """Release the engine."""
+        closer = getattr(self.engine, "aclose", None)
+        if closer is not None:
+            await closer()
+
+
+def main() -> int:
+    """Build the service the first message names, then serve it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s[worker]: %(message)s")
+    conn = Connection(int(os.environ[FD_ENV]))
+    try:
+        kind, spec = conn.recv()
+        assert kind == "spec" and isinstance(spec, WorkerSpec), f"expected a spec, got {kind!r}"
+        service = spec.build()
+    except BaseException as error:
+        with contextlib.suppress(OSError, ValueError):
+            conn.send(("failed", f"{type(error).__name__}: {error}"))
+        raise
+    describe = getattr(service, "describe", None)
+    conn.send(("ready", describe() if describe is not None else {}))
+    asyncio.run(serve(service, conn))
+    return 0
+
+
+async def serve(service: Service, conn: Connection) -> None:
+    """Serve requests from ``conn`` until a ``None`` message or the pipe closes."""
+    loop = asyncio.get_running_loop()
+    cancels: dict[int, CancelToken] = {}
+    tasks: dict[int, asyncio.Task[None]] = {}
+    stopped = asyncio.Event()
+    summary = getattr(service, "summary", None)
+    cancel_task = bool(getattr(service, "cancel_task", False))
+
+    def send(message: tuple[Any, ...]) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            conn.send(message)
+
+    async def run(request_id: int, session: int | None, request: Any, cancel: CancelToken) -> None:
+        current_owner.set(session)  # this task's own context: the engine's fair queue sees the session
+        try:
+            async for item in service.handle(request, cancel):
+                if cancel.cancelled:
+                    break
+                send(("item", request_id, item))
+            send(("end", request_id, summary() if summary is not None else None))
+        except Exception as error:
+            log.exception("request failed")
+            send(("error", request_id, f"{type(error).__name__}: {error}"))
+        finally:
+            cancels.pop(request_id, None)
+            tasks.pop(request_id, None)
+
+    def dispatch(message: Any) -> None:
+        if message is None:
+            stopped.set()
+        elif message[0] == "start":
+            _, request_id, session, request = message
+            cancel = cancels[request_id] = CancelToken()
+            tasks[request_id] = loop.create_task(run(request_id, session, request, cancel))
+        elif message[0] == "cancel" and (token := cancels.get(message[1])) is not None:
+            token.cancel("cancelled")
+            if cancel_task and (task := tasks.get(message[1])) is not None:
+                task.cancel()
+        elif message[0] == "notify" and (notify := getattr(service, "notify", None)) is not None:
+            notify(message[1])
+        elif message[0] == "ping":
+            send(("pong", message[1]))
+
+    def read() -> None:
+        while True:
+            try:
+                message = conn.recv()
+            except (EOFError, OSError):  # the server is gone: so are we
+                loop.call_soon_threadsafe(stopped.set)
+                return
+            loop.call_soon_threadsafe(dispatch, message)
+            if message is None:
+                return
+
+    threading.Thread(target=read, name="worker-inbox", daemon=True).start()
+    await stopped.wait()
+    for token in list(cancels.values()):
+        token.cancel("shutdown")
+    closer = getattr(service, "aclose", None)
+    if closer is not None:
+        await closer()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

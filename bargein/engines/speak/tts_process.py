@@ -1,0 +1,64 @@
+"""Speech synthesis in a supervised worker process, so a crash in onnxruntime costs one clause, not the server.
+
+:class:`ProcessSynthesizer` is a :class:`~bargein.engines.base.SpeechSynthesizer` whose every clause is
+one request to an :class:`~bargein.engines.process.supervisor.EngineProcess`, streamed back chunk by chunk;
+:class:`SynthesizerService` is the worker's side and runs the voice a spec builds (Kokoro) with its own
+fair executor, so sessions take turns sentence by sentence in the worker as they do in process.
+
+A worker that dies fails the clause it was speaking with :class:`~bargein.engines.process.wire.WorkerDied`;
+the resilience layer has flite speak that clause instead (and the next ones, while the worker restarts:
+a clause waits at most ``ready_wait_s`` for it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from bargein.engines.base import CancelToken, SpeechChunk, SpeechSynthesizer
+from bargein.engines.process.child import EngineService
+from bargein.engines.process.client import ProcessClient
+from bargein.engines.process.supervisor import EngineProcess, python_worker
+from bargein.engines.process.wire import WorkerSpec
+
+
+class ProcessSynthesizer(ProcessClient):
+    """A :class:`~bargein.engines.base.SpeechSynthesizer` served by a supervised worker process."""
+
+    def __init__(self, spec: WorkerSpec, *, name: str = "tts", start_timeout_s: float = 300.0,
+                 ready_wait_s: float = 0.5) -> None:
+        self.process = EngineProcess(
+            python_worker(WorkerSpec("bargein.engines.speak.tts_process:SynthesizerService", {"voice": spec}), name),
+            name=name, start_timeout_s=start_timeout_s, ready_wait_s=ready_wait_s)
+        self.sample_rate = int(self.process.info["sample_rate"])
+
+    @property
+    def description(self) -> str:
+        """The worker's voice, for the start-up banner."""
+        return f"{self.process.info.get('description', 'speech synthesis')}, in a supervised worker process"
+
+    async def synthesize(self, text: str, *, voice: str | None, cancel: CancelToken,
+                         speed: float = 1.0) -> AsyncIterator[SpeechChunk]:
+        """Speak one clause, chunk by chunk as the worker makes them; stop at once on ``cancel``."""
+        if not text.strip():
+            return
+        async for chunk in self.process.stream((text, voice, speed), cancel):
+            yield chunk
+
+
+class SynthesizerService(EngineService):
+    """The worker's side: the voice ``voice`` builds, one clause per request."""
+
+    def __init__(self, voice: WorkerSpec) -> None:
+        engine, self.what = voice.build_engine()
+        self.engine: SpeechSynthesizer = engine
+
+    def describe(self) -> dict[str, Any]:
+        """Sent with ``ready``: the sample rate every chunk has, and a banner."""
+        return {"sample_rate": self.engine.sample_rate, "description": self.what}
+
+    async def handle(self, request: tuple[str, str | None, float], cancel: CancelToken) -> AsyncIterator[SpeechChunk]:
+        """The clause's chunks."""
+        text, voice, speed = request
+        async for chunk in self.engine.synthesize(text, voice=voice, cancel=cancel, speed=speed):
+            yield chunk

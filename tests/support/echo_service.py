@@ -1,0 +1,49 @@
+"""A tiny service for engine-process tests: echoes, reports its session, sleeps, wedges its loop on command."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from bargein.engines.base import CancelToken
+from bargein.engines.fair import current_owner
+
+
+class EchoService:
+    """``("echo", n)``: n items; ``("owner",)``: the session the request came from; ``("sleep", s)``: wait s
+    seconds (cancellable); ``("cancelled",)``: how many sleeps were cancelled; ``("wedge", s)``: block the
+    worker's loop for s seconds."""
+
+    cancel_task = True
+
+    def __init__(self, fail: bool = False) -> None:
+        if fail:
+            raise RuntimeError("this service cannot be built")
+        self.cancelled = 0
+
+    def describe(self) -> dict[str, Any]:
+        """Sent with ``ready``."""
+        return {"kind": "echo"}
+
+    async def handle(self, request: tuple[Any, ...], cancel: CancelToken) -> AsyncIterator[Any]:
+        """See the class docstring."""
+        kind = request[0]
+        if kind == "echo":
+            for index in range(int(request[1])):
+                yield index
+        elif kind == "owner":
+            yield current_owner.get()
+        elif kind == "sleep":
+            try:
+                await asyncio.sleep(float(request[1]))
+            except asyncio.CancelledError:
+                self.cancelled += 1
+                raise
+            yield "slept"
+        elif kind == "cancelled":
+            yield self.cancelled
+        elif kind == "wedge":
+            time.sleep(float(request[1]))  # noqa: ASYNC251 (wedging the loop is the point)
+            yield "unwedged"

@@ -1,0 +1,93 @@
+"""The engine-process supervisor with real worker processes: streaming, sessions, bounds, cancel, health."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from bargein.engines.base import CancelToken
+from bargein.engines.fair import current_owner
+from bargein.engines.process.supervisor import EngineProcess, python_worker
+from bargein.engines.process.wire import WorkerBusy, WorkerDied, WorkerSpec
+
+ECHO = WorkerSpec("tests.support.echo_service:EchoService")
+
+
+@pytest.fixture
+def echo() -> Iterator[EngineProcess]:
+    process = EngineProcess(python_worker(ECHO, "echo"), name="echo", max_in_flight=3, max_per_owner=2)
+    try:
+        yield process
+    finally:
+        process.close()
+
+
+async def ask(process: EngineProcess, *request: Any, cancel: CancelToken | None = None) -> list[Any]:
+    return [item async for item in process.stream(request, cancel or CancelToken())]
+
+
+async def test_items_stream_in_order_and_concurrent_requests_are_kept_apart(echo: EngineProcess) -> None:
+    assert echo.info == {"kind": "echo"}
+    assert await ask(echo, "echo", 5) == [0, 1, 2, 3, 4]
+    assert await asyncio.gather(ask(echo, "echo", 2), ask(echo, "echo", 3)) == [[0, 1], [0, 1, 2]]
+    assert echo.queue_depth == 0
+
+
+async def test_each_request_carries_its_session_into_the_worker(echo: EngineProcess) -> None:
+    session = object()
+
+    async def as_session() -> list[Any]:
+        current_owner.set(session)
+        return await ask(echo, "owner")
+
+    assert await asyncio.create_task(as_session()) == [id(session)]
+    assert await ask(echo, "owner") == [None]
+
+
+async def test_the_queue_is_bounded_in_all_and_per_session(echo: EngineProcess) -> None:
+    session = object()
+
+    async def sleeper() -> list[Any]:
+        current_owner.set(session)
+        return await ask(echo, "sleep", 1.0)
+
+    first = [asyncio.create_task(sleeper()) for _ in range(2)]
+    await asyncio.sleep(0.2)
+    with pytest.raises(WorkerBusy):
+        await asyncio.create_task(sleeper())  # a third from the same session
+    other = asyncio.create_task(ask(echo, "sleep", 1.0))  # another session's first
+    await asyncio.sleep(0.2)
+    with pytest.raises(WorkerBusy):
+        await ask(echo, "echo", 1)  # over max_in_flight
+    assert await asyncio.gather(*first, other) == [["slept"]] * 3
+
+
+async def test_a_cancel_stops_the_caller_at_once_and_the_work_in_the_worker(echo: EngineProcess) -> None:
+    cancel = CancelToken()
+    asyncio.get_running_loop().call_later(0.3, cancel.cancel)
+    assert await asyncio.wait_for(ask(echo, "sleep", 30, cancel=cancel), 5) == []
+    await asyncio.sleep(0.2)
+    assert await ask(echo, "cancelled") == [1]
+    assert echo.queue_depth == 0
+
+
+async def test_a_wedged_worker_is_killed_by_the_ping_and_restarted() -> None:
+    process = EngineProcess(python_worker(ECHO), name="echo", ping_interval_s=0.2, ping_timeout_s=1.0,
+                            ready_wait_s=30)
+    try:
+        first = process.pid
+        with pytest.raises(WorkerDied):
+            await ask(process, "wedge", 60)
+        assert await ask(process, "echo", 1) == [0]  # waits for the new worker
+        assert process.restarts == 1 and process.pid not in (None, first)
+    finally:
+        process.close()
+
+
+def test_a_worker_that_cannot_build_its_engine_says_why() -> None:
+    with pytest.raises(WorkerDied, match="this service cannot be built"):
+        EngineProcess(python_worker(WorkerSpec("tests.support.echo_service:EchoService", {"fail": True})),
+                      name="broken")
