@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 
@@ -155,3 +156,113 @@ def test_page_connects_with_a_client_secret_from_its_address() -> None:
             assert page.evaluate("window.bargeinTest.events['session.created']") == 1
         finally:
             browser.close()
+
+
+def _mint(host: str, instructions: str = "Bound.") -> str:
+    response = httpx.post(f"http://{host}/v1/realtime/client_secrets", headers={"Authorization": f"Bearer {KEY}"},
+                          json={"session": {"type": "realtime", "instructions": instructions}}, timeout=10)
+    assert response.status_code == 200, response.text
+    return str(response.json()["value"])
+
+
+def _with_secret(secret: str) -> list[str]:
+    return ["realtime", f"openai-insecure-api-key.{secret}"]
+
+
+def _turned_away(url: str, secret: str) -> tuple[str, int | None]:
+    """The error code and close code of a connection the server accepts only to refuse."""
+    with connect(url, subprotocols=_with_secret(secret)) as ws:  # type: ignore[arg-type]
+        event = json.loads(ws.recv(timeout=5))
+        with pytest.raises(ConnectionClosed):
+            ws.recv(timeout=5)
+    return event["error"]["code"], ws.close_code
+
+
+def test_a_connection_turned_away_for_load_does_not_spend_its_secret() -> None:
+    import threading
+    import time
+
+    import uvicorn
+
+    from bargein.server.app import create_app
+    from bargein.server.serving import server_config
+    from tests.support.server import free_port
+
+    port = free_port()
+    app = create_app(Settings(api_keys=[KEY], max_sessions=1))  # no engines yet: "still loading"
+    server = uvicorn.Server(server_config(app, app.state.bargein.settings, host="127.0.0.1", port=port,
+                                          log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    host, url = f"127.0.0.1:{port}", f"ws://127.0.0.1:{port}/v1/realtime"
+    try:
+        for _ in range(200):
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"http://{host}/healthz", timeout=1).status_code == 503:
+                    break
+        secret = _mint(host)
+        assert _turned_away(url, secret) == ("server_unavailable", 1013), "still loading"
+        app.state.bargein.engines = fake_engines()
+        with connect(url, additional_headers={"Authorization": f"Bearer {KEY}"}) as first:
+            assert json.loads(first.recv(timeout=5))["type"] == "session.created"
+            assert _turned_away(url, secret) == ("server_unavailable", 1013), "full"
+        for _ in range(100):  # the server lets go of the first session
+            if not app.state.bargein.registry.live:
+                break
+            time.sleep(0.05)
+        with connect(url, subprotocols=_with_secret(secret)) as ws:  # type: ignore[arg-type]
+            created = json.loads(ws.recv(timeout=5))
+        assert created["type"] == "session.created" and created["session"]["instructions"] == "Bound."
+        assert refused(url, subprotocols=_with_secret(secret)), "spent by the session it opened"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.mark.slow
+def test_a_secret_minted_by_one_worker_opens_one_session_on_any_worker() -> None:
+    """``--workers 2``: secrets minted through either worker open exactly one session, wherever it lands."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from tests.support.server import free_port
+
+    port = free_port()
+    host, url = f"127.0.0.1:{port}", f"ws://127.0.0.1:{port}/v1/realtime"
+    server = subprocess.Popen([sys.executable, "-m", "bargein", "serve", "--engines", "instant", "--workers", "2",
+                               "--port", str(port), "--api-key", KEY, "--log-level", "warning"],
+                              env={**os.environ, "HF_HUB_OFFLINE": "1"},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    sockets = []
+    try:
+        deadline = time.monotonic() + 90
+        text = ""
+        while "bargein_workers 2.0" not in text and time.monotonic() < deadline:
+            with contextlib.suppress(httpx.HTTPError):
+                text = httpx.get(f"http://{host}/metrics", timeout=2).text
+            time.sleep(0.3)
+        assert "bargein_workers 2.0" in text, "two workers did not come up"
+        minted = [_mint(host, f"Session {n}.") for n in range(8)]
+        for n, secret in enumerate(minted):
+            ws = connect(url, subprotocols=_with_secret(secret))  # type: ignore[arg-type]
+            sockets.append(ws)
+            created = json.loads(ws.recv(timeout=10))
+            assert created["type"] == "session.created", created
+            assert created["session"]["instructions"] == f"Session {n}."
+        per_worker: list[float] = []
+        while time.monotonic() < deadline + 15:  # each worker publishes its figures once a second
+            lines = httpx.get(f"http://{host}/metrics", timeout=5).text.splitlines()
+            per_worker = [float(line.split()[-1]) for line in lines if line.startswith("bargein_worker_sessions{")]
+            if sum(per_worker) == len(minted):
+                break
+            time.sleep(0.3)
+        assert len(per_worker) == 2 and min(per_worker) >= 1, f"the sessions all landed on one worker: {per_worker}"
+        for secret in minted:  # spent: on no worker does it open another session
+            assert refused(url, subprotocols=_with_secret(secret))
+    finally:
+        for ws in sockets:
+            ws.close()
+        server.terminate()
+        server.wait(timeout=30)

@@ -48,7 +48,54 @@ async def test_with_workers_each_worker_drains_its_own_sessions() -> None:
     assert final["type"] == "error" and final["error"]["code"] == "server_shutting_down"
     assert done[0] <= final_at
     assert timeline.close_code == 1001
-    # the supervisor signals the workers one after the other: a late client that the kernel hands to a worker
-    # not yet signalled is accepted, then closed by that worker's drain (1001) instead of refused (1013)
-    assert timeline.refused_code in (1013, 1001)
+    # the supervisor raises the shared draining flag before it signals any worker: whichever worker the kernel
+    # hands the late client to refuses it
+    assert timeline.refused_event is not None and timeline.refused_event["error"]["code"] == "server_unavailable"
+    assert timeline.refused_code == 1013
     assert timeline.exit_code == 0
+
+
+def test_a_rolling_restart_raises_no_draining_flag() -> None:
+    """SIGHUP replaces the workers one at a time: the new ones serve, none refuses as if draining."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+    from websockets.sync.client import connect
+
+    from tests.support.server import free_port
+
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "bargein", "serve", "--engines", "instant", "--workers", "2",
+                               "--port", str(port), "--log-level", "warning"],
+                              env={**os.environ, "HF_HUB_OFFLINE": "1"}, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+
+    def workers() -> set[str]:
+        try:
+            text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+        except httpx.HTTPError:
+            return set()
+        return {line.split('"')[1] for line in text.splitlines() if line.startswith("bargein_worker_sessions{")}
+
+    try:
+        deadline = time.monotonic() + 90
+        while len(before := workers()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.3)
+        assert len(before) == 2
+        server.send_signal(signal.SIGHUP)
+        after: set[str] = set()
+        while time.monotonic() < deadline + 60 and not (len(after) == 2 and not after & before):
+            time.sleep(0.3)
+            after = workers()
+        assert len(after) == 2 and not after & before, (before, after)
+        assert all(httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200 for _ in range(10))
+        with connect(f"ws://127.0.0.1:{port}/v1/realtime") as ws:
+            assert json.loads(ws.recv(timeout=10))["type"] == "session.created"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

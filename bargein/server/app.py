@@ -18,13 +18,14 @@ from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from bargein.config import Settings
 from bargein.engines.base import Engines
+from bargein.memory_upkeep import keep_memory_flat
 from bargein.metrics.aggregate import WorkerBoard, WorkerFigures, merged_exposition
 from bargein.metrics.gc_pauses import GcPauseWatch
 from bargein.metrics.prometheus import ServerMetrics, watch_event_loop
 from bargein.metrics.tracing import configure_tracing, flush_tracing
 from bargein.server.auth import RealPeer
-from bargein.server.client_secrets import ClientSecrets
-from bargein.server.drain import Drain
+from bargein.server.client_secrets import ClientSecrets, secrets_path
+from bargein.server.drain import Drain, shared_drain_flag
 from bargein.server.load import LoadLimits, LoadMonitor
 from bargein.server.realtime_ws import SessionRegistry, refuse_session, serve_realtime
 from bargein.server.secrets_api import add_client_secret_route
@@ -48,13 +49,14 @@ class ServerState:
         self.load_error: str | None = None
         self.load_seconds: float | None = None
         self.registry = SessionRegistry(settings.max_sessions, settings.max_connections_per_client)
-        self.client_secrets = ClientSecrets()
-        self.drain = Drain(self.registry, settings.drain_s)
+        runtime_directory = os.environ.get(WORKER_DIR_ENV)  # shared by the workers of ``--workers N``
+        self.client_secrets = ClientSecrets(secrets_path(runtime_directory))
+        self.drain = Drain(self.registry, settings.drain_s, shared_flag=shared_drain_flag(runtime_directory))
         self.metrics = ServerMetrics(self.queue_sources)
         self.metrics.sessions.set_function(lambda: float(len(self.registry.live)))
         self.load = LoadMonitor(LoadLimits(settings.max_sessions, settings.max_loop_lag_ms, settings.max_queue_depth),
                                 lambda: len(self.registry.live), self.queue_sources)
-        self.board = WorkerBoard(os.environ.get(WORKER_DIR_ENV))
+        self.board = WorkerBoard(runtime_directory)
 
     def figures(self) -> WorkerFigures:
         """This worker's exposition and load, as published to the other workers."""
@@ -128,11 +130,13 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None,
         lag_watch = asyncio.create_task(watch_event_loop(state.metrics, on_sample=state.load.observe_lag),
                                         name="loop-lag")
         publisher = asyncio.create_task(_publish(state), name="worker-figures")
+        upkeep = asyncio.create_task(keep_memory_flat(), name="memory-upkeep")
         if on_ready is not None:
             on_ready(state)
         yield
         lag_watch.cancel()
         publisher.cancel()
+        upkeep.cancel()
         gc_watch.remove()
         state.board.withdraw(os.getpid())
         await asyncio.to_thread(flush_tracing)

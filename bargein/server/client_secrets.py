@@ -5,18 +5,21 @@ it to a browser; the browser connects with it through the ``openai-insecure-api-
 would with a key. A secret expires after ``expires_after.seconds`` (10 s to 2 h, default 10 min) and opens
 one session only; that session starts with the bound configuration.
 
-Secrets live in this process's memory only, looked up by their SHA-256 digest and then compared in
-constant time, and are never logged.
+Secrets are kept as SHA-256 digests in a small SQLite table that every worker process shares (see
+:class:`ClientSecrets`), looked up by digest and compared in constant time; their values are never stored
+or logged. A connection the server turns away (still loading, full, draining) does not spend its secret.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import os
 import secrets
+import sqlite3
+import threading
 import time
-from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -33,6 +36,10 @@ MIN_TTL_S = 10
 MAX_TTL_S = 7200
 MAX_SECRETS = 10_000
 """Unredeemed secrets kept at once; the oldest go first (they expire within two hours anyway)."""
+SECRETS_FILE = "client-secrets.sqlite3"
+BUSY_TIMEOUT_S = 5.0
+"""How long a worker waits for another worker's write to the shared table (each takes microseconds)."""
+INVALID_SECRET = "invalid, expired or already used client secret"
 
 
 class ExpiresAfter(BaseModel):
@@ -57,13 +64,6 @@ class ClientSecretError(ValueError):
     def __init__(self, message: str, param: str | None = None) -> None:
         super().__init__(message)
         self.param = param
-
-
-@dataclass(frozen=True)
-class _Minted:
-    value: str
-    config: SessionConfig
-    expires_at: float
 
 
 def parse_request(body: Any) -> tuple[int, SessionConfig]:
@@ -95,43 +95,85 @@ def _digest(value: str) -> bytes:
 
 
 class ClientSecrets:
-    """The secrets minted by this server and not yet redeemed or expired."""
+    """The secrets minted by this server and not yet spent or expired, in a SQLite table.
 
-    def __init__(self, *, clock: Any = time.time, max_secrets: int = MAX_SECRETS) -> None:
+    ``path`` is a database file in the server's runtime directory: with ``--workers N`` every worker opens
+    the same file, so a secret minted by one worker opens a session on any of them, and spending it is one
+    ``DELETE ... RETURNING`` statement, atomic across processes (exactly once). ``None`` keeps a private
+    in-memory table (one process). Only each secret's SHA-256 digest is stored, never the secret.
+    """
+
+    def __init__(self, path: str | None = None, *, clock: Any = time.time, max_secrets: int = MAX_SECRETS) -> None:
         self._clock = clock
         self._max = max_secrets
-        self._by_digest: OrderedDict[bytes, _Minted] = OrderedDict()
+        self._lock = threading.Lock()  # one connection, used from the serving loop and test threads alike
+        self._db = sqlite3.connect(path or ":memory:", timeout=BUSY_TIMEOUT_S, isolation_level=None,
+                                   check_same_thread=False)
+        with self._lock:
+            if path:
+                self._db.execute("PRAGMA journal_mode=WAL")  # readers never wait for the writer
+            # secrets live minutes and die with the server's runtime directory: no need to survive a power cut
+            self._db.execute("PRAGMA synchronous=OFF")
+            self._db.execute("CREATE TABLE IF NOT EXISTS client_secrets (digest BLOB PRIMARY KEY, "
+                             "config TEXT NOT NULL, expires_at REAL NOT NULL)")
 
     def __len__(self) -> int:
-        return len(self._by_digest)
+        with self._lock:
+            (count,) = self._db.execute("SELECT count(*) FROM client_secrets").fetchone()
+        return int(count)
 
     def mint(self, config: SessionConfig, ttl_s: int = DEFAULT_TTL_S) -> tuple[str, int]:
         """A new secret for ``config`` and its expiry (epoch seconds)."""
-        self._purge()
         value = SECRET_PREFIX + secrets.token_urlsafe(32)
-        expires_at = self._clock() + ttl_s
-        self._by_digest[_digest(value)] = _Minted(value, config, expires_at)
-        while len(self._by_digest) > self._max:
-            self._by_digest.popitem(last=False)
+        now = self._clock()
+        expires_at = now + ttl_s
+        with self._lock:
+            self._db.execute("DELETE FROM client_secrets WHERE expires_at <= ?", (now,))
+            self._db.execute("INSERT INTO client_secrets (digest, config, expires_at) VALUES (?, ?, ?)",
+                             (_digest(value), config.model_dump_json(), expires_at))
+            # the oldest go first past the bound (they expire within two hours anyway)
+            self._db.execute("DELETE FROM client_secrets WHERE rowid IN (SELECT rowid FROM client_secrets "
+                             "ORDER BY rowid DESC LIMIT -1 OFFSET ?)", (self._max,))
         return value, int(expires_at)
 
-    def redeem(self, offered: str) -> SessionConfig | None:
-        """The bound configuration if ``offered`` is a live secret, which is then spent; else None."""
-        if not offered.startswith(SECRET_PREFIX):
+    def peek(self, offered: str) -> SessionConfig | None:
+        """The bound configuration if ``offered`` is a live secret; it is not spent (see :meth:`redeem`)."""
+        digest = self._offered_digest(offered)
+        if digest is None:
             return None
-        digest = _digest(offered)
-        minted = self._by_digest.get(digest)
-        if minted is None or not hmac.compare_digest(minted.value.encode(), offered.encode("utf-8", "replace")):
-            return None
-        del self._by_digest[digest]  # one session per secret
-        if minted.expires_at <= self._clock():
-            return None
-        return minted.config
+        with self._lock:
+            row = self._db.execute("SELECT digest, config, expires_at FROM client_secrets WHERE digest = ?",
+                                   (digest,)).fetchone()
+        return self._live(row, digest)
 
-    def _purge(self) -> None:
-        now = self._clock()
-        for digest in [d for d, m in self._by_digest.items() if m.expires_at <= now]:
-            del self._by_digest[digest]
+    def redeem(self, offered: str) -> SessionConfig | None:
+        """Spend ``offered``: its bound configuration if it was live (on any worker, once), else None."""
+        digest = self._offered_digest(offered)
+        if digest is None:
+            return None
+        with self._lock:
+            rows = self._db.execute("DELETE FROM client_secrets WHERE digest = ? RETURNING digest, config, expires_at",
+                                    (digest,)).fetchall()
+        return self._live(rows[0] if rows else None, digest)
+
+    def close(self) -> None:
+        """Close the database connection."""
+        with self._lock:
+            self._db.close()
+
+    @staticmethod
+    def _offered_digest(offered: str) -> bytes | None:
+        return _digest(offered) if offered.startswith(SECRET_PREFIX) else None
+
+    def _live(self, row: tuple[bytes, str, float] | None, digest: bytes) -> SessionConfig | None:
+        if row is None or not hmac.compare_digest(row[0], digest) or row[2] <= self._clock():
+            return None
+        return SessionConfig.model_validate_json(row[1])
+
+
+def secrets_path(runtime_directory: str | None) -> str | None:
+    """The shared secrets database in the workers' runtime directory (None: one process, in memory)."""
+    return os.path.join(runtime_directory, SECRETS_FILE) if runtime_directory else None
 
 
 def response_body(value: str, expires_at: int, config: SessionConfig) -> dict[str, Any]:
@@ -140,23 +182,33 @@ def response_body(value: str, expires_at: int, config: SessionConfig) -> dict[st
     return {"value": value, "expires_at": expires_at, "session": session}
 
 
-def redeem_offered_secret(websocket: WebSocket, store: ClientSecrets | None,
-                          settings: Settings) -> tuple[AuthResult, SessionConfig | None] | None:
+@dataclass(frozen=True)
+class SecretOffer:
+    """A connection that offers a client secret: the decision, the bound session, the secret to spend."""
+
+    decision: AuthResult
+    config: SessionConfig | None = None
+    secret: str | None = field(default=None, repr=False)
+    """Spent (:meth:`ClientSecrets.redeem`) only once the server admits the session."""
+
+
+def check_offered_secret(websocket: WebSocket, store: ClientSecrets | None, settings: Settings) -> SecretOffer | None:
     """The decision for a connection offering a client secret, and the session it is bound to.
 
     None when no secret is offered, or the Host or Origin is refused (the usual checks then apply and
-    refuse it, without spending the secret). A live secret is spent here.
+    refuse it). Nothing is spent here: a connection the server then turns away (still loading, full,
+    draining) leaves the secret usable; the caller redeems it when the session starts.
     """
     key = offered_key(websocket)
     if store is None or key is None or not key.startswith(SECRET_PREFIX):
         return None
     if not (host_allowed(websocket.scope, settings) and origin_allowed(websocket.scope, settings)):
         return None
-    api_keys = settings.api_keys
-    config = store.redeem(key)
+    config = store.peek(key)
     if config is None:
-        if any([hmac.compare_digest(key.encode("utf-8", "replace"), k.encode()) for k in api_keys]):
+        # every key is compared, so the time taken does not tell which one (or whether any) matched
+        if any([hmac.compare_digest(key.encode("utf-8", "replace"), k.encode()) for k in settings.api_keys]):
             return None  # a server key that happens to look like a secret
-        return AuthResult(False, "invalid, expired or already used client secret"), None
+        return SecretOffer(AuthResult(False, INVALID_SECRET))
     subprotocol = "realtime" if "realtime" in websocket.scope.get("subprotocols", []) else None
-    return AuthResult(True, subprotocol=subprotocol), config
+    return SecretOffer(AuthResult(True, subprotocol=subprotocol), config, key)

@@ -3,7 +3,9 @@
 Timeline (``--drain-s`` D):
 
 1. The signal arrives: ``/healthz`` answers 503 ``draining`` at once (a load balancer stops routing here)
-   and new ``/v1/realtime`` connections get an ``error`` and close 1013 (try again later).
+   and new ``/v1/realtime`` connections get an ``error`` and close 1013 (try again later). With
+   ``--workers N`` the supervisor raises a shared flag before it signals the workers, so no worker accepts
+   a session from then on, even one whose signal has not arrived yet.
 2. Live sessions go on; the drain waits until none has a reply in progress (or D seconds pass). Replies
    already streaming finish and their audio goes out.
 3. A reply still live at the deadline is cancelled (``response.done`` ``cancelled``, as if the client
@@ -20,6 +22,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import signal
 import time
 from collections.abc import Callable
@@ -38,6 +41,22 @@ FLUSH_S = 1.0
 SHUTDOWN_MESSAGE = "the server is shutting down; reconnect to continue"
 
 
+DRAIN_FLAG_FILE = "draining"
+
+
+def shared_drain_flag(runtime_directory: str | None) -> str | None:
+    """The shared draining flag in the workers' runtime directory (None: one process, no flag)."""
+    return os.path.join(runtime_directory, DRAIN_FLAG_FILE) if runtime_directory else None
+
+
+def raise_drain_flag(runtime_directory: str) -> None:
+    """Tell every worker serving from ``runtime_directory`` to refuse new sessions (the supervisor's part)."""
+    flag = shared_drain_flag(runtime_directory)
+    assert flag is not None
+    with open(flag, "w"):
+        pass
+
+
 class DrainRegistry(Protocol):
     """What the drain needs of the live sessions: the sessions and the socket of each."""
 
@@ -53,9 +72,13 @@ def replying(session: Any) -> bool:
 class Drain:
     """The drain of one server: its state and the coroutine that carries it out."""
 
-    def __init__(self, registry: DrainRegistry, drain_s: float) -> None:
+    def __init__(self, registry: DrainRegistry, drain_s: float, *, shared_flag: str | None = None) -> None:
         self.registry = registry
         self.drain_s = drain_s
+        self.shared_flag = shared_flag
+        """A file whose existence means the whole server drains (``--workers``: the supervisor creates it
+        before it signals any worker, so every worker refuses new sessions at once, signalled or not)."""
+        self.signalled = False
         self.started_at: float | None = None
         self.hurry = asyncio.Event()
         self.timeline: list[tuple[float, str]] = []
@@ -64,8 +87,13 @@ class Drain:
 
     @property
     def draining(self) -> bool:
-        """True from the signal on."""
-        return self.started_at is not None
+        """True from the signal on (or from the moment the shared flag exists)."""
+        if self.signalled or self.started_at is not None:
+            return True
+        if self.shared_flag is not None and os.path.exists(self.shared_flag):
+            self.signalled = True  # the flag is only ever raised: no need to look again
+            return True
+        return False
 
     def _mark(self, what: str) -> None:
         assert self.started_at is not None
@@ -120,6 +148,7 @@ def install_drain(server: Any, drain: Drain, on_done: Callable[[], None] | None 
         if loop is None or loop.is_closed():  # not serving yet: nothing to drain
             original(sig, frame)
             return
+        drain.signalled = True  # refuse new sessions from now on, before the drain task gets to run
 
         async def drain_then_exit() -> None:
             try:

@@ -33,7 +33,7 @@ from bargein.protocol.errors import ProtocolError
 from bargein.protocol.server_events import error_event
 from bargein.protocol.session_config import SessionConfig
 from bargein.server.auth import SOCKET_SCOPE_KEY, authorize, peer_address
-from bargein.server.client_secrets import ClientSecrets, redeem_offered_secret
+from bargein.server.client_secrets import INVALID_SECRET, ClientSecrets, check_offered_secret
 from bargein.server.limits import AddressCounter, EventRateLimiter
 from bargein.server.serving import abort_connection
 from bargein.session.outbound import OutboundClosed, Outgoing
@@ -76,10 +76,11 @@ async def serve_realtime(websocket: WebSocket, settings: Settings, engines: Engi
 
     ``refusal`` says why this worker cannot take one more session (load), or ``None``; a refused client
     gets an ``error`` event and close code 1013 (try again later, elsewhere) before any audio is read.
-    A client secret (``client_secrets``) stands in for the API key once, and brings its session's settings.
+    A client secret (``client_secrets``) stands in for the API key once, and brings its session's settings;
+    it is spent only when the session starts, so a connection refused for load leaves it usable.
     """
-    bound = redeem_offered_secret(websocket, client_secrets, settings)
-    decision = authorize(websocket, settings) if bound is None else bound[0]
+    offer = check_offered_secret(websocket, client_secrets, settings)
+    decision = authorize(websocket, settings) if offer is None else offer.decision
     if not decision.allowed:
         log.warning("refused a realtime connection from %s: %s", peer_address(websocket.scope), decision.reason)
         await websocket.close(code=POLICY_CLOSE, reason=decision.reason[:120])
@@ -100,9 +101,13 @@ async def serve_realtime(websocket: WebSocket, settings: Settings, engines: Engi
                                           POLICY_CLOSE))
         return
     try:
+        if offer is not None and offer.secret is not None and client_secrets is not None \
+                and client_secrets.redeem(offer.secret) is None:  # spent or expired meanwhile (another worker)
+            await _farewell(websocket, Ending("invalid_client_secret", INVALID_SECRET, POLICY_CLOSE))
+            return
         model = websocket.query_params.get("model") or "bargein"
         config = SessionConfig.for_language(settings.language, model=model[:200]) \
-            if bound is None or bound[1] is None else bound[1]
+            if offer is None or offer.config is None else offer.config
         session = RealtimeSession(engines, config=config, metrics=metrics,
                                   listen=settings.listen, outbound_bytes=settings.max_outbound_bytes,
                                   builtin_tools=default_registry() if settings.builtin_tools else None,

@@ -14,13 +14,17 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import socket
 import tempfile
 from collections.abc import Iterator
 
 from fastapi import FastAPI
+from uvicorn import Config
+from uvicorn.supervisors.multiprocess import Multiprocess
 
 from bargein.config import Settings
 from bargein.server.app import WORKER_DIR_ENV, ServerState, create_app
+from bargein.server.drain import raise_drain_flag
 
 SETTINGS_ENV = "BARGEIN_WORKER_SETTINGS"
 """The parent's settings as JSON, for the workers (flags are not passed to spawned processes)."""
@@ -65,15 +69,37 @@ def worker_environment(settings: Settings) -> Iterator[str]:
 
 def run_workers(settings: Settings, log_level: str) -> None:
     """Serve with ``settings.workers`` processes until interrupted."""
-    import uvicorn
-
     from bargein.server.serving import safe_uvicorn_options
 
-    with worker_environment(settings):
+    with worker_environment(settings) as directory:
         print(f"bargein: starting {settings.workers} session workers on {settings.host}:{settings.port} "
               f"(local-only: {settings.local_only})", flush=True)
         # the handshake guard and the sliced parsing (bargein.server.serving) are per process objects that
         # uvicorn cannot hand to its worker processes; the options below apply to every worker
-        uvicorn.run("bargein.server.workers:worker_app", factory=True, workers=settings.workers,
-                    host=settings.host, port=settings.port, log_level=log_level, ws=settings.ws_impl,
-                    timeout_worker_healthcheck=WORKER_HEALTHCHECK_S, **safe_uvicorn_options(settings))
+        config = Config("bargein.server.workers:worker_app", factory=True, workers=settings.workers,
+                        host=settings.host, port=settings.port, log_level=log_level, ws=settings.ws_impl,
+                        timeout_worker_healthcheck=WORKER_HEALTHCHECK_S, **safe_uvicorn_options(settings))
+        with contextlib.suppress(KeyboardInterrupt):
+            _DrainingSupervisor(config, sockets=[config.bind_socket()], runtime_directory=directory).run()
+
+
+class _DrainingSupervisor(Multiprocess):
+    """uvicorn's worker supervisor, raising the shared draining flag before it signals any worker.
+
+    uvicorn signals the workers one after another; without the flag a client that the kernel hands to a
+    worker not yet signalled would be accepted, then closed by that worker's drain (1001), instead of
+    refused (1013). Only a full stop raises it: a rolling restart (SIGHUP) retires workers one at a time
+    while the others go on serving.
+    """
+
+    def __init__(self, config: Config, sockets: list[socket.socket], runtime_directory: str) -> None:
+        super().__init__(config, sockets)
+        self.runtime_directory = runtime_directory
+
+    def terminate_all(self) -> None:
+        """Raise the flag, then signal every worker."""
+        try:
+            raise_drain_flag(self.runtime_directory)
+        except OSError as error:  # the workers still drain on their own signals
+            print(f"bargein: could not raise the shared draining flag: {error}", flush=True)
+        super().terminate_all()
