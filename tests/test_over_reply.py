@@ -1,0 +1,104 @@
+"""Recognising a turn heard over the agent's reply: the machine asks for it, the shell primes the recogniser."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+
+from bargein.engines.base import Transcript
+from bargein.listening_model.over_reply import PROMPTS, loud_stretch, prompt_for, vocabulary_prompt
+from bargein.session import core as dx
+from bargein.session.history import Item, Part
+from bargein.session.transcription import Transcriber
+from tests.test_duplex import Timeline, of
+
+FRAME_MS = 32.0
+
+
+class PromptRecorder:
+    """A recogniser that remembers the prompt of every call."""
+
+    def __init__(self) -> None:
+        self.prompts: list[str | None] = []
+
+    async def transcribe(self, audio: object, *, language: str | None = None,
+                         prompt: str | None = None) -> Transcript:
+        self.prompts.append(prompt)
+        return Transcript("primed" if prompt and PROMPTS["en"] in prompt else "plain")
+
+
+def test_a_turn_over_the_reply_asks_for_its_loud_stretch_to_be_recognised_primed() -> None:
+    t = Timeline(dx.TurnSettings())
+    t.frames(0.9, 640, energy_db=-25.0)
+    first = of(t.frames(0.05, 544, energy_db=-70.0), dx.CommitBuffer)[0]
+    assert first.listen_span is None  # the agent was silent: nothing to tell apart
+    t.feed(dx.SegmentTranscribed(first.item_id, Transcript("Tell me a story.", avg_logprob=-0.2)))
+    response_id = of(t.actions, dx.StartReply)[0].response_id
+    t.feed(dx.ReplyAudio(response_id, "chunk"))
+    onset = t.now_ms
+    # a talker 15 dB under the user around the user's 320 ms "Stop."
+    t.frames(0.9, 640, energy_db=-40.0)
+    t.frames(0.9, 320, energy_db=-25.0)
+    t.frames(0.9, 640, energy_db=-40.0)
+    over = of(t.frames(0.05, 544, energy_db=-70.0), dx.CommitBuffer)[0]
+    assert over.listen_span is not None
+    start, end = over.listen_span
+    assert onset + 640 - 150 - 64 <= start <= onset + 640 - 150 + 32
+    assert onset + 960 + 150 - 32 <= end <= onset + 960 + 150 + 64
+    decided = t.feed(dx.SegmentTranscribed(over.item_id, Transcript("Next week the council.", avg_logprob=-0.5),
+                                           primed=Transcript("Stop.", avg_logprob=-0.9)))
+    assert of(decided, dx.CancelReply)  # the primed recognition heard the command
+    report = of(decided, dx.ReportSegment)[0].verdict.features
+    assert report["primed_transcript"] == "Stop." and report["command"] == "stop"
+
+
+def test_no_span_without_the_classifier() -> None:
+    t = Timeline()
+    t.speech(640)
+    response_id = of(t.silence(544), dx.StartReply)[0].response_id
+    t.feed(dx.ReplyAudio(response_id, "chunk"))
+    t.speech(320)
+    assert of(t.silence(544), dx.CommitBuffer)[0].listen_span is None
+
+
+def test_the_vocabulary_prompt_holds_commands_and_acknowledgements_alike() -> None:
+    english = vocabulary_prompt("en-US")
+    assert english is not None and english == PROMPTS["en"]
+    words = {w.strip(".?").lower() for w in english.split(". ")}
+    assert {"stop", "wait"} <= words and {"uh-huh", "okay", "yeah"} <= words
+    assert vocabulary_prompt(None) == english  # an English-first server
+    assert prompt_for("en", "Names: Jarvis.") == f"{english} Names: Jarvis."
+    assert prompt_for("xx", None) is None
+
+
+def test_the_shell_recognises_the_stretch_a_second_time_primed_and_keeps_the_plain_text() -> None:
+    async def run() -> tuple[list[str | None], list[tuple[Transcript | None, Transcript | None]], list[str]]:
+        asr = PromptRecorder()
+        done: list[tuple[Transcript | None, Transcript | None]] = []
+        transcriber = Transcriber(asr, lambda _e: None, lambda _i, t, p: done.append((t, p)),  # type: ignore[arg-type]
+                                  lambda: ("en", "Jarvis."))
+        items = [Item(f"item_{n}", "user", [Part("input_audio")]) for n in range(3)]
+        audio = np.zeros(16_000, np.float32)
+        await transcriber.recognise(items[0], audio, 0)
+        await transcriber.recognise(items[1], audio, 0, primed=audio[:8000])
+        await transcriber.recognise(items[2], audio, 0, primed=audio[:800])  # too short to hold a word
+        return asr.prompts, done, [item.parts[0].text or "" for item in items]
+
+    prompts, done, texts = asyncio.run(run())
+    assert prompts == ["Jarvis.", "Jarvis.", f"{PROMPTS['en']} Jarvis.", "Jarvis."]
+    assert [p is not None for _, p in done] == [False, True, False]
+    assert texts == ["plain", "plain", "plain"]
+
+
+def test_the_loud_stretch_is_the_user_not_the_talker_around_them() -> None:
+    # a talker at -40 dBFS, the user's "Sure." at -24 for 10 frames, then the talker again
+    levels = [-40.0] * 20 + [-24.0] * 10 + [-41.0] * 25
+    first, last = loud_stretch(levels, FRAME_MS) or (0, 0)
+    assert 18 <= first <= 20 and 30 <= last <= 32
+    # "No, stop.": two loud runs 200 ms apart are one utterance
+    levels = [-40.0] * 10 + [-24.0] * 6 + [-45.0] * 6 + [-25.0] * 8 + [-40.0] * 10
+    first, last = loud_stretch(levels, FRAME_MS) or (0, 0)
+    assert first <= 10 and last >= 30
+    assert loud_stretch([-24.0] * 12, FRAME_MS) is None  # all of it is the user
+    assert loud_stretch([], FRAME_MS) is None
