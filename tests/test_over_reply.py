@@ -7,6 +7,7 @@ import asyncio
 import numpy as np
 
 from bargein.engines.base import Transcript
+from bargein.listening_model.decide import decide_over_reply, primed_features, spotted_command
 from bargein.listening_model.over_reply import PROMPTS, loud_stretch, prompt_for, vocabulary_prompt
 from bargein.session import core as dx
 from bargein.session.history import Item, Part
@@ -102,3 +103,37 @@ def test_the_loud_stretch_is_the_user_not_the_talker_around_them() -> None:
     assert first <= 10 and last >= 30
     assert loud_stretch([-24.0] * 12, FRAME_MS) is None  # all of it is the user
     assert loud_stretch([], FRAME_MS) is None
+
+
+def _heard(transcript: str, logprob: float, **more: object) -> dict[str, object]:
+    """Decision fields of a segment over a reply: 900 ms of speech, 20 dB above the floor."""
+    return {"transcript": transcript, "avg_logprob": logprob, "no_speech_prob": 0.2, "speech_ms": 900.0,
+            "mean_probability": 0.7, "level_above_floor_db": 20.0, "words": len(transcript.split()), **more}
+
+
+def _primed(transcript: str, logprob: float) -> dict[str, object]:
+    return primed_features(_heard("", 0.0), Transcript(transcript, avg_logprob=logprob), 22.0, 1.0)
+
+
+def test_recorded_over_a_talker_the_primed_stretch_decides_what_the_plain_one_cannot() -> None:
+    # recorded on the training families (bench.over_reply_probe, Whisper tiny.en): the whole segment is
+    # the newsreader's words, the loud stretch primed with the vocabulary is the user's
+    talker_no = _heard("Meanwhile the weather's gonna be a bit different.", -1.25)
+    decision, why = decide_over_reply(talker_no, _primed("No.", -0.35))
+    assert decision == "query" and why[0].startswith("primed:")
+    phone_okay = _heard("and remember and what way in the third year.", -1.06)
+    decision, why = decide_over_reply(phone_okay, _primed("Okay.", -0.25))
+    assert decision == "noise" and "backchannel" in why[0]
+    # a command in either recognition wins over a keep in the other
+    assert decide_over_reply(_heard("Stop.", -0.8), _primed("Okay.", -0.3))[0] == "query"
+    # nothing decided by rule in either: the model judges the plain recognition, as without a second one
+    plain = _heard("The boat will be great.", -0.7)
+    assert decide_over_reply(plain, _primed("The boat.", -0.6)) == decide_over_reply(plain)
+
+
+def test_the_primed_stretch_is_judged_at_the_user_s_level_not_the_room_s() -> None:
+    second = primed_features(_heard("words of the room", -0.5, user_transcript="room", room_words=3,
+                                    below_user_db=9.0), Transcript("Stop.", avg_logprob=-0.4), 24.0, 0.5)
+    assert second["user_transcript"] == "Stop." and second["below_user_db"] == 0.5
+    assert second["user_level_above_floor_db"] == 24.0 and "room_words" not in second
+    assert spotted_command(second) == "stop"
