@@ -213,7 +213,8 @@ def classify(stats: SegmentStats, transcript: Transcript | None, *, during_reply
                                      None if user_level_db is None else user_level_db - loud)
         decision, why = decide_over_reply(features, second)
         if second is not None:
-            features["primed_transcript"] = second["transcript"]
+            features.update(primed_transcript=second["transcript"], primed_avg_logprob=second["avg_logprob"],
+                            primed_no_speech_prob=second["no_speech_prob"])
         if decision == "query" and (spotted := spotted_command(second or {}) or spotted_command(features)):
             features["command"] = spotted
         return ListenDecision(decision, why, features)
