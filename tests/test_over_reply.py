@@ -54,6 +54,34 @@ def test_a_turn_over_the_reply_asks_for_its_loud_stretch_to_be_recognised_primed
     assert report["primed_transcript"] == "Stop." and report["command"] == "stop"
 
 
+def _over_a_talker() -> tuple[Timeline, str]:
+    t = Timeline(dx.TurnSettings())
+    t.frames(0.9, 640, energy_db=-25.0)
+    first = of(t.frames(0.05, 544, energy_db=-70.0), dx.CommitBuffer)[0]
+    t.feed(dx.SegmentTranscribed(first.item_id, Transcript("Tell me a story.", avg_logprob=-0.2)))
+    t.feed(dx.ReplyAudio(of(t.actions, dx.StartReply)[0].response_id, "chunk"))
+    t.frames(0.9, 640, energy_db=-40.0)
+    t.frames(0.9, 320, energy_db=-25.0)
+    return t, of(t.frames(0.05, 544, energy_db=-70.0), dx.CommitBuffer)[0].item_id
+
+
+def test_a_command_in_the_plain_transcript_cuts_without_waiting_for_the_primed_one() -> None:
+    t, item_id = _over_a_talker()
+    cut = t.feed(dx.SegmentTranscribed(item_id, Transcript("Stop.", avg_logprob=-0.8), primed_pending=True))
+    assert of(cut, dx.CancelReply) and of(cut, dx.ReportSegment)[0].verdict.features["command"] == "stop"
+    # the primed recognition arriving later changes nothing: the segment is decided
+    assert t.feed(dx.SegmentTranscribed(item_id, Transcript("Stop."), primed=Transcript("Okay."))) == []
+
+
+def test_anything_else_waits_for_the_primed_recognition() -> None:
+    t, item_id = _over_a_talker()
+    plain = Transcript("the council met on Tuesday", avg_logprob=-0.9)
+    assert t.feed(dx.SegmentTranscribed(item_id, plain, primed_pending=True)) == []
+    decided = t.feed(dx.SegmentTranscribed(item_id, plain, primed=Transcript("Okay.", avg_logprob=-0.3)))
+    assert of(decided, dx.ResumeReply) and not of(decided, dx.CancelReply)
+    assert of(decided, dx.ReportSegment)[0].verdict.reasons[0].startswith("primed: backchannel")
+
+
 def test_no_span_without_the_classifier() -> None:
     t = Timeline()
     t.speech(640)
@@ -74,11 +102,11 @@ def test_the_vocabulary_prompt_holds_commands_and_acknowledgements_alike() -> No
 
 
 def test_the_shell_recognises_the_stretch_a_second_time_primed_and_keeps_the_plain_text() -> None:
-    async def run() -> tuple[list[str | None], list[tuple[Transcript | None, Transcript | None]], list[str]]:
+    async def run() -> tuple[list[str | None], list[tuple[Transcript | None, Transcript | None, bool]], list[str]]:
         asr = PromptRecorder()
-        done: list[tuple[Transcript | None, Transcript | None]] = []
-        transcriber = Transcriber(asr, lambda _e: None, lambda _i, t, p: done.append((t, p)),  # type: ignore[arg-type]
-                                  lambda: ("en", "Jarvis."))
+        done: list[tuple[Transcript | None, Transcript | None, bool]] = []
+        transcriber = Transcriber(asr, lambda _e: None,  # type: ignore[arg-type]
+                                  lambda _i, t, p, pending: done.append((t, p, pending)), lambda: ("en", "Jarvis."))
         items = [Item(f"item_{n}", "user", [Part("input_audio")]) for n in range(3)]
         audio = np.zeros(16_000, np.float32)
         await transcriber.recognise(items[0], audio, 0)
@@ -88,7 +116,9 @@ def test_the_shell_recognises_the_stretch_a_second_time_primed_and_keeps_the_pla
 
     prompts, done, texts = asyncio.run(run())
     assert prompts == ["Jarvis.", "Jarvis.", f"{PROMPTS['en']} Jarvis.", "Jarvis."]
-    assert [p is not None for _, p in done] == [False, True, False]
+    # told once without a primed one; with one, first "pending", then again with it
+    assert [(p is not None, pending) for _, p, pending in done] == [(False, False), (False, True), (True, False),
+                                                                    (False, False)]
     assert texts == ["plain", "plain", "plain"]
 
 

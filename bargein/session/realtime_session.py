@@ -271,8 +271,9 @@ class RealtimeSession:
                 observer.on_action(action)
             self.executor.run(action)
 
-    def _transcribed(self, item: Item, transcript: Transcript | None, primed: Transcript | None) -> None:
-        self.feed(v.SegmentTranscribed(item.id, transcript, primed))
+    def _transcribed(self, item: Item, transcript: Transcript | None, primed: Transcript | None,
+                     pending: bool) -> None:
+        self.feed(v.SegmentTranscribed(item.id, transcript, primed, pending))
 
     def _transcription_hints(self) -> tuple[str | None, str | None]:
         settings = self.config.audio.input.transcription

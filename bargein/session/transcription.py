@@ -34,12 +34,13 @@ Hints = Callable[[], tuple[str | None, str | None]]
 class Transcriber:
     """Runs recognition of each user audio item and reports it; replies wait for it.
 
-    ``on_done(item, transcript, primed)`` hears of every recognition that ended (``None``: it failed), with
-    the primed recognition of the user's stretch when one was asked for (``None`` if not, or if it failed).
+    ``on_done(item, transcript, primed, pending)`` hears of every recognition that ended (``None``: it
+    failed); when the user's stretch was also to be recognised primed, first with ``pending`` true, then
+    again with ``primed`` (``None`` if that failed).
     """
 
     def __init__(self, asr: SpeechRecognizer, emit: Callable[[Outgoing], None],
-                 on_done: Callable[[Item, Transcript | None, Transcript | None], None], hints: Hints,
+                 on_done: Callable[[Item, Transcript | None, Transcript | None, bool], None], hints: Hints,
                  logprobs: Callable[[], bool] = lambda: False) -> None:
         self.asr = asr
         self.logprobs = logprobs
@@ -97,7 +98,7 @@ class Transcriber:
                        else f"the transcription failed ({type(error).__name__})", "param": None})))
             if second is not None:
                 second.cancel()
-            self.on_done(item, None, None)
+            self.on_done(item, None, None, False)
             return None
         text = transcript.text.strip()
         item.parts[content_index].text = text
@@ -107,7 +108,9 @@ class Transcriber:
             content_index=content_index, transcript=text,
             usage=transcription_usage(len(audio) / 16_000), **extra)))
         self.emit(Outgoing(event("conversation.item.done", item=item.wire())))
-        self.on_done(item, transcript, await _settled(second))
+        self.on_done(item, transcript, None, second is not None)
+        if second is not None:  # the verdict may come now (a command), else it waits for the primed one
+            self.on_done(item, transcript, await _settled(second), False)
         return transcript
 
     async def wait_all(self) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 from bargein.engines.base import Transcript
 from bargein.languages import is_backchannel, is_command, language, text_units
@@ -310,10 +310,29 @@ class SegmentBook:
         """The segment, while it is known."""
         return self._segments.get(item_id)
 
+    @overload
     def judge(self, item_id: str, transcript: Transcript | None, *, during_reply: bool,
-              primed: Transcript | None = None) -> ListenDecision:
+              primed: Transcript | None = None) -> ListenDecision: ...
+
+    @overload
+    def judge(self, item_id: str, transcript: Transcript | None, *, during_reply: bool,
+              primed: Transcript | None = None, primed_pending: bool) -> ListenDecision | None: ...
+
+    def judge(self, item_id: str, transcript: Transcript | None, *, during_reply: bool,
+              primed: Transcript | None = None, primed_pending: bool = False) -> ListenDecision | None:
         """Classify a committed segment with its transcript (and ``primed``, its loud stretch recognised
-        with the listening vocabulary); the segment is then forgotten."""
+        with the listening vocabulary); the segment is then forgotten. With ``primed_pending`` (the primed
+        recognition still runs) only a command the plain transcript cuts on is decided; else ``None``: wait."""
+        if primed_pending:
+            waiting = self._segments.get(item_id)
+            if waiting is None:
+                return None
+            early = classify(waiting.stats, transcript, during_reply=during_reply or waiting.during_reply,
+                             noise_floor_db=waiting.floor_db, user_level_db=self.user_level_db)
+            if early.decision != "query" or not early.features.get("command"):
+                return None
+            self._segments.pop(item_id, None)
+            return early
         segment = self._segments.pop(item_id, None) or Segment(SegmentStats(), self.noise_floor.level_db)
         during_reply = during_reply or segment.during_reply  # a reply the segment cut early still counts
         verdict = classify(segment.stats, transcript, during_reply=during_reply, noise_floor_db=segment.floor_db,

@@ -31,6 +31,9 @@ class SegmentTranscribed:
     primed: Transcript | None = None
     """The user's loud stretch recognised a second time, primed with the listening vocabulary (asked for by
     :class:`~bargein.session.core.vocabulary.CommitBuffer`'s ``listen_span``; ``None``: not asked or failed)."""
+    primed_pending: bool = False
+    """The primed recognition is still running: the segment is decided now only if the plain transcript cuts
+    by rule (a command), else at the second ``SegmentTranscribed``, which carries ``primed``."""
 
 
 @dataclass(frozen=True)

@@ -94,9 +94,9 @@ class DuplexMachine:
             case v.SegmentClassified():
                 self._on_classified(event.item_id, event.decision, event.verdict)
             case v.SegmentTranscribed():
-                if event.item_id in self._awaiting:
-                    verdict = self.segments.judge(event.item_id, event.transcript,
-                                                  during_reply=self._reply is not None, primed=event.primed)
+                if event.item_id in self._awaiting and (verdict := self.segments.judge(
+                        event.item_id, event.transcript, during_reply=self._reply is not None, primed=event.primed,
+                        primed_pending=event.primed_pending)) is not None:
                     self._on_classified(event.item_id, verdict.decision, verdict)
             case v.PauseTimerFired():
                 reply = self._reply
