@@ -130,7 +130,8 @@ def test_a_long_input_audio_clip_is_recognised_in_bounded_slices() -> None:
     done: list[Transcript | None] = []
 
     async def scenario() -> None:
-        transcriber = Transcriber(asr, events.append, lambda item, t: done.append(t), lambda: (None, None))
+        transcriber = Transcriber(asr, events.append, lambda item, t, _primed, _pending: done.append(t),
+                                  lambda: (None, None))
         item = Item("a", "user", [Part("input_audio")])
         await transcriber.recognise(item, np.zeros(70 * 16_000, np.float32), 0)
 

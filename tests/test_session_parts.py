@@ -179,7 +179,7 @@ async def test_transcription_fills_the_item_reports_it_and_tells_its_listener() 
     sent: list[Outgoing] = []
     done: list[tuple[str, Transcript | None]] = []
     transcriber = Transcriber(ScriptedRecognizer(" hello there "), sent.append,
-                              lambda item, t: done.append((item.id, t)), lambda: ("en", None))
+                              lambda item, t, _primed, _pending: done.append((item.id, t)), lambda: ("en", None))
     item = Item("item_1", "user", [Part("input_audio")])
     transcriber.start(item, np.zeros(8000, np.float32), content_index=0)
     await transcriber.wait_all()
@@ -195,7 +195,7 @@ async def test_a_failed_transcription_is_an_event_and_a_none_result() -> None:
     sent: list[Outgoing] = []
     done: list[tuple[str, Transcript | None]] = []
     transcriber = Transcriber(ScriptedRecognizer("x", fail=True), sent.append,
-                              lambda item, t: done.append((item.id, t)), lambda: (None, None))
+                              lambda item, t, _primed, _pending: done.append((item.id, t)), lambda: (None, None))
     item = Item("item_1", "user", [Part("input_audio")])
     assert await transcriber.recognise(item, np.zeros(8000, np.float32), 0) is None
     assert sent[0].event["type"] == "conversation.item.input_audio_transcription.failed"

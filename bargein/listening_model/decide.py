@@ -15,6 +15,10 @@ dump can be re-judged without audio. In order:
    recogniser's confidence: "Stop." at average log-probability -0.8 is still "stop" (issue 10);
 5. otherwise the **interruption model** (:mod:`bargein.listening_model.model`) decides.
 
+Over a reply the shell also recognises the segment's loud stretch a second time, primed with the
+vocabulary of commands and acknowledgements (:mod:`bargein.listening_model.over_reply`); steps 1-4 run on
+both recognitions, and a cut by either wins over a keep by either, which wins over the model.
+
 "The user's words" are the loud words of the segment (:mod:`bargein.listening_model.user_words`) when
 the recogniser gave word timings, else the whole transcript.
 """
@@ -25,6 +29,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from bargein.engines.base import Transcript
 from bargein.listening_model.features import words_of
 from bargein.listening_model.lexicon import BACKCHANNELS, COMMAND_WORDS, QUESTION_WORDS, spells_a_sound
 from bargein.listening_model.model import load
@@ -63,9 +68,37 @@ def spotted_command(features: Mapping[str, Any]) -> str | None:
     return next((w for w in words[:3] if w in COMMAND_WORDS or w in QUESTION_WORDS), None)
 
 
-def decide_over_reply(features: Mapping[str, Any]) -> tuple[Decision, tuple[str, ...]]:
-    """Query (cut the reply) or noise (let it go on), and why; see the module docstring."""
+def primed_features(features: Mapping[str, Any], primed: Transcript, level_above_floor_db: float,
+                    below_user_db: float | None) -> dict[str, Any]:
+    """The decision fields of a segment as its primed recognition heard it: the same segment (duration, VAD),
+    the primed transcript and its confidences, all its words the user's (it heard only the loud stretch), at
+    the loud stretch's level (above the floor, and under the user's own turns)."""
+    text = primed.text.strip()
+    second = {key: value for key, value in features.items() if key not in ("room_words", "below_user_db")}
+    second.update(transcript=text, user_transcript=text, words=len(words_of(text)),
+                  no_speech_prob=round(primed.no_speech_prob, 3), avg_logprob=round(primed.avg_logprob, 3),
+                  user_level_above_floor_db=round(level_above_floor_db, 1))
+    if below_user_db is not None:
+        second["below_user_db"] = round(below_user_db, 1)
+    return second
+
+
+def decide_over_reply(features: Mapping[str, Any],
+                      primed: Mapping[str, Any] | None = None) -> tuple[Decision, tuple[str, ...]]:
+    """Query (cut the reply) or noise (let it go on), and why; see the module docstring.
+
+    With ``primed`` (:func:`primed_features`): a rule that cuts on either recognition cuts, else a rule that
+    keeps the reply on either keeps it, else the model judges the plain recognition.
+    """
     ruled = by_rule(features)
+    if primed is not None:
+        second = by_rule(primed)
+        if second is not None:
+            second = second[0], tuple(f"primed: {why}" for why in second[1])
+        for wanted in ("query", "noise"):
+            chosen = next((r for r in (ruled, second) if r is not None and r[0] == wanted), None)
+            if chosen is not None:
+                return chosen
     if ruled is not None:
         return ruled
     model = load()

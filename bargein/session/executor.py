@@ -10,7 +10,7 @@ import contextlib
 from collections.abc import Callable
 from typing import assert_never
 
-from bargein.engines.base import ChatMessage, GenerationOptions
+from bargein.engines.base import LISTEN_SAMPLE_RATE, ChatMessage, GenerationOptions
 from bargein.protocol.server_events import error_event, event
 from bargein.protocol.session_config import SessionConfig
 from bargein.session.core import vocabulary as v
@@ -24,6 +24,8 @@ from bargein.session.segment_tracker import SegmentTracker
 from bargein.session.speculation import Speculator
 from bargein.session.timers import Timers
 from bargein.session.transcription import Transcriber
+
+SAMPLES_PER_MS = LISTEN_SAMPLE_RATE / 1000
 
 
 class ActionExecutor:
@@ -57,8 +59,8 @@ class ActionExecutor:
                 self.tracker.silence_began(item_id, at_ms, score=score)
             case v.SpeechResumed(item_id):
                 self.speculator.drop(item_id)  # whatever was guessed for this turn is waste
-            case v.CommitBuffer(item_id, start_ms, end_ms):
-                self._commit(item_id, start_ms, end_ms)
+            case v.CommitBuffer(item_id, start_ms, end_ms, _, listen_span):
+                self._commit(item_id, start_ms, end_ms, listen_span)
             case v.ClearBuffer():
                 if self.tracker.speaking is not None:
                     self.tracker.stopped(self.tracker.speaking)
@@ -134,10 +136,16 @@ class ActionExecutor:
     def _send(self, kind: str, **fields: object) -> None:
         self.emit(Outgoing(event(kind, **fields)))
 
-    def _commit(self, item_id: str, start_ms: float | None, end_ms: float | None) -> None:
+    def _commit(self, item_id: str, start_ms: float | None, end_ms: float | None,
+                listen_span: tuple[float, float] | None = None) -> None:
         audio = self.buffer.take(start_ms, end_ms)
         item = Item(item_id, "user", [Part("input_audio")], audio_ms=1000.0 * len(audio) / 16_000)
         previous = self.conversation.add(item)
         self._send("input_audio_buffer.committed", previous_item_id=previous, item_id=item_id)
         self._send("conversation.item.added", previous_item_id=previous, item=item.wire())
-        self.transcriber.start(item, audio, content_index=0, guessed=self.speculator.take_recognition(item_id))
+        primed = None
+        if listen_span is not None and start_ms is not None:  # the user's own voice, for the listening decision
+            first, last = (round((edge - start_ms) * SAMPLES_PER_MS) for edge in listen_span)
+            primed = audio[max(0, first):max(0, last)]
+        self.transcriber.start(item, audio, content_index=0, guessed=self.speculator.take_recognition(item_id),
+                               primed=primed)

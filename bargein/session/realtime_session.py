@@ -272,8 +272,9 @@ class RealtimeSession:
                 observer.on_action(action)
             self.executor.run(action)
 
-    def _transcribed(self, item: Item, transcript: Transcript | None) -> None:
-        self.feed(v.SegmentTranscribed(item.id, transcript))
+    def _transcribed(self, item: Item, transcript: Transcript | None, primed: Transcript | None,
+                     pending: bool) -> None:
+        self.feed(v.SegmentTranscribed(item.id, transcript, primed, pending))
 
     def _heard_so_far(self, text: str) -> None:
         """A partial transcript of the turn being spoken: warm the LLM's prompt with it when a speculative

@@ -16,12 +16,15 @@ import numpy as np
 import numpy.typing as npt
 
 from bargein.engines.base import LISTEN_SAMPLE_RATE, SpeechRecognizer, Transcript
+from bargein.listening_model.over_reply import prompt_for, vocabulary_prompt
 from bargein.protocol.errors import EngineFailure
 from bargein.protocol.server_events import event, transcription_usage
 from bargein.session.history import Item
 from bargein.session.outbound import Outgoing
 
 log = logging.getLogger(__name__)
+MIN_PRIMED_SAMPLES = 1600
+"""A stretch under 0.1 s holds no word: not recognised a second time."""
 SLICE_S = 28.0
 """Longest audio recognised as one job (Whisper's window is 30 s)."""
 Hints = Callable[[], tuple[str | None, str | None]]
@@ -31,11 +34,13 @@ Hints = Callable[[], tuple[str | None, str | None]]
 class Transcriber:
     """Runs recognition of each user audio item and reports it; replies wait for it.
 
-    ``on_done(item, transcript)`` hears of every recognition that ended (``None``: it failed).
+    ``on_done(item, transcript, primed, pending)`` hears of every recognition that ended (``None``: it
+    failed); when the user's stretch was also to be recognised primed, first with ``pending`` true, then
+    again with ``primed`` (``None`` if that failed).
     """
 
     def __init__(self, asr: SpeechRecognizer, emit: Callable[[Outgoing], None],
-                 on_done: Callable[[Item, Transcript | None], None], hints: Hints,
+                 on_done: Callable[[Item, Transcript | None, Transcript | None, bool], None], hints: Hints,
                  logprobs: Callable[[], bool] = lambda: False) -> None:
         self.asr = asr
         self.logprobs = logprobs
@@ -60,21 +65,27 @@ class Transcriber:
                           avg_logprob=float(np.mean([p.avg_logprob for p in parts])))
 
     def start(self, item: Item, audio: npt.NDArray[np.float32], *, content_index: int,
-              guessed: asyncio.Task[Transcript] | None = None) -> None:
+              guessed: asyncio.Task[Transcript] | None = None, primed: npt.NDArray[np.float32] | None = None) -> None:
         """Begin recognising ``audio`` for ``item.parts[content_index]``.
 
         ``guessed`` is a speculative recognition of the same turn started before its endpoint: its
-        result stands for the whole (the audio after it is only the endpoint silence).
+        result stands for the whole (the audio after it is only the endpoint silence). ``primed``: a turn
+        over the agent's reply, the stretch of the user's own voice, recognised at the same time with the
+        listening vocabulary as prompt (for the listening decision only; the item keeps the plain text).
         """
-        task = asyncio.create_task(self.recognise(item, audio, content_index, guessed))
+        task = asyncio.create_task(self.recognise(item, audio, content_index, guessed, primed=primed))
         self._pending[item.id] = task
         task.add_done_callback(lambda _t: self._pending.pop(item.id, None))
 
     async def recognise(self, item: Item, audio: npt.NDArray[np.float32], content_index: int,
-                        guessed: asyncio.Task[Transcript] | None = None) -> Transcript | None:
+                        guessed: asyncio.Task[Transcript] | None = None, *,
+                        primed: npt.NDArray[np.float32] | None = None) -> Transcript | None:
         """Recognise now (what :meth:`start` runs as a task): fills the item and emits the events."""
+        language, prompt = self.hints()
+        vocabulary = prompt_for(language, prompt) if primed is not None and vocabulary_prompt(language) else None
+        second = (asyncio.create_task(self.asr.transcribe(primed, language=language, prompt=vocabulary))
+                  if primed is not None and vocabulary is not None and len(primed) >= MIN_PRIMED_SAMPLES else None)
         try:
-            language, prompt = self.hints()
             transcript = await (guessed if guessed is not None else self._in_slices(audio, language, prompt))
         except Exception as error:
             log.exception("transcription of %s failed", item.id)
@@ -85,7 +96,9 @@ class Transcriber:
                 error={"type": "server_error", "code": "asr_error",
                        "message": f"the transcription failed ({error.message})" if isinstance(error, EngineFailure)
                        else f"the transcription failed ({type(error).__name__})", "param": None})))
-            self.on_done(item, None)
+            if second is not None:
+                second.cancel()
+            self.on_done(item, None, None, False)
             return None
         text = transcript.text.strip()
         item.parts[content_index].text = text
@@ -95,7 +108,9 @@ class Transcriber:
             content_index=content_index, transcript=text,
             usage=transcription_usage(len(audio) / 16_000), **extra)))
         self.emit(Outgoing(event("conversation.item.done", item=item.wire())))
-        self.on_done(item, transcript)
+        self.on_done(item, transcript, None, second is not None)
+        if second is not None:  # the verdict may come now (a command), else it waits for the primed one
+            self.on_done(item, transcript, await _settled(second), False)
         return transcript
 
     async def wait_all(self) -> None:
@@ -107,6 +122,17 @@ class Transcriber:
     def tasks(self) -> list[asyncio.Task[Transcript | None]]:
         """The recognitions still running."""
         return list(self._pending.values())
+
+
+async def _settled(task: asyncio.Task[Transcript] | None) -> Transcript | None:
+    """A second recognition's result, or ``None`` if there was none or it failed (the first one decides alone)."""
+    if task is None:
+        return None
+    try:
+        return await task
+    except Exception:
+        log.exception("the primed recognition failed")
+        return None
 
 
 def word_logprobs(transcript: Transcript) -> list[dict[str, Any]]:

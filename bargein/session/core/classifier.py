@@ -21,11 +21,12 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 from bargein.engines.base import Transcript
 from bargein.languages import is_backchannel, is_command, language, text_units
-from bargein.listening_model.decide import decide_over_reply, spotted_command
+from bargein.listening_model.decide import decide_over_reply, primed_features, spotted_command
+from bargein.listening_model.over_reply import SPAN_MARGIN_MS, loud_level_db, loud_stretch
 from bargein.listening_model.user_words import user_words
 
 BACKCHANNELS = frozenset({
@@ -170,10 +171,12 @@ def sound_not_words(text: str, words: list[str]) -> str | None:
 
 
 def classify(stats: SegmentStats, transcript: Transcript | None, *, during_reply: bool,
-             noise_floor_db: float, user_level_db: float | None = None) -> ListenDecision:
+             noise_floor_db: float, user_level_db: float | None = None,
+             primed: Transcript | None = None) -> ListenDecision:
     """Query or noise, and why. ``transcript`` is ``None`` when recognition failed.
 
     ``user_level_db``: the level of the user's own answered turns so far (``None`` before the first).
+    ``primed``: over a reply, the user's loud stretch recognised with the listening vocabulary.
     """
     text = normalise(transcript.text) if transcript else ""
     words = text.split()
@@ -203,8 +206,16 @@ def classify(stats: SegmentStats, transcript: Transcript | None, *, during_reply
         if user_level_db is not None:
             features["below_user_db"] = round(user_level_db - features["user_level_db"], 1)
     if during_reply and spoken_in in (None, "en"):  # the listening model is English; others keep the rules
-        decision, why = decide_over_reply(features)
-        if decision == "query" and (spotted := spotted_command(features)) is not None:
+        second = None
+        if primed is not None and transcript is not None:  # its level is the loud stretch's: the user's own
+            loud = loud_level_db(stats.levels_db)
+            second = primed_features(features, primed, loud - noise_floor_db,
+                                     None if user_level_db is None else user_level_db - loud)
+        decision, why = decide_over_reply(features, second)
+        if second is not None:
+            features.update(primed_transcript=second["transcript"], primed_avg_logprob=second["avg_logprob"],
+                            primed_no_speech_prob=second["no_speech_prob"])
+        if decision == "query" and (spotted := spotted_command(second or {}) or spotted_command(features)):
             features["command"] = spotted
         return ListenDecision(decision, why, features)
     reasons: list[str] = []
@@ -299,12 +310,33 @@ class SegmentBook:
         """The segment, while it is known."""
         return self._segments.get(item_id)
 
-    def judge(self, item_id: str, transcript: Transcript | None, *, during_reply: bool) -> ListenDecision:
-        """Classify a committed segment with its transcript; the segment is then forgotten."""
+    @overload
+    def judge(self, item_id: str, transcript: Transcript | None, *, during_reply: bool,
+              primed: Transcript | None = None) -> ListenDecision: ...
+
+    @overload
+    def judge(self, item_id: str, transcript: Transcript | None, *, during_reply: bool,
+              primed: Transcript | None = None, primed_pending: bool) -> ListenDecision | None: ...
+
+    def judge(self, item_id: str, transcript: Transcript | None, *, during_reply: bool,
+              primed: Transcript | None = None, primed_pending: bool = False) -> ListenDecision | None:
+        """Classify a committed segment with its transcript (and ``primed``, its loud stretch recognised
+        with the listening vocabulary); the segment is then forgotten. With ``primed_pending`` (the primed
+        recognition still runs) only a command the plain transcript cuts on is decided; else ``None``: wait."""
+        if primed_pending:
+            waiting = self._segments.get(item_id)
+            if waiting is None:
+                return None
+            early = classify(waiting.stats, transcript, during_reply=during_reply or waiting.during_reply,
+                             noise_floor_db=waiting.floor_db, user_level_db=self.user_level_db)
+            if early.decision != "query" or not early.features.get("command"):
+                return None
+            self._segments.pop(item_id, None)
+            return early
         segment = self._segments.pop(item_id, None) or Segment(SegmentStats(), self.noise_floor.level_db)
         during_reply = during_reply or segment.during_reply  # a reply the segment cut early still counts
         verdict = classify(segment.stats, transcript, during_reply=during_reply, noise_floor_db=segment.floor_db,
-                           user_level_db=self.user_level_db)
+                           user_level_db=self.user_level_db, primed=primed)
         level = verdict.features.get("user_level_db")
         if not during_reply and verdict.decision == "query" and level is not None:
             previous = self.user_level_db
@@ -324,6 +356,16 @@ class SegmentBook:
         on its own (a command or question word clearly above the room, :mod:`bargein.listening_model.decide`)."""
         verdict = self.guess(item_id, transcript, during_reply=True)
         return verdict is not None and bool(verdict.features.get("command"))
+
+    def listen_span(self, item_id: str, onset_ms: float) -> tuple[float, float] | None:
+        """For a segment heard over a reply: the stream time of its loud stretch (the user's own voice, see
+        :func:`~bargein.listening_model.over_reply.loud_stretch`) with a margin; ``None`` for other segments."""
+        segment = self._segments.get(item_id)
+        if segment is None or not segment.during_reply or not segment.stats.levels_db:
+            return None
+        frame_ms = segment.stats.frame_ms
+        first, last = loud_stretch(segment.stats.levels_db, frame_ms) or (0, len(segment.stats.levels_db))
+        return (max(0.0, onset_ms + first * frame_ms - SPAN_MARGIN_MS), onset_ms + last * frame_ms + SPAN_MARGIN_MS)
 
     def forget(self, item_id: str) -> None:
         """A segment that will never be judged (the buffer was cleared)."""

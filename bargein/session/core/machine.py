@@ -1,10 +1,9 @@
 """The duplex turn-taking state machine: pure, no I/O, no clock of its own.
 
-Sans-I/O in the style of h11/wsproto: the shell ``feed``s small frozen events (a VAD frame, a client
-event, a reply's audio or text, a transcript, a timer) and ``take_actions`` returns what is due. Time is
-stream time carried by the events, so a scripted timeline replays exactly. Everything that affects
-turn-taking is decided here (turns, segment verdicts, pause/cancel/resume, which output reaches the client,
-speculation, the idle-buffer trim); ``docs/design.md`` lists the decisions, the shell only carries them out.
+Sans-I/O in the style of h11/wsproto: the shell ``feed``s small frozen events (VAD frames, client events, reply
+output, transcripts, timers) and ``take_actions`` returns what is due. Time is stream time carried by the events,
+so a scripted timeline replays exactly. All of turn-taking is decided here (turns, verdicts, pause/cancel/resume,
+output admission, speculation, how a turn over the reply is recognised, the idle-buffer trim; see docs/design.md).
 """
 
 from __future__ import annotations
@@ -95,9 +94,9 @@ class DuplexMachine:
             case v.SegmentClassified():
                 self._on_classified(event.item_id, event.decision, event.verdict)
             case v.SegmentTranscribed():
-                if event.item_id in self._awaiting:
-                    verdict = self.segments.judge(event.item_id, event.transcript,
-                                                  during_reply=self._reply is not None)
+                if event.item_id in self._awaiting and (verdict := self.segments.judge(
+                        event.item_id, event.transcript, during_reply=self._reply is not None, primed=event.primed,
+                        primed_pending=event.primed_pending)) is not None:
                     self._on_classified(event.item_id, verdict.decision, verdict)
             case v.PauseTimerFired():
                 reply = self._reply
@@ -227,7 +226,8 @@ class DuplexMachine:
         self._turn = None
         self._emit(v.SpeechStopped(turn.item_id, turn.silence_since_ms))
         start = max(0.0, turn.onset_ms - settings.endpointing.prefix_padding_ms)
-        self._emit(v.CommitBuffer(turn.item_id, start, now_ms))
+        span = self.segments.listen_span(turn.item_id, turn.onset_ms) if settings.listening.classify else None
+        self._emit(v.CommitBuffer(turn.item_id, start, now_ms, listen_span=span))
         if not settings.listening.classify:
             self.segments.forget(turn.item_id)
             self._unanswered = True

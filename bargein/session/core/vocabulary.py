@@ -10,11 +10,17 @@ import enum
 from dataclasses import dataclass
 from typing import Literal
 
-from bargein.engines.base import Transcript
 from bargein.protocol.client_events import ResponseParams
 from bargein.protocol.errors import ProtocolError
-from bargein.session.core.classifier import ListenDecision
 from bargein.session.core.endpointing import TurnEndScored as TurnEndScored
+from bargein.session.core.listen_vocabulary import AwaitClassification as AwaitClassification
+from bargein.session.core.listen_vocabulary import DiscardSegment as DiscardSegment
+from bargein.session.core.listen_vocabulary import GuessTranscribed as GuessTranscribed
+from bargein.session.core.listen_vocabulary import PartialTranscript as PartialTranscript
+from bargein.session.core.listen_vocabulary import PrefetchReply as PrefetchReply
+from bargein.session.core.listen_vocabulary import ReportSegment as ReportSegment
+from bargein.session.core.listen_vocabulary import SegmentClassified as SegmentClassified
+from bargein.session.core.listen_vocabulary import SegmentTranscribed as SegmentTranscribed
 from bargein.session.core.settings import TurnSettings
 from bargein.session.core.tool_wait import ToolWait as ToolWait
 
@@ -120,39 +126,6 @@ class SettingsChanged:
 
 
 @dataclass(frozen=True)
-class SegmentClassified:
-    """What a committed segment was; with ``verdict`` the machine also reports its decision."""
-
-    item_id: str
-    decision: Literal["query", "noise"]
-    verdict: ListenDecision | None = None
-
-
-@dataclass(frozen=True)
-class SegmentTranscribed:
-    """A committed segment's recognition finished (``None``: it failed); the machine classifies it."""
-
-    item_id: str
-    transcript: Transcript | None
-
-
-@dataclass(frozen=True)
-class GuessTranscribed:
-    """Speculative recognition of a turn (started at :class:`SilenceBegan`) finished."""
-
-    item_id: str
-    transcript: Transcript
-
-
-@dataclass(frozen=True)
-class PartialTranscript:
-    """Words recognised so far in the segment being spoken (drives semantic endpointing)."""
-
-    item_id: str
-    text: str
-
-
-@dataclass(frozen=True)
 class PauseTimerFired:
     """The false-interruption timer of a paused reply ran out."""
 
@@ -208,6 +181,10 @@ class CommitBuffer:
     start_ms: float | None
     end_ms: float | None
     event_id: str | None = None
+    listen_span: tuple[float, float] | None = None
+    """A turn over the agent's reply: the stretch (stream ms) of the user's own voice, which the shell
+    recognises a second time primed with the language's vocabulary of commands and acknowledgements
+    (:mod:`bargein.listening_model.over_reply`) and feeds back as ``SegmentTranscribed.primed``."""
 
 
 @dataclass(frozen=True)
@@ -281,28 +258,6 @@ class TrimBuffer:
 
 
 @dataclass(frozen=True)
-class PrefetchReply:
-    """The turn ``item_id`` reads as a query before its endpoint: start its reply's LLM privately.
-
-    ``text`` is what speculative recognition heard; the tokens are used only by a reply started after
-    the endpoint for exactly the history the prefetch assumed.
-    """
-
-    item_id: str
-    text: str
-
-
-@dataclass(frozen=True)
-class ReportSegment:
-    """Tell the client what the machine decided about a segment (``bargein.listen.segment``)."""
-
-    item_id: str
-    verdict: ListenDecision
-    action: str
-    """What the machine did: answer, cut the reply and answer, resume the reply, ignore..."""
-
-
-@dataclass(frozen=True)
 class CompleteReply:
     """Emit the reply's closing events and ``response.done`` (completed or failed)."""
 
@@ -368,20 +323,6 @@ class ArmPauseTimer:
 
     response_id: str
     delay_ms: int
-
-
-@dataclass(frozen=True)
-class AwaitClassification:
-    """A committed segment needs the listening classifier's decision."""
-
-    item_id: str
-
-
-@dataclass(frozen=True)
-class DiscardSegment:
-    """A noise segment: remove it from the conversation; it never reaches the LLM."""
-
-    item_id: str
 
 
 @dataclass(frozen=True)
