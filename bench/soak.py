@@ -296,7 +296,9 @@ def main() -> None:
     warmup = args.warmup_s if args.warmup_s is not None else min(120.0, seconds / 5)
     print(f"soak: {sessions} sessions, --engines {args.engines}, {args.minutes:g} min, load average {load_average()}",
           flush=True)
-    with server_or_url(args.engines, args.url) as (host_port, _pid):
+    # every simulated user connects from 127.0.0.1: lift the per-address session cap for this run
+    extra = ["--max-connections-per-client", "100000"]
+    with server_or_url(args.engines, args.url, extra_args=extra) as (host_port, _pid):
         report = asyncio.run(soak(host_port, sessions=sessions, seconds=seconds, warmup_s=warmup,
                                   sample_s=args.sample_s, barge_in=args.barge_in,
                                   turns_per_connection=args.turns_per_connection))
