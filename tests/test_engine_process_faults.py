@@ -178,8 +178,16 @@ async def test_real_whisper_and_kokoro_workers_killed_mid_turn(tmp_path: Path) -
             asr_flag.touch()
             await send_audio(ws, clip)
             events = await events_until_done(ws, timeout=60)
-            assert [e for e in events if e["type"] == "conversation.item.input_audio_transcription.failed"]
-            assert spoken(events) == DIDNT_CATCH and peak(events) > 0
+            # the kill lands on the turn's first recognition: the final one (the turn gets the fallback) or,
+            # when a pause inside the clip started one, the speculative guess (the final then runs on the
+            # restarted worker and the turn is answered); the fake-engine test above pins the fallback
+            failed = [e for e in events if e["type"] == "conversation.item.input_audio_transcription.failed"]
+            assert not asr_flag.exists(), "the worker was killed during the turn"
+            if failed:
+                assert spoken(events) == DIDNT_CATCH
+            else:
+                assert spoken(events).startswith("You said:")
+            assert events[-1]["response"]["status"] == "completed" and peak(events) > 0
             await wait_stage_usable_engine(engines, "asr", asr)
             tts_flag.touch()
             await send_audio(bystander, clip)  # the other session: heard by the new Whisper worker
