@@ -96,6 +96,10 @@ async def _run(plan: StepPlan) -> StepSamples:
         samples.failures = [f"{type(o).__name__}: {o}"[:200] for o in failed[:3]]
         samples.errors += sum(1 for o in outcomes if isinstance(o, BaseException))
         monitor.cancel()
+        # close every connection at once: with its reader gone, a talking session's unread reply audio
+        # stalls its closing handshake until websockets' close timeout, and one after another those
+        # timeouts outlast the parent's wait for this report
+        await asyncio.gather(*(c.close() for c in live), return_exceptions=True)
     return samples
 
 
