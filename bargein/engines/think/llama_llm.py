@@ -1,6 +1,6 @@
 """The embedded language model one reply at a time (``--llm-sequences 1``): a GGUF model on llama-cpp-python,
-shared by every session. The server's default is the batched engine (:mod:`~bargein.engines.think.llama_batched`);
-this one is also what scripts and benchmarks load with :func:`load_llama`.
+shared by every session. It is the server's default; ``--llm-sequences N`` selects the batched engine
+(:mod:`~bargein.engines.think.llama_batched`). Scripts and benchmarks load it with :func:`load_llama`.
 
 How concurrency works: one ``Llama`` context and one worker thread own the model. Sessions submit
 jobs to the worker's inbox; the worker serves the sessions round-robin (:mod:`bargein.engines.fair`),
