@@ -27,6 +27,7 @@ from bargein.engines.base import Transcript
 from bargein.languages import is_backchannel, is_command, language, text_units
 from bargein.listening_model.decide import decide_over_reply, primed_features, spotted_command
 from bargein.listening_model.over_reply import SPAN_MARGIN_MS, loud_level_db, loud_stretch
+from bargein.listening_model.own_voice import mixed_with_room, own_voice_fields
 from bargein.listening_model.user_words import user_words
 
 BACKCHANNELS = frozenset({
@@ -94,11 +95,14 @@ class SegmentStats:
     frame_ms: float = 0.0
     levels_db: list[float] = field(default_factory=list)
     """Each frame's level, for the level of each recognised word (at most :data:`MAX_LEVEL_FRAMES`)."""
+    probabilities: list[float] = field(default_factory=list)
+    """Each frame's speech probability, alongside ``levels_db``."""
 
     def add(self, probability: float, energy_db: float, frame_ms: float) -> None:
         """One VAD frame of the segment."""
         if len(self.levels_db) < MAX_LEVEL_FRAMES:
             self.levels_db.append(energy_db)
+            self.probabilities.append(probability)
         self.frame_ms = frame_ms
         self.frames += 1
         self.probability_sum += probability
@@ -205,6 +209,8 @@ def classify(stats: SegmentStats, transcript: Transcript | None, *, during_reply
                                           + noise_floor_db, 1)
         if user_level_db is not None:
             features["below_user_db"] = round(user_level_db - features["user_level_db"], 1)
+        features.update(own_voice_fields(stats.levels_db, stats.probabilities, stats.frame_ms, stats.threshold,
+                                         user_level_db))
     if during_reply and spoken_in in (None, "en"):  # the listening model is English; others keep the rules
         second = None
         if primed is not None and transcript is not None:  # its level is the loud stretch's: the user's own
@@ -329,8 +335,8 @@ class SegmentBook:
                 return None
             early = classify(waiting.stats, transcript, during_reply=during_reply or waiting.during_reply,
                              noise_floor_db=waiting.floor_db, user_level_db=self.user_level_db)
-            if early.decision != "query" or not early.features.get("command"):
-                return None
+            if early.decision != "query" or not early.features.get("command") or mixed_with_room(early.features):
+                return None  # in a segment mixed with the room the command may be the room's: the primed one decides
             self._segments.pop(item_id, None)
             return early
         segment = self._segments.pop(item_id, None) or Segment(SegmentStats(), self.noise_floor.level_db)
@@ -355,7 +361,7 @@ class SegmentBook:
         """Whether a speculative transcript of a segment heard over a reply holds a command that interrupts
         on its own (a command or question word clearly above the room, :mod:`bargein.listening_model.decide`)."""
         verdict = self.guess(item_id, transcript, during_reply=True)
-        return verdict is not None and bool(verdict.features.get("command"))
+        return verdict is not None and bool(verdict.features.get("command")) and not mixed_with_room(verdict.features)
 
     def listen_span(self, item_id: str, onset_ms: float) -> tuple[float, float] | None:
         """For a segment heard over a reply: the stream time of its loud stretch (the user's own voice, see
