@@ -8,8 +8,8 @@ dump can be re-judged without audio. In order:
    average log-probability under -0.7), under :data:`MIN_SPEECH_MS` of speech, or under 3 dB above the floor;
    The same for speech more than 6 dB **quieter than the user's own turns** (the session learns how loud
    the user is from the turns it answered while the agent was silent): another voice in the room; and a
-   segment whose loudest stretch the VAD scores under 0.75 (a tone or a burst at the user's level, over a
-   talker the VAD heard): see :mod:`bargein.listening_model.own_voice`;
+   segment mixed with the room whose loudest stretch the VAD scores under 0.8 (a tone or a burst at the
+   user's level, over a talker the VAD heard): see :mod:`bargein.listening_model.own_voice`;
 2. **a sound, not words** is noise: the user's words spell a laugh, "ahem", a hum (no vowel), or a word
    that is never a whole utterance ("you", "um");
 3. **a backchannel** is noise: the user's words are only "uh-huh", "okay", "sure", "I see" ...;
