@@ -54,14 +54,18 @@ def test_a_turn_over_the_reply_asks_for_its_loud_stretch_to_be_recognised_primed
     assert report["primed_transcript"] == "Stop." and report["command"] == "stop"
 
 
-def _over_a_talker(talker_ms: int = 640) -> tuple[Timeline, str]:
+def _over_a_talker(talker_ms: int = 640, talker_db: float = -40.0, *, commit: bool = True) -> tuple[Timeline, str]:
+    """The user asks at -25 dBFS, the reply plays, then a talker and the user's 320 ms word in one segment
+    (committed, or still open with ``commit`` False)."""
     t = Timeline(dx.TurnSettings())
     t.frames(0.9, 640, energy_db=-25.0)
     first = of(t.frames(0.05, 544, energy_db=-70.0), dx.CommitBuffer)[0]
     t.feed(dx.SegmentTranscribed(first.item_id, Transcript("Tell me a story.", avg_logprob=-0.2)))
     t.feed(dx.ReplyAudio(of(t.actions, dx.StartReply)[0].response_id, "chunk"))
-    t.frames(0.9, talker_ms, energy_db=-40.0)
+    t.frames(0.9, talker_ms, energy_db=talker_db)
     t.frames(0.9, 320, energy_db=-25.0)
+    if not commit:
+        return t, of(t.actions, dx.SpeechStarted)[-1].item_id
     return t, of(t.frames(0.05, 544, energy_db=-70.0), dx.CommitBuffer)[0].item_id
 
 

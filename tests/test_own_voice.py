@@ -15,7 +15,8 @@ from bargein.listening_model.own_voice import (
     room_speech_ms,
 )
 from bargein.session import core as dx
-from tests.test_duplex import Timeline, of
+from tests.test_duplex import of
+from tests.test_over_reply import _over_a_talker
 
 FRAME_MS = 32.0
 
@@ -97,21 +98,13 @@ def test_recorded_a_tone_at_the_user_s_level_over_a_talker_is_no_voice() -> None
     assert decide_over_reply(why_alone)[0] == "query"
 
 
-def _talker_then(t: Timeline, talker_ms: int) -> str:
-    """The user asks (-25 dBFS), the reply plays, then a talker 11 dB under the user and the user's word (the
-    segment as a whole is then under 6 dB below the user: the "quieter than the user" rule does not see it)."""
-    t.frames(0.9, 640, energy_db=-25.0)
-    first = of(t.frames(0.05, 544, energy_db=-70.0), dx.CommitBuffer)[0]
-    t.feed(dx.SegmentTranscribed(first.item_id, Transcript("Tell me a story.", avg_logprob=-0.2)))
-    t.feed(dx.ReplyAudio(of(t.actions, dx.StartReply)[0].response_id, "chunk"))
-    t.frames(0.9, talker_ms, energy_db=-36.0)
-    t.frames(0.9, 320, energy_db=-25.0)
-    return of(t.frames(0.05, 544, energy_db=-70.0), dx.CommitBuffer)[0].item_id
+TALKER_DB = -36.0
+"""11 dB under the user's -25 dBFS: the segment as a whole is then under 6 dB below the user, so the
+"quieter than the user" rule does not see it; its frames do."""
 
 
 def test_a_plain_command_in_a_segment_mixed_with_the_room_waits_for_the_loud_stretch() -> None:
-    t = Timeline(dx.TurnSettings())
-    item_id = _talker_then(t, talker_ms=800)
+    t, item_id = _over_a_talker(talker_ms=800, talker_db=TALKER_DB)
     plain = Transcript("What? The council met on Tuesday.", avg_logprob=-0.9)
     assert t.feed(dx.SegmentTranscribed(item_id, plain, primed_pending=True)) == []  # no cut on the room's word
     decided = t.feed(dx.SegmentTranscribed(item_id, plain, primed=Transcript("Okay.", avg_logprob=-0.3)))
@@ -120,20 +113,10 @@ def test_a_plain_command_in_a_segment_mixed_with_the_room_waits_for_the_loud_str
     assert features["room_speech_ms"] >= 768 and features["loud_probability"] > 0.8
 
 
-def _speaking_after(talker_ms: int) -> tuple[Timeline, str]:
-    t = Timeline(dx.TurnSettings())
-    t.frames(0.9, 640, energy_db=-25.0)
-    first = of(t.frames(0.05, 544, energy_db=-70.0), dx.CommitBuffer)[0]
-    t.feed(dx.SegmentTranscribed(first.item_id, Transcript("Tell me a story.", avg_logprob=-0.2)))
-    t.feed(dx.ReplyAudio(of(t.actions, dx.StartReply)[0].response_id, "chunk"))
-    t.frames(0.9, talker_ms, energy_db=-36.0)
-    t.frames(0.9, 320, energy_db=-25.0)
-    return t, of(t.actions, dx.SpeechStarted)[-1].item_id
-
-
 def test_the_speculative_transcript_of_a_mixed_segment_spots_no_command() -> None:
     guess = Transcript("Stop. The council met.", avg_logprob=-0.5)
-    t, item_id = _speaking_after(talker_ms=800)
+    t, item_id = _over_a_talker(talker_ms=800, talker_db=TALKER_DB, commit=False)
     assert not t.machine.segments.spots_command(item_id, guess)
-    t, item_id = _speaking_after(talker_ms=320)  # under 500 ms of the room's speech: spotted at once
+    # under 500 ms of the room's speech: spotted at once
+    t, item_id = _over_a_talker(talker_ms=320, talker_db=TALKER_DB, commit=False)
     assert t.machine.segments.spots_command(item_id, guess)
