@@ -59,10 +59,20 @@ def mandarin_engines() -> Iterator[Engines]:
     asyncio.run(engines.aclose())
 
 
+def _speech_rms(audio: np.ndarray[Any, Any]) -> float:
+    voiced = audio[np.abs(audio) > 0.02 * float(np.abs(audio).max())]
+    return float(np.sqrt(np.mean(voiced**2)))
+
+
 def _pcm(text: str, silence_after_s: float, voice: str = USER_VOICE) -> bytes:
-    """``text`` spoken by the user voice, then silence: 2 s lets the default semantic endpoint (which waits
-    up to 1.5 s after a turn that sounds unfinished) end the turn."""
-    audio = np.concatenate([say(text, voice), np.zeros(int(silence_after_s * 24_000), np.float32)])
+    """``text`` spoken by ``voice``, then silence: 2 s lets the default semantic endpoint (which waits
+    up to 1.5 s after a turn that sounds unfinished) end the turn. Another voice than the user voice is
+    brought to the user voice's level: it stands for the same user, as loud at the microphone (a session
+    takes speech 6 dB under the user's own turns for the room's)."""
+    speech = say(text, voice)
+    if voice != USER_VOICE:
+        speech = np.clip(speech * (_speech_rms(say(ASK_STORY)) / _speech_rms(speech)), -1.0, 1.0)
+    audio = np.concatenate([speech, np.zeros(int(silence_after_s * 24_000), np.float32)]).astype(np.float32)
     return float_to_int16(audio).tobytes()
 
 
