@@ -114,3 +114,21 @@ def test_english_decisions_ignore_an_encoding() -> None:
     without = classify(_stats(480), plain, during_reply=True, noise_floor_db=-60)
     assert (with_it.decision, with_it.reasons) == (without.decision, without.reasons)
     assert "command_probability" not in with_it.features
+
+
+@pytest.mark.slow
+def test_whisper_base_hands_over_the_encoding_with_mandarin_finals_only() -> None:
+    import soxr
+
+    from bargein.engines.transcribe.whisper_asr import load_whisper
+    from bargein.engines.transcribe.whisper_decode import PARTIAL
+    from tests.support.mandarin_speech import say
+
+    core = load_whisper("base", warm_up=False).core
+    clip = soxr.resample(say("停。", "espeak-m5"), 24_000, 16_000).astype(np.float32)
+    final = core.transcribe(clip, language="zh")
+    assert len(final.voiced_encoding) == 512
+    assert core.transcribe(clip, language="zh", options=PARTIAL).voiced_encoding == ()
+    assert core.transcribe(clip, language="en").voiced_encoding == ()
+    probability = load("zh").probability(final.voiced_encoding)  # type: ignore[union-attr]
+    assert probability is not None and probability >= 0.5, (final.text, probability)
