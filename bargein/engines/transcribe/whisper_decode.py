@@ -29,6 +29,7 @@ from faster_whisper.transcribe import get_suppressed_tokens
 
 from bargein.engines.base import LISTEN_SAMPLE_RATE, Transcript, WordTiming
 from bargein.engines.transcribe.simplified import to_simplified
+from bargein.engines.transcribe.voiced_encoding import voiced_mean
 from bargein.languages import join_units, language_code, text_units
 from bargein.languages import language as language_row
 
@@ -61,11 +62,14 @@ class DecodeOptions:
     """Chinese transcripts in Simplified characters (Whisper writes Traditional about as often)."""
     chinese_tokens_per_s: float = 16.0
     """The same for Chinese: about two tokens a character, four to seven characters a second."""
+    encoding_languages: frozenset[str] = frozenset({"zh"})
+    """Languages whose transcripts carry the voiced encoding (:mod:`.voiced_encoding`): those with a
+    spoken-command model (:mod:`bargein.listening_model.keyword`)."""
 
 
 FINAL = DecodeOptions()
 """Finals: short window, looping results decoded again on 30 s, word timings."""
-PARTIAL = DecodeOptions(word_timestamps=False, loop_guard="trim")
+PARTIAL = DecodeOptions(word_timestamps=False, loop_guard="trim", encoding_languages=frozenset())
 """Partials during speech: the same window, no second decode, no word timings."""
 FULL_WINDOW = DecodeOptions(min_window_s=FULL_WINDOW_S)
 """Every clip padded to 30 s, as Whisper was trained (slow; the reference for the short window)."""
@@ -155,6 +159,8 @@ class WhisperCore:
         encoded = self._encode(features, content_frames, frames)
         lang = self._language(encoded, language)
         tokenizer = self.tokenizer(lang)
+        # taken from the first window: the spoken-command model was fitted on it, not on a retry's 30 s one
+        voiced = voiced_mean(encoded, clip) if lang in options.encoding_languages else ()
         duration = len(clip) / LISTEN_SAMPLE_RATE
         if prompt is None:  # a prompt in the wanted script steers Whisper towards it (Simplified Chinese)
             prompt = language_row(lang).recognition_prompt if lang != "en" else None
@@ -173,7 +179,7 @@ class WhisperCore:
             text = to_simplified(text)
             words = tuple(WordTiming(to_simplified(w.word), w.start_ms, w.end_ms) for w in words)
         return Transcript(text=text, language=lang, no_speech_prob=decoded.no_speech_prob,
-                          avg_logprob=decoded.avg_logprob, words=words)
+                          avg_logprob=decoded.avg_logprob, words=words, voiced_encoding=voiced)
 
     def _encode(self, features: npt.NDArray[np.float32], content_frames: int, frames: int) -> Any:
         # fill past the clip with the log-mel of digital silence: the normalised floor, max - 8 dB / 4

@@ -26,6 +26,7 @@ from typing import Any, Literal, overload
 from bargein.engines.base import Transcript
 from bargein.languages import is_backchannel, is_command, language, text_units
 from bargein.listening_model.decide import decide_over_reply, primed_features, spotted_command
+from bargein.listening_model.keyword import spoken_command
 from bargein.listening_model.over_reply import SPAN_MARGIN_MS, loud_level_db, loud_stretch
 from bargein.listening_model.own_voice import mixed_with_room, own_voice_fields
 from bargein.listening_model.user_words import user_words
@@ -256,6 +257,11 @@ def classify(stats: SegmentStats, transcript: Transcript | None, *, during_reply
             # cutting the agent short takes a command ("stop", "wait", "louder") or a question word; a
             # short sound that became some other word with middling confidence is a groan, not a turn
             reasons.append(f"a short sound over the reply that is no command ({text!r})")
+    if during_reply and (spoken := spoken_command(transcript, features)) is not None:
+        features["command_probability"] = round(spoken[0], 3)  # Mandarin: the encoder hears 停 the text lost
+        if reasons and spoken[0] >= spoken[1]:
+            return ListenDecision("query", (f"the spoken-command model says {spoken[0]:.2f} (threshold "
+                                            f"{spoken[1]:.2f}) over: {'; '.join(reasons)}",), features)
     if reasons:
         return ListenDecision("noise", tuple(reasons), features)
     if transcript is None:  # speech by every other measure: the user is told the words were lost

@@ -1,0 +1,104 @@
+"""Is a short Mandarin sound over the reply a spoken command (停, 等一下, 不对...) or a backchannel (嗯, 对, 好的)?
+
+Whisper base writes a lone 停 as 本, 冬 or 等 and a lone 嗯 as 冬 or 谢谢, so the transcript cannot tell
+them apart; its encoder can. The recogniser hands over its encoder output averaged over the voiced
+stretch (:mod:`bargein.engines.transcribe.voiced_encoding`), and a logistic regression fitted offline by
+``bench/fit_keyword.py`` weighs it: standardise, dot product, squash. The weights (``keyword_zh.json``
+beside this module) say which voices they were fitted on and which were held out.
+
+The model only ever **adds** a cut: a segment the rules keep is cut when it is short
+(:data:`MAX_SPEECH_MS`), clearly louder than the room (:data:`MIN_LEVEL_DB`), not much quieter than the
+user's own turns, and the model's probability reaches the fitted threshold. Pure, numpy only.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from bargein.engines.base import Transcript
+
+FILES = {"zh": Path(__file__).with_name("keyword_zh.json")}
+"""The languages that have a spoken-command model, and its weights."""
+MAX_SPEECH_MS = 1200.0
+"""Longer segments are sentences: the transcript decides those (a command there is a whole phrase)."""
+MIN_SPEECH_MS = 150.0
+MIN_LEVEL_DB = 8.0
+"""As for a command word in the transcript: a command must be clearly above the room."""
+QUIETER_THAN_USER_DB = 6.0
+
+
+class KeywordFileError(RuntimeError):
+    """The weights file is malformed (refit with ``python -m bench.fit_keyword``)."""
+
+
+@dataclass(frozen=True)
+class KeywordModel:
+    """Standardise, weigh, squash: P(the sound is a command) from a voiced encoding."""
+
+    mean: npt.NDArray[np.float64]
+    scale: npt.NDArray[np.float64]
+    coef: npt.NDArray[np.float64]
+    intercept: float
+    threshold: float
+
+    def probability(self, encoding: npt.ArrayLike) -> float | None:
+        """How likely the sound is a command (0..1); ``None`` when the encoding is not this model's width."""
+        x = np.asarray(encoding, dtype=np.float64)
+        if x.shape != self.coef.shape:
+            return None
+        z = float(((x - self.mean) / self.scale) @ self.coef + self.intercept)
+        return 1.0 / (1.0 + math.exp(-max(min(z, 40.0), -40.0)))
+
+    def to_json(self, **about: Any) -> str:
+        """The weights file's text (``about``: what it was fitted on, what was held out)."""
+        return json.dumps({"mean": self.mean.round(6).tolist(), "scale": self.scale.round(6).tolist(),
+                           "coef": self.coef.round(6).tolist(), "intercept": round(self.intercept, 6),
+                           "threshold": round(self.threshold, 4), **about}, indent=None) + "\n"
+
+
+def from_json(text: str) -> KeywordModel:
+    """Parse a weights file."""
+    raw = json.loads(text)
+    try:
+        model = KeywordModel(np.array(raw["mean"], float), np.array(raw["scale"], float),
+                             np.array(raw["coef"], float), float(raw["intercept"]), float(raw["threshold"]))
+    except (KeyError, TypeError, ValueError) as error:
+        raise KeywordFileError(f"a malformed spoken-command weights file: {error}") from error
+    if not model.mean.shape == model.scale.shape == model.coef.shape or model.coef.ndim != 1:
+        raise KeywordFileError("the spoken-command weights disagree in width")
+    return model
+
+
+@functools.cache
+def load(code: str) -> KeywordModel | None:
+    """The packaged model of language ``code`` (read once), ``None`` if it has none."""
+    path = FILES.get(code)
+    return from_json(path.read_text()) if path is not None and path.is_file() else None
+
+
+def spoken_command(transcript: Transcript | None, features: Mapping[str, Any]) -> tuple[float, float] | None:
+    """The model's probability that a segment heard over a reply is a command, and its threshold; ``None``
+    when the model does not judge it (no model for the language, no encoding, too long, too faint or too
+    far under the user's own level). ``features``: the classifier's (``speech_ms``, levels)."""
+    if transcript is None or not transcript.voiced_encoding:
+        return None
+    model = load(transcript.language)
+    if model is None:
+        return None
+    speech_ms = float(features.get("speech_ms") or 0.0)
+    level = features.get("user_level_above_floor_db", features.get("level_above_floor_db"))
+    below_user = features.get("below_user_db")
+    if (not MIN_SPEECH_MS <= speech_ms <= MAX_SPEECH_MS or level is None or float(level) < MIN_LEVEL_DB
+            or (below_user is not None and float(below_user) > QUIETER_THAN_USER_DB)):
+        return None
+    probability = model.probability(transcript.voiced_encoding)
+    return None if probability is None else (probability, model.threshold)
