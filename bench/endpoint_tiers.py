@@ -78,6 +78,7 @@ class Tally:
     complete: int = 0
     complete_cut: int = 0
     later_than_plain: int = 0
+    sooner_than_plain: int = 0
     delays: list[float] | None = None
 
     def add(self, clip: Clip, runs: list[SilenceRun], wait: Wait, plain: Wait) -> None:
@@ -104,6 +105,7 @@ class Tally:
         self.delays.append(commit[1] - end_ms)
         baseline = _commit(plain, runs)
         self.later_than_plain += baseline is None or commit[1] > baseline[1] + 1
+        self.sooner_than_plain += baseline is not None and commit[1] < baseline[1] - 1
 
     def figures(self) -> dict[str, Any]:
         """Rates (%) with Wilson intervals, and delay percentiles (ms)."""
@@ -116,6 +118,7 @@ class Tally:
             "short_pause_cut_ci": list(wilson(self.short_cut, self.paused)),
             "complete_cut_pct": 100 * self.complete_cut / max(1, self.complete),
             "later_than_plain_pct": 100 * self.later_than_plain / max(1, self.complete),
+            "sooner_than_plain_pct": 100 * self.sooner_than_plain / max(1, self.complete),
             "delay_p50_ms": float(np.percentile(delays, 50)), "delay_p90_ms": float(np.percentile(delays, 90)),
             "delay_mean_ms": float(np.mean(delays))}
         return out
@@ -202,7 +205,7 @@ def main() -> None:
                   f"[{lc[0]:4.1f}-{lc[1]:5.1f}]  short-pause cut {f['short_pause_cut_pct']:5.1f}% "
                   f"[{sc[0]:4.1f}-{sc[1]:5.1f}] | complete {f['complete']:>3.0f}: cut {f['complete_cut_pct']:4.1f}% "
                   f"delay p50 {f['delay_p50_ms']:5.0f} p90 {f['delay_p90_ms']:5.0f} mean {f['delay_mean_ms']:5.0f} "
-                  f"ms, later than 500 ms {f['later_than_plain_pct']:4.1f}%")
+                  f"ms; vs 500 ms: sooner {f['sooner_than_plain_pct']:4.1f}% later {f['later_than_plain_pct']:4.1f}%")
     if args.json:
         args.json.write_text(json.dumps({"fitted": asdict(fitted), "report": report}, indent=2))
 

@@ -67,8 +67,10 @@ class RealtimeSession:
         self.outbound = Outbound(max_bytes=outbound_bytes)
         self.conversation = Conversation()
         detection = self.config.audio.input.turn_detection
-        self.plain_silence = isinstance(detection, ServerVad) and "silence_duration_ms" in detection.model_fields_set
-        """The client set server_vad's silence itself: plain silence, never the tiered default endpoint."""
+        self.plain_silence = isinstance(detection, ServerVad) and detection.silence_duration_ms != 500
+        """The client set server_vad's silence itself: plain silence, never the tiered default endpoint (a
+        config given at the start, as a client secret's, is plain when its silence is not the default 500 ms;
+        later ``session.update``s say it outright)."""
         self.machine = DuplexMachine(new_id, self._settings(self.config))
         self.audio_in = AudioInput(engines.vad, self.config.input_format)
         self.audio_in.set_noise_reduction(self.config.audio.input.noise_reduction is not None)
