@@ -8,14 +8,11 @@ made privately before an early commit reaches the client only after it.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
-
 import numpy as np
 import pytest
 
-from bargein.engines.base import CancelToken, Engines, SpeechChunk, Transcript
-from bargein.engines.fakes import FakeEndOfTurn, FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
+from bargein.engines.base import Engines, Transcript
+from bargein.engines.fakes import FakeEndOfTurn, FakeLanguageModel, FakeRecognizer, FakeVad
 from bargein.session import core as dx
 from bargein.session import realtime_session
 from bargein.session.core.endpointing import DEFAULT_TIERS, reads_finished, trails_off
@@ -25,6 +22,7 @@ from tests.support.tones import quiet, stream, tone
 from tests.test_duplex import of
 from tests.test_listening_turns import Listening
 from tests.test_session import Harness
+from tests.test_speculative_speech import LoggedSynthesizer
 
 TIERED = dx.TurnSettings(endpointing=dx.Endpointing(tiers=DEFAULT_TIERS))
 # (Smart Turn probability, Whisper tiny.en words) at the first silence, recorded on the endpoint set
@@ -129,21 +127,6 @@ def test_only_a_clients_own_silence_means_plain_silence() -> None:
 
 
 # -- the session ---------------------------------------------------------------------------------------
-
-
-class LoggedSynthesizer(FakeSynthesizer):
-    """The fake TTS, noting each clause it speaks in a shared log."""
-
-    def __init__(self, log: list[tuple[str, str]]) -> None:
-        super().__init__(ms_per_char=20.0)
-        self.log = log
-
-    async def synthesize(self, text: str, *, voice: str | None, cancel: CancelToken,
-                         speed: float = 1.0) -> AsyncIterator[SpeechChunk]:
-        self.log.append(("tts", text))
-        async for chunk in super().synthesize(text, voice=voice, cancel=cancel, speed=speed):
-            yield chunk
-            await asyncio.sleep(0.001)
 
 
 def session(log: list[tuple[str, str]], monkeypatch: pytest.MonkeyPatch, probability: float,
