@@ -189,6 +189,8 @@ def _beyond_from_ledger(results: list[TurnResult], observer: Observer, mic: Micr
             continue
         endpoint_at = mic.sent_time(int(commit_ms * WIRE_RATE / 1000) - 1)
         result.beyond_endpoint_ms = None if endpoint_at is None else 1000 * (reply.audible_at - endpoint_at)
+    print("beyond the ledger's commit per turn: "
+          + " ".join("-" if r.beyond_endpoint_ms is None else f"{r.beyond_endpoint_ms:.0f}" for r in results))
 
 
 async def _judge_cut(observer: Observer, result: TurnResult, cut_in: str, onset_at: float | None,
@@ -253,6 +255,8 @@ def _summary(results: list[TurnResult], observer: Observer, engines: str,
         verdict = "meets" if percentile(beyond, 99) <= 40 else "misses"
         print(f"instant engines: bargein adds {percentile(beyond, 99):.0f} ms p99 beyond the endpoint "
               f"silence ({verdict} the 40 ms target)")
+    endpoints = [m.get("endpoint_ms") for m in observer.turn_metrics]
+    print("ledger endpoint_ms per turn: " + " ".join("-" if e is None else f"{e:.0f}" for e in endpoints))
     stages = _ledger_medians(observer.turn_metrics)
     if stages:
         print(f"server ledger (bargein.turn.metrics, {len(observer.turn_metrics)} events), medians:")
