@@ -58,7 +58,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="session worker processes on the port (default 1; one per core carries the most)")
     serve.add_argument("--max-sessions", type=int, help="sessions per worker before new ones are refused")
     serve.add_argument("--turn-detection", choices=["server_vad", "semantic_vad"],
-                       help="a new session's turn detection (default server_vad: 500 ms of silence)")
+                       help="a new session's turn detection (default server_vad: the tiered endpoint, "
+                            "500 ms of silence unless Smart Turn and the words agree)")
     serve.add_argument("--no-builtin-tools", dest="builtin_tools", action="store_const", const=False,
                        help="do not offer the built-in clock, calendar, calculator and unit tools")
     for command in (serve, deploy):

@@ -69,9 +69,10 @@ class Settings(BaseSettings):
     builtin_tools: bool = True
     """Offer bargein's own tools (clock, calendar, calculator, units) to sessions that bring no tools."""
     turn_detection: Literal["server_vad", "semantic_vad"] = "server_vad"
-    """A new session's turn detection. ``semantic_vad`` (Smart Turn) cuts false cut-offs on mid-sentence
-    pauses but, on real read speech, waits longer than 500 ms of silence at the median (docs/benchmarks.md),
-    so plain silence stays the default until it is faster."""
+    """A new session's turn detection. ``server_vad`` is the tiered endpoint (500 ms of silence, shorter when
+    Smart Turn and the words agree the turn is finished, longer when they say it is not); ``semantic_vad``
+    (Smart Turn, waiting long unless finished) cuts fewer turns off at mid-sentence pauses but waits longer
+    than 500 ms at the median on real read speech (docs/benchmarks.md)."""
     drain_s: float = Field(10.0, ge=0.0, le=3600.0)
     """On SIGTERM, how long live replies may go on before every session is closed (1001)."""
     listen: bool = True

@@ -9,7 +9,7 @@ through the real Silero VAD frame by frame, with the duplex machine's speech and
 Each time the VAD first sees silence, Smart Turn v3.2 scores the audio heard so far. Then each
 endpoint policy decides when the turn would have been committed:
 
-* ``fixed 500 ms``: the ``server_vad`` default, commit after 500 ms of silence;
+* ``fixed 500 ms``: plain ``server_vad`` (a client's own 500 ms; the default is tiered, bench/endpoint_tiers.py);
 * ``smart turn only``: commit after a short silence when Smart Turn (at threshold 0.5, as Pipecat
   uses it) says the turn is complete, after a long one (1.5 s) when it says it is not;
 * ``words only``: the same, judged only by whether the words so far (Whisper tiny.en, as speculation

@@ -16,8 +16,9 @@ send time is logged, so stream positions map to wall time.
   ``audio_end_ms`` plus the silence, rounded up to whole 32 ms VAD frames) leaving the client, to the
   same first audible sample: what bargein adds on top of the endpoint silence. With ``--engines
   instant`` the engines answer at once, so this is the server's own overhead (target <= 40 ms p99).
-  Only for ``server_vad`` (``--silence-ms``): a semantic endpoint's silence varies per turn, and the
-  server ledger's ``endpoint_ms`` shows it instead.
+  With the default endpoint (tiered: its silence varies per turn) the endpoint is the chunk that completed
+  the commit, from the server ledger's ``commit_stream_ms``; with ``--silence-ms`` (plain silence) it is
+  computed as above; with ``--semantic`` it is not reported (the ledger's ``endpoint_ms`` shows the wait).
 * **barge-in stop**: every ``--barge-every``-th reply is interrupted by the next clip as soon as its
   first audio arrives; from the chunk holding the first sample of interrupting speech leaving the client
   to the client receiving ``input_audio_buffer.speech_started`` for it. The script also checks that no
@@ -125,6 +126,8 @@ async def run_session(host_port: str, args: argparse.Namespace,
                 with contextlib.suppress(TimeoutError):
                     await observer.wait_done(results[-1].response_id, timeout=args.max_reply_s)
             await asyncio.sleep(0.3)  # let the last ledger event arrive
+            if silence_ms is not None and args.silence_ms is None:
+                _beyond_from_ledger(results, observer, mic)
         finally:
             mic.stop()
             streaming.cancel()
@@ -172,6 +175,22 @@ async def _turn(mic: Microphone, observer: Observer, clip: SpeechClip, index: in
         if endpoint_at is not None:
             result.beyond_endpoint_ms = 1000 * (reply.audible_at - endpoint_at)
     return result
+
+
+def _beyond_from_ledger(results: list[TurnResult], observer: Observer, mic: Microphone) -> None:
+    """Beyond the endpoint where the server's silence varies by turn (the tiered default endpoint): from the
+    chunk that completed the commit (the ledger's ``commit_stream_ms``) to the first audible sample."""
+    commits = {m.get("response_id"): m.get("commit_stream_ms") for m in observer.turn_metrics}
+    for result in results:
+        commit_ms = commits.get(result.response_id)
+        reply = observer.responses.get(result.response_id or "")
+        if commit_ms is None or reply is None or reply.audible_at is None:
+            result.beyond_endpoint_ms = None
+            continue
+        endpoint_at = mic.sent_time(int(commit_ms * WIRE_RATE / 1000) - 1)
+        result.beyond_endpoint_ms = None if endpoint_at is None else 1000 * (reply.audible_at - endpoint_at)
+    print("beyond the ledger's commit per turn: "
+          + " ".join("-" if r.beyond_endpoint_ms is None else f"{r.beyond_endpoint_ms:.0f}" for r in results))
 
 
 async def _judge_cut(observer: Observer, result: TurnResult, cut_in: str, onset_at: float | None,
@@ -236,6 +255,8 @@ def _summary(results: list[TurnResult], observer: Observer, engines: str,
         verdict = "meets" if percentile(beyond, 99) <= 40 else "misses"
         print(f"instant engines: bargein adds {percentile(beyond, 99):.0f} ms p99 beyond the endpoint "
               f"silence ({verdict} the 40 ms target)")
+    endpoints = [m.get("endpoint_ms") for m in observer.turn_metrics]
+    print("ledger endpoint_ms per turn: " + " ".join("-" if e is None else f"{e:.0f}" for e in endpoints))
     stages = _ledger_medians(observer.turn_metrics)
     if stages:
         print(f"server ledger (bargein.turn.metrics, {len(observer.turn_metrics)} events), medians:")
@@ -250,7 +271,7 @@ def _ledger_medians(events: list[dict[str, Any]]) -> dict[str, float]:
     keys: dict[str, list[float]] = {}
     for metrics in events:
         for key, value in metrics.items():
-            if key.endswith("_ms") and key not in ("speech_start_ms", "speech_end_ms") \
+            if key.endswith("_ms") and key not in ("speech_start_ms", "speech_end_ms", "commit_stream_ms") \
                     and isinstance(value, int | float) and not isinstance(value, bool):
                 keys.setdefault(key, []).append(float(value))
     return {key: statistics.median(values) for key, values in keys.items()}

@@ -160,7 +160,7 @@ Sender = Callable[[bytes], Awaitable[None]]
 
 
 @contextlib.asynccontextmanager
-async def bargein_link(port: int) -> Any:
+async def bargein_link(port: int, *, default_endpoint: bool = False) -> Any:
     """A Realtime session through the official ``openai`` client, configured like the Pipecat side."""
     import base64
 
@@ -193,11 +193,12 @@ async def bargein_link(port: int) -> Any:
                         print(f"bargein error event: {event.get('error')}", flush=True)
 
         reader = asyncio.create_task(read())
+        detection: dict[str, Any] = {"type": "server_vad", "threshold": VAD_THRESHOLD, "prefix_padding_ms": 300}
+        if not default_endpoint:  # a silence of the client's own is plain silence; without one, the tiered default
+            detection["silence_duration_ms"] = ENDPOINT_SILENCE_MS
         await connection.session.update(session={
             "type": "realtime", "instructions": INSTRUCTIONS, "max_output_tokens": MAX_OUTPUT_TOKENS,
-            "audio": {"input": {"turn_detection": {"type": "server_vad", "threshold": VAD_THRESHOLD,
-                                                   "prefix_padding_ms": 300,
-                                                   "silence_duration_ms": ENDPOINT_SILENCE_MS}}}})
+            "audio": {"input": {"turn_detection": detection}}})
         await asyncio.wait_for(updated.wait(), 30)
 
         async def send(chunk: bytes) -> None:
@@ -249,9 +250,10 @@ async def pipecat_link(port: int) -> Any:
 async def run_episode(system: str, port: int, first: SpeechClip, second: SpeechClip,
                       args: argparse.Namespace) -> Episode:
     """Clip ``first``, a barge-in by ``second`` at the reply's first audio, the reply to ``second``."""
-    opener = bargein_link if system == "bargein" else pipecat_link
     episode = Episode(system, f"{first.name}+{second.name}")
-    async with opener(port) as (link, send):
+    opened = bargein_link(port, default_endpoint=args.pipecat_smart_turn) if system == "bargein" \
+        else pipecat_link(port)
+    async with opened as (link, send):
         mic = Microphone(send)
         streaming = asyncio.create_task(mic.run())
         try:
@@ -373,7 +375,8 @@ def main() -> None:
     parser.add_argument("--pipecat-stop-secs", type=float, default=0.2,
                         help="Pipecat VAD stop_secs; its user_speech_timeout is the rest of the 500 ms endpoint")
     parser.add_argument("--pipecat-smart-turn", action="store_true",
-                        help="Pipecat ends turns with its Smart Turn analyzer (after --pipecat-stop-secs of silence)")
+                        help="Pipecat ends turns with its Smart Turn analyzer (after --pipecat-stop-secs of silence); "
+                             "bargein then runs on its default (tiered) endpoint instead of a plain 500 ms")
     parser.add_argument("--reply-timeout-s", type=float, default=20.0)
     parser.add_argument("--settle-s", type=float, default=2.0, help="pause between episodes")
     parser.add_argument("--time-limit-s", type=float, default=840.0, help="stop starting rounds after this")

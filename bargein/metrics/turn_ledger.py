@@ -78,6 +78,7 @@ class TurnLedger:
             "response_id": self.response_id,
             "speech_start_ms": self.marks["speech_start"].stream_ms if "speech_start" in self.marks else None,
             "speech_end_ms": self.marks["speech_end"].stream_ms if "speech_end" in self.marks else None,
+            "commit_stream_ms": self.marks["commit"].stream_ms if "commit" in self.marks else None,
             "endpoint_ms": _round(span("speech_end", "commit")),
             "asr_final_ms": _round(span("commit", "asr_final")),
             "llm_first_token_ms": _round(span(llm_start, "llm_first_token")),

@@ -29,8 +29,9 @@ from bargein.protocol.server_events import error_event, event, new_id
 from bargein.protocol.session_config import SemanticVad, ServerVad, SessionConfig
 from bargein.session.audio_input import AudioInput
 from bargein.session.core import vocabulary as v
+from bargein.session.core.endpointing import DEFAULT_TIERS
 from bargein.session.core.machine import DuplexMachine
-from bargein.session.core.settings import settings_from_config
+from bargein.session.core.settings import TurnSettings, plain_silence_after, settings_from_config
 from bargein.session.executor import ActionExecutor
 from bargein.session.history import Conversation, Item, client_item, function_item, response_input_items
 from bargein.session.observers import SessionObserver
@@ -65,7 +66,12 @@ class RealtimeSession:
                                        prefer_semantic=semantic_default)
         self.outbound = Outbound(max_bytes=outbound_bytes)
         self.conversation = Conversation()
-        self.machine = DuplexMachine(new_id, settings_from_config(self.config, listen=listen))
+        detection = self.config.audio.input.turn_detection
+        self.plain_silence = isinstance(detection, ServerVad) and detection.silence_duration_ms != 500
+        """The client set server_vad's silence itself: plain silence, never the tiered default endpoint (a
+        config given at the start, as a client secret's, is plain when its silence is not the default 500 ms;
+        later ``session.update``s say it outright)."""
+        self.machine = DuplexMachine(new_id, self._settings(self.config))
         self.audio_in = AudioInput(engines.vad, self.config.input_format)
         self.audio_in.set_noise_reduction(self.config.audio.input.noise_reduction is not None)
         self.ledgers = TurnLedgers(lambda: self.stream_ms, self._report_turn, metrics=metrics)
@@ -179,11 +185,17 @@ class RealtimeSession:
             f"voice activity detection failed ({type(error).__name__})"  # the details are in the log
         self.audio_in.vad_running = False
         self.config = self.config.updated({"audio": {"input": {"turn_detection": None}}})
-        self.feed(v.SettingsChanged(settings_from_config(self.config, listen=self.listen)))
+        self.feed(v.SettingsChanged(self._settings(self.config)))
         self.outbound.put(Outgoing(error_event(ProtocolError(
             f"{reason}; turn detection is off: commit the input buffer and send response.create yourself, "
             "or set turn_detection again to retry", code="turn_detection_unavailable", type="server_error"))))
         self.outbound.put(Outgoing(event("session.updated", session=self.config.wire())))
+
+    def _settings(self, config: SessionConfig) -> TurnSettings:
+        """The machine's settings: server_vad follows the tiered endpoint unless the client set its silence
+        or the server has no end-of-turn model."""
+        tiered = self.semantic_endpoint and not self.plain_silence
+        return settings_from_config(config, listen=self.listen, tiers=DEFAULT_TIERS if tiered else None)
 
     def _update_session(self, message: ce.SessionUpdate) -> None:
         try:
@@ -211,9 +223,10 @@ class RealtimeSession:
                                 code="invalid_value", param="session.audio.input.noise_reduction",
                                 event_id=message.event_id) from None
         self.config = config
+        self.plain_silence = plain_silence_after(message.session, self.plain_silence)
         if config.audio.input.turn_detection is not None:
             self.audio_in.vad_running = True  # after a VAD failure, setting turn detection again retries it
-        self.feed(v.SettingsChanged(settings_from_config(config, listen=self.listen)))
+        self.feed(v.SettingsChanged(self._settings(config)))
         self.outbound.put(Outgoing(event("session.updated", session=config.wire())))
 
     def _create_item(self, message: ce.ConversationItemCreate) -> None:

@@ -1,4 +1,8 @@
-"""How much silence ends a turn: fixed for ``server_vad``, judged from the sound and the words for ``semantic_vad``.
+"""How much silence ends a turn: tiered by default, fixed for ``server_vad`` with a client's own silence,
+judged from the sound and the words for ``semantic_vad``.
+
+The default endpoint (:class:`TieredPreset`) is server_vad's 500 ms of silence unless the end-of-turn model
+and the speculative words agree that the turn is finished (then a short silence) or unfinished (a long one).
 
 Semantic endpointing asks two witnesses when the VAD first sees silence in a turn: the end-of-turn model
 (Smart Turn, which hears intonation and rhythm) gives the probability that the speaker has finished, and
@@ -73,6 +77,55 @@ def leads_on(words: str) -> bool:
     return bool(found) and found[-1] in LEADING_WORDS
 
 
+_FINAL = re.compile(r"[.?!][\"')\]]*$")
+
+
+def trails_off(words: str) -> bool:
+    """True when ``words`` end without a full stop, question or exclamation mark, or with "...": Whisper
+    leaves the mark off, or writes an ellipsis, where the voice trails off mid-sentence."""
+    text = words.strip()
+    return text.endswith("...") or _FINAL.search(text) is None
+
+
+def reads_finished(words: str, min_words: int) -> bool:
+    """True when ``words`` read as a finished sentence: at least ``min_words`` words, a final mark
+    (:func:`trails_off` is false) and no last word that leads on."""
+    return len(_WORD.findall(words.lower())) >= min_words and not trails_off(words) and not leads_on(words)
+
+
+@dataclass(frozen=True)
+class TieredPreset:
+    """The default endpoint: a plain silence (``middle_ms``, server_vad's 500 ms) unless the witnesses agree.
+
+    Ends after ``short_ms`` when the sound says finished (probability >= ``high``) *and* the words read as a
+    finished sentence (:func:`reads_finished`); waits ``long_ms`` when the words lead on, or the sound says
+    unfinished (probability < ``low``) and the words trail off (:func:`trails_off`). A witness that has not
+    answered leaves the plain silence, so the turn never waits longer than ``server_vad`` for want of
+    evidence. Short answers ("Yes.", "Stop.") need no word count to avoid the long wait."""
+
+    high: float
+    low: float
+    min_words: int
+    short_ms: int
+    middle_ms: int
+    long_ms: int
+
+    def silence_ms(self, probability: float | None, words: str | None) -> int:
+        """The silence for this evidence."""
+        if probability is None or words is None:
+            return self.middle_ms
+        if probability >= self.high and reads_finished(words, self.min_words):
+            return self.short_ms
+        if leads_on(words) or (probability < self.low and trails_off(words)):
+            return self.long_ms
+        return self.middle_ms
+
+
+DEFAULT_TIERS = TieredPreset(high=0.93, low=0.91, min_words=4, short_ms=200, middle_ms=500, long_ms=1500)
+"""Fitted by ``bench/endpoint_tiers.py`` on the training voices of the endpoint set (the middle and long
+silences given: server_vad's 500 ms and semantic_vad's 1.5 s); held-out figures in docs/benchmarks.md."""
+
+
 @dataclass(frozen=True)
 class TurnEndScored:
     """The end-of-turn model's probability that turn ``item_id`` is complete, for the silence that began at
@@ -110,10 +163,13 @@ class TurnEvidence:
 
 
 def endpoint_silence_ms(base_ms: int, *, eagerness: str | None, evidence: TurnEvidence | None,
-                        confirm: bool) -> int:
-    """The silence that ends the current turn: ``base_ms`` (``silence_duration_ms``) for ``server_vad``;
-    with ``eagerness`` (semantic VAD) the preset's short, middle or long silence, as the evidence says."""
+                        confirm: bool, tiers: TieredPreset | None = None) -> int:
+    """The silence that ends the current turn: ``base_ms`` (``silence_duration_ms``) for plain ``server_vad``;
+    with ``tiers`` (the default endpoint) their short, plain or long silence; with ``eagerness`` (semantic
+    VAD) the preset's short, middle or long silence; each as the evidence says."""
     silence = base_ms
+    if tiers is not None and evidence is not None:
+        silence = tiers.silence_ms(evidence.probability, evidence.words)
     if eagerness is not None:
         preset = SEMANTIC_PRESETS[eagerness]
         silence = preset.long_ms if evidence is None else evidence.silence_ms(preset)

@@ -1,10 +1,8 @@
-"""The duplex turn-taking state machine: pure, no I/O, no clock of its own.
-
-Sans-I/O in the style of h11/wsproto: the shell ``feed``s small frozen events (VAD frames, client events, reply
-output, transcripts, timers) and ``take_actions`` returns what is due. Time is stream time carried by the events,
-so a scripted timeline replays exactly. All of turn-taking is decided here (turns, verdicts, pause/cancel/resume,
-output admission, speculation, how a turn over the reply is recognised, the idle-buffer trim; see docs/design.md).
-"""
+"""The duplex turn-taking state machine: pure, no I/O, no clock of its own (sans-I/O, as h11/wsproto).
+The shell ``feed``s small frozen events (VAD frames, client events, reply output, transcripts, timers) and
+``take_actions`` returns what is due. Time is stream time carried by the events, so a scripted timeline replays
+exactly. All of turn-taking is decided here (turns, endpoints, verdicts, pause/cancel/resume, output admission,
+speculation, the idle-buffer trim; see docs/design.md)."""
 
 from __future__ import annotations
 
@@ -17,7 +15,7 @@ from bargein.protocol.client_events import ResponseParams
 from bargein.protocol.errors import ProtocolError
 from bargein.session.core import vocabulary as v
 from bargein.session.core.classifier import ListenDecision, SegmentBook, ignored_action
-from bargein.session.core.endpointing import TurnEvidence, endpoint_silence_ms
+from bargein.session.core.endpointing import TurnEvidence
 from bargein.session.core.settings import TurnSettings
 from bargein.session.core.storm_guard import StormGuard
 
@@ -87,10 +85,12 @@ class DuplexMachine:
                 if self.settings.vad and self._turn is None:
                     self._emit(v.TrimBuffer(event.stream_ms - self.settings.buffer_keep_ms))
             case v.PartialTranscript() | v.TurnEndScored() | v.GuessTranscribed():
-                if self._turn is not None and self._turn.item_id == event.item_id:
-                    self._turn.heard.take(event)
+                if (turn := self._turn) is not None and turn.item_id == event.item_id:
+                    turn.heard.take(event)
                 if isinstance(event, v.GuessTranscribed):
                     self._on_guess(event)
+                if turn is not None and self._turn is turn and self.settings.vad:
+                    self._check_endpoint(turn, self._last_ms)  # the evidence may end a silence already long enough
             case v.SegmentClassified():
                 self._on_classified(event.item_id, event.decision, event.verdict)
             case v.SegmentTranscribed():
@@ -195,17 +195,17 @@ class DuplexMachine:
         elif silence and turn.silence_since_ms is None:
             turn.silence_since_ms = frame.start_ms
             turn.heard.silence(frame.start_ms)
-            self._emit(v.SilenceBegan(turn.item_id, frame.start_ms, settings.endpointing.eagerness is not None))
+            self._emit(v.SilenceBegan(turn.item_id, frame.start_ms, settings.endpointing.scores))
         reply = self._reply
         if (turn.during_reply and reply is not None and not reply.paused and settings.interruption.enabled
                 and turn.speech_ms >= settings.interruption.confirm_query_ms):
             self._pause(reply, turn)  # confirm mode: a query-length segment may interrupt
-        if turn.silence_since_ms is not None:
-            needed = endpoint_silence_ms(settings.endpointing.silence_duration_ms,
-                                         eagerness=settings.endpointing.eagerness, evidence=turn.heard,
-                                         confirm=self.storm.mode == "confirm")
-            if frame.end_ms - turn.silence_since_ms >= needed:
-                self._end_turn(turn, settings, frame.end_ms)
+        self._check_endpoint(turn, frame.end_ms)
+
+    def _check_endpoint(self, turn: _Turn, now_ms: float) -> None:
+        if turn.silence_since_ms is not None and now_ms - turn.silence_since_ms >= \
+                self.settings.endpointing.silence_ms(turn.heard, confirm=self.storm.mode == "confirm"):
+            self._end_turn(turn, self.settings, now_ms)
 
     def _begin_turn(self, onset_ms: float, settings: TurnSettings) -> None:
         reply = self._reply

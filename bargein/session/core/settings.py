@@ -7,11 +7,12 @@ the VAD still runs (its frames keep stream time) but only the client commits and
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from bargein.protocol.session_config import SemanticVad, ServerVad, SessionConfig
-from bargein.session.core.endpointing import EAGERNESS_SILENCE_MS
+from bargein.session.core.endpointing import EAGERNESS_SILENCE_MS, TieredPreset, TurnEvidence, endpoint_silence_ms
 
 Eagerness = Literal["low", "medium", "high", "auto"]
 
@@ -28,6 +29,19 @@ class Endpointing:
     """Silence that ends a turn (``server_vad``)."""
     eagerness: Eagerness | None = None
     """Set for ``semantic_vad``: the endpoint silence then follows the end-of-turn model and the words."""
+    tiers: TieredPreset | None = None
+    """Set for the default endpoint (``server_vad`` whose client has not set ``silence_duration_ms``, on a
+    server with the end-of-turn model): ``silence_duration_ms`` unless the model and the words agree."""
+
+    @property
+    def scores(self) -> bool:
+        """True when each silence asks the end-of-turn model for its score."""
+        return self.eagerness is not None or self.tiers is not None
+
+    def silence_ms(self, evidence: TurnEvidence, *, confirm: bool) -> int:
+        """The silence that ends the current turn, as the evidence heard so far says."""
+        return endpoint_silence_ms(self.silence_duration_ms, eagerness=self.eagerness, tiers=self.tiers,
+                                   evidence=evidence, confirm=confirm)
 
 
 @dataclass(frozen=True)
@@ -93,8 +107,10 @@ class TurnSettings:
         return max(self.endpointing.prefix_padding_ms, 500)
 
 
-def settings_from_config(config: SessionConfig, *, listen: bool = True) -> TurnSettings:
-    """The machine's view of a session's ``turn_detection`` and output (``listen``: the server's switch)."""
+def settings_from_config(config: SessionConfig, *, listen: bool = True,
+                         tiers: TieredPreset | None = None) -> TurnSettings:
+    """The machine's view of a session's ``turn_detection`` and output (``listen``: the server's switch;
+    ``tiers``: the tiered endpoint ``server_vad`` follows, where the session may have it)."""
     detection = config.audio.input.turn_detection
     listening = Listening(classify=listen)
     answers = config.type == "realtime"  # a transcription session transcribes turns and never replies
@@ -102,7 +118,8 @@ def settings_from_config(config: SessionConfig, *, listen: bool = True) -> TurnS
     if isinstance(detection, ServerVad):
         return TurnSettings(
             create_response=detection.create_response and answers, idle_timeout_ms=detection.idle_timeout_ms,
-            endpointing=Endpointing(detection.threshold, detection.prefix_padding_ms, detection.silence_duration_ms),
+            endpointing=Endpointing(detection.threshold, detection.prefix_padding_ms, detection.silence_duration_ms,
+                                    tiers=tiers),
             interruption=Interruption(enabled=detection.interrupt_response), listening=listening,
             speculation=speculation)
     if isinstance(detection, SemanticVad):
@@ -113,3 +130,17 @@ def settings_from_config(config: SessionConfig, *, listen: bool = True) -> TurnS
             interruption=Interruption(enabled=detection.interrupt_response), listening=listening,
             speculation=speculation)
     return TurnSettings.manual()
+
+
+def plain_silence_after(patch: Mapping[str, Any], before: bool) -> bool:
+    """Whether ``server_vad`` means plain silence after a ``session.update`` ``patch``: once the client sets
+    ``silence_duration_ms`` it does, until it sets another kind of turn detection (or none); a patch that
+    leaves turn detection alone changes nothing."""
+    audio = patch.get("audio")
+    section = audio.get("input") if isinstance(audio, Mapping) else None
+    if not isinstance(section, Mapping) or "turn_detection" not in section:
+        return before
+    detection = section["turn_detection"]
+    if not isinstance(detection, Mapping) or detection.get("type", "server_vad") != "server_vad":
+        return False
+    return before or "silence_duration_ms" in detection

@@ -1,0 +1,185 @@
+"""The tiered default endpoint: 500 ms of silence unless Smart Turn and the speculative words agree.
+
+Pure timelines with end-of-turn probabilities and Whisper tiny.en words recorded by bench/endpoint_quality.py
+at the first silence of real clips, then the session: the default server_vad follows the tiers where the
+end-of-turn model is loaded, a client's own ``silence_duration_ms`` means plain silence, and the speech
+made privately before an early commit reaches the client only after it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bargein.engines.base import Engines, Transcript
+from bargein.engines.fakes import FakeEndOfTurn, FakeLanguageModel, FakeRecognizer, FakeVad
+from bargein.session import core as dx
+from bargein.session import realtime_session
+from bargein.session.core.endpointing import DEFAULT_TIERS, reads_finished, trails_off
+from bargein.session.core.settings import plain_silence_after
+from bargein.session.outbound import Outbound, Outgoing
+from tests.support.tones import quiet, stream, tone
+from tests.test_duplex import of
+from tests.test_listening_turns import Listening
+from tests.test_session import Harness
+from tests.test_speculative_speech import LoggedSynthesizer
+
+TIERED = dx.TurnSettings(endpointing=dx.Endpointing(tiers=DEFAULT_TIERS))
+# (Smart Turn probability, Whisper tiny.en words) at the first silence, recorded on the endpoint set
+REAL_COMPLETE = (0.966, "And Mr. John Dashwood had then leisure to consider how much there might be "
+                        "prudently in his power to do for them.")
+"""LibriVox 0870 said whole (real speech, a held-out clip)."""
+REAL_PAUSED = (0.1605, "And Mr. John Dashwood had then")
+"""The same sentence with a pause spliced in after "then": the sound and the words both say unfinished."""
+LEADS_ON = (0.7722, "I want a book a table for.")
+"""Kokoro at the hesitation of "I want to book a table for... four people.": the words lead on."""
+UNSURE_FINISHED = (0.06, "He was not an ill-disposed young man.")
+"""LibriVox 0880 said whole: the words read finished, the sound says not: neither tier, plain silence."""
+
+
+def hear(t: Listening, recorded: tuple[float, str]) -> list[dx.Action]:
+    """The shell's two answers to the last SilenceBegan; the actions they caused."""
+    began = of(t.actions, dx.SilenceBegan)[-1]
+    assert began.score, "the tiered endpoint asks for the end-of-turn score"
+    return (t.feed(dx.TurnEndScored(began.item_id, began.at_ms, recorded[0]))
+            + t.feed(dx.GuessTranscribed(began.item_id, Transcript(recorded[1]))))
+
+
+def silence_until_commit(t: Listening, limit_ms: float = 3000) -> float | None:
+    """Silence frame by frame until the turn is committed; the silence it took (ms), or None."""
+    began = of(t.actions, dx.SilenceBegan)[-1].at_ms
+    if of(t.actions, dx.CommitBuffer):
+        return of(t.actions, dx.CommitBuffer)[-1].end_ms - began  # type: ignore[operator, no-any-return]
+    while t.now_ms - began < limit_ms:
+        if commit := of(t.silence(32), dx.CommitBuffer):
+            return commit[0].end_ms - began  # type: ignore[no-any-return]
+    return None
+
+
+def test_the_tiers_by_recorded_evidence() -> None:
+    assert DEFAULT_TIERS.silence_ms(*REAL_COMPLETE) == DEFAULT_TIERS.short_ms < 500
+    assert DEFAULT_TIERS.silence_ms(*REAL_PAUSED) == DEFAULT_TIERS.long_ms > 500
+    assert DEFAULT_TIERS.silence_ms(*LEADS_ON) == DEFAULT_TIERS.long_ms
+    assert DEFAULT_TIERS.silence_ms(*UNSURE_FINISHED) == 500
+    assert DEFAULT_TIERS.silence_ms(None, REAL_COMPLETE[1]) == 500, "no score yet: plain silence, not longer"
+    assert DEFAULT_TIERS.silence_ms(REAL_COMPLETE[0], None) == 500, "no words yet: plain silence"
+    assert DEFAULT_TIERS.silence_ms(0.99, "Yes.") == 500, "a short answer is not held back, nor rushed"
+    assert DEFAULT_TIERS.silence_ms(0.99, "I want to book a table for four.") == DEFAULT_TIERS.short_ms
+    assert DEFAULT_TIERS.silence_ms(0.99, "I want to book a table for.") == DEFAULT_TIERS.long_ms
+
+
+def test_what_reads_finished() -> None:
+    assert trails_off("And Mr. John Dashwood had then") and trails_off("I want a book a table for...")
+    assert not trails_off("What time is it?") and not trails_off('He said "stop."')
+    assert reads_finished("Can you call the dentist tomorrow?", 4)
+    assert not reads_finished("Call the dentist.", 4), "too few words to be sure"
+    assert not reads_finished("Can you remind me to?", 4), "ends on a word that leads on"
+
+
+def test_a_complete_utterance_is_committed_after_the_short_silence() -> None:
+    t = Listening(TIERED)
+    t.speech(2400)
+    t.silence(32)
+    hear(t, REAL_COMPLETE)
+    assert silence_until_commit(t) == pytest.approx(DEFAULT_TIERS.short_ms, abs=32)
+
+
+def test_evidence_that_comes_late_ends_an_already_long_silence_at_once() -> None:
+    t = Listening(TIERED)
+    t.speech(2400)
+    t.silence(320)  # recognition took 300 ms: the short silence has passed meanwhile
+    commit = of(hear(t, REAL_COMPLETE), dx.CommitBuffer)
+    assert commit and commit[0].end_ms == t.now_ms
+
+
+def test_an_incomplete_utterance_waits_past_the_plain_silence_for_the_rest() -> None:
+    for paused in (REAL_PAUSED, LEADS_ON):
+        t = Listening(TIERED)
+        t.speech(1600)
+        t.silence(32)
+        hear(t, paused)
+        assert not of(t.silence(1200), dx.CommitBuffer), f"{paused[1]!r} goes on: no cut-off at 500 ms"
+        t.speech(1200)
+        t.silence(32)
+        hear(t, REAL_COMPLETE)
+        commit = silence_until_commit(t)
+        assert commit is not None and commit < 500 and len(of(t.actions, dx.CommitBuffer)) == 1
+
+
+def test_without_agreement_or_evidence_the_turn_waits_the_plain_silence() -> None:
+    for recorded in (UNSURE_FINISHED, None):
+        t = Listening(TIERED)
+        t.speech(1600)
+        t.silence(32)
+        if recorded is not None:
+            hear(t, recorded)
+        assert silence_until_commit(t) == pytest.approx(500, abs=32)
+
+
+def test_only_a_clients_own_silence_means_plain_silence() -> None:
+    server_vad = {"audio": {"input": {"turn_detection": {"type": "server_vad", "silence_duration_ms": 500}}}}
+    assert plain_silence_after(server_vad, False)
+    assert plain_silence_after({"instructions": "be brief"}, True), "turn detection untouched: unchanged"
+    assert plain_silence_after({"audio": {"input": {"turn_detection": {"threshold": 0.6}}}}, True)
+    assert not plain_silence_after({"audio": {"input": {"turn_detection": {"type": "server_vad"}}}}, False)
+    assert not plain_silence_after({"audio": {"input": {"turn_detection": {"type": "semantic_vad"}}}}, True)
+    assert not plain_silence_after({"audio": {"input": {"turn_detection": None}}}, True)
+
+
+# -- the session ---------------------------------------------------------------------------------------
+
+
+def session(log: list[tuple[str, str]], monkeypatch: pytest.MonkeyPatch, probability: float,
+            words: str = "Can you call the dentist tomorrow?") -> Harness:
+    class LoggedOutbound(Outbound):
+        def put(self, item: Outgoing) -> None:
+            log.append(("event", item.event["type"]))
+            super().put(item)
+
+    monkeypatch.setattr(realtime_session, "Outbound", LoggedOutbound)
+    engines = Engines(FakeVad(), FakeRecognizer((words,)), FakeLanguageModel(filler="Sure. I will do that."),
+                      LoggedSynthesizer(log), FakeEndOfTurn((probability,)))
+    return Harness(engines)
+
+
+# two bursts of speech 350 ms apart: one turn under plain 500 ms silence, two if the first pause ends the turn
+TWO_BURSTS = np.concatenate([quiet(0.3), tone(0.8), quiet(0.35), tone(0.8, 220.0), quiet(1.5)])
+
+
+async def test_the_default_session_commits_early_and_speaks_only_after_the_commit(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    log: list[tuple[str, str]] = []
+    h = session(log, monkeypatch, 0.99)
+    created = (await h.drain(until="session.created"))[-1]
+    assert created["session"]["audio"]["input"]["turn_detection"]["type"] == "server_vad"
+    await stream(h, TWO_BURSTS)
+    await h.drain(until="response.done")
+    assert h.types().count("input_audio_buffer.committed") >= 2, "finished by sound and words: a short pause ends it"
+    first_commit = log.index(("event", "input_audio_buffer.committed"))
+    assert ("event", "response.output_audio.delta") not in log[:first_commit], "no speech before the commit"
+    assert h.session.speculation.tts_started >= 1
+    await h.session.close()
+
+
+async def test_a_clients_own_silence_is_plain_silence(monkeypatch: pytest.MonkeyPatch) -> None:
+    log: list[tuple[str, str]] = []
+    h = session(log, monkeypatch, 0.99)
+    await h.send(type="session.update", session={"audio": {"input": {"turn_detection": {
+        "type": "server_vad", "silence_duration_ms": 500}}}})
+    await stream(h, TWO_BURSTS)
+    await h.drain(until="response.done")
+    assert h.types().count("input_audio_buffer.committed") == 1, "500 ms asked: the 350 ms pause is no end"
+    await h.session.close()
+
+
+async def test_an_unfinished_sound_keeps_the_default_session_listening(monkeypatch: pytest.MonkeyPatch) -> None:
+    log: list[tuple[str, str]] = []
+    h = session(log, monkeypatch, 0.2, words="Can you call the dentist")
+    # a 700 ms pause: plain silence would cut here; sound and words both say the user goes on
+    await stream(h, np.concatenate([quiet(0.3), tone(0.8), quiet(0.7), tone(0.8, 220.0), quiet(2.2)]))
+    await h.drain(until="response.done")
+    assert h.types().count("input_audio_buffer.committed") == 1
+    assert h.session.speculation.tts_used <= 1, "the speech made at the first pause was not what was used"
+    commit = log.index(("event", "input_audio_buffer.committed"))
+    assert ("event", "response.output_audio.delta") not in log[:commit]
+    await h.session.close()
