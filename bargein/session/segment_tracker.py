@@ -3,7 +3,9 @@
 While the user speaks, partial recognition runs at most once a second (``input_audio_transcription.delta``
 and the words semantic endpointing needs, fed to the machine as :class:`PartialTranscript`). When the
 machine sees the first silence it asks for speculative recognition (:class:`SilenceBegan`); the guess is
-fed back as :class:`GuessTranscribed`, and the machine decides whether a reply is worth prefetching. For
+fed back as :class:`GuessTranscribed`, and the machine decides whether a reply is worth prefetching (or,
+over a paused reply, whether the words cut it; then the turn's loud stretch is also recognised primed, and
+fed back as a second :class:`GuessTranscribed` with both). For
 semantic endpointing it also asks for the end-of-turn model's score, fed back as :class:`TurnEndScored`.
 Nothing here decides anything about the turn.
 """
@@ -18,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from bargein.engines.base import LISTEN_SAMPLE_RATE, EndOfTurnModel, SpeechRecognizer, Transcript
+from bargein.listening_model.over_reply import prompt_for, vocabulary_prompt
 from bargein.protocol.server_events import event
 from bargein.session.core import vocabulary as v
 from bargein.session.input_buffer import InputBuffer
@@ -128,9 +131,12 @@ class SegmentTracker:
 
     # -- speculation --------------------------------------------------------------------------------
 
-    def silence_began(self, item_id: str, at_ms: float, *, score: bool = False) -> None:
+    def silence_began(self, item_id: str, at_ms: float, *, score: bool = False,
+                      listen_span: tuple[float, float] | None = None, urgent: bool = False) -> None:
         """Start recognising the turn so far; the machine hears the guess and may prefetch a reply.
-        With ``score``, the end-of-turn model judges the same audio (one score at a time per session)."""
+        With ``score``, the end-of-turn model judges the same audio (one score at a time per session).
+        With ``listen_span`` (a turn over a paused reply) its loud stretch so far is also recognised primed with
+        the listening vocabulary, after the plain guess; ``urgent``: both go before other recognitions."""
         if self._speaking != item_id:
             return
         if score:
@@ -139,9 +145,16 @@ class SegmentTracker:
             self._score_task = asyncio.create_task(self._score(item_id, at_ms, self.audio(at_ms + FRAME_MS)))
         if at_ms - self._onset_ms > MAX_GUESS_MS:
             return  # a long segment is recognised once, in slices, when it is committed
-        task = self.speculator.recognise(item_id, self.audio(at_ms + FRAME_MS))
-        if task is not None:
-            task.add_done_callback(lambda done: self._guessed(item_id, done))
+        task = self.speculator.recognise(item_id, self.audio(at_ms + FRAME_MS), urgent=urgent)
+        if task is None:
+            return
+        task.add_done_callback(lambda done: self._guessed(item_id, done))
+        language, prompt = self.hints()
+        vocabulary = prompt_for(language, prompt) if listen_span is not None and vocabulary_prompt(language) else None
+        if listen_span is not None and vocabulary is not None:
+            primed = self.speculator.recognise_primed(item_id, self.buffer.peek(*listen_span), vocabulary)
+            if primed is not None:
+                primed.add_done_callback(lambda done: self._guessed_primed(item_id, task, done))
 
     async def _score(self, item_id: str, at_ms: float, audio: npt.NDArray[np.float32]) -> None:
         probability: float | None = None
@@ -159,6 +172,12 @@ class SegmentTracker:
         if self._speaking == item_id:
             self._report_partial(item_id, transcript.text.strip())
         self.feed(v.GuessTranscribed(item_id, transcript))
+
+    def _guessed_primed(self, item_id: str, plain: asyncio.Task[Transcript], task: asyncio.Task[Transcript]) -> None:
+        if task.cancelled() or task.exception() is not None or not plain.done():
+            return  # (the plain guess is started first and served first: it is done unless it was dropped)
+        if not plain.cancelled() and plain.exception() is None:
+            self.feed(v.GuessTranscribed(item_id, plain.result(), task.result()))
 
     def close(self) -> None:
         """Stop partial recognition and speculation."""

@@ -31,6 +31,7 @@ from bargein.engines.base import (
     ToolCall,
     Transcript,
 )
+from bargein.engines.fair import urgent_task
 from bargein.engines.speak.clauses import FIRST_CLAUSE_WORDS, ClauseSplitter
 from bargein.engines.think.tool_calls import reply_pieces
 from bargein.session.private_clause import PrivateClause
@@ -152,6 +153,8 @@ class _Guess:
     recognition: asyncio.Task[Transcript]
     reply: PrefetchedReply | None = None
     used: bool = False
+    primed: asyncio.Task[Transcript] | None = None
+    """Over a paused reply: the turn's loud stretch so far, recognised primed with the listening vocabulary."""
 
 
 @dataclass
@@ -168,18 +171,31 @@ class Speculator:
     hints: Callable[[], tuple[str | None, str | None]] = field(default=lambda: (None, None))
     """The session's transcription language and prompt (a speculative result stands as the final)."""
 
-    def recognise(self, item_id: str, audio: npt.NDArray) -> asyncio.Task[Transcript] | None:  # type: ignore[type-arg]
-        """Start recognising a turn's audio so far (replacing any older guess for it)."""
+    def recognise(self, item_id: str, audio: npt.NDArray, *,  # type: ignore[type-arg]
+                  urgent: bool = False) -> asyncio.Task[Transcript] | None:
+        """Start recognising a turn's audio so far (replacing any older guess for it); ``urgent``: a paused
+        reply waits for it, so the recogniser serves it before other work."""
         if not self.enabled or len(audio) < 1600:
             return None
         self._drop_sync(item_id)
         while len(self._guesses) >= MAX_GUESSES:
             self._drop_sync(next(iter(self._guesses)))
         language, prompt = self.hints()
-        task = asyncio.create_task(self.asr.transcribe(audio, language=language, prompt=prompt))
+        task = urgent_task(self.asr.transcribe(audio, language=language, prompt=prompt), urgent=urgent)
         self._guesses[item_id] = _Guess(item_id, task)
         self.counts.asr_started += 1
         return task
+
+    def recognise_primed(self, item_id: str, audio: npt.NDArray,  # type: ignore[type-arg]
+                         prompt: str) -> asyncio.Task[Transcript] | None:
+        """Also recognise the turn's loud stretch so far, primed with ``prompt``, urgently, after the plain
+        guess just started for it (``None``: no guess, or too short to hold a word)."""
+        guess = self._guesses.get(item_id)
+        if guess is None or len(audio) < 1600:
+            return None
+        language, _ = self.hints()
+        guess.primed = urgent_task(self.asr.transcribe(audio, language=language, prompt=prompt))
+        return guess.primed
 
     def prefetch(self, item_id: str, messages: Sequence[ChatMessage], options: GenerationOptions,
                  voice: str | None = None, speed: float = 1.0) -> None:
@@ -207,8 +223,9 @@ class Speculator:
         guess = self._guesses.pop(item_id, None)
         if guess is None:
             return
-        if not guess.recognition.done():
-            guess.recognition.cancel()
+        for task in (guess.recognition, guess.primed):
+            if task is not None and not task.done():
+                task.cancel()
         if not guess.used:
             self.counts.asr_discarded += 1
         if guess.reply is not None:
@@ -224,6 +241,13 @@ class Speculator:
         guess.used = True
         self.counts.asr_used += 1
         return guess.recognition
+
+    def take_primed(self, item_id: str) -> asyncio.Task[Transcript] | None:
+        """The endpoint confirmed the turn: the primed recognition of its loud stretch (running or done), if
+        one was guessed; it stands for the committed turn's (the audio after it is the endpoint silence)."""
+        guess = self._guesses.get(item_id)
+        primed = guess.primed if guess is not None else None
+        return None if primed is None or primed.cancelled() else primed
 
     def take_reply(self, messages: Sequence[ChatMessage]) -> PrefetchedReply | None:
         """A reply is starting: the prefetched stream made for exactly these messages, if any.

@@ -343,18 +343,21 @@ class SegmentBook:
             self.user_level_db = level if previous is None else previous + USER_LEVEL_RATE * (level - previous)
         return verdict
 
-    def guess(self, item_id: str, transcript: Transcript, *, during_reply: bool) -> ListenDecision | None:
+    def guess(self, item_id: str, transcript: Transcript, *, during_reply: bool,
+              primed: Transcript | None = None) -> ListenDecision | None:
         """Classify a segment still being decided on a speculative transcript (``None``: unknown)."""
         segment = self._segments.get(item_id)
         if segment is None:
             return None
         return classify(segment.stats, transcript, during_reply=during_reply, noise_floor_db=segment.floor_db,
-                        user_level_db=self.user_level_db)
+                        user_level_db=self.user_level_db, primed=primed)
 
-    def spots_command(self, item_id: str, transcript: Transcript) -> bool:
-        """Whether a speculative transcript of a segment heard over a reply holds a command that interrupts
-        on its own (a command or question word clearly above the room, :mod:`bargein.listening_model.decide`)."""
-        verdict = self.guess(item_id, transcript, during_reply=True)
+    def spots_command(self, item_id: str, transcript: Transcript, primed: Transcript | None = None) -> bool:
+        """Whether a speculative transcript of a segment heard over a reply (with ``primed``, its loud stretch so
+        far recognised primed) holds a command that interrupts on its own: a command or question word clearly
+        above the room, by the rules of :mod:`bargein.listening_model.decide` on either recognition, as the
+        verdict at the endpoint would find on the same two transcripts (never the fitted model's guess)."""
+        verdict = self.guess(item_id, transcript, during_reply=True, primed=primed)
         return verdict is not None and bool(verdict.features.get("command"))
 
     def listen_span(self, item_id: str, onset_ms: float) -> tuple[float, float] | None:

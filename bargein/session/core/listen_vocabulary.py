@@ -38,10 +38,12 @@ class SegmentTranscribed:
 
 @dataclass(frozen=True)
 class GuessTranscribed:
-    """Speculative recognition of a turn (started at :class:`SilenceBegan`) finished."""
+    """Speculative recognition of a turn (started at :class:`SilenceBegan`) finished. Over a reply it comes
+    twice: first the plain recognition alone, then again with ``primed``, the loud stretch's."""
 
     item_id: str
     transcript: Transcript
+    primed: Transcript | None = None
 
 
 @dataclass(frozen=True)

@@ -76,8 +76,6 @@ class DuplexMachine:
     def __post_init__(self) -> None:
         self.storm = StormGuard(self.settings.listening.storm_barge_ins, self.settings.listening.storm_window_ms)
 
-    # -- the two public methods ---------------------------------------------------------------------
-
     def feed(self, event: v.Event) -> None:
         """Take one event; its consequences are queued for :meth:`take_actions`."""
         match event:
@@ -147,8 +145,6 @@ class DuplexMachine:
         actions, self._actions = self._actions, []
         return actions
 
-    # -- state, for tests ---------------------------------------------------------------------------
-
     @property
     def phase(self) -> v.Phase:
         """The current phase."""
@@ -189,14 +185,16 @@ class DuplexMachine:
             return
         if speech:
             turn.speech_ms += frame.end_ms - frame.start_ms
+        reply = self._reply
         if speech and turn.silence_since_ms is not None:
             turn.silence_since_ms = None
             self._emit(v.SpeechResumed(turn.item_id))
         elif silence and turn.silence_since_ms is None:
             turn.silence_since_ms = frame.start_ms
             turn.heard.silence(frame.start_ms)
-            self._emit(v.SilenceBegan(turn.item_id, frame.start_ms, settings.endpointing.eagerness is not None))
-        reply = self._reply
+            waits = reply is not None and reply.paused  # "stop" over a paused reply: recognised both ways, urgently
+            self._emit(v.SilenceBegan(turn.item_id, frame.start_ms, settings.endpointing.eagerness is not None,
+                                      self.segments.listen_span(turn.item_id, turn.onset_ms) if waits else None, waits))
         if (turn.during_reply and reply is not None and not reply.paused and settings.interruption.enabled
                 and turn.speech_ms >= settings.interruption.confirm_query_ms):
             self._pause(reply, turn)  # confirm mode: a query-length segment may interrupt
@@ -227,7 +225,8 @@ class DuplexMachine:
         self._emit(v.SpeechStopped(turn.item_id, turn.silence_since_ms))
         start = max(0.0, turn.onset_ms - settings.endpointing.prefix_padding_ms)
         span = self.segments.listen_span(turn.item_id, turn.onset_ms) if settings.listening.classify else None
-        self._emit(v.CommitBuffer(turn.item_id, start, now_ms, listen_span=span))
+        paused = self._reply if self._reply is not None and self._reply.paused else None  # it waits for the verdict
+        self._emit(v.CommitBuffer(turn.item_id, start, now_ms, listen_span=span, urgent=paused is not None))
         if not settings.listening.classify:
             self.segments.forget(turn.item_id)
             self._unanswered = True
@@ -235,8 +234,8 @@ class DuplexMachine:
             return
         self._awaiting[turn.item_id] = turn.during_reply
         self._emit(v.AwaitClassification(turn.item_id))
-        if self._reply is not None and self._reply.paused:
-            self._emit(v.ArmPauseTimer(self._reply.response_id, settings.interruption.false_interruption_timeout_ms))
+        if paused is not None:
+            self._emit(v.ArmPauseTimer(paused.response_id, settings.interruption.false_interruption_timeout_ms))
 
     # -- listening decisions ------------------------------------------------------------------------
 
@@ -277,10 +276,11 @@ class DuplexMachine:
     def _on_guess(self, event: v.GuessTranscribed) -> None:
         settings, reply = self.settings, self._reply
         if (reply is not None and reply.paused and settings.interruption.enabled and self.storm.mode == "normal"
-                and self.segments.spots_command(event.item_id, event.transcript)):
-            self._barge_in()  # "stop" heard at the first pause: cut now, not after the endpoint and verdict
-        if not (settings.vad and settings.create_response and settings.speculation.prefetch_reply):
-            return
+                and self.segments.spots_command(event.item_id, event.transcript, event.primed)):
+            self._barge_in()  # "stop" heard at the first pause (either way): cut now, not after the endpoint
+        if event.primed is not None or not (settings.vad and settings.create_response
+                                            and settings.speculation.prefetch_reply):
+            return  # (the plain guess, which a reply would quote, came first and was weighed then)
         verdict = self.segments.guess(event.item_id, event.transcript, during_reply=self._reply is not None)
         if verdict is not None and verdict.decision == "query" and self._reply is None:
             self._emit(v.PrefetchReply(event.item_id, event.transcript.text.strip()))

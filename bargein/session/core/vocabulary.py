@@ -156,6 +156,11 @@ class SilenceBegan:
     item_id: str
     at_ms: float
     score: bool = False
+    listen_span: tuple[float, float] | None = None
+    """A turn over the agent's reply: its loud stretch so far, recognised a second time primed (as
+    :class:`CommitBuffer`'s ``listen_span``), at once, and fed back as ``GuessTranscribed.primed``."""
+    urgent: bool = False
+    """A paused reply waits for these words: the recogniser serves them before other work."""
 
 
 @dataclass(frozen=True)
@@ -185,6 +190,8 @@ class CommitBuffer:
     """A turn over the agent's reply: the stretch (stream ms) of the user's own voice, which the shell
     recognises a second time primed with the language's vocabulary of commands and acknowledgements
     (:mod:`bargein.listening_model.over_reply`) and feeds back as ``SegmentTranscribed.primed``."""
+    urgent: bool = False
+    """A paused reply waits for the verdict: recognitions not already done are served before other work."""
 
 
 @dataclass(frozen=True)

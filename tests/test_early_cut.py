@@ -1,0 +1,128 @@
+"""Cutting the reply at the first pause: the machine asks for both recognitions urgently and cuts on a command
+either one holds; the shell recognises the loud stretch primed at the pause and reuses it at the commit."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+
+from bargein.engines.base import Transcript
+from bargein.engines.fair import urgent
+from bargein.engines.fakes import FakeLanguageModel
+from bargein.listening_model.over_reply import PROMPTS
+from bargein.session import core as dx
+from bargein.session.history import Item, Part
+from bargein.session.input_buffer import InputBuffer
+from bargein.session.segment_tracker import SegmentTracker
+from bargein.session.speculation import Speculator
+from bargein.session.transcription import Transcriber
+from tests.test_duplex import Timeline, of
+
+TALKER = Transcript("the council met on Tuesday", avg_logprob=-0.9)
+
+
+def _paused_by_a_stop() -> tuple[Timeline, dx.SilenceBegan]:
+    """A reply live, then a talker and the user's louder 320 ms "Stop." over it, up to its first pause."""
+    t = Timeline(dx.TurnSettings())
+    t.frames(0.9, 640, energy_db=-25.0)
+    first = of(t.frames(0.05, 544, energy_db=-70.0), dx.CommitBuffer)[0]
+    t.feed(dx.SegmentTranscribed(first.item_id, Transcript("Tell me a story.", avg_logprob=-0.2)))
+    t.feed(dx.ReplyAudio(of(t.actions, dx.StartReply)[0].response_id, "chunk"))
+    t.frames(0.9, 640, energy_db=-40.0)
+    t.frames(0.9, 320, energy_db=-25.0)
+    return t, of(t.frames(0.05, 64, energy_db=-70.0), dx.SilenceBegan)[0]
+
+
+def test_the_first_pause_over_a_paused_reply_asks_for_both_recognitions_urgently() -> None:
+    t = Timeline(dx.TurnSettings())
+    t.frames(0.9, 640, energy_db=-25.0)
+    alone = of(t.frames(0.05, 64, energy_db=-70.0), dx.SilenceBegan)[0]
+    assert alone.listen_span is None and not alone.urgent  # no reply waits: speculation as before
+    assert not of(t.frames(0.05, 480, energy_db=-70.0), dx.CommitBuffer)[0].urgent
+    t, began = _paused_by_a_stop()
+    assert began.urgent and began.listen_span is not None
+    start, end = began.listen_span
+    assert start < began.at_ms - 320 < end  # the loud stretch so far: the "Stop.", with its margins
+    commit = of(t.frames(0.05, 480, energy_db=-70.0), dx.CommitBuffer)[0]
+    assert commit.urgent and commit.listen_span is not None  # the paused reply still waits for the verdict
+
+
+def test_a_command_only_the_primed_guess_heard_cuts_at_the_first_pause() -> None:
+    t, began = _paused_by_a_stop()
+    assert t.feed(dx.GuessTranscribed(began.item_id, TALKER)) == []  # the plain guess: the talker's words
+    cut = t.feed(dx.GuessTranscribed(began.item_id, TALKER, Transcript("Stop.", avg_logprob=-0.9)))
+    assert of(cut, dx.CancelReply) == [dx.CancelReply(of(t.actions, dx.StartReply)[0].response_id, "turn_detected")]
+
+
+def test_a_command_in_the_plain_guess_cuts_before_the_primed_one_comes() -> None:
+    t, began = _paused_by_a_stop()
+    assert of(t.feed(dx.GuessTranscribed(began.item_id, Transcript("Stop.", avg_logprob=-0.8))), dx.CancelReply)
+    assert t.feed(dx.GuessTranscribed(began.item_id, Transcript("Stop."), Transcript("Stop."))) == []  # once
+
+
+def test_without_a_command_rule_the_first_pause_cuts_nothing_and_the_endpoint_decides() -> None:
+    t, began = _paused_by_a_stop()
+    # an acknowledgement either way, and a sentence the fitted model alone would judge: no cut yet
+    assert t.feed(dx.GuessTranscribed(began.item_id, TALKER, Transcript("Okay.", avg_logprob=-0.3))) == []
+    sentence = Transcript("Tell me about the weather tomorrow in Paris.", avg_logprob=-0.3)
+    assert not of(t.feed(dx.GuessTranscribed(began.item_id, sentence, sentence)), dx.CancelReply)
+    assert of(t.frames(0.05, 480, energy_db=-70.0), dx.CommitBuffer)
+
+
+class Recorder:
+    """A recogniser that answers by prompt and remembers each call's prompt and urgency, in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, bool]] = []
+
+    async def transcribe(self, audio: object, *, language: str | None = None,
+                         prompt: str | None = None) -> Transcript:
+        primed = bool(prompt and PROMPTS["en"] in prompt)
+        self.calls.append(("primed" if primed else "plain", urgent()))
+        return Transcript("Stop." if primed else "The council.")
+
+
+def test_the_shell_guesses_both_ways_at_the_pause_and_the_commit_reuses_them() -> None:
+    async def run() -> tuple[list[tuple[str, bool]], list[dx.Event], list[tuple[str, str | None]]]:
+        asr = Recorder()
+        buffer = InputBuffer()
+        buffer.append(np.zeros(32_000, np.float32))
+        speculator = Speculator(asr, FakeLanguageModel(), hints=lambda: ("en", None))  # type: ignore[arg-type]
+        fed: list[dx.Event] = []
+        tracker = SegmentTracker(asr, buffer, speculator, feed=fed.append, emit=lambda _o: None,  # type: ignore[arg-type]
+                                 padding_ms=lambda: 300, hints=lambda: ("en", None), partials=False)
+        tracker.started("item_1", 500.0)
+        tracker.silence_began("item_1", 1200.0, listen_span=(650.0, 1300.0), urgent=True)
+        await asyncio.sleep(0.05)
+        decided: list[tuple[str, str | None]] = []
+        transcriber = Transcriber(asr, lambda _e: None,  # type: ignore[arg-type]
+                                  lambda _i, t, p, _pending: decided.append(
+                                      (t.text if t else "", p.text if p else None)), lambda: ("en", None))
+        item = Item("item_1", "user", [Part("input_audio")])
+        transcriber.start(item, buffer.peek(200.0, 1800.0), content_index=0,
+                          guessed=speculator.take_recognition("item_1"), primed=buffer.peek(650.0, 1300.0),
+                          primed_guess=speculator.take_primed("item_1"), urgent=True)
+        await transcriber.wait_all()
+        return asr.calls, fed, decided
+
+    calls, fed, decided = asyncio.run(run())
+    assert calls == [("plain", True), ("primed", True)]  # at the pause, the plain one first; none at the commit
+    guesses = [e for e in fed if isinstance(e, dx.GuessTranscribed)]
+    assert [(g.transcript.text, g.primed.text if g.primed else None) for g in guesses] == [
+        ("The council.", None), ("The council.", "Stop.")]
+    assert decided == [("The council.", None), ("The council.", "Stop.")]
+
+
+def test_speech_going_on_drops_both_guesses() -> None:
+    async def run() -> tuple[bool, bool]:
+        asr = Recorder()
+        speculator = Speculator(asr, FakeLanguageModel(), hints=lambda: ("en", None))  # type: ignore[arg-type]
+        plain = speculator.recognise("item_1", np.zeros(16_000, np.float32), urgent=True)
+        primed = speculator.recognise_primed("item_1", np.zeros(8_000, np.float32), PROMPTS["en"])
+        assert plain is not None and primed is not None
+        speculator.drop("item_1")
+        await asyncio.sleep(0)
+        return primed.cancelled(), speculator.take_primed("item_1") is None
+
+    assert asyncio.run(run()) == (True, True)
