@@ -12,6 +12,7 @@ from bargein.engines.fair import urgent
 from bargein.engines.fakes import FakeLanguageModel
 from bargein.listening_model.over_reply import PROMPTS
 from bargein.session import core as dx
+from bargein.session.core.endpointing import TurnEvidence
 from bargein.session.history import Item, Part
 from bargein.session.input_buffer import InputBuffer
 from bargein.session.segment_tracker import SegmentTracker
@@ -114,15 +115,36 @@ def test_the_shell_guesses_both_ways_at_the_pause_and_the_commit_reuses_them() -
     assert decided == [("The council.", None), ("The council.", "Stop.")]
 
 
-def test_speech_going_on_drops_both_guesses() -> None:
-    async def run() -> tuple[bool, bool]:
+def test_speech_going_on_leaves_urgent_guesses_to_finish_but_not_to_stand_for_the_turn() -> None:
+    async def run() -> tuple[bool, bool, bool, bool]:
         asr = Recorder()
         speculator = Speculator(asr, FakeLanguageModel(), hints=lambda: ("en", None))  # type: ignore[arg-type]
-        plain = speculator.recognise("item_1", np.zeros(16_000, np.float32), urgent=True)
-        primed = speculator.recognise_primed("item_1", np.zeros(8_000, np.float32), PROMPTS["en"])
-        assert plain is not None and primed is not None
+        calm = speculator.recognise("item_1", np.zeros(16_000, np.float32))
+        plain = speculator.recognise("item_2", np.zeros(16_000, np.float32), urgent=True)
+        primed = speculator.recognise_primed("item_2", np.zeros(8_000, np.float32), PROMPTS["en"])
+        assert calm is not None and plain is not None and primed is not None
         speculator.drop("item_1")
+        speculator.drop("item_2")
         await asyncio.sleep(0)
-        return primed.cancelled(), speculator.take_primed("item_1") is None
+        stale = speculator.take_recognition("item_2") is None and speculator.take_primed("item_2") is None
+        await asyncio.gather(plain, primed)
+        return calm.cancelled(), plain.cancelled(), primed.cancelled(), stale
 
-    assert asyncio.run(run()) == (True, True)
+    assert asyncio.run(run()) == (True, False, False, True)
+
+
+def test_a_stop_guessed_at_the_first_pause_cuts_even_after_the_user_or_the_room_went_on() -> None:
+    t, began = _paused_by_a_stop()
+    t.frames(0.9, 320, energy_db=-40.0)  # the talker goes on: the same segment
+    cut = t.feed(dx.GuessTranscribed(began.item_id, Transcript("Stop.", avg_logprob=-0.8), at_ms=began.at_ms))
+    assert of(cut, dx.CancelReply)
+
+
+def test_a_guess_made_at_an_earlier_silence_says_nothing_about_the_newer_one() -> None:
+    evidence = TurnEvidence()
+    evidence.silence(1000.0)
+    evidence.silence(1600.0)
+    evidence.take(dx.GuessTranscribed("item_1", Transcript("Turn off"), at_ms=1000.0))
+    assert evidence.words is None
+    evidence.take(dx.GuessTranscribed("item_1", Transcript("Turn off the lights."), at_ms=1600.0))
+    assert evidence.words == "Turn off the lights."

@@ -136,7 +136,8 @@ class SegmentTracker:
         """Start recognising the turn so far; the machine hears the guess and may prefetch a reply.
         With ``score``, the end-of-turn model judges the same audio (one score at a time per session).
         With ``listen_span`` (a turn over a paused reply) its loud stretch so far is also recognised primed with
-        the listening vocabulary, after the plain guess; ``urgent``: both go before other recognitions."""
+        the listening vocabulary, after the plain guess; ``urgent``: both go before other recognitions, and
+        both are still reported if the user speaks on (a command in them cuts the paused reply)."""
         if self._speaking != item_id:
             return
         if score:
@@ -148,13 +149,13 @@ class SegmentTracker:
         task = self.speculator.recognise(item_id, self.audio(at_ms + FRAME_MS), urgent=urgent)
         if task is None:
             return
-        task.add_done_callback(lambda done: self._guessed(item_id, done))
+        task.add_done_callback(lambda done: self._guessed(item_id, at_ms, done))
         language, prompt = self.hints()
         vocabulary = prompt_for(language, prompt) if listen_span is not None and vocabulary_prompt(language) else None
         if listen_span is not None and vocabulary is not None:
             primed = self.speculator.recognise_primed(item_id, self.buffer.peek(*listen_span), vocabulary)
             if primed is not None:
-                primed.add_done_callback(lambda done: self._guessed_primed(item_id, task, done))
+                primed.add_done_callback(lambda done: self._guessed_primed(item_id, at_ms, task, done))
 
     async def _score(self, item_id: str, at_ms: float, audio: npt.NDArray[np.float32]) -> None:
         probability: float | None = None
@@ -165,19 +166,20 @@ class SegmentTracker:
                 log.exception("end-of-turn scoring failed")
         self.feed(v.TurnEndScored(item_id, at_ms, probability))
 
-    def _guessed(self, item_id: str, task: asyncio.Task[Transcript]) -> None:
+    def _guessed(self, item_id: str, at_ms: float, task: asyncio.Task[Transcript]) -> None:
         if task.cancelled() or task.exception() is not None:
             return
         transcript = task.result()
         if self._speaking == item_id:
             self._report_partial(item_id, transcript.text.strip())
-        self.feed(v.GuessTranscribed(item_id, transcript))
+        self.feed(v.GuessTranscribed(item_id, transcript, at_ms=at_ms))
 
-    def _guessed_primed(self, item_id: str, plain: asyncio.Task[Transcript], task: asyncio.Task[Transcript]) -> None:
+    def _guessed_primed(self, item_id: str, at_ms: float, plain: asyncio.Task[Transcript],
+                        task: asyncio.Task[Transcript]) -> None:
         if task.cancelled() or task.exception() is not None or not plain.done():
             return  # (the plain guess is started first and served first: it is done unless it was dropped)
         if not plain.cancelled() and plain.exception() is None:
-            self.feed(v.GuessTranscribed(item_id, plain.result(), task.result()))
+            self.feed(v.GuessTranscribed(item_id, plain.result(), task.result(), at_ms))
 
     def close(self) -> None:
         """Stop partial recognition and speculation."""

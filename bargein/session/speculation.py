@@ -155,6 +155,9 @@ class _Guess:
     used: bool = False
     primed: asyncio.Task[Transcript] | None = None
     """Over a paused reply: the turn's loud stretch so far, recognised primed with the listening vocabulary."""
+    urgent: bool = False
+    """A paused reply waits for these words: when the user speaks on they still run (a "Stop." before the
+    room's talker goes on cuts the reply), though they no longer stand for the turn's transcript."""
 
 
 @dataclass
@@ -182,7 +185,7 @@ class Speculator:
             self._drop_sync(next(iter(self._guesses)))
         language, prompt = self.hints()
         task = urgent_task(self.asr.transcribe(audio, language=language, prompt=prompt), urgent=urgent)
-        self._guesses[item_id] = _Guess(item_id, task)
+        self._guesses[item_id] = _Guess(item_id, task, urgent=urgent)
         self.counts.asr_started += 1
         return task
 
@@ -216,15 +219,15 @@ class Speculator:
             self.counts.prompts_warmed += 1
 
     def drop(self, item_id: str) -> None:
-        """The user went on speaking: the guess for ``item_id`` is stale."""
-        self._drop_sync(item_id)
+        """The user went on speaking: the guess for ``item_id`` is stale (an urgent one is left to finish)."""
+        self._drop_sync(item_id, finish_urgent=True)
 
-    def _drop_sync(self, item_id: str) -> None:
+    def _drop_sync(self, item_id: str, *, finish_urgent: bool = False) -> None:
         guess = self._guesses.pop(item_id, None)
         if guess is None:
             return
         for task in (guess.recognition, guess.primed):
-            if task is not None and not task.done():
+            if task is not None and not task.done() and not (finish_urgent and guess.urgent):
                 task.cancel()
         if not guess.used:
             self.counts.asr_discarded += 1

@@ -44,6 +44,9 @@ class GuessTranscribed:
     item_id: str
     transcript: Transcript
     primed: Transcript | None = None
+    at_ms: float | None = None
+    """The silence it was made at: over a paused reply a guess still comes after the user spoke on (a
+    command in it cuts), and its words then say nothing about the turn's newer silence."""
 
 
 @dataclass(frozen=True)
