@@ -71,6 +71,29 @@ def test_without_a_command_rule_the_first_pause_cuts_nothing_and_the_endpoint_de
     assert of(t.frames(0.05, 480, energy_db=-70.0), dx.CommitBuffer)
 
 
+def test_the_end_of_the_user_s_loud_stretch_is_a_pause_when_the_room_talks_on() -> None:
+    t = Timeline(dx.TurnSettings())
+    t.frames(0.9, 640, energy_db=-25.0)
+    first = of(t.frames(0.05, 544, energy_db=-70.0), dx.CommitBuffer)[0]
+    t.feed(dx.SegmentTranscribed(first.item_id, Transcript("Tell me a story.", avg_logprob=-0.2)))
+    t.feed(dx.ReplyAudio(of(t.actions, dx.StartReply)[0].response_id, "chunk"))
+    t.frames(0.9, 640, energy_db=-40.0)  # the talker, 15 dB under the user, pauses the reply
+    t.frames(0.9, 320, energy_db=-25.0)  # the user's "Stop."
+    before = t.now_ms
+    faded = of(t.frames(0.9, 640, energy_db=-40.0), dx.SilenceBegan)  # the talker goes on: no silence
+    assert len(faded) == 1, "once, some frames after the loud stretch ended"
+    assert faded[0].urgent and faded[0].listen_span is not None and not faded[0].score
+    start, end = faded[0].listen_span  # the "Stop." with its margins (clipped to the audio heard so far)
+    assert before < faded[0].at_ms <= before + 6 * 32 and start < before - 320 and before <= end
+    cut = t.feed(dx.GuessTranscribed(faded[0].item_id, TALKER, Transcript("Stop.", avg_logprob=-0.9),
+                                     at_ms=faded[0].at_ms))
+    assert of(cut, dx.CancelReply)
+    # a segment that is one loud stretch (no room talking after it) gets only its VAD pause
+    t2 = Timeline(dx.TurnSettings())
+    t2.frames(0.9, 640, energy_db=-25.0)
+    assert len(of(t2.frames(0.05, 544, energy_db=-70.0), dx.SilenceBegan)) == 1
+
+
 class Recorder:
     """A recogniser that answers by prompt and remembers each call's prompt and urgency, in order."""
 

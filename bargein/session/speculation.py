@@ -180,7 +180,7 @@ class Speculator:
         reply waits for it, so the recogniser serves it before other work."""
         if not self.enabled or len(audio) < 1600:
             return None
-        self._drop_sync(item_id)
+        self._drop_sync(item_id, finish_urgent=True)
         while len(self._guesses) >= MAX_GUESSES:
             self._drop_sync(next(iter(self._guesses)))
         language, prompt = self.hints()

@@ -266,6 +266,10 @@ def segment_event_fields(item_id: str, decision: ListenDecision, action: str) ->
 
 USER_LEVEL_RATE = 0.5
 """Each answered turn moves the user's reference level halfway to its own."""
+FADE_FRAMES = 4
+"""Frames under the loud line after the user's loud stretch before it counts as ended while the room talks on."""
+FADE_MAX_FRAMES = 320
+"""Segments are watched for the end of their loud stretch up to 10 s (each frame costs one pass over them)."""
 MAX_OPEN_SEGMENTS = 32
 """Segments whose statistics are kept while they wait for their transcript (older ones are forgotten)."""
 
@@ -369,6 +373,17 @@ class SegmentBook:
         frame_ms = segment.stats.frame_ms
         first, last = loud_stretch(segment.stats.levels_db, frame_ms) or (0, len(segment.stats.levels_db))
         return (max(0.0, onset_ms + first * frame_ms - SPAN_MARGIN_MS), onset_ms + last * frame_ms + SPAN_MARGIN_MS)
+
+    def voice_faded(self, item_id: str, onset_ms: float) -> tuple[float, float] | None:
+        """For a segment over a reply: the span of its loud stretch (as :meth:`listen_span`) once, when that
+        stretch ended :data:`FADE_FRAMES` frames ago though the segment goes on (the room's talker, quieter,
+        still speaks: the user's "Stop." is over); ``None`` at every other frame."""
+        segment = self._segments.get(item_id)
+        levels = segment.stats.levels_db if segment is not None and segment.during_reply else []
+        if not FADE_FRAMES < len(levels) <= FADE_MAX_FRAMES or segment is None:
+            return None  # (a longer segment is the room's talk, not a command: not looked at every frame)
+        stretch = loud_stretch(levels, segment.stats.frame_ms)
+        return self.listen_span(item_id, onset_ms) if stretch and stretch[1] == len(levels) - FADE_FRAMES else None
 
     def forget(self, item_id: str) -> None:
         """A segment that will never be judged (the buffer was cleared)."""

@@ -135,8 +135,9 @@ class DuplexMachine:
                 self._on_settings(event.settings)
             case v.ToolWait(owed):
                 self._tool_wait = owed
-                if not owed and self._turn is None and self._reply is None:
-                    self._arm_idle()  # nothing is owed any more: the session is idle again
+                idle = not owed and self._turn is None and self._reply is None  # nothing owed: idle again
+                if idle and self.settings.vad and self.settings.idle_timeout_ms:
+                    self._emit(v.ArmIdleTimer(self.settings.idle_timeout_ms))
             case _:
                 assert_never(event)
 
@@ -186,15 +187,18 @@ class DuplexMachine:
         if speech:
             turn.speech_ms += frame.end_ms - frame.start_ms
         reply = self._reply
+        waits = reply is not None and reply.paused  # for the user's words: recognised both ways, urgently
         if speech and turn.silence_since_ms is not None:
             turn.silence_since_ms = None
             self._emit(v.SpeechResumed(turn.item_id))
         elif silence and turn.silence_since_ms is None:
             turn.silence_since_ms = frame.start_ms
             turn.heard.silence(frame.start_ms)
-            waits = reply is not None and reply.paused  # "stop" over a paused reply: recognised both ways, urgently
             self._emit(v.SilenceBegan(turn.item_id, frame.start_ms, settings.endpointing.eagerness is not None,
                                       self.segments.listen_span(turn.item_id, turn.onset_ms) if waits else None, waits))
+        elif waits and turn.silence_since_ms is None and (
+                span := self.segments.voice_faded(turn.item_id, turn.onset_ms)):  # the room talks on after it
+            self._emit(v.SilenceBegan(turn.item_id, frame.start_ms, False, span, True))
         if (turn.during_reply and reply is not None and not reply.paused and settings.interruption.enabled
                 and turn.speech_ms >= settings.interruption.confirm_query_ms):
             self._pause(reply, turn)  # confirm mode: a query-length segment may interrupt
@@ -380,13 +384,9 @@ class DuplexMachine:
         self._reply = None
         self._finished.append(reply.response_id)
         self._emit(v.CompleteReply(reply.response_id, "failed" if failed else "completed"))
-        if not self._tool_wait:  # waiting for a function's output is not silence from the user
-            self._arm_idle()
+        if not self._tool_wait and self.settings.vad and self.settings.idle_timeout_ms:
+            self._emit(v.ArmIdleTimer(self.settings.idle_timeout_ms))  # a tool's output owed is no silence
         self._maybe_answer()
-
-    def _arm_idle(self) -> None:
-        if self.settings.vad and self.settings.idle_timeout_ms:
-            self._emit(v.ArmIdleTimer(self.settings.idle_timeout_ms))
 
     def _cancel_active(self, reason: Literal["turn_detected", "client_cancelled"]) -> None:
         assert self._reply is not None

@@ -158,7 +158,9 @@ class SilenceBegan:
     score: bool = False
     listen_span: tuple[float, float] | None = None
     """A turn over the agent's reply: its loud stretch so far, recognised a second time primed (as
-    :class:`CommitBuffer`'s ``listen_span``), at once, and fed back as ``GuessTranscribed.primed``."""
+    :class:`CommitBuffer`'s ``listen_span``), at once, and fed back as ``GuessTranscribed.primed``. Over a
+    paused reply this action also comes without a silence, when the loud stretch (the user's own voice)
+    ended while the VAD still hears the room's quieter talker (``at_ms``: that frame)."""
     urgent: bool = False
     """A paused reply waits for these words: the recogniser serves them before other work."""
 
