@@ -80,18 +80,19 @@ def test_the_end_of_the_user_s_loud_stretch_is_a_pause_when_the_room_talks_on() 
     t.frames(0.9, 640, energy_db=-40.0)  # the talker, 15 dB under the user, pauses the reply
     t.frames(0.9, 320, energy_db=-25.0)  # the user's "Stop."
     before = t.now_ms
-    faded = of(t.frames(0.9, 640, energy_db=-40.0), dx.SilenceBegan)  # the talker goes on: no silence
-    assert len(faded) == 1, "once, some frames after the loud stretch ended"
-    assert faded[0].urgent and faded[0].listen_span is not None and not faded[0].score
+    went_on = t.frames(0.9, 640, energy_db=-40.0)  # the talker goes on: no silence
+    faded = of(went_on, dx.VoiceEnded)
+    assert len(faded) == 1 and not of(went_on, dx.SilenceBegan), "once, some frames after the loud stretch ended"
     start, end = faded[0].listen_span  # the "Stop." with its margins (clipped to the audio heard so far)
     assert before < faded[0].at_ms <= before + 6 * 32 and start < before - 320 and before <= end
-    cut = t.feed(dx.GuessTranscribed(faded[0].item_id, TALKER, Transcript("Stop.", avg_logprob=-0.9),
-                                     at_ms=faded[0].at_ms))
+    cut = t.feed(dx.GuessTranscribed(faded[0].item_id, None, Transcript("Stop.", avg_logprob=-0.9),
+                                     at_ms=faded[0].at_ms))  # only the loud stretch was recognised
     assert of(cut, dx.CancelReply)
     # a segment that is one loud stretch (no room talking after it) gets only its VAD pause
     t2 = Timeline(dx.TurnSettings())
     t2.frames(0.9, 640, energy_db=-25.0)
-    assert len(of(t2.frames(0.05, 544, energy_db=-70.0), dx.SilenceBegan)) == 1
+    ended = t2.frames(0.05, 544, energy_db=-70.0)
+    assert len(of(ended, dx.SilenceBegan)) == 1 and not of(ended, dx.VoiceEnded)
 
 
 class Recorder:
@@ -124,9 +125,11 @@ def test_the_shell_guesses_both_ways_at_the_pause_and_the_commit_reuses_them() -
                                   lambda _i, t, p, _pending: decided.append(
                                       (t.text if t else "", p.text if p else None)), lambda: ("en", None))
         item = Item("item_1", "user", [Part("input_audio")])
+        tracker.voice_ended("item_1", 1400.0, (660.0, 1310.0))  # the same stretch: not recognised again
+        await asyncio.sleep(0.05)
         transcriber.start(item, buffer.peek(200.0, 1800.0), content_index=0,
                           guessed=speculator.take_recognition("item_1"), primed=buffer.peek(650.0, 1300.0),
-                          primed_guess=speculator.take_primed("item_1"), urgent=True)
+                          primed_guess=speculator.take_primed("item_1", (640.0, 1320.0)), urgent=True)
         await transcriber.wait_all()
         return asr.calls, fed, decided
 
@@ -138,22 +141,24 @@ def test_the_shell_guesses_both_ways_at_the_pause_and_the_commit_reuses_them() -
     assert decided == [("The council.", None), ("The council.", "Stop.")]
 
 
-def test_speech_going_on_leaves_urgent_guesses_to_finish_but_not_to_stand_for_the_turn() -> None:
-    async def run() -> tuple[bool, bool, bool, bool]:
+def test_speech_going_on_drops_the_plain_guess_but_the_loud_stretch_s_runs_on_and_stands() -> None:
+    async def run() -> tuple[bool, bool, bool, bool, bool]:
         asr = Recorder()
         speculator = Speculator(asr, FakeLanguageModel(), hints=lambda: ("en", None))  # type: ignore[arg-type]
-        calm = speculator.recognise("item_1", np.zeros(16_000, np.float32))
-        plain = speculator.recognise("item_2", np.zeros(16_000, np.float32), urgent=True)
-        primed = speculator.recognise_primed("item_2", np.zeros(8_000, np.float32), PROMPTS["en"])
-        assert calm is not None and plain is not None and primed is not None
+        plain = speculator.recognise("item_1", np.zeros(16_000, np.float32), urgent=True)
+        started = speculator.recognise_primed("item_1", (100.0, 600.0), np.zeros(8_000, np.float32), PROMPTS["en"])
+        assert plain is not None and started is not None and started[1]
         speculator.drop("item_1")
-        speculator.drop("item_2")
         await asyncio.sleep(0)
-        stale = speculator.take_recognition("item_2") is None and speculator.take_primed("item_2") is None
-        await asyncio.gather(plain, primed)
-        return calm.cancelled(), plain.cancelled(), primed.cancelled(), stale
+        again = speculator.recognise_primed("item_1", (110.0, 590.0), np.zeros(8_000, np.float32), PROMPTS["en"])
+        other = speculator.recognise_primed("item_1", (100.0, 900.0), np.zeros(12_800, np.float32), PROMPTS["en"])
+        assert again is not None and other is not None
+        await asyncio.gather(started[0], other[0])
+        return (plain.cancelled(), started[0].cancelled(), again == (started[0], False), other[1],
+                speculator.take_primed("item_1", (100.0, 600.0)) is None)
 
-    assert asyncio.run(run()) == (True, False, False, True)
+    # a new stretch is recognised anew; the commit takes only a recognition of its own stretch
+    assert asyncio.run(run()) == (True, False, True, True, True)
 
 
 def test_a_stop_guessed_at_the_first_pause_cuts_even_after_the_user_or_the_room_went_on() -> None:

@@ -57,6 +57,8 @@ class ActionExecutor:
                 self._send("input_audio_buffer.speech_stopped", audio_end_ms=int(end_ms), item_id=item_id)
             case v.SilenceBegan(item_id, at_ms, score, listen_span, urgent):
                 self.tracker.silence_began(item_id, at_ms, score=score, listen_span=listen_span, urgent=urgent)
+            case v.VoiceEnded(item_id, at_ms, listen_span):
+                self.tracker.voice_ended(item_id, at_ms, listen_span)
             case v.SpeechResumed(item_id):
                 self.speculator.drop(item_id)  # whatever was guessed for this turn is waste
             case v.CommitBuffer(item_id, start_ms, end_ms, _, listen_span, urgent):
@@ -148,4 +150,5 @@ class ActionExecutor:
             first, last = (round((edge - start_ms) * SAMPLES_PER_MS) for edge in listen_span)
             primed = audio[max(0, first):max(0, last)]
         self.transcriber.start(item, audio, content_index=0, guessed=self.speculator.take_recognition(item_id),
-                               primed=primed, primed_guess=self.speculator.take_primed(item_id), urgent=urgent)
+                               primed=primed, urgent=urgent,
+                               primed_guess=self.speculator.take_primed(item_id, listen_span) if listen_span else None)

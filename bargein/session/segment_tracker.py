@@ -137,7 +137,7 @@ class SegmentTracker:
         With ``score``, the end-of-turn model judges the same audio (one score at a time per session).
         With ``listen_span`` (a turn over a paused reply) its loud stretch so far is also recognised primed with
         the listening vocabulary, after the plain guess; ``urgent``: both go before other recognitions, and
-        both are still reported if the user speaks on (a command in them cuts the paused reply)."""
+        the primed one is still reported if the user speaks on (a command in it cuts the paused reply)."""
         if self._speaking != item_id:
             return
         if score:
@@ -150,12 +150,22 @@ class SegmentTracker:
         if task is None:
             return
         task.add_done_callback(lambda done: self._guessed(item_id, at_ms, done))
+        if listen_span is not None:
+            self._guess_primed(item_id, at_ms, listen_span, task)
+
+    def voice_ended(self, item_id: str, at_ms: float, listen_span: tuple[float, float]) -> None:
+        """Over a paused reply the user's loud stretch ended while the room talks on: recognise it primed."""
+        if self._speaking == item_id:
+            self._guess_primed(item_id, at_ms, listen_span, None)
+
+    def _guess_primed(self, item_id: str, at_ms: float, span: tuple[float, float],
+                      plain: asyncio.Task[Transcript] | None) -> None:
         language, prompt = self.hints()
-        vocabulary = prompt_for(language, prompt) if listen_span is not None and vocabulary_prompt(language) else None
-        if listen_span is not None and vocabulary is not None:
-            primed = self.speculator.recognise_primed(item_id, self.buffer.peek(*listen_span), vocabulary)
-            if primed is not None:
-                primed.add_done_callback(lambda done: self._guessed_primed(item_id, at_ms, task, done))
+        vocabulary = prompt_for(language, prompt) if vocabulary_prompt(language) else None
+        started = (self.speculator.recognise_primed(item_id, span, self.buffer.peek(*span), vocabulary)
+                   if vocabulary is not None else None)
+        if started is not None and started[1]:  # a stretch already recognised was reported then
+            started[0].add_done_callback(lambda done: self._guessed_primed(item_id, at_ms, plain, done))
 
     async def _score(self, item_id: str, at_ms: float, audio: npt.NDArray[np.float32]) -> None:
         probability: float | None = None
@@ -174,12 +184,14 @@ class SegmentTracker:
             self._report_partial(item_id, transcript.text.strip())
         self.feed(v.GuessTranscribed(item_id, transcript, at_ms=at_ms))
 
-    def _guessed_primed(self, item_id: str, at_ms: float, plain: asyncio.Task[Transcript],
+    def _guessed_primed(self, item_id: str, at_ms: float, plain: asyncio.Task[Transcript] | None,
                         task: asyncio.Task[Transcript]) -> None:
-        if task.cancelled() or task.exception() is not None or not plain.done():
-            return  # (the plain guess is started first and served first: it is done unless it was dropped)
-        if not plain.cancelled() and plain.exception() is None:
-            self.feed(v.GuessTranscribed(item_id, plain.result(), task.result(), at_ms))
+        if task.cancelled() or task.exception() is not None:
+            return
+        # the plain guess is asked for first and served first: done, unless it was dropped or failed
+        heard = (plain.result() if plain is not None and plain.done() and not plain.cancelled()
+                 and plain.exception() is None else None)
+        self.feed(v.GuessTranscribed(item_id, heard, task.result(), at_ms))
 
     def close(self) -> None:
         """Stop partial recognition and speculation."""

@@ -153,11 +153,6 @@ class _Guess:
     recognition: asyncio.Task[Transcript]
     reply: PrefetchedReply | None = None
     used: bool = False
-    primed: asyncio.Task[Transcript] | None = None
-    """Over a paused reply: the turn's loud stretch so far, recognised primed with the listening vocabulary."""
-    urgent: bool = False
-    """A paused reply waits for these words: when the user speaks on they still run (a "Stop." before the
-    room's talker goes on cuts the reply), though they no longer stand for the turn's transcript."""
 
 
 @dataclass
@@ -171,6 +166,8 @@ class Speculator:
     enabled: bool = True
     counts: SpeculationCounts = field(default_factory=SpeculationCounts)
     _guesses: dict[str, _Guess] = field(default_factory=dict)
+    _primed: dict[str, tuple[tuple[float, float], asyncio.Task[Transcript]]] = field(default_factory=dict)
+    """Per turn over a paused reply: its loud stretch last recognised primed (at most :data:`MAX_GUESSES`)."""
     hints: Callable[[], tuple[str | None, str | None]] = field(default=lambda: (None, None))
     """The session's transcription language and prompt (a speculative result stands as the final)."""
 
@@ -180,25 +177,33 @@ class Speculator:
         reply waits for it, so the recogniser serves it before other work."""
         if not self.enabled or len(audio) < 1600:
             return None
-        self._drop_sync(item_id, finish_urgent=True)
+        self._drop_sync(item_id)
         while len(self._guesses) >= MAX_GUESSES:
             self._drop_sync(next(iter(self._guesses)))
         language, prompt = self.hints()
         task = urgent_task(self.asr.transcribe(audio, language=language, prompt=prompt), urgent=urgent)
-        self._guesses[item_id] = _Guess(item_id, task, urgent=urgent)
+        self._guesses[item_id] = _Guess(item_id, task)
         self.counts.asr_started += 1
         return task
 
-    def recognise_primed(self, item_id: str, audio: npt.NDArray,  # type: ignore[type-arg]
-                         prompt: str) -> asyncio.Task[Transcript] | None:
-        """Also recognise the turn's loud stretch so far, primed with ``prompt``, urgently, after the plain
-        guess just started for it (``None``: no guess, or too short to hold a word)."""
-        guess = self._guesses.get(item_id)
-        if guess is None or len(audio) < 1600:
+    def recognise_primed(self, item_id: str, span: tuple[float, float], audio: npt.NDArray,  # type: ignore[type-arg]
+                         prompt: str) -> tuple[asyncio.Task[Transcript], bool] | None:
+        """Recognise a turn's loud stretch ``span`` (stream ms), primed with ``prompt``, urgently; and whether
+        that recognition is new: the same stretch as the turn's last one (within a frame) is not recognised
+        again. ``None``: too short to hold a word. It runs on when the user speaks on (the stretch often stays
+        the same: a "Stop." with the room's talker going on around it)."""
+        if not self.enabled or len(audio) < 1600:
             return None
+        known = self._primed.get(item_id)
+        if known is not None and _same_span(known[0], span) and not known[1].cancelled():
+            return known[1], False
+        self._primed.pop(item_id, None)
+        while len(self._primed) >= MAX_GUESSES:
+            self._primed.pop(next(iter(self._primed)))
         language, _ = self.hints()
-        guess.primed = urgent_task(self.asr.transcribe(audio, language=language, prompt=prompt))
-        return guess.primed
+        task = urgent_task(self.asr.transcribe(audio, language=language, prompt=prompt))
+        self._primed[item_id] = (span, task)
+        return task, True
 
     def prefetch(self, item_id: str, messages: Sequence[ChatMessage], options: GenerationOptions,
                  voice: str | None = None, speed: float = 1.0) -> None:
@@ -219,16 +224,15 @@ class Speculator:
             self.counts.prompts_warmed += 1
 
     def drop(self, item_id: str) -> None:
-        """The user went on speaking: the guess for ``item_id`` is stale (an urgent one is left to finish)."""
-        self._drop_sync(item_id, finish_urgent=True)
+        """The user went on speaking: the guess for ``item_id`` is stale (not its loud stretch's, which may hold)."""
+        self._drop_sync(item_id)
 
-    def _drop_sync(self, item_id: str, *, finish_urgent: bool = False) -> None:
+    def _drop_sync(self, item_id: str) -> None:
         guess = self._guesses.pop(item_id, None)
         if guess is None:
             return
-        for task in (guess.recognition, guess.primed):
-            if task is not None and not task.done() and not (finish_urgent and guess.urgent):
-                task.cancel()
+        if not guess.recognition.done():
+            guess.recognition.cancel()
         if not guess.used:
             self.counts.asr_discarded += 1
         if guess.reply is not None:
@@ -245,12 +249,11 @@ class Speculator:
         self.counts.asr_used += 1
         return guess.recognition
 
-    def take_primed(self, item_id: str) -> asyncio.Task[Transcript] | None:
-        """The endpoint confirmed the turn: the primed recognition of its loud stretch (running or done), if
-        one was guessed; it stands for the committed turn's (the audio after it is the endpoint silence)."""
-        guess = self._guesses.get(item_id)
-        primed = guess.primed if guess is not None else None
-        return None if primed is None or primed.cancelled() else primed
+    def take_primed(self, item_id: str, span: tuple[float, float]) -> asyncio.Task[Transcript] | None:
+        """The endpoint confirmed the turn: the primed recognition of its loud stretch ``span`` (running or done),
+        if that same stretch was recognised before the endpoint."""
+        known = self._primed.pop(item_id, None)
+        return known[1] if known is not None and _same_span(known[0], span) and not known[1].cancelled() else None
 
     def take_reply(self, messages: Sequence[ChatMessage]) -> PrefetchedReply | None:
         """A reply is starting: the prefetched stream made for exactly these messages, if any.
@@ -277,3 +280,11 @@ class Speculator:
         """Cancel everything (the session is ending)."""
         for item_id in list(self._guesses):
             self._drop_sync(item_id)
+        for _, task in self._primed.values():
+            task.cancel()
+        self._primed.clear()
+
+
+def _same_span(a: tuple[float, float], b: tuple[float, float], within_ms: float = 32.0) -> bool:
+    """Two loud stretches that are the same one (their edges within a frame)."""
+    return abs(a[0] - b[0]) <= within_ms and abs(a[1] - b[1]) <= within_ms

@@ -207,7 +207,7 @@ def classify(stats: SegmentStats, transcript: Transcript | None, *, during_reply
             features["below_user_db"] = round(user_level_db - features["user_level_db"], 1)
     if during_reply and spoken_in in (None, "en"):  # the listening model is English; others keep the rules
         second = None
-        if primed is not None and transcript is not None:  # its level is the loud stretch's: the user's own
+        if primed is not None:  # its level is the loud stretch's: the user's own (the plain one may have failed)
             loud = loud_level_db(stats.levels_db)
             second = primed_features(features, primed, loud - noise_floor_db,
                                      None if user_level_db is None else user_level_db - loud)
@@ -347,7 +347,7 @@ class SegmentBook:
             self.user_level_db = level if previous is None else previous + USER_LEVEL_RATE * (level - previous)
         return verdict
 
-    def guess(self, item_id: str, transcript: Transcript, *, during_reply: bool,
+    def guess(self, item_id: str, transcript: Transcript | None, *, during_reply: bool,
               primed: Transcript | None = None) -> ListenDecision | None:
         """Classify a segment still being decided on a speculative transcript (``None``: unknown)."""
         segment = self._segments.get(item_id)
@@ -356,7 +356,7 @@ class SegmentBook:
         return classify(segment.stats, transcript, during_reply=during_reply, noise_floor_db=segment.floor_db,
                         user_level_db=self.user_level_db, primed=primed)
 
-    def spots_command(self, item_id: str, transcript: Transcript, primed: Transcript | None = None) -> bool:
+    def spots_command(self, item_id: str, transcript: Transcript | None, primed: Transcript | None = None) -> bool:
         """Whether a speculative transcript of a segment heard over a reply (with ``primed``, its loud stretch so
         far recognised primed) holds a command that interrupts on its own: a command or question word clearly
         above the room, by the rules of :mod:`bargein.listening_model.decide` on either recognition, as the

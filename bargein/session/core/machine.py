@@ -198,7 +198,7 @@ class DuplexMachine:
                                       self.segments.listen_span(turn.item_id, turn.onset_ms) if waits else None, waits))
         elif waits and turn.silence_since_ms is None and (
                 span := self.segments.voice_faded(turn.item_id, turn.onset_ms)):  # the room talks on after it
-            self._emit(v.SilenceBegan(turn.item_id, frame.start_ms, False, span, True))
+            self._emit(v.VoiceEnded(turn.item_id, frame.start_ms, span))
         if (turn.during_reply and reply is not None and not reply.paused and settings.interruption.enabled
                 and turn.speech_ms >= settings.interruption.confirm_query_ms):
             self._pause(reply, turn)  # confirm mode: a query-length segment may interrupt
@@ -282,8 +282,8 @@ class DuplexMachine:
         if (reply is not None and reply.paused and settings.interruption.enabled and self.storm.mode == "normal"
                 and self.segments.spots_command(event.item_id, event.transcript, event.primed)):
             self._barge_in()  # "stop" heard at the first pause (either way): cut now, not after the endpoint
-        if event.primed is not None or not (settings.vad and settings.create_response
-                                            and settings.speculation.prefetch_reply):
+        if event.primed is not None or event.transcript is None or not (
+                settings.vad and settings.create_response and settings.speculation.prefetch_reply):
             return  # (the plain guess, which a reply would quote, came first and was weighed then)
         verdict = self.segments.guess(event.item_id, event.transcript, during_reply=self._reply is not None)
         if verdict is not None and verdict.decision == "query" and self._reply is None:
