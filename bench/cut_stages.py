@@ -6,14 +6,18 @@ them share a :class:`TimedRecognizer` that notes, for every recognition, when it
 recogniser's worker began it and when it ended (the wait in the recogniser's queue, then its own time).
 :func:`report` prints, for every command that cut its reply, the medians of:
 
-* **vad lag**: the true end of the command to the first silent VAD frame;
-* **to the pause**: that frame's start to the machine's ``SilenceBegan`` (a frame's length plus the
-  time the session took to hear it);
-* **queue** and **recognise**: the wait of the recognition that decided, and its run (for a cut on the
-  primed guess at the pause, the primed one, which waits behind the plain one);
+* **vad lag**: the true end of the command to the pause the deciding recognition was asked at: Silero's
+  first silent frame, or, over a talker, the frame the user's loud stretch was found over
+  (``VoiceEnded``); for a cut after the endpoint, the pause that began the endpoint silence;
+* **to the pause**: that frame's start to the machine's action (a frame's length plus the time the
+  session took to hear it);
+* **queue** and **recognise**: the wait of the recognition that decided, and its run;
 * **endpoint**: for a cut after the endpoint, from the pause to the commit (the endpoint silence);
-* **second**: from the plain transcript to the primed one, when the decision waited for it;
-* **to the cut**: from the deciding transcript to ``CancelReply``, and from that to ``response.done``.
+* **decide**: from that recognition's end to ``CancelReply`` (the decision and any wait for another
+  recognition), and **to response.done**.
+
+The path is the transcript that decided: a guess at a pause (plain, or the loud stretch primed), or the
+committed segment's, plain or primed (after the endpoint).
 """
 
 from __future__ import annotations
@@ -100,13 +104,11 @@ class TimedRecognizer:
 class StageClock(QuietObserver):
     """Wall times of what one session's machine did, per segment."""
 
-    silence: dict[str, tuple[float, float]] = field(default_factory=dict)
-    """Item -> (wall, stream ms of the frame) of its last ``SilenceBegan`` before the cut."""
-    guessed: dict[str, float] = field(default_factory=dict)
-    guessed_primed: dict[str, float] = field(default_factory=dict)
+    pauses: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    """Item -> (wall, stream ms) of each ``SilenceBegan`` and ``VoiceEnded`` (recognition asked for)."""
+    heard: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
+    """Item -> (wall, which) of each transcript that reached the machine."""
     committed: dict[str, float] = field(default_factory=dict)
-    plain: dict[str, float] = field(default_factory=dict)
-    primed: dict[str, float] = field(default_factory=dict)
     cancelled: dict[str, float] = field(default_factory=dict)
     """Response id -> wall of its ``CancelReply``."""
     cut_item: str | None = None
@@ -115,21 +117,22 @@ class StageClock(QuietObserver):
 
     def on_event(self, event: v.Event) -> None:
         """Transcripts as they reach the machine."""
-        now = time.monotonic()
         if isinstance(event, v.GuessTranscribed):
-            (self.guessed if event.primed is None else self.guessed_primed)[event.item_id] = now
+            which = "pause, plain" if event.primed is None else "pause, primed"
         elif isinstance(event, v.SegmentTranscribed):
-            (self.primed if event.primed is not None else self.plain).setdefault(event.item_id, now)
+            which = "endpoint, plain" if event.primed is None else "endpoint, primed"
+        else:
+            return
+        self.heard.setdefault(event.item_id, []).append((time.monotonic(), which))
 
     def on_action(self, action: v.Action) -> None:
-        """The pause, the commit and the cut."""
+        """The pauses, the commit and the cut."""
         now = time.monotonic()
         match action:
             case v.SpeechStarted(item_id):
                 self._latest = item_id
-            case v.SilenceBegan(item_id, at_ms):
-                if not self.cancelled:
-                    self.silence[item_id] = (now, at_ms)
+            case v.SilenceBegan(item_id, at_ms) | v.VoiceEnded(item_id, at_ms):
+                self.pauses.setdefault(item_id, []).append((now, at_ms))
             case v.CommitBuffer(item_id):
                 self.committed[item_id] = now
             case v.CancelReply(response_id):
@@ -150,43 +153,37 @@ class CutStages:
 
 def stages_of(clock: StageClock, asr: TimedRecognizer, case: str, response_id: str, done_wall: float,
               stream_start: float, offset_ms: float, speed: float, end_ms: float) -> CutStages | None:
-    """The stages of the cut of ``response_id`` (the case's reply), ``end_ms`` the command's true end."""
+    """The stages of the cut of ``response_id`` (the case's reply), ``end_ms`` the command's true end.
+
+    The path is the transcript that decided (the last to reach the machine before the cut): a guess at a
+    pause (plain, or the loud stretch primed) or the committed segment's (after the endpoint)."""
     item, cancelled = clock.cut_item, clock.cancelled.get(response_id)
-    if item is None or cancelled is None or item not in clock.silence:
+    if item is None or cancelled is None:
         return None
-    silence_wall, silence_at = clock.silence[item]
-    silence_stream = silence_at - offset_ms
-    guess, plain, primed = clock.guessed.get(item), clock.plain.get(item), clock.primed.get(item)
+    heard = [h for h in clock.heard.get(item, []) if h[0] <= cancelled + 0.001]
+    pauses = [p for p in clock.pauses.get(item, []) if p[0] <= cancelled]
+    if not heard or not pauses:
+        return None
+    decided, path = heard[-1]
     committed = clock.committed.get(item)
-    guess_primed = clock.guessed_primed.get(item)
-    if guess is not None and guess <= cancelled and (committed is None or cancelled < committed):
-        path, decided, asked_at = "first pause", guess, silence_wall
-        if guess_primed is not None and guess_primed <= cancelled:
-            path, decided = "pause, primed", guess_primed
-    elif primed is not None and primed <= cancelled:
-        path, decided, asked_at = "primed", primed, committed or silence_wall
-    else:
-        path, decided, asked_at = "plain", plain or cancelled, committed or silence_wall
-    recognition = asr.of(case, asked_at, decided)
-    if path not in ("first pause", "pause, primed") and guess is not None:  # the final reused the guess
-        recognition = asr.of(case, silence_wall, silence_wall) or recognition
-    if path == "pause, primed":  # the second of the two asked for at the pause
-        twice = [c for c in asr.calls if c.case == case and not c.partial
-                 and silence_wall - 0.005 <= c.asked <= silence_wall + 0.005]
-        recognition = twice[-1] if len(twice) >= 2 else recognition
+    if path.startswith("endpoint") and committed is not None:
+        pauses = [p for p in pauses if p[0] <= committed]
+    pause_wall, pause_at = pauses[-1]
+    pause_stream = pause_at - offset_ms
+    done = [c for c in asr.calls if c.case == case and not c.partial and c.ended is not None
+            and c.ended <= decided + 0.005]
+    recognition = max(done, key=lambda c: c.ended or 0.0) if done else None
 
     def ms(a: float | None, b: float | None) -> float | None:
         return None if a is None or b is None else 1000 * (b - a)
 
     stages: dict[str, float | None] = {
-        "vad lag": (silence_stream - end_ms) / speed,
-        "to the pause": (silence_wall - stream_start) * 1000 - silence_stream / speed,
+        "vad lag": (pause_stream - end_ms) / speed,
+        "to the pause": (pause_wall - stream_start) * 1000 - pause_stream / speed,
         "queue": ms(recognition.asked, recognition.began) if recognition else None,
         "recognise": ms(recognition.began, recognition.ended) if recognition else None,
-        "endpoint": ms(silence_wall, committed) if not path.startswith(("first", "pause")) else None,
-        "second": (ms(plain, primed) if path == "primed"
-                   else ms(guess, guess_primed) if path == "pause, primed" else None),
-        "decide": ms(decided, cancelled),
+        "endpoint": ms(pause_wall, committed) if path.startswith("endpoint") else None,
+        "decide": ms(recognition.ended if recognition else None, cancelled),
         "to response.done": ms(cancelled, done_wall),
         "total": ms(stream_start + end_ms / 1000 / speed, done_wall),
     }
@@ -200,7 +197,7 @@ def report(cuts: list[CutStages]) -> None:
     names = list(cuts[0].stages)
     print("\nwhere the time goes, end of command -> response.done cancelled (median ms; n = cuts with the stage):")
     print(f"  {'path':<14} {'cuts':>4}  " + "  ".join(f"{n:>16}" for n in names))
-    for path in ("all", "first pause", "pause, primed", "plain", "primed"):
+    for path in ("all", "pause, plain", "pause, primed", "endpoint, plain", "endpoint, primed"):
         group = [c for c in cuts if path in ("all", c.path)]
         if not group:
             continue
