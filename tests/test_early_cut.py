@@ -19,19 +19,14 @@ from bargein.session.segment_tracker import SegmentTracker
 from bargein.session.speculation import Speculator
 from bargein.session.transcription import Transcriber
 from tests.test_duplex import Timeline, of
+from tests.test_over_reply import talker_then_stop
 
 TALKER = Transcript("the council met on Tuesday", avg_logprob=-0.9)
 
 
 def _paused_by_a_stop() -> tuple[Timeline, dx.SilenceBegan]:
-    """A reply live, then a talker and the user's louder 320 ms "Stop." over it, up to its first pause."""
-    t = Timeline(dx.TurnSettings())
-    t.frames(0.9, 640, energy_db=-25.0)
-    first = of(t.frames(0.05, 544, energy_db=-70.0), dx.CommitBuffer)[0]
-    t.feed(dx.SegmentTranscribed(first.item_id, Transcript("Tell me a story.", avg_logprob=-0.2)))
-    t.feed(dx.ReplyAudio(of(t.actions, dx.StartReply)[0].response_id, "chunk"))
-    t.frames(0.9, 640, energy_db=-40.0)
-    t.frames(0.9, 320, energy_db=-25.0)
+    """A talker, then the user's louder "Stop." over the paused reply, up to its first pause."""
+    t = talker_then_stop()
     return t, of(t.frames(0.05, 64, energy_db=-70.0), dx.SilenceBegan)[0]
 
 
@@ -72,13 +67,7 @@ def test_without_a_command_rule_the_first_pause_cuts_nothing_and_the_endpoint_de
 
 
 def test_the_end_of_the_user_s_loud_stretch_is_a_pause_when_the_room_talks_on() -> None:
-    t = Timeline(dx.TurnSettings())
-    t.frames(0.9, 640, energy_db=-25.0)
-    first = of(t.frames(0.05, 544, energy_db=-70.0), dx.CommitBuffer)[0]
-    t.feed(dx.SegmentTranscribed(first.item_id, Transcript("Tell me a story.", avg_logprob=-0.2)))
-    t.feed(dx.ReplyAudio(of(t.actions, dx.StartReply)[0].response_id, "chunk"))
-    t.frames(0.9, 640, energy_db=-40.0)  # the talker, 15 dB under the user, pauses the reply
-    t.frames(0.9, 320, energy_db=-25.0)  # the user's "Stop."
+    t = talker_then_stop()
     before = t.now_ms
     went_on = t.frames(0.9, 640, energy_db=-40.0)  # the talker goes on: no silence
     faded = of(went_on, dx.VoiceEnded)

@@ -54,7 +54,8 @@ def test_a_turn_over_the_reply_asks_for_its_loud_stretch_to_be_recognised_primed
     assert report["primed_transcript"] == "Stop." and report["command"] == "stop"
 
 
-def _over_a_talker() -> tuple[Timeline, str]:
+def talker_then_stop() -> Timeline:
+    """A reply live, then a talker (which pauses it) and the user's 320 ms "Stop.", 15 dB louder, over it."""
     t = Timeline(dx.TurnSettings())
     t.frames(0.9, 640, energy_db=-25.0)
     first = of(t.frames(0.05, 544, energy_db=-70.0), dx.CommitBuffer)[0]
@@ -62,6 +63,11 @@ def _over_a_talker() -> tuple[Timeline, str]:
     t.feed(dx.ReplyAudio(of(t.actions, dx.StartReply)[0].response_id, "chunk"))
     t.frames(0.9, 640, energy_db=-40.0)
     t.frames(0.9, 320, energy_db=-25.0)
+    return t
+
+
+def _over_a_talker() -> tuple[Timeline, str]:
+    t = talker_then_stop()
     return t, of(t.frames(0.05, 544, energy_db=-70.0), dx.CommitBuffer)[0].item_id
 
 
