@@ -57,6 +57,20 @@ def test_a_command_in_the_plain_guess_cuts_before_the_primed_one_comes() -> None
     assert t.feed(dx.GuessTranscribed(began.item_id, Transcript("Stop."), Transcript("Stop."))) == []  # once
 
 
+def test_the_room_s_talker_saying_why_before_the_user_speaks_does_not_cut_early() -> None:
+    t = Timeline(dx.TurnSettings())
+    t.frames(0.9, 640, energy_db=-25.0)  # the user's own request: the session learns how loud the user is
+    first = of(t.frames(0.05, 544, energy_db=-70.0), dx.CommitBuffer)[0]
+    t.feed(dx.SegmentTranscribed(first.item_id, Transcript("Tell me a story.", avg_logprob=-0.2)))
+    t.feed(dx.ReplyAudio(of(t.actions, dx.StartReply)[0].response_id, "chunk"))
+    t.frames(0.9, 640, energy_db=-31.0)  # a talker 6 dB under the user pauses the reply
+    began = of(t.frames(0.05, 64, energy_db=-70.0), dx.SilenceBegan)[0]
+    why = Transcript("Why don't you go?", avg_logprob=-0.3)
+    assert not of(t.feed(dx.GuessTranscribed(began.item_id, why, at_ms=began.at_ms)), dx.CancelReply)
+    # the endpoint's verdict on the whole segment still decides as before
+    assert of(t.frames(0.05, 480, energy_db=-70.0), dx.CommitBuffer)
+
+
 def test_without_a_command_rule_the_first_pause_cuts_nothing_and_the_endpoint_decides() -> None:
     t, began = _paused_by_a_stop()
     # an acknowledgement either way, and a sentence the fitted model alone would judge: no cut yet

@@ -28,6 +28,7 @@ from bargein.languages import is_backchannel, is_command, language, text_units
 from bargein.listening_model.decide import decide_over_reply, primed_features, spotted_command
 from bargein.listening_model.over_reply import SPAN_MARGIN_MS, loud_level_db, loud_stretch
 from bargein.listening_model.user_words import user_words
+from bargein.session.core.early_cut import as_loud_as_the_user, stretch_just_ended
 
 BACKCHANNELS = frozenset({
     "uh-huh", "uh huh", "uhhuh", "mhm", "mm-hmm", "mm hmm", "mmhmm", "mm", "hmm", "hm", "mmm", "yeah", "yep",
@@ -266,10 +267,6 @@ def segment_event_fields(item_id: str, decision: ListenDecision, action: str) ->
 
 USER_LEVEL_RATE = 0.5
 """Each answered turn moves the user's reference level halfway to its own."""
-FADE_FRAMES = 4
-"""Frames under the loud line after the user's loud stretch before it counts as ended while the room talks on."""
-FADE_MAX_FRAMES = 320
-"""Segments are watched for the end of their loud stretch up to 10 s (each frame costs one pass over them)."""
 MAX_OPEN_SEGMENTS = 32
 """Segments whose statistics are kept while they wait for their transcript (older ones are forgotten)."""
 
@@ -360,9 +357,12 @@ class SegmentBook:
         """Whether a speculative transcript of a segment heard over a reply (with ``primed``, its loud stretch so
         far recognised primed) holds a command that interrupts on its own: a command or question word clearly
         above the room, by the rules of :mod:`bargein.listening_model.decide` on either recognition, as the
-        verdict at the endpoint would find on the same two transcripts (never the fitted model's guess)."""
+        verdict at the endpoint would find on the same two transcripts (never the fitted model's guess), in a
+        segment as loud as the user's own turns (:func:`~bargein.session.core.early_cut.as_loud_as_the_user`)."""
         verdict = self.guess(item_id, transcript, during_reply=True, primed=primed)
-        return verdict is not None and bool(verdict.features.get("command"))
+        segment = self._segments.get(item_id)
+        return (verdict is not None and segment is not None and bool(verdict.features.get("command"))
+                and as_loud_as_the_user(segment.stats.levels_db, self.user_level_db))
 
     def listen_span(self, item_id: str, onset_ms: float) -> tuple[float, float] | None:
         """For a segment heard over a reply: the stream time of its loud stretch (the user's own voice, see
@@ -376,14 +376,13 @@ class SegmentBook:
 
     def voice_faded(self, item_id: str, onset_ms: float) -> tuple[float, float] | None:
         """For a segment over a reply: the span of its loud stretch (as :meth:`listen_span`) once, when that
-        stretch ended :data:`FADE_FRAMES` frames ago though the segment goes on (the room's talker, quieter,
-        still speaks: the user's "Stop." is over); ``None`` at every other frame."""
+        stretch ended though the segment goes on (:func:`~bargein.session.core.early_cut.stretch_just_ended`:
+        the room's quieter talker still speaks, the user's "Stop." is over); ``None`` at every other frame."""
         segment = self._segments.get(item_id)
-        levels = segment.stats.levels_db if segment is not None and segment.during_reply else []
-        if not FADE_FRAMES < len(levels) <= FADE_MAX_FRAMES or segment is None:
-            return None  # (a longer segment is the room's talk, not a command: not looked at every frame)
-        stretch = loud_stretch(levels, segment.stats.frame_ms)
-        return self.listen_span(item_id, onset_ms) if stretch and stretch[1] == len(levels) - FADE_FRAMES else None
+        if segment is None or not segment.during_reply or not stretch_just_ended(segment.stats.levels_db,
+                                                                                   segment.stats.frame_ms):
+            return None
+        return self.listen_span(item_id, onset_ms)
 
     def forget(self, item_id: str) -> None:
         """A segment that will never be judged (the buffer was cleared)."""
