@@ -19,15 +19,21 @@ from bargein.session.segment_tracker import SegmentTracker
 from bargein.session.speculation import Speculator
 from bargein.session.transcription import Transcriber
 from tests.test_duplex import Timeline, of
-from tests.test_over_reply import talker_then_stop
+from tests.test_over_reply import _over_a_talker
 
 TALKER = Transcript("the council met on Tuesday", avg_logprob=-0.9)
 
 
-def _paused_by_a_stop() -> tuple[Timeline, dx.SilenceBegan]:
+def _paused_by_a_stop(talker_ms: int = 640) -> tuple[Timeline, dx.SilenceBegan]:
     """A talker, then the user's louder "Stop." over the paused reply, up to its first pause."""
-    t = talker_then_stop()
+    t, _ = _over_a_talker(talker_ms, commit=False)
     return t, of(t.frames(0.05, 64, energy_db=-70.0), dx.SilenceBegan)[0]
+
+
+def test_in_a_segment_mixed_with_the_room_only_the_loud_stretch_s_command_cuts_early() -> None:
+    t, began = _paused_by_a_stop()  # 640 ms of the talker: the whole segment's words may be the room's
+    assert t.feed(dx.GuessTranscribed(began.item_id, Transcript("Stop.", avg_logprob=-0.8))) == []
+    assert of(t.feed(dx.GuessTranscribed(began.item_id, TALKER, Transcript("Stop."))), dx.CancelReply)
 
 
 def test_the_first_pause_over_a_paused_reply_asks_for_both_recognitions_urgently() -> None:
@@ -52,7 +58,7 @@ def test_a_command_only_the_primed_guess_heard_cuts_at_the_first_pause() -> None
 
 
 def test_a_command_in_the_plain_guess_cuts_before_the_primed_one_comes() -> None:
-    t, began = _paused_by_a_stop()
+    t, began = _paused_by_a_stop(talker_ms=320)  # not mixed with the room: the whole segment's command counts
     assert of(t.feed(dx.GuessTranscribed(began.item_id, Transcript("Stop.", avg_logprob=-0.8))), dx.CancelReply)
     assert t.feed(dx.GuessTranscribed(began.item_id, Transcript("Stop."), Transcript("Stop."))) == []  # once
 
@@ -81,7 +87,7 @@ def test_without_a_command_rule_the_first_pause_cuts_nothing_and_the_endpoint_de
 
 
 def test_the_end_of_the_user_s_loud_stretch_is_a_pause_when_the_room_talks_on() -> None:
-    t = talker_then_stop()
+    t, _ = _over_a_talker(commit=False)
     before = t.now_ms
     went_on = t.frames(0.9, 640, energy_db=-40.0)  # the talker goes on: no silence
     faded = of(went_on, dx.VoiceEnded)
@@ -167,7 +173,7 @@ def test_speech_going_on_drops_the_plain_guess_but_the_loud_stretch_s_runs_on_an
 def test_a_stop_guessed_at_the_first_pause_cuts_even_after_the_user_or_the_room_went_on() -> None:
     t, began = _paused_by_a_stop()
     t.frames(0.9, 320, energy_db=-40.0)  # the talker goes on: the same segment
-    cut = t.feed(dx.GuessTranscribed(began.item_id, Transcript("Stop.", avg_logprob=-0.8), at_ms=began.at_ms))
+    cut = t.feed(dx.GuessTranscribed(began.item_id, None, Transcript("Stop.", avg_logprob=-0.8), at_ms=began.at_ms))
     assert of(cut, dx.CancelReply)
 
 

@@ -54,25 +54,23 @@ def test_a_turn_over_the_reply_asks_for_its_loud_stretch_to_be_recognised_primed
     assert report["primed_transcript"] == "Stop." and report["command"] == "stop"
 
 
-def talker_then_stop() -> Timeline:
-    """A reply live, then a talker (which pauses it) and the user's 320 ms "Stop.", 15 dB louder, over it."""
+def _over_a_talker(talker_ms: int = 640, talker_db: float = -40.0, *, commit: bool = True) -> tuple[Timeline, str]:
+    """The user asks at -25 dBFS, the reply plays, then a talker and the user's 320 ms word in one segment
+    (committed, or still open with ``commit`` False)."""
     t = Timeline(dx.TurnSettings())
     t.frames(0.9, 640, energy_db=-25.0)
     first = of(t.frames(0.05, 544, energy_db=-70.0), dx.CommitBuffer)[0]
     t.feed(dx.SegmentTranscribed(first.item_id, Transcript("Tell me a story.", avg_logprob=-0.2)))
     t.feed(dx.ReplyAudio(of(t.actions, dx.StartReply)[0].response_id, "chunk"))
-    t.frames(0.9, 640, energy_db=-40.0)
+    t.frames(0.9, talker_ms, energy_db=talker_db)
     t.frames(0.9, 320, energy_db=-25.0)
-    return t
-
-
-def _over_a_talker() -> tuple[Timeline, str]:
-    t = talker_then_stop()
+    if not commit:
+        return t, of(t.actions, dx.SpeechStarted)[-1].item_id
     return t, of(t.frames(0.05, 544, energy_db=-70.0), dx.CommitBuffer)[0].item_id
 
 
 def test_a_command_in_the_plain_transcript_cuts_without_waiting_for_the_primed_one() -> None:
-    t, item_id = _over_a_talker()
+    t, item_id = _over_a_talker(talker_ms=320)  # under 500 ms of the room's speech: not mixed with the room
     cut = t.feed(dx.SegmentTranscribed(item_id, Transcript("Stop.", avg_logprob=-0.8), primed_pending=True))
     assert of(cut, dx.CancelReply) and of(cut, dx.ReportSegment)[0].verdict.features["command"] == "stop"
     # the primed recognition arriving later changes nothing: the segment is decided

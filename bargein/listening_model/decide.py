@@ -7,7 +7,9 @@ dump can be re-judged without audio. In order:
    ("(laughs)"), a short segment the recogniser doubts is speech (no-speech probability over 0.6 with
    average log-probability under -0.7), under :data:`MIN_SPEECH_MS` of speech, or under 3 dB above the floor;
    The same for speech more than 6 dB **quieter than the user's own turns** (the session learns how loud
-   the user is from the turns it answered while the agent was silent): another voice in the room;
+   the user is from the turns it answered while the agent was silent): another voice in the room; and a
+   segment mixed with the room whose loudest stretch the VAD scores under 0.8 (a tone or a burst at the
+   user's level, over a talker the VAD heard): see :mod:`bargein.listening_model.own_voice`;
 2. **a sound, not words** is noise: the user's words spell a laugh, "ahem", a hum (no vowel), or a word
    that is never a whole utterance ("you", "um");
 3. **a backchannel** is noise: the user's words are only "uh-huh", "okay", "sure", "I see" ...;
@@ -17,7 +19,10 @@ dump can be re-judged without audio. In order:
 
 Over a reply the shell also recognises the segment's loud stretch a second time, primed with the
 vocabulary of commands and acknowledgements (:mod:`bargein.listening_model.over_reply`); steps 1-4 run on
-both recognitions, and a cut by either wins over a keep by either, which wins over the model.
+both recognitions, and a cut by either wins over a keep by either, which wins over the model. A segment
+*mixed with the room* (:func:`~bargein.listening_model.own_voice.mixed_with_room`: over 500 ms of speech well
+under the user's level) is the exception: its whole recognition holds the room's words, so a rule on the
+primed one (its loud stretch, the user's) decides first.
 
 "The user's words" are the loud words of the segment (:mod:`bargein.listening_model.user_words`) when
 the recogniser gave word timings, else the whole transcript.
@@ -33,13 +38,11 @@ from bargein.engines.base import Transcript
 from bargein.listening_model.features import words_of
 from bargein.listening_model.lexicon import BACKCHANNELS, COMMAND_WORDS, QUESTION_WORDS, spells_a_sound
 from bargein.listening_model.model import load
+from bargein.listening_model.own_voice import QUIETER_THAN_USER_DB, loud_stretch_not_speech, mixed_with_room
 
 MIN_SPEECH_MS = 150.0
 """A one-syllable "No." can hold under 250 ms of VAD speech; below this it is a click or a breath."""
 MIN_LEVEL_DB = 3.0
-QUIETER_THAN_USER_DB = 6.0
-"""Speech this far under the level of the user's own answered turns is another voice in the room (set, not
-fitted: a television or a second talker sits 10 dB or more under a user at the microphone)."""
 UNSURE_MAX_MS = 1000.0
 """The recogniser's "no speech here" is trusted on short segments only: over a long one that merged the
 user with a background talker it doubts the whole and would throw the user's command away."""
@@ -95,6 +98,9 @@ def decide_over_reply(features: Mapping[str, Any],
         second = by_rule(primed)
         if second is not None:
             second = second[0], tuple(f"primed: {why}" for why in second[1])
+            if mixed_with_room(features):  # the whole recognition holds the room's words; the loud stretch is the user
+                return second[0], (*second[1], f"{float(features['room_speech_ms']):.0f} ms of the room's speech "
+                                               "in the segment: its loud stretch decides")
         for wanted in ("query", "noise"):
             chosen = next((r for r in (ruled, second) if r is not None and r[0] == wanted), None)
             if chosen is not None:
@@ -131,6 +137,8 @@ def by_rule(features: Mapping[str, Any]) -> tuple[Decision, tuple[str, ...]] | N
     below_user = features.get("below_user_db")
     if below_user is not None and float(below_user) > QUIETER_THAN_USER_DB:
         return "noise", (f"{float(below_user):.0f} dB quieter than the user's own turns: the room's",)
+    if loud_stretch_not_speech(features):
+        return "noise", (f"its loudest stretch is no voice (speech probability {features['loud_probability']:.2f})",)
     if spells_a_sound(words) and joined not in BACKCHANNELS:
         return "noise", (f"a vocal sound, not words ({joined!r})",)
     whole = words_of(str(features.get("transcript")))

@@ -27,8 +27,9 @@ from bargein.engines.base import Transcript
 from bargein.languages import is_backchannel, is_command, language, text_units
 from bargein.listening_model.decide import decide_over_reply, primed_features, spotted_command
 from bargein.listening_model.over_reply import SPAN_MARGIN_MS, loud_level_db, loud_stretch
+from bargein.listening_model.own_voice import mixed_with_room, own_voice_fields
 from bargein.listening_model.user_words import user_words
-from bargein.session.core.early_cut import as_loud_as_the_user, stretch_just_ended
+from bargein.session.core.early_cut import cuts_early, stretch_just_ended
 
 BACKCHANNELS = frozenset({
     "uh-huh", "uh huh", "uhhuh", "mhm", "mm-hmm", "mm hmm", "mmhmm", "mm", "hmm", "hm", "mmm", "yeah", "yep",
@@ -95,11 +96,14 @@ class SegmentStats:
     frame_ms: float = 0.0
     levels_db: list[float] = field(default_factory=list)
     """Each frame's level, for the level of each recognised word (at most :data:`MAX_LEVEL_FRAMES`)."""
+    probabilities: list[float] = field(default_factory=list)
+    """Each frame's speech probability, alongside ``levels_db``."""
 
     def add(self, probability: float, energy_db: float, frame_ms: float) -> None:
         """One VAD frame of the segment."""
         if len(self.levels_db) < MAX_LEVEL_FRAMES:
             self.levels_db.append(energy_db)
+            self.probabilities.append(probability)
         self.frame_ms = frame_ms
         self.frames += 1
         self.probability_sum += probability
@@ -206,6 +210,8 @@ def classify(stats: SegmentStats, transcript: Transcript | None, *, during_reply
                                           + noise_floor_db, 1)
         if user_level_db is not None:
             features["below_user_db"] = round(user_level_db - features["user_level_db"], 1)
+        features.update(own_voice_fields(stats.levels_db, stats.probabilities, stats.frame_ms, stats.threshold,
+                                         user_level_db))
     if during_reply and spoken_in in (None, "en"):  # the listening model is English; others keep the rules
         second = None
         if primed is not None:  # its level is the loud stretch's: the user's own (the plain one may have failed)
@@ -330,8 +336,8 @@ class SegmentBook:
                 return None
             early = classify(waiting.stats, transcript, during_reply=during_reply or waiting.during_reply,
                              noise_floor_db=waiting.floor_db, user_level_db=self.user_level_db)
-            if early.decision != "query" or not early.features.get("command"):
-                return None
+            if early.decision != "query" or not early.features.get("command") or mixed_with_room(early.features):
+                return None  # in a segment mixed with the room the command may be the room's: the primed one decides
             self._segments.pop(item_id, None)
             return early
         segment = self._segments.pop(item_id, None) or Segment(SegmentStats(), self.noise_floor.level_db)
@@ -354,15 +360,12 @@ class SegmentBook:
                         user_level_db=self.user_level_db, primed=primed)
 
     def spots_command(self, item_id: str, transcript: Transcript | None, primed: Transcript | None = None) -> bool:
-        """Whether a speculative transcript of a segment heard over a reply (with ``primed``, its loud stretch so
-        far recognised primed) holds a command that interrupts on its own: a command or question word clearly
-        above the room, by the rules of :mod:`bargein.listening_model.decide` on either recognition, as the
-        verdict at the endpoint would find on the same two transcripts (never the fitted model's guess), in a
-        segment as loud as the user's own turns (:func:`~bargein.session.core.early_cut.as_loud_as_the_user`)."""
+        """Whether a speculative transcript of a segment over a reply (with ``primed``, its loud stretch so far
+        recognised primed) cuts the reply before the endpoint (:func:`~bargein.session.core.early_cut.cuts_early`)."""
         verdict = self.guess(item_id, transcript, during_reply=True, primed=primed)
         segment = self._segments.get(item_id)
-        return (verdict is not None and segment is not None and bool(verdict.features.get("command"))
-                and as_loud_as_the_user(segment.stats.levels_db, self.user_level_db))
+        return verdict is not None and segment is not None and cuts_early(verdict.features, verdict.reasons,
+                                                                          segment.stats.levels_db, self.user_level_db)
 
     def listen_span(self, item_id: str, onset_ms: float) -> tuple[float, float] | None:
         """For a segment heard over a reply: the stream time of its loud stretch (the user's own voice, see

@@ -3,9 +3,11 @@ before the endpoint is the user's. Pure functions over a segment's frame levels,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from bargein.listening_model.over_reply import loud_level_db, loud_stretch
+from bargein.listening_model.own_voice import mixed_with_room
 
 FADE_FRAMES = 4
 """Frames under the loud line after the user's loud stretch before it counts as ended while the room talks on."""
@@ -31,3 +33,14 @@ def as_loud_as_the_user(levels_db: Sequence[float], user_level_db: float | None)
     while the session has not heard the user alone yet): on a part of a segment, the room's talker may say
     "why" or "next" first."""
     return user_level_db is None or user_level_db - loud_level_db(levels_db) <= EARLY_CUT_BELOW_USER_DB
+
+
+def cuts_early(features: Mapping[str, Any], reasons: Sequence[str], levels_db: Sequence[float],
+               user_level_db: float | None) -> bool:
+    """Whether a verdict on a segment's speculative transcripts cuts the paused reply before the endpoint: a
+    command or question word clearly above the room, by the rules of :mod:`bargein.listening_model.decide` on
+    either recognition, as the endpoint's verdict would find on the same two transcripts (never the fitted
+    model's guess), in a segment :func:`as_loud_as_the_user`. In a segment mixed with the room only the primed
+    recognition's command counts (the reasons say "primed:"): the whole segment's command may be the room's."""
+    return (bool(features.get("command")) and (not mixed_with_room(features) or reasons[0].startswith("primed: "))
+            and as_loud_as_the_user(levels_db, user_level_db))
