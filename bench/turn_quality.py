@@ -45,7 +45,9 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from bargein.engines.listen.silero_vad import SileroVad
+from bench import cut_stages
 from bench import turn_quality_families as families
+from bench.cut_stages import TimedRecognizer, case_tag
 from bench.turn_quality_runner import CaseResult, run_case
 from tests.data import make_family_set
 from tests.data.make_listening_set import Case, build, default_dir, read_wav
@@ -196,11 +198,12 @@ async def run_all(cases: list[Case], folder: Path, args: argparse.Namespace) -> 
 
     vad = await asyncio.to_thread(SileroVad)
     whisper = await asyncio.to_thread(load_whisper, args.asr_model)
-    asr = whisper
+    asr = TimedRecognizer(whisper)
     gate = asyncio.Semaphore(args.concurrency)
 
     async def one(case: Case) -> CaseResult:
         async with gate:
+            case_tag.set(case.id)  # this task's sessions' recognitions are timed as this case's
             ask = read_wav(folder / case.ask) if case.ask else None
             result = await run_case(case, read_wav(folder / case.file), vad, asr, speed=args.speed,
                                     timeline_speed=args.timeline_speed, language=args.language, ask=ask)
@@ -290,6 +293,8 @@ def main() -> None:
                                  f"{args.asr_model}, Silero VAD, server_vad 500 ms, timelines at "
                                  f"{args.timeline_speed:g}x, {args.concurrency} sessions at once, "
                                  f"{time.monotonic() - started:.0f} s, load average {load[0]:.2f} {load[1]:.2f}")
+        cut_stages.report([r.stages for r in results if r.stages is not None and r.case.category == "command"
+                           and families.went_right(r)])
         wrong = families.wrong_cases(results)
         if wrong:
             print("\nwrong cases:")

@@ -27,6 +27,7 @@ from bargein.session.core import vocabulary as v
 from bargein.session.observers import QuietObserver
 from bargein.session.realtime_session import RealtimeSession
 from bargein.session.speculation import SpeculationCounts
+from bench.cut_stages import CutStages, StageClock, TimedRecognizer, stages_of
 from tests.data.make_listening_set import Case
 
 CHUNK_BYTES = 960
@@ -81,6 +82,8 @@ class CaseResult:
     stream_ms: dict[str, float] = field(default_factory=dict)
     """Stream time (ms from the first append) of what happened to a timeline's reply: ``paused``,
     ``resumed``, ``cut`` (its ``response.done`` cancelled)."""
+    stages: CutStages | None = None
+    """Where the time went before the cut (with a :class:`~bench.cut_stages.TimedRecognizer`)."""
 
     @property
     def answers(self) -> list[Reply]:
@@ -159,8 +162,11 @@ class Client:
 
     def __init__(self, case: Case, engines: Engines) -> None:
         self.session = RealtimeSession(engines)
+        self.asr = engines.asr
         self.watch = TurnWatcher(lambda: self.session.stream_ms)
         self.session.observe(self.watch)
+        self.clock = StageClock()
+        self.session.observe(self.clock)
         self.result = CaseResult(case)
         self._last_commit: str | None = None
         self._commit_wall: dict[str, float] = {}
@@ -242,6 +248,7 @@ class Client:
                 reply.reason = details.get("reason")
                 if reply.response_id == result.base_reply and reply.status == "cancelled":
                     self._mark("cut", now)
+                    self._time_stages(reply.response_id, now)
         elif kind == "bargein.turn.metrics" and message.get("endpoint_ms") is not None:
             result.ledger_endpoint_ms.append(float(message["endpoint_ms"]))
         elif kind == "bargein.reply.paused" and message["response_id"] == result.base_reply:
@@ -250,6 +257,12 @@ class Client:
         elif kind == "bargein.reply.resumed" and message["response_id"] == result.base_reply:
             result.resumed = True
             self._mark("resumed", now)
+
+    def _time_stages(self, response_id: str, now: float) -> None:
+        asr, case = self.asr, self.result.case
+        if isinstance(asr, TimedRecognizer) and self._stream_start is not None and case.kind == "timeline":
+            self.result.stages = stages_of(self.clock, asr, case.id, response_id, now, self._stream_start,
+                                           self.offset_ms, self._speed, 1000 * case.event_end_s)
 
     def settled(self) -> bool:
         """Nothing more will happen by itself: no turn open, every segment judged, no reply live

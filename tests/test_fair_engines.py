@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from bargein.engines.base import ChatMessage, Transcript
-from bargein.engines.fair import FairExecutor, FairQueue, current_owner
+from bargein.engines.fair import FairExecutor, FairQueue, current_owner, urgent, urgent_task
 from bargein.engines.think.llm_prompt import TokenCounts, fit_history
 from bargein.engines.transcribe.whisper_asr import RecognizerBusy, WhisperRecognizer
 
@@ -92,6 +92,41 @@ def test_a_flood_of_finals_from_one_session_does_not_delay_another() -> None:
 
     asyncio.run(scenario())
     assert core.order[:3] == [9.0, 1.0, 2.0]  # the honest final is second in line, not fifth
+
+
+def test_an_urgent_final_goes_before_every_other_waiting_recognition() -> None:
+    core = _GatedCore()
+    recognizer = WhisperRecognizer(core)  # type: ignore[arg-type]
+
+    async def scenario() -> None:
+        def clip(marker: float) -> Any:
+            return np.full(160, marker, np.float32)
+
+        blocker = asyncio.ensure_future(recognizer.transcribe(clip(9.0)))
+        await asyncio.to_thread(core.entered.wait, 10)  # the worker is busy: what follows all waits
+        partial = asyncio.ensure_future(recognizer.transcribe_partial(clip(3.0), key="other"))
+        finals = [asyncio.ensure_future(recognizer.transcribe(clip(1.0))) for _ in range(3)]
+        stop = urgent_task(recognizer.transcribe(clip(5.0)))  # "stop" over a paused reply, asked for last
+        after = urgent_task(recognizer.transcribe(clip(6.0)))
+        plain = urgent_task(recognizer.transcribe(clip(2.0)), urgent=False)
+        await asyncio.sleep(0.01)
+        assert recognizer.waiting == 7
+        core.gate.set()
+        await asyncio.gather(blocker, partial, *finals, stop, after, plain)
+        await recognizer.aclose()
+
+    asyncio.run(scenario())
+    # behind only the recognition already running; urgent ones in order, then finals, then the partial
+    assert core.order == [9.0, 5.0, 6.0, 1.0, 1.0, 1.0, 2.0, 3.0]
+
+
+def test_urgency_belongs_to_the_task_it_was_given_to() -> None:
+    async def scenario() -> tuple[bool, bool, bool]:
+        async def read() -> bool:
+            return urgent()
+        return await urgent_task(read()), await asyncio.create_task(read()), urgent()
+
+    assert asyncio.run(scenario()) == (True, False, False)
 
 
 def _render_counting(calls: list[int]) -> Any:

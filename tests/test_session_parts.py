@@ -167,7 +167,7 @@ async def test_a_guess_at_the_pause_is_fed_to_the_machine() -> None:
     tracker.started("item_1", 100.0)
     tracker.silence_began("item_1", 800.0)
     await _settle()
-    assert fed[-1] == v.GuessTranscribed("item_1", Transcript("what time is it"))
+    assert fed[-1] == v.GuessTranscribed("item_1", Transcript("what time is it"), at_ms=800.0)
     assert speculator.counts.asr_started == 1
     tracker.close()
 

@@ -4,15 +4,20 @@ The server marks every task of a session with :data:`current_owner` (a context v
 tasks a session starts inherit it); a shared worker reads it when work is submitted and serves the
 owners round-robin. One session flooding an engine then only lengthens its own queue: another
 session's job waits for at most one job of each other session, not for the whole flood.
+
+Work that a paused reply waits on (the words of a segment heard over it, which may be "stop") is
+submitted in an :func:`urgent_task`: :data:`current_urgent` is set in that task's context, and an engine
+that keeps a separate lane for it serves it before everything else (the recogniser does).
 """
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import contextvars
 import threading
 from collections import deque
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Coroutine, Hashable
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
@@ -21,9 +26,26 @@ current_owner: contextvars.ContextVar[Hashable | None] = contextvars.ContextVar(
 """The session on whose behalf engine work is submitted (None: work of no session, e.g. warm-up)."""
 
 
+current_urgent: contextvars.ContextVar[bool] = contextvars.ContextVar("bargein_urgent", default=False)
+"""Whether the work being submitted is waited on by a paused reply (served before other work)."""
+
+
 def owner() -> Hashable | None:
     """The owner of the work being submitted now."""
     return current_owner.get()
+
+
+def urgent() -> bool:
+    """Whether the work being submitted now is urgent (see :func:`urgent_task`)."""
+    return current_urgent.get()
+
+
+def urgent_task(work: Coroutine[Any, Any, T], *, urgent: bool = True) -> asyncio.Task[T]:
+    """Run ``work`` as a task whose engine calls are marked urgent (or not), in the caller's context otherwise
+    (the owner is kept)."""
+    context = contextvars.copy_context()
+    context.run(current_urgent.set, urgent)
+    return asyncio.create_task(work, context=context)
 
 
 class FairQueue(Generic[T]):

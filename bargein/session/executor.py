@@ -55,12 +55,14 @@ class ActionExecutor:
             case v.SpeechStopped(item_id, end_ms):
                 self.tracker.stopped(item_id)
                 self._send("input_audio_buffer.speech_stopped", audio_end_ms=int(end_ms), item_id=item_id)
-            case v.SilenceBegan(item_id, at_ms, score):
-                self.tracker.silence_began(item_id, at_ms, score=score)
+            case v.SilenceBegan(item_id, at_ms, score, listen_span, urgent):
+                self.tracker.silence_began(item_id, at_ms, score=score, listen_span=listen_span, urgent=urgent)
+            case v.VoiceEnded(item_id, at_ms, listen_span):
+                self.tracker.voice_ended(item_id, at_ms, listen_span)
             case v.SpeechResumed(item_id):
                 self.speculator.drop(item_id)  # whatever was guessed for this turn is waste
-            case v.CommitBuffer(item_id, start_ms, end_ms, _, listen_span):
-                self._commit(item_id, start_ms, end_ms, listen_span)
+            case v.CommitBuffer(item_id, start_ms, end_ms, _, listen_span, urgent):
+                self._commit(item_id, start_ms, end_ms, listen_span, urgent=urgent)
             case v.ClearBuffer():
                 if self.tracker.speaking is not None:
                     self.tracker.stopped(self.tracker.speaking)
@@ -137,7 +139,7 @@ class ActionExecutor:
         self.emit(Outgoing(event(kind, **fields)))
 
     def _commit(self, item_id: str, start_ms: float | None, end_ms: float | None,
-                listen_span: tuple[float, float] | None = None) -> None:
+                listen_span: tuple[float, float] | None = None, *, urgent: bool = False) -> None:
         audio = self.buffer.take(start_ms, end_ms)
         item = Item(item_id, "user", [Part("input_audio")], audio_ms=1000.0 * len(audio) / 16_000)
         previous = self.conversation.add(item)
@@ -148,4 +150,5 @@ class ActionExecutor:
             first, last = (round((edge - start_ms) * SAMPLES_PER_MS) for edge in listen_span)
             primed = audio[max(0, first):max(0, last)]
         self.transcriber.start(item, audio, content_index=0, guessed=self.speculator.take_recognition(item_id),
-                               primed=primed)
+                               primed=primed, urgent=urgent,
+                               primed_guess=self.speculator.take_primed(item_id, listen_span) if listen_span else None)

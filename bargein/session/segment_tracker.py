@@ -3,7 +3,9 @@
 While the user speaks, partial recognition runs at most once a second (``input_audio_transcription.delta``
 and the words semantic endpointing needs, fed to the machine as :class:`PartialTranscript`). When the
 machine sees the first silence it asks for speculative recognition (:class:`SilenceBegan`); the guess is
-fed back as :class:`GuessTranscribed`, and the machine decides whether a reply is worth prefetching. For
+fed back as :class:`GuessTranscribed`, and the machine decides whether a reply is worth prefetching (or,
+over a paused reply, whether the words cut it; then the turn's loud stretch is also recognised primed, and
+fed back as a second :class:`GuessTranscribed` with both). For
 semantic endpointing it also asks for the end-of-turn model's score, fed back as :class:`TurnEndScored`.
 Nothing here decides anything about the turn.
 """
@@ -18,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from bargein.engines.base import LISTEN_SAMPLE_RATE, EndOfTurnModel, SpeechRecognizer, Transcript
+from bargein.listening_model.over_reply import prompt_for, vocabulary_prompt
 from bargein.protocol.server_events import event
 from bargein.session.core import vocabulary as v
 from bargein.session.input_buffer import InputBuffer
@@ -128,9 +131,13 @@ class SegmentTracker:
 
     # -- speculation --------------------------------------------------------------------------------
 
-    def silence_began(self, item_id: str, at_ms: float, *, score: bool = False) -> None:
+    def silence_began(self, item_id: str, at_ms: float, *, score: bool = False,
+                      listen_span: tuple[float, float] | None = None, urgent: bool = False) -> None:
         """Start recognising the turn so far; the machine hears the guess and may prefetch a reply.
-        With ``score``, the end-of-turn model judges the same audio (one score at a time per session)."""
+        With ``score``, the end-of-turn model judges the same audio (one score at a time per session).
+        With ``listen_span`` (a turn over a paused reply) its loud stretch so far is also recognised primed with
+        the listening vocabulary, after the plain guess; ``urgent``: both go before other recognitions, and
+        the primed one is still reported if the user speaks on (a command in it cuts the paused reply)."""
         if self._speaking != item_id:
             return
         if score:
@@ -139,9 +146,26 @@ class SegmentTracker:
             self._score_task = asyncio.create_task(self._score(item_id, at_ms, self.audio(at_ms + FRAME_MS)))
         if at_ms - self._onset_ms > MAX_GUESS_MS:
             return  # a long segment is recognised once, in slices, when it is committed
-        task = self.speculator.recognise(item_id, self.audio(at_ms + FRAME_MS))
-        if task is not None:
-            task.add_done_callback(lambda done: self._guessed(item_id, done))
+        task = self.speculator.recognise(item_id, self.audio(at_ms + FRAME_MS), urgent=urgent)
+        if task is None:
+            return
+        task.add_done_callback(lambda done: self._guessed(item_id, at_ms, done))
+        if listen_span is not None:
+            self._guess_primed(item_id, at_ms, listen_span, task)
+
+    def voice_ended(self, item_id: str, at_ms: float, listen_span: tuple[float, float]) -> None:
+        """Over a paused reply the user's loud stretch ended while the room talks on: recognise it primed."""
+        if self._speaking == item_id:
+            self._guess_primed(item_id, at_ms, listen_span, None)
+
+    def _guess_primed(self, item_id: str, at_ms: float, span: tuple[float, float],
+                      plain: asyncio.Task[Transcript] | None) -> None:
+        language, prompt = self.hints()
+        vocabulary = prompt_for(language, prompt) if vocabulary_prompt(language) else None
+        started = (self.speculator.recognise_primed(item_id, span, self.buffer.peek(*span), vocabulary)
+                   if vocabulary is not None else None)
+        if started is not None and started[1]:  # a stretch already recognised was reported then
+            started[0].add_done_callback(lambda done: self._guessed_primed(item_id, at_ms, plain, done))
 
     async def _score(self, item_id: str, at_ms: float, audio: npt.NDArray[np.float32]) -> None:
         probability: float | None = None
@@ -152,13 +176,22 @@ class SegmentTracker:
                 log.exception("end-of-turn scoring failed")
         self.feed(v.TurnEndScored(item_id, at_ms, probability))
 
-    def _guessed(self, item_id: str, task: asyncio.Task[Transcript]) -> None:
+    def _guessed(self, item_id: str, at_ms: float, task: asyncio.Task[Transcript]) -> None:
         if task.cancelled() or task.exception() is not None:
             return
         transcript = task.result()
         if self._speaking == item_id:
             self._report_partial(item_id, transcript.text.strip())
-        self.feed(v.GuessTranscribed(item_id, transcript))
+        self.feed(v.GuessTranscribed(item_id, transcript, at_ms=at_ms))
+
+    def _guessed_primed(self, item_id: str, at_ms: float, plain: asyncio.Task[Transcript] | None,
+                        task: asyncio.Task[Transcript]) -> None:
+        if task.cancelled() or task.exception() is not None:
+            return
+        # the plain guess is asked for first and served first: done, unless it was dropped or failed
+        heard = (plain.result() if plain is not None and plain.done() and not plain.cancelled()
+                 and plain.exception() is None else None)
+        self.feed(v.GuessTranscribed(item_id, heard, task.result(), at_ms))
 
     def close(self) -> None:
         """Stop partial recognition and speculation."""

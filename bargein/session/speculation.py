@@ -31,6 +31,7 @@ from bargein.engines.base import (
     ToolCall,
     Transcript,
 )
+from bargein.engines.fair import urgent_task
 from bargein.engines.speak.clauses import FIRST_CLAUSE_WORDS, ClauseSplitter
 from bargein.engines.think.tool_calls import reply_pieces
 from bargein.session.private_clause import PrivateClause
@@ -165,21 +166,44 @@ class Speculator:
     enabled: bool = True
     counts: SpeculationCounts = field(default_factory=SpeculationCounts)
     _guesses: dict[str, _Guess] = field(default_factory=dict)
+    _primed: dict[str, tuple[tuple[float, float], asyncio.Task[Transcript]]] = field(default_factory=dict)
+    """Per turn over a paused reply: its loud stretch last recognised primed (at most :data:`MAX_GUESSES`)."""
     hints: Callable[[], tuple[str | None, str | None]] = field(default=lambda: (None, None))
     """The session's transcription language and prompt (a speculative result stands as the final)."""
 
-    def recognise(self, item_id: str, audio: npt.NDArray) -> asyncio.Task[Transcript] | None:  # type: ignore[type-arg]
-        """Start recognising a turn's audio so far (replacing any older guess for it)."""
+    def recognise(self, item_id: str, audio: npt.NDArray, *,  # type: ignore[type-arg]
+                  urgent: bool = False) -> asyncio.Task[Transcript] | None:
+        """Start recognising a turn's audio so far (replacing any older guess for it); ``urgent``: a paused
+        reply waits for it, so the recogniser serves it before other work."""
         if not self.enabled or len(audio) < 1600:
             return None
         self._drop_sync(item_id)
         while len(self._guesses) >= MAX_GUESSES:
             self._drop_sync(next(iter(self._guesses)))
         language, prompt = self.hints()
-        task = asyncio.create_task(self.asr.transcribe(audio, language=language, prompt=prompt))
+        task = urgent_task(self.asr.transcribe(audio, language=language, prompt=prompt), urgent=urgent)
         self._guesses[item_id] = _Guess(item_id, task)
         self.counts.asr_started += 1
         return task
+
+    def recognise_primed(self, item_id: str, span: tuple[float, float], audio: npt.NDArray,  # type: ignore[type-arg]
+                         prompt: str) -> tuple[asyncio.Task[Transcript], bool] | None:
+        """Recognise a turn's loud stretch ``span`` (stream ms), primed with ``prompt``, urgently; and whether
+        that recognition is new: the same stretch as the turn's last one (within a frame) is not recognised
+        again. ``None``: too short to hold a word. It runs on when the user speaks on (the stretch often stays
+        the same: a "Stop." with the room's talker going on around it)."""
+        if not self.enabled or len(audio) < 1600:
+            return None
+        known = self._primed.get(item_id)
+        if known is not None and _same_span(known[0], span) and not known[1].cancelled():
+            return known[1], False
+        self._primed.pop(item_id, None)
+        while len(self._primed) >= MAX_GUESSES:
+            self._primed.pop(next(iter(self._primed)))
+        language, _ = self.hints()
+        task = urgent_task(self.asr.transcribe(audio, language=language, prompt=prompt))
+        self._primed[item_id] = (span, task)
+        return task, True
 
     def prefetch(self, item_id: str, messages: Sequence[ChatMessage], options: GenerationOptions,
                  voice: str | None = None, speed: float = 1.0) -> None:
@@ -200,7 +224,7 @@ class Speculator:
             self.counts.prompts_warmed += 1
 
     def drop(self, item_id: str) -> None:
-        """The user went on speaking: the guess for ``item_id`` is stale."""
+        """The user went on speaking: the guess for ``item_id`` is stale (not its loud stretch's, which may hold)."""
         self._drop_sync(item_id)
 
     def _drop_sync(self, item_id: str) -> None:
@@ -224,6 +248,12 @@ class Speculator:
         guess.used = True
         self.counts.asr_used += 1
         return guess.recognition
+
+    def take_primed(self, item_id: str, span: tuple[float, float]) -> asyncio.Task[Transcript] | None:
+        """The endpoint confirmed the turn: the primed recognition of its loud stretch ``span`` (running or done),
+        if that same stretch was recognised before the endpoint."""
+        known = self._primed.pop(item_id, None)
+        return known[1] if known is not None and _same_span(known[0], span) and not known[1].cancelled() else None
 
     def take_reply(self, messages: Sequence[ChatMessage]) -> PrefetchedReply | None:
         """A reply is starting: the prefetched stream made for exactly these messages, if any.
@@ -250,3 +280,11 @@ class Speculator:
         """Cancel everything (the session is ending)."""
         for item_id in list(self._guesses):
             self._drop_sync(item_id)
+        for _, task in self._primed.values():
+            task.cancel()
+        self._primed.clear()
+
+
+def _same_span(a: tuple[float, float], b: tuple[float, float], within_ms: float = 32.0) -> bool:
+    """Two loud stretches that are the same one (their edges within a frame)."""
+    return abs(a[0] - b[0]) <= within_ms and abs(a[1] - b[1]) <= within_ms

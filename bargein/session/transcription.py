@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from bargein.engines.base import LISTEN_SAMPLE_RATE, SpeechRecognizer, Transcript
+from bargein.engines.fair import urgent_task
 from bargein.listening_model.over_reply import prompt_for, vocabulary_prompt
 from bargein.protocol.errors import EngineFailure
 from bargein.protocol.server_events import event, transcription_usage
@@ -65,26 +66,34 @@ class Transcriber:
                           avg_logprob=float(np.mean([p.avg_logprob for p in parts])))
 
     def start(self, item: Item, audio: npt.NDArray[np.float32], *, content_index: int,
-              guessed: asyncio.Task[Transcript] | None = None, primed: npt.NDArray[np.float32] | None = None) -> None:
+              guessed: asyncio.Task[Transcript] | None = None, primed: npt.NDArray[np.float32] | None = None,
+              primed_guess: asyncio.Task[Transcript] | None = None, urgent: bool = False) -> None:
         """Begin recognising ``audio`` for ``item.parts[content_index]``.
 
         ``guessed`` is a speculative recognition of the same turn started before its endpoint: its
         result stands for the whole (the audio after it is only the endpoint silence). ``primed``: a turn
         over the agent's reply, the stretch of the user's own voice, recognised at the same time with the
-        listening vocabulary as prompt (for the listening decision only; the item keeps the plain text).
+        listening vocabulary as prompt (for the listening decision only; the item keeps the plain text);
+        ``primed_guess``, its speculative recognition at the turn's pause, stands for it as ``guessed`` does.
+        ``urgent``: a paused reply waits for the verdict, so the recogniser serves these first.
         """
-        task = asyncio.create_task(self.recognise(item, audio, content_index, guessed, primed=primed))
+        task = urgent_task(self.recognise(item, audio, content_index, guessed, primed=primed,
+                                          primed_guess=primed_guess), urgent=urgent)
         self._pending[item.id] = task
         task.add_done_callback(lambda _t: self._pending.pop(item.id, None))
 
     async def recognise(self, item: Item, audio: npt.NDArray[np.float32], content_index: int,
                         guessed: asyncio.Task[Transcript] | None = None, *,
-                        primed: npt.NDArray[np.float32] | None = None) -> Transcript | None:
+                        primed: npt.NDArray[np.float32] | None = None,
+                        primed_guess: asyncio.Task[Transcript] | None = None) -> Transcript | None:
         """Recognise now (what :meth:`start` runs as a task): fills the item and emits the events."""
         language, prompt = self.hints()
         vocabulary = prompt_for(language, prompt) if primed is not None and vocabulary_prompt(language) else None
-        second = (asyncio.create_task(self.asr.transcribe(primed, language=language, prompt=vocabulary))
-                  if primed is not None and vocabulary is not None and len(primed) >= MIN_PRIMED_SAMPLES else None)
+        second: asyncio.Task[Transcript] | None = None
+        if primed is not None and vocabulary is not None:
+            second = primed_guess or (asyncio.create_task(self.asr.transcribe(primed, language=language,
+                                                                              prompt=vocabulary))
+                                      if len(primed) >= MIN_PRIMED_SAMPLES else None)
         try:
             transcript = await (guessed if guessed is not None else self._in_slices(audio, language, prompt))
         except Exception as error:

@@ -5,8 +5,9 @@ request to an :class:`~bargein.engines.process.supervisor.EngineProcess`; :class
 the worker's side and runs the recogniser a spec builds (Whisper, or the by-language router of two) with
 its own fair queue, so sessions take turns in the worker as they do in process. A call carries the clip,
 ``language``, ``prompt``, whether it is a partial (and the session's key, so a newer partial replaces an
-older one still waiting), and any further keyword options, which reach the recogniser's method as they
-are (a model choice, for instance).
+older one still waiting), whether it is urgent (:func:`~bargein.engines.fair.urgent_task`: the worker's
+queue serves it first), and any further keyword options, which reach the recogniser's method as they are
+(a model choice, for instance).
 
 A worker that dies mid-call fails that call with :class:`~bargein.engines.process.wire.WorkerDied`; the
 resilience layer turns it into "Sorry, I didn't catch that." for that turn, and the worker restarts.
@@ -21,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from bargein.engines.base import CancelToken, Float32Audio, Transcript
+from bargein.engines.fair import current_urgent, urgent
 from bargein.engines.process.child import EngineService
 from bargein.engines.process.client import ProcessClient
 from bargein.engines.process.supervisor import EngineProcess, python_worker
@@ -39,6 +41,8 @@ class RecognitionRequest:
     """The session's partials' key (``id`` of the caller's key object): a newer partial replaces a waiting one."""
     options: dict[str, Any] = field(default_factory=dict)
     """Further keyword arguments for the recogniser's method."""
+    urgent: bool = False
+    """Asked for in an :func:`~bargein.engines.fair.urgent_task`: the worker's queue serves it first."""
 
 
 class ProcessRecognizer(ProcessClient):
@@ -65,7 +69,7 @@ class ProcessRecognizer(ProcessClient):
     async def transcribe(self, audio: Float32Audio, *, language: str | None = None, prompt: str | None = None,
                          **options: Any) -> Transcript:
         """Final transcript of a whole clip (16 kHz mono)."""
-        return await self._ask(RecognitionRequest(_clip(audio), language, prompt, options=options))
+        return await self._ask(RecognitionRequest(_clip(audio), language, prompt, options=options, urgent=urgent()))
 
     async def transcribe_partial(self, audio: Float32Audio, *, language: str | None = None,
                                  prompt: str | None = None, key: Hashable | None = None,
@@ -107,6 +111,7 @@ class RecognizerService(EngineService):
     async def handle(self, request: RecognitionRequest, cancel: CancelToken) -> AsyncIterator[Transcript]:
         """Recognise the clip (a partial through the recogniser's partial path, where it has one)."""
         partial = getattr(self.engine, "transcribe_partial", None)
+        current_urgent.set(request.urgent)  # this request's own task: the recogniser's queue sees it
         if request.partial and partial is not None:
             transcript: Transcript = await partial(request.audio, language=request.language, prompt=request.prompt,
                                                    key=request.key, **request.options)

@@ -2,9 +2,11 @@
 
 Sessions ``await`` :meth:`WhisperRecognizer.transcribe` (finals) and
 :meth:`WhisperRecognizer.transcribe_partial` (during speech). Both only enqueue a job and await a
-future, so the event loop never blocks. A single worker thread runs the jobs: finals first, each
-session's in arrival order and the sessions in turn (:mod:`bargein.engines.fair`; at most
-``max_waiting_per_session`` waiting each), then partials in arrival order; a newer partial of the
+future, so the event loop never blocks. A single worker thread runs the jobs: urgent finals first (asked
+for in a :func:`~bargein.engines.fair.urgent_task`: the words of a segment a paused reply waits on), then
+the other finals, each lane's jobs per session in arrival order and the sessions in turn
+(:mod:`bargein.engines.fair`; at most ``max_waiting_per_session`` waiting each, both lanes together),
+then partials in arrival order; a newer partial of the
 same ``key`` (a session) replaces an older one still waiting, and every caller of the replaced one
 gets the newer result.
 Jobs whose callers all went away (a barge-in cancels a speculative final) are skipped unrun.
@@ -29,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from bargein.engines.base import LISTEN_SAMPLE_RATE, Float32Audio, Transcript
-from bargein.engines.fair import FairQueue, owner
+from bargein.engines.fair import FairQueue, owner, urgent
 from bargein.engines.transcribe.asr_models import WhisperSource, resolve_model
 from bargein.engines.transcribe.whisper_decode import FINAL, PARTIAL, DecodeOptions, WhisperCore
 
@@ -83,6 +85,7 @@ class WhisperRecognizer:
         self.description = description
         self.jobs_run = 0
         self.jobs_skipped = 0
+        self._urgent: FairQueue[_Job] = FairQueue()
         self._finals: FairQueue[_Job] = FairQueue()
         self._partials: deque[_Job] = deque()
         self._partial_by_key: dict[Hashable, _Job] = {}
@@ -113,7 +116,7 @@ class WhisperRecognizer:
         """Stop the worker after the job it is running; waiting callers get :class:`RecognizerClosed`."""
         with self._wake:
             self._closed = True
-            abandoned = [*self._finals.drain(), *self._partials]
+            abandoned = [*self._urgent.drain(), *self._finals.drain(), *self._partials]
             self._partials.clear()
             self._partial_by_key.clear()
             self._wake.notify_all()
@@ -129,7 +132,7 @@ class WhisperRecognizer:
     @property
     def waiting(self) -> int:
         """Jobs queued and not yet started (a gauge for /metrics)."""
-        return len(self._finals) + len(self._partials)
+        return len(self._urgent) + len(self._finals) + len(self._partials)
 
     @property
     def queue_depth(self) -> int:
@@ -160,20 +163,22 @@ class WhisperRecognizer:
                     if key is not None:
                         self._partial_by_key[key] = job
                 else:
-                    session = owner()
-                    if len(self._finals) >= self.max_waiting or (
-                            session is not None and self._finals.waiting(session) >= self.max_waiting_per_session):
-                        raise RecognizerBusy(f"{len(self._finals)} final transcriptions are already waiting")
-                    self._finals.put(session, job)
+                    session, finals = owner(), len(self._finals) + len(self._urgent)
+                    if finals >= self.max_waiting or (session is not None and self._finals.waiting(session)
+                                                      + self._urgent.waiting(session) >= self.max_waiting_per_session):
+                        raise RecognizerBusy(f"{finals} final transcriptions are already waiting")
+                    (self._urgent if urgent() else self._finals).put(session, job)
                 self._wake.notify()
         return await future
 
     def _next_job(self) -> _Job | None:
         with self._wake:
-            while not self._closed and not self._finals and not self._partials:
+            while not self._closed and not self._urgent and not self._finals and not self._partials:
                 self._wake.wait()
             if self._closed:
                 return None
+            if self._urgent:
+                return self._urgent.pop()[1]
             if self._finals:
                 return self._finals.pop()[1]
             job = self._partials.popleft()

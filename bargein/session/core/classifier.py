@@ -30,6 +30,7 @@ from bargein.listening_model.keyword import spoken_command
 from bargein.listening_model.over_reply import SPAN_MARGIN_MS, loud_level_db, loud_stretch
 from bargein.listening_model.own_voice import mixed_with_room, own_voice_fields
 from bargein.listening_model.user_words import user_words
+from bargein.session.core.early_cut import cuts_early, stretch_just_ended
 
 BACKCHANNELS = frozenset({
     "uh-huh", "uh huh", "uhhuh", "mhm", "mm-hmm", "mm hmm", "mmhmm", "mm", "hmm", "hm", "mmm", "yeah", "yep",
@@ -214,7 +215,7 @@ def classify(stats: SegmentStats, transcript: Transcript | None, *, during_reply
                                          user_level_db))
     if during_reply and spoken_in in (None, "en"):  # the listening model is English; others keep the rules
         second = None
-        if primed is not None and transcript is not None:  # its level is the loud stretch's: the user's own
+        if primed is not None:  # its level is the loud stretch's: the user's own (the plain one may have failed)
             loud = loud_level_db(stats.levels_db)
             second = primed_features(features, primed, loud - noise_floor_db,
                                      None if user_level_db is None else user_level_db - loud)
@@ -355,19 +356,22 @@ class SegmentBook:
             self.user_level_db = level if previous is None else previous + USER_LEVEL_RATE * (level - previous)
         return verdict
 
-    def guess(self, item_id: str, transcript: Transcript, *, during_reply: bool) -> ListenDecision | None:
+    def guess(self, item_id: str, transcript: Transcript | None, *, during_reply: bool,
+              primed: Transcript | None = None) -> ListenDecision | None:
         """Classify a segment still being decided on a speculative transcript (``None``: unknown)."""
         segment = self._segments.get(item_id)
         if segment is None:
             return None
         return classify(segment.stats, transcript, during_reply=during_reply, noise_floor_db=segment.floor_db,
-                        user_level_db=self.user_level_db)
+                        user_level_db=self.user_level_db, primed=primed)
 
-    def spots_command(self, item_id: str, transcript: Transcript) -> bool:
-        """Whether a speculative transcript of a segment heard over a reply holds a command that interrupts
-        on its own (a command or question word clearly above the room, :mod:`bargein.listening_model.decide`)."""
-        verdict = self.guess(item_id, transcript, during_reply=True)
-        return verdict is not None and bool(verdict.features.get("command")) and not mixed_with_room(verdict.features)
+    def spots_command(self, item_id: str, transcript: Transcript | None, primed: Transcript | None = None) -> bool:
+        """Whether a speculative transcript of a segment over a reply (with ``primed``, its loud stretch so far
+        recognised primed) cuts the reply before the endpoint (:func:`~bargein.session.core.early_cut.cuts_early`)."""
+        verdict = self.guess(item_id, transcript, during_reply=True, primed=primed)
+        segment = self._segments.get(item_id)
+        return verdict is not None and segment is not None and cuts_early(verdict.features, verdict.reasons,
+                                                                          segment.stats.levels_db, self.user_level_db)
 
     def listen_span(self, item_id: str, onset_ms: float) -> tuple[float, float] | None:
         """For a segment heard over a reply: the stream time of its loud stretch (the user's own voice, see
@@ -378,6 +382,16 @@ class SegmentBook:
         frame_ms = segment.stats.frame_ms
         first, last = loud_stretch(segment.stats.levels_db, frame_ms) or (0, len(segment.stats.levels_db))
         return (max(0.0, onset_ms + first * frame_ms - SPAN_MARGIN_MS), onset_ms + last * frame_ms + SPAN_MARGIN_MS)
+
+    def voice_faded(self, item_id: str, onset_ms: float) -> tuple[float, float] | None:
+        """For a segment over a reply: the span of its loud stretch (as :meth:`listen_span`) once, when that
+        stretch ended though the segment goes on (:func:`~bargein.session.core.early_cut.stretch_just_ended`:
+        the room's quieter talker still speaks, the user's "Stop." is over); ``None`` at every other frame."""
+        segment = self._segments.get(item_id)
+        if segment is None or not segment.during_reply or not stretch_just_ended(segment.stats.levels_db,
+                                                                                   segment.stats.frame_ms):
+            return None
+        return self.listen_span(item_id, onset_ms)
 
     def forget(self, item_id: str) -> None:
         """A segment that will never be judged (the buffer was cleared)."""

@@ -154,7 +154,8 @@ class TurnEvidence:
         if isinstance(event, TurnEndScored):
             if event.at_ms == self.silence_at_ms:
                 self.probability = event.probability
-        elif (transcript := getattr(event, "transcript", None)) is not None and self.silence_at_ms is not None:
+        elif ((transcript := getattr(event, "transcript", None)) is not None and self.silence_at_ms is not None
+              and getattr(event, "at_ms", None) in (None, self.silence_at_ms)):
             self.words = str(transcript.text)
 
     def silence_ms(self, preset: SemanticPreset) -> int:

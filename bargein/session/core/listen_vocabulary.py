@@ -38,10 +38,16 @@ class SegmentTranscribed:
 
 @dataclass(frozen=True)
 class GuessTranscribed:
-    """Speculative recognition of a turn (started at :class:`SilenceBegan`) finished."""
+    """Speculative recognition of a turn (started at :class:`SilenceBegan`) finished. Over a reply it comes
+    twice: first the plain recognition alone, then again with ``primed``, the loud stretch's (at a
+    :class:`~bargein.session.core.vocabulary.VoiceEnded`, or when the plain one failed: ``transcript`` ``None``)."""
 
     item_id: str
-    transcript: Transcript
+    transcript: Transcript | None
+    primed: Transcript | None = None
+    at_ms: float | None = None
+    """The silence it was made at: over a paused reply a guess still comes after the user spoke on (a
+    command in it cuts), and its words then say nothing about the turn's newer silence."""
 
 
 @dataclass(frozen=True)

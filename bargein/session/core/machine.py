@@ -74,8 +74,6 @@ class DuplexMachine:
     def __post_init__(self) -> None:
         self.storm = StormGuard(self.settings.listening.storm_barge_ins, self.settings.listening.storm_window_ms)
 
-    # -- the two public methods ---------------------------------------------------------------------
-
     def feed(self, event: v.Event) -> None:
         """Take one event; its consequences are queued for :meth:`take_actions`."""
         match event:
@@ -137,8 +135,9 @@ class DuplexMachine:
                 self._on_settings(event.settings)
             case v.ToolWait(owed):
                 self._tool_wait = owed
-                if not owed and self._turn is None and self._reply is None:
-                    self._arm_idle()  # nothing is owed any more: the session is idle again
+                idle = not owed and self._turn is None and self._reply is None  # nothing owed: idle again
+                if idle and self.settings.vad and self.settings.idle_timeout_ms:
+                    self._emit(v.ArmIdleTimer(self.settings.idle_timeout_ms))
             case _:
                 assert_never(event)
 
@@ -146,8 +145,6 @@ class DuplexMachine:
         """Everything due since the last call, in order."""
         actions, self._actions = self._actions, []
         return actions
-
-    # -- state, for tests ---------------------------------------------------------------------------
 
     @property
     def phase(self) -> v.Phase:
@@ -189,14 +186,19 @@ class DuplexMachine:
             return
         if speech:
             turn.speech_ms += frame.end_ms - frame.start_ms
+        reply = self._reply
+        waits = reply is not None and reply.paused  # for the user's words: recognised both ways, urgently
         if speech and turn.silence_since_ms is not None:
             turn.silence_since_ms = None
             self._emit(v.SpeechResumed(turn.item_id))
         elif silence and turn.silence_since_ms is None:
             turn.silence_since_ms = frame.start_ms
             turn.heard.silence(frame.start_ms)
-            self._emit(v.SilenceBegan(turn.item_id, frame.start_ms, settings.endpointing.scores))
-        reply = self._reply
+            self._emit(v.SilenceBegan(turn.item_id, frame.start_ms, settings.endpointing.scores,
+                                      self.segments.listen_span(turn.item_id, turn.onset_ms) if waits else None, waits))
+        elif waits and turn.silence_since_ms is None and (
+                span := self.segments.voice_faded(turn.item_id, turn.onset_ms)):  # the room talks on after it
+            self._emit(v.VoiceEnded(turn.item_id, frame.start_ms, span))
         if (turn.during_reply and reply is not None and not reply.paused and settings.interruption.enabled
                 and turn.speech_ms >= settings.interruption.confirm_query_ms):
             self._pause(reply, turn)  # confirm mode: a query-length segment may interrupt
@@ -227,7 +229,8 @@ class DuplexMachine:
         self._emit(v.SpeechStopped(turn.item_id, turn.silence_since_ms))
         start = max(0.0, turn.onset_ms - settings.endpointing.prefix_padding_ms)
         span = self.segments.listen_span(turn.item_id, turn.onset_ms) if settings.listening.classify else None
-        self._emit(v.CommitBuffer(turn.item_id, start, now_ms, listen_span=span))
+        paused = self._reply if self._reply is not None and self._reply.paused else None  # it waits for the verdict
+        self._emit(v.CommitBuffer(turn.item_id, start, now_ms, listen_span=span, urgent=paused is not None))
         if not settings.listening.classify:
             self.segments.forget(turn.item_id)
             self._unanswered = True
@@ -235,8 +238,8 @@ class DuplexMachine:
             return
         self._awaiting[turn.item_id] = turn.during_reply
         self._emit(v.AwaitClassification(turn.item_id))
-        if self._reply is not None and self._reply.paused:
-            self._emit(v.ArmPauseTimer(self._reply.response_id, settings.interruption.false_interruption_timeout_ms))
+        if paused is not None:
+            self._emit(v.ArmPauseTimer(paused.response_id, settings.interruption.false_interruption_timeout_ms))
 
     # -- listening decisions ------------------------------------------------------------------------
 
@@ -277,10 +280,11 @@ class DuplexMachine:
     def _on_guess(self, event: v.GuessTranscribed) -> None:
         settings, reply = self.settings, self._reply
         if (reply is not None and reply.paused and settings.interruption.enabled and self.storm.mode == "normal"
-                and self.segments.spots_command(event.item_id, event.transcript)):
-            self._barge_in()  # "stop" heard at the first pause: cut now, not after the endpoint and verdict
-        if not (settings.vad and settings.create_response and settings.speculation.prefetch_reply):
-            return
+                and self.segments.spots_command(event.item_id, event.transcript, event.primed)):
+            self._barge_in()  # "stop" heard at the first pause (either way): cut now, not after the endpoint
+        if event.primed is not None or event.transcript is None or not (
+                settings.vad and settings.create_response and settings.speculation.prefetch_reply):
+            return  # (the plain guess, which a reply would quote, came first and was weighed then)
         verdict = self.segments.guess(event.item_id, event.transcript, during_reply=self._reply is not None)
         if verdict is not None and verdict.decision == "query" and self._reply is None:
             self._emit(v.PrefetchReply(event.item_id, event.transcript.text.strip()))
@@ -380,13 +384,9 @@ class DuplexMachine:
         self._reply = None
         self._finished.append(reply.response_id)
         self._emit(v.CompleteReply(reply.response_id, "failed" if failed else "completed"))
-        if not self._tool_wait:  # waiting for a function's output is not silence from the user
-            self._arm_idle()
+        if not self._tool_wait and self.settings.vad and self.settings.idle_timeout_ms:
+            self._emit(v.ArmIdleTimer(self.settings.idle_timeout_ms))  # a tool's output owed is no silence
         self._maybe_answer()
-
-    def _arm_idle(self) -> None:
-        if self.settings.vad and self.settings.idle_timeout_ms:
-            self._emit(v.ArmIdleTimer(self.settings.idle_timeout_ms))
 
     def _cancel_active(self, reason: Literal["turn_detected", "client_cancelled"]) -> None:
         assert self._reply is not None

@@ -156,6 +156,22 @@ class SilenceBegan:
     item_id: str
     at_ms: float
     score: bool = False
+    listen_span: tuple[float, float] | None = None
+    """A turn over the agent's reply: its loud stretch so far, recognised a second time primed (as
+    :class:`CommitBuffer`'s ``listen_span``), at once, and fed back as ``GuessTranscribed.primed``."""
+    urgent: bool = False
+    """A paused reply waits for these words: the recogniser serves them before other work."""
+
+
+@dataclass(frozen=True)
+class VoiceEnded:
+    """Over a paused reply, the segment's loud stretch (the user's own voice) ended while the VAD still hears
+    speech (the room's quieter talker): recognise that stretch primed, urgently, as at a :class:`SilenceBegan`,
+    and feed it back as ``GuessTranscribed`` with only ``primed``."""
+
+    item_id: str
+    at_ms: float
+    listen_span: tuple[float, float]
 
 
 @dataclass(frozen=True)
@@ -185,6 +201,8 @@ class CommitBuffer:
     """A turn over the agent's reply: the stretch (stream ms) of the user's own voice, which the shell
     recognises a second time primed with the language's vocabulary of commands and acknowledgements
     (:mod:`bargein.listening_model.over_reply`) and feeds back as ``SegmentTranscribed.primed``."""
+    urgent: bool = False
+    """A paused reply waits for the verdict: recognitions not already done are served before other work."""
 
 
 @dataclass(frozen=True)
@@ -333,7 +351,7 @@ class ModeChanged:
     reason: str
 
 
-Action = (SpeechStarted | SilenceBegan | SpeechResumed | SpeechStopped | CommitBuffer | ClearBuffer | TrimBuffer
-          | StartReply | CancelReply | ForwardAudio | DropAudio | ForwardText | HoldText | DropText | CompleteReply
-          | ArmIdleTimer | DisarmIdleTimer | IdleTimeout | Reject | PauseReply | HoldAudio | ResumeReply
+Action = (SpeechStarted | SilenceBegan | VoiceEnded | SpeechResumed | SpeechStopped | CommitBuffer | ClearBuffer
+          | TrimBuffer | StartReply | CancelReply | ForwardAudio | DropAudio | ForwardText | HoldText | DropText
+          | CompleteReply | ArmIdleTimer | DisarmIdleTimer | IdleTimeout | Reject | PauseReply | HoldAudio | ResumeReply
           | ArmPauseTimer | AwaitClassification | ReportSegment | DiscardSegment | PrefetchReply | ModeChanged)

@@ -1,0 +1,46 @@
+"""Cutting a paused reply before the endpoint: when the user's own voice ended, and whether a command heard
+before the endpoint is the user's. Pure functions over a segment's frame levels, for the segment book."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from bargein.listening_model.over_reply import loud_level_db, loud_stretch
+from bargein.listening_model.own_voice import mixed_with_room
+
+FADE_FRAMES = 4
+"""Frames under the loud line after the user's loud stretch before it counts as ended while the room talks on."""
+FADE_MAX_FRAMES = 320
+"""Segments are watched for the end of their loud stretch up to 10 s (each frame costs one pass over them)."""
+EARLY_CUT_BELOW_USER_DB = 3.0
+"""A command spotted before the endpoint cuts only if the segment's loud stretch is at most this far under the
+user's own turns (training families: commands in a room measure -3.4 to 2.9 dB; the background talker's
+phrases that cut early, "Why don't you ...", 3.4 to 6 dB). A quieter one waits for the endpoint's verdict."""
+
+
+def stretch_just_ended(levels_db: Sequence[float], frame_ms: float) -> bool:
+    """Whether the segment's loud stretch (:func:`~bargein.listening_model.over_reply.loud_stretch`) ended
+    exactly :data:`FADE_FRAMES` frames ago though the segment goes on: true once per such end."""
+    if not FADE_FRAMES < len(levels_db) <= FADE_MAX_FRAMES:
+        return False  # (a longer segment is the room's talk, not a command: not looked at every frame)
+    stretch = loud_stretch(levels_db, frame_ms)
+    return stretch is not None and stretch[1] == len(levels_db) - FADE_FRAMES
+
+
+def as_loud_as_the_user(levels_db: Sequence[float], user_level_db: float | None) -> bool:
+    """Whether a segment's loud stretch is within :data:`EARLY_CUT_BELOW_USER_DB` of the user's own turns (true
+    while the session has not heard the user alone yet): on a part of a segment, the room's talker may say
+    "why" or "next" first."""
+    return user_level_db is None or user_level_db - loud_level_db(levels_db) <= EARLY_CUT_BELOW_USER_DB
+
+
+def cuts_early(features: Mapping[str, Any], reasons: Sequence[str], levels_db: Sequence[float],
+               user_level_db: float | None) -> bool:
+    """Whether a verdict on a segment's speculative transcripts cuts the paused reply before the endpoint: a
+    command or question word clearly above the room, by the rules of :mod:`bargein.listening_model.decide` on
+    either recognition, as the endpoint's verdict would find on the same two transcripts (never the fitted
+    model's guess), in a segment :func:`as_loud_as_the_user`. In a segment mixed with the room only the primed
+    recognition's command counts (the reasons say "primed:"): the whole segment's command may be the room's."""
+    return (bool(features.get("command")) and (not mixed_with_room(features) or reasons[0].startswith("primed: "))
+            and as_loud_as_the_user(levels_db, user_level_db))
