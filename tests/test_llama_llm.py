@@ -198,3 +198,37 @@ def test_one_sessions_flood_of_replies_does_not_delay_another_sessions_first_tok
     # served in turn by session: the honest reply's first token comes before most of the flood's
     later = sum(1 for tag, at in firsts.items() if tag.startswith("flood") and at > firsts["honest"])
     assert later >= 5, firsts
+
+
+def test_a_new_question_comes_before_another_sessions_reply_that_is_already_speaking() -> None:
+    """A reply past its first clause gives way within a token to a new question's first clause, however
+    long its slice (the old order let it finish its slice: here up to 48 more tokens)."""
+    from bargein.engines.fair import current_owner
+
+    llm = load_llama("smollm2-135m", seed=3, slice_tokens=48)
+    counts: dict[str, int] = {"a": 0}
+    seen: dict[str, int] = {}
+
+    async def speaking() -> None:
+        current_owner.set("a")
+        options = GenerationOptions(max_tokens=120, temperature=0.0)
+        async for _ in llm.stream([user("Count from one to one hundred.")], cancel=CancelToken(), options=options):
+            counts["a"] += 1
+
+    async def asking() -> None:
+        current_owner.set("b")
+        while counts["a"] < 16:  # well past its first clause: a reply the session is already hearing
+            await asyncio.sleep(0.005)
+        seen["asked"] = counts["a"]
+        async for _ in llm.stream([user("What colour is grass?")], cancel=CancelToken(), options=SHORT):
+            seen.setdefault("answered", counts["a"])
+
+    async def scenario() -> None:
+        await asyncio.gather(speaking(), asking())
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        llm.close()
+    assert seen["answered"] - seen["asked"] <= 4, seen
+    assert counts["a"] > seen["answered"], (counts, seen)  # the long reply went on afterwards

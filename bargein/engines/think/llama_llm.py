@@ -24,6 +24,7 @@ import logging
 import os
 import queue
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -36,7 +37,7 @@ from bargein.engines.base import ChatMessage, GenerationOptions
 from bargein.engines.fair import FairQueue
 from bargein.engines.think import llm_sampling
 from bargein.engines.think.llama_context import LlamaPrompt, PromptTooLong
-from bargein.engines.think.llama_jobs import Job, QueuedEngine, reply_sampling
+from bargein.engines.think.llama_jobs import Job, QueuedEngine, reply_sampling, trace_job
 from bargein.engines.think.llama_jobs import LanguageModelError as LanguageModelError
 from bargein.engines.think.llama_kv import KvSnapshots, Tokens, common_prefix, restore_sequence, save_sequence
 from bargein.engines.think.llama_stats import TurnStats
@@ -70,6 +71,12 @@ class _Job(Job):
     tokens: list[int] = field(default_factory=list)
     started: bool = False
     synced: bool = False
+    queued_behind: int = 0
+    """Jobs the model thread held when this one arrived."""
+
+
+def _turn_key(job: Job) -> object:
+    return job.owner if job.owner is not None else id(job)  # no session: a turn of its own
 
 
 class LlamaLanguageModel(QueuedEngine):
@@ -126,10 +133,12 @@ class LlamaLanguageModel(QueuedEngine):
         return self._active_count + self._inbox.qsize()
 
     def _serve(self) -> None:
-        active: FairQueue[_Job] = FairQueue()
+        # Urgent jobs (no first clause yet, or a tool call) before any other: first audio waits for them.
+        urgent: FairQueue[_Job] = FairQueue()
+        later: FairQueue[_Job] = FairQueue()
         while True:
-            self._active_count = len(active)
-            waiting = [self._inbox.get()] if not active else []
+            self._active_count = len(urgent) + len(later)
+            waiting = [self._inbox.get()] if not self._active_count else []
             while True:
                 try:
                     waiting.append(self._inbox.get_nowait())
@@ -137,26 +146,35 @@ class LlamaLanguageModel(QueuedEngine):
                     break
             for job in waiting:
                 if job is None:
-                    for left in active.drain():
+                    for left in [*urgent.drain(), *later.drain()]:
                         self._finish(left, "cancelled")
                     return
-                active.put(job.owner if job.owner is not None else id(job), job)  # no session: a turn of its own
-            session, job = active.pop()
+                job.queued_behind = self._active_count
+                (urgent if job.urgent else later).put(_turn_key(job), job)
+            session, job = (urgent if urgent else later).pop()
             if not self._advance(job):
-                active.put_front(session, job)  # its session's next turn goes on with it
+                (urgent if job.urgent else later).put_front(session, job)  # its session's next turn goes on with it
 
     def _advance(self, job: _Job) -> bool:
-        """Run up to ``slice_tokens`` tokens of ``job``; True once it is finished."""
+        """Run up to ``slice_tokens`` tokens of ``job``; True once it is finished.
+
+        A job that is not urgent gives way (after its current token) as soon as a new job arrives, and an
+        urgent one once its first clause is whole, so the scheduler can serve the most urgent job next.
+        """
         try:
             if not job.started:
                 job.started = True
+                job.stats.waited_s = time.perf_counter() - job.submitted
                 job.tokens = self._prompt_tokens(job)
                 job.stats.prompt_tokens = len(job.tokens)
             if job.prefill_only:
                 return self._finish(job, "prefilled" if self._sync_kv(job) else "cancelled")
+            was_urgent = job.urgent
             for _ in range(self.slice_tokens):
                 if job.stop.is_set():
                     return self._finish(job, "cancelled")
+                if not was_urgent and not self._inbox.empty():
+                    return False
                 if not self._sync_kv(job):
                     return self._finish(job, "cancelled")
                 logits = np.ctypeslib.as_array(self._lib.llama_get_logits_ith(self._llama.ctx, -1),
@@ -175,6 +193,8 @@ class LlamaLanguageModel(QueuedEngine):
                 job.send_text(text)
                 if len(job.generated) >= job.options.max_tokens:
                     return self._finish(job, "length")
+                if was_urgent and not job.urgent:
+                    return False
             return False
         except Exception as exc:  # the session gets an error event; the model and the worker live on
             log.exception("%s failed while generating", self.name)
@@ -186,6 +206,7 @@ class LlamaLanguageModel(QueuedEngine):
     def _finish(self, job: _Job, reason: str) -> bool:
         self.recent_stats.append(job.stats)
         job.finish(reason)
+        trace_job(log, self.name, job, self._active_count)
         return True
 
     def _prompt_tokens(self, job: _Job) -> list[int]:
