@@ -149,11 +149,24 @@ class LlamaLanguageModel(QueuedEngine):
                     for left in [*urgent.drain(), *later.drain()]:
                         self._finish(left, "cancelled")
                     return
-                job.queued_behind = self._active_count
-                (urgent if job.urgent else later).put(_turn_key(job), job)
+                job.queued_behind = len(urgent) + len(later)
+                key = _turn_key(job)
+                if job.urgent or job.prefill_only:
+                    self._supersede_prefills(later, key)
+                (urgent if job.urgent else later).put(key, job)
+            self._active_count = len(urgent) + len(later)  # the job advanced next included
             session, job = (urgent if urgent else later).pop()
             if not self._advance(job):
                 (urgent if job.urgent else later).put_front(session, job)  # its session's next turn goes on with it
+
+    def _supersede_prefills(self, later: FairQueue[_Job], key: object) -> None:
+        """A session's newer prefill or its reply makes its waiting prefills stale: the reply evaluates its
+        own prompt anyway, so running an older guess at it first could only add work."""
+        for earlier in later.take(key):
+            if earlier.prefill_only:
+                self._finish(earlier, "superseded")
+            else:
+                later.put(key, earlier)
 
     def _advance(self, job: _Job) -> bool:
         """Run up to ``slice_tokens`` tokens of ``job``; True once it is finished.
@@ -167,8 +180,9 @@ class LlamaLanguageModel(QueuedEngine):
                 job.stats.waited_s = time.perf_counter() - job.submitted
                 job.tokens = self._prompt_tokens(job)
                 job.stats.prompt_tokens = len(job.tokens)
-            if job.prefill_only:
-                return self._finish(job, "prefilled" if self._sync_kv(job) else "cancelled")
+            if job.prefill_only:  # stopped between prompt chunks by any new job: it is only a head start
+                synced = self._sync_kv(job)
+                return self._finish(job, "prefilled" if synced else "cancelled" if job.stop.is_set() else "preempted")
             was_urgent = job.urgent
             for _ in range(self.slice_tokens):
                 if job.stop.is_set():
@@ -247,7 +261,7 @@ class LlamaLanguageModel(QueuedEngine):
             job.stats.reused_tokens = kept
         llama.n_tokens = kept
         for start in range(kept, target.shape[0], PROMPT_CHUNK):
-            if job.stop.is_set():
+            if job.stop.is_set() or (job.prefill_only and not self._inbox.empty()):
                 return False
             llama.eval(target[start:start + PROMPT_CHUNK].tolist())
             self._kv_saved = False
