@@ -266,5 +266,7 @@ async def test_a_sessions_reply_supersedes_its_waiting_prefills() -> None:
         ends = [stats.finish_reason for stats in llm.recent_stats]
     finally:
         llm.close()
-    # unrun, or stopped between prompt chunks when the next job came in; never evaluated to the end
-    assert ends.count("superseded") + ends.count("preempted") == 3 and "prefilled" not in ends, ends
+    # skipped (first clauses were waiting), superseded unrun, or stopped between prompt chunks when the
+    # next job came in; never evaluated to the end
+    unrun = [end for end in ends if end in ("superseded", "preempted", "skipped")]
+    assert len(unrun) == 3 and "prefilled" not in ends, ends

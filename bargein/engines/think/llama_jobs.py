@@ -134,7 +134,7 @@ def trace_job(log: logging.Logger, engine: str, job: Job, held: int) -> None:
     def ms(value: float | None) -> str:
         return "-" if value is None else f"{1000 * value:.0f}"
 
-    kind = "prefill" if job.prefill_only else "tools" if job.options.tools else "reply"
+    kind = "prefill" if job.prefill_only else "call" if job.calling_tool else "reply"
     log.log(level, "%s job session=%s kind=%s end=%s held=%d waited_ms=%s first_token_ms=%s first_clause_ms=%s "
             "total_ms=%s prompt=%d reused=%d restored=%s tokens=%d", engine, _short(job.owner), kind,
             stats.finish_reason, held, ms(stats.waited_s), ms(stats.first_token_s), ms(stats.first_clause_s),

@@ -153,6 +153,9 @@ class LlamaLanguageModel(QueuedEngine):
                 key = _turn_key(job)
                 if job.urgent or job.prefill_only:
                     self._supersede_prefills(later, key)
+                if job.prefill_only and urgent:  # it would run only after them, by then stale: skip it
+                    self._finish(job, "skipped")
+                    continue
                 (urgent if job.urgent else later).put(key, job)
             self._active_count = len(urgent) + len(later)  # the job advanced next included
             session, job = (urgent if urgent else later).pop()
