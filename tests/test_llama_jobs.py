@@ -40,3 +40,12 @@ def test_a_tool_call_stays_urgent_to_its_end_and_a_prefill_never_is() -> None:
     plain.send_text("<b> bold words are here")  # without tools on offer, text is text
     assert not plain.urgent
     assert not job(prefill_only=True).urgent
+
+
+def test_replies_already_speaking_get_a_turn_once_first_clauses_kept_them_waiting_long_enough() -> None:
+    from bargein.engines.think.llama_jobs import TAIL_GRACE_S, serve_later_first
+
+    assert not serve_later_first(True, None, 10.0) and not serve_later_first(False, None, 10.0)  # none waits
+    assert serve_later_first(False, 10.0, 10.0)  # nothing urgent: serve them
+    assert not serve_later_first(True, 10.0, 10.0 + TAIL_GRACE_S / 2)  # first clauses first...
+    assert serve_later_first(True, 10.0, 10.0 + TAIL_GRACE_S)  # ...but not for ever

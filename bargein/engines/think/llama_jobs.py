@@ -117,6 +117,21 @@ def reply_sampling(base: SamplingParams, job: Job) -> SamplingParams:
                           repeat_penalty=base.repeat_penalty, repeat_window=base.repeat_window)
 
 
+TAIL_GRACE_S = 1.0
+"""Replies already speaking (and prefills) wait for first clauses at most this long before they get a turn:
+the session has heard only a first clause, a second or so of speech."""
+GRACE_TOKENS = 8
+"""Tokens such a turn runs while first clauses wait (about a clause)."""
+
+
+def serve_later_first(urgent_waiting: bool, later_since: float | None, now: float) -> bool:
+    """Whether the model thread serves a job that is not urgent next: when no urgent job waits, or when the
+    others have waited :data:`TAIL_GRACE_S` since their last turn (``later_since``; None: none waits)."""
+    if later_since is None:
+        return False
+    return not urgent_waiting or now - later_since >= TAIL_GRACE_S
+
+
 TRACE_ENV = "BARGEIN_LLM_TRACE"
 """Set to 1 to log every reply's wait, prompt reuse and timings (the worker's log); otherwise only the slow ones."""
 SLOW_FIRST_CLAUSE_S = 1.5

@@ -37,7 +37,14 @@ from bargein.engines.base import ChatMessage, GenerationOptions
 from bargein.engines.fair import FairQueue
 from bargein.engines.think import llm_sampling
 from bargein.engines.think.llama_context import LlamaPrompt, PromptTooLong
-from bargein.engines.think.llama_jobs import Job, QueuedEngine, reply_sampling, trace_job
+from bargein.engines.think.llama_jobs import (
+    GRACE_TOKENS,
+    Job,
+    QueuedEngine,
+    reply_sampling,
+    serve_later_first,
+    trace_job,
+)
 from bargein.engines.think.llama_jobs import LanguageModelError as LanguageModelError
 from bargein.engines.think.llama_kv import KvSnapshots, Tokens, common_prefix, restore_sequence, save_sequence
 from bargein.engines.think.llama_stats import TurnStats
@@ -136,6 +143,7 @@ class LlamaLanguageModel(QueuedEngine):
         # Urgent jobs (no first clause yet, or a tool call) before any other: first audio waits for them.
         urgent: FairQueue[_Job] = FairQueue()
         later: FairQueue[_Job] = FairQueue()
+        later_since: float | None = None  # when the later jobs last had a turn (or began to wait)
         while True:
             self._active_count = len(urgent) + len(later)
             waiting = [self._inbox.get()] if not self._active_count else []
@@ -158,8 +166,19 @@ class LlamaLanguageModel(QueuedEngine):
                     continue
                 (urgent if job.urgent else later).put(key, job)
             self._active_count = len(urgent) + len(later)  # the job advanced next included
-            session, job = (urgent if urgent else later).pop()
-            if not self._advance(job):
+            now = time.perf_counter()
+            later_since = None if not later else later_since or now
+            if serve_later_first(bool(urgent), later_since, now):
+                later_since = now
+                session, job = later.pop()
+                if job.prefill_only and urgent:
+                    self._finish(job, "skipped")
+                    continue
+                limit = self.slice_tokens if not urgent else GRACE_TOKENS
+            else:
+                session, job = urgent.pop()
+                limit = self.slice_tokens
+            if not self._advance(job, limit):
                 (urgent if job.urgent else later).put_front(session, job)  # its session's next turn goes on with it
 
     def _supersede_prefills(self, later: FairQueue[_Job], key: object) -> None:
@@ -171,8 +190,8 @@ class LlamaLanguageModel(QueuedEngine):
             else:
                 later.put(key, earlier)
 
-    def _advance(self, job: _Job) -> bool:
-        """Run up to ``slice_tokens`` tokens of ``job``; True once it is finished.
+    def _advance(self, job: _Job, limit: int) -> bool:
+        """Run up to ``limit`` tokens of ``job``; True once it is finished.
 
         A job that is not urgent gives way (after its current token) as soon as a new job arrives, and an
         urgent one once its first clause is whole, so the scheduler can serve the most urgent job next.
@@ -187,7 +206,7 @@ class LlamaLanguageModel(QueuedEngine):
                 synced = self._sync_kv(job)
                 return self._finish(job, "prefilled" if synced else "cancelled" if job.stop.is_set() else "preempted")
             was_urgent = job.urgent
-            for _ in range(self.slice_tokens):
+            for _ in range(limit):
                 if job.stop.is_set():
                     return self._finish(job, "cancelled")
                 if not was_urgent and not self._inbox.empty():
