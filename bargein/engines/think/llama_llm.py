@@ -3,9 +3,16 @@ shared by every session. It is the server's default; ``--llm-sequences N`` selec
 (:mod:`~bargein.engines.think.llama_batched`). Scripts and benchmarks load it with :func:`load_llama`.
 
 How concurrency works: one ``Llama`` context and one worker thread own the model. Sessions submit
-jobs to the worker's inbox; the worker serves the sessions round-robin (:mod:`bargein.engines.fair`),
-``slice_tokens`` tokens of one job at a time, so a second session's first token does not wait for the
-first session's whole reply, nor for a flood of another session's jobs.
+jobs to the worker's inbox. Jobs whose session still waits to hear anything (no first clause yet, or a
+tool call being written: :attr:`~bargein.engines.think.llama_jobs.Job.urgent`) are served before all
+others, the sessions in turn (:mod:`bargein.engines.fair`), up to ``slice_tokens`` tokens at a time; a
+reply already speaking gives way within a token when a new job arrives, and gets an 8-token turn after
+waiting 1 s (:func:`~bargein.engines.think.llama_jobs.serve_later_first`). Prefills (a partial transcript's
+head start) come last: a session's reply or newer prefill supersedes its waiting ones, one arriving while
+first clauses wait is skipped, and a running one stops between prompt chunks when any job arrives. So a
+second session's first clause waits neither for the first session's whole reply, nor for a flood of
+another session's jobs, nor for stale prefills. Set ``BARGEIN_LLM_TRACE=1`` to log every job's wait,
+first clause and prompt reuse (jobs whose first clause took over 1.5 s are always logged).
 The context holds one conversation's KV cache at a time; switching conversations copies the outgoing
 one's cache out to host memory (:mod:`bargein.engines.think.llama_kv`) and the incoming one's back in, so
 every turn evaluates only the tokens its conversation has not seen (KV prefix reuse across turns).
