@@ -85,8 +85,6 @@ class _Job(Job):
     tokens: list[int] = field(default_factory=list)
     started: bool = False
     synced: bool = False
-    queued_behind: int = 0
-    """Jobs the model thread held when this one arrived."""
 
 
 def _turn_key(job: Job) -> object:
@@ -164,7 +162,6 @@ class LlamaLanguageModel(QueuedEngine):
                     for left in [*urgent.drain(), *later.drain()]:
                         self._finish(left, "cancelled")
                     return
-                job.queued_behind = len(urgent) + len(later)
                 key = _turn_key(job)
                 if job.urgent or job.prefill_only:
                     self._supersede_prefills(later, key)
