@@ -190,8 +190,9 @@ class EngineProcess:
 
     def notify(self, payload: Any) -> None:
         """Send a hint that needs no answer; dropped while the worker restarts. Never waits."""
+        session = owner()
         with contextlib.suppress(OSError, ValueError, WorkerDied):
-            self._send(("notify", payload))
+            self._send(("notify", payload, None if session is None else id(session)))
 
     async def _wait_ready(self, cancel: CancelToken) -> None:
         deadline = time.monotonic() + self.ready_wait_s
