@@ -37,8 +37,9 @@ if TYPE_CHECKING:
     from bargein.engines.process.supervisor import EngineProcess
 
 log = logging.getLogger(__name__)
-SHARED_DIR_ENV = "BARGEIN_SHARED_ENGINES"
-"""The directory of the shared engines' sockets, for the session workers (unset: each loads its own)."""
+SHARED_DIR_ENV = "BARGEIN_SHARED_ENGINE_DIR"
+"""The directory of the shared engines' sockets, for the session workers (unset: each loads its own; not a
+setting, though it has their prefix: no setting is named ``shared_engine_dir``)."""
 _TERMINAL = frozenset({"end", "error", "died"})
 
 
