@@ -125,3 +125,20 @@ def test_an_unreachable_shared_engine_says_where(tmp_path: Path) -> None:
     with pytest.raises(WorkerDied, match="unreachable"):
         EngineProcess(Launch(("unused",), connect=str(tmp_path / "none.sock")), name="echo")
 
+
+
+def test_metrics_take_the_shared_engines_figures_once_and_still_sum_the_rest() -> None:
+    from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+
+    from bargein.metrics.aggregate import WorkerFigures, merged_exposition
+
+    registry = CollectorRegistry()
+    Counter("bargein_engine_worker_restarts", "", ["stage"], registry=registry).labels("llm").inc()
+    Gauge("bargein_queue_depth", "", ["stage"], registry=registry).labels("llm").set(2)
+    exposition = generate_latest(registry).decode()
+    workers = [WorkerFigures(pid, exposition, {}) for pid in (11, 12)]
+    shared = merged_exposition(workers, shared_engines=True).decode()
+    assert 'bargein_engine_worker_restarts_total{stage="llm"} 1.0' in shared
+    assert 'bargein_queue_depth{stage="llm"} 4.0' in shared
+    apart = merged_exposition(workers).decode()  # --engines-per-worker: two engines, two restarts
+    assert 'bargein_engine_worker_restarts_total{stage="llm"} 2.0' in apart
