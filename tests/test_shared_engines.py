@@ -142,3 +142,17 @@ def test_metrics_take_the_shared_engines_figures_once_and_still_sum_the_rest() -
     assert 'bargein_queue_depth{stage="llm"} 4.0' in shared
     apart = merged_exposition(workers).decode()  # --engines-per-worker: two engines, two restarts
     assert 'bargein_engine_worker_restarts_total{stage="llm"} 2.0' in apart
+
+
+def test_a_hub_refuses_clients_beyond_its_cap(tmp_path: Path) -> None:
+    engine = EngineProcess(python_worker(ECHO, "echo"), name="echo")
+    hub = EngineHub(engine, socket_path(str(tmp_path), "echo"), max_clients=1)
+    first = EngineProcess(Launch(("unused",), connect=hub.path), name="echo-client")
+    try:
+        with pytest.raises(WorkerDied, match="closed the connection"):
+            EngineProcess(Launch(("unused",), connect=hub.path), name="echo-client")
+        assert hub.clients == 1
+    finally:
+        first.close()
+        hub.close()
+        engine.close()

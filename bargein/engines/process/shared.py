@@ -122,6 +122,7 @@ class EngineHub:
         self.max_per_client = max_per_client
         self.outbox_size = outbox_size
         self._clients: dict[int, _Client] = {}
+        self._connections = 0  # clients served or waiting for the engine in their handshake
         self._numbers = itertools.count(1)
         self._lock = threading.Lock()
         self._closed = threading.Event()
@@ -148,11 +149,13 @@ class EngineHub:
                 conn = self._listener.accept()
             except OSError:
                 return
-            if len(self._clients) >= self.max_clients:
+            if self._connections >= self.max_clients:
                 log.error("%s hub: %d clients already; refusing another", self.process.name, self.max_clients)
                 conn.close()
                 continue
             client = _Client(next(self._numbers), conn, queue.Queue(self.outbox_size))
+            with self._lock:
+                self._connections += 1
             threading.Thread(target=self._serve, args=(client,), name=f"{self.process.name}-client{client.number}",
                              daemon=True).start()
 
@@ -178,6 +181,8 @@ class EngineHub:
                     return
                 self._dispatch(client, message)
         finally:
+            with self._lock:
+                self._connections -= 1
             self._drop(client)
             if writer.is_alive():
                 writer.join(timeout=5)
