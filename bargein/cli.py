@@ -56,6 +56,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="close a session held back by the event rate this many seconds in a row (default 10)")
     serve.add_argument("--workers", type=int,
                        help="session worker processes on the port (default 1; one per core carries the most)")
+    serve.add_argument("--engines-per-worker", dest="shared_engines", action="store_const", const=False,
+                       help="with --workers: each session worker loads its own engines (default: one shared set)")
     serve.add_argument("--max-sessions", type=int, help="sessions per worker before new ones are refused")
     serve.add_argument("--turn-detection", choices=["server_vad", "semantic_vad"],
                        help="a new session's turn detection (default server_vad: the tiered endpoint, "

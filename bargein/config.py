@@ -57,6 +57,9 @@ class Settings(BaseSettings):
     """uvicorn's WebSocket protocol implementation."""
     workers: int = 1
     """Session worker processes sharing the port (one per core serves most sessions)."""
+    shared_engines: bool = True
+    """With several workers, load each stage that runs in a worker process once, in the parent process, and
+    share it between the session workers (off: each session worker loads its own)."""
     ray_address: str | None = None
     """The Ray cluster whose Serve applications run the ``ray_stages`` (``auto``: the local node's cluster;
     ``HOST:6379`` to join one; ``ray://HOST:10001`` through Ray Client)."""

@@ -121,6 +121,12 @@ def load_llm(settings: Settings, *, worker_process: bool = False) -> tuple[Langu
     process, so a crash in llama.cpp costs the replies in flight, not the server; remote models run as they are.
     """
     if settings.engines in ("fake", "instant"):
+        from bargein.engines.process.shared import shared_socket
+
+        if shared_socket("llm") is not None:  # a fake the parent shares (the shared-engine tests)
+            from bargein.engines.think.llm_process import ProcessLanguageModel, WorkerSpec
+
+            return ProcessLanguageModel(WorkerSpec("bargein.engines.fakes:FakeLanguageModel")), "fake, shared"
         from bargein.engines.fakes import FakeLanguageModel
 
         return FakeLanguageModel(token_delay_s=_fake_delay(settings)), "fake"

@@ -3,9 +3,11 @@
 Every worker writes its own exposition and load snapshot into a directory the parent process made
 (``BARGEIN_WORKER_DIR``) once a second; the worker that answers a scrape reads every live worker's
 files (its own figures fresh), sums counters, histograms and gauges across workers (the engine-info
-gauge takes the maximum) and adds one ``bargein_worker_*`` series per worker, so a scheduler sees both
-the server's total and which worker is loaded. Files of workers that died are skipped (their pid is
-gone or the file is older than :data:`STALE_S`), so a restarted worker does not count twice.
+gauge takes the maximum, and so do the engine workers' restarts and memory when the engines are shared:
+each session worker reports the same engine processes) and adds one ``bargein_worker_*`` series per
+worker, so a scheduler sees both the server's total and which worker is loaded. Files of workers that
+died are skipped (their pid is gone or the file is older than :data:`STALE_S`), so a restarted worker
+does not count twice.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from prometheus_client.registry import Collector
 STALE_S = 10.0
 _MAX_GAUGES = frozenset({"bargein_engine"})
 """Gauges that describe rather than count: the same value in every worker, so not summed."""
+SHARED_ENGINE_FAMILIES = frozenset({"bargein_engine_worker_restarts", "bargein_engine_worker_resident_memory_bytes"})
+"""With shared engines every session worker reports the same engine worker's figures: the maximum, not the sum."""
 
 
 @dataclass(frozen=True)
@@ -77,16 +81,18 @@ class WorkerBoard:
         return found
 
 
-def merged_exposition(workers: Sequence[WorkerFigures]) -> bytes:
-    """One exposition for the whole server: sums across workers plus per-worker load series."""
+def merged_exposition(workers: Sequence[WorkerFigures], *, shared_engines: bool = False) -> bytes:
+    """One exposition for the whole server: sums across workers plus per-worker load series
+    (``shared_engines``: the engine workers' figures are each worker's view of the same processes)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Merged(workers))
+    registry.register(_Merged(workers, _MAX_GAUGES | SHARED_ENGINE_FAMILIES if shared_engines else _MAX_GAUGES))
     return generate_latest(registry)
 
 
 class _Merged(Collector):
-    def __init__(self, workers: Sequence[WorkerFigures]) -> None:
+    def __init__(self, workers: Sequence[WorkerFigures], maxima: frozenset[str]) -> None:
         self.workers = workers
+        self.maxima = maxima
 
     def collect(self) -> Iterable[Metric]:
         families: dict[str, Metric] = {}
@@ -101,7 +107,7 @@ class _Merged(Collector):
                         sums[key] = sample.value
                     elif sample.name.endswith("_created"):
                         sums[key] = min(sums[key], sample.value)
-                    elif family.name in _MAX_GAUGES:
+                    elif family.name in self.maxima:
                         sums[key] = max(sums[key], sample.value)
                     else:
                         sums[key] += sample.value

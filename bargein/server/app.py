@@ -18,6 +18,7 @@ from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from bargein.config import Settings
 from bargein.engines.base import Engines
+from bargein.engines.process.shared import SHARED_DIR_ENV
 from bargein.memory_upkeep import keep_memory_flat
 from bargein.metrics.aggregate import WorkerBoard, WorkerFigures, merged_exposition
 from bargein.metrics.gc_pauses import GcPauseWatch
@@ -166,7 +167,8 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None,
 
     @app.get("/metrics")
     async def metrics() -> Response:
-        body = merged_exposition(state.board.gather(state.figures()))
+        body = merged_exposition(state.board.gather(state.figures()),
+                                 shared_engines=bool(os.environ.get(SHARED_DIR_ENV)))
         return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
     @app.websocket("/v1/realtime")

@@ -4,8 +4,9 @@ One Python process holds the GIL for everything its sessions do, so one process 
 ``--workers N`` uvicorn's supervisor starts N worker processes that accept on the same listening socket
 (the kernel hands each new connection to whichever worker accepts first, so a busy worker takes fewer),
 restarts a worker that dies, and each worker builds the app below from the settings the parent passed
-in its environment. Each worker loads its own engines (the models' memory is paid N times; point the
-heavy stages at shared pools, an OpenAI-compatible LLM server or Ray Serve, to pay it once), admits
+in its environment. The stages that run in worker processes (Whisper, the embedded LLM, Kokoro) are
+loaded once, in this parent, and shared by every session worker (:mod:`bargein.server.shared_engines`;
+``--engines-per-worker`` has each session worker load its own); each worker admits
 sessions against its own load, and publishes its figures so that any worker's ``/metrics`` covers all.
 """
 
@@ -70,8 +71,11 @@ def worker_environment(settings: Settings) -> Iterator[str]:
 def run_workers(settings: Settings, log_level: str) -> None:
     """Serve with ``settings.workers`` processes until interrupted."""
     from bargein.server.serving import safe_uvicorn_options
+    from bargein.server.shared_engines import shared_engines
 
-    with worker_environment(settings) as directory:
+    with shared_engines(settings) as shared, worker_environment(settings) as directory:
+        if shared:
+            print(f"bargein: {', '.join(shared)} loaded once, shared by the session workers", flush=True)
         print(f"bargein: starting {settings.workers} session workers on {settings.host}:{settings.port} "
               f"(local-only: {settings.local_only})", flush=True)
         # the handshake guard and the sliced parsing (bargein.server.serving) are per process objects that

@@ -16,6 +16,11 @@ answered for ``ping_timeout_s`` is wedged, and the worker is killed and restarte
 The queue is bounded: at most ``max_in_flight`` requests at once, and ``max_per_owner`` for one session
 (:class:`~bargein.engines.process.wire.WorkerBusy` beyond); fair turns between sessions are the worker's
 engines' own (each request carries its session, see :mod:`bargein.engines.fair`).
+
+A launch with ``connect`` set does not start a worker: it connects to an engine the parent process
+shares between session workers (:mod:`~bargein.engines.process.shared`); the hub's closing the
+connection counts as the worker's death (its requests fail, and the supervisor reconnects with the same
+backoff). :meth:`EngineProcess.forward` is the hub's way in: a request whose messages go to a callback.
 """
 
 from __future__ import annotations
@@ -25,44 +30,22 @@ import atexit
 import contextlib
 import itertools
 import logging
-import os
-import socket
-import subprocess
-import sys
 import threading
 import time
 import weakref
-from collections import deque
-from collections.abc import AsyncIterator, Callable, Hashable, Mapping
-from dataclasses import dataclass, field
-from multiprocessing.connection import Connection
+from collections.abc import AsyncIterator, Callable, Hashable
+from dataclasses import dataclass
 from typing import Any
 
 from bargein.engines.base import CancelToken
 from bargein.engines.fair import owner
-from bargein.engines.process.wire import FD_ENV, WorkerBusy, WorkerDied, WorkerError, WorkerSpec
+from bargein.engines.process.shared import connect, shut
+from bargein.engines.process.spawn import Launch, Worker, python_worker, spawn, stop, tail
+from bargein.engines.process.wire import WorkerBusy, WorkerDied, WorkerError
 
+__all__ = ["EngineProcess", "Launch", "python_worker"]
 log = logging.getLogger(__name__)
 _LIVE: weakref.WeakSet[EngineProcess] = weakref.WeakSet()
-
-
-@dataclass(frozen=True)
-class Launch:
-    """How to start a worker: its command line, extra environment, and the spec to send it first (if any)."""
-
-    command: tuple[str, ...]
-    spec: WorkerSpec | None = None
-    env: Mapping[str, str] = field(default_factory=dict)
-    capture_stderr: bool = False
-    """Keep the worker's stderr (its last lines name the cause when it dies) instead of sharing ours."""
-
-
-def python_worker(spec: WorkerSpec, label: str = "engine") -> Launch:
-    """A worker in this interpreter's environment that builds ``spec`` (see :mod:`bargein.engines.process.child`);
-    ``label`` ends its command line, so ``ps`` tells the workers apart."""
-    paths = [os.path.abspath(entry or os.curdir) for entry in sys.path]
-    path = os.pathsep.join(dict.fromkeys(entry for entry in paths if os.path.isdir(entry)))
-    return Launch((sys.executable, "-m", "bargein.engines.process.child", label), spec, {"PYTHONPATH": path})
 
 
 @dataclass
@@ -77,11 +60,10 @@ class _Pending:
 
 
 @dataclass
-class _Worker:
-    process: subprocess.Popen[bytes]
-    conn: Connection
-    started: float
-    stderr_tail: deque[str] = field(default_factory=lambda: deque(maxlen=20))
+class _Relay:
+    owner: Hashable | None
+    deliver: Callable[[str, Any], None]
+    """Called on the supervisor thread (a hub's client's outbox, see :mod:`.shared`)."""
 
 
 class EngineProcess:
@@ -103,15 +85,18 @@ class EngineProcess:
         self.ping_interval_s = ping_interval_s
         self.ping_timeout_s = ping_timeout_s
         self.restarts = 0
-        """Workers started after the first (each one a death survived)."""
+        """Workers started after the first (each one a death survived; a shared engine's own count)."""
+        self.on_death: Callable[[], None] | None = None
+        """Called first when the worker dies (a hub shuts its clients' connections)."""
+        self._starts = 0
         self.info: dict[str, Any] = {}
         """What the worker said when it was ready (a recogniser's languages, a voice's sample rate...)."""
-        self._pending: dict[int, _Pending] = {}
+        self._pending: dict[int, _Pending | _Relay] = {}
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._ready = threading.Event()
         self._closed = threading.Event()
-        self._worker: _Worker | None = None
+        self._worker: Worker | None = None
         self._backoff = restart_backoff_s
         self._ping_sent: float | None = None
         self._worker = self._start_worker()
@@ -127,7 +112,7 @@ class EngineProcess:
     def pid(self) -> int | None:
         """The worker's process id (None while it restarts)."""
         worker = self._worker
-        return worker.process.pid if worker is not None and self._ready.is_set() else None
+        return worker.pid if worker is not None and self._ready.is_set() else None
 
     @property
     def queue_depth(self) -> int:
@@ -194,6 +179,28 @@ class EngineProcess:
         with contextlib.suppress(OSError, ValueError, WorkerDied):
             self._send(("notify", payload, None if session is None else id(session)))
 
+    def forward(self, request: Any, owner: Hashable | None, deliver: Callable[[str, Any], None]) -> int:
+        """Send a request for a hub's client; its messages go to ``deliver``. Returns the request's id.
+
+        Raises :class:`WorkerBusy` past ``max_in_flight``, :class:`WorkerDied` while the worker restarts.
+        """
+        if len(self._pending) >= self.max_in_flight:
+            raise WorkerBusy(f"{self.name}: {len(self._pending)} requests are already in flight")
+        request_id = next(self._ids)
+        self._pending[request_id] = _Relay(owner, deliver)
+        try:
+            self._send(("start", request_id, owner, request))
+        except WorkerDied:
+            self._pending.pop(request_id, None)
+            raise
+        return request_id
+
+    def forget(self, request_id: int, *, cancel: bool) -> None:
+        """Stop routing a forwarded request (and tell the worker to stop it, with ``cancel``)."""
+        if self._pending.pop(request_id, None) is not None and cancel:
+            with contextlib.suppress(OSError, ValueError, WorkerDied):
+                self._send(("cancel", request_id))
+
     async def _wait_ready(self, cancel: CancelToken) -> None:
         deadline = time.monotonic() + self.ready_wait_s
         while not self._ready.is_set():
@@ -223,7 +230,7 @@ class EngineProcess:
         if worker is not None:
             with contextlib.suppress(OSError, ValueError):
                 worker.conn.send(None)
-            _stop(worker.process, grace_s=5.0)
+            stop(worker.process, grace_s=5.0)
             worker.conn.close()
         if self._supervisor is not threading.current_thread():
             self._supervisor.join(timeout=5)
@@ -234,20 +241,13 @@ class EngineProcess:
 
     # --- the supervisor thread --------------------------------------------------------------------------
 
-    def _start_worker(self) -> _Worker:
-        ours, theirs = socket.socketpair()
-        environment = {**os.environ, **self.launch.env, FD_ENV: str(theirs.fileno())}
-        try:
-            process = subprocess.Popen(
-                self.launch.command, stdin=subprocess.DEVNULL, env=environment, pass_fds=(theirs.fileno(),),
-                stderr=subprocess.PIPE if self.launch.capture_stderr else None)
-        finally:
-            theirs.close()
-        conn = Connection(ours.detach())
-        worker = _Worker(process, conn, time.monotonic())
-        if self.launch.capture_stderr:
-            threading.Thread(target=_drain_stderr, args=(worker, self.name), name=f"{self.name}-stderr",
-                             daemon=True).start()
+    def _start_worker(self) -> Worker:
+        if self.launch.connect is not None:
+            conn, info = connect(self.launch.connect, name=self.name, timeout_s=self.start_timeout_s)
+            return self._ready_with(Worker(None, conn, time.monotonic(), int(info.pop("pid"))), info)
+        worker = spawn(self.launch, self.name)
+        process, conn = worker.process, worker.conn
+        assert process is not None
         try:
             if self.launch.spec is not None:
                 conn.send(("spec", self.launch.spec))
@@ -255,24 +255,30 @@ class EngineProcess:
                 raise WorkerDied(f"{self.name}: the worker did not load its engine in {self.start_timeout_s:.0f} s")
             kind, detail = conn.recv()
         except (EOFError, OSError) as error:
-            _stop(process, grace_s=5.0)
+            stop(process, grace_s=5.0)
             conn.close()
             raise WorkerDied(f"{self.name}: the worker died while loading (exit code {process.returncode})"
-                             f"{_tail(worker)}") from error
+                             f"{tail(worker)}") from error
         except WorkerDied:
-            _stop(process, grace_s=0.0)
+            stop(process, grace_s=0.0)
             conn.close()
             raise
         if kind != "ready":
-            _stop(process, grace_s=5.0)
+            stop(process, grace_s=5.0)
             conn.close()
             raise WorkerDied(f"{self.name}: the worker could not load its engine: {detail}")
-        self.info = dict(detail or {})
+        return self._ready_with(worker, dict(detail or {}))
+
+    def _ready_with(self, worker: Worker, info: dict[str, Any]) -> Worker:
+        shared_restarts = info.pop("restarts", None)
+        self.info = info
         with self._lock:
+            self.restarts = int(shared_restarts) if shared_restarts is not None else self._starts
+            self._starts += 1
             self._worker = worker
             self._ping_sent = None
             self._ready.set()
-        log.info("%s: worker %d ready", self.name, process.pid)
+        log.info("%s: worker %d ready%s", self.name, worker.pid, " (shared)" if worker.process is None else "")
         return worker
 
     def _supervise(self) -> None:
@@ -296,32 +302,37 @@ class EngineProcess:
             kind = message[0]
             if kind == "pong":
                 self._ping_sent = None
-            elif kind in ("item", "end", "error") and (pending := self._pending.get(message[1])) is not None:
+            elif kind in ("item", "end", "error", "died") and (pending := self._pending.get(message[1])) is not None:
                 pending.deliver(kind, message[2])
 
-    def _ping(self, worker: _Worker) -> None:
+    def _ping(self, worker: Worker) -> None:
         now = time.monotonic()
         if self._ping_sent is None:
             with contextlib.suppress(OSError, ValueError, WorkerDied):
                 self._send(("ping", 0))
                 self._ping_sent = now
         elif now - self._ping_sent > self.ping_timeout_s:
-            log.error("%s: worker %d has not answered for %.0f s; killing it", self.name, worker.process.pid,
+            log.error("%s: worker %d has not answered for %.0f s; killing it", self.name, worker.pid,
                       now - self._ping_sent)
-            with contextlib.suppress(OSError):
-                worker.process.kill()  # the next read sees the pipe close and restarts it
+            if worker.process is None:
+                shut(worker.conn)  # a shared engine's hub that does not answer: reconnect
+            else:
+                with contextlib.suppress(OSError):
+                    worker.process.kill()  # the next read sees the pipe close and restarts it
 
-    def _worker_died(self, worker: _Worker) -> None:
+    def _worker_died(self, worker: Worker) -> None:
         with self._lock:
             self._ready.clear()
             self._worker = None
+        if self.on_death is not None:
+            self.on_death()
         for pending in list(self._pending.values()):  # first: the sessions' fallbacks need not wait for us
             pending.deliver("died", "its pipe closed")
-        _stop(worker.process, grace_s=1.0)  # a worker that closed its pipe but lingers is killed
+        stop(worker.process, grace_s=1.0)  # a worker that closed its pipe but lingers is killed
         worker.conn.close()
         lived = time.monotonic() - worker.started
         log.error("%s: worker %d died (exit code %s) after %.0f s; its requests failed over; restarting%s",
-                  self.name, worker.process.pid, worker.process.returncode, lived, _tail(worker))
+                  self.name, worker.pid, worker.process and worker.process.returncode, lived, tail(worker))
         if lived >= self.stable_s:
             self._backoff, delay = self.restart_backoff_s, 0.0
         else:  # it died young: wait, longer each time it happens again
@@ -333,34 +344,11 @@ class EngineProcess:
                 delay, self._backoff = self._backoff, min(self.max_backoff_s, self._backoff * 2)
                 log.exception("%s: restarting the worker failed; retrying in %.1f s", self.name, delay)
                 continue
-            self.restarts += 1
             if self._closed.is_set():  # closed while it loaded: nobody will stop it but us
                 with contextlib.suppress(OSError, ValueError):
                     worker.conn.send(None)
-                _stop(worker.process, grace_s=5.0)
+                stop(worker.process, grace_s=5.0)
             return
-
-
-def _stop(process: subprocess.Popen[bytes], *, grace_s: float) -> None:
-    try:
-        process.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-
-
-def _drain_stderr(worker: _Worker, name: str) -> None:
-    stream = worker.process.stderr
-    assert stream is not None
-    for raw in stream:
-        line = raw.decode(errors="replace").rstrip()
-        if line:
-            worker.stderr_tail.append(line)
-            log.debug("%s worker: %s", name, line)
-
-
-def _tail(worker: _Worker) -> str:
-    return f"; its last output: {' | '.join(worker.stderr_tail)}" if worker.stderr_tail else ""
 
 
 def _close_all() -> None:

@@ -9,7 +9,8 @@ picklable object.
 Supervisor to worker:
 
 - ``("spec", WorkerSpec)``: the first message to a worker of bargein's own environment (what to build);
-- ``("start", request_id, owner, request)``: serve a request for the session ``owner`` (an int or None);
+- ``("start", request_id, owner, request)``: serve a request for the session ``owner`` (an int or None;
+  from a shared engine's hub, ``(client, session)``: see :mod:`~bargein.engines.process.shared`);
 - ``("cancel", request_id)``: stop serving it (from its next item on);
 - ``("notify", payload, owner)``: a hint that needs no answer (an LLM's prefill), for the session ``owner``;
 - ``("ping", n)``: answered with ``("pong", n)`` by the worker's serving loop (a wedged loop is killed);
@@ -17,7 +18,8 @@ Supervisor to worker:
 
 Worker to supervisor: ``("ready", info)`` once loaded (``info``: a dict the client may read, such as a
 recogniser's languages) or ``("failed", message)``; then ``("item", request_id, payload)`` for each
-streamed piece, and ``("end", request_id, payload)`` or ``("error", request_id, message)`` to end a request.
+streamed piece, and ``("end", request_id, payload)`` or ``("error", request_id, message)`` to end a request
+(a hub also ends one with ``("died", request_id, message)`` when its engine is restarting).
 """
 
 from __future__ import annotations

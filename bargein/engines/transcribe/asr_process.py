@@ -15,6 +15,7 @@ resilience layer turns it into "Sorry, I didn't catch that." for that turn, and 
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Hashable
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,7 +39,8 @@ class RecognitionRequest:
     prompt: str | None = None
     partial: bool = False
     key: int | None = None
-    """The session's partials' key (``id`` of the caller's key object): a newer partial replaces a waiting one."""
+    """The session's partials' key (``id`` of the caller's key object with this process's pid, as a shared
+    engine serves several processes): a newer partial replaces a waiting one."""
     options: dict[str, Any] = field(default_factory=dict)
     """Further keyword arguments for the recogniser's method."""
     urgent: bool = False
@@ -76,7 +78,7 @@ class ProcessRecognizer(ProcessClient):
                                  **options: Any) -> Transcript:
         """A quick transcript of the speech so far (the worker's recogniser's partial, where it has one)."""
         request = RecognitionRequest(_clip(audio), language, prompt, partial=True,
-                                     key=None if key is None else id(key), options=options)
+                                     key=None if key is None else hash((os.getpid(), id(key))), options=options)
         return await self._ask(request)
 
     async def _ask(self, request: RecognitionRequest) -> Transcript:

@@ -1,0 +1,250 @@
+"""One engine worker shared by several session worker processes: a hub on a Unix socket, and its clients.
+
+With ``bargein serve --workers N`` the parent of the session workers starts each stage's
+:class:`~bargein.engines.process.supervisor.EngineProcess` once (so each model is loaded once) and an
+:class:`EngineHub` beside it, listening on ``<directory>/<stage>.sock`` in a private directory (mode 0700).
+A session worker's engine connects there instead of spawning a worker of its own (see :func:`shared_socket`
+and :func:`connect`) and speaks the same wire messages. The hub answers the handshake with ``ready`` once
+the engine is ready (with the engine worker's pid and restart count), renumbers each request
+(its key is the client and the client's request id) and sends it on with the owner ``(client, session)``,
+so the engine's fair queues take turns between the sessions of every session worker; items come back to
+the client that asked, through a bounded outbox per client (a client that stops reading is dropped, the
+engine never waits for it). The hub answers pings itself: the parent's supervisor watches the engine.
+
+When the engine worker dies, the hub shuts every client's connection: each session worker's supervisor
+fails its requests in flight with :class:`~bargein.engines.process.wire.WorkerDied` (that turn's fallback)
+and reconnects, and the hub's handshake holds the reconnect until the parent has restarted the engine.
+Bounds: ``max_clients`` connections, ``max_per_client`` requests in flight for one client.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import os
+import queue
+import socket
+import threading
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from multiprocessing.connection import Client, Connection, Listener
+from typing import TYPE_CHECKING, Any
+
+from bargein.engines.process.wire import WorkerBusy, WorkerDied
+
+if TYPE_CHECKING:
+    from bargein.engines.process.supervisor import EngineProcess
+
+log = logging.getLogger(__name__)
+SHARED_DIR_ENV = "BARGEIN_SHARED_ENGINE_DIR"
+"""The directory of the shared engines' sockets, for the session workers (unset: each loads its own; not a
+setting, though it has their prefix: no setting is named ``shared_engine_dir``)."""
+_TERMINAL = frozenset({"end", "error", "died"})
+
+
+def socket_path(directory: str, label: str) -> str:
+    """Where the hub of the engine labelled ``label`` (``asr``, ``llm``, ``tts``) listens."""
+    return os.path.join(directory, f"{label}.sock")
+
+
+def shared_socket(label: str) -> str | None:
+    """The socket of a shared engine for ``label`` this process should connect to (None: spawn its own)."""
+    directory = os.environ.get(SHARED_DIR_ENV)
+    if not directory:
+        return None
+    path = socket_path(directory, label)
+    return path if os.path.exists(path) else None
+
+
+def connect(path: str, *, name: str, timeout_s: float) -> tuple[Connection, dict[str, Any]]:
+    """Connect to a hub and wait for its ``ready`` (the engine's info, with its ``pid`` and ``restarts``)."""
+    try:
+        conn = Client(path, family="AF_UNIX")
+    except OSError as error:
+        raise WorkerDied(f"{name}: the shared engine at {path} is unreachable ({error})") from error
+    try:
+        if not conn.poll(timeout_s):
+            raise WorkerDied(f"{name}: the shared engine was not ready in {timeout_s:.0f} s")
+        kind, info = conn.recv()
+    except (EOFError, OSError) as error:
+        conn.close()
+        raise WorkerDied(f"{name}: the shared engine closed the connection ({error})") from error
+    except WorkerDied:
+        conn.close()
+        raise
+    if kind != "ready":
+        conn.close()
+        raise WorkerDied(f"{name}: the shared engine refused the connection: {info}")
+    return conn, dict(info)
+
+
+def shut(conn: Connection) -> None:
+    """Shut a connection both ways, so a thread blocked reading it wakes with an error (close is not enough)."""
+    with contextlib.suppress(OSError, ValueError):
+        duplicate = socket.socket(fileno=os.dup(conn.fileno()))
+        try:
+            duplicate.shutdown(socket.SHUT_RDWR)
+        finally:
+            duplicate.close()
+
+
+@dataclass(eq=False)
+class _Client:
+    number: int
+    conn: Connection
+    outbox: queue.Queue[tuple[Any, ...] | None]
+    requests: dict[int, int] = field(default_factory=dict)
+    """The client's request id -> the engine's request id."""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    gone: bool = False
+
+    def post(self, message: tuple[Any, ...]) -> None:
+        """Queue a message for the client; a client that does not keep up is dropped."""
+        if self.gone:
+            return
+        try:
+            self.outbox.put_nowait(message)
+        except queue.Full:
+            log.error("shared engine: client %d is not reading its replies; dropping it", self.number)
+            self.gone = True
+            shut(self.conn)
+
+
+class EngineHub:
+    """Serves one :class:`EngineProcess` to the session workers that connect to ``path`` (module docstring)."""
+
+    def __init__(self, process: EngineProcess, path: str, *, max_clients: int = 64, max_per_client: int = 512,
+                 outbox_size: int = 8192) -> None:
+        self.process = process
+        self.path = path
+        self.max_clients = max_clients
+        self.max_per_client = max_per_client
+        self.outbox_size = outbox_size
+        self._clients: dict[int, _Client] = {}
+        self._connections = 0  # clients served or waiting for the engine in their handshake
+        self._numbers = itertools.count(1)
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._listener = Listener(path, family="AF_UNIX")
+        os.chmod(path, 0o600)
+        process.on_death = self._engine_died
+        threading.Thread(target=self._accept, name=f"{process.name}-hub", daemon=True).start()
+
+    @property
+    def clients(self) -> int:
+        """Session workers connected now."""
+        return len(self._clients)
+
+    def close(self) -> None:
+        """Stop listening and drop every client (the engine itself is the caller's to close)."""
+        self._closed.set()
+        with contextlib.suppress(OSError):
+            self._listener.close()
+        self._engine_died()
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                conn = self._listener.accept()
+            except OSError:
+                return
+            if self._connections >= self.max_clients:
+                log.error("%s hub: %d clients already; refusing another", self.process.name, self.max_clients)
+                conn.close()
+                continue
+            client = _Client(next(self._numbers), conn, queue.Queue(self.outbox_size))
+            with self._lock:
+                self._connections += 1
+            threading.Thread(target=self._serve, args=(client,), name=f"{self.process.name}-client{client.number}",
+                             daemon=True).start()
+
+    def _serve(self, client: _Client) -> None:
+        writer = threading.Thread(target=self._write, args=(client,), daemon=True,
+                                  name=f"{self.process.name}-client{client.number}-out")
+        try:
+            if not self.process.wait_ready(self.process.start_timeout_s) or self._closed.is_set():
+                return
+            with self._lock:
+                self._clients[client.number] = client
+            writer.start()
+            client.post(("ready", {**self.process.info, "pid": self.process.pid, "restarts": self.process.restarts}))
+            while not client.gone:
+                try:
+                    message = client.conn.recv()
+                except (EOFError, OSError, TypeError, ValueError):
+                    return
+                except Exception:  # a request that will not unpickle here: dropped, the client lives
+                    log.exception("%s hub: unreadable message from client %d", self.process.name, client.number)
+                    continue
+                if message is None:  # the session worker is closing its engine
+                    return
+                self._dispatch(client, message)
+        finally:
+            with self._lock:
+                self._connections -= 1
+            self._drop(client)
+            if writer.is_alive():
+                writer.join(timeout=5)
+            client.conn.close()
+
+    def _write(self, client: _Client) -> None:
+        while (message := client.outbox.get()) is not None:
+            try:
+                client.conn.send(message)
+            except (OSError, ValueError):
+                client.gone = True
+                return
+
+    def _dispatch(self, client: _Client, message: Any) -> None:
+        kind = message[0]
+        if kind == "start":
+            _, request_id, session, request = message
+            self._start(client, int(request_id), session, request)
+        elif kind == "cancel":
+            with client.lock:
+                engine_id = client.requests.pop(int(message[1]), None)
+            if engine_id is not None:
+                self.process.forget(engine_id, cancel=True)
+        elif kind == "notify":
+            self.process.notify(message[1])
+        elif kind == "ping":
+            client.post(("pong", message[1]))
+
+    def _start(self, client: _Client, request_id: int, session: Hashable | None, request: Any) -> None:
+        if len(client.requests) >= self.max_per_client:
+            client.post(("error", request_id, f"WorkerBusy: {self.max_per_client} requests of this client in flight"))
+            return
+
+        def deliver(kind: str, payload: Any) -> None:  # on the engine's supervisor thread
+            if kind in _TERMINAL:
+                with client.lock:
+                    engine_id = client.requests.pop(request_id, None)
+                if engine_id is not None:
+                    self.process.forget(engine_id, cancel=False)
+            client.post((kind, request_id, payload))
+
+        with client.lock:  # registered before the engine can answer
+            try:
+                client.requests[request_id] = self.process.forward(request, (client.number, session), deliver)
+            except WorkerBusy as error:
+                client.post(("error", request_id, f"WorkerBusy: {error}"))
+            except WorkerDied as error:
+                client.post(("died", request_id, str(error)))
+
+    def _drop(self, client: _Client) -> None:
+        with self._lock:
+            self._clients.pop(client.number, None)
+        client.gone = True
+        with client.lock:
+            engine_ids, client.requests = list(client.requests.values()), {}
+        for engine_id in engine_ids:  # the session worker is gone: so is its work
+            self.process.forget(engine_id, cancel=True)
+        with contextlib.suppress(queue.Full):
+            client.outbox.put_nowait(None)
+
+    def _engine_died(self) -> None:
+        with self._lock:
+            clients = list(self._clients.values())
+        for client in clients:  # each session worker fails its requests in flight and reconnects
+            shut(client.conn)
