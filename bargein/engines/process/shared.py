@@ -207,7 +207,8 @@ class EngineHub:
             if engine_id is not None:
                 self.process.forget(engine_id, cancel=True)
         elif kind == "notify":
-            self.process.notify(message[1])
+            session = message[2] if len(message) > 2 else None  # keyed like the client's requests
+            self.process.notify(message[1], None if session is None else (client.number, session))
         elif kind == "ping":
             client.post(("pong", message[1]))
 

@@ -173,11 +173,15 @@ class EngineProcess:
                 with contextlib.suppress(OSError, ValueError, WorkerDied):
                     self._send(("cancel", request_id))
 
-    def notify(self, payload: Any) -> None:
-        """Send a hint that needs no answer; dropped while the worker restarts. Never waits."""
+    def notify(self, payload: Any, for_owner: Hashable | None = None) -> None:
+        """Send a hint that needs no answer; dropped while the worker restarts. Never waits.
+
+        The hint is the current session's unless ``for_owner`` names one (a hub forwarding a client's hint).
+        """
         session = owner()
+        key = for_owner if for_owner is not None else None if session is None else id(session)
         with contextlib.suppress(OSError, ValueError, WorkerDied):
-            self._send(("notify", payload, None if session is None else id(session)))
+            self._send(("notify", payload, key))
 
     def forward(self, request: Any, owner: Hashable | None, deliver: Callable[[str, Any], None]) -> int:
         """Send a request for a hub's client; its messages go to ``deliver``. Returns the request's id.
