@@ -25,6 +25,8 @@ WINDOW_SECONDS = 8
 WINDOW_SAMPLES = WINDOW_SECONDS * LISTEN_SAMPLE_RATE
 MEL_BANDS = 80
 MEL_FRAMES = 800
+RUN_BATCH = 4
+"""The most clips in one forward pass (a larger batch is run in slices of this size)."""
 
 
 class SmartTurnModel:
@@ -41,6 +43,10 @@ class SmartTurnModel:
         model_path = str(path or smart_turn_path())
         self._session = ort.InferenceSession(model_path, sess_options=options, providers=["CPUExecutionProvider"])
         self._extractor = FeatureExtractor(feature_size=MEL_BANDS, chunk_length=WINDOW_SECONDS)
+        # onnxruntime's arena keeps the largest run's buffers and grows in steps as larger batches first
+        # occur, which reads as memory creeping up under load: runs are capped at RUN_BATCH clips, and one
+        # run of that size at load reaches the arena's final size at once
+        self.predict(np.zeros((RUN_BATCH, MEL_BANDS, MEL_FRAMES), dtype=np.float32))
 
     def features(self, audio: Float32Audio) -> npt.NDArray[np.float32]:
         """``[80, 800]`` log-mel features of the last 8 s of ``audio`` (16 kHz mono)."""
@@ -54,8 +60,10 @@ class SmartTurnModel:
 
     def predict(self, features: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         """End-of-turn probabilities ``[batch]`` for features ``[batch, 80, 800]``."""
-        (output,) = self._session.run(None, {"input_features": features.astype(np.float32, copy=False)})
-        return np.asarray(output, dtype=np.float32).reshape(len(features))
+        features = features.astype(np.float32, copy=False)
+        outputs = [np.asarray(self._session.run(None, {"input_features": features[start:start + RUN_BATCH]})[0],
+                              dtype=np.float32).reshape(-1) for start in range(0, len(features), RUN_BATCH)]
+        return np.concatenate(outputs) if outputs else np.zeros(0, dtype=np.float32)
 
     def probabilities(self, clips: list[Float32Audio]) -> npt.NDArray[np.float32]:
         """End-of-turn probability of each clip (features and forward pass in one call)."""
