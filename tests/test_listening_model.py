@@ -13,7 +13,8 @@ from bargein.listening_model.features import NAMES, vector
 from bargein.listening_model.model import WEIGHTS, from_json, load
 from bargein.listening_model.user_words import user_words
 from bargein.session import core as dx
-from bargein.session.core.classifier import NoiseFloor, SegmentBook, SegmentStats, classify
+from bargein.session.core.classifier import NoiseFloor, SegmentStats, classify
+from bargein.session.core.segment_book import SegmentBook
 
 FRAME_MS = 32.0
 

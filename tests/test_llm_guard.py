@@ -89,3 +89,23 @@ def test_repeat_penalty_lowers_recent_tokens_only() -> None:
     out = apply_repeat_penalty(logits, np.array([0, 1, 1], dtype=np.intc), 2.0)
     assert out.tolist() == [1.0, -4.0, 2.0]
     assert logits.tolist() == [2.0, -2.0, 2.0]
+
+
+def test_the_answer_to_a_tool_result_is_sampled_cooler_than_other_replies() -> None:
+    from bargein.engines.base import ChatMessage, GenerationOptions, ToolCall
+    from bargein.engines.think.llama_jobs import TOOL_RESULT_TEMPERATURE, Job, reply_sampling
+
+    tool = {"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {}}}
+    options = GenerationOptions(tools=(tool,), temperature=0.8)
+    asked = [ChatMessage("user", "Weather in Paris?")]
+    answered = [*asked, ChatMessage("assistant", "", tool_calls=(ToolCall("get_weather", "c1", "{}"),)),
+                ChatMessage("tool", "31 degrees", tool_call_id="c1")]
+    base = SamplingParams()
+    for messages, expected in ((asked, 0.8), (answered, TOOL_RESULT_TEMPERATURE)):
+        job = Job(list(messages), options, emit=lambda item: None)
+        assert reply_sampling(base, job).temperature == 0.0  # whether to call a tool: greedy
+        job.head = "The weather"
+        assert reply_sampling(base, job).temperature == expected
+    cold = Job(list(answered), GenerationOptions(temperature=0.1), emit=lambda item: None)
+    cold.head = "It is"
+    assert reply_sampling(base, cold).temperature == 0.1  # never hotter than the client asked

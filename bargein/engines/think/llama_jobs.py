@@ -80,17 +80,28 @@ class Job:
         self.send(END)
 
 
+TOOL_RESULT_TEMPERATURE = 0.3
+"""The highest temperature a reply right after a tool's result is sampled at."""
+
+
 def reply_sampling(base: SamplingParams, job: Job) -> SamplingParams:
     """The sampler for ``job``'s next token.
 
     Whether to call a tool, and the call itself, are chosen greedily without the repeat penalty (JSON
     repeats its quotes and braces); a small model sampled at 0.7 calls the wrong tool or none.
+
+    The answer to a tool's result is sampled at no more than :data:`TOOL_RESULT_TEMPERATURE`: it reports
+    the result. At 0.7 the embedded 0.5B model ignored the result in 3 of 12 tries (it asked the user's
+    question back, or offered help) and at 0.3 in none of 16.
     """
     options = job.options
     if options.tools and (forced_tool(options) is not None or job.head.lstrip()[:1] in ("", "<", "{", "`")):
         return SamplingParams(temperature=0.0, top_k=base.top_k, top_p=base.top_p, repeat_penalty=1.0,
                               repeat_window=base.repeat_window)
-    return SamplingParams(temperature=options.temperature, top_k=base.top_k, top_p=base.top_p,
+    temperature = options.temperature
+    if job.messages and job.messages[-1].role == "tool":
+        temperature = min(temperature, TOOL_RESULT_TEMPERATURE)
+    return SamplingParams(temperature=temperature, top_k=base.top_k, top_p=base.top_p,
                           repeat_penalty=base.repeat_penalty, repeat_window=base.repeat_window)
 
 

@@ -21,16 +21,15 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal, overload
+from typing import Any, Literal
 
 from bargein.engines.base import Transcript
 from bargein.languages import is_backchannel, is_command, language, text_units
 from bargein.listening_model.decide import decide_over_reply, primed_features, spotted_command
 from bargein.listening_model.keyword import spoken_command
-from bargein.listening_model.over_reply import SPAN_MARGIN_MS, loud_level_db, loud_stretch
-from bargein.listening_model.own_voice import mixed_with_room, own_voice_fields
+from bargein.listening_model.over_reply import loud_level_db
+from bargein.listening_model.own_voice import own_voice_fields
 from bargein.listening_model.user_words import user_words
-from bargein.session.core.early_cut import cuts_early, stretch_just_ended
 
 BACKCHANNELS = frozenset({
     "uh-huh", "uh huh", "uhhuh", "mhm", "mm-hmm", "mm hmm", "mmhmm", "mm", "hmm", "hm", "mmm", "yeah", "yep",
@@ -274,132 +273,3 @@ def segment_event_fields(item_id: str, decision: ListenDecision, action: str) ->
     """The body of a ``bargein.listen.segment`` event."""
     return {"item_id": item_id, "decision": decision.decision, "reasons": list(decision.reasons),
             "action": action, **{key: value for key, value in decision.features.items()}}
-
-
-
-USER_LEVEL_RATE = 0.5
-"""Each answered turn moves the user's reference level halfway to its own."""
-MAX_OPEN_SEGMENTS = 32
-"""Segments whose statistics are kept while they wait for their transcript (older ones are forgotten)."""
-
-
-@dataclass
-class Segment:
-    """What the classifier will need about one segment: its frames and the background when it began."""
-
-    stats: SegmentStats
-    floor_db: float
-    during_reply: bool = False
-    """Whether a reply was live when the segment began."""
-
-
-class SegmentBook:
-    """The segments of one session, from onset until their verdict, and the session's noise floor."""
-
-    def __init__(self) -> None:
-        self.noise_floor = NoiseFloor()
-        self._segments: dict[str, Segment] = {}
-        self.user_level_db: float | None = None
-        """How loud the user's own turns were (those answered while the agent was silent): a voice well
-        under it while the agent speaks is the room's (a television, another talker)."""
-
-    def begin(self, item_id: str, *, threshold: float, during_reply: bool, offset_ms: float = 0.0) -> None:
-        """Speech began: a new segment, judged against the background as it was before it.
-
-        ``offset_ms``: where the segment's onset lies in the clip that will be recognised (the padding).
-        """
-        self._segments[item_id] = Segment(SegmentStats(threshold=threshold, offset_ms=offset_ms),
-                                          self.noise_floor.level_db, during_reply)
-        while len(self._segments) > MAX_OPEN_SEGMENTS:
-            self._segments.pop(next(iter(self._segments)))
-
-    def frame(self, item_id: str | None, probability: float, energy_db: float, frame_ms: float) -> None:
-        """One VAD frame: into the speaking segment (if any), then into the noise floor."""
-        if item_id is not None and (segment := self._segments.get(item_id)) is not None:
-            segment.stats.add(probability, energy_db, frame_ms)
-        self.noise_floor.observe(probability, energy_db)
-
-    def get(self, item_id: str) -> Segment | None:
-        """The segment, while it is known."""
-        return self._segments.get(item_id)
-
-    @overload
-    def judge(self, item_id: str, transcript: Transcript | None, *, during_reply: bool,
-              primed: Transcript | None = None) -> ListenDecision: ...
-
-    @overload
-    def judge(self, item_id: str, transcript: Transcript | None, *, during_reply: bool,
-              primed: Transcript | None = None, primed_pending: bool) -> ListenDecision | None: ...
-
-    def judge(self, item_id: str, transcript: Transcript | None, *, during_reply: bool,
-              primed: Transcript | None = None, primed_pending: bool = False) -> ListenDecision | None:
-        """Classify a committed segment with its transcript (and ``primed``, its loud stretch recognised
-        with the listening vocabulary); the segment is then forgotten. With ``primed_pending`` (the primed
-        recognition still runs) only a command the plain transcript cuts on is decided; else ``None``: wait."""
-        if primed_pending:
-            waiting = self._segments.get(item_id)
-            if waiting is None:
-                return None
-            early = classify(waiting.stats, transcript, during_reply=during_reply or waiting.during_reply,
-                             noise_floor_db=waiting.floor_db, user_level_db=self.user_level_db)
-            if early.decision != "query" or not early.features.get("command") or mixed_with_room(early.features):
-                return None  # in a segment mixed with the room the command may be the room's: the primed one decides
-            self._segments.pop(item_id, None)
-            return early
-        segment = self._segments.pop(item_id, None) or Segment(SegmentStats(), self.noise_floor.level_db)
-        during_reply = during_reply or segment.during_reply  # a reply the segment cut early still counts
-        verdict = classify(segment.stats, transcript, during_reply=during_reply, noise_floor_db=segment.floor_db,
-                           user_level_db=self.user_level_db, primed=primed)
-        level = verdict.features.get("user_level_db")
-        if not during_reply and verdict.decision == "query" and level is not None:
-            previous = self.user_level_db
-            self.user_level_db = level if previous is None else previous + USER_LEVEL_RATE * (level - previous)
-        return verdict
-
-    def guess(self, item_id: str, transcript: Transcript | None, *, during_reply: bool,
-              primed: Transcript | None = None) -> ListenDecision | None:
-        """Classify a segment still being decided on a speculative transcript (``None``: unknown)."""
-        segment = self._segments.get(item_id)
-        if segment is None:
-            return None
-        return classify(segment.stats, transcript, during_reply=during_reply, noise_floor_db=segment.floor_db,
-                        user_level_db=self.user_level_db, primed=primed)
-
-    def spots_command(self, item_id: str, transcript: Transcript | None, primed: Transcript | None = None) -> bool:
-        """Whether a speculative transcript of a segment over a reply (with ``primed``, its loud stretch so far
-        recognised primed) cuts the reply before the endpoint (:func:`~bargein.session.core.early_cut.cuts_early`)."""
-        verdict = self.guess(item_id, transcript, during_reply=True, primed=primed)
-        segment = self._segments.get(item_id)
-        return verdict is not None and segment is not None and cuts_early(verdict.features, verdict.reasons,
-                                                                          segment.stats.levels_db, self.user_level_db)
-
-    def listen_span(self, item_id: str, onset_ms: float) -> tuple[float, float] | None:
-        """For a segment heard over a reply: the stream time of its loud stretch (the user's own voice, see
-        :func:`~bargein.listening_model.over_reply.loud_stretch`) with a margin; ``None`` for other segments."""
-        segment = self._segments.get(item_id)
-        if segment is None or not segment.during_reply or not segment.stats.levels_db:
-            return None
-        frame_ms = segment.stats.frame_ms
-        first, last = loud_stretch(segment.stats.levels_db, frame_ms) or (0, len(segment.stats.levels_db))
-        return (max(0.0, onset_ms + first * frame_ms - SPAN_MARGIN_MS), onset_ms + last * frame_ms + SPAN_MARGIN_MS)
-
-    def voice_faded(self, item_id: str, onset_ms: float) -> tuple[float, float] | None:
-        """For a segment over a reply: the span of its loud stretch (as :meth:`listen_span`) once, when that
-        stretch ended though the segment goes on (:func:`~bargein.session.core.early_cut.stretch_just_ended`:
-        the room's quieter talker still speaks, the user's "Stop." is over); ``None`` at every other frame."""
-        segment = self._segments.get(item_id)
-        if segment is None or not segment.during_reply or not stretch_just_ended(segment.stats.levels_db,
-                                                                                   segment.stats.frame_ms):
-            return None
-        return self.listen_span(item_id, onset_ms)
-
-    def forget(self, item_id: str) -> None:
-        """A segment that will never be judged (the buffer was cleared)."""
-        self._segments.pop(item_id, None)
-
-
-def ignored_action(paused: bool, resumes: bool, confirm_ignores: bool) -> str:
-    """How a segment that does not get an answer is reported (``bargein.listen.segment``'s ``action``)."""
-    if resumes or paused:
-        return "resume the reply" if resumes else "keep the reply paused"
-    return "ignore (confirm mode: too short to interrupt)" if confirm_ignores else "ignore"

@@ -14,8 +14,9 @@ from typing import Literal, assert_never
 from bargein.protocol.client_events import ResponseParams
 from bargein.protocol.errors import ProtocolError
 from bargein.session.core import vocabulary as v
-from bargein.session.core.classifier import ListenDecision, SegmentBook, ignored_action
+from bargein.session.core.classifier import ListenDecision
 from bargein.session.core.endpointing import TurnEvidence
+from bargein.session.core.segment_book import SegmentBook, ignored_action
 from bargein.session.core.settings import TurnSettings
 from bargein.session.core.storm_guard import StormGuard
 
