@@ -10,7 +10,7 @@ either lets it play out and pauses, or (``--barge-in`` share of turns) cuts in w
 10 to 20 turns it hangs up and connects again, so state left behind by closed sessions would show as
 growth. Every ``--sample-s`` the server's ``/metrics`` is read: resident memory, open file descriptors,
 asyncio tasks, and the event loop's lag (p99 of the interval, as a histogram bucket bound). After the
-warm-up, each series' slope is fitted by least squares.
+warm-up, each series' slope is the median of the slopes between every two samples (Theil-Sen).
 Targets: RSS slope <= 1 MB/min, no growth in fds or tasks, stable lag.
 """
 
@@ -77,13 +77,19 @@ class SoakReport:
         return [s for s in self.samples if s.at_s >= self.warmup_s]
 
     def slope_per_min(self, name: str) -> float:
-        """Least-squares slope of a series after warm-up, per minute."""
+        """Theil-Sen slope of a series after warm-up, per minute: the median of the slopes between every
+        two samples. Resident memory dips by a few MB at each memory upkeep pass and jumps for a sample when
+        several replies are in flight; a least-squares line follows those (the last sample, taken as the
+        users hang up, alone moved it by 0.5 MB/min), the median of pairwise slopes does not."""
         steady = self.steady()
         if len(steady) < 2:
             return float("nan")
         minutes = np.array([s.at_s / 60 for s in steady])
         values = np.array([getattr(s, name) for s in steady])
-        return float(np.polyfit(minutes, values, 1)[0])
+        first, second = np.triu_indices(len(steady), 1)
+        apart = minutes[second] - minutes[first]
+        usable = apart > 0
+        return float(np.median((values[second] - values[first])[usable] / apart[usable]))
 
     def growth(self, name: str) -> float:
         """Last steady value minus the first."""

@@ -7,6 +7,7 @@ import asyncio
 import numpy as np
 
 from bench.realtime_harness import CHUNK_BYTES, CHUNK_SAMPLES, Microphone, first_audible, speech_bounds
+from bench.soak import ClientCounts, Sample, SoakReport
 
 RATE = 24_000
 
@@ -67,3 +68,22 @@ async def test_microphone_maps_stream_positions_to_the_chunks_that_carried_them(
     assert mic.sent_time(start + CHUNK_SAMPLES - 1) == mic.sent_at[first]
     assert mic.sent_time(start + CHUNK_SAMPLES) == mic.sent_at[first + 1]
     assert mic.sent_at == sorted(mic.sent_at)
+
+
+def _soak_report(rss_mb: list[float], warmup_s: float = 0.0) -> SoakReport:
+    samples = [Sample(at_s=5.0 * index, rss_mb=value, fds=20, tasks=50, sessions=10, lag_p99_ms=5, lag_mean_ms=1)
+               for index, value in enumerate(rss_mb)]
+    return SoakReport(samples, warmup_s, ClientCounts(), load="")
+
+
+def test_soak_slope_ignores_upkeep_dips_and_a_busy_sample_but_not_steady_growth() -> None:
+    flat = [243.0] * 30
+    for index in range(2, 30, 3):
+        flat[index] = 238.5  # the dip after each memory upkeep pass
+    flat[7] = 251.6  # several replies in flight at once
+    flat[-1] = 236.0  # the users hang up
+    assert abs(_soak_report(flat).slope_per_min("rss_mb")) < 0.1
+    assert np.polyfit(np.arange(30) / 12, flat, 1)[0] < -0.5  # least squares is misled by the last sample
+    leaking = [240.0 + 1.5 * index / 12 + (4.0 if index % 3 == 2 else 0.0) for index in range(30)]
+    assert _soak_report(leaking).slope_per_min("rss_mb") > 1.4  # 1.5 MB/min shows through the noise
+    assert _soak_report([243.0] * 10 + [300.0] * 20, warmup_s=50).slope_per_min("rss_mb") == 0.0

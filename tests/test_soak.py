@@ -1,8 +1,10 @@
 """A soak of a real server process (instant engines): no growth in memory, descriptors or tasks.
 
-Ten users talk and barge in for three minutes; the last minute and a half is measured. Resident memory
-must not climb more than 1 MB/min after the warm-up (the server's memory upkeep, ``bargein.memory_upkeep``,
+Ten users talk and barge in for five minutes; the last two and a half are measured. Resident memory must
+not climb more than 1 MB/min after the warm-up (the server's memory upkeep, ``bargein.memory_upkeep``,
 collects closed sessions' reference cycles every 15 s; without it this test measured about +2.5 MB/min).
+The warm-up is 150 s because the allocator's heaps keep growing until about then: two side-by-side runs
+grew 3 MB between 90 s and 150 s and were flat after (Theil-Sen +0.13 and -0.10 MB/min over 150-300 s).
 ``python -m bench.soak`` is the long version.
 """
 
@@ -18,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 async def test_talking_and_barging_in_leaves_no_growth_after_warm_up() -> None:
     with ServerProcess("instant") as server:
-        report = await soak(server.host_port, sessions=10, seconds=180, warmup_s=90, sample_s=5, barge_in=0.3,
+        report = await soak(server.host_port, sessions=10, seconds=300, warmup_s=150, sample_s=5, barge_in=0.3,
                             turns_per_connection=10, verbose=False)
     print(summarize(report))
     counts = report.counts
@@ -26,7 +28,7 @@ async def test_talking_and_barging_in_leaves_no_growth_after_warm_up() -> None:
     assert counts.turns >= 100 and counts.barge_ins >= 10 and counts.connections > 10
     assert counts.missing_replies <= counts.turns // 10
     steady = report.steady()
-    assert len(steady) >= 15
+    assert len(steady) >= 25
     assert max(s.fds for s in steady) <= steady[0].fds + 2, "descriptors grow"
     # tasks come and go with replies; what matters is that they do not pile up
     first_half = [s.tasks for s in steady[: len(steady) // 2]]
