@@ -12,7 +12,9 @@ speech leaving the client to the client receiving the reply's first non-silent s
 :mod:`bench.first_audio`). Each step of the ladder runs ``--rounds`` rounds and prints p50, p95 and max
 first audio, p95 against the one-session step's p95, the 1-minute load average, and the server
 ledger's per-stage medians (``bargein.turn.metrics``), which show which stage the sessions queue at.
-The largest step with first audio p95 <= ``--target-ms`` is reported.
+The largest step with first audio p95 <= ``--target-ms`` is reported. With a server of its own (no
+``--url``) the embedded LLM logs every job (``BARGEIN_LLM_TRACE=1``), and each step also prints what its
+jobs waited (:mod:`bench.llm_trace`): first clauses, tool rounds, prefills and how each ended.
 """
 
 from __future__ import annotations
@@ -25,10 +27,13 @@ import shlex
 import statistics
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("BARGEIN_LLM_TRACE", "1")  # the server started here inherits it
 
+from bench.llm_trace import log_size, summarise
 from bench.realtime_harness import WIRE_RATE, Microphone, SpeechClip, append_sender, load_clips, percentile
 from bench.session_observer import Observer
 
@@ -113,7 +118,7 @@ def slowest_ledger(talkers: list[Talker], response_id: str) -> str:
     return "no ledger event for it"
 
 
-async def run(host_port: str, args: argparse.Namespace) -> None:
+async def run(host_port: str, args: argparse.Namespace, server_log: Path | None = None) -> None:
     """Climb the ladder of simultaneous talkers on one server."""
     from openai import AsyncOpenAI
 
@@ -133,6 +138,7 @@ async def run(host_port: str, args: argparse.Namespace) -> None:
                     talkers.append(await open_talker(client, stack))
                 await asyncio.sleep(1.0)
                 seen = [len(t.observer.turn_metrics) for t in talkers]
+                log_from = log_size(server_log)
                 firsts: list[float] = []
                 slowest: tuple[float, str] | None = None
                 missed = 0
@@ -155,6 +161,8 @@ async def run(host_port: str, args: argparse.Namespace) -> None:
                 if slowest is not None:
                     ledger = slowest_ledger(talkers, slowest[1])
                     print(f"     slowest turn ({slowest[0]:.0f} ms): {ledger}", flush=True)
+                for line in summarise(server_log, log_from):
+                    print(f"     llm {line}", flush=True)
         finally:
             for talker in talkers:
                 talker.mic.stop()
@@ -166,7 +174,7 @@ async def run(host_port: str, args: argparse.Namespace) -> None:
 
 def main() -> None:
     """Parse flags, start a server (or use ``--url``) and climb the ladder."""
-    from bench.realtime_harness import server_or_url
+    from bench.realtime_harness import ServerProcess
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--engines", default="default", choices=["default", "fake", "instant"])
@@ -181,8 +189,13 @@ def main() -> None:
     parser.add_argument("--max-reply-s", type=float, default=8.0)
     args = parser.parse_args()
     print(f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}", flush=True)
-    with server_or_url(args.engines, args.url, extra_args=shlex.split(args.server_args)) as (host_port, _pid):
-        asyncio.run(run(host_port, args))
+    if args.url:
+        asyncio.run(run(args.url.removeprefix("ws://").removeprefix("http://").split("/")[0], args))
+    else:
+        with ServerProcess(args.engines, extra_args=shlex.split(args.server_args)) as server:
+            print(f"server: bargein serve --engines {args.engines} on {server.host_port} (log {server.log_path})",
+                  flush=True)
+            asyncio.run(run(server.host_port, args, server.log_path))
     print(f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
 
 

@@ -47,6 +47,18 @@ async def test_each_request_carries_its_session_into_the_worker(echo: EngineProc
     assert await ask(echo, "owner") == [None]
 
 
+async def test_a_hint_carries_its_session_into_the_worker(echo: EngineProcess) -> None:
+    session = object()
+
+    async def as_session() -> None:
+        current_owner.set(session)
+        echo.notify("warm this")
+
+    await asyncio.create_task(as_session())
+    echo.notify("no session")
+    assert await ask(echo, "hinted") == [[("warm this", id(session)), ("no session", None)]]
+
+
 async def test_the_queue_is_bounded_in_all_and_per_session(echo: EngineProcess) -> None:
     session = object()
 

@@ -167,3 +167,11 @@ def test_fitting_keeps_the_system_prompt_and_the_last_message_and_trusts_the_ren
 
     tokens = fit_history(history, lambda m: 1, 150, render)
     assert calls[-1] == 2 and len(tokens) == 120  # system + newest; the estimate was wrong, the render decides
+
+
+def test_the_fair_queue_hands_over_one_owners_items() -> None:
+    queue: FairQueue[str] = FairQueue()
+    for owner, item in [("a", "a0"), ("b", "b0"), ("a", "a1"), ("c", "c0")]:
+        queue.put(owner, item)
+    assert queue.take("a") == ["a0", "a1"] and queue.take("a") == []
+    assert len(queue) == 2 and [queue.pop()[1] for _ in range(2)] == ["b0", "c0"]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import shutil
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +26,14 @@ SHORT = GenerationOptions(max_tokens=12, temperature=0.7)
 
 def user(text: str) -> ChatMessage:
     return ChatMessage(role="user", content=text)
+
+
+def until(condition: Callable[[], bool], timeout_s: float = 60.0) -> None:
+    """Block (in a thread) until ``condition`` holds."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +91,10 @@ async def test_a_second_turn_reuses_the_first_turns_cache(model: LlamaLanguageMo
 
 async def test_a_prefilled_prompt_is_not_evaluated_again(model: LlamaLanguageModel) -> None:
     messages = [user("Which planet is closest to the sun?")]
+    last = model.last_stats
     model.prefill(messages)
+    # a reply asked meanwhile would go first (prefills are only a head start): let the prefill finish
+    await asyncio.to_thread(until, lambda: model.last_stats is not last)
     await collect(model, messages)
     prefilled, reply = list(model.recent_stats)[-2:]
     assert prefilled.finish_reason == "prefilled" and prefilled.completion_tokens == 0
@@ -198,3 +210,63 @@ def test_one_sessions_flood_of_replies_does_not_delay_another_sessions_first_tok
     # served in turn by session: the honest reply's first token comes before most of the flood's
     later = sum(1 for tag, at in firsts.items() if tag.startswith("flood") and at > firsts["honest"])
     assert later >= 5, firsts
+
+
+def test_a_new_question_comes_before_another_sessions_reply_that_is_already_speaking() -> None:
+    """A reply past its first clause gives way within a token to a new question's first clause, however
+    long its slice (the old order let it finish its slice: here up to 48 more tokens)."""
+    from bargein.engines.fair import current_owner
+
+    llm = load_llama("smollm2-135m", seed=3, slice_tokens=48)
+    counts: dict[str, int] = {"a": 0}
+    seen: dict[str, int] = {}
+    heard = asyncio.Event()
+
+    async def speaking() -> None:
+        current_owner.set("a")
+        options = GenerationOptions(max_tokens=120, temperature=0.0)
+        async for _ in llm.stream([user("Count from one to one hundred.")], cancel=CancelToken(), options=options):
+            counts["a"] += 1
+            if counts["a"] >= 16:  # well past its first clause: a reply the session is already hearing
+                heard.set()
+
+    async def asking() -> None:
+        current_owner.set("b")
+        await heard.wait()
+        seen["asked"] = counts["a"]
+        async for _ in llm.stream([user("What colour is grass?")], cancel=CancelToken(), options=SHORT):
+            seen.setdefault("answered", counts["a"])
+
+    async def scenario() -> None:
+        await asyncio.gather(speaking(), asking())
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        llm.close()
+    assert seen["answered"] - seen["asked"] <= 4, seen
+    assert counts["a"] > seen["answered"], (counts, seen)  # the long reply went on afterwards
+
+
+async def test_a_sessions_reply_supersedes_its_waiting_prefills() -> None:
+    """Prefills wait behind replies; a session's reply (or newer prefill) drops its older ones unrun, so a
+    burst of partial transcripts never queues stale work ahead of anyone's first clause."""
+    from bargein.engines.fair import current_owner
+
+    llm = load_llama("smollm2-135m", seed=5)
+    try:
+        current_owner.set("busy")
+        busy = asyncio.create_task(collect(llm, [user("Count from one to fifty.")], GenerationOptions(max_tokens=48)))
+        await asyncio.to_thread(until, lambda: llm.queue_depth > 0)
+        current_owner.set("talker")
+        for words in ("What is", "What is the tallest", "What is the tallest mountain"):
+            llm.prefill([user(words)])
+        await collect(llm, [user("What is the tallest mountain on Earth?")])
+        await busy
+        ends = [stats.finish_reason for stats in llm.recent_stats]
+    finally:
+        llm.close()
+    # skipped (first clauses were waiting), superseded unrun, or stopped between prompt chunks when the
+    # next job came in; never evaluated to the end
+    unrun = [end for end in ends if end in ("superseded", "preempted", "skipped")]
+    assert len(unrun) == 3 and "prefilled" not in ends, ends

@@ -74,6 +74,23 @@ async def test_the_engine_sees_each_clients_sessions_apart(hub: EngineHub) -> No
         second.close()
 
 
+async def test_a_hint_keeps_its_clients_session_through_the_hub(hub: EngineHub) -> None:
+    process = client(hub)
+    session = object()
+
+    async def as_session() -> list[Any]:
+        current_owner.set(session)
+        process.notify("warm this")
+        return await ask(process, "owner")
+
+    try:
+        (key,) = await asyncio.create_task(as_session())
+        (hinted,) = await ask(process, "hinted")
+        assert hinted == [("warm this", key)] and key[1] == id(session)  # the same owner as its requests
+    finally:
+        process.close()
+
+
 async def test_a_client_is_bounded_and_a_cancel_reaches_the_worker(hub: EngineHub) -> None:
     process = client(hub)
     try:

@@ -78,6 +78,15 @@ class FairQueue(Generic[T]):
             del self._queues[owner]
         return owner, item
 
+    def take(self, owner: Hashable | None) -> list[T]:
+        """Remove and return ``owner``'s items, oldest first."""
+        queue = self._queues.pop(owner, None)
+        if not queue:
+            return []
+        self._turns.remove(owner)
+        self._size -= len(queue)
+        return list(queue)
+
     def waiting(self, owner: Hashable | None) -> int:
         """Items ``owner`` has queued."""
         queue = self._queues.get(owner)

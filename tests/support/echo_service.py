@@ -14,7 +14,7 @@ from bargein.engines.fair import current_owner
 class EchoService:
     """``("echo", n)``: n items; ``("owner",)``: the session the request came from; ``("sleep", s)``: wait s
     seconds (cancellable); ``("cancelled",)``: how many sleeps were cancelled; ``("wedge", s)``: block the
-    worker's loop for s seconds."""
+    worker's loop for s seconds; ``("hinted",)``: the (payload, session) of every ``notify`` so far."""
 
     cancel_task = True
 
@@ -22,6 +22,11 @@ class EchoService:
         if fail:
             raise RuntimeError("this service cannot be built")
         self.cancelled = 0
+        self.hints: list[tuple[Any, Any]] = []
+
+    def notify(self, payload: Any) -> None:
+        """Remember a hint and the session it came from."""
+        self.hints.append((payload, current_owner.get()))
 
     def describe(self) -> dict[str, Any]:
         """Sent with ``ready``."""
@@ -44,6 +49,8 @@ class EchoService:
             yield "slept"
         elif kind == "cancelled":
             yield self.cancelled
+        elif kind == "hinted":
+            yield list(self.hints)
         elif kind == "wedge":
             time.sleep(float(request[1]))  # noqa: ASYNC251 (wedging the loop is the point)
             yield "unwedged"

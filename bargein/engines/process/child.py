@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import os
 import signal
@@ -113,7 +114,9 @@ async def serve(service: Service, conn: Connection) -> None:
             if cancel_task and (task := tasks.get(message[1])) is not None:
                 task.cancel()
         elif message[0] == "notify" and (notify := getattr(service, "notify", None)) is not None:
-            notify(message[1])
+            context = contextvars.copy_context()  # the hint is the session's work too: its fair turn
+            context.run(current_owner.set, message[2] if len(message) > 2 else None)
+            context.run(notify, message[1])
         elif message[0] == "ping":
             send(("pong", message[1]))
 

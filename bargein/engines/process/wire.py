@@ -12,7 +12,7 @@ Supervisor to worker:
 - ``("start", request_id, owner, request)``: serve a request for the session ``owner`` (an int or None;
   from a shared engine's hub, ``(client, session)``: see :mod:`~bargein.engines.process.shared`);
 - ``("cancel", request_id)``: stop serving it (from its next item on);
-- ``("notify", payload)``: a hint that needs no answer (an LLM's prefill);
+- ``("notify", payload, owner)``: a hint that needs no answer (an LLM's prefill), for the session ``owner``;
 - ``("ping", n)``: answered with ``("pong", n)`` by the worker's serving loop (a wedged loop is killed);
 - ``None``: finish and exit.
 

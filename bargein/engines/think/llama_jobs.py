@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import logging
+import os
 import threading
 import time
 from collections import deque
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 
 from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions
 from bargein.engines.fair import owner
+from bargein.engines.speak.clauses import FIRST_CLAUSE_WORDS, ClauseSplitter
 from bargein.engines.think.llama_prompt import TemplateToolCalling
 from bargein.engines.think.llama_stats import TurnStats
 from bargein.engines.think.llm_sampling import SamplingParams
@@ -51,6 +54,23 @@ class Job:
     decoder: codecs.IncrementalDecoder = field(
         default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="replace"))
     done: threading.Event = field(default_factory=threading.Event)
+    heard: ClauseSplitter | None = field(default_factory=lambda: ClauseSplitter(first_max_words=FIRST_CLAUSE_WORDS))
+    """Cuts the reply's text as the session's speech does, until its first clause is whole (then None)."""
+
+    @property
+    def urgent(self) -> bool:
+        """Whether the session still waits to hear anything of this reply: it has no first clause yet, or
+        it is writing a tool call (the words come after the tool's result). A prefill is never urgent.
+
+        The engines serve urgent jobs before any other: first audio waits for a first clause, while a
+        reply already speaking has seconds of audio queued ahead of its next tokens.
+        """
+        return not self.prefill_only and (self.heard is not None or self.calling_tool)
+
+    @property
+    def calling_tool(self) -> bool:
+        """Whether the reply so far reads as a tool call (its text is not spoken)."""
+        return bool(self.options.tools) and self.head.lstrip()[:1] in ("<", "{", "`")
 
     def send(self, item: object) -> None:
         """Hand ``item`` to the session; a session whose loop has closed stops the job."""
@@ -66,6 +86,9 @@ class Job:
         self.head = self.head if len(self.head) >= 16 else self.head + text
         if self.stats.first_token_s is None:
             self.stats.first_token_s = time.perf_counter() - self.submitted
+        if self.heard is not None and not self.calling_tool and self.heard.feed(text):
+            self.heard = None
+            self.stats.first_clause_s = time.perf_counter() - self.submitted
         self.send(text)
 
     def finish(self, reason: str) -> None:
@@ -103,6 +126,50 @@ def reply_sampling(base: SamplingParams, job: Job) -> SamplingParams:
         temperature = min(temperature, TOOL_RESULT_TEMPERATURE)
     return SamplingParams(temperature=temperature, top_k=base.top_k, top_p=base.top_p,
                           repeat_penalty=base.repeat_penalty, repeat_window=base.repeat_window)
+
+
+TAIL_GRACE_S = 1.0
+"""Replies already speaking (and prefills) wait for first clauses at most this long before they get a turn:
+the session has heard only a first clause, a second or so of speech."""
+GRACE_TOKENS = 8
+"""Tokens such a turn runs while first clauses wait (about a clause)."""
+
+
+def serve_later_first(urgent_waiting: bool, later_since: float | None, now: float) -> bool:
+    """Whether the model thread serves a job that is not urgent next: when no urgent job waits, or when the
+    others have waited :data:`TAIL_GRACE_S` since their last turn (``later_since``; None: none waits)."""
+    if later_since is None:
+        return False
+    return not urgent_waiting or now - later_since >= TAIL_GRACE_S
+
+
+TRACE_ENV = "BARGEIN_LLM_TRACE"
+"""Set to 1 to log every reply's wait, prompt reuse and timings (the worker's log); otherwise only the slow ones."""
+SLOW_FIRST_CLAUSE_S = 1.5
+"""A reply whose first clause took longer than this is logged even without :data:`TRACE_ENV`."""
+
+
+def trace_job(log: logging.Logger, engine: str, job: Job, held: int) -> None:
+    """Log where a finished job's time went: the line that tells what a slow turn waited on."""
+    stats = job.stats
+    slow = stats.first_clause_s is not None and stats.first_clause_s > SLOW_FIRST_CLAUSE_S
+    level = logging.INFO if slow or os.environ.get(TRACE_ENV) == "1" else logging.DEBUG
+    if not log.isEnabledFor(level):
+        return
+
+    def ms(value: float | None) -> str:
+        return "-" if value is None else f"{1000 * value:.0f}"
+
+    kind = "prefill" if job.prefill_only else "call" if job.calling_tool else "reply"
+    log.log(level, "%s job session=%s kind=%s end=%s held=%d waited_ms=%s first_token_ms=%s first_clause_ms=%s "
+            "total_ms=%s prompt=%d reused=%d restored=%s tokens=%d", engine, _short(job.owner), kind,
+            stats.finish_reason, held, ms(stats.waited_s), ms(stats.first_token_s), ms(stats.first_clause_s),
+            ms(stats.total_s), stats.prompt_tokens, stats.reused_tokens, stats.restored_snapshot,
+            stats.completion_tokens)
+
+
+def _short(owner: Hashable | None) -> str:
+    return "-" if owner is None else f"{hash(owner) & 0xFFFF:04x}"
 
 
 class QueuedEngine(TemplateToolCalling):

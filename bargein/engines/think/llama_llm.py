@@ -3,9 +3,16 @@ shared by every session. It is the server's default; ``--llm-sequences N`` selec
 (:mod:`~bargein.engines.think.llama_batched`). Scripts and benchmarks load it with :func:`load_llama`.
 
 How concurrency works: one ``Llama`` context and one worker thread own the model. Sessions submit
-jobs to the worker's inbox; the worker serves the sessions round-robin (:mod:`bargein.engines.fair`),
-``slice_tokens`` tokens of one job at a time, so a second session's first token does not wait for the
-first session's whole reply, nor for a flood of another session's jobs.
+jobs to the worker's inbox. Jobs whose session still waits to hear anything (no first clause yet, or a
+tool call being written: :attr:`~bargein.engines.think.llama_jobs.Job.urgent`) are served before all
+others, the sessions in turn (:mod:`bargein.engines.fair`), up to ``slice_tokens`` tokens at a time; a
+reply already speaking gives way within a token when a new job arrives, and gets an 8-token turn after
+waiting 1 s (:func:`~bargein.engines.think.llama_jobs.serve_later_first`). Prefills (a partial transcript's
+head start) come last: a session's reply or newer prefill supersedes its waiting ones, one arriving while
+first clauses wait is skipped, and a running one stops between prompt chunks when any job arrives. So a
+second session's first clause waits neither for the first session's whole reply, nor for a flood of
+another session's jobs, nor for stale prefills. Set ``BARGEIN_LLM_TRACE=1`` to log every job's wait,
+first clause and prompt reuse (jobs whose first clause took over 1.5 s are always logged).
 The context holds one conversation's KV cache at a time; switching conversations copies the outgoing
 one's cache out to host memory (:mod:`bargein.engines.think.llama_kv`) and the incoming one's back in, so
 every turn evaluates only the tokens its conversation has not seen (KV prefix reuse across turns).
@@ -24,6 +31,7 @@ import logging
 import os
 import queue
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -36,7 +44,14 @@ from bargein.engines.base import ChatMessage, GenerationOptions
 from bargein.engines.fair import FairQueue
 from bargein.engines.think import llm_sampling
 from bargein.engines.think.llama_context import LlamaPrompt, PromptTooLong
-from bargein.engines.think.llama_jobs import Job, QueuedEngine, reply_sampling
+from bargein.engines.think.llama_jobs import (
+    GRACE_TOKENS,
+    Job,
+    QueuedEngine,
+    reply_sampling,
+    serve_later_first,
+    trace_job,
+)
 from bargein.engines.think.llama_jobs import LanguageModelError as LanguageModelError
 from bargein.engines.think.llama_kv import KvSnapshots, Tokens, common_prefix, restore_sequence, save_sequence
 from bargein.engines.think.llama_stats import TurnStats
@@ -70,6 +85,10 @@ class _Job(Job):
     tokens: list[int] = field(default_factory=list)
     started: bool = False
     synced: bool = False
+
+
+def _turn_key(job: Job) -> object:
+    return job.owner if job.owner is not None else id(job)  # no session: a turn of its own
 
 
 class LlamaLanguageModel(QueuedEngine):
@@ -126,10 +145,13 @@ class LlamaLanguageModel(QueuedEngine):
         return self._active_count + self._inbox.qsize()
 
     def _serve(self) -> None:
-        active: FairQueue[_Job] = FairQueue()
+        # Urgent jobs (no first clause yet, or a tool call) before any other: first audio waits for them.
+        urgent: FairQueue[_Job] = FairQueue()
+        later: FairQueue[_Job] = FairQueue()
+        later_since: float | None = None  # when the later jobs last had a turn (or began to wait)
         while True:
-            self._active_count = len(active)
-            waiting = [self._inbox.get()] if not active else []
+            self._active_count = len(urgent) + len(later)
+            waiting = [self._inbox.get()] if not self._active_count else []
             while True:
                 try:
                     waiting.append(self._inbox.get_nowait())
@@ -137,26 +159,62 @@ class LlamaLanguageModel(QueuedEngine):
                     break
             for job in waiting:
                 if job is None:
-                    for left in active.drain():
+                    for left in [*urgent.drain(), *later.drain()]:
                         self._finish(left, "cancelled")
                     return
-                active.put(job.owner if job.owner is not None else id(job), job)  # no session: a turn of its own
-            session, job = active.pop()
-            if not self._advance(job):
-                active.put_front(session, job)  # its session's next turn goes on with it
+                key = _turn_key(job)
+                if job.urgent or job.prefill_only:
+                    self._supersede_prefills(later, key)
+                if job.prefill_only and urgent:  # it would run only after them, by then stale: skip it
+                    self._finish(job, "skipped")
+                    continue
+                (urgent if job.urgent else later).put(key, job)
+            self._active_count = len(urgent) + len(later)  # the job advanced next included
+            now = time.perf_counter()
+            later_since = None if not later else later_since or now
+            if serve_later_first(bool(urgent), later_since, now):
+                later_since = now
+                session, job = later.pop()
+                if job.prefill_only and urgent:
+                    self._finish(job, "skipped")
+                    continue
+                limit = self.slice_tokens if not urgent else GRACE_TOKENS
+            else:
+                session, job = urgent.pop()
+                limit = self.slice_tokens
+            if not self._advance(job, limit):
+                (urgent if job.urgent else later).put_front(session, job)  # its session's next turn goes on with it
 
-    def _advance(self, job: _Job) -> bool:
-        """Run up to ``slice_tokens`` tokens of ``job``; True once it is finished."""
+    def _supersede_prefills(self, later: FairQueue[_Job], key: object) -> None:
+        """A session's newer prefill or its reply makes its waiting prefills stale: the reply evaluates its
+        own prompt anyway, so running an older guess at it first could only add work."""
+        for earlier in later.take(key):
+            if earlier.prefill_only:
+                self._finish(earlier, "superseded")
+            else:
+                later.put(key, earlier)
+
+    def _advance(self, job: _Job, limit: int) -> bool:
+        """Run up to ``limit`` tokens of ``job``; True once it is finished.
+
+        A job that is not urgent gives way (after its current token) as soon as a new job arrives, and an
+        urgent one once its first clause is whole, so the scheduler can serve the most urgent job next.
+        """
         try:
             if not job.started:
                 job.started = True
+                job.stats.waited_s = time.perf_counter() - job.submitted
                 job.tokens = self._prompt_tokens(job)
                 job.stats.prompt_tokens = len(job.tokens)
-            if job.prefill_only:
-                return self._finish(job, "prefilled" if self._sync_kv(job) else "cancelled")
-            for _ in range(self.slice_tokens):
+            if job.prefill_only:  # stopped between prompt chunks by any new job: it is only a head start
+                synced = self._sync_kv(job)
+                return self._finish(job, "prefilled" if synced else "cancelled" if job.stop.is_set() else "preempted")
+            was_urgent = job.urgent
+            for _ in range(limit):
                 if job.stop.is_set():
                     return self._finish(job, "cancelled")
+                if not was_urgent and not self._inbox.empty():
+                    return False
                 if not self._sync_kv(job):
                     return self._finish(job, "cancelled")
                 logits = np.ctypeslib.as_array(self._lib.llama_get_logits_ith(self._llama.ctx, -1),
@@ -175,6 +233,8 @@ class LlamaLanguageModel(QueuedEngine):
                 job.send_text(text)
                 if len(job.generated) >= job.options.max_tokens:
                     return self._finish(job, "length")
+                if was_urgent and not job.urgent:
+                    return False
             return False
         except Exception as exc:  # the session gets an error event; the model and the worker live on
             log.exception("%s failed while generating", self.name)
@@ -186,6 +246,7 @@ class LlamaLanguageModel(QueuedEngine):
     def _finish(self, job: _Job, reason: str) -> bool:
         self.recent_stats.append(job.stats)
         job.finish(reason)
+        trace_job(log, self.name, job, self._active_count)
         return True
 
     def _prompt_tokens(self, job: _Job) -> list[int]:
@@ -226,7 +287,7 @@ class LlamaLanguageModel(QueuedEngine):
             job.stats.reused_tokens = kept
         llama.n_tokens = kept
         for start in range(kept, target.shape[0], PROMPT_CHUNK):
-            if job.stop.is_set():
+            if job.stop.is_set() or (job.prefill_only and not self._inbox.empty()):
                 return False
             llama.eval(target[start:start + PROMPT_CHUNK].tolist())
             self._kv_saved = False

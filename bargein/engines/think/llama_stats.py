@@ -17,6 +17,10 @@ class TurnStats:
     finish_reason: str = ""
     first_token_s: float | None = None
     """Seconds from submission to the first text piece, measured on the worker."""
+    first_clause_s: float | None = None
+    """Seconds from submission to the end of the reply's first clause (as the session's speech cuts it)."""
+    waited_s: float | None = None
+    """Seconds from submission until the model thread first worked on the reply."""
     total_s: float = 0.0
     tokens_at_cancel: int | None = None
     """Completion tokens already sampled when the cancel was seen by the event loop."""

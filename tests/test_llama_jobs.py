@@ -1,0 +1,51 @@
+"""Which embedded-LLM jobs are urgent (pure logic: no model)."""
+
+from __future__ import annotations
+
+from bargein.engines.base import ChatMessage, GenerationOptions
+from bargein.engines.think.llama_jobs import Job
+
+TOOLS = ({"type": "function", "name": "get_time", "parameters": {"type": "object", "properties": {}}},)
+
+
+def job(options: GenerationOptions | None = None, *, prefill_only: bool = False) -> Job:
+    sent: list[object] = []
+    return Job([ChatMessage("user", "Hi")], options or GenerationOptions(), sent.append, prefill_only=prefill_only)
+
+
+def test_a_reply_is_urgent_until_its_first_clause_is_whole() -> None:
+    reply = job()
+    assert reply.urgent
+    for piece in ["The", " capital", " of", " France"]:
+        reply.send_text(piece)
+        assert reply.urgent, piece  # four words, but the fourth is not known to be whole yet
+    reply.send_text(" is")
+    assert not reply.urgent and reply.stats.first_clause_s is not None
+
+
+def test_a_sentence_end_makes_the_first_clause_whole() -> None:
+    reply = job()
+    reply.send_text("Yes.")
+    assert reply.urgent  # the period ends a sentence only once what follows it is known
+    reply.send_text(" I")
+    assert not reply.urgent
+
+
+def test_a_tool_call_stays_urgent_to_its_end_and_a_prefill_never_is() -> None:
+    call = job(GenerationOptions(tools=TOOLS))
+    for piece in ["<tool_call>", "\n", '{"name": "get_time",', ' "arguments": {}}', "\n", "</tool_call>"]:
+        call.send_text(piece)
+    assert call.urgent and call.stats.first_clause_s is None
+    plain = job(GenerationOptions())
+    plain.send_text("<b> bold words are here")  # without tools on offer, text is text
+    assert not plain.urgent
+    assert not job(prefill_only=True).urgent
+
+
+def test_replies_already_speaking_get_a_turn_once_first_clauses_kept_them_waiting_long_enough() -> None:
+    from bargein.engines.think.llama_jobs import TAIL_GRACE_S, serve_later_first
+
+    assert not serve_later_first(True, None, 10.0) and not serve_later_first(False, None, 10.0)  # none waits
+    assert serve_later_first(False, 10.0, 10.0)  # nothing urgent: serve them
+    assert not serve_later_first(True, 10.0, 10.0 + TAIL_GRACE_S / 2)  # first clauses first...
+    assert serve_later_first(True, 10.0, 10.0 + TAIL_GRACE_S)  # ...but not for ever
