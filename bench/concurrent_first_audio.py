@@ -3,6 +3,7 @@
     python -m bench.concurrent_first_audio                                  # 1 session, then 4 at once
     python -m bench.concurrent_first_audio --ladder 1 2 4 6 8 --rounds 4    # how many talk within 1.5 s p95
     python -m bench.concurrent_first_audio --server-args="--llm-sequences 1"   # against one sequence at a time
+    python -m bench.concurrent_first_audio --server-args="--workers 2 --engines-per-worker"   # against shared
 
 One server (default engines unless ``--engines``), ``N`` sessions, each a real-time microphone
 (:class:`bench.realtime_harness.Microphone`). In every round each session speaks a different LibriVox
@@ -14,7 +15,8 @@ first audio, p95 against the one-session step's p95, the 1-minute load average, 
 ledger's per-stage medians (``bargein.turn.metrics``), which show which stage the sessions queue at.
 The largest step with first audio p95 <= ``--target-ms`` is reported. With a server of its own (no
 ``--url``) the embedded LLM logs every job (``BARGEIN_LLM_TRACE=1``), and each step also prints what its
-jobs waited (:mod:`bench.llm_trace`): first clauses, tool rounds, prefills and how each ended.
+jobs waited (:mod:`bench.llm_trace`): first clauses, tool rounds, prefills and how each ended, and the
+server's processes and memory (PSS and RSS summed over the process tree).
 """
 
 from __future__ import annotations
@@ -34,7 +36,15 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("BARGEIN_LLM_TRACE", "1")  # the server started here inherits it
 
 from bench.llm_trace import log_size, summarise
-from bench.realtime_harness import WIRE_RATE, Microphone, SpeechClip, append_sender, load_clips, percentile
+from bench.realtime_harness import (
+    WIRE_RATE,
+    Microphone,
+    SpeechClip,
+    append_sender,
+    load_clips,
+    percentile,
+    tree_memory,
+)
 from bench.session_observer import Observer
 
 LEDGER_KEYS = ("endpoint_ms", "asr_final_ms", "llm_first_token_ms", "tts_first_audio_ms", "first_audio_ms")
@@ -118,8 +128,9 @@ def slowest_ledger(talkers: list[Talker], response_id: str) -> str:
     return "no ledger event for it"
 
 
-async def run(host_port: str, args: argparse.Namespace, server_log: Path | None = None) -> None:
-    """Climb the ladder of simultaneous talkers on one server."""
+async def run(host_port: str, args: argparse.Namespace, server_log: Path | None = None,
+              server_pid: int | None = None) -> None:
+    """Climb the ladder of simultaneous talkers on one server (``server_pid``: its memory is printed)."""
     from openai import AsyncOpenAI
 
     clips = load_clips()
@@ -133,6 +144,7 @@ async def run(host_port: str, args: argparse.Namespace, server_log: Path | None 
                 talkers.append(await open_talker(client, stack))
                 for index in range(args.warmup_rounds):  # the first turns of a fresh server load lazily
                     await one_round(talkers[:1], clips, index, args)
+            print_memory(server_pid, "after the warm-up")
             for step in args.ladder:
                 while len(talkers) < step:
                     talkers.append(await open_talker(client, stack))
@@ -163,6 +175,7 @@ async def run(host_port: str, args: argparse.Namespace, server_log: Path | None 
                     print(f"     slowest turn ({slowest[0]:.0f} ms): {ledger}", flush=True)
                 for line in summarise(server_log, log_from):
                     print(f"     llm {line}", flush=True)
+                print_memory(server_pid, f"after {step} at once")
         finally:
             for talker in talkers:
                 talker.mic.stop()
@@ -170,6 +183,14 @@ async def run(host_port: str, args: argparse.Namespace, server_log: Path | None 
                     task.cancel()
     print(f"most sessions asking at once with first audio p95 <= {args.target_ms:.0f} ms: "
           f"{within if within is not None else 'none'} (steps tried: {' '.join(map(str, args.ladder))})")
+
+
+def print_memory(server_pid: int | None, when: str) -> None:
+    """The server's processes and their memory (RSS double-counts pages the processes share; PSS does not)."""
+    if server_pid is None:
+        return
+    count, rss_mb, pss_mb = tree_memory(server_pid)
+    print(f"     server memory {when}: {count} processes, PSS {pss_mb:.0f} MB, RSS {rss_mb:.0f} MB", flush=True)
 
 
 def main() -> None:
@@ -195,7 +216,7 @@ def main() -> None:
         with ServerProcess(args.engines, extra_args=shlex.split(args.server_args)) as server:
             print(f"server: bargein serve --engines {args.engines} on {server.host_port} (log {server.log_path})",
                   flush=True)
-            asyncio.run(run(server.host_port, args, server.log_path))
+            asyncio.run(run(server.host_port, args, server.log_path, server.pid))
     print(f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
 
 

@@ -276,6 +276,22 @@ class ServerProcess:
         self.stop()
 
 
+def tree_memory(pid: int) -> tuple[int, float, float]:
+    """The server process ``pid`` and all its descendants: how many, their summed resident memory and their
+    summed proportional set size (PSS: a page shared by k processes counts 1/k in each), in MB."""
+    import psutil
+
+    root = psutil.Process(pid)
+    processes = [root, *root.children(recursive=True)]
+    rss = pss = 0.0
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            info = process.memory_full_info()
+            rss += info.rss
+            pss += getattr(info, "pss", info.rss)
+    return len(processes), rss / 2**20, pss / 2**20
+
+
 @contextlib.contextmanager
 def server_or_url(engines: str, url: str | None, *, extra_args: Sequence[str] = ()) -> Iterator[tuple[str, int | None]]:
     """Yield ``(host:port, server pid or None)``: the given ``--url`` or a server started for the run."""
