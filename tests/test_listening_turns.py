@@ -314,7 +314,7 @@ def test_a_noise_transcript_resumes_the_paused_reply_and_the_report_says_so() ->
     assert t.feed(dx.ReplyText(reply, " again")) == [dx.ForwardText(reply, " again")]
 
 
-def test_a_guess_that_reads_as_a_query_prefetches_a_reply_only_when_none_is_live() -> None:
+def test_a_guess_that_reads_as_a_query_prefetches_a_reply_unless_one_is_playing() -> None:
     t = Listening()
     t.frames(0.9, 640, energy_db=-25.0)
     t.silence(64)
@@ -325,11 +325,19 @@ def test_a_guess_that_reads_as_a_query_prefetches_a_reply_only_when_none_is_live
     busy.agent_speaking()
     busy.frames(0.9, 640, energy_db=-25.0)
     busy.silence(64)
-    # a sentence that is no command does not touch the live reply, nor start another
-    assert busy.feed(dx.GuessTranscribed("item_3", Transcript("I think the soup is ready now."))) == []
+    # a sentence that is no command does not touch the paused reply, but its answer is prepared: if the
+    # verdict says query, the reply is cancelled where it paused, which is the prompt the guess is asked with
+    assert busy.feed(dx.GuessTranscribed("item_3", Transcript("I think the soup is ready now."))) == [
+        dx.PrefetchReply("item_3", "I think the soup is ready now.")]
     # a question word, clearly louder than the room, cuts the paused reply at once (then may be prefetched)
     cut = busy.feed(dx.GuessTranscribed("item_3", Transcript("What time is it?")))
     assert isinstance(cut[0], dx.CancelReply) and cut[0].reason == "turn_detected"
+    playing = Listening(dx.TurnSettings(interruption=dx.Interruption(enabled=False)))
+    playing.agent_speaking()
+    playing.frames(0.9, 640, energy_db=-25.0)
+    playing.silence(64)
+    # a reply that speech does not pause plays on: no second reply is prepared beside it
+    assert playing.feed(dx.GuessTranscribed("item_3", Transcript("I think the soup is ready now."))) == []
     text_only = Listening(dx.TurnSettings(speculation=dx.Speculation(prefetch_reply=False)))
     text_only.frames(0.9, 640, energy_db=-25.0)
     text_only.silence(64)

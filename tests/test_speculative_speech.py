@@ -129,3 +129,32 @@ async def test_a_clause_not_begun_at_adoption_is_left_to_the_reply() -> None:
                             [ChatMessage("user", "time?")], GenerationOptions(), tts, "alloy")
     tokens = [token async for token in reply.adopt(CancelToken())]
     assert tokens and reply.first_clause is None and log == []
+
+
+async def test_a_turn_spoken_over_a_reply_is_prepared_during_the_pause_with_the_reply_cut_where_it_paused() -> None:
+    llm = FakeLanguageModel(filler=" ".join(["The old walls of the city were built long ago."] * 20))
+    h = Harness(Engines(FakeVad(), FakeRecognizer(("tell me more about the old city walls please",)), llm,
+                        FakeSynthesizer(ms_per_char=20.0)))
+    await h.send(type="conversation.item.create", item={"type": "message", "role": "user",
+                                                        "content": [{"type": "input_text", "text": "talk"}]})
+    await h.send(type="response.create")
+    await h.drain(until="response.output_audio.delta")
+    first = h.events[-1]["response_id"]
+    await asyncio.sleep(0.6)  # the client plays the reply's first words
+    await stream(h, np.concatenate([tone(0.8), quiet(1.2)]))
+    await h.drain(until="response.done")
+    done = h.events[-1]["response"]
+    assert done["id"] == first and done["status"] == "cancelled"
+    paused = next(e for e in h.events if e["type"] == "bargein.reply.paused")
+    await h.drain(until="response.output_audio.delta")  # the answer is playing
+    assert h.events[-1]["response_id"] != first
+    counts = h.session.speculation
+    assert counts.llm_used == 1, "the reply adopted the answer prepared during the pause"
+    assert len(llm.seen) == 2, "the model was asked once for the first reply and once, early, for the second"
+    cut = next(item for item in h.session.conversation if item.id == done["output"][0]["id"])
+    assert paused["audio_end_ms"] > 0 and cut.heard_ms == paused["audio_end_ms"]
+    heard = cut.heard_text()
+    assert heard and len(heard) < len(cut.parts[0].text), "some of the reply was heard, not all of it"
+    # the early answer was asked with the reply as the cancel cut it: only what was heard
+    assert [m.content for m in llm.seen[1] if m.role == "assistant"] == [heard]
+    await h.session.close()

@@ -130,7 +130,8 @@ class ActionExecutor:
 
     def _prompt(self, config: SessionConfig, text: str) -> tuple[list[ChatMessage], GenerationOptions]:
         """The messages and options of a reply to the user's ``text`` (a speculative one must match it exactly)."""
-        messages = [*self.conversation.chat_messages(config.instructions), ChatMessage("user", text)]
+        history = self.replies.history_as_if_cut()  # a reply paused by this turn is cut where it paused
+        messages = [*self.conversation.chat_messages(config.instructions, history), ChatMessage("user", text)]
         max_tokens = config.max_output_tokens
         return messages, generation_options(None if max_tokens == "inf" else max_tokens,
                                             self.replies.default_tools(), config.truncation_options())

@@ -13,6 +13,7 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import Literal
 
 from bargein.engines.base import CancelToken, ChatMessage, ToolCall, WordTiming
@@ -180,6 +181,19 @@ class ReplyRunner:
         reply.gate.clear()
         self._emit(Outgoing(event("bargein.reply.paused", response_id=response_id, item_id=reply.state.item.id,
                                   segment_item_id=item_id, audio_end_ms=round(cut_ms, 3))))
+
+    def history_as_if_cut(self) -> list[Item]:
+        """The conversation as it will read if every paused reply is cancelled where it was paused, as
+        :meth:`cancel` cuts it (the audio sent, heard up to the pause's cut point or a client's truncate), so a
+        reply speculated during the pause is asked with the prompt the committed turn will ask."""
+        cut: dict[str, Item] = {}
+        for reply in self.live.values():
+            item = reply.state.item
+            if reply.pause is None or not reply.state.audio:
+                continue
+            heard = item.heard_ms if item.heard_ms is not None else reply.pause.cut_ms
+            cut[item.id] = replace(item, audio_ms=reply.playback.sent_ms, heard_ms=heard)
+        return [cut.get(item.id, item) for item in self.conversation]
 
     def resume(self, response_id: str) -> None:
         """A false interruption: re-send from the cut point, then what was held, then carry on."""

@@ -287,7 +287,8 @@ class DuplexMachine:
                 settings.vad and settings.create_response and settings.speculation.prefetch_reply):
             return  # (the plain guess, which a reply would quote, came first and was weighed then)
         verdict = self.segments.guess(event.item_id, event.transcript, during_reply=self._reply is not None)
-        if verdict is not None and verdict.decision == "query" and self._reply is None:
+        # over a paused reply too: a query will cancel it at the cut point the prompt is built with
+        if verdict is not None and verdict.decision == "query" and (self._reply is None or self._reply.paused):
             self._emit(v.PrefetchReply(event.item_id, event.transcript.text.strip()))
 
     def _maybe_answer(self) -> None:
