@@ -118,7 +118,7 @@ def reply_sampling(base: SamplingParams, job: Job) -> SamplingParams:
     question back, or offered help) and at 0.3 in none of 16.
     """
     options = job.options
-    if options.tools and (forced_tool(options) is not None or job.head.lstrip()[:1] in ("", "<", "{", "`")):
+    if options.tools and (forced_tool(options) is not None or not job.head.strip() or job.calling_tool):
         return SamplingParams(temperature=0.0, top_k=base.top_k, top_p=base.top_p, repeat_penalty=1.0,
                               repeat_window=base.repeat_window)
     temperature = options.temperature
