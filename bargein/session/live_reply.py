@@ -66,6 +66,15 @@ class LiveReply:
         """The response's id."""
         return self.state.response_id
 
+    def cut_now(self) -> tuple[float, float]:
+        """Where a cancel now cuts a spoken reply's item: ``(audio_ms, heard_ms)``, the audio that reached the
+        client (purged deltas never did) and how much of it was heard: a client's truncate, else the pause's
+        cut point, else the playback estimate."""
+        item = self.state.item
+        heard = item.heard_ms if item.heard_ms is not None else \
+            self.pause.cut_ms if self.pause is not None else self.playback.heard_ms()
+        return self.playback.sent_ms, heard
+
     def end(self) -> None:
         """The reply is over: free its audio and wake a pipeline waiting on the pause."""
         self.ended = True

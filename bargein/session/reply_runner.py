@@ -183,16 +183,14 @@ class ReplyRunner:
                                   segment_item_id=item_id, audio_end_ms=round(cut_ms, 3))))
 
     def history_as_if_cut(self) -> list[Item]:
-        """The conversation as it will read if every paused reply is cancelled where it was paused, as
-        :meth:`cancel` cuts it (the audio sent, heard up to the pause's cut point or a client's truncate), so a
-        reply speculated during the pause is asked with the prompt the committed turn will ask."""
+        """The conversation as it will read if every paused reply is cancelled now (its item cut as
+        :meth:`cancel` cuts it, :meth:`~bargein.session.live_reply.LiveReply.cut_now`), so a reply speculated
+        during the pause is asked with the prompt the committed turn will ask."""
         cut: dict[str, Item] = {}
         for reply in self.live.values():
-            item = reply.state.item
-            if reply.pause is None or not reply.state.audio:
-                continue
-            heard = item.heard_ms if item.heard_ms is not None else reply.pause.cut_ms
-            cut[item.id] = replace(item, audio_ms=reply.playback.sent_ms, heard_ms=heard)
+            if reply.pause is not None and reply.state.audio:
+                audio_ms, heard_ms = reply.cut_now()
+                cut[reply.state.item.id] = replace(reply.state.item, audio_ms=audio_ms, heard_ms=heard_ms)
         return [cut.get(item.id, item) for item in self.conversation]
 
     def resume(self, response_id: str) -> None:
@@ -228,9 +226,7 @@ class ReplyRunner:
         reply.end()
         item = reply.state.item
         if reply.state.audio:
-            item.audio_ms = reply.playback.sent_ms  # purged deltas never reached the client
-            if item.heard_ms is None:  # a client truncate during a pause is the better figure
-                item.heard_ms = reply.pause.cut_ms if reply.pause is not None else reply.playback.heard_ms()
+            item.audio_ms, item.heard_ms = reply.cut_now()
         reply.pause = None
         self._close(reply, "cancelled", reason)
 
