@@ -12,11 +12,11 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.support.processes import descendants, metric
 from tests.support.server import free_port
 from tests.support.turns import open_session, spoken, text_turn
 
@@ -25,43 +25,11 @@ pytestmark = pytest.mark.slow
 ENGINE_CHILD = "bargein.engines.process.child"
 
 
-def _processes() -> dict[int, tuple[int, str]]:
-    """Every process: its parent's pid and its command line."""
-    found: dict[int, tuple[int, str]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-                command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except (OSError, ValueError, IndexError):
-                continue
-            found[int(entry.name)] = (parent, command)
-    return found
-
-
-def _descendants(root: int) -> dict[int, tuple[int, str]]:
-    """``root``'s descendant processes, as :func:`_processes` gives them."""
-    every = _processes()
-    found: dict[int, tuple[int, str]] = {}
-    frontier = [root]
-    while frontier:
-        parent = frontier.pop()
-        for pid, (ppid, command) in every.items():
-            if ppid == parent and pid not in found:
-                found[pid] = (ppid, command)
-                frontier.append(pid)
-    return found
-
-
 def _workers(port: int) -> float | None:
     try:
-        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+        return metric(port, "bargein_workers ")
     except httpx.HTTPError:
         return None
-    for line in text.splitlines():
-        if line.startswith("bargein_workers "):
-            return float(line.split()[-1])
-    return None
 
 
 def test_the_parent_loads_each_default_model_once_for_both_session_workers() -> None:
@@ -76,14 +44,14 @@ def test_the_parent_loads_each_default_model_once_for_both_session_workers() -> 
             assert server.poll() is None, f"the server exited with code {server.returncode}"
             assert time.monotonic() < deadline, "two session workers did not come up"
             time.sleep(0.5)
-        engines = {pid: ppid for pid, (ppid, command) in _descendants(server.pid).items() if ENGINE_CHILD in command}
+        engines = {pid: ppid for pid, (ppid, command) in descendants(server.pid).items() if ENGINE_CHILD in command}
         # Whisper, the LLM and Kokoro: one worker each, all the parent's own (no session worker spawned one)
         assert len(engines) == 3, engines
         assert set(engines.values()) == {server.pid}, engines
         replies = asyncio.run(_ask(port, sessions=4))
         for said in replies:
             assert len(said.split()) >= 2, replies
-        after = {pid for pid, (_ppid, command) in _descendants(server.pid).items() if ENGINE_CHILD in command}
+        after = {pid for pid, (_ppid, command) in descendants(server.pid).items() if ENGINE_CHILD in command}
         assert after == set(engines)  # the turns were answered by the shared workers, none started since
     finally:
         server.terminate()

@@ -26,6 +26,7 @@ from bargein.engines.process.shared import SHARED_DIR_ENV, EngineHub, socket_pat
 from bargein.engines.process.wire import WorkerSpec
 from bargein.engines.resilience import LLM_APOLOGY, LLM_CUT_APOLOGY
 from bargein.engines.think.llm_process import ProcessLanguageModel
+from tests.support.processes import descendants, metric
 from tests.support.server import free_port
 from tests.support.turns import events_until_done, open_session, spoken, text_turn
 
@@ -42,35 +43,6 @@ def shared_llm(tmp_path: Path) -> Iterator[tuple[ProcessLanguageModel, EngineHub
     finally:
         hub.close()
         llm.close()
-
-
-def _descendants(root: int) -> list[str]:
-    """The command lines of ``root``'s descendant processes."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-    found, frontier = [], [root]
-    while frontier:
-        parent = frontier.pop()
-        for pid, ppid in parents.items():
-            if ppid == parent:
-                frontier.append(pid)
-                try:
-                    found.append((Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode())
-                except OSError:
-                    continue
-    return found
-
-
-def _metric(port: int, name: str) -> float | None:
-    for line in httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text.splitlines():
-        if line.startswith(name):
-            return float(line.split()[-1])
-    return None
 
 
 def _wait(condition: object, what: str, timeout_s: float = 90) -> None:
@@ -95,8 +67,9 @@ def test_two_session_workers_share_one_llm_process_and_survive_its_death(
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait(lambda: hub.clients == 2, f"two session workers did not connect (clients: {hub.clients})")
-        _wait(lambda: _metric(port, "bargein_workers ") == 2.0, "two session workers did not come up")
-        engine_children = [line for line in _descendants(server.pid) if "bargein.engines.process.child" in line]
+        _wait(lambda: metric(port, "bargein_workers ") == 2.0, "two session workers did not come up")
+        engine_children = [command for _parent, command in descendants(server.pid).values()
+                           if "bargein.engines.process.child" in command]
         assert engine_children == []  # the session workers spawned no engine of their own
         asyncio.run(_turns(port, llm))
         killed = llm.pid
@@ -104,7 +77,7 @@ def test_two_session_workers_share_one_llm_process_and_survive_its_death(
         asyncio.run(_killed_mid_turn(port, llm, killed))
         _wait(lambda: hub.clients == 2, "the session workers did not reconnect")
         time.sleep(2.5)  # each session worker publishes its figures once a second
-        assert _metric(port, 'bargein_engine_worker_restarts_total{stage="llm"}') == 1.0  # once, not per worker
+        assert metric(port, 'bargein_engine_worker_restarts_total{stage="llm"}') == 1.0  # once, not per worker
     finally:
         server.terminate()
         server.wait(timeout=60)
