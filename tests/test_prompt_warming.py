@@ -64,6 +64,29 @@ async def test_no_warming_over_a_live_reply() -> None:
     await h.session.close()
 
 
+async def test_partials_over_a_paused_reply_warm_the_prompt_with_that_reply_cut_where_it_paused() -> None:
+    llm = PrefillingModel()
+    llm.filler = " ".join(["The old walls of the city were built long ago."] * 20)
+    h = Harness(Engines(FakeVad(), FakeRecognizer(("tell me more about the old city walls please",)), llm,
+                        FakeSynthesizer(ms_per_char=20.0)))
+    await h.send(type="conversation.item.create", item={"type": "message", "role": "user",
+                                                        "content": [{"type": "input_text", "text": "talk"}]})
+    await h.send(type="response.create")
+    await h.drain(until="response.output_audio.delta")
+    first = h.events[-1]["response_id"]
+    await asyncio.sleep(0.6)  # the client plays the reply's first words
+    await _say(h, 2.5, 1.2)  # long enough for partials while the reply is paused
+    await h.drain(until="response.done")
+    assert h.events[-1]["response"]["id"] == first and h.events[-1]["response"]["status"] == "cancelled"
+    await h.drain(until="response.output_audio.delta")
+    assert llm.prefilled, "partials spoken over the paused reply warmed the prompt"
+    warmed, _options = llm.prefilled[-1]
+    heard = [m.content for m in warmed if m.role == "assistant"]
+    assert len(heard) == 1 and heard[0] and heard[0] != llm.filler, "the paused reply, cut where it paused"
+    assert llm.seen[-1] == warmed, "the answer was asked with the warmed prompt, so its evaluation is reused"
+    await h.session.close()
+
+
 def test_no_warming_while_the_llm_serves_another_reply() -> None:
     llm = PrefillingModel()
     llm.queue_depth = 1  # type: ignore[attr-defined]  # another session's reply is being generated

@@ -291,9 +291,11 @@ class RealtimeSession:
 
     def _heard_so_far(self, text: str) -> None:
         """A partial transcript of the turn being spoken: warm the LLM's prompt with it when a speculative
-        reply would follow this turn (not over a reply, whose end would change the history)."""
+        reply would follow this turn: after silence, or over a paused reply (the prompt then holds that reply
+        cut where it paused, as the prefetch's will); not over a reply still playing, whose end is not known."""
         settings = self.machine.settings
-        if settings.vad and settings.create_response and settings.speculation.prefetch_reply and not self.replies.live:
+        if settings.vad and settings.create_response and settings.speculation.prefetch_reply and \
+                self.replies.all_paused():
             self.executor.warm_prompt(text)
 
     def _transcription_hints(self) -> tuple[str | None, str | None]:

@@ -182,6 +182,11 @@ class ReplyRunner:
         self._emit(Outgoing(event("bargein.reply.paused", response_id=response_id, item_id=reply.state.item.id,
                                   segment_item_id=item_id, audio_end_ms=round(cut_ms, 3))))
 
+    def all_paused(self) -> bool:
+        """True when every live reply is paused (the user speaks over it): the history a reply to the user
+        would follow is then :meth:`history_as_if_cut`, and stays so while the pause lasts."""
+        return all(reply.pause is not None for reply in self.live.values())
+
     def history_as_if_cut(self) -> list[Item]:
         """The conversation as it will read if every paused reply is cancelled now (its item cut as
         :meth:`cancel` cuts it, :meth:`~bargein.session.live_reply.LiveReply.cut_now`), so a reply speculated
