@@ -5,8 +5,10 @@
 Two question sets, each question a fresh conversation with the default spoken-answer system prompt:
 ``bench/tool_questions.py`` (time zones, clock, dates, arithmetic, units: scored against values
 computed independently) and ``bench/llm_questions.py`` (twenty everyday questions: counts how many
-were wrongly turned into tool calls). With tools, a call is run by the built-in registry and the
-model is asked again with the result, as a session does. Times are to the end of the final answer.
+were wrongly turned into tool calls). With tools, the reply goes as a session's does: a call that rests on
+the question's words is run by the built-in registry and the model is asked again with the result; one that
+does not is dropped and the model answers without tools (the calls column lists the calls that were run).
+Times are to the end of the final answer.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, ToolCall
 from bargein.engines.think.llama_llm import DEFAULT_LLM, LlamaLanguageModel, load_llama
-from bargein.tools.registry import ToolRegistry, default_registry
+from bargein.session.tool_use import reply_with_tools
+from bargein.tools.registry import ToolOutcome, ToolRegistry, default_registry
 from bench.llm_questions import QUESTIONS
 from bench.tool_questions import TOOL_QUESTIONS, TUNING_QUESTIONS, ToolQuestion, is_correct
 
@@ -39,23 +42,21 @@ class Answer:
 
 async def answer(model: LlamaLanguageModel, registry: ToolRegistry | None, question: str,
                  max_tokens: int) -> Answer:
-    """Ask once; with a registry, run the model's first call and ask again with its result."""
+    """Ask once, as a session's reply does (:func:`~bargein.session.tool_use.reply_with_tools`): with a
+    registry, a grounded call is run and the model asked again with its result, an ungrounded one is not
+    run and the model answers without tools."""
     start = time.perf_counter()
     options = GenerationOptions(max_tokens=max_tokens,
                                 tools=tuple(registry.definitions()) if registry else ())
-    history = [ChatMessage("user", question)]
-    pieces = [p async for p in model.stream_reply(history, cancel=CancelToken(), options=options)]
-    calls = [p for p in pieces if isinstance(p, ToolCall)]
+    ran: list[str] = []
+
+    def report(call: ToolCall, outcome: ToolOutcome) -> None:
+        ran.append(f"{call.name}({call.arguments})" if not call.refused else f"refused: {call.refused}")
+
+    pieces = [p async for p in reply_with_tools(model, [ChatMessage("user", question)], cancel=CancelToken(),
+                                                options=options, server_side=registry, report=report)]
     text = "".join(p for p in pieces if isinstance(p, str))
-    if registry and calls:
-        call = calls[0]
-        output = call.refused or registry.run(call.name, call.arguments).output
-        history += [ChatMessage("assistant", text, tool_calls=(call,)),
-                    ChatMessage("tool", output, tool_call_id=call.call_id)]
-        again = [p async for p in model.stream_reply(history, cancel=CancelToken(), options=options)]
-        text = "".join(p for p in again if isinstance(p, str))
-    described = [f"{c.name}({c.arguments})" if not c.refused else f"refused: {c.refused}" for c in calls]
-    return Answer(" ".join(text.split()), described, time.perf_counter() - start)
+    return Answer(" ".join(text.split()), ran, time.perf_counter() - start)
 
 
 def cell(text: str) -> str:

@@ -246,6 +246,24 @@ async def test_a_required_builtin_call_is_made_once_and_then_answered() -> None:
     await h.session.close()
 
 
+async def test_a_builtin_call_that_rests_on_nothing_the_user_said_is_not_run_and_the_model_answers_in_words() -> None:
+    llm = FakeLanguageModel(calls={"green": ("get_current_time", '{"place": "Tokyo"}')})
+    h = Harness(llm, builtins=default_registry())
+    await h.send(type="session.update", session={"output_modalities": ["text"]})
+    await h.say("my favourite colour is green")
+    await h.send(type="response.create")
+    done = await h.until("response.done")
+    assert [item["type"] for item in done["response"]["output"]] == ["message"]
+    assert done["response"]["output"][0]["content"][0]["text"] == "You said: my favourite colour is green."
+    assert not h.of("bargein.tool.call"), "the call was not run"
+    assert len(llm.seen) == 2 and len(llm.seen_options) == 1, "asked once with tools, then again plainly"
+    await h.say("what time is it in tokyo, where the tea is green")  # the same call, now resting on "tokyo"
+    await h.send(type="response.create")
+    await h.until("response.done")
+    assert [e["name"] for e in h.of("bargein.tool.call")] == ["get_current_time"]
+    await h.session.close()
+
+
 async def test_clearing_the_input_buffer_is_acknowledged() -> None:
     h = Harness(FakeLanguageModel())
     import base64

@@ -10,18 +10,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, LanguageModel, ReplyPiece, ToolCall
-from bargein.engines.think.tool_calls import reply_pieces
+from bargein.engines.think.tool_calls import forced_tool, reply_pieces
 from bargein.protocol import client_events as ce
 from bargein.protocol.errors import ProtocolError
 from bargein.protocol.session_config import SessionConfig
 from bargein.protocol.tool_items import validate_tool_choice, validate_tools
+from bargein.tools.grounding import grounded
 from bargein.tools.registry import ToolOutcome, ToolRegistry
 
+log = logging.getLogger(__name__)
 MAX_SERVER_ROUNDS = 3
 """Built-in calls one reply may chain before the model must answer in words."""
 TOOL_RESULT_TIMEOUT_S = 60.0
@@ -80,14 +83,26 @@ async def reply_with_tools(llm: LanguageModel, messages: Sequence[ChatMessage], 
                            ) -> AsyncIterator[ReplyPiece]:
     """The reply's text and client calls; built-in calls are run and the model asked again with the result.
 
-    ``first`` is a stream already started for the first round (a speculative head start).
+    A built-in call the model chose (not a required one) whose arguments share nothing with what the user
+    said or a tool answered (:func:`~bargein.tools.grounding.grounded`) is not run: the model is asked again
+    without tools and answers in words. ``first`` is a stream already started for the first round (a
+    speculative head start).
     """
     history = list(messages)
     for _ in range(MAX_SERVER_ROUNDS + 1):
+        told = " ".join(message.content for message in history if message.role in ("user", "tool"))
         ran: list[ChatMessage] = []
         source = first if first is not None else reply_pieces(llm, history, cancel=cancel, options=options)
         first = None
+        said = False
         async for piece in source:
+            if (isinstance(piece, ToolCall) and server_side is not None and piece.name in server_side
+                    and not said and forced_tool(options) is None and not grounded(piece.arguments, told)):
+                # the model filled the call in from the tool's description, not from what it was told: answer in words
+                log.info("dropped an ungrounded call %s(%s); answering without tools", piece.name, piece.arguments)
+                async for text in reply_pieces(llm, history, cancel=cancel, options=replace(options, tools=())):
+                    yield text
+                return
             if isinstance(piece, ToolCall) and server_side is not None and (piece.name in server_side
                                                                           or piece.refused):
                 # a refused call is answered with the reason, so the model says it cannot rather than guess
@@ -97,6 +112,7 @@ async def reply_with_tools(llm: LanguageModel, messages: Sequence[ChatMessage], 
                 ran += [ChatMessage("assistant", "", tool_calls=(piece,)),
                         ChatMessage("tool", outcome.output, tool_call_id=piece.call_id)]
                 continue
+            said = said or (isinstance(piece, str) and bool(piece.strip()))
             yield piece
         if not ran or cancel.cancelled:
             return

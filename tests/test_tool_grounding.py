@@ -1,0 +1,48 @@
+"""A built-in call is run only when its arguments rest on what the user said (or a tool answered).
+
+The ungrounded calls below are the embedded 0.5B model's own, recorded on a fresh conversation with the
+built-in tools offered: it copies the examples of the tools' descriptions ("e.g. Tokyo", "15 / 100 * 80")
+or a date of its training years when the user's words give it nothing to call with.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from bargein.tools.grounding import grounded
+
+
+@pytest.mark.parametrize(("arguments", "said"), [
+    ('{"place": "Tokyo"}', "My favourite colour is green."),
+    ('{"place": "Tokyo"}', "He was not an old-sposed young man."),
+    ('{"date": "2023-04-15"}', "How far away is the moon?"),
+    ('{"expression": "15 / 100 * 80.0"}', "And Mr. John Dashwood had then leisure to consider how much there "
+                                          "might be prudently in his power to do for them."),
+    ('{"expression": "3.5 * 60"}', "How many calories are in a banana?"),
+    ('{"expression": "3600"}', "How many seconds are there in a day?"),
+])
+def test_a_call_filled_in_from_the_tools_description_is_not_grounded(arguments: str, said: str) -> None:
+    assert not grounded(arguments, said)
+
+
+@pytest.mark.parametrize(("arguments", "said"), [
+    ('{"place": "Los Angeles"}', "What's the time in Los Angeles?"),
+    ('{"expression": "48 * 12"}', "What is 48 times 12?"),
+    ('{"expression": "17 * 23"}', "calculate seventeen times twenty three"),
+    ('{"expression": "48 * 12"}', "what is forty eight times twelve"),
+    ('{"expression": "3.5 * 60"}', "How many minutes are in three and a half hours?"),
+    ('{"expression": "1234 + 5678"}', "What is 1,234 plus 5,678?"),
+    ('{"date": "2027-07-04"}', "What day of the week is the fourth of July, 2027?"),
+    ('{"value": 5, "from_unit": "miles", "to_unit": "kilometers"}', "Convert 5 miles to kilometres."),
+    ("{}", "What time is it?"),
+])
+def test_a_call_that_uses_the_users_words_is_grounded(arguments: str, said: str) -> None:
+    assert grounded(arguments, said)
+
+
+def test_a_chained_call_may_rest_on_an_earlier_tools_answer_and_raw_arguments_are_read_as_text() -> None:
+    asked = "How many hours until midnight in Tokyo?"
+    answered = "In Tokyo it is 21:40 (09:40 PM) on Tuesday 1 December 2026"
+    assert grounded('{"expression": "24 - 21"}', f"{asked} {answered}")
+    assert not grounded('{"expression": "24 - 21"}', asked)
+    assert grounded("Tokyo", "what time is it in tokyo") and not grounded("Tokyo", "hello there")
