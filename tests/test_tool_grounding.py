@@ -7,9 +7,16 @@ or a date of its training years when the user's words give it nothing to call wi
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
+from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, ToolCall
+from bargein.engines.fakes import FakeLanguageModel, FakeSynthesizer
+from bargein.session.speculation import PrefetchedReply
+from bargein.session.tool_use import ungrounded_call
 from bargein.tools.grounding import grounded
+from bargein.tools.registry import default_registry
 
 
 @pytest.mark.parametrize(("arguments", "said"), [
@@ -46,3 +53,27 @@ def test_a_chained_call_may_rest_on_an_earlier_tools_answer_and_raw_arguments_ar
     assert grounded('{"expression": "24 - 21"}', f"{asked} {answered}")
     assert not grounded('{"expression": "24 - 21"}', asked)
     assert grounded("Tokyo", "what time is it in tokyo") and not grounded("Tokyo", "hello there")
+
+
+async def test_a_prefetched_reply_asks_again_without_tools_before_the_commit_and_speaks_that_answer() -> None:
+    registry = default_registry()
+    options = GenerationOptions(tools=tuple(registry.definitions()))
+    llm = FakeLanguageModel(calls={"green": ("get_current_time", '{"place": "Tokyo"}')})
+
+    def prefetched(said: str) -> PrefetchedReply:
+        messages = [ChatMessage("user", said)]
+        return PrefetchedReply(llm, messages, options, FakeSynthesizer(), "alloy",
+                               drops_call=lambda call: ungrounded_call(call, messages, options, registry))
+
+    reply = prefetched("my favourite colour is green")
+    for _ in range(200):
+        await asyncio.sleep(0.001)
+        if reply.first_clause is not None and reply.first_clause.done:
+            break
+    assert reply.first_clause is not None, "the plain answer's first clause was spoken before the commit"
+    pieces = [piece async for piece in reply.adopt(CancelToken())]
+    assert not any(isinstance(piece, ToolCall) for piece in pieces)
+    assert "".join(p for p in pieces if isinstance(p, str)) == "You said: my favourite colour is green."
+    grounded_call = prefetched("what time is it in tokyo, where the tea is green")
+    pieces = [piece async for piece in grounded_call.adopt(CancelToken())]
+    assert [p.name for p in pieces if isinstance(p, ToolCall)] == ["get_current_time"]

@@ -23,6 +23,7 @@ from bargein.session.reply_runner import ReplyRunner
 from bargein.session.segment_tracker import SegmentTracker
 from bargein.session.speculation import Speculator
 from bargein.session.timers import Timers
+from bargein.session.tool_use import ungrounded_call
 from bargein.session.transcription import Transcriber
 
 SAMPLES_PER_MS = LISTEN_SAMPLE_RATE / 1000
@@ -80,8 +81,11 @@ class ActionExecutor:
                     self._send("conversation.item.deleted", item_id=item_id)
             case v.PrefetchReply(item_id, text):
                 config = self.config()
-                self.speculator.prefetch(item_id, *self._prompt(config, text), config.audio.output.voice,
-                                         config.audio.output.speed)
+                messages, options = self._prompt(config, text)
+                server_side = self.replies.default_tools().server_side
+                self.speculator.prefetch(item_id, messages, options, config.audio.output.voice,
+                                         config.audio.output.speed,
+                                         drops_call=lambda call: ungrounded_call(call, messages, options, server_side))
             case v.StartReply(response_id, trigger, params):
                 self.replies.start(response_id, trigger, params)
             case v.CancelReply(response_id, reason):

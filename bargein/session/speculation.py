@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy.typing as npt
 
@@ -69,8 +69,12 @@ class PrefetchedReply:
     """An LLM stream started early, buffering its tokens until a reply adopts it (or it is dropped)."""
 
     def __init__(self, llm: LanguageModel, messages: Sequence[ChatMessage], options: GenerationOptions,
-                 tts: SpeechSynthesizer | None = None, voice: str | None = None, speed: float = 1.0) -> None:
+                 tts: SpeechSynthesizer | None = None, voice: str | None = None, speed: float = 1.0, *,
+                 drops_call: Callable[[ToolCall], bool] | None = None) -> None:
         self.messages = list(messages)
+        self.drops_call = drops_call
+        """Whether a call the model opens its reply with is dropped and the reply asked again without tools,
+        as the adopting reply would (:func:`~bargein.session.tool_use.ungrounded_call`)."""
         self.cancel = CancelToken()
         self.voice = voice
         self.speed = speed
@@ -85,7 +89,7 @@ class PrefetchedReply:
 
     async def _run(self, llm: LanguageModel, options: GenerationOptions) -> None:
         try:
-            async for token in reply_pieces(llm, self.messages, cancel=self.cancel, options=options):
+            async for token in self._pieces(llm, options):
                 self._tokens.append(token)
                 self._grew.set()
                 if isinstance(token, ToolCall):
@@ -99,6 +103,17 @@ class PrefetchedReply:
         finally:
             self._done.set()
             self._grew.set()
+
+    async def _pieces(self, llm: LanguageModel, options: GenerationOptions) -> AsyncIterator[ReplyPiece]:
+        said = False
+        async for piece in reply_pieces(llm, self.messages, cancel=self.cancel, options=options):
+            if isinstance(piece, ToolCall) and not said and self.drops_call is not None and self.drops_call(piece):
+                async for text in reply_pieces(llm, self.messages, cancel=self.cancel,
+                                               options=replace(options, tools=())):
+                    yield text
+                return
+            said = said or (isinstance(piece, str) and bool(piece.strip()))
+            yield piece
 
     def adopt(self, reply_cancel: CancelToken) -> AsyncIterator[ReplyPiece]:
         """The token stream for the reply that takes this over; the reply's cancel stops the LLM.
@@ -206,12 +221,13 @@ class Speculator:
         return task, True
 
     def prefetch(self, item_id: str, messages: Sequence[ChatMessage], options: GenerationOptions,
-                 voice: str | None = None, speed: float = 1.0) -> None:
+                 voice: str | None = None, speed: float = 1.0, *,
+                 drops_call: Callable[[ToolCall], bool] | None = None) -> None:
         """Start the reply's LLM stream early (and its first clause's speech in ``voice``), for ``item_id``."""
         guess = self._guesses.get(item_id)
         if guess is None or guess.reply is not None:
             return
-        guess.reply = PrefetchedReply(self.llm, messages, options, self.tts, voice, speed)
+        guess.reply = PrefetchedReply(self.llm, messages, options, self.tts, voice, speed, drops_call=drops_call)
         self.counts.llm_started += 1
 
     def warm(self, messages: Sequence[ChatMessage], options: GenerationOptions) -> None:

@@ -90,16 +90,12 @@ async def reply_with_tools(llm: LanguageModel, messages: Sequence[ChatMessage], 
     """
     history = list(messages)
     for _ in range(MAX_SERVER_ROUNDS + 1):
-        told = " ".join(message.content for message in history if message.role in ("user", "tool"))
         ran: list[ChatMessage] = []
         source = first if first is not None else reply_pieces(llm, history, cancel=cancel, options=options)
         first = None
         said = False
         async for piece in source:
-            if (isinstance(piece, ToolCall) and server_side is not None and piece.name in server_side
-                    and not said and forced_tool(options) is None and not grounded(piece.arguments, told)):
-                # the model filled the call in from the tool's description, not from what it was told: answer in words
-                log.info("dropped an ungrounded call %s(%s); answering without tools", piece.name, piece.arguments)
+            if not said and ungrounded_call(piece, history, options, server_side):
                 async for text in reply_pieces(llm, history, cancel=cancel, options=replace(options, tools=())):
                     yield text
                 return
@@ -120,6 +116,22 @@ async def reply_with_tools(llm: LanguageModel, messages: Sequence[ChatMessage], 
         # a required or named call has been made: what follows the result is the model's own choice
         options = replace(options, tool_choice="auto")
     # past the last round the model's further calls were dropped; it has had its chances
+
+
+def ungrounded_call(piece: ReplyPiece, messages: Sequence[ChatMessage], options: GenerationOptions,
+                    server_side: ToolRegistry | None) -> bool:
+    """True for a built-in call the model chose (not a required or named one) whose arguments share nothing
+    with what the user said or a tool answered in ``messages`` (:func:`~bargein.tools.grounding.grounded`):
+    the model filled it in from the tool's description. Such a call is not run; the model is asked again
+    without tools and answers in words (logged here)."""
+    if not isinstance(piece, ToolCall) or server_side is None or piece.name not in server_side \
+            or forced_tool(options) is not None:
+        return False
+    told = " ".join(message.content for message in messages if message.role in ("user", "tool"))
+    if grounded(piece.arguments, told):
+        return False
+    log.info("dropped an ungrounded call %s(%s); answering without tools", piece.name, piece.arguments)
+    return True
 
 
 def prime_default_prompt(llm: LanguageModel, builtins: ToolRegistry | None) -> bool:
