@@ -140,6 +140,7 @@ async def run_session(host_port: str, args: argparse.Namespace,
 async def _turn(mic: Microphone, observer: Observer, clip: SpeechClip, index: int, cut_in: str | None,
                 silence_ms: int | None, args: argparse.Namespace) -> TurnResult:
     skip = max(0, clip.onset - int(CUT_IN_LEAD_S * WIRE_RATE)) if cut_in else 0
+    began = time.monotonic()
     start = mic.play(clip.from_sample(skip))
     onset_pos = start + clip.onset - skip
     end_pos = start + clip.end - skip
@@ -154,10 +155,12 @@ async def _turn(mic: Microphone, observer: Observer, clip: SpeechClip, index: in
     end_at = await mic.wait_sent(end_pos)
     turn_started = observer.last_speech_started(before_ms=1000 * end_pos / WIRE_RATE)
     if turn_started is None:
+        result.unanswered = "no speech_started before the clip's end; " + observer.story(began)
         return result
     try:
         reply = await observer.wait_audible_reply(after=turn_started, timeout=args.reply_timeout_s)
     except TimeoutError:
+        result.unanswered = observer.story(began)
         return result
     finally:
         if cut_in is not None:

@@ -57,6 +57,8 @@ class TurnResult:
     cut_status: str | None = None
     cut_done_ms: float | None = None
     """From the end of the interrupting speech to the interrupted reply's ``response.done``."""
+    unanswered: str = ""
+    """For a turn without an audible reply: what the server said during it (:meth:`Observer.story`)."""
 
     def line(self) -> str:
         """One row of the per-turn log."""
@@ -69,6 +71,8 @@ class TurnResult:
             text += (f", barge-in stop {cell(self.barge_in_ms)} ms, paused {cell(self.paused_ms)} ms, "
                      f"{cell(self.late_audio_ms)} ms audio after it; reply {self.cut_status or 'not closed'} "
                      f"{cell(self.cut_done_ms)} ms after the speech end")
+        if self.unanswered:
+            text += f"\n    no audible reply; the server said: {self.unanswered}"
         return text
 
 
@@ -97,6 +101,25 @@ class Observer:
                 self.take(json.loads(raw), time.monotonic())
         except Exception:
             self.changed.set()
+
+    def story(self, since: float) -> str:
+        """What the server said about turns and segments since ``since`` (a monotonic time), in order: why a
+        turn went unanswered, for the per-turn log."""
+        told: list[tuple[float, str]] = [(at, f"speech_started {item} @{ms:.0f}")
+                                         for at, ms, item in self.speech_started if at >= since]
+        told += [(at, f"speech_stopped {item} @{ms:.0f}") for at, ms, item in self.speech_stopped if at >= since]
+        told += [(reply.created_at, f"response.created {reply.response_id}") for reply in self.responses.values()
+                 if reply.created_at >= since]
+        told += [(reply.done_at, f"response.done {reply.response_id} {reply.status}") for reply in
+                 self.responses.values() if reply.done_at is not None and reply.done_at >= since]
+        for kind in ("input_audio_buffer.committed", "bargein.listen.segment", "bargein.reply.resumed",
+                     "conversation.item.deleted", "bargein.turn.mode"):
+            for at, event in self.other.get(kind, []):
+                if at >= since:
+                    detail = f" {event.get('decision')} ({'; '.join(event.get('reasons', []))}) -> " \
+                             f"{event.get('action')}" if kind == "bargein.listen.segment" else ""
+                    told.append((at, f"{kind} {event.get('item_id') or event.get('response_id', '')}{detail}"))
+        return " | ".join(text for _, text in sorted(told))
 
     def take(self, event: dict[str, Any], at: float) -> None:
         """Account for one server event that arrived at ``at``."""
