@@ -11,7 +11,7 @@ import numpy as np
 from bargein.engines.base import ChatMessage, Engines, GenerationOptions
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.session.speculation import Speculator
-from tests.test_session import Harness, _pcm
+from tests.test_session import Harness, _pcm, reply_playing
 
 
 class PrefillingModel(FakeLanguageModel):
@@ -69,12 +69,7 @@ async def test_partials_over_a_paused_reply_warm_the_prompt_with_that_reply_cut_
     llm.filler = " ".join(["The old walls of the city were built long ago."] * 20)
     h = Harness(Engines(FakeVad(), FakeRecognizer(("tell me more about the old city walls please",)), llm,
                         FakeSynthesizer(ms_per_char=20.0)))
-    await h.send(type="conversation.item.create", item={"type": "message", "role": "user",
-                                                        "content": [{"type": "input_text", "text": "talk"}]})
-    await h.send(type="response.create")
-    await h.drain(until="response.output_audio.delta")
-    first = h.events[-1]["response_id"]
-    await asyncio.sleep(0.6)  # the client plays the reply's first words
+    first = await reply_playing(h)  # the client plays the reply's first words
     await _say(h, 2.5, 1.2)  # long enough for partials while the reply is paused
     await h.drain(until="response.done")
     assert h.events[-1]["response"]["id"] == first and h.events[-1]["response"]["status"] == "cancelled"

@@ -62,6 +62,17 @@ class Harness:
         return [e["type"] for e in self.events]
 
 
+async def reply_playing(h: Harness, played_s: float = 0.6) -> str:
+    """Ask for a reply by text and let the client play ``played_s`` of it; the reply's id."""
+    await h.send(type="conversation.item.create", item={"type": "message", "role": "user",
+                                                        "content": [{"type": "input_text", "text": "talk"}]})
+    await h.send(type="response.create")
+    await h.drain(until="response.output_audio.delta")
+    response_id: str = h.events[-1]["response_id"]
+    await asyncio.sleep(played_s)
+    return response_id
+
+
 def engines(llm: Any = None, asr: Any = None) -> Engines:
     return Engines(FakeVad(), asr or FakeRecognizer(("hello",)), llm or FakeLanguageModel(), FakeSynthesizer())
 

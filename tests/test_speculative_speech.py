@@ -15,7 +15,7 @@ from bargein.session import realtime_session
 from bargein.session.outbound import Outbound, Outgoing
 from bargein.session.speculation import PrefetchedReply
 from tests.support.tones import quiet, stream, tone
-from tests.test_session import Harness
+from tests.test_session import Harness, reply_playing
 
 
 class LoggedSynthesizer(FakeSynthesizer):
@@ -135,12 +135,7 @@ async def test_a_turn_spoken_over_a_reply_is_prepared_during_the_pause_with_the_
     llm = FakeLanguageModel(filler=" ".join(["The old walls of the city were built long ago."] * 20))
     h = Harness(Engines(FakeVad(), FakeRecognizer(("tell me more about the old city walls please",)), llm,
                         FakeSynthesizer(ms_per_char=20.0)))
-    await h.send(type="conversation.item.create", item={"type": "message", "role": "user",
-                                                        "content": [{"type": "input_text", "text": "talk"}]})
-    await h.send(type="response.create")
-    await h.drain(until="response.output_audio.delta")
-    first = h.events[-1]["response_id"]
-    await asyncio.sleep(0.6)  # the client plays the reply's first words
+    first = await reply_playing(h)  # the client plays the reply's first words
     await stream(h, np.concatenate([tone(0.8), quiet(1.2)]))
     await h.drain(until="response.done")
     done = h.events[-1]["response"]
