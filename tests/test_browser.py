@@ -270,8 +270,9 @@ def test_page_shows_a_builtin_tool_the_server_ran(tmp_path: Path) -> None:
         pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium package (the test set-up does)")
     from playwright.sync_api import sync_playwright
 
-    engines = Engines(SileroVad(), FakeRecognizer([librivox_reference(FIRST)]),
-                      FakeLanguageModel(calls={"young": ("calculate", '{"expression": "17 * 23"}')}),
+    # the words ground the call (a call resting on nothing the user said is not run: tools/grounding.py)
+    engines = Engines(SileroVad(), FakeRecognizer(["What is seventeen times twenty three?"]),
+                      FakeLanguageModel(calls={"times": ("calculate", '{"expression": "17 * 23"}')}),
                       FakeSynthesizer())
     microphone = tmp_path / "microphone.wav"
     write_fake_microphone(microphone)

@@ -14,6 +14,7 @@ from bargein.audio.codecs import AudioFormat, float_to_int16
 from bargein.engines.base import CancelToken, ChatMessage, Engines, GenerationOptions
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.session.realtime_session import RealtimeSession
+from bargein.tools.registry import ToolRegistry
 from tests.support.realtime_client import validate_server_event
 
 
@@ -36,8 +37,9 @@ class CountingLanguageModel:
 class Harness:
     """A session plus a drain of its outbound queue."""
 
-    def __init__(self, engines: Engines, *, semantic_default: bool = False) -> None:
-        self.session = RealtimeSession(engines, semantic_default=semantic_default)
+    def __init__(self, engines: Engines, *, semantic_default: bool = False,
+                 builtins: ToolRegistry | None = None) -> None:
+        self.session = RealtimeSession(engines, semantic_default=semantic_default, builtin_tools=builtins)
         self.events: list[dict[str, Any]] = []
         self.session.start()
 

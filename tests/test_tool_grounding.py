@@ -8,15 +8,19 @@ or a date of its training years when the user's words give it nothing to call wi
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Sequence
 
+import numpy as np
 import pytest
 
-from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, ToolCall
-from bargein.engines.fakes import FakeLanguageModel, FakeSynthesizer
+from bargein.engines.base import CancelToken, ChatMessage, Engines, GenerationOptions, ReplyPiece, ToolCall
+from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.session.speculation import PrefetchedReply
-from bargein.session.tool_use import ungrounded_call
+from bargein.session.tool_use import reply_with_tools, ungrounded_call
 from bargein.tools.grounding import grounded
 from bargein.tools.registry import default_registry
+from tests.support.tones import quiet, stream, tone
+from tests.test_session import Harness
 
 
 @pytest.mark.parametrize(("arguments", "said"), [
@@ -77,3 +81,66 @@ async def test_a_prefetched_reply_asks_again_without_tools_before_the_commit_and
     grounded_call = prefetched("what time is it in tokyo, where the tea is green")
     pieces = [piece async for piece in grounded_call.adopt(CancelToken())]
     assert [p.name for p in pieces if isinstance(p, ToolCall)] == ["get_current_time"]
+
+
+def test_accents_and_thousands_separators_are_read_alike_and_odd_arguments_never_raise() -> None:
+    assert grounded('{"place": "Zürich"}', "what time is it in zurich")
+    assert grounded('{"expression": "1,000 * 3"}', "three times 1,000")
+    assert not grounded('{"value": ' + "9" * 5000 + "}", "what time is it")  # past Python's int digit limit
+    assert grounded('[{"a": [1, null, true]}, 2.5]', "one thing") and grounded("null", "anything")
+
+
+class TwoCalls:
+    """A model whose reply opens with a grounded call and then an ungrounded one in the same round."""
+
+    def __init__(self) -> None:
+        self.seen: list[list[ChatMessage]] = []
+
+    async def stream(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
+                     options: GenerationOptions | None = None) -> AsyncIterator[str]:
+        self.seen.append(list(messages))
+        yield "plain"
+
+    async def stream_reply(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
+                           options: GenerationOptions | None = None) -> AsyncIterator[ReplyPiece]:
+        self.seen.append(list(messages))
+        if messages[-1].role == "tool":
+            yield f"The tool said: {messages[-1].content}"
+            return
+        yield ToolCall("calculate", "call_1", '{"expression": "48 * 12"}')
+        yield ToolCall("get_current_time", "call_2", '{"place": "Tokyo"}')
+
+
+async def test_a_later_ungrounded_call_is_left_out_and_the_grounded_one_answered() -> None:
+    llm = TwoCalls()
+    ran: list[str] = []
+    options = GenerationOptions(tools=tuple(default_registry().definitions()))
+    pieces = [piece async for piece in reply_with_tools(
+        llm, [ChatMessage("user", "what is 48 times 12")], cancel=CancelToken(), options=options,
+        server_side=default_registry(), report=lambda call, outcome: ran.append(call.name))]
+    assert ran == ["calculate"], "the grounded call ran; the ungrounded one after it did not"
+    assert pieces == ["The tool said: 48 * 12 = 576"]
+
+
+async def test_a_required_call_is_run_whatever_its_arguments() -> None:
+    ran: list[str] = []
+    llm = FakeLanguageModel(calls={"green": ("get_current_time", '{"place": "Tokyo"}')})
+    options = GenerationOptions(tools=tuple(default_registry().definitions()), tool_choice="required")
+    pieces = [piece async for piece in reply_with_tools(
+        llm, [ChatMessage("user", "my favourite colour is green")], cancel=CancelToken(), options=options,
+        server_side=default_registry(), report=lambda call, outcome: ran.append(call.name))]
+    assert ran == ["get_current_time"] and "".join(p for p in pieces if isinstance(p, str)).startswith("The tool")
+
+
+async def test_a_spoken_turn_whose_prefetch_drops_the_call_speaks_the_plain_answer_prepared_before_the_commit(
+) -> None:
+    llm = FakeLanguageModel(calls={"green": ("get_current_time", '{"place": "Tokyo"}')})
+    h = Harness(Engines(FakeVad(), FakeRecognizer(("my favourite colour is green",)), llm, FakeSynthesizer()),
+                builtins=default_registry())
+    await stream(h, np.concatenate([quiet(0.3), tone(0.8), quiet(1.5)]))
+    await h.drain(until="response.done")
+    transcript = [e for e in h.events if e["type"] == "response.output_audio_transcript.done"][0]["transcript"]
+    assert transcript == "You said: my favourite colour is green."
+    counts = h.session.speculation
+    assert counts.llm_used == 1 and counts.tts_used == 1, "the plain answer's first clause was ready at the commit"
+    await h.session.close()

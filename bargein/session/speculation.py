@@ -33,7 +33,7 @@ from bargein.engines.base import (
 )
 from bargein.engines.fair import urgent_task
 from bargein.engines.speak.clauses import FIRST_CLAUSE_WORDS, ClauseSplitter
-from bargein.engines.think.tool_calls import reply_pieces
+from bargein.engines.think.tool_calls import close_stream, reply_pieces
 from bargein.session.private_clause import PrivateClause
 
 log = logging.getLogger(__name__)
@@ -105,14 +105,18 @@ class PrefetchedReply:
             self._grew.set()
 
     async def _pieces(self, llm: LanguageModel, options: GenerationOptions) -> AsyncIterator[ReplyPiece]:
+        """The reply as :func:`~bargein.session.tool_use.reply_with_tools` will read it: a call that opens it
+        and is dropped is replaced by the reply asked again without tools (later calls are left to it)."""
         said = False
-        async for piece in reply_pieces(llm, self.messages, cancel=self.cancel, options=options):
+        stream = reply_pieces(llm, self.messages, cancel=self.cancel, options=options)
+        async for piece in stream:
             if isinstance(piece, ToolCall) and not said and self.drops_call is not None and self.drops_call(piece):
+                await close_stream(stream)
                 async for text in reply_pieces(llm, self.messages, cancel=self.cancel,
                                                options=replace(options, tools=())):
                     yield text
                 return
-            said = said or (isinstance(piece, str) and bool(piece.strip()))
+            said = said or not isinstance(piece, str) or bool(piece.strip())
             yield piece
 
     def adopt(self, reply_cancel: CancelToken) -> AsyncIterator[ReplyPiece]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, LanguageModel, ReplyPiece, ToolCall
-from bargein.engines.think.tool_calls import forced_tool, reply_pieces
+from bargein.engines.think.tool_calls import close_stream, forced_tool, reply_pieces
 from bargein.protocol import client_events as ce
 from bargein.protocol.errors import ProtocolError
 from bargein.protocol.session_config import SessionConfig
@@ -84,9 +84,9 @@ async def reply_with_tools(llm: LanguageModel, messages: Sequence[ChatMessage], 
     """The reply's text and client calls; built-in calls are run and the model asked again with the result.
 
     A built-in call the model chose (not a required one) whose arguments share nothing with what the user
-    said or a tool answered (:func:`~bargein.tools.grounding.grounded`) is not run: the model is asked again
-    without tools and answers in words. ``first`` is a stream already started for the first round (a
-    speculative head start).
+    said or a tool answered (:func:`ungrounded_call`) is not run: when the round opens with it, the model is
+    asked again without tools and answers in words. ``first`` is a stream already started for the first
+    round (a speculative head start, which makes the same decision before the commit).
     """
     history = list(messages)
     for _ in range(MAX_SERVER_ROUNDS + 1):
@@ -95,7 +95,10 @@ async def reply_with_tools(llm: LanguageModel, messages: Sequence[ChatMessage], 
         first = None
         said = False
         async for piece in source:
-            if not said and ungrounded_call(piece, history, options, server_side):
+            if ungrounded_call(piece, history, options, server_side):
+                if said or ran:
+                    continue  # the reply is under way: this call is left out, the rest goes on
+                await close_stream(source)  # stop its generation before the model is asked again
                 async for text in reply_pieces(llm, history, cancel=cancel, options=replace(options, tools=())):
                     yield text
                 return
@@ -108,7 +111,7 @@ async def reply_with_tools(llm: LanguageModel, messages: Sequence[ChatMessage], 
                 ran += [ChatMessage("assistant", "", tool_calls=(piece,)),
                         ChatMessage("tool", outcome.output, tool_call_id=piece.call_id)]
                 continue
-            said = said or (isinstance(piece, str) and bool(piece.strip()))
+            said = said or not isinstance(piece, str) or bool(piece.strip())
             yield piece
         if not ran or cancel.cancelled:
             return
@@ -122,8 +125,9 @@ def ungrounded_call(piece: ReplyPiece, messages: Sequence[ChatMessage], options:
                     server_side: ToolRegistry | None) -> bool:
     """True for a built-in call the model chose (not a required or named one) whose arguments share nothing
     with what the user said or a tool answered in ``messages`` (:func:`~bargein.tools.grounding.grounded`):
-    the model filled it in from the tool's description. Such a call is not run; the model is asked again
-    without tools and answers in words (logged here)."""
+    the model filled it in from the tool's description. Such a call is not run (logged here): when the reply
+    opens with it, the model is asked again without tools and answers in words; later in a reply, it is
+    left out."""
     if not isinstance(piece, ToolCall) or server_side is None or piece.name not in server_side \
             or forced_tool(options) is not None:
         return False

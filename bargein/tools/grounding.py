@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections.abc import Iterator
 from typing import Any
 
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3})")
 _WORD = re.compile(r"[^\W\d_]{3,}")
 _UNITS = {"zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
           "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
@@ -36,17 +38,23 @@ def grounded(arguments: str, user_words: str) -> bool:
     ``user_words`` (every user message of the conversation), or hold neither to check."""
     try:
         values = list(_leaves(json.loads(arguments)))
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # not JSON (or a number too long to read): the raw text
         values = [arguments]
-    text = " ".join(values).lower()
+    text = _plain(" ".join(values))
     numbers = {float(n) for n in _NUMBER.findall(text)}
     words = {w for w in _WORD.findall(text) if w not in _STOPWORDS}
     if not numbers and not words:
         return True
-    said = user_words.lower()
-    said_numbers = {float(n) for n in _NUMBER.findall(said.replace(",", ""))} | _spoken_numbers(said)
+    said = _plain(user_words)
+    said_numbers = {float(n) for n in _NUMBER.findall(said)} | _spoken_numbers(said)
     said_words = set(_WORD.findall(said))
     return bool(numbers & said_numbers) or bool(words & said_words)
+
+
+def _plain(text: str) -> str:
+    """Lower case, accents folded ("Zürich" is "zurich"), thousands separators dropped ("1,234" is 1234)."""
+    folded = unicodedata.normalize("NFKD", text.lower())
+    return _THOUSANDS.sub("", "".join(c for c in folded if not unicodedata.combining(c)))
 
 
 def _spoken_numbers(text: str) -> set[float]:

@@ -221,6 +221,14 @@ async def reply_pieces(llm: LanguageModel, messages: Sequence[ChatMessage], *, c
         yield text
 
 
+async def close_stream(stream: AsyncIterator[Any]) -> None:
+    """Close a reply stream left before its end (such as :func:`reply_pieces`'), so its generation stops
+    now rather than when the stream is collected."""
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
 async def split_calls(text: AsyncIterator[str], options: GenerationOptions, cancel: CancelToken, *,
                       already_written: str = "") -> AsyncIterator[ReplyPiece]:
     """A model's streamed text as spoken pieces and tool calls; ``already_written`` is a forced start
