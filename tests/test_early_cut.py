@@ -186,3 +186,12 @@ def test_a_guess_made_at_an_earlier_silence_says_nothing_about_the_newer_one() -
     assert evidence.words is None
     evidence.take(dx.GuessTranscribed("item_1", Transcript("Turn off the lights."), at_ms=1600.0))
     assert evidence.words == "Turn off the lights."
+
+
+def test_a_segment_that_cut_the_reply_at_its_first_pause_is_answered_even_when_judged_noise() -> None:
+    t, began = _paused_by_a_stop()
+    assert of(t.feed(dx.GuessTranscribed(began.item_id, TALKER, Transcript("Stop."))), dx.CancelReply)
+    t.frames(0.05, 480, energy_db=-70.0)  # the endpoint: the segment is committed and waits for its verdict
+    answered = t.feed(dx.SegmentClassified(began.item_id, "noise", None))
+    assert of(answered, dx.StartReply), "the reply is gone: the user's segment is answered, not dropped"
+    assert not of(answered, dx.DiscardSegment)

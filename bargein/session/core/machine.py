@@ -71,6 +71,8 @@ class DuplexMachine:
     _last_ms: float = field(default=0.0, init=False)
     _actions: list[v.Action] = field(default_factory=list, init=False)
     _finished: deque[str] = field(default_factory=lambda: deque(maxlen=RECENT_FINISHED), init=False)
+    _cut_early: deque[str] = field(default_factory=lambda: deque(maxlen=8), init=False)
+    """Segments that cut the reply at their first pause: whatever their verdict, they are answered."""
 
     def __post_init__(self) -> None:
         self.storm = StormGuard(self.settings.listening.storm_barge_ins, self.settings.listening.storm_window_ms)
@@ -252,7 +254,8 @@ class DuplexMachine:
         reply = self._reply
         confirm_ignores = (during_reply and reply is not None and not reply.paused
                            and self.storm.mode == "confirm")
-        if decision == "noise" or confirm_ignores:
+        cut_early = item_id in self._cut_early  # the reply is gone: dropping the segment would leave silence
+        if (decision == "noise" and not cut_early) or confirm_ignores:
             resumes = reply is not None and reply.paused and self._turn is None and not self._awaiting
             if verdict is not None:
                 self._emit(v.ReportSegment(item_id, verdict, ignored_action(reply is not None and reply.paused,
@@ -266,7 +269,8 @@ class DuplexMachine:
         self._unanswered = True
         cuts = reply is not None and during_reply and self.settings.interruption.enabled
         if verdict is not None:
-            self._emit(v.ReportSegment(item_id, verdict, "cut the reply and answer" if cuts else "answer"))
+            self._emit(v.ReportSegment(item_id, verdict, "cut the reply and answer" if cuts else
+                                       "answer (it cut the reply at its first pause)" if cut_early else "answer"))
         if cuts:
             self._barge_in()
         self._maybe_answer()
@@ -283,6 +287,7 @@ class DuplexMachine:
         if (reply is not None and reply.paused and settings.interruption.enabled and self.storm.mode == "normal"
                 and self.segments.spots_command(event.item_id, event.transcript, event.primed)):
             self._barge_in()  # "stop" heard at the first pause (either way): cut now, not after the endpoint
+            self._cut_early.append(event.item_id)
         if event.primed is not None or event.transcript is None or not (
                 settings.vad and settings.create_response and settings.speculation.prefetch_reply):
             return  # (the plain guess, which a reply would quote, came first and was weighed then)
