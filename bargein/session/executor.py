@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from functools import partial
 from typing import assert_never
 
 from bargein.engines.base import LISTEN_SAMPLE_RATE, ChatMessage, GenerationOptions
@@ -23,7 +24,7 @@ from bargein.session.reply_runner import ReplyRunner
 from bargein.session.segment_tracker import SegmentTracker
 from bargein.session.speculation import Speculator
 from bargein.session.timers import Timers
-from bargein.session.tool_use import ungrounded_call
+from bargein.session.tool_use import ToolSetup, ungrounded_call
 from bargein.session.transcription import Transcriber
 
 SAMPLES_PER_MS = LISTEN_SAMPLE_RATE / 1000
@@ -81,11 +82,12 @@ class ActionExecutor:
                     self._send("conversation.item.deleted", item_id=item_id)
             case v.PrefetchReply(item_id, text):
                 config = self.config()
-                messages, options = self._prompt(config, text)
-                server_side = self.replies.default_tools().server_side
+                tools = self.replies.default_tools()
+                messages, options = self._prompt(config, text, tools)
                 self.speculator.prefetch(item_id, messages, options, config.audio.output.voice,
                                          config.audio.output.speed,
-                                         drops_call=lambda call: ungrounded_call(call, messages, options, server_side))
+                                         drops_call=partial(ungrounded_call, messages=messages, options=options,
+                                                            server_side=tools.server_side))
             case v.StartReply(response_id, trigger, params):
                 self.replies.start(response_id, trigger, params)
             case v.CancelReply(response_id, reason):
@@ -132,13 +134,15 @@ class ActionExecutor:
         so far would get, so that the reply's prompt at the endpoint has only its last words left to read."""
         self.speculator.warm(*self._prompt(self.config(), text))
 
-    def _prompt(self, config: SessionConfig, text: str) -> tuple[list[ChatMessage], GenerationOptions]:
-        """The messages and options of a reply to the user's ``text`` (a speculative one must match it exactly)."""
+    def _prompt(self, config: SessionConfig, text: str,
+                tools: ToolSetup | None = None) -> tuple[list[ChatMessage], GenerationOptions]:
+        """The messages and options of a reply to the user's ``text`` (a speculative one must match it exactly),
+        offering ``tools`` (by default the replies' default tools)."""
         history = self.replies.history_as_if_cut()  # a reply paused by this turn is cut where it paused
         messages = [*self.conversation.chat_messages(config.instructions, history), ChatMessage("user", text)]
         max_tokens = config.max_output_tokens
         return messages, generation_options(None if max_tokens == "inf" else max_tokens,
-                                            self.replies.default_tools(), config.truncation_options())
+                                            tools or self.replies.default_tools(), config.truncation_options())
 
     def _send(self, kind: str, **fields: object) -> None:
         self.emit(Outgoing(event(kind, **fields)))

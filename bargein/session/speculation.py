@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy.typing as npt
 
@@ -33,8 +33,9 @@ from bargein.engines.base import (
 )
 from bargein.engines.fair import urgent_task
 from bargein.engines.speak.clauses import FIRST_CLAUSE_WORDS, ClauseSplitter
-from bargein.engines.think.tool_calls import close_stream, reply_pieces
+from bargein.engines.think.tool_calls import reply_pieces
 from bargein.session.private_clause import PrivateClause
+from bargein.session.tool_use import answered_in_words
 
 log = logging.getLogger(__name__)
 MAX_GUESSES = 8
@@ -104,20 +105,14 @@ class PrefetchedReply:
             self._done.set()
             self._grew.set()
 
-    async def _pieces(self, llm: LanguageModel, options: GenerationOptions) -> AsyncIterator[ReplyPiece]:
+    def _pieces(self, llm: LanguageModel, options: GenerationOptions) -> AsyncIterator[ReplyPiece]:
         """The reply as :func:`~bargein.session.tool_use.reply_with_tools` will read it: a call that opens it
         and is dropped is replaced by the reply asked again without tools (later calls are left to it)."""
-        said = False
         stream = reply_pieces(llm, self.messages, cancel=self.cancel, options=options)
-        async for piece in stream:
-            if isinstance(piece, ToolCall) and not said and self.drops_call is not None and self.drops_call(piece):
-                await close_stream(stream)
-                async for text in reply_pieces(llm, self.messages, cancel=self.cancel,
-                                               options=replace(options, tools=())):
-                    yield text
-                return
-            said = said or not isinstance(piece, str) or bool(piece.strip())
-            yield piece
+        if self.drops_call is None:
+            return stream
+        return answered_in_words(stream, llm, self.messages, cancel=self.cancel, options=options,
+                                 drops_call=self.drops_call)
 
     def adopt(self, reply_cancel: CancelToken) -> AsyncIterator[ReplyPiece]:
         """The token stream for the reply that takes this over; the reply's cancel stops the LLM.

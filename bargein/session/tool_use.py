@@ -13,6 +13,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, LanguageModel, ReplyPiece, ToolCall
@@ -93,15 +94,10 @@ async def reply_with_tools(llm: LanguageModel, messages: Sequence[ChatMessage], 
         ran: list[ChatMessage] = []
         source = first if first is not None else reply_pieces(llm, history, cancel=cancel, options=options)
         first = None
-        said = False
-        async for piece in source:
-            if ungrounded_call(piece, history, options, server_side):
-                if said or ran:
-                    continue  # the reply is under way: this call is left out, the rest goes on
-                await close_stream(source)  # stop its generation before the model is asked again
-                async for text in reply_pieces(llm, history, cancel=cancel, options=replace(options, tools=())):
-                    yield text
-                return
+        drops = partial(ungrounded_call, messages=history, options=options, server_side=server_side)
+        async for piece in answered_in_words(source, llm, history, cancel=cancel, options=options, drops_call=drops):
+            if drops(piece):
+                continue  # the reply is under way: this call is left out, the rest goes on
             if isinstance(piece, ToolCall) and server_side is not None and (piece.name in server_side
                                                                           or piece.refused):
                 # a refused call is answered with the reason, so the model says it cannot rather than guess
@@ -111,7 +107,6 @@ async def reply_with_tools(llm: LanguageModel, messages: Sequence[ChatMessage], 
                 ran += [ChatMessage("assistant", "", tool_calls=(piece,)),
                         ChatMessage("tool", outcome.output, tool_call_id=piece.call_id)]
                 continue
-            said = said or not isinstance(piece, str) or bool(piece.strip())
             yield piece
         if not ran or cancel.cancelled:
             return
@@ -119,6 +114,24 @@ async def reply_with_tools(llm: LanguageModel, messages: Sequence[ChatMessage], 
         # a required or named call has been made: what follows the result is the model's own choice
         options = replace(options, tool_choice="auto")
     # past the last round the model's further calls were dropped; it has had its chances
+
+
+async def answered_in_words(stream: AsyncIterator[ReplyPiece], llm: LanguageModel, messages: Sequence[ChatMessage],
+                            *, cancel: CancelToken, options: GenerationOptions,
+                            drops_call: Callable[[ToolCall], bool]) -> AsyncIterator[ReplyPiece]:
+    """``stream``, except that a call it opens with (before any words or other call) that ``drops_call``
+    drops is replaced by the model's reply to ``messages`` asked again without tools; the stream is closed
+    first, so its generation stops. Later calls pass through. A reply and its speculative head start both
+    read the model this way, so they decide alike."""
+    said = False
+    async for piece in stream:
+        if isinstance(piece, ToolCall) and not said and drops_call(piece):
+            await close_stream(stream)
+            async for text in reply_pieces(llm, messages, cancel=cancel, options=replace(options, tools=())):
+                yield text
+            return
+        said = said or not isinstance(piece, str) or bool(piece.strip())
+        yield piece
 
 
 def ungrounded_call(piece: ReplyPiece, messages: Sequence[ChatMessage], options: GenerationOptions,
