@@ -61,6 +61,8 @@ class Sample:
     lag_mean_ms: float
     worker_rss_mb: float = 0.0
     """The LLM worker process's resident memory (0 with fake engines or an in-process LLM)."""
+    settled_rss_mb: float = float("nan")
+    """The server's resident memory right after its last memory upkeep pass (collection and trim)."""
 
 
 @dataclass
@@ -80,8 +82,14 @@ class SoakReport:
         """Theil-Sen slope of a series after warm-up, per minute: the median of the slopes between every
         two samples. Resident memory dips by a few MB at each memory upkeep pass and jumps for a sample when
         several replies are in flight; a least-squares line follows those (the last sample, taken as the
-        users hang up, alone moved it by 0.5 MB/min), the median of pairwise slopes does not."""
-        steady = self.steady()
+        users hang up, alone moved it by 0.5 MB/min), the median of pairwise slopes does not.
+
+        ``settled_rss_mb`` is a gauge set once per upkeep pass and read at every sample: only the sample at
+        which each new value first appears counts (repeats would add pairs of slope 0 and hide growth)."""
+        steady = [s for s in self.steady() if np.isfinite(getattr(s, name))]
+        if name == "settled_rss_mb":
+            steady = [s for index, s in enumerate(steady)
+                      if index == 0 or s.settled_rss_mb != steady[index - 1].settled_rss_mb]
         if len(steady) < 2:
             return float("nan")
         minutes = np.array([s.at_s / 60 for s in steady])
@@ -141,7 +149,8 @@ class MetricsReader:
         self._last_buckets, self._last_sum_count = buckets, (lag_sum, lag_count)
         return Sample(at_s, _one(series, "process_resident_memory_bytes") / 2**20, _one(series, "process_open_fds"),
                       _one(series, "bargein_asyncio_tasks"), _one(series, "bargein_sessions"), 1000 * p99,
-                      1000 * mean, _one(series, "bargein_llm_worker_resident_memory_bytes") / 2**20)
+                      1000 * mean, _one(series, "bargein_llm_worker_resident_memory_bytes") / 2**20,
+                      _one(series, "bargein_resident_memory_after_upkeep_bytes") / 2**20)
 
 
 async def _session(host_port: str, clips: list[SpeechClip], stop_at: float, barge_in: float, seed: int,
@@ -245,7 +254,7 @@ async def soak(host_port: str, *, sessions: int, seconds: float, warmup_s: float
                for seed in range(sessions)]
     if verbose:
         print(f"{'t s':>6} {'RSS MB':>8} {'fds':>5} {'tasks':>6} {'sess':>5} {'lag p99 ms':>10} {'mean ms':>8} "
-              f"{'turns':>6} {'barge':>6} {'err':>4} {'LLM MB':>7}", flush=True)
+              f"{'turns':>6} {'barge':>6} {'err':>4} {'LLM MB':>7} {'settled':>8}", flush=True)
     async with httpx.AsyncClient() as http:
         await reader.sample(http, 0.0)  # the lag histogram's baseline
         while time.monotonic() < stop_at:
@@ -255,7 +264,8 @@ async def soak(host_port: str, *, sessions: int, seconds: float, warmup_s: float
             if verbose:
                 print(f"{sample.at_s:6.0f} {sample.rss_mb:8.1f} {sample.fds:5.0f} {sample.tasks:6.0f} "
                       f"{sample.sessions:5.0f} {sample.lag_p99_ms:10.0f} {sample.lag_mean_ms:8.2f} "
-                      f"{counts.turns:6d} {counts.barge_ins:6d} {counts.errors:4d} {sample.worker_rss_mb:7.1f}",
+                      f"{counts.turns:6d} {counts.barge_ins:6d} {counts.errors:4d} {sample.worker_rss_mb:7.1f} "
+                      f"{sample.settled_rss_mb:8.1f}",
                       flush=True)
     outcomes = await asyncio.gather(*workers, return_exceptions=True)
     counts.failures += [f"{type(o).__name__}: {o}"[:200] for o in outcomes if isinstance(o, BaseException)][:3]
@@ -270,6 +280,7 @@ def summarize(report: SoakReport) -> str:
         f"after {report.warmup_s:.0f} s warm-up ({len(steady)} samples; load average {report.load}):",
         f"  RSS slope {report.slope_per_min('rss_mb'):+.2f} MB/min (target <= 1), "
         f"{steady[0].rss_mb:.1f} -> {steady[-1].rss_mb:.1f} MB" if steady else "  no steady samples",
+        f"  RSS after upkeep slope {report.slope_per_min('settled_rss_mb'):+.2f} MB/min",
         f"  LLM worker RSS slope {report.slope_per_min('worker_rss_mb'):+.2f} MB/min\n"
         f"  open fds {report.growth('fds'):+.0f}, asyncio tasks slope {report.slope_per_min('tasks'):+.1f}/min "
         f"(growth {report.growth('tasks'):+.0f})",

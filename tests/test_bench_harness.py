@@ -70,8 +70,10 @@ async def test_microphone_maps_stream_positions_to_the_chunks_that_carried_them(
     assert mic.sent_at == sorted(mic.sent_at)
 
 
-def _soak_report(rss_mb: list[float], warmup_s: float = 0.0) -> SoakReport:
-    samples = [Sample(at_s=5.0 * index, rss_mb=value, fds=20, tasks=50, sessions=10, lag_p99_ms=5, lag_mean_ms=1)
+def _soak_report(rss_mb: list[float], warmup_s: float = 0.0, settled_mb: list[float] | None = None) -> SoakReport:
+    settled = settled_mb or [float("nan")] * len(rss_mb)
+    samples = [Sample(at_s=5.0 * index, rss_mb=value, fds=20, tasks=50, sessions=10, lag_p99_ms=5, lag_mean_ms=1,
+                      settled_rss_mb=settled[index])
                for index, value in enumerate(rss_mb)]
     return SoakReport(samples, warmup_s, ClientCounts(), load="")
 
@@ -87,3 +89,13 @@ def test_soak_slope_ignores_upkeep_dips_and_a_busy_sample_but_not_steady_growth(
     leaking = [240.0 + 1.5 * index / 12 + (4.0 if index % 3 == 2 else 0.0) for index in range(30)]
     assert _soak_report(leaking).slope_per_min("rss_mb") > 1.4  # 1.5 MB/min shows through the noise
     assert _soak_report([243.0] * 10 + [300.0] * 20, warmup_s=50).slope_per_min("rss_mb") == 0.0
+
+
+def test_settled_memory_counts_each_upkeep_pass_once() -> None:
+    # the gauge changes every third sample (a pass every 15 s, samples every 5 s)
+    leaking = [238.0 + 1.2 * (index // 3) * 15 / 60 for index in range(30)]
+    report = _soak_report([243.0] * 30, settled_mb=leaking)
+    assert abs(report.slope_per_min("settled_rss_mb") - 1.2) < 0.01  # repeats would pull it towards 0
+    flat = [238.0 + 0.4 * ((index // 3) % 2) for index in range(30)]
+    assert abs(_soak_report([243.0] * 30, settled_mb=flat).slope_per_min("settled_rss_mb")) < 0.1
+    assert np.isnan(_soak_report([243.0] * 30).slope_per_min("settled_rss_mb"))  # a server without the gauge

@@ -1,11 +1,15 @@
 """A soak of a real server process (instant engines): no growth in memory, descriptors or tasks.
 
-Ten users talk and barge in for five minutes; the last two and a half are measured. Resident memory must
-not climb more than 1 MB/min after the warm-up (the server's memory upkeep, ``bargein.memory_upkeep``,
-collects closed sessions' reference cycles every 15 s; without it this test measured about +2.5 MB/min).
+Ten users talk and barge in for five minutes; the last two and a half are measured. Resident memory read
+right after each memory upkeep pass (``bargein_resident_memory_after_upkeep_bytes``: the server's upkeep,
+``bargein.memory_upkeep``, collects closed sessions' reference cycles and trims the heaps every 15 s;
+without it this test measured about +2.5 MB/min) must not climb more than 1 MB/min after the warm-up.
+That settled figure is what a leak raises. Resident memory read at any moment swings by 5 to 10 MB with
+the garbage and free pages between passes: a Theil-Sen fit of it over 150 s gave +1.30 MB/min in a CI run
+whose memory ended 1.7 MB lower than it began, while the settled series of a local run stayed within
+237.8 to 239.5 MB over minutes 2.5 to 6.6 (raw: 234.6 to 245.5 MB).
 The warm-up is 150 s because the allocator's heaps keep growing until about then: two side-by-side runs
-grew 3 MB between 90 s and 150 s and were flat after (Theil-Sen +0.13 and -0.10 MB/min over 150-300 s).
-``python -m bench.soak`` is the long version.
+grew 3 MB between 90 s and 150 s and were flat after. ``python -m bench.soak`` is the long version.
 """
 
 from __future__ import annotations
@@ -35,4 +39,4 @@ async def test_talking_and_barging_in_leaves_no_growth_after_warm_up() -> None:
     second_half = [s.tasks for s in steady[len(steady) // 2:]]
     assert max(second_half) <= max(first_half) + 20, summarize(report)
     assert report.slope_per_min("tasks") <= 10, summarize(report)
-    assert report.slope_per_min("rss_mb") <= 1.0, summarize(report)
+    assert report.slope_per_min("settled_rss_mb") <= 1.0, summarize(report)

@@ -107,6 +107,9 @@ class ServerMetrics:
         ProcessCollector(registry=self.registry)  # process_resident_memory_bytes, process_open_fds, cpu
         self.llm_worker_rss = Gauge("bargein_llm_worker_resident_memory_bytes", "Resident memory of the LLM's "
                                     "worker process (0 when the LLM runs in this process)", registry=self.registry)
+        self.settled_rss = Gauge("bargein_resident_memory_after_upkeep_bytes", "Resident memory right after "
+                                 "the last memory upkeep pass (collection and trim): a leak raises this floor, "
+                                 "garbage between passes does not", registry=self.registry)
         self._llm: object | None = None
         if queue_sources is not None:
             self.registry.register(_QueueDepths(queue_sources))
@@ -125,6 +128,10 @@ class ServerMetrics:
         self._llm = llm
         self.llm_nonfinite.set_function(lambda: float(getattr(self._llm, "nonfinite_fallbacks", 0)))
         self.llm_worker_rss.set_function(lambda: _resident_bytes(getattr(self._llm, "pid", None)))
+
+    def note_settled_memory(self) -> None:
+        """Read this process's resident memory into the after-upkeep gauge (call after an upkeep pass)."""
+        self.settled_rss.set(_resident_bytes(os.getpid()))
 
     def observe_turn(self, status: str, summary: dict[str, Any]) -> None:
         """Record a finished reply's ledger."""

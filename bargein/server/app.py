@@ -131,7 +131,8 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None,
         lag_watch = asyncio.create_task(watch_event_loop(state.metrics, on_sample=state.load.observe_lag),
                                         name="loop-lag")
         publisher = asyncio.create_task(_publish(state), name="worker-figures")
-        upkeep = asyncio.create_task(keep_memory_flat(), name="memory-upkeep")
+        upkeep = asyncio.create_task(keep_memory_flat(after_pass=state.metrics.note_settled_memory),
+                                     name="memory-upkeep")
         if on_ready is not None:
             on_ready(state)
         yield
