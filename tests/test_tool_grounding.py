@@ -122,6 +122,30 @@ async def test_a_later_ungrounded_call_is_left_out_and_the_grounded_one_answered
     assert pieces == ["The tool said: 48 * 12 = 576"]
 
 
+class MadeUpCall(TwoCalls):
+    """Opens its reply with a call to a tool no one offered, as the embedded model did once."""
+
+    async def stream_reply(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
+                           options: GenerationOptions | None = None) -> AsyncIterator[ReplyPiece]:
+        self.seen.append(list(messages))
+        yield ToolCall("amity", "call_1", refused="the model called 'amity', which is not one of the offered tools")
+
+
+async def test_a_call_to_a_tool_no_one_offered_is_answered_in_words_not_with_a_refusal_round() -> None:
+    llm = MadeUpCall()
+    ran: list[str] = []
+    options = GenerationOptions(tools=tuple(default_registry().definitions()))
+    said = [ChatMessage("user", "He might even have been made amiable himself.")]
+    pieces = [piece async for piece in reply_with_tools(
+        llm, said, cancel=CancelToken(), options=options, server_side=default_registry(),
+        report=lambda call, outcome: ran.append(call.name))]
+    assert ran == [] and pieces == ["plain"], "asked again without tools, no refusal round"
+    assert all(messages == said for messages in llm.seen)
+    # a refused call of an offered tool (arguments that cannot be mended) still gets its reason
+    bad_arguments = ToolCall("calculate", "call_2", refused="the arguments do not fit")
+    assert not ungrounded_call(bad_arguments, said, options, default_registry())
+
+
 async def test_a_required_call_is_run_whatever_its_arguments() -> None:
     ran: list[str] = []
     llm = FakeLanguageModel(calls={"green": ("get_current_time", '{"place": "Tokyo"}')})

@@ -138,11 +138,17 @@ def ungrounded_call(piece: ReplyPiece, messages: Sequence[ChatMessage], options:
                     server_side: ToolRegistry | None) -> bool:
     """True for a built-in call the model chose (not a required or named one) whose arguments share nothing
     with what the user said or a tool answered in ``messages`` (:func:`~bargein.tools.grounding.grounded`):
-    the model filled it in from the tool's description. Such a call is not run (logged here): when the reply
-    opens with it, the model is asked again without tools and answers in words; later in a reply, it is
-    left out."""
-    if not isinstance(piece, ToolCall) or server_side is None or piece.name not in server_side \
-            or forced_tool(options) is not None:
+    the model filled it in from the tool's description. A call to a tool nobody offered (the embedded model
+    called ``amity({})`` for "He might even have been made amiable himself.") rests on nothing either:
+    told so, it would spend a second round on the refusal. Such a call is not run (logged here): when the
+    reply opens with it, the model is asked again without tools and answers in words; later in a reply, it
+    is left out."""
+    if not isinstance(piece, ToolCall) or server_side is None or forced_tool(options) is not None:
+        return False
+    if piece.refused and piece.name and piece.name not in server_side:
+        log.info("dropped a call to %r, which no one offered; answering without tools", piece.name)
+        return True
+    if piece.name not in server_side:
         return False
     told = " ".join(message.content for message in messages if message.role in ("user", "tool"))
     if grounded(piece.arguments, told):
