@@ -67,6 +67,25 @@ def test_recorded_phone_and_talker_the_user_s_okay_is_not_cut_by_the_talker_s_wh
     assert decide_over_reply(unmixed, _primed(unmixed, "Okay.", -0.3, 24.0))[0] == "query"
 
 
+def test_a_long_sentence_whose_loud_stretch_sounds_like_okay_is_not_an_aside() -> None:
+    # LibriVox 0920 read over a reply in bench.first_audio (5.6 s; the event reported 1,376 ms of the room's
+    # speech and a primed "okay"; the other fields are typical of that clip): the loud stretch was a
+    # part of the sentence, and its primed recognition must not throw the sentence away
+    heard = _recorded(transcript="Had he married a more amiable woman, he might have been made still more "
+                                 "respectable than he was.", avg_logprob=-0.25, no_speech_prob=0.02,
+                      speech_ms=5120.0, level_above_floor_db=38.0, room_words=0, user_level_above_floor_db=38.0,
+                      below_user_db=3.0, loud_probability=0.99, room_speech_ms=1376.0)
+    decision, why = decide_over_reply(heard, _primed(heard, "Okay.", -0.3, 42.0))
+    assert decision == "query", why
+    # the same segment with only as much speech at the user's level as the longest recorded aside (an
+    # "okay" joined to a talker's phrase, 1,568 ms): its loud stretch decides, as before
+    aside = {**heard, "speech_ms": 1376.0 + 1568.0}
+    decision, why = decide_over_reply(aside, _primed(aside, "Okay.", -0.3, 42.0))
+    assert decision == "noise" and "loud stretch decides" in why[-1]
+    # a primed command still cuts a long segment
+    assert decide_over_reply(heard, _primed(heard, "Stop.", -0.3, 42.0))[0] == "query"
+
+
 def test_recorded_a_command_over_a_talker_still_cuts_on_the_loud_stretch() -> None:
     # festival-kal "Stop." over a talker, phone: only the primed stretch heard it
     heard = _recorded(transcript="Why don't you have to make money?", avg_logprob=-1.047, speech_ms=2816.0,

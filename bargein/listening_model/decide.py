@@ -22,7 +22,9 @@ vocabulary of commands and acknowledgements (:mod:`bargein.listening_model.over_
 both recognitions, and a cut by either wins over a keep by either, which wins over the model. A segment
 *mixed with the room* (:func:`~bargein.listening_model.own_voice.mixed_with_room`: over 500 ms of speech well
 under the user's level) is the exception: its whole recognition holds the room's words, so a rule on the
-primed one (its loud stretch, the user's) decides first.
+primed one (its loud stretch, the user's) decides first. A keep by the primed recognition does not count
+when the user spoke at length (:func:`~bargein.listening_model.own_voice.spoke_at_length`: 2.5 s of speech
+at the user's own level): the loud stretch was then only part of what they said.
 
 "The user's words" are the loud words of the segment (:mod:`bargein.listening_model.user_words`) when
 the recogniser gave word timings, else the whole transcript.
@@ -38,7 +40,12 @@ from bargein.engines.base import Transcript
 from bargein.listening_model.features import words_of
 from bargein.listening_model.lexicon import BACKCHANNELS, COMMAND_WORDS, QUESTION_WORDS, spells_a_sound
 from bargein.listening_model.model import load
-from bargein.listening_model.own_voice import QUIETER_THAN_USER_DB, loud_stretch_not_speech, mixed_with_room
+from bargein.listening_model.own_voice import (
+    QUIETER_THAN_USER_DB,
+    loud_stretch_not_speech,
+    mixed_with_room,
+    spoke_at_length,
+)
 
 MIN_SPEECH_MS = 150.0
 """A one-syllable "No." can hold under 250 ms of VAD speech; below this it is a click or a breath."""
@@ -96,6 +103,8 @@ def decide_over_reply(features: Mapping[str, Any],
     ruled = by_rule(features)
     if primed is not None:
         second = by_rule(primed)
+        if second is not None and second[0] == "noise" and spoke_at_length(features):
+            second = None  # the loud stretch was an "okay" within a longer utterance, not all of it
         if second is not None:
             second = second[0], tuple(f"primed: {why}" for why in second[1])
             if mixed_with_room(features):  # the whole recognition holds the room's words; the loud stretch is the user
