@@ -131,7 +131,8 @@ def run_step(host_port: str, pid: int | None, mode: str, sessions: int, args: ar
     start_at = time.monotonic() + connect_s
     shares = [sessions // procs + (1 if i < sessions % procs else 0) for i in range(procs)]
     workers = [context.Process(target=run_worker, args=(StepPlan(
-        host_port, mode, share, start_at, args.warmup_s, args.measure_s, args.probe_s, seed * 100 + i), results),
+        host_port, mode, share, start_at, args.warmup_s, args.measure_s, args.probe_s, seed * 100 + i,
+        args.silence_ms), results),
         daemon=True) for i, share in enumerate(shares)]
     server = psutil.Process(pid) if pid else None
     rss_before = _rss(server)
@@ -376,6 +377,9 @@ def main() -> None:
     parser.add_argument("--json", help="also write every step's figures here")
     parser.add_argument("--workers", type=int, default=1, help="session worker processes of the server")
     parser.add_argument("--server-args", default="", help="more flags for `bargein serve`, e.g. '--ws wsproto'")
+    parser.add_argument("--silence-ms", type=int,
+                        help="load sessions set silence_duration_ms: plain silence, so the end-of-turn model "
+                             "(Smart Turn) is never run (default: the tiered endpoint, which scores each pause)")
     parser.add_argument("--lag-limit-ms", type=float, default=LAG_LIMIT_MS, help="a step passes below this lag p99")
     parser.add_argument("--barge-turns", type=int, default=0,
                         help="per step, also run one measured session that interrupts every reply (this many turns)")

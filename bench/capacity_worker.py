@@ -45,6 +45,8 @@ class StepPlan:
     measure_s: float
     probe_s: float
     seed: int
+    silence_ms: int | None = None
+    """Each session sets ``silence_duration_ms`` (plain silence: no end-of-turn model); None: the default."""
 
 
 @dataclass
@@ -122,9 +124,12 @@ async def _session(connection: Any, plan: StepPlan, clips: list[SpeechClip], pha
     reader = asyncio.create_task(observer.read(connection))
     send = append_sender(connection)
 
-    if plan.mode == "listening":
+    detection: dict[str, Any] = {"type": "server_vad", "create_response": plan.mode != "listening"}
+    if plan.silence_ms is not None:
+        detection["silence_duration_ms"] = plan.silence_ms
+    if plan.mode == "listening" or plan.silence_ms is not None:
         await connection.send_raw(json.dumps({"type": "session.update", "session": {"type": "realtime", "audio": {
-            "input": {"turn_detection": {"type": "server_vad", "create_response": False}}}}}))
+            "input": {"turn_detection": detection}}}}))
         await observer.wait_event("session.updated", timeout=30)
     await asyncio.sleep(max(0.0, plan.start_at - time.monotonic()) + 0.02 * phase)
     mic = Microphone(send)
