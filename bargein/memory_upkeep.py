@@ -57,10 +57,19 @@ async def keep_memory_flat(every_s: float = COLLECT_EVERY_S,
     without the garbage and free pages that come and go between passes."""
     if _malloc_trim() is None:
         log.info("no malloc_trim in this C library: freed native memory is left to the allocator")
+    _run_after(after_pass)  # a first reading, so the figure is never an empty 0 before the first pass
     while True:
         await asyncio.sleep(every_s)
         gc.collect()
         if _malloc_trim() is not None:
             await asyncio.to_thread(trim_native_heap)
-        if after_pass is not None:
-            after_pass()
+        _run_after(after_pass)
+
+
+def _run_after(after_pass: Callable[[], None] | None) -> None:
+    if after_pass is None:
+        return
+    try:
+        after_pass()
+    except Exception:  # a reading that fails must not end the upkeep itself
+        log.exception("the reading after a memory upkeep pass failed")

@@ -379,11 +379,14 @@ def main() -> None:
     parser.add_argument("--server-args", default="", help="more flags for `bargein serve`, e.g. '--ws wsproto'")
     parser.add_argument("--silence-ms", type=int,
                         help="load sessions set silence_duration_ms: plain silence, so the end-of-turn model "
-                             "(Smart Turn) is never run (default: the tiered endpoint, which scores each pause)")
+                             "(Smart Turn) is never run for them (default: the tiered endpoint, which scores each "
+                             "pause); the measured barge-in session keeps the default")
     parser.add_argument("--lag-limit-ms", type=float, default=LAG_LIMIT_MS, help="a step passes below this lag p99")
     parser.add_argument("--barge-turns", type=int, default=0,
                         help="per step, also run one measured session that interrupts every reply (this many turns)")
     args = parser.parse_args()
+    if args.silence_ms is not None and args.silence_ms < 0:
+        parser.error("--silence-ms must be 0 or more")
     began = time.monotonic()
     cores = psutil.cpu_count() or 1
     print(f"machine: {cores} cores, load average {' '.join(f'{v:.2f}' for v in os.getloadavg())} before the run",
@@ -395,8 +398,9 @@ def main() -> None:
         steps = ramp(host_port, pid, args, began)
     report(steps, cores)
     if args.json:
-        Path(args.json).write_text(json.dumps({"engines": args.engines, "cores": cores,
-                                               "steps": [_finite(dataclasses.asdict(s)) for s in steps]}, indent=1))
+        Path(args.json).write_text(json.dumps({
+            "engines": args.engines, "cores": cores, "silence_ms": args.silence_ms,
+            "steps": [_finite(dataclasses.asdict(s)) for s in steps]}, indent=1))
     if steps:
         plot(steps, args.plot, f"bargein capacity, engines={args.engines}, {cores} cores (shared with the "
                                 f"load generator)")

@@ -82,14 +82,9 @@ class SoakReport:
         """Theil-Sen slope of a series after warm-up, per minute: the median of the slopes between every
         two samples. Resident memory dips by a few MB at each memory upkeep pass and jumps for a sample when
         several replies are in flight; a least-squares line follows those (the last sample, taken as the
-        users hang up, alone moved it by 0.5 MB/min), the median of pairwise slopes does not.
-
-        ``settled_rss_mb`` is a gauge set once per upkeep pass and read at every sample: only the sample at
-        which each new value first appears counts (repeats would add pairs of slope 0 and hide growth)."""
+        users hang up, alone moved it by 0.5 MB/min), the median of pairwise slopes does not. Samples
+        without a reading of the series (NaN) are left out."""
         steady = [s for s in self.steady() if np.isfinite(getattr(s, name))]
-        if name == "settled_rss_mb":
-            steady = [s for index, s in enumerate(steady)
-                      if index == 0 or s.settled_rss_mb != steady[index - 1].settled_rss_mb]
         if len(steady) < 2:
             return float("nan")
         minutes = np.array([s.at_s / 60 for s in steady])
@@ -150,7 +145,7 @@ class MetricsReader:
         return Sample(at_s, _one(series, "process_resident_memory_bytes") / 2**20, _one(series, "process_open_fds"),
                       _one(series, "bargein_asyncio_tasks"), _one(series, "bargein_sessions"), 1000 * p99,
                       1000 * mean, _one(series, "bargein_llm_worker_resident_memory_bytes") / 2**20,
-                      _one(series, "bargein_resident_memory_after_upkeep_bytes") / 2**20)
+                      _one(series, "bargein_resident_memory_after_upkeep_bytes") / 2**20 or float("nan"))
 
 
 async def _session(host_port: str, clips: list[SpeechClip], stop_at: float, barge_in: float, seed: int,

@@ -91,11 +91,14 @@ def test_soak_slope_ignores_upkeep_dips_and_a_busy_sample_but_not_steady_growth(
     assert _soak_report([243.0] * 10 + [300.0] * 20, warmup_s=50).slope_per_min("rss_mb") == 0.0
 
 
-def test_settled_memory_counts_each_upkeep_pass_once() -> None:
-    # the gauge changes every third sample (a pass every 15 s, samples every 5 s)
+def test_settled_memory_is_read_through_its_steps_and_a_missing_reading_is_left_out() -> None:
+    # the gauge changes once per upkeep pass (every 15 s) and is read every 5 s: a staircase
     leaking = [238.0 + 1.2 * (index // 3) * 15 / 60 for index in range(30)]
-    report = _soak_report([243.0] * 30, settled_mb=leaking)
-    assert abs(report.slope_per_min("settled_rss_mb") - 1.2) < 0.01  # repeats would pull it towards 0
+    assert abs(_soak_report([243.0] * 30, settled_mb=leaking).slope_per_min("settled_rss_mb") - 1.2) < 0.05
     flat = [238.0 + 0.4 * ((index // 3) % 2) for index in range(30)]
     assert abs(_soak_report([243.0] * 30, settled_mb=flat).slope_per_min("settled_rss_mb")) < 0.1
+    # a server whose every pass reads the same pages is flat, not unmeasured
+    assert _soak_report([243.0] * 30, settled_mb=[238.0] * 30).slope_per_min("settled_rss_mb") == 0.0
+    unread = [float("nan")] * 5 + leaking[5:]  # before the server's first reading
+    assert abs(_soak_report([243.0] * 30, settled_mb=unread).slope_per_min("settled_rss_mb") - 1.2) < 0.05
     assert np.isnan(_soak_report([243.0] * 30).slope_per_min("settled_rss_mb"))  # a server without the gauge

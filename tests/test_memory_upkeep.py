@@ -93,3 +93,29 @@ async def test_upkeep_frees_reference_cycles_the_collector_has_not_got_to() -> N
     finally:
         gc.enable()
     assert closed() is None
+
+
+async def test_the_reading_after_each_pass_starts_at_once_and_a_failing_one_does_not_stop_the_upkeep() -> None:
+    import asyncio
+    import contextlib
+
+    from bargein.memory_upkeep import keep_memory_flat
+
+    readings: list[int] = []
+
+    def read() -> None:
+        readings.append(len(readings))
+        if len(readings) == 2:
+            raise RuntimeError("a broken reading")
+
+    upkeep = asyncio.create_task(keep_memory_flat(every_s=0.01, after_pass=read))
+    await asyncio.sleep(0)
+    assert readings == [0], "read before the first pass, so the gauge is never an empty 0"
+    for _ in range(200):
+        await asyncio.sleep(0.01)
+        if len(readings) >= 4:
+            break
+    upkeep.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await upkeep
+    assert len(readings) >= 4, "the upkeep went on after the failing reading"

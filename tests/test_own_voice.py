@@ -13,6 +13,7 @@ from bargein.listening_model.own_voice import (
     mixed_with_room,
     own_voice_fields,
     room_speech_ms,
+    spoke_at_length,
 )
 from bargein.session import core as dx
 from tests.test_duplex import of
@@ -82,8 +83,12 @@ def test_a_long_sentence_whose_loud_stretch_sounds_like_okay_is_not_an_aside() -
     aside = {**heard, "speech_ms": 1376.0 + 1568.0}
     decision, why = decide_over_reply(aside, _primed(aside, "Okay.", -0.3, 42.0))
     assert decision == "noise" and "loud stretch decides" in why[-1]
-    # a primed command still cuts a long segment
-    assert decide_over_reply(heard, _primed(heard, "Stop.", -0.3, 42.0))[0] == "query"
+    # a primed command still cuts a long segment, by its rule
+    decision, why = decide_over_reply(heard, _primed(heard, "Stop.", -0.3, 42.0))
+    assert decision == "query" and why[0].startswith("primed: 'stop'")
+    # before the user's level is known the room's speech is not measured: the loud stretch's keep stands
+    unmeasured = {k: v for k, v in heard.items() if k != "room_speech_ms"}
+    assert not spoke_at_length(unmeasured) and spoke_at_length(heard)
 
 
 def test_recorded_a_command_over_a_talker_still_cuts_on_the_loud_stretch() -> None:

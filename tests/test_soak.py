@@ -39,4 +39,5 @@ async def test_talking_and_barging_in_leaves_no_growth_after_warm_up() -> None:
     second_half = [s.tasks for s in steady[len(steady) // 2:]]
     assert max(second_half) <= max(first_half) + 20, summarize(report)
     assert report.slope_per_min("tasks") <= 10, summarize(report)
+    assert sum(1 for s in steady if s.settled_rss_mb == s.settled_rss_mb) >= 25, "the settled figure is read"
     assert report.slope_per_min("settled_rss_mb") <= 1.0, summarize(report)

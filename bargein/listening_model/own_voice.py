@@ -87,11 +87,12 @@ def mixed_with_room(features: Mapping[str, Any]) -> bool:
 
 def spoke_at_length(features: Mapping[str, Any]) -> bool:
     """Whether the segment holds :data:`LONGEST_ASIDE_MS` of speech at the user's own level: then its loud
-    stretch is not all the user said, and that stretch's recognition cannot show it was only an aside."""
-    speech = features.get("speech_ms")
-    if speech is None:
+    stretch is not all the user said, and that stretch's recognition cannot show it was only an aside.
+    False until the user's level is known (no ``room_speech_ms``): the room's speech cannot be told apart."""
+    speech, room = features.get("speech_ms"), features.get("room_speech_ms")
+    if speech is None or room is None:
         return False
-    return float(speech) - float(features.get("room_speech_ms") or 0.0) >= LONGEST_ASIDE_MS
+    return float(speech) - float(room) >= LONGEST_ASIDE_MS
 
 
 def loud_stretch_not_speech(features: Mapping[str, Any]) -> bool:

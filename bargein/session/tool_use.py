@@ -138,9 +138,10 @@ def ungrounded_call(piece: ReplyPiece, messages: Sequence[ChatMessage], options:
                     server_side: ToolRegistry | None) -> bool:
     """True for a built-in call the model chose (not a required or named one) whose arguments share nothing
     with what the user said or a tool answered in ``messages`` (:func:`~bargein.tools.grounding.grounded`):
-    the model filled it in from the tool's description. A call to a tool nobody offered (the embedded model
-    called ``amity({})`` for "He might even have been made amiable himself.") rests on nothing either:
-    told so, it would spend a second round on the refusal. Such a call is not run (logged here): when the
+    the model filled it in from the tool's description. A call that names a tool nobody offered (the embedded
+    model called ``amity({})`` for "He might even have been made amiable himself.") rests on nothing either:
+    told so, it would spend a second round on the refusal. (A refusal without a name, such as a recited tool
+    list or an overlong call, is still answered with its reason.) Such a call is not run (logged here): when the
     reply opens with it, the model is asked again without tools and answers in words; later in a reply, it
     is left out."""
     if not isinstance(piece, ToolCall) or server_side is None or forced_tool(options) is not None:
