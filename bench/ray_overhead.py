@@ -56,8 +56,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=6)
     args = parser.parse_args()
     session_args = argparse.Namespace(turns=args.turns, barge_every=0, silence_ms=None, semantic=False,
-                                      reply_timeout_s=60.0,
-                                      max_reply_s=3.0)
+                                      reply_timeout_s=60.0, max_reply_s=3.0)
     first: dict[str, list[float]] = {name: [] for name in LAYOUTS}
     beyond: dict[str, list[float]] = {name: [] for name in LAYOUTS}
     loads = [os.getloadavg()[0]]

@@ -273,9 +273,9 @@ def summarize(report: SoakReport) -> str:
     lags = [s.lag_p99_ms for s in steady]
     lines = [
         f"after {report.warmup_s:.0f} s warm-up ({len(steady)} samples; load average {report.load}):",
-        f"  RSS slope {report.slope_per_min('rss_mb'):+.2f} MB/min (target <= 1), "
+        f"  RSS slope {report.slope_per_min('rss_mb'):+.2f} MB/min, "
         f"{steady[0].rss_mb:.1f} -> {steady[-1].rss_mb:.1f} MB" if steady else "  no steady samples",
-        f"  RSS after upkeep slope {report.slope_per_min('settled_rss_mb'):+.2f} MB/min",
+        f"  RSS after upkeep slope {report.slope_per_min('settled_rss_mb'):+.2f} MB/min (target <= 1)",
         f"  LLM worker RSS slope {report.slope_per_min('worker_rss_mb'):+.2f} MB/min\n"
         f"  open fds {report.growth('fds'):+.0f}, asyncio tasks slope {report.slope_per_min('tasks'):+.1f}/min "
         f"(growth {report.growth('tasks'):+.0f})",
