@@ -63,6 +63,7 @@ class ActionExecutor:
                 self.tracker.voice_ended(item_id, at_ms, listen_span)
             case v.SpeechResumed(item_id):
                 self.speculator.drop(item_id)  # whatever was guessed for this turn is waste
+                self.tracker.drop_score(item_id)
             case v.CommitBuffer(item_id, start_ms, end_ms, _, listen_span, urgent):
                 self._commit(item_id, start_ms, end_ms, listen_span, urgent=urgent)
             case v.ClearBuffer():

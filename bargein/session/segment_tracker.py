@@ -56,6 +56,7 @@ class SegmentTracker:
         """Hears each partial transcript of a whole segment (the session warms the LLM's prompt with it)."""
         self.turn_model = turn_model
         self._score_task: asyncio.Task[None] | None = None
+        self._score_item: str | None = None
         self.buffer = buffer
         self.speculator = speculator
         self.feed = feed
@@ -93,9 +94,18 @@ class SegmentTracker:
         self._partial_sent = ""
 
     def stopped(self, item_id: str) -> None:
-        """The endpoint came (or the turn was dropped): no more partials for this segment."""
+        """The endpoint came (or the turn was dropped): no more partials or scores for this segment."""
         if self._speaking == item_id:
             self._speaking = None
+        self.drop_score(item_id)
+
+    def drop_score(self, item_id: str) -> None:
+        """The silence being scored for ``item_id`` is over (speech came back, or the turn ended): its score
+        could no longer count, so a request still queued for the shared model is withdrawn. Under load this
+        sheds the scores that would come too late to matter, instead of running them."""
+        if self._score_item == item_id and self._score_task is not None:
+            self._score_task.cancel()
+            self._score_task = self._score_item = None
 
     def audio(self, end_ms: float | None = None, *, window_ms: float | None = None) -> npt.NDArray[np.float32]:
         """The speaking segment's audio so far, with its prefix padding (only its last ``window_ms``)."""
@@ -144,6 +154,7 @@ class SegmentTracker:
             if self._score_task is not None:
                 self._score_task.cancel()  # an older silence's score no longer counts
             self._score_task = asyncio.create_task(self._score(item_id, at_ms, self.audio(at_ms + FRAME_MS)))
+            self._score_item = item_id
         if at_ms - self._onset_ms > MAX_GUESS_MS:
             return  # a long segment is recognised once, in slices, when it is committed
         task = self.speculator.recognise(item_id, self.audio(at_ms + FRAME_MS), urgent=urgent)

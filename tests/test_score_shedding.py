@@ -1,0 +1,87 @@
+"""An end-of-turn score that could no longer count is withdrawn from the shared model, not run."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import numpy as np
+import pytest
+
+from bargein.engines.base import Engines, Float32Audio
+from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
+from bargein.engines.listen.smart_turn import SmartTurn
+from tests.test_session import Harness, _pcm
+
+TONE = 0.3 * np.sin(np.arange(24_000 * 2) / 4)
+"""Loud sound: speech to the fake VAD."""
+
+
+class StuckTurnModel:
+    """An end-of-turn model that never answers (a queue too long to reach this request in time)."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+        self.withdrawn = 0
+
+    async def probability(self, audio: Float32Audio) -> float:
+        self.asked += 1
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.withdrawn += 1
+            raise
+        raise AssertionError("unreachable")
+
+
+async def _stream(h: Harness, *parts: tuple[str, float]) -> None:
+    audio = np.concatenate([TONE[:int(24_000 * s)] if kind == "speech" else np.zeros(int(24_000 * s))
+                            for kind, s in parts])
+    for chunk in _pcm(audio):
+        await h.send(type="input_audio_buffer.append", audio=chunk)
+        await asyncio.sleep(0)
+
+
+async def test_a_score_is_withdrawn_when_speech_resumes_and_when_the_turn_ends_without_it() -> None:
+    turn = StuckTurnModel()
+    h = Harness(Engines(FakeVad(), FakeRecognizer(("hello there friend.",)), FakeLanguageModel(), FakeSynthesizer(),
+                        turn=turn))
+    await _stream(h, ("speech", 0.8), ("silence", 0.25))
+    await asyncio.sleep(0.05)
+    assert turn.asked == 1 and turn.withdrawn == 0, "the pause is being scored"
+    await _stream(h, ("speech", 0.6))
+    await asyncio.sleep(0.05)
+    assert turn.withdrawn == 1, "speech came back: that pause's score can no longer count"
+    await _stream(h, ("silence", 1.0))
+    await h.drain(until="input_audio_buffer.committed")
+    await asyncio.sleep(0.05)
+    assert turn.asked == 2 and turn.withdrawn == 2, "the turn ended on the plain silence: its score is withdrawn"
+    await h.session.close()
+
+
+class _BlockingModel:
+    """Stands in for the onnx model; the first batch blocks until released, every clip run is recorded."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.clips_run: list[float] = []
+
+    def probabilities(self, clips: list[np.ndarray]) -> np.ndarray:
+        self.release.wait(5)
+        self.clips_run.extend(float(clip[0]) for clip in clips)
+        return np.full(len(clips), 0.5, np.float32)
+
+
+async def test_a_withdrawn_request_never_reaches_the_model() -> None:
+    model = _BlockingModel()
+    shared = SmartTurn(model)  # type: ignore[arg-type]
+    busy = asyncio.create_task(shared.probability(np.full(160, 0.1, np.float32)))
+    await asyncio.sleep(0.05)  # the first batch runs and blocks: the next requests queue behind it
+    withdrawn = asyncio.create_task(shared.probability(np.full(160, 0.2, np.float32)))
+    kept = asyncio.create_task(shared.probability(np.full(160, 0.3, np.float32)))
+    await asyncio.sleep(0.01)
+    withdrawn.cancel()
+    model.release.set()
+    assert await busy == pytest.approx(0.5) and await kept == pytest.approx(0.5)
+    assert model.clips_run == pytest.approx([0.1, 0.3])
+    await shared.aclose()
