@@ -5,6 +5,10 @@ zero mean and unit variance, as 80 Whisper log-mel bands by 800 frames, and answ
 that the turn is complete. It listens to intonation and rhythm, so "a table for... [pause]" sounds
 unfinished while "a table for four." sounds done. One model serves every session: requests that
 arrive while a batch runs wait for the next one and run together, in a worker thread, off the loop.
+
+Features are computed as faster-whisper's ``FeatureExtractor`` would on the whole padded window, but
+cheaper: most clips are much shorter than 8 s, and every STFT frame that sees only the padding holds
+the same constant, so one such frame is computed and stands for all of them.
 """
 
 from __future__ import annotations
@@ -43,20 +47,53 @@ class SmartTurnModel:
         model_path = str(path or smart_turn_path())
         self._session = ort.InferenceSession(model_path, sess_options=options, providers=["CPUExecutionProvider"])
         self._extractor = FeatureExtractor(feature_size=MEL_BANDS, chunk_length=WINDOW_SECONDS)
+        # the periodic Hann window faster-whisper's STFT applies to every frame
+        self._hann = np.hanning(self._extractor.n_fft + 1)[:-1].astype(np.float32)
         # onnxruntime's arena keeps the largest run's buffers and grows in steps as larger batches first
         # occur, which reads as memory creeping up under load: runs are capped at RUN_BATCH clips, and one
         # run of that size at load reaches the arena's final size at once
         self.predict(np.zeros((RUN_BATCH, MEL_BANDS, MEL_FRAMES), dtype=np.float32))
 
     def features(self, audio: Float32Audio) -> npt.NDArray[np.float32]:
-        """``[80, 800]`` log-mel features of the last 8 s of ``audio`` (16 kHz mono)."""
-        window = np.zeros(WINDOW_SAMPLES, dtype=np.float32)
+        """``[80, 800]`` log-mel features of the last 8 s of ``audio`` (16 kHz mono).
+
+        The same as ``FeatureExtractor(80, chunk_length=8)(window, padding=0)[:, :800]`` on the window
+        zero-padded at the front and normalised over all of it, zeros included.
+        """
         tail = np.asarray(audio, dtype=np.float32)[-WINDOW_SAMPLES:]
-        if len(tail):
-            window[WINDOW_SAMPLES - len(tail):] = tail
-        window = (window - window.mean()) / np.sqrt(window.var() + 1e-7)
-        mel = np.asarray(self._extractor(window, padding=0), dtype=np.float32)
-        return mel[:, :MEL_FRAMES]
+        padding = WINDOW_SAMPLES - len(tail)
+        window = np.zeros(WINDOW_SAMPLES, dtype=np.float32)
+        window[padding:] = tail
+        # the statistics and every sample are computed exactly as the reference does, in float32: the
+        # quietest bands of a frame are so sensitive that a one-ulp change in the samples shows in them
+        mean, std = window.mean(), np.sqrt(window.var() + 1e-7)
+        window[:padding] = (np.float32(0.0) - mean) / std
+        window[padding:] = (tail - mean) / std
+        return self._log_mel(window, padding)
+
+    def _log_mel(self, window: npt.NDArray[np.float32], padding: int) -> npt.NDArray[np.float32]:
+        """Whisper log-mel ``[80, 800]`` of ``window``, whose first ``padding`` samples are one constant.
+
+        faster-whisper centres frame ``t`` on sample ``t * hop`` with the window mirrored ``n_fft // 2``
+        samples past each end, so frame ``t`` reads samples up to ``t * hop + n_fft // 2`` (frame 0
+        reaches that far through the mirror). Every frame that ends before the audio starts has the same
+        spectrum; only the last of them is computed and copied to the others.
+        """
+        n_fft, hop = self._extractor.n_fft, self._extractor.hop_length
+        constant = min(max((padding - n_fft // 2 - 1) // hop + 1, 0), MEL_FRAMES)
+        start = max(constant - 1, 0)  # the last padding-only frame, computed once (frame 0 when none is)
+        padded = np.pad(window, n_fft // 2, mode="reflect")
+        frames = np.lib.stride_tricks.sliding_window_view(padded[start * hop:], n_fft)[::hop][:MEL_FRAMES - start]
+        # float32 throughout, as faster-whisper computes it
+        power = np.abs(np.fft.rfft(frames * self._hann, axis=-1).astype(np.complex64, copy=False)) ** 2
+        mel = self._extractor.mel_filters @ power.T
+        log_mel = np.log10(np.maximum(mel, 1e-10))
+        # the floor at 8 below the peak is the same with or without the copies: they repeat column 0
+        log_mel = (np.maximum(log_mel, log_mel.max() - 8.0) + 4.0) / 4.0
+        features = np.empty((MEL_BANDS, MEL_FRAMES), dtype=np.float32)
+        features[:, :start] = log_mel[:, :1]
+        features[:, start:] = log_mel
+        return features
 
     def predict(self, features: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         """End-of-turn probabilities ``[batch]`` for features ``[batch, 80, 800]``."""
