@@ -258,8 +258,7 @@ def _summary(results: list[TurnResult], observer: Observer, engines: str,
         verdict = "meets" if percentile(beyond, 99) <= 40 else "misses"
         print(f"instant engines: bargein adds {percentile(beyond, 99):.0f} ms p99 beyond the endpoint "
               f"silence ({verdict} the 40 ms target)")
-    endpoints = [m.get("endpoint_ms") for m in observer.turn_metrics]
-    print("ledger endpoint_ms per turn: " + " ".join("-" if e is None else f"{e:.0f}" for e in endpoints))
+    _ledger_per_turn(observer.turn_metrics)
     stages = _ledger_medians(observer.turn_metrics)
     if stages:
         print(f"server ledger (bargein.turn.metrics, {len(observer.turn_metrics)} events), medians:")
@@ -268,6 +267,22 @@ def _summary(results: list[TurnResult], observer: Observer, engines: str,
     else:
         print("server ledger: no bargein.turn.metrics events received")
     return {"first": first, "beyond": beyond, "barge": barge, "stages": stages}
+
+
+PER_TURN_STAGES = ("endpoint_ms", "asr_final_ms", "llm_first_token_ms", "tts_first_audio_ms", "first_delta_sent_ms",
+                   "first_audio_ms")
+
+
+def _ledger_per_turn(events: list[dict[str, Any]]) -> None:
+    """Where each turn's time went, by the server's ledger (ms; see ``bargein/metrics/turn_ledger.py``):
+    speech end to commit, commit to the final transcript, the LLM's first token, Kokoro's first audio after
+    that token, the reply's first delta after its start, and speech end to that delta."""
+    if not events:
+        return
+    print("server ledger per turn (ms): " + "  ".join(key.removesuffix("_ms") for key in PER_TURN_STAGES))
+    for index, metrics in enumerate(events):
+        cells = ["-" if (value := metrics.get(key)) is None else f"{value:.0f}" for key in PER_TURN_STAGES]
+        print(f"  turn {index:2d}: " + " ".join(f"{cell:>6s}" for cell in cells))
 
 
 def _ledger_medians(events: list[dict[str, Any]]) -> dict[str, float]:
