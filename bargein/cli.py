@@ -62,6 +62,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--turn-detection", choices=["server_vad", "semantic_vad"],
                        help="a new session's turn detection (default server_vad: the tiered endpoint, "
                             "500 ms of silence unless Smart Turn and the words agree)")
+    serve.add_argument("--plain-silence", dest="tiered_endpoint", action="store_const", const=False,
+                       help="server_vad waits plain silence (500 ms unless a client sets it), without the tiered "
+                            "endpoint's Smart Turn at every pause: more sessions per core, slower turns")
     serve.add_argument("--no-builtin-tools", dest="builtin_tools", action="store_const", const=False,
                        help="do not offer the built-in clock, calendar, calculator and unit tools")
     for command in (serve, deploy):

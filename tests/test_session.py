@@ -37,9 +37,10 @@ class CountingLanguageModel:
 class Harness:
     """A session plus a drain of its outbound queue."""
 
-    def __init__(self, engines: Engines, *, semantic_default: bool = False,
+    def __init__(self, engines: Engines, *, semantic_default: bool = False, tiered_default: bool = True,
                  builtins: ToolRegistry | None = None) -> None:
-        self.session = RealtimeSession(engines, semantic_default=semantic_default, builtin_tools=builtins)
+        self.session = RealtimeSession(engines, semantic_default=semantic_default, tiered_default=tiered_default,
+                                       builtin_tools=builtins)
         self.events: list[dict[str, Any]] = []
         self.session.start()
 

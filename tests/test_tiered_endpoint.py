@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from bargein.config import Settings
 from bargein.engines.base import Engines, Transcript
 from bargein.engines.fakes import FakeEndOfTurn, FakeLanguageModel, FakeRecognizer, FakeVad
 from bargein.session import core as dx
@@ -130,7 +131,7 @@ def test_only_a_clients_own_silence_means_plain_silence() -> None:
 
 
 def session(log: list[tuple[str, str]], monkeypatch: pytest.MonkeyPatch, probability: float,
-            words: str = "Can you call the dentist tomorrow?") -> Harness:
+            words: str = "Can you call the dentist tomorrow?", *, tiered: bool = True) -> Harness:
     class LoggedOutbound(Outbound):
         def put(self, item: Outgoing) -> None:
             log.append(("event", item.event["type"]))
@@ -139,7 +140,7 @@ def session(log: list[tuple[str, str]], monkeypatch: pytest.MonkeyPatch, probabi
     monkeypatch.setattr(realtime_session, "Outbound", LoggedOutbound)
     engines = Engines(FakeVad(), FakeRecognizer((words,)), FakeLanguageModel(filler="Sure. I will do that."),
                       LoggedSynthesizer(log), FakeEndOfTurn((probability,)))
-    return Harness(engines)
+    return Harness(engines, tiered_default=tiered)
 
 
 # two bursts of speech 350 ms apart: one turn under plain 500 ms silence, two if the first pause ends the turn
@@ -170,6 +171,25 @@ async def test_a_clients_own_silence_is_plain_silence(monkeypatch: pytest.Monkey
     await h.drain(until="response.done")
     assert h.types().count("input_audio_buffer.committed") == 1, "500 ms asked: the 350 ms pause is no end"
     await h.session.close()
+
+
+async def test_a_server_that_chose_plain_silence_never_scores_a_pause(monkeypatch: pytest.MonkeyPatch) -> None:
+    log: list[tuple[str, str]] = []
+    h = session(log, monkeypatch, 0.99, tiered=False)
+    await stream(h, TWO_BURSTS)
+    await h.drain(until="response.done")
+    assert h.types().count("input_audio_buffer.committed") == 1, "plain 500 ms: the 350 ms pause is no end"
+    turn_model = h.session.tracker.turn_model
+    assert isinstance(turn_model, FakeEndOfTurn) and turn_model.calls == 0, "Smart Turn never ran"
+    await h.session.close()
+
+
+def test_the_serve_command_can_choose_plain_silence() -> None:
+    from bargein.cli import _parser
+
+    assert _parser().parse_args(["serve", "--plain-silence"]).tiered_endpoint is False
+    assert _parser().parse_args(["serve"]).tiered_endpoint is None, "unset: the setting's default (tiered) holds"
+    assert Settings().tiered_endpoint and not Settings(tiered_endpoint=False).tiered_endpoint
 
 
 async def test_an_unfinished_sound_keeps_the_default_session_listening(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -111,7 +111,8 @@ async def serve_realtime(websocket: WebSocket, settings: Settings, engines: Engi
         session = RealtimeSession(engines, config=config, metrics=metrics,
                                   listen=settings.listen, outbound_bytes=settings.max_outbound_bytes,
                                   builtin_tools=default_registry() if settings.builtin_tools else None,
-                                  semantic_default=settings.turn_detection == "semantic_vad")
+                                  semantic_default=settings.turn_detection == "semantic_vad",
+                                  tiered_default=settings.tiered_endpoint)
         # every task the session starts inherits this: shared engines serve sessions in turn by it
         current_owner.set(session)
         registry.live.add(session)

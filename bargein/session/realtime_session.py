@@ -57,8 +57,11 @@ class RealtimeSession:
                  output_lead_ms: float = 1000.0, metrics: ServerMetrics | None = None,
                  listen: bool = True, observers: Iterable[SessionObserver] = (),
                  builtin_tools: ToolRegistry | None = None, outbound_bytes: int = MAX_OUTBOUND_BYTES,
-                 semantic_default: bool = False) -> None:
+                 semantic_default: bool = False, tiered_default: bool = True) -> None:
         self.listen = listen
+        self.tiered_default = tiered_default
+        """``server_vad`` follows the tiered endpoint when the server has an end-of-turn model (off: plain
+        silence for every session, the server's choice for density)."""
         self.languages: frozenset[str] | None = getattr(engines.asr, "languages", None)
         """What the recogniser can transcribe (None: it cannot tell); a session asking for more gets an error."""
         self.semantic_endpoint = engines.turn is not None
@@ -192,9 +195,9 @@ class RealtimeSession:
         self.outbound.put(Outgoing(event("session.updated", session=self.config.wire())))
 
     def _settings(self, config: SessionConfig) -> TurnSettings:
-        """The machine's settings: server_vad follows the tiered endpoint unless the client set its silence
-        or the server has no end-of-turn model."""
-        tiered = self.semantic_endpoint and not self.plain_silence
+        """The machine's settings: server_vad follows the tiered endpoint unless the client set its silence,
+        the server has no end-of-turn model, or the server chose plain silence."""
+        tiered = self.semantic_endpoint and self.tiered_default and not self.plain_silence
         return settings_from_config(config, listen=self.listen, tiers=DEFAULT_TIERS if tiered else None)
 
     def _update_session(self, message: ce.SessionUpdate) -> None:
