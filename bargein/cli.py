@@ -61,7 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-sessions", type=int, help="sessions per worker before new ones are refused")
     serve.add_argument("--turn-detection", choices=["server_vad", "semantic_vad"],
                        help="a new session's turn detection (default server_vad: the tiered endpoint, "
-                            "500 ms of silence unless Smart Turn and the words agree)")
+                            "500 ms of silence unless Smart Turn and the words agree; see --plain-silence)")
     serve.add_argument("--plain-silence", dest="tiered_endpoint", action="store_const", const=False,
                        help="server_vad waits plain silence (500 ms unless a client sets it), without the tiered "
                             "endpoint's Smart Turn at every pause: more sessions per core, slower turns")

@@ -275,14 +275,19 @@ PER_TURN_STAGES = ("endpoint_ms", "asr_final_ms", "llm_first_token_ms", "tts_fir
 
 def _ledger_per_turn(events: list[dict[str, Any]]) -> None:
     """Where each turn's time went, by the server's ledger (ms; see ``bargein/metrics/turn_ledger.py``):
-    speech end to commit, commit to the final transcript, the LLM's first token, Kokoro's first audio after
-    that token, the reply's first delta after its start, and speech end to that delta."""
+    speech end to commit, commit to the final transcript, the LLM's first token (from the reply's start, or
+    from the final transcript when that came later), the TTS's first audio after that token, the reply's first
+    delta after its start, and speech end to that delta."""
     if not events:
         return
-    print("server ledger per turn (ms): " + "  ".join(key.removesuffix("_ms") for key in PER_TURN_STAGES))
+    names = {"endpoint_ms": "endpoint", "asr_final_ms": "asr", "llm_first_token_ms": "llm", "tts_first_audio_ms": "tts",
+             "first_delta_sent_ms": "delta", "first_audio_ms": "first"}
+    print("server ledger per turn (ms; endpoint, asr final, llm first token, tts first audio, first delta sent, "
+          "first audio):")
+    print("           " + " ".join(f"{names[key]:>8s}" for key in PER_TURN_STAGES))
     for index, metrics in enumerate(events):
         cells = ["-" if (value := metrics.get(key)) is None else f"{value:.0f}" for key in PER_TURN_STAGES]
-        print(f"  turn {index:2d}: " + " ".join(f"{cell:>6s}" for cell in cells))
+        print(f"  turn {index:2d}: " + " ".join(f"{cell:>8s}" for cell in cells))
 
 
 def _ledger_medians(events: list[dict[str, Any]]) -> dict[str, float]:

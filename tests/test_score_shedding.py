@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -11,14 +12,14 @@ import pytest
 from bargein.engines.base import Engines, Float32Audio
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.engines.listen.smart_turn import SmartTurn
-from tests.test_session import Harness, _pcm
-
-TONE = 0.3 * np.sin(np.arange(24_000 * 2) / 4)
-"""Loud sound: speech to the fake VAD."""
+from tests.support.tones import quiet, stream, tone
+from tests.test_session import Harness
 
 
 class StuckTurnModel:
     """An end-of-turn model that never answers (a queue too long to reach this request in time)."""
+
+    window_seconds = 8
 
     def __init__(self) -> None:
         self.asked = 0
@@ -34,28 +35,29 @@ class StuckTurnModel:
         raise AssertionError("unreachable")
 
 
-async def _stream(h: Harness, *parts: tuple[str, float]) -> None:
-    audio = np.concatenate([TONE[:int(24_000 * s)] if kind == "speech" else np.zeros(int(24_000 * s))
-                            for kind, s in parts])
-    for chunk in _pcm(audio):
-        await h.send(type="input_audio_buffer.append", audio=chunk)
-        await asyncio.sleep(0)
+async def eventually(condition: Callable[[], bool], timeout_s: float = 5.0) -> bool:
+    """Whether ``condition`` holds within ``timeout_s`` (the session's tasks run meanwhile)."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            return False
+        await asyncio.sleep(0.01)
+    return True
 
 
 async def test_a_score_is_withdrawn_when_speech_resumes_and_when_the_turn_ends_without_it() -> None:
     turn = StuckTurnModel()
     h = Harness(Engines(FakeVad(), FakeRecognizer(("hello there friend.",)), FakeLanguageModel(), FakeSynthesizer(),
                         turn=turn))
-    await _stream(h, ("speech", 0.8), ("silence", 0.25))
-    await asyncio.sleep(0.05)
-    assert turn.asked == 1 and turn.withdrawn == 0, "the pause is being scored"
-    await _stream(h, ("speech", 0.6))
-    await asyncio.sleep(0.05)
-    assert turn.withdrawn == 1, "speech came back: that pause's score can no longer count"
-    await _stream(h, ("silence", 1.0))
+    await stream(h, np.concatenate([tone(0.8), quiet(0.25)]))
+    assert await eventually(lambda: turn.asked == 1)
+    assert turn.withdrawn == 0, "the pause is being scored"
+    await stream(h, tone(0.6))
+    assert await eventually(lambda: turn.withdrawn == 1), "speech came back: that pause's score can no longer count"
+    await stream(h, quiet(1.0))
     await h.drain(until="input_audio_buffer.committed")
-    await asyncio.sleep(0.05)
-    assert turn.asked == 2 and turn.withdrawn == 2, "the turn ended on the plain silence: its score is withdrawn"
+    assert await eventually(lambda: turn.withdrawn == 2), "the turn ended on the plain silence: its score is withdrawn"
+    assert turn.asked == 2
     await h.session.close()
 
 
@@ -72,7 +74,7 @@ class _BlockingModel:
         return np.full(len(clips), 0.5, np.float32)
 
 
-async def test_a_withdrawn_request_never_reaches_the_model() -> None:
+async def test_a_withdrawn_request_never_reaches_the_model_nor_counts_as_queued() -> None:
     model = _BlockingModel()
     shared = SmartTurn(model)  # type: ignore[arg-type]
     busy = asyncio.create_task(shared.probability(np.full(160, 0.1, np.float32)))
@@ -80,7 +82,10 @@ async def test_a_withdrawn_request_never_reaches_the_model() -> None:
     withdrawn = asyncio.create_task(shared.probability(np.full(160, 0.2, np.float32)))
     kept = asyncio.create_task(shared.probability(np.full(160, 0.3, np.float32)))
     await asyncio.sleep(0.01)
+    assert shared.queue_depth == 2
     withdrawn.cancel()
+    await asyncio.sleep(0)
+    assert shared.queue_depth == 1, "a withdrawn request is no load"
     model.release.set()
     assert await busy == pytest.approx(0.5) and await kept == pytest.approx(0.5)
     assert model.clips_run == pytest.approx([0.1, 0.3])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+import tempfile
 import threading
 import wave
 import zipfile
@@ -103,14 +104,12 @@ async def test_a_model_failure_reaches_every_waiting_caller() -> None:
 def _flite(text: str) -> np.ndarray:
     from bargein.audio.resample import resample
 
-    out = Path(__file__).parent / f".flite-{abs(hash(text))}.wav"
-    try:
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "speech.wav"
         subprocess.run(["flite", "-voice", "slt", "-t", text, "-o", str(out)], check=True, capture_output=True)
         with wave.open(str(out)) as handle:
             rate = handle.getframerate()
             pcm = np.frombuffer(handle.readframes(handle.getnframes()), dtype="<i2")
-    finally:
-        out.unlink(missing_ok=True)
     return resample(pcm.astype(np.float32) / 32768.0, rate, 16_000)
 
 

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
-import wave
 from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from bargein.engines.listen.smart_turn import MEL_FRAMES, WINDOW_SAMPLES, SmartTurnModel
+from tests.test_smart_turn import _flite
 
 RATE = 16_000
 
@@ -47,20 +45,6 @@ def _clips() -> Iterator[tuple[str, np.ndarray]]:
         yield f"noise filling all but {samples} samples", (0.1 * rng.standard_normal(WINDOW_SAMPLES - samples)).astype(
             np.float32)
         yield f"noise of {samples} samples", (0.1 * rng.standard_normal(samples)).astype(np.float32)
-
-
-def _flite(text: str) -> np.ndarray:
-    from bargein.audio.resample import resample
-
-    out = Path(__file__).parent / f".flite-features-{abs(hash(text))}.wav"
-    try:
-        subprocess.run(["flite", "-voice", "slt", "-t", text, "-o", str(out)], check=True, capture_output=True)
-        with wave.open(str(out)) as handle:
-            rate = handle.getframerate()
-            pcm = np.frombuffer(handle.readframes(handle.getnframes()), dtype="<i2")
-    finally:
-        out.unlink(missing_ok=True)
-    return resample(pcm.astype(np.float32) / 32768.0, rate, RATE)
 
 
 CLIPS = list(_clips())

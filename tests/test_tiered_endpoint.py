@@ -8,17 +8,23 @@ made privately before an early commit reaches the client only after it.
 
 from __future__ import annotations
 
+import base64
+import json
+
 import numpy as np
 import pytest
+from websockets.sync.client import connect
 
+from bargein.audio.codecs import float_to_int16
 from bargein.config import Settings
 from bargein.engines.base import Engines, Transcript
-from bargein.engines.fakes import FakeEndOfTurn, FakeLanguageModel, FakeRecognizer, FakeVad
+from bargein.engines.fakes import FakeEndOfTurn, FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.session import core as dx
 from bargein.session import realtime_session
 from bargein.session.core.endpointing import DEFAULT_TIERS, reads_finished, trails_off
 from bargein.session.core.settings import plain_silence_after
 from bargein.session.outbound import Outbound, Outgoing
+from tests.support.server import free_port, running_server
 from tests.support.tones import quiet, stream, tone
 from tests.test_duplex import of
 from tests.test_listening_turns import Listening
@@ -189,7 +195,39 @@ def test_the_serve_command_can_choose_plain_silence() -> None:
 
     assert _parser().parse_args(["serve", "--plain-silence"]).tiered_endpoint is False
     assert _parser().parse_args(["serve"]).tiered_endpoint is None, "unset: the setting's default (tiered) holds"
-    assert Settings().tiered_endpoint and not Settings(tiered_endpoint=False).tiered_endpoint
+    assert Settings.model_fields["tiered_endpoint"].default is True
+    assert not Settings(tiered_endpoint=False).tiered_endpoint
+
+
+@pytest.mark.parametrize("tiered", [True, False])
+def test_the_server_passes_its_choice_to_every_session(tiered: bool) -> None:
+    turn_model = FakeEndOfTurn((0.99,))
+    engines = Engines(FakeVad(), FakeRecognizer(("Can you call the dentist tomorrow?",)), FakeLanguageModel(),
+                      FakeSynthesizer(), turn_model)
+    with running_server(engines, Settings(port=free_port(), tiered_endpoint=tiered)) as host, \
+            connect(f"ws://{host}/v1/realtime", max_size=None) as ws:
+        assert json.loads(ws.recv(timeout=10))["type"] == "session.created"
+        after_warm_up = turn_model.calls
+        wire = float_to_int16(TWO_BURSTS).tobytes()
+        for offset in range(0, len(wire), 960):
+            ws.send(json.dumps({"type": "input_audio_buffer.append",
+                                "audio": base64.b64encode(wire[offset:offset + 960]).decode()}))
+        while json.loads(ws.recv(timeout=10))["type"] != "input_audio_buffer.committed":
+            pass
+    scored = turn_model.calls - after_warm_up
+    assert (scored > 0) == tiered, f"{scored} pauses scored on a server with tiered_endpoint={tiered}"
+
+
+async def test_on_a_plain_silence_server_a_client_can_still_ask_for_semantic_vad(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    log: list[tuple[str, str]] = []
+    h = session(log, monkeypatch, 0.99, tiered=False)
+    await h.send(type="session.update", session={"audio": {"input": {"turn_detection": {"type": "semantic_vad"}}}})
+    await stream(h, TWO_BURSTS)
+    await h.drain(until="response.done")
+    turn_model = h.session.tracker.turn_model
+    assert isinstance(turn_model, FakeEndOfTurn) and turn_model.calls >= 1, "semantic_vad scores its pauses"
+    await h.session.close()
 
 
 async def test_an_unfinished_sound_keeps_the_default_session_listening(monkeypatch: pytest.MonkeyPatch) -> None:

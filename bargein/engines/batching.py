@@ -39,8 +39,8 @@ class MicroBatcher(Generic[R]):
 
     @property
     def queue_depth(self) -> int:
-        """Requests waiting for the next batch."""
-        return len(self._pending)
+        """Requests waiting for the next batch (withdrawn ones, which the next batch skips, do not count)."""
+        return sum(1 for item in self._pending if not item.future.done())
 
     def _loop(self) -> asyncio.AbstractEventLoop:
         """The running loop, with a worker on it (started, or restarted on a new loop)."""

@@ -103,8 +103,10 @@ class SegmentTracker:
         """The silence being scored for ``item_id`` is over (speech came back, or the turn ended): its score
         could no longer count, so a request still queued for the shared model is withdrawn. Under load this
         sheds the scores that would come too late to matter, instead of running them."""
-        if self._score_item == item_id and self._score_task is not None:
-            self._score_task.cancel()
+        task = self._score_task
+        if self._score_item == item_id and task is not None:
+            if task is not asyncio.current_task():  # a score that ended the turn itself has already counted
+                task.cancel()
             self._score_task = self._score_item = None
 
     def audio(self, end_ms: float | None = None, *, window_ms: float | None = None) -> npt.NDArray[np.float32]:

@@ -67,7 +67,7 @@ class SmartTurnModel:
         # the statistics and every sample are computed exactly as the reference does, in float32: the
         # quietest bands of a frame are so sensitive that a one-ulp change in the samples shows in them
         mean, std = window.mean(), np.sqrt(window.var() + 1e-7)
-        window[:padding] = (np.float32(0.0) - mean) / std
+        window[:padding] = (window[:padding] - mean) / std
         window[padding:] = (tail - mean) / std
         return self._log_mel(window, padding)
 

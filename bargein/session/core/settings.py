@@ -31,7 +31,8 @@ class Endpointing:
     """Set for ``semantic_vad``: the endpoint silence then follows the end-of-turn model and the words."""
     tiers: TieredPreset | None = None
     """Set for the default endpoint (``server_vad`` whose client has not set ``silence_duration_ms``, on a
-    server with the end-of-turn model): ``silence_duration_ms`` unless the model and the words agree."""
+    server with the end-of-turn model that has not chosen plain silence): ``silence_duration_ms`` unless the model
+    and the words agree."""
 
     @property
     def scores(self) -> bool:
