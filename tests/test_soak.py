@@ -1,6 +1,6 @@
 """A soak of a real server process (instant engines): no growth in memory, descriptors or tasks.
 
-Ten users talk and barge in for five minutes; the last two and a half are measured. Resident memory read
+Ten users talk and barge in for seven and a half minutes; the last five are measured. Resident memory read
 right after each memory upkeep pass (``bargein_resident_memory_after_upkeep_bytes``: the server's upkeep,
 ``bargein.memory_upkeep``, collects closed sessions' reference cycles and trims the heaps every 15 s;
 without it this test measured about +2.5 MB/min) must not climb more than 1 MB/min after the warm-up.
@@ -9,7 +9,10 @@ the garbage and free pages between passes: a Theil-Sen fit of it over 150 s gave
 whose memory ended 1.7 MB lower than it began, while the settled series of a local run stayed within
 237.8 to 239.5 MB over minutes 2.5 to 6.6 (raw: 234.6 to 245.5 MB).
 The warm-up is 150 s because the allocator's heaps keep growing until about then: two side-by-side runs
-grew 3 MB between 90 s and 150 s and were flat after. ``python -m bench.soak`` is the long version.
+grew 3 MB between 90 s and 150 s and were flat after. The measured stretch is 300 s, not 150 s: the settled
+figure moves in steps of a few MB between passes, and a CI run whose raw memory ended 2.4 MB lower than it began
+fitted +1.32 MB/min to the settled series of 150 s (the runs before and after it passed); a step of the same size
+moves a 300 s fit half as much, while a leak keeps its slope. ``python -m bench.soak`` is the long version.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ pytestmark = pytest.mark.slow
 
 async def test_talking_and_barging_in_leaves_no_growth_after_warm_up() -> None:
     with ServerProcess("instant") as server:
-        report = await soak(server.host_port, sessions=10, seconds=300, warmup_s=150, sample_s=5, barge_in=0.3,
+        report = await soak(server.host_port, sessions=10, seconds=450, warmup_s=150, sample_s=5, barge_in=0.3,
                             turns_per_connection=10, verbose=False)
     print(summarize(report))
     counts = report.counts
@@ -32,12 +35,12 @@ async def test_talking_and_barging_in_leaves_no_growth_after_warm_up() -> None:
     assert counts.turns >= 100 and counts.barge_ins >= 10 and counts.connections > 10
     assert counts.missing_replies <= counts.turns // 10
     steady = report.steady()
-    assert len(steady) >= 25
+    assert len(steady) >= 50
     assert max(s.fds for s in steady) <= steady[0].fds + 2, "descriptors grow"
     # tasks come and go with replies; what matters is that they do not pile up
     first_half = [s.tasks for s in steady[: len(steady) // 2]]
     second_half = [s.tasks for s in steady[len(steady) // 2:]]
     assert max(second_half) <= max(first_half) + 20, summarize(report)
     assert report.slope_per_min("tasks") <= 10, summarize(report)
-    assert sum(1 for s in steady if s.settled_rss_mb == s.settled_rss_mb) >= 25, "the settled figure is read"
+    assert sum(1 for s in steady if s.settled_rss_mb == s.settled_rss_mb) >= 50, "the settled figure is read"
     assert report.slope_per_min("settled_rss_mb") <= 1.0, summarize(report)
