@@ -8,12 +8,10 @@ made privately before an early commit reaches the client only after it.
 
 from __future__ import annotations
 
-import base64
-import json
+import asyncio
 
 import numpy as np
 import pytest
-from websockets.sync.client import connect
 
 from bargein.audio.codecs import float_to_int16
 from bargein.config import Settings
@@ -24,6 +22,7 @@ from bargein.session import realtime_session
 from bargein.session.core.endpointing import DEFAULT_TIERS, reads_finished, trails_off
 from bargein.session.core.settings import plain_silence_after
 from bargein.session.outbound import Outbound, Outgoing
+from tests.support.realtime_client import EventLog, collect, openai_client, stream_realtime
 from tests.support.server import free_port, running_server
 from tests.support.tones import quiet, stream, tone
 from tests.test_duplex import of
@@ -200,20 +199,19 @@ def test_the_serve_command_can_choose_plain_silence() -> None:
 
 
 @pytest.mark.parametrize("tiered", [True, False])
-def test_the_server_passes_its_choice_to_every_session(tiered: bool) -> None:
+async def test_the_server_passes_its_choice_to_every_session(tiered: bool) -> None:
     turn_model = FakeEndOfTurn((0.99,))
     engines = Engines(FakeVad(), FakeRecognizer(("Can you call the dentist tomorrow?",)), FakeLanguageModel(),
                       FakeSynthesizer(), turn_model)
-    with running_server(engines, Settings(port=free_port(), tiered_endpoint=tiered)) as host, \
-            connect(f"ws://{host}/v1/realtime", max_size=None) as ws:
-        assert json.loads(ws.recv(timeout=10))["type"] == "session.created"
-        after_warm_up = turn_model.calls
-        wire = float_to_int16(TWO_BURSTS).tobytes()
-        for offset in range(0, len(wire), 960):
-            ws.send(json.dumps({"type": "input_audio_buffer.append",
-                                "audio": base64.b64encode(wire[offset:offset + 960]).decode()}))
-        while json.loads(ws.recv(timeout=10))["type"] != "input_audio_buffer.committed":
-            pass
+    with running_server(engines, Settings(port=free_port(), tiered_endpoint=tiered)) as host:
+        async with openai_client(host).realtime.connect(model="bargein") as connection:
+            log = EventLog()
+            reader = asyncio.create_task(collect(connection, log))
+            await log.wait_for(lambda e: e["type"] == "session.created")
+            after_warm_up = turn_model.calls
+            await stream_realtime(connection, float_to_int16(TWO_BURSTS).tobytes())
+            await log.wait_for(lambda e: e["type"] == "input_audio_buffer.committed")
+            reader.cancel()
     scored = turn_model.calls - after_warm_up
     assert (scored > 0) == tiered, f"{scored} pauses scored on a server with tiered_endpoint={tiered}"
 
