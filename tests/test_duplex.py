@@ -230,10 +230,19 @@ def test_finishing_a_reply_that_never_started_is_an_illegal_transition() -> None
 
 def test_switching_to_manual_mid_turn_drops_the_turn() -> None:
     t = Timeline()
-    t.speech(320)
-    t.feed(dx.SettingsChanged(MANUAL))
+    item_id = of(t.speech(320), dx.SpeechStarted)[0].item_id
+    switched = t.feed(dx.SettingsChanged(MANUAL))
+    assert of(switched, dx.SegmentAbandoned) == [dx.SegmentAbandoned(item_id)], "its partials and score stop"
+    assert not of(switched, dx.ClearBuffer), "its audio stays for the client to commit"
     assert t.machine.phase is dx.Phase.LISTENING
     assert t.silence(1000) == []
+
+
+def test_switching_to_manual_between_turns_abandons_nothing() -> None:
+    t = Timeline()
+    t.speech(320)
+    t.silence(1000)
+    assert not of(t.feed(dx.SettingsChanged(MANUAL)), dx.SegmentAbandoned)
 
 
 def test_a_rejected_response_create_leaks_no_parameters_into_the_next_reply() -> None:

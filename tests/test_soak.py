@@ -12,7 +12,10 @@ The warm-up is 150 s because the allocator's heaps keep growing until about then
 grew 3 MB between 90 s and 150 s and were flat after. The measured stretch is 300 s, not 150 s: the settled
 figure moves in steps of a few MB between passes, and a CI run whose raw memory ended 2.4 MB lower than it began
 fitted +1.32 MB/min to the settled series of 150 s (the runs before and after it passed); a step of the same size
-moves a 300 s fit half as much, while a leak keeps its slope. ``python -m bench.soak`` is the long version.
+moves a 300 s fit half as much, while a leak keeps its slope. A later CI run failed on a real step: the
+end-of-turn model's onnxruntime arena grew by 23 to 40 MB once, at a random moment, as passes of mixed batch
+sizes fragmented it; every pass now holds one clip (docs/operations.md). ``python -m bench.soak`` is the long
+version.
 """
 
 from __future__ import annotations

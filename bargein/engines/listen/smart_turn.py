@@ -29,8 +29,9 @@ WINDOW_SECONDS = 8
 WINDOW_SAMPLES = WINDOW_SECONDS * LISTEN_SAMPLE_RATE
 MEL_BANDS = 80
 MEL_FRAMES = 800
-RUN_BATCH = 4
-"""The most clips in one forward pass (a larger batch is run in slices of this size)."""
+RUN_BATCH = 1
+"""Clips per forward pass (a batch is run in slices of this size). One: a pass over several clips costs no less
+per clip, and one input shape keeps onnxruntime's arena at the size the warm-up gives it (docs/operations.md)."""
 
 
 class SmartTurnModel:
@@ -49,9 +50,9 @@ class SmartTurnModel:
         self._extractor = FeatureExtractor(feature_size=MEL_BANDS, chunk_length=WINDOW_SECONDS)
         # the periodic Hann window faster-whisper's STFT applies to every frame
         self._hann = np.hanning(self._extractor.n_fft + 1)[:-1].astype(np.float32)
-        # onnxruntime's arena keeps the largest run's buffers and grows in steps as larger batches first
-        # occur, which reads as memory creeping up under load: runs are capped at RUN_BATCH clips, and one
-        # run of that size at load reaches the arena's final size at once
+        # onnxruntime's arena keeps the buffers of the runs it has seen, and passes of mixed batch sizes
+        # fragmented it: it grew by 25 to 40 MB at moments no warm-up foresaw, which a soak reads as a leak.
+        # Every pass has one shape (RUN_BATCH clips), so this first one gives the arena its final size
         self.predict(np.zeros((RUN_BATCH, MEL_BANDS, MEL_FRAMES), dtype=np.float32))
 
     def features(self, audio: Float32Audio) -> npt.NDArray[np.float32]:

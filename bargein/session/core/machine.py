@@ -345,6 +345,9 @@ class DuplexMachine:
         self.storm.capacity = settings.listening.storm_barge_ins
         self.storm.window_ms = settings.listening.storm_window_ms
         if not settings.vad:
+            if self._turn is not None:  # a paused reply resumes when its pause timer fires
+                self.segments.forget(self._turn.item_id)
+                self._emit(v.SegmentAbandoned(self._turn.item_id))
             self._turn = None
             self._emit(v.DisarmIdleTimer())
 

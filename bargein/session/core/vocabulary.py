@@ -182,6 +182,14 @@ class SpeechResumed:
 
 
 @dataclass(frozen=True)
+class SegmentAbandoned:
+    """Turn detection was turned off while ``item_id`` was being spoken: its partials, guesses and end-of-turn
+    score stop (none of them can count any more); its audio stays in the buffer for the client to commit."""
+
+    item_id: str
+
+
+@dataclass(frozen=True)
 class SpeechStopped:
     """Emit ``input_audio_buffer.speech_stopped``."""
 
@@ -351,7 +359,8 @@ class ModeChanged:
     reason: str
 
 
-Action = (SpeechStarted | SilenceBegan | VoiceEnded | SpeechResumed | SpeechStopped | CommitBuffer | ClearBuffer
+Action = (SpeechStarted | SilenceBegan | VoiceEnded | SpeechResumed | SegmentAbandoned | SpeechStopped
+          | CommitBuffer | ClearBuffer
           | TrimBuffer | StartReply | CancelReply | ForwardAudio | DropAudio | ForwardText | HoldText | DropText
           | CompleteReply | ArmIdleTimer | DisarmIdleTimer | IdleTimeout | Reject | PauseReply | HoldAudio | ResumeReply
           | ArmPauseTimer | AwaitClassification | ReportSegment | DiscardSegment | PrefetchReply | ModeChanged)
