@@ -13,7 +13,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bargein.engines.listen.smart_turn import MEL_BANDS, MEL_FRAMES, WINDOW_SAMPLES, SmartTurn, SmartTurnModel
+from bargein.engines.listen.smart_turn import (
+    MEL_BANDS,
+    MEL_FRAMES,
+    WINDOW_SAMPLES,
+    SmartTurn,
+    SmartTurnModel,
+    int8_saturates,
+)
 from bargein.engines.listen.smart_turn_file import (
     SMART_TURN_DISTRIBUTION,
     SMART_TURN_FILENAME,
@@ -157,3 +164,22 @@ def test_start_up_loads_the_end_of_turn_model_with_the_fake_engines() -> None:
     engines = load_engines(Settings(engines="instant"))
     assert isinstance(engines.turn, SmartTurn)
     assert "Smart Turn v3.2" in engines.description["turn"]
+
+
+@pytest.mark.parametrize(("flags", "saturates"), [
+    ("fpu sse sse2 avx avx2 fma", True),  # AVX2 without VNNI: the 16-bit saturating multiply
+    ("fpu sse sse2 avx avx2 avx512f avx512_vnni", False),
+    ("fpu sse sse2 avx avx2 avx_vnni", False),
+])
+def test_exact_int8_is_chosen_only_on_x86_cpus_without_vnni(tmp_path: Path, flags: str, saturates: bool) -> None:
+    cpuinfo = tmp_path / "cpuinfo"
+    core = f"model name\t: Some CPU\nflags\t\t: {flags}\n"
+    cpuinfo.write_text(f"processor\t: 0\n{core}\nprocessor\t: 1\n{core}")
+    assert int8_saturates(cpuinfo) is saturates
+
+
+def test_exact_int8_is_not_forced_where_the_cpu_is_unknown_or_not_x86(tmp_path: Path) -> None:
+    assert not int8_saturates(tmp_path / "missing")
+    arm = tmp_path / "cpuinfo"
+    arm.write_text("processor\t: 0\nFeatures\t: fp asimd evtstrm aes pmull sha1 sha2 crc32\n")
+    assert not int8_saturates(arm)
