@@ -85,6 +85,27 @@ def test_the_false_interruption_timeout_resumes_an_undecided_pause() -> None:
     assert t.feed(dx.PauseTimerFired(reply)) == [dx.ResumeReply(reply)]
 
 
+def test_turning_detection_off_mid_interruption_resumes_the_paused_reply() -> None:
+    t = Listening()
+    reply = t.agent_speaking()
+    item = of(t.speech(160), dx.SpeechStarted)[0].item_id
+    assert t.machine.phase is dx.Phase.USER_SPEAKING
+    assert t.feed(dx.SettingsChanged(dx.TurnSettings.manual())) == [
+        dx.SegmentAbandoned(item), dx.ResumeReply(reply), dx.DisarmIdleTimer()]
+    assert t.feed(dx.ReplyAudio(reply, "a1")) == [dx.ForwardAudio(reply, "a1")]
+
+
+def test_turning_detection_off_leaves_the_pause_to_a_segment_still_being_judged() -> None:
+    t = Listening()
+    reply = t.agent_speaking()
+    t.speech(160)
+    judged = of(t.silence(544), dx.AwaitClassification)[0].item_id
+    second = of(t.speech(160), dx.SpeechStarted)[0].item_id
+    assert t.feed(dx.SettingsChanged(dx.TurnSettings.manual())) == [dx.SegmentAbandoned(second), dx.DisarmIdleTimer()]
+    assert t.machine.phase is dx.Phase.PAUSED
+    assert t.feed(dx.SegmentClassified(judged, "noise")) == [dx.DiscardSegment(judged), dx.ResumeReply(reply)]
+
+
 def test_a_reply_that_finished_while_paused_completes_after_resuming() -> None:
     t = Listening()
     reply = t.agent_speaking()

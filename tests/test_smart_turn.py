@@ -83,7 +83,7 @@ class _CountingModel:
 
 async def test_requests_arriving_together_run_as_one_batch_and_each_gets_its_own_answer() -> None:
     model = _CountingModel()
-    turn = SmartTurn(model)  # type: ignore[arg-type]
+    turn = SmartTurn(model, max_batch=16)  # type: ignore[arg-type]
     first = asyncio.create_task(turn.probability(np.full(1600, 0.1, np.float32)))
     await asyncio.sleep(0.05)  # the first batch (of one) is running and blocked
     rest = [asyncio.create_task(turn.probability(np.full(1600, level, np.float32))) for level in (0.2, 0.3, 0.4)]
@@ -92,6 +92,19 @@ async def test_requests_arriving_together_run_as_one_batch_and_each_gets_its_own
     results = await asyncio.gather(first, *rest)
     assert results == pytest.approx([0.1, 0.2, 0.3, 0.4])
     assert model.batches == [1, 3]
+    await turn.aclose()
+
+
+async def test_by_default_each_waiting_request_is_its_own_pass_so_the_first_answer_waits_for_no_other() -> None:
+    model = _CountingModel()
+    turn = SmartTurn(model)  # type: ignore[arg-type]
+    first = asyncio.create_task(turn.probability(np.full(1600, 0.1, np.float32)))
+    await asyncio.sleep(0.05)
+    rest = [asyncio.create_task(turn.probability(np.full(1600, level, np.float32))) for level in (0.2, 0.3, 0.4)]
+    await asyncio.sleep(0.05)
+    model.release.set()
+    assert await asyncio.gather(first, *rest) == pytest.approx([0.1, 0.2, 0.3, 0.4])
+    assert model.batches == [1, 1, 1, 1]
     await turn.aclose()
 
 
@@ -170,6 +183,7 @@ def test_start_up_loads_the_end_of_turn_model_with_the_fake_engines() -> None:
     ("fpu sse sse2 avx avx2 fma", True),  # AVX2 without VNNI: the 16-bit saturating multiply
     ("fpu sse sse2 avx avx2 avx512f avx512_vnni", False),
     ("fpu sse sse2 avx avx2 avx_vnni", False),
+    ("fpu sse sse2 sse4_1 avx", False),  # no AVX2: onnxruntime's option changes nothing there
 ])
 def test_exact_int8_is_chosen_only_on_x86_cpus_without_vnni(tmp_path: Path, flags: str, saturates: bool) -> None:
     cpuinfo = tmp_path / "cpuinfo"

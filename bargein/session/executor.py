@@ -65,7 +65,7 @@ class ActionExecutor:
                 self.speculator.drop(item_id)  # whatever was guessed for this turn is waste
                 self.tracker.drop_score(item_id)
             case v.SegmentAbandoned(item_id):
-                self.speculator.drop(item_id)
+                self.speculator.abandon(item_id)
                 self.tracker.stopped(item_id)
             case v.CommitBuffer(item_id, start_ms, end_ms, _, listen_span, urgent):
                 self._commit(item_id, start_ms, end_ms, listen_span, urgent=urgent)

@@ -242,6 +242,13 @@ class Speculator:
         """The user went on speaking: the guess for ``item_id`` is stale (not its loud stretch's, which may hold)."""
         self._drop_sync(item_id)
 
+    def abandon(self, item_id: str) -> None:
+        """The turn was abandoned (turn detection went off): its guess and its primed recognition both go."""
+        self._drop_sync(item_id)
+        primed = self._primed.pop(item_id, None)
+        if primed is not None and not primed[1].done():
+            primed[1].cancel()
+
     def _drop_sync(self, item_id: str) -> None:
         guess = self._guesses.pop(item_id, None)
         if guess is None:

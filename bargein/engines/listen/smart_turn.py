@@ -3,8 +3,9 @@
 The model hears the last 8 s of 16 kHz audio (zero-padded at the front when shorter), normalised to
 zero mean and unit variance, as 80 Whisper log-mel bands by 800 frames, and answers the probability
 that the turn is complete. It listens to intonation and rhythm, so "a table for... [pause]" sounds
-unfinished while "a table for four." sounds done. One model serves every session: requests that
-arrive while a batch runs wait for the next one and run together, in a worker thread, off the loop.
+unfinished while "a table for four." sounds done. One model serves every session: requests wait in one
+queue and run one at a time in a worker thread, off the loop (a pass over several clips costs no less
+per clip), and a request withdrawn while it waits never runs.
 
 Features are computed as faster-whisper's ``FeatureExtractor`` would on the whole padded window, but
 cheaper: most clips are much shorter than 8 s, and every STFT frame that sees only the padding holds
@@ -38,19 +39,19 @@ per clip, and one input shape keeps onnxruntime's arena at the size the warm-up 
 
 
 def int8_saturates(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
-    """True on an x86-64 CPU without VNNI (AVX-512 or AVX): there onnxruntime's default int8 kernels multiply
-    with instructions that saturate at 16 bits, and a model quantised as Smart Turn is can answer differently.
-    False where the CPU's flags cannot be read, or on other architectures."""
+    """True on an x86-64 CPU with AVX2 but no VNNI (AVX-512 or AVX): there onnxruntime's default int8 kernels
+    multiply with an instruction that saturates at 16 bits, and a model quantised as Smart Turn is can answer
+    differently. False where the CPU's flags cannot be read (not Linux), or on other architectures."""
     try:
         text = cpuinfo.read_text()
     except OSError:
         return False
     flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), None)
-    return flags is not None and "sse2" in flags and not {"avx512_vnni", "avx_vnni"} & set(flags)
+    return flags is not None and "avx2" in flags and not {"avx512_vnni", "avx_vnni"} & set(flags)
 
 
 class SmartTurnModel:
-    """The bare model: features and a batched forward pass, no scheduling."""
+    """The bare model: features and the forward pass, no scheduling."""
 
     def __init__(self, path: Path | None = None, *, threads: int = 1) -> None:
         from faster_whisper.feature_extractor import FeatureExtractor
@@ -71,7 +72,7 @@ class SmartTurnModel:
         # the periodic Hann window faster-whisper's STFT applies to every frame
         self._hann = np.hanning(self._extractor.n_fft + 1)[:-1].astype(np.float32)
         # onnxruntime's arena keeps the buffers of the runs it has seen, and passes of mixed batch sizes
-        # fragmented it: it grew by 25 to 40 MB at moments no warm-up foresaw, which a soak reads as a leak.
+        # fragmented it: it grew by 23 to 40 MB at moments no warm-up foresaw, which a soak reads as a leak.
         # Every pass has one shape (RUN_BATCH clips), so this first one gives the arena its final size
         self.predict(np.zeros((RUN_BATCH, MEL_BANDS, MEL_FRAMES), dtype=np.float32))
 
@@ -140,7 +141,7 @@ class SmartTurn(MicroBatcher[_Request]):
     name = "smart-turn-batcher"
     window_seconds = WINDOW_SECONDS
 
-    def __init__(self, model: SmartTurnModel | None = None, *, max_batch: int = 16) -> None:
+    def __init__(self, model: SmartTurnModel | None = None, *, max_batch: int = 1) -> None:
         super().__init__()
         self.model = model or SmartTurnModel()
         self.max_batch = max_batch

@@ -345,10 +345,13 @@ class DuplexMachine:
         self.storm.capacity = settings.listening.storm_barge_ins
         self.storm.window_ms = settings.listening.storm_window_ms
         if not settings.vad:
-            if self._turn is not None:  # a paused reply resumes when its pause timer fires
-                self.segments.forget(self._turn.item_id)
-                self._emit(v.SegmentAbandoned(self._turn.item_id))
-            self._turn = None
+            turn, self._turn = self._turn, None
+            if turn is not None:
+                self.segments.forget(turn.item_id)
+                self._emit(v.SegmentAbandoned(turn.item_id))
+            reply = self._reply
+            if reply is not None and reply.paused and not self._awaiting:
+                self._resume(reply)  # the speech that paused it will never be judged now
             self._emit(v.DisarmIdleTimer())
 
     # -- the reply's output -------------------------------------------------------------------------
