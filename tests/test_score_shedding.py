@@ -45,19 +45,19 @@ async def eventually(condition: Callable[[], bool], timeout_s: float = 5.0) -> b
     return True
 
 
-async def pause_being_scored() -> tuple[Harness, StuckTurnModel]:
+async def pause_being_scored() -> tuple[Harness, StuckTurnModel, FakeRecognizer]:
     """A session whose user spoke and paused: the pause's end-of-turn score is waiting on the model."""
     turn = StuckTurnModel()
-    h = Harness(Engines(FakeVad(), FakeRecognizer(("hello there friend.",)), FakeLanguageModel(), FakeSynthesizer(),
-                        turn=turn))
+    asr = FakeRecognizer(("hello there friend.",))
+    h = Harness(Engines(FakeVad(), asr, FakeLanguageModel(), FakeSynthesizer(), turn=turn))
     await stream(h, np.concatenate([tone(0.8), quiet(0.25)]))
     assert await eventually(lambda: turn.asked == 1)
     assert turn.withdrawn == 0, "the pause is being scored"
-    return h, turn
+    return h, turn, asr
 
 
 async def test_a_score_is_withdrawn_when_speech_resumes_and_when_the_turn_ends_without_it() -> None:
-    h, turn = await pause_being_scored()
+    h, turn, _ = await pause_being_scored()
     await stream(h, tone(0.6))
     assert await eventually(lambda: turn.withdrawn == 1), "speech came back: that pause's score can no longer count"
     await stream(h, quiet(1.0))
@@ -68,10 +68,14 @@ async def test_a_score_is_withdrawn_when_speech_resumes_and_when_the_turn_ends_w
 
 
 async def test_a_score_is_withdrawn_when_turn_detection_is_turned_off_during_the_pause() -> None:
-    h, turn = await pause_being_scored()
+    h, turn, asr = await pause_being_scored()
     await h.send(type="session.update", session={"audio": {"input": {"turn_detection": None}}})
     await h.drain(until="session.updated")
     assert await eventually(lambda: turn.withdrawn == 1), "no endpoint can come: the pause's score is withdrawn"
+    recognitions = asr.calls
+    await stream(h, tone(1.5))
+    await asyncio.sleep(0.3)
+    assert asr.calls == recognitions, "the abandoned segment gets no more partial recognitions"
     await h.session.close()
 
 
