@@ -79,6 +79,18 @@ async def test_a_score_is_withdrawn_when_turn_detection_is_turned_off_during_the
     await h.session.close()
 
 
+async def test_clearing_the_buffer_mid_turn_withdraws_the_score_and_drops_the_guess() -> None:
+    h, turn, _ = await pause_being_scored()
+    speculator = h.session.executor.speculator
+    assert await eventually(lambda: speculator.counts.asr_started == 1), "the pause is being guessed at"
+    await h.send(type="input_audio_buffer.clear")
+    await h.drain(until="input_audio_buffer.cleared")
+    assert await eventually(lambda: turn.withdrawn == 1)
+    assert speculator.counts.asr_discarded == 1, "the cleared segment's guess is dropped"
+    assert speculator.counts.llm_discarded == speculator.counts.llm_started, "and any reply prefetched for it"
+    await h.session.close()
+
+
 class _BlockingModel:
     """Stands in for the onnx model; the first batch blocks until released, every clip run is recorded."""
 
