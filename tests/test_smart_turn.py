@@ -197,3 +197,17 @@ def test_exact_int8_is_not_forced_where_the_cpu_is_unknown_or_not_x86(tmp_path: 
     arm = tmp_path / "cpuinfo"
     arm.write_text("processor\t: 0\nFeatures\t: fp asimd evtstrm aes pmull sha1 sha2 crc32\n")
     assert not int8_saturates(arm)
+
+
+@pytest.mark.parametrize("saturates", [True, False])
+def test_the_model_asks_for_exact_int8_exactly_where_the_cpu_saturates(monkeypatch: pytest.MonkeyPatch,
+                                                                      saturates: bool) -> None:
+    import bargein.engines.listen.smart_turn as smart_turn
+
+    monkeypatch.setattr(smart_turn, "int8_saturates", lambda: saturates)
+    options = SmartTurnModel()._session.get_session_options()
+    try:
+        exact = options.get_session_config_entry("session.x64quantprecision") == "1"
+    except RuntimeError:  # onnxruntime's answer for an entry never set
+        exact = False
+    assert exact is saturates
