@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Literal, assert_never
 
 from bargein.protocol.client_events import ResponseParams
-from bargein.protocol.errors import ProtocolError
+from bargein.session.core import rejections
 from bargein.session.core import vocabulary as v
 from bargein.session.core.classifier import ListenDecision
 from bargein.session.core.endpointing import TurnEvidence
@@ -307,10 +307,7 @@ class DuplexMachine:
     def _on_client_commit(self, event: v.ClientCommit) -> None:
         turn, self._turn = self._turn, None
         if event.buffered_ms < MIN_COMMIT_MS and turn is None:
-            self._emit(v.Reject(ProtocolError(
-                f"buffer too small: expected at least {MIN_COMMIT_MS:.0f} ms of audio, "
-                f"have {event.buffered_ms:.2f} ms",
-                code="input_audio_buffer_commit_empty", event_id=event.event_id)))
+            self._emit(v.Reject(rejections.commit_too_small(MIN_COMMIT_MS, event.buffered_ms, event.event_id)))
             return
         item_id = turn.item_id if turn else self.new_id("item")
         if turn is not None:
@@ -324,19 +321,14 @@ class DuplexMachine:
 
     def _on_client_create(self, event: v.ClientResponseCreate) -> None:
         if self._reply is not None:
-            self._emit(v.Reject(ProtocolError(
-                f"conversation already has an active response in progress: {self._reply.response_id}",
-                code="conversation_already_has_active_response", event_id=event.event_id)))
+            self._emit(v.Reject(rejections.reply_in_progress(self._reply.response_id, event.event_id)))
             return
         self._start_reply("client", event.params)
 
     def _on_client_cancel(self, event: v.ClientResponseCancel) -> None:
         reply = self._reply
         if reply is None or (event.response_id is not None and event.response_id != reply.response_id):
-            self._emit(v.Reject(ProtocolError(
-                "cancellation failed: no active response found"
-                + (f" with id {event.response_id}" if event.response_id else ""),
-                code="response_cancel_not_active", param="response_id", event_id=event.event_id)))
+            self._emit(v.Reject(rejections.nothing_to_cancel(event.response_id, event.event_id)))
             return
         self._cancel_active("client_cancelled")
 
