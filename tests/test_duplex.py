@@ -238,6 +238,13 @@ def test_switching_to_manual_mid_turn_drops_the_turn() -> None:
     assert t.silence(1000) == []
 
 
+def test_clearing_the_buffer_mid_turn_abandons_the_turn_before_the_clear() -> None:
+    t = Timeline()
+    item_id = of(t.speech(320), dx.SpeechStarted)[0].item_id
+    assert t.feed(dx.ClientClear()) == [dx.SegmentAbandoned(item_id), dx.ClearBuffer()]
+    assert t.machine.phase is dx.Phase.LISTENING
+
+
 def test_switching_to_manual_between_turns_abandons_nothing() -> None:
     t = Timeline()
     t.speech(320)

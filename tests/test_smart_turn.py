@@ -81,9 +81,14 @@ class _CountingModel:
         return np.array([float(np.max(clip)) for clip in clips], np.float32)
 
 
-async def test_requests_arriving_together_run_as_one_batch_and_each_gets_its_own_answer() -> None:
+@pytest.mark.parametrize(("max_batch", "batches"), [
+    (16, [1, 3]),  # those waiting together run as one batch
+    (None, [1, 1, 1, 1]),  # by default each is its own pass, so the first answer waits for no other
+])
+async def test_waiting_requests_run_in_batches_of_max_batch_and_each_gets_its_own_answer(
+        max_batch: int | None, batches: list[int]) -> None:
     model = _CountingModel()
-    turn = SmartTurn(model, max_batch=16)  # type: ignore[arg-type]
+    turn = SmartTurn(model) if max_batch is None else SmartTurn(model, max_batch=max_batch)  # type: ignore[arg-type]
     first = asyncio.create_task(turn.probability(np.full(1600, 0.1, np.float32)))
     await asyncio.sleep(0.05)  # the first batch (of one) is running and blocked
     rest = [asyncio.create_task(turn.probability(np.full(1600, level, np.float32))) for level in (0.2, 0.3, 0.4)]
@@ -91,20 +96,7 @@ async def test_requests_arriving_together_run_as_one_batch_and_each_gets_its_own
     model.release.set()
     results = await asyncio.gather(first, *rest)
     assert results == pytest.approx([0.1, 0.2, 0.3, 0.4])
-    assert model.batches == [1, 3]
-    await turn.aclose()
-
-
-async def test_by_default_each_waiting_request_is_its_own_pass_so_the_first_answer_waits_for_no_other() -> None:
-    model = _CountingModel()
-    turn = SmartTurn(model)  # type: ignore[arg-type]
-    first = asyncio.create_task(turn.probability(np.full(1600, 0.1, np.float32)))
-    await asyncio.sleep(0.05)
-    rest = [asyncio.create_task(turn.probability(np.full(1600, level, np.float32))) for level in (0.2, 0.3, 0.4)]
-    await asyncio.sleep(0.05)
-    model.release.set()
-    assert await asyncio.gather(first, *rest) == pytest.approx([0.1, 0.2, 0.3, 0.4])
-    assert model.batches == [1, 1, 1, 1]
+    assert model.batches == batches
     await turn.aclose()
 
 

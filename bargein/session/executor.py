@@ -70,9 +70,6 @@ class ActionExecutor:
             case v.CommitBuffer(item_id, start_ms, end_ms, _, listen_span, urgent):
                 self._commit(item_id, start_ms, end_ms, listen_span, urgent=urgent)
             case v.ClearBuffer():
-                if (speaking := self.tracker.speaking) is not None:
-                    self.speculator.abandon(speaking)
-                    self.tracker.stopped(speaking)
                 self.buffer.clear()
                 self._send("input_audio_buffer.cleared")
             case v.TrimBuffer(before_ms):

@@ -107,9 +107,7 @@ class DuplexMachine:
             case v.ClientCommit():
                 self._on_client_commit(event)
             case v.ClientClear():
-                if self._turn is not None:
-                    self.segments.forget(self._turn.item_id)
-                self._turn = None
+                self._abandon_turn()
                 self._emit(v.ClearBuffer())
             case v.ClientResponseCreate():
                 self._on_client_create(event)
@@ -337,14 +335,18 @@ class DuplexMachine:
         self.storm.capacity = settings.listening.storm_barge_ins
         self.storm.window_ms = settings.listening.storm_window_ms
         if not settings.vad:
-            turn, self._turn = self._turn, None
-            if turn is not None:
-                self.segments.forget(turn.item_id)
-                self._emit(v.SegmentAbandoned(turn.item_id))
+            self._abandon_turn()
             reply = self._reply
             if reply is not None and reply.paused and not self._awaiting:
                 self._resume(reply)  # the speech that paused it will never be judged now
             self._emit(v.DisarmIdleTimer())
+
+    def _abandon_turn(self) -> None:
+        """The turn being spoken will never reach an endpoint: its recognition and score stop."""
+        turn, self._turn = self._turn, None
+        if turn is not None:
+            self.segments.forget(turn.item_id)
+            self._emit(v.SegmentAbandoned(turn.item_id))
 
     # -- the reply's output -------------------------------------------------------------------------
 

@@ -183,8 +183,8 @@ class SpeechResumed:
 
 @dataclass(frozen=True)
 class SegmentAbandoned:
-    """Turn detection was turned off while ``item_id`` was being spoken: its partials, guesses and end-of-turn
-    score stop (none of them can count any more); its audio stays in the buffer for the client to commit."""
+    """``item_id`` was being spoken when turn detection was turned off or the client cleared the buffer: its
+    partials, guesses and end-of-turn score stop (none of them can count any more)."""
 
     item_id: str
 
@@ -359,8 +359,8 @@ class ModeChanged:
     reason: str
 
 
-Action = (SpeechStarted | SilenceBegan | VoiceEnded | SpeechResumed | SegmentAbandoned | SpeechStopped
-          | CommitBuffer | ClearBuffer
-          | TrimBuffer | StartReply | CancelReply | ForwardAudio | DropAudio | ForwardText | HoldText | DropText
-          | CompleteReply | ArmIdleTimer | DisarmIdleTimer | IdleTimeout | Reject | PauseReply | HoldAudio | ResumeReply
-          | ArmPauseTimer | AwaitClassification | ReportSegment | DiscardSegment | PrefetchReply | ModeChanged)
+Action = (SpeechStarted | SilenceBegan | VoiceEnded | SpeechResumed | SegmentAbandoned | SpeechStopped | CommitBuffer
+          | ClearBuffer | TrimBuffer | StartReply | CancelReply | ForwardAudio | DropAudio | ForwardText | HoldText
+          | DropText | CompleteReply | ArmIdleTimer | DisarmIdleTimer | IdleTimeout | Reject | PauseReply | HoldAudio
+          | ResumeReply | ArmPauseTimer | AwaitClassification | ReportSegment | DiscardSegment | PrefetchReply
+          | ModeChanged)
