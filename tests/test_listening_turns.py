@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from bargein.engines.base import Transcript
 from bargein.session import core as dx
 from bargein.session.core.classifier import ListenDecision
@@ -85,23 +87,32 @@ def test_the_false_interruption_timeout_resumes_an_undecided_pause() -> None:
     assert t.feed(dx.PauseTimerFired(reply)) == [dx.ResumeReply(reply)]
 
 
-def test_turning_detection_off_mid_interruption_resumes_the_paused_reply() -> None:
+ABANDONS = {"detection off": (dx.SettingsChanged(dx.TurnSettings.manual()), dx.DisarmIdleTimer()),
+            "buffer cleared": (dx.ClientClear(), dx.ClearBuffer())}
+"""Two ways a turn ends without an endpoint: the event, and the action that follows the abandonment."""
+
+
+@pytest.mark.parametrize("how", ABANDONS)
+def test_an_abandoned_interruption_resumes_the_paused_reply(how: str) -> None:
+    event, then = ABANDONS[how]
     t = Listening()
     reply = t.agent_speaking()
-    item = of(t.speech(160), dx.SpeechStarted)[0].item_id
-    assert t.machine.phase is dx.Phase.USER_SPEAKING
-    assert t.feed(dx.SettingsChanged(dx.TurnSettings.manual())) == [
-        dx.SegmentAbandoned(item), dx.ResumeReply(reply), dx.DisarmIdleTimer()]
+    spoke = t.speech(160)
+    item = of(spoke, dx.SpeechStarted)[0].item_id
+    assert of(spoke, dx.PauseReply) == [dx.PauseReply(reply, item)]
+    assert t.feed(event) == [dx.SegmentAbandoned(item), dx.ResumeReply(reply), then]
     assert t.feed(dx.ReplyAudio(reply, "a1")) == [dx.ForwardAudio(reply, "a1")]
 
 
-def test_turning_detection_off_leaves_the_pause_to_a_segment_still_being_judged() -> None:
+@pytest.mark.parametrize("how", ABANDONS)
+def test_an_abandoned_turn_leaves_the_pause_to_a_segment_still_being_judged(how: str) -> None:
+    event, then = ABANDONS[how]
     t = Listening()
     reply = t.agent_speaking()
     t.speech(160)
     judged = of(t.silence(544), dx.AwaitClassification)[0].item_id
     second = of(t.speech(160), dx.SpeechStarted)[0].item_id
-    assert t.feed(dx.SettingsChanged(dx.TurnSettings.manual())) == [dx.SegmentAbandoned(second), dx.DisarmIdleTimer()]
+    assert t.feed(event) == [dx.SegmentAbandoned(second), then]
     assert t.machine.phase is dx.Phase.PAUSED
     assert t.feed(dx.SegmentClassified(judged, "noise")) == [dx.DiscardSegment(judged), dx.ResumeReply(reply)]
 
@@ -186,9 +197,9 @@ UNSURE = (0.1605, "How long does it take to?")
 
 
 def hear(t: Listening, item_id: str, recorded: tuple[float, str]) -> None:
-    """The shell's answers to SilenceBegan: the end-of-turn score, then the speculative words."""
+    """The shell's answers to SilenceBegan and ScoreTurnEnd: the end-of-turn score, then the speculative words."""
     began = of(t.actions, dx.SilenceBegan)[-1]
-    assert began.item_id == item_id and began.score
+    assert of(t.actions, dx.ScoreTurnEnd)[-1] == dx.ScoreTurnEnd(item_id, began.at_ms), "semantic_vad scores at once"
     t.feed(dx.TurnEndScored(item_id, began.at_ms, recorded[0]))
     t.feed(dx.GuessTranscribed(item_id, Transcript(recorded[1])))
 
@@ -243,8 +254,8 @@ def test_a_score_for_an_earlier_silence_does_not_count() -> None:
 def test_server_vad_keeps_plain_silence_and_asks_for_no_score() -> None:
     t = Listening()
     t.speech(640)
-    assert not of(t.silence(32), dx.SilenceBegan)[0].score
-    assert of(t.silence(480), dx.CommitBuffer)
+    assert of(t.silence(32), dx.SilenceBegan)
+    assert of(t.silence(480), dx.CommitBuffer) and not of(t.actions, dx.ScoreTurnEnd)
 
 
 def test_endpoint_silence_policy() -> None:

@@ -46,7 +46,6 @@ UNSURE_FINISHED = (0.06, "He was not an ill-disposed young man.")
 def hear(t: Listening, recorded: tuple[float, str]) -> list[dx.Action]:
     """The shell's two answers to the last SilenceBegan; the actions they caused."""
     began = of(t.actions, dx.SilenceBegan)[-1]
-    assert began.score, "the tiered endpoint asks for the end-of-turn score"
     return (t.feed(dx.TurnEndScored(began.item_id, began.at_ms, recorded[0]))
             + t.feed(dx.GuessTranscribed(began.item_id, Transcript(recorded[1]))))
 
@@ -80,6 +79,23 @@ def test_what_reads_finished() -> None:
     assert reads_finished("Can you call the dentist tomorrow?", 4)
     assert not reads_finished("Call the dentist.", 4), "too few words to be sure"
     assert not reads_finished("Can you remind me to?", 4), "ends on a word that leads on"
+
+
+def test_the_sound_is_scored_once_the_silence_has_lasted_long_enough_to_matter() -> None:
+    t = Listening(TIERED)
+    t.speech(1600)
+    after = DEFAULT_TIERS.score_after_ms
+    assert 0 < after < DEFAULT_TIERS.short_ms
+    began = of(t.silence(after - 32), dx.SilenceBegan)[0]
+    assert not of(t.actions, dx.ScoreTurnEnd), "a pause the speech resumes from is not scored"
+    t.speech(320)
+    assert not of(t.actions, dx.ScoreTurnEnd)
+    again = of(t.silence(after), dx.SilenceBegan)[0]
+    asked = of(t.actions, dx.ScoreTurnEnd)
+    assert asked == [dx.ScoreTurnEnd(again.item_id, again.at_ms)], "once, for the silence's start, not its end"
+    assert again.at_ms > began.at_ms and t.now_ms - again.at_ms == after
+    t.silence(320)
+    assert len(of(t.actions, dx.ScoreTurnEnd)) == 1
 
 
 def test_a_complete_utterance_is_committed_after_the_short_silence() -> None:

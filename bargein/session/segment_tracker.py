@@ -6,7 +6,8 @@ machine sees the first silence it asks for speculative recognition (:class:`Sile
 fed back as :class:`GuessTranscribed`, and the machine decides whether a reply is worth prefetching (or,
 over a paused reply, whether the words cut it; then the turn's loud stretch is also recognised primed, and
 fed back as a second :class:`GuessTranscribed` with both). For
-semantic endpointing it also asks for the end-of-turn model's score, fed back as :class:`TurnEndScored`.
+semantic and tiered endpointing it also asks for the end-of-turn model's score when the machine says
+(:class:`ScoreTurnEnd`), fed back as :class:`TurnEndScored`.
 Nothing here decides anything about the turn.
 """
 
@@ -143,20 +144,24 @@ class SegmentTracker:
 
     # -- speculation --------------------------------------------------------------------------------
 
-    def silence_began(self, item_id: str, at_ms: float, *, score: bool = False,
+    def score(self, item_id: str, at_ms: float) -> None:
+        """Have the end-of-turn model judge the turn up to the silence that began at ``at_ms`` (the audio its
+        speculative recognition heard); one score at a time per session."""
+        if self._speaking != item_id:
+            return
+        if self._score_task is not None:
+            self._score_task.cancel()  # an older silence's score no longer counts
+        self._score_task = asyncio.create_task(self._score(item_id, at_ms, self.audio(at_ms + FRAME_MS)))
+        self._score_item = item_id
+
+    def silence_began(self, item_id: str, at_ms: float, *,
                       listen_span: tuple[float, float] | None = None, urgent: bool = False) -> None:
         """Start recognising the turn so far; the machine hears the guess and may prefetch a reply.
-        With ``score``, the end-of-turn model judges the same audio (one score at a time per session).
         With ``listen_span`` (a turn over a paused reply) its loud stretch so far is also recognised primed with
         the listening vocabulary, after the plain guess; ``urgent``: both go before other recognitions, and
         the primed one is still reported if the user speaks on (a command in it cuts the paused reply)."""
         if self._speaking != item_id:
             return
-        if score:
-            if self._score_task is not None:
-                self._score_task.cancel()  # an older silence's score no longer counts
-            self._score_task = asyncio.create_task(self._score(item_id, at_ms, self.audio(at_ms + FRAME_MS)))
-            self._score_item = item_id
         if at_ms - self._onset_ms > MAX_GUESS_MS:
             return  # a long segment is recognised once, in slices, when it is committed
         task = self.speculator.recognise(item_id, self.audio(at_ms + FRAME_MS), urgent=urgent)

@@ -101,7 +101,11 @@ class TieredPreset:
     finished sentence (:func:`reads_finished`); waits ``long_ms`` when the words lead on, or the sound says
     unfinished (probability < ``low``) and the words trail off (:func:`trails_off`). A witness that has not
     answered leaves the plain silence, so the turn never waits longer than ``server_vad`` for want of
-    evidence. Short answers ("Yes.", "Stop.") need no word count to avoid the long wait."""
+    evidence. Short answers ("Yes.", "Stop.") need no word count to avoid the long wait.
+
+    The sound is scored only once the silence has lasted ``score_after_ms``: a pause the speech resumes from
+    sooner costs no end-of-turn pass, and a score asked then (of the same audio, cut where the silence began)
+    is still in time for ``short_ms`` when the pass takes under ``short_ms - score_after_ms``."""
 
     high: float
     low: float
@@ -109,6 +113,7 @@ class TieredPreset:
     short_ms: int
     middle_ms: int
     long_ms: int
+    score_after_ms: int = 96
 
     def silence_ms(self, probability: float | None, words: str | None) -> int:
         """The silence for this evidence."""

@@ -38,6 +38,8 @@ class _Turn:
     onset_ms: float
     during_reply: bool
     silence_since_ms: float | None = None
+    scored: bool = False
+    """The end-of-turn model was asked about the current silence."""
     heard: TurnEvidence = field(default_factory=TurnEvidence)
     speech_ms: float = 0.0
 
@@ -193,9 +195,9 @@ class DuplexMachine:
             turn.silence_since_ms = None
             self._emit(v.SpeechResumed(turn.item_id))
         elif silence and turn.silence_since_ms is None:
-            turn.silence_since_ms = frame.start_ms
+            turn.silence_since_ms, turn.scored = frame.start_ms, False
             turn.heard.silence(frame.start_ms)
-            self._emit(v.SilenceBegan(turn.item_id, frame.start_ms, settings.endpointing.scores,
+            self._emit(v.SilenceBegan(turn.item_id, frame.start_ms,
                                       self.segments.listen_span(turn.item_id, turn.onset_ms) if waits else None, waits))
         elif waits and turn.silence_since_ms is None and (
                 span := self.segments.voice_faded(turn.item_id, turn.onset_ms)):  # the room talks on after it
@@ -203,6 +205,10 @@ class DuplexMachine:
         if (turn.during_reply and reply is not None and not reply.paused and settings.interruption.enabled
                 and turn.speech_ms >= settings.interruption.confirm_query_ms):
             self._pause(reply, turn)  # confirm mode: a query-length segment may interrupt
+        if (settings.endpointing.scores and turn.silence_since_ms is not None and not turn.scored
+                and frame.end_ms - turn.silence_since_ms >= settings.endpointing.score_after_ms):
+            turn.scored = True  # a pause the speech resumes from sooner is never scored
+            self._emit(v.ScoreTurnEnd(turn.item_id, turn.silence_since_ms))
         self._check_endpoint(turn, frame.end_ms)
 
     def _check_endpoint(self, turn: _Turn, now_ms: float) -> None:
@@ -336,17 +342,18 @@ class DuplexMachine:
         self.storm.window_ms = settings.listening.storm_window_ms
         if not settings.vad:
             self._abandon_turn()
-            reply = self._reply
-            if reply is not None and reply.paused and not self._awaiting:
-                self._resume(reply)  # the speech that paused it will never be judged now
             self._emit(v.DisarmIdleTimer())
 
     def _abandon_turn(self) -> None:
-        """The turn being spoken will never reach an endpoint: its recognition and score stop."""
+        """The turn being spoken will never reach an endpoint: its recognition and score stop, and a reply it
+        paused resumes, unless an earlier segment is still being judged (then its verdict decides)."""
         turn, self._turn = self._turn, None
-        if turn is not None:
-            self.segments.forget(turn.item_id)
-            self._emit(v.SegmentAbandoned(turn.item_id))
+        if turn is None:
+            return
+        self.segments.forget(turn.item_id)
+        self._emit(v.SegmentAbandoned(turn.item_id))
+        if (reply := self._reply) is not None and reply.paused and not self._awaiting:
+            self._resume(reply)
 
     # -- the reply's output -------------------------------------------------------------------------
 

@@ -39,6 +39,12 @@ class Endpointing:
         """True when each silence asks the end-of-turn model for its score."""
         return self.eagerness is not None or self.tiers is not None
 
+    @property
+    def score_after_ms(self) -> int:
+        """How long a silence lasts before the end-of-turn model is asked about it (the tiers' wait;
+        ``semantic_vad`` asks at once, since its short silence is shorter than a score takes)."""
+        return self.tiers.score_after_ms if self.tiers is not None and self.eagerness is None else 0
+
     def silence_ms(self, evidence: TurnEvidence, *, confirm: bool) -> int:
         """The silence that ends the current turn, as the evidence heard so far says."""
         return endpoint_silence_ms(self.silence_duration_ms, eagerness=self.eagerness, tiers=self.tiers,

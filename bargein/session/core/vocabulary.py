@@ -150,17 +150,24 @@ class SpeechStarted:
 
 @dataclass(frozen=True)
 class SilenceBegan:
-    """The VAD first saw silence in a turn: speculative recognition may start (and with ``score``, the
-    end-of-turn model scores the turn so far, fed back as :class:`TurnEndScored`)."""
+    """The VAD first saw silence in a turn: speculative recognition may start."""
 
     item_id: str
     at_ms: float
-    score: bool = False
     listen_span: tuple[float, float] | None = None
     """A turn over the agent's reply: its loud stretch so far, recognised a second time primed (as
     :class:`CommitBuffer`'s ``listen_span``), at once, and fed back as ``GuessTranscribed.primed``."""
     urgent: bool = False
     """A paused reply waits for these words: the recogniser serves them before other work."""
+
+
+@dataclass(frozen=True)
+class ScoreTurnEnd:
+    """The silence that began at ``at_ms`` has lasted long enough to be worth judging: the end-of-turn model
+    scores the turn up to it (the audio :class:`SilenceBegan` saw), fed back as :class:`TurnEndScored`."""
+
+    item_id: str
+    at_ms: float
 
 
 @dataclass(frozen=True)
@@ -359,8 +366,8 @@ class ModeChanged:
     reason: str
 
 
-Action = (SpeechStarted | SilenceBegan | VoiceEnded | SpeechResumed | SegmentAbandoned | SpeechStopped | CommitBuffer
-          | ClearBuffer | TrimBuffer | StartReply | CancelReply | ForwardAudio | DropAudio | ForwardText | HoldText
-          | DropText | CompleteReply | ArmIdleTimer | DisarmIdleTimer | IdleTimeout | Reject | PauseReply | HoldAudio
-          | ResumeReply | ArmPauseTimer | AwaitClassification | ReportSegment | DiscardSegment | PrefetchReply
-          | ModeChanged)
+Action = (SpeechStarted | SilenceBegan | ScoreTurnEnd | VoiceEnded | SpeechResumed | SegmentAbandoned | SpeechStopped
+          | CommitBuffer | ClearBuffer | TrimBuffer | StartReply | CancelReply | ForwardAudio | DropAudio | ForwardText
+          | HoldText | DropText | CompleteReply | ArmIdleTimer | DisarmIdleTimer | IdleTimeout | Reject | PauseReply
+          | HoldAudio | ResumeReply | ArmPauseTimer | AwaitClassification | ReportSegment | DiscardSegment
+          | PrefetchReply | ModeChanged)
