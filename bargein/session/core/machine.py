@@ -14,6 +14,7 @@ from typing import Literal, assert_never
 from bargein.protocol.client_events import ResponseParams
 from bargein.session.core import rejections
 from bargein.session.core import vocabulary as v
+from bargein.session.core.admission import admission, admit
 from bargein.session.core.classifier import ListenDecision
 from bargein.session.core.endpointing import TurnEvidence
 from bargein.session.core.segment_book import SegmentBook, ignored_action
@@ -115,18 +116,12 @@ class DuplexMachine:
                 self._on_client_create(event)
             case v.ClientResponseCancel():
                 self._on_client_cancel(event)
-            case v.ReplyAudio(response_id, payload):
-                admission = self._admission(response_id)
-                if admission == "forward" and self._reply is not None:
-                    self._reply.has_audio = True
-                audio: dict[str, v.Action] = {"forward": v.ForwardAudio(response_id, payload),
-                                              "hold": v.HoldAudio(response_id, payload),
-                                              "drop": v.DropAudio(response_id)}
-                self._emit(audio[admission])
-            case v.ReplyText(response_id, text):
-                words: dict[str, v.Action] = {"forward": v.ForwardText(response_id, text),
-                                              "hold": v.HoldText(response_id, text), "drop": v.DropText(response_id)}
-                self._emit(words[self._admission(response_id)])
+            case v.ReplyAudio() | v.ReplyText():
+                reply = self._reply
+                how = admission(reply.response_id if reply else None, bool(reply and reply.paused), event.response_id)
+                if how == "forward" and reply is not None and isinstance(event, v.ReplyAudio):
+                    reply.has_audio = True
+                self._emit(admit(event, how))
             case v.ReplyFinished():
                 self._on_reply_finished(event)
             case v.IdleTimerFired():
@@ -354,15 +349,6 @@ class DuplexMachine:
         self._emit(v.SegmentAbandoned(turn.item_id))
         if (reply := self._reply) is not None and reply.paused and not self._awaiting:
             self._resume(reply)
-
-    # -- the reply's output -------------------------------------------------------------------------
-
-    def _admission(self, response_id: str) -> Literal["forward", "hold", "drop"]:
-        """What may happen to a reply's output: only the active reply's reaches the client, unless paused."""
-        reply = self._reply
-        if reply is None or reply.response_id != response_id:
-            return "drop"
-        return "hold" if reply.paused else "forward"
 
     def _on_reply_finished(self, event: v.ReplyFinished) -> None:
         reply = self._reply
