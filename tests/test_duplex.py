@@ -283,3 +283,14 @@ def test_idle_input_audio_is_trimmed_only_outside_a_turn_and_never_in_manual_mod
     assert t.feed(dx.AudioAppended(t.now_ms)) == [], "a turn in progress keeps all its audio"
     manual = Timeline(MANUAL)
     assert manual.feed(dx.AudioAppended(2000.0)) == []
+
+
+def test_a_turn_that_never_falls_silent_is_committed_at_the_longest_turn() -> None:
+    t = Timeline()
+    longest = dx.Endpointing().max_turn_ms
+    first = of(t.speech(longest - 32), dx.SpeechStarted)[0].item_id
+    assert not of(t.actions, dx.CommitBuffer)
+    ended = t.speech(32)
+    assert of(ended, dx.SpeechStopped) == [dx.SpeechStopped(first, t.now_ms)]
+    assert [(c.item_id, c.end_ms) for c in of(ended, dx.CommitBuffer)] == [(first, t.now_ms)]
+    assert of(t.speech(32), dx.SpeechStarted)[0].item_id != first, "the speech goes on as a new turn"

@@ -198,3 +198,39 @@ def test_partials_of_a_long_segment_hear_a_bounded_window_and_long_segments_are_
     asyncio.run(scenario())
     assert len(asr.lengths) >= 50  # one partial a second, and no speculative guess of the whole minute
     assert max(asr.lengths) <= PARTIAL_WINDOW_MS / 1000 * 16_000
+
+
+def test_endless_speech_is_committed_in_turns_and_never_fills_the_input_buffer() -> None:
+    """A television the VAD hears as unbroken speech, for longer than the input buffer holds: the session
+    commits a turn each ``max_turn_ms`` and every append is taken (before, the one turn grew until the buffer
+    was full, and every append after that was refused, so the session never heard anything again)."""
+    seconds = MAX_BUFFER_SECONDS + 15
+
+    async def scenario() -> list[dict[str, Any]]:
+        session = RealtimeSession(fake_engines())
+        events: list[dict[str, Any]] = []
+
+        async def drain() -> None:
+            while len(session.outbound):
+                events.append((await session.outbound.get()).event)
+
+        await session.handle_message(json.dumps({"type": "session.update", "session": {"audio": {"input": {
+            "turn_detection": {"type": "server_vad", "create_response": False}}}}}))
+        t = np.arange(10 * 24_000) / 24_000
+        loud = base64.b64encode((0.3 * 32767 * np.sin(2 * np.pi * 300 * t)).astype("<i2").tobytes()).decode()
+        for _ in range(int(seconds / 10) + 1):
+            await session.handle_message(json.dumps({"type": "input_audio_buffer.append", "audio": loud}))
+            await asyncio.sleep(0.01)
+            await drain()
+        await session.close()
+        await drain()
+        return events
+
+    events = asyncio.run(scenario())
+    assert not [e for e in events if e["type"] == "error"]
+    started = {e["item_id"]: e["audio_start_ms"] for e in events if e["type"] == "input_audio_buffer.speech_started"}
+    stopped = [(e["item_id"], e["audio_end_ms"]) for e in events if e["type"] == "input_audio_buffer.speech_stopped"]
+    assert len(stopped) >= int(seconds / 60), "one turn each max_turn_ms"
+    assert all(end - started[item] <= 60_000 + 32 for item, end in stopped)
+    committed = [e for e in events if e["type"] == "input_audio_buffer.committed"]
+    assert len(committed) == len(stopped)

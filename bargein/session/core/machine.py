@@ -207,8 +207,10 @@ class DuplexMachine:
         self._check_endpoint(turn, frame.end_ms)
 
     def _check_endpoint(self, turn: _Turn, now_ms: float) -> None:
-        if turn.silence_since_ms is not None and now_ms - turn.silence_since_ms >= \
-                self.settings.endpointing.silence_ms(turn.heard, confirm=self.storm.mode == "confirm"):
+        endpointing = self.settings.endpointing
+        if (turn.silence_since_ms is not None and now_ms - turn.silence_since_ms
+                >= endpointing.silence_ms(turn.heard, confirm=self.storm.mode == "confirm")) \
+                or now_ms - turn.onset_ms >= endpointing.max_turn_ms:  # endless "speech": commit what there is
             self._end_turn(turn, self.settings, now_ms)
 
     def _begin_turn(self, onset_ms: float, settings: TurnSettings) -> None:
@@ -226,9 +228,8 @@ class DuplexMachine:
             self._pause(reply, turn)
 
     def _end_turn(self, turn: _Turn, settings: TurnSettings, now_ms: float) -> None:
-        assert turn.silence_since_ms is not None
         self._turn = None
-        self._emit(v.SpeechStopped(turn.item_id, turn.silence_since_ms))
+        self._emit(v.SpeechStopped(turn.item_id, now_ms if turn.silence_since_ms is None else turn.silence_since_ms))
         start = max(0.0, turn.onset_ms - settings.endpointing.prefix_padding_ms)
         span = self.segments.listen_span(turn.item_id, turn.onset_ms) if settings.listening.classify else None
         paused = self._reply if self._reply is not None and self._reply.paused else None  # it waits for the verdict

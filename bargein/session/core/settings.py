@@ -27,6 +27,10 @@ class Endpointing:
     """Audio kept before the onset in the committed item."""
     silence_duration_ms: int = 500
     """Silence that ends a turn (``server_vad``)."""
+    max_turn_ms: int = 60_000
+    """A turn that has gone on this long without an endpoint is committed as it stands (and the next speech
+    begins a new one). A television or a fan the VAD hears as endless speech would otherwise hold one turn
+    open until the input buffer is full, after which every append is refused and the session hears nothing."""
     eagerness: Eagerness | None = None
     """Set for ``semantic_vad``: the endpoint silence then follows the end-of-turn model and the words."""
     tiers: TieredPreset | None = None
