@@ -64,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
                             "500 ms of silence unless Smart Turn and the words agree; see --plain-silence)")
     serve.add_argument("--plain-silence", dest="tiered_endpoint", action="store_const", const=False,
                        help="server_vad waits plain silence (500 ms unless a client sets it), without the tiered "
-                            "endpoint's Smart Turn at every pause: more sessions per core, slower turns")
+                            "endpoint's Smart Turn at pauses: more sessions per core, slower turns")
     serve.add_argument("--no-builtin-tools", dest="builtin_tools", action="store_const", const=False,
                        help="do not offer the built-in clock, calendar, calculator and unit tools")
     for command in (serve, deploy):

@@ -77,10 +77,11 @@ class Settings(BaseSettings):
     (Smart Turn, waiting long unless finished) cuts fewer turns off at mid-sentence pauses but waits longer
     than 500 ms at the median on real read speech (docs/benchmarks.md)."""
     tiered_endpoint: bool = True
-    """``server_vad`` follows the tiered endpoint (Smart Turn scores every pause). Off, it waits plain silence,
-    as the OpenAI Realtime API does: Smart Turn never runs for it, and a listening session costs a quarter to a
-    third of the CPU (docs/scaling.md), at the price of a fixed 500 ms after every turn. ``semantic_vad`` (asked
-    for by a client, or made the default with ``turn_detection``) still scores with Smart Turn."""
+    """``server_vad`` follows the tiered endpoint (Smart Turn scores every pause of 96 ms or more). Off, it
+    waits plain silence, as the OpenAI Realtime API does: Smart Turn never runs for it, and a listening session
+    costs a quarter to a third of the CPU (docs/scaling.md), at the price of a fixed 500 ms after every turn.
+    ``semantic_vad`` (asked for by a client, or made the default with ``turn_detection``) still scores with
+    Smart Turn."""
     drain_s: float = Field(10.0, ge=0.0, le=3600.0)
     """On SIGTERM, how long live replies may go on before every session is closed (1001)."""
     listen: bool = True

@@ -99,3 +99,32 @@ def test_a_rolling_restart_raises_no_draining_flag() -> None:
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+async def test_the_drain_stops_accepting_then_lets_open_connections_end_before_uvicorn_closes_them() -> None:
+    """uvicorn's shutdown closes every open WebSocket with 1012: a refusal still being said (error event, then
+    1013) must end first. A worker with nothing to drain got there within ms, its listener still open."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from bargein.server.drain import settle_connections
+
+    class Listener:
+        closed_at: float | None = None
+
+        def close(self) -> None:
+            self.closed_at = loop.time()
+
+    loop = asyncio.get_running_loop()
+    listener = Listener()
+    refusal = object()
+    server = SimpleNamespace(servers=[listener], server_state=SimpleNamespace(connections={refusal}))
+    loop.call_later(0.15, server.server_state.connections.discard, refusal)
+    started = loop.time()
+    await settle_connections(server, limit_s=1.0)
+    assert listener.closed_at is not None and listener.closed_at - started < 0.05, "no new connection lands here"
+    assert 0.14 <= loop.time() - started < 0.5, "the refusal ended before the server went on to exit"
+    server.server_state.connections.add(object())  # a client that never closes: bounded
+    started = loop.time()
+    await settle_connections(server, limit_s=0.2)
+    assert 0.19 <= loop.time() - started < 0.5

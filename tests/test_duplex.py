@@ -276,6 +276,16 @@ def test_reply_text_is_forwarded_only_for_the_active_reply() -> None:
     assert t.feed(dx.ReplyText(response_id, " there")) == [dx.DropText(response_id)]
 
 
+def test_a_reply_is_speaking_from_its_first_forwarded_audio_not_its_text() -> None:
+    t = Timeline()
+    t.speech(320)
+    response_id = of(t.silence(544), dx.StartReply)[0].response_id
+    assert t.feed(dx.ReplyText(response_id, "Hello")) == [dx.ForwardText(response_id, "Hello")]
+    assert t.machine.phase is dx.Phase.THINKING
+    assert t.feed(dx.ReplyAudio(response_id, "a0")) == [dx.ForwardAudio(response_id, "a0")]
+    assert t.machine.phase is dx.Phase.AGENT_SPEAKING
+
+
 def test_idle_input_audio_is_trimmed_only_outside_a_turn_and_never_in_manual_mode() -> None:
     t = Timeline()
     assert t.feed(dx.AudioAppended(2000.0)) == [dx.TrimBuffer(1500.0)]
@@ -293,4 +303,23 @@ def test_a_turn_that_never_falls_silent_is_committed_at_the_longest_turn() -> No
     ended = t.speech(32)
     assert of(ended, dx.SpeechStopped) == [dx.SpeechStopped(first, t.now_ms)]
     assert [(c.item_id, c.end_ms) for c in of(ended, dx.CommitBuffer)] == [(first, t.now_ms)]
-    assert of(t.speech(32), dx.SpeechStarted)[0].item_id != first, "the speech goes on as a new turn"
+    second = of(t.speech(32), dx.SpeechStarted)[0].item_id
+    assert second != first, "the speech goes on as a new turn"
+    commit = of(t.silence(544), dx.CommitBuffer)[0]
+    assert commit.item_id == second and commit.start_ms == longest, "no padding from audio committed already"
+    assert of(t.actions, dx.StartReply) == [dx.StartReply("resp_3", "turn_detected")], "only the ended turn is answered"
+
+
+def test_a_turn_committed_at_the_longest_is_judged_but_never_answered() -> None:
+    from tests.test_listening_turns import Listening
+
+    t = Listening()
+    reply = t.agent_speaking()
+    longest = dx.Endpointing().max_turn_ms
+    ended = t.speech(longest)
+    item = of(ended, dx.SpeechStarted)[0].item_id
+    assert of(ended, dx.PauseReply) == [dx.PauseReply(reply, item)]
+    assert of(ended, dx.AwaitClassification) == [dx.AwaitClassification(item)]
+    assert t.feed(dx.SegmentClassified(item, "query")) == [], "no cut, no answer: nothing says the user finished"
+    assert t.machine.phase is dx.Phase.PAUSED
+    assert t.feed(dx.PauseTimerFired(reply)) == [dx.ResumeReply(reply)]

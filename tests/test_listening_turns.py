@@ -100,8 +100,28 @@ def test_an_abandoned_interruption_resumes_the_paused_reply(how: str) -> None:
     spoke = t.speech(160)
     item = of(spoke, dx.SpeechStarted)[0].item_id
     assert of(spoke, dx.PauseReply) == [dx.PauseReply(reply, item)]
-    assert t.feed(event) == [dx.SegmentAbandoned(item), dx.ResumeReply(reply), then]
+    assert t.feed(event) == [dx.SegmentAbandoned(item), then, dx.ResumeReply(reply)], "the clear is told first"
     assert t.feed(dx.ReplyAudio(reply, "a1")) == [dx.ForwardAudio(reply, "a1")]
+
+
+def test_a_cleared_turn_resumes_a_reply_whose_earlier_segment_was_judged_noise_meanwhile() -> None:
+    t = Listening()
+    reply = t.agent_speaking()
+    t.speech(160)
+    judged = of(t.silence(544), dx.AwaitClassification)[0].item_id
+    second = of(t.speech(160), dx.SpeechStarted)[0].item_id
+    assert of(t.feed(dx.SegmentClassified(judged, "noise")), dx.ResumeReply) == [], "the user is still speaking"
+    assert t.feed(dx.ClientClear()) == [dx.SegmentAbandoned(second), dx.ClearBuffer(), dx.ResumeReply(reply)]
+
+
+def test_a_client_commit_over_the_speech_that_paused_the_reply_cuts_it_and_answers() -> None:
+    t = Listening()
+    reply = t.agent_speaking()
+    item = of(t.speech(320), dx.SpeechStarted)[0].item_id
+    committed = t.feed(dx.ClientCommit(buffered_ms=320.0))
+    assert of(committed, dx.CancelReply) == [dx.CancelReply(reply, "turn_detected")]
+    assert [c.item_id for c in of(committed, dx.CommitBuffer)] == [item]
+    assert of(committed, dx.StartReply), "the committed turn is answered, not left behind a paused reply"
 
 
 @pytest.mark.parametrize("how", ABANDONS)

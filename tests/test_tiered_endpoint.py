@@ -44,8 +44,12 @@ UNSURE_FINISHED = (0.06, "He was not an ill-disposed young man.")
 
 
 def hear(t: Listening, recorded: tuple[float, str]) -> list[dx.Action]:
-    """The shell's two answers to the last SilenceBegan; the actions they caused."""
+    """The shell's two answers to the last SilenceBegan, once the machine has asked for the score; the actions
+    they caused."""
     began = of(t.actions, dx.SilenceBegan)[-1]
+    while not of(t.actions, dx.ScoreTurnEnd) or of(t.actions, dx.ScoreTurnEnd)[-1].at_ms != began.at_ms:
+        assert t.now_ms - began.at_ms < DEFAULT_TIERS.score_after_ms, "asked once the silence lasted long enough"
+        t.silence(32)
     return (t.feed(dx.TurnEndScored(began.item_id, began.at_ms, recorded[0]))
             + t.feed(dx.GuessTranscribed(began.item_id, Transcript(recorded[1]))))
 

@@ -11,7 +11,8 @@ Timeline (``--drain-s`` D):
 3. A reply still live at the deadline is cancelled (``response.done`` ``cancelled``, as if the client
    had sent ``response.cancel``). Every session then gets a final ``error`` (code
    ``server_shutting_down``) saying why, and its WebSocket closes with 1001 (going away).
-4. The server process exits.
+4. The server stops accepting connections, gives those still open (a late client's refusal being said) up
+   to 1 s to end, so uvicorn's own shutdown does not close them with 1012 instead, and exits.
 
 A second SIGTERM (or SIGINT) skips the wait.
 """
@@ -153,6 +154,7 @@ def install_drain(server: Any, drain: Drain, on_done: Callable[[], None] | None 
         async def drain_then_exit() -> None:
             try:
                 await drain.run()
+                await settle_connections(server)
             finally:
                 if on_done is not None:
                     on_done()
@@ -167,6 +169,21 @@ def install_drain(server: Any, drain: Drain, on_done: Callable[[], None] | None 
         task = _PENDING
 
     server.handle_exit = handle_exit
+
+
+async def settle_connections(server: Any, limit_s: float = FLUSH_S) -> None:
+    """Stop this server accepting connections, then give those still open up to ``limit_s`` to end.
+
+    uvicorn's own shutdown closes every open WebSocket with 1012 at once: a late client whose refusal (its
+    ``error`` event and close 1013, try again later) was still being said would get that instead. With
+    ``--workers`` a worker that had no session to drain reaches this within a few ms of the signal, while its
+    listener can still take a connection until uvicorn's next tick."""
+    for listener in getattr(server, "servers", None) or []:
+        listener.close()  # the other workers' listeners refuse what would have come here
+    state = getattr(server, "server_state", None)
+    deadline = time.monotonic() + limit_s
+    while state is not None and state.connections and time.monotonic() < deadline:  # noqa: ASYNC110 (uvicorn's set)
+        await asyncio.sleep(0.02)
 
 
 def drain_running_server(drain: Drain) -> bool:

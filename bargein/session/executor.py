@@ -153,6 +153,8 @@ class ActionExecutor:
 
     def _commit(self, item_id: str, start_ms: float | None, end_ms: float | None,
                 listen_span: tuple[float, float] | None = None, *, urgent: bool = False) -> None:
+        if start_ms is not None:  # audio before the buffer's start was committed or cleared already
+            start_ms = max(start_ms, self.buffer.start_sample / SAMPLES_PER_MS)
         audio = self.buffer.take(start_ms, end_ms)
         item = Item(item_id, "user", [Part("input_audio")], audio_ms=1000.0 * len(audio) / 16_000)
         previous = self.conversation.add(item)

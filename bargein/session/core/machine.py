@@ -16,10 +16,10 @@ from bargein.session.core import rejections
 from bargein.session.core import vocabulary as v
 from bargein.session.core.admission import admission, admit
 from bargein.session.core.classifier import ListenDecision
-from bargein.session.core.endpointing import TurnEvidence
 from bargein.session.core.segment_book import SegmentBook, ignored_action
 from bargein.session.core.settings import TurnSettings
 from bargein.session.core.storm_guard import StormGuard
+from bargein.session.core.turn_records import Reply, Turn
 
 MIN_COMMIT_MS = 100.0
 """Shortest buffer a commit accepts (the OpenAI Realtime API's rule)."""
@@ -34,26 +34,6 @@ class IllegalTransition(RuntimeError):
 
 
 @dataclass
-class _Turn:
-    item_id: str
-    onset_ms: float
-    during_reply: bool
-    silence_since_ms: float | None = None
-    scored: bool = False
-    """The end-of-turn model was asked about the current silence."""
-    heard: TurnEvidence = field(default_factory=TurnEvidence)
-    speech_ms: float = 0.0
-
-
-@dataclass
-class _Reply:
-    response_id: str
-    has_audio: bool = False
-    paused: bool = False
-    generation_done: bool = False
-
-
-@dataclass
 class DuplexMachine:
     """Turn-taking and reply admission for one session.
 
@@ -64,8 +44,8 @@ class DuplexMachine:
     settings: TurnSettings = field(default_factory=TurnSettings)
     storm: StormGuard = field(default_factory=StormGuard)
     segments: SegmentBook = field(default_factory=SegmentBook)
-    _turn: _Turn | None = field(default=None, init=False)
-    _reply: _Reply | None = field(default=None, init=False)
+    _turn: Turn | None = field(default=None, init=False)
+    _reply: Reply | None = field(default=None, init=False)
     _awaiting: dict[str, bool] = field(default_factory=dict, init=False)
     """Committed segments waiting for the classifier, and whether each began during a reply."""
     _unanswered: bool = field(default=False, init=False)
@@ -76,6 +56,10 @@ class DuplexMachine:
     _finished: deque[str] = field(default_factory=lambda: deque(maxlen=RECENT_FINISHED), init=False)
     _cut_early: deque[str] = field(default_factory=lambda: deque(maxlen=8), init=False)
     """Segments that cut the reply at their first pause: whatever their verdict, they are answered."""
+    _unended: deque[str] = field(default_factory=lambda: deque(maxlen=8), init=False)
+    """Segments committed at the longest turn, no pause having ended them: judged, but never answered."""
+    _heard_from_ms: float = field(default=0.0, init=False)
+    """Stream time before which the input buffer holds nothing (the last commit's or clear's end)."""
 
     def __post_init__(self) -> None:
         self.storm = StormGuard(self.settings.listening.storm_barge_ins, self.settings.listening.storm_window_ms)
@@ -110,8 +94,8 @@ class DuplexMachine:
             case v.ClientCommit():
                 self._on_client_commit(event)
             case v.ClientClear():
-                self._abandon_turn()
-                self._emit(v.ClearBuffer())
+                self._heard_from_ms = self._last_ms
+                self._abandon_turn(then=v.ClearBuffer())
             case v.ClientResponseCreate():
                 self._on_client_create(event)
             case v.ClientResponseCancel():
@@ -206,7 +190,7 @@ class DuplexMachine:
             self._emit(v.ScoreTurnEnd(turn.item_id, turn.silence_since_ms))
         self._check_endpoint(turn, frame.end_ms)
 
-    def _check_endpoint(self, turn: _Turn, now_ms: float) -> None:
+    def _check_endpoint(self, turn: Turn, now_ms: float) -> None:
         endpointing = self.settings.endpointing
         if (turn.silence_since_ms is not None and now_ms - turn.silence_since_ms
                 >= endpointing.silence_ms(turn.heard, confirm=self.storm.mode == "confirm")) \
@@ -215,9 +199,10 @@ class DuplexMachine:
 
     def _begin_turn(self, onset_ms: float, settings: TurnSettings) -> None:
         reply = self._reply
-        turn = self._turn = _Turn(self.new_id("item"), onset_ms, during_reply=reply is not None)
+        start_ms = max(0.0, onset_ms - settings.endpointing.prefix_padding_ms, self._heard_from_ms)
+        turn = self._turn = Turn(self.new_id("item"), onset_ms, start_ms, during_reply=reply is not None)
         self.segments.begin(turn.item_id, threshold=settings.endpointing.threshold, during_reply=reply is not None,
-                            offset_ms=min(onset_ms, float(settings.endpointing.prefix_padding_ms)))
+                            offset_ms=onset_ms - start_ms)
         self._emit(v.DisarmIdleTimer())
         self._emit(v.SpeechStarted(turn.item_id, onset_ms))
         if reply is None or not settings.interruption.enabled:
@@ -227,16 +212,18 @@ class DuplexMachine:
         elif self.storm.mode == "normal" and not reply.paused:
             self._pause(reply, turn)
 
-    def _end_turn(self, turn: _Turn, settings: TurnSettings, now_ms: float) -> None:
-        self._turn = None
+    def _end_turn(self, turn: Turn, settings: TurnSettings, now_ms: float) -> None:
+        self._turn, self._heard_from_ms = None, now_ms
+        unended = turn.silence_since_ms is None  # the longest turn: nothing says the user has finished
         self._emit(v.SpeechStopped(turn.item_id, now_ms if turn.silence_since_ms is None else turn.silence_since_ms))
-        start = max(0.0, turn.onset_ms - settings.endpointing.prefix_padding_ms)
         span = self.segments.listen_span(turn.item_id, turn.onset_ms) if settings.listening.classify else None
         paused = self._reply if self._reply is not None and self._reply.paused else None  # it waits for the verdict
-        self._emit(v.CommitBuffer(turn.item_id, start, now_ms, listen_span=span, urgent=paused is not None))
+        self._emit(v.CommitBuffer(turn.item_id, turn.start_ms, now_ms, listen_span=span, urgent=paused is not None))
+        if unended:
+            self._unended.append(turn.item_id)
         if not settings.listening.classify:
             self.segments.forget(turn.item_id)
-            self._unanswered = True
+            self._unanswered = self._unanswered or not unended
             self._maybe_answer()
             return
         self._awaiting[turn.item_id] = turn.during_reply
@@ -264,6 +251,11 @@ class DuplexMachine:
             if resumes:
                 assert reply is not None
                 self._resume(reply)
+            self._maybe_answer()
+            return
+        if item_id in self._unended and not cut_early:  # kept in the conversation, but no pause ended it
+            if verdict is not None:
+                self._emit(v.ReportSegment(item_id, verdict, "keep, unanswered (no pause ended it)"))
             self._maybe_answer()
             return
         self._unanswered = True
@@ -313,6 +305,9 @@ class DuplexMachine:
         if turn is not None:
             self.segments.forget(turn.item_id)
             self._emit(v.SpeechStopped(item_id, self._last_ms))
+            if self._reply is not None and self._reply.paused:
+                self._cancel_active("turn_detected")  # the client says the speech that paused it is a turn
+        self._heard_from_ms = self._last_ms
         self._emit(v.CommitBuffer(item_id, None, None, event_id=event.event_id))
         # an explicit commit is the client saying "this is a turn": no classification
         if self.settings.vad:
@@ -337,18 +332,17 @@ class DuplexMachine:
         self.storm.capacity = settings.listening.storm_barge_ins
         self.storm.window_ms = settings.listening.storm_window_ms
         if not settings.vad:
-            self._abandon_turn()
-            self._emit(v.DisarmIdleTimer())
+            self._abandon_turn(then=v.DisarmIdleTimer())
 
-    def _abandon_turn(self) -> None:
-        """The turn being spoken will never reach an endpoint: its recognition and score stop, and a reply it
-        paused resumes, unless an earlier segment is still being judged (then its verdict decides)."""
+    def _abandon_turn(self, *, then: v.Action) -> None:
+        """The turn being spoken will never reach an endpoint: its recognition and score stop (``then`` follows),
+        and a paused reply resumes, unless a committed segment is still being judged (then its verdict decides)."""
         turn, self._turn = self._turn, None
-        if turn is None:
-            return
-        self.segments.forget(turn.item_id)
-        self._emit(v.SegmentAbandoned(turn.item_id))
-        if (reply := self._reply) is not None and reply.paused and not self._awaiting:
+        if turn is not None:
+            self.segments.forget(turn.item_id)
+            self._emit(v.SegmentAbandoned(turn.item_id))
+        self._emit(then)
+        if turn is not None and (reply := self._reply) is not None and reply.paused and not self._awaiting:
             self._resume(reply)
 
     def _on_reply_finished(self, event: v.ReplyFinished) -> None:
@@ -367,21 +361,21 @@ class DuplexMachine:
     def _start_reply(self, trigger: Literal["turn_detected", "client", "idle_timeout"],
                      params: ResponseParams | None = None) -> None:
         self._unanswered = False
-        self._reply = _Reply(self.new_id("resp"))
+        self._reply = Reply(self.new_id("resp"))
         self._emit(v.DisarmIdleTimer())
         self._emit(v.StartReply(self._reply.response_id, trigger, params))
 
-    def _pause(self, reply: _Reply, turn: _Turn) -> None:
+    def _pause(self, reply: Reply, turn: Turn) -> None:
         reply.paused = True
         self._emit(v.PauseReply(reply.response_id, turn.item_id))
 
-    def _resume(self, reply: _Reply) -> None:
+    def _resume(self, reply: Reply) -> None:
         reply.paused = False
         self._emit(v.ResumeReply(reply.response_id))
         if reply.generation_done:
             self._complete(reply, failed=False)
 
-    def _complete(self, reply: _Reply, *, failed: bool) -> None:
+    def _complete(self, reply: Reply, *, failed: bool) -> None:
         self._reply = None
         self._finished.append(reply.response_id)
         self._emit(v.CompleteReply(reply.response_id, "failed" if failed else "completed"))

@@ -40,7 +40,7 @@ class Endpointing:
 
     @property
     def scores(self) -> bool:
-        """True when each silence asks the end-of-turn model for its score."""
+        """True when a silence (of :attr:`score_after_ms` or more) asks the end-of-turn model for its score."""
         return self.eagerness is not None or self.tiers is not None
 
     @property

@@ -1,0 +1,34 @@
+"""What the duplex machine remembers about the turn being spoken and the live reply: plain records, no rules."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from bargein.session.core.endpointing import TurnEvidence
+
+
+@dataclass
+class Turn:
+    """The user turn being spoken."""
+
+    item_id: str
+    onset_ms: float
+    start_ms: float
+    """Where its committed audio will begin: the prefix padding before the onset, never before audio that was
+    already committed or cleared."""
+    during_reply: bool
+    silence_since_ms: float | None = None
+    scored: bool = False
+    """The end-of-turn model was asked about the current silence."""
+    heard: TurnEvidence = field(default_factory=TurnEvidence)
+    speech_ms: float = 0.0
+
+
+@dataclass
+class Reply:
+    """The live reply: the only one whose output may reach the client."""
+
+    response_id: str
+    has_audio: bool = False
+    paused: bool = False
+    generation_done: bool = False
