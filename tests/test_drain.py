@@ -128,3 +128,8 @@ async def test_the_drain_stops_accepting_then_lets_open_connections_end_before_u
     started = loop.time()
     await settle_connections(server, limit_s=0.2)
     assert 0.19 <= loop.time() - started < 0.5
+    hurry = asyncio.Event()
+    loop.call_later(0.05, hurry.set)  # a second signal
+    started = loop.time()
+    await settle_connections(server, limit_s=5.0, hurry=hurry)
+    assert loop.time() - started < 0.5

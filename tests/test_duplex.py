@@ -320,6 +320,18 @@ def test_a_turn_committed_at_the_longest_is_judged_but_never_answered() -> None:
     item = of(ended, dx.SpeechStarted)[0].item_id
     assert of(ended, dx.PauseReply) == [dx.PauseReply(reply, item)]
     assert of(ended, dx.AwaitClassification) == [dx.AwaitClassification(item)]
-    assert t.feed(dx.SegmentClassified(item, "query")) == [], "no cut, no answer: nothing says the user finished"
-    assert t.machine.phase is dx.Phase.PAUSED
-    assert t.feed(dx.PauseTimerFired(reply)) == [dx.ResumeReply(reply)]
+    assert t.feed(dx.SegmentClassified(item, "query")) == [dx.ResumeReply(reply)], \
+        "no cut, no answer (nothing says the user finished): the reply goes on, as after noise"
+    assert item not in [a.item_id for a in of(t.actions, dx.DiscardSegment)], "it stays in the conversation"
+
+
+def test_a_turn_whose_longest_falls_in_a_short_dip_is_still_unended() -> None:
+    from tests.test_listening_turns import Listening
+
+    t = Listening()
+    reply = t.agent_speaking()
+    longest = dx.Endpointing().max_turn_ms
+    item = of(t.speech(longest - 64), dx.SpeechStarted)[0].item_id
+    ended = t.silence(96)  # a dip the VAD calls silence, far short of the endpoint, when the longest comes
+    assert of(ended, dx.AwaitClassification) == [dx.AwaitClassification(item)]
+    assert t.feed(dx.SegmentClassified(item, "query")) == [dx.ResumeReply(reply)]

@@ -124,6 +124,17 @@ def test_a_client_commit_over_the_speech_that_paused_the_reply_cuts_it_and_answe
     assert of(committed, dx.StartReply), "the committed turn is answered, not left behind a paused reply"
 
 
+def test_a_client_commit_just_after_the_speech_that_paused_the_reply_ended_cuts_it_too() -> None:
+    t = Listening()
+    reply = t.agent_speaking()
+    t.speech(320)
+    judged = of(t.silence(544), dx.AwaitClassification)[0].item_id
+    committed = t.feed(dx.ClientCommit(buffered_ms=320.0))
+    assert of(committed, dx.CancelReply) == [dx.CancelReply(reply, "turn_detected")]
+    answered = t.feed(dx.SegmentClassified(judged, "noise"))
+    assert not of(answered, dx.ResumeReply) and of(answered, dx.StartReply), "the client's turn is answered"
+
+
 @pytest.mark.parametrize("how", ABANDONS)
 def test_an_abandoned_turn_leaves_the_pause_to_a_segment_still_being_judged(how: str) -> None:
     event, then = ABANDONS[how]

@@ -154,7 +154,7 @@ def install_drain(server: Any, drain: Drain, on_done: Callable[[], None] | None 
         async def drain_then_exit() -> None:
             try:
                 await drain.run()
-                await settle_connections(server)
+                await settle_connections(server, hurry=drain.hurry)
             finally:
                 if on_done is not None:
                     on_done()
@@ -171,18 +171,19 @@ def install_drain(server: Any, drain: Drain, on_done: Callable[[], None] | None 
     server.handle_exit = handle_exit
 
 
-async def settle_connections(server: Any, limit_s: float = FLUSH_S) -> None:
+async def settle_connections(server: Any, limit_s: float = FLUSH_S, *, hurry: asyncio.Event | None = None) -> None:
     """Stop this server accepting connections, then give those still open up to ``limit_s`` to end.
 
     uvicorn's own shutdown closes every open WebSocket with 1012 at once: a late client whose refusal (its
     ``error`` event and close 1013, try again later) was still being said would get that instead. With
     ``--workers`` a worker that had no session to drain reaches this within a few ms of the signal, while its
-    listener can still take a connection until uvicorn's next tick."""
+    listener can still take a connection until uvicorn's next tick. ``hurry`` (a second signal) ends the wait."""
     for listener in getattr(server, "servers", None) or []:
         listener.close()  # the other workers' listeners refuse what would have come here
     state = getattr(server, "server_state", None)
     deadline = time.monotonic() + limit_s
-    while state is not None and state.connections and time.monotonic() < deadline:  # noqa: ASYNC110 (uvicorn's set)
+    while state is not None and state.connections and time.monotonic() < deadline \
+            and not (hurry is not None and hurry.is_set()):  # noqa: ASYNC110 (uvicorn's set)
         await asyncio.sleep(0.02)
 
 

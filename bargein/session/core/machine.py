@@ -192,10 +192,10 @@ class DuplexMachine:
 
     def _check_endpoint(self, turn: Turn, now_ms: float) -> None:
         endpointing = self.settings.endpointing
-        if (turn.silence_since_ms is not None and now_ms - turn.silence_since_ms
-                >= endpointing.silence_ms(turn.heard, confirm=self.storm.mode == "confirm")) \
-                or now_ms - turn.onset_ms >= endpointing.max_turn_ms:  # endless "speech": commit what there is
-            self._end_turn(turn, self.settings, now_ms)
+        ended = turn.silence_since_ms is not None and now_ms - turn.silence_since_ms >= endpointing.silence_ms(
+            turn.heard, confirm=self.storm.mode == "confirm")
+        if ended or now_ms - turn.onset_ms >= endpointing.max_turn_ms:  # endless "speech": commit what there is
+            self._end_turn(turn, self.settings, now_ms, unended=not ended)
 
     def _begin_turn(self, onset_ms: float, settings: TurnSettings) -> None:
         reply = self._reply
@@ -212,9 +212,10 @@ class DuplexMachine:
         elif self.storm.mode == "normal" and not reply.paused:
             self._pause(reply, turn)
 
-    def _end_turn(self, turn: Turn, settings: TurnSettings, now_ms: float) -> None:
+    def _end_turn(self, turn: Turn, settings: TurnSettings, now_ms: float, *, unended: bool) -> None:
+        """Commit the turn; ``unended``: at the longest turn, no endpoint having ended it (nothing says the user has
+        finished, so it is judged but never answered)."""
         self._turn, self._heard_from_ms = None, now_ms
-        unended = turn.silence_since_ms is None  # the longest turn: nothing says the user has finished
         self._emit(v.SpeechStopped(turn.item_id, now_ms if turn.silence_since_ms is None else turn.silence_since_ms))
         span = self.segments.listen_span(turn.item_id, turn.onset_ms) if settings.listening.classify else None
         paused = self._reply if self._reply is not None and self._reply.paused else None  # it waits for the verdict
@@ -242,20 +243,17 @@ class DuplexMachine:
         confirm_ignores = (during_reply and reply is not None and not reply.paused
                            and self.storm.mode == "confirm")
         cut_early = item_id in self._cut_early  # the reply is gone: dropping the segment would leave silence
-        if (decision == "noise" and not cut_early) or confirm_ignores:
+        kept = decision == "query" and item_id in self._unended and not cut_early  # no pause ended it: no answer
+        if (decision == "noise" and not cut_early) or confirm_ignores or kept:
             resumes = reply is not None and reply.paused and self._turn is None and not self._awaiting
             if verdict is not None:
                 self._emit(v.ReportSegment(item_id, verdict, ignored_action(reply is not None and reply.paused,
-                                                                           resumes, confirm_ignores)))
-            self._emit(v.DiscardSegment(item_id))
+                                                                           resumes, confirm_ignores, kept=kept)))
+            if not kept:
+                self._emit(v.DiscardSegment(item_id))
             if resumes:
                 assert reply is not None
                 self._resume(reply)
-            self._maybe_answer()
-            return
-        if item_id in self._unended and not cut_early:  # kept in the conversation, but no pause ended it
-            if verdict is not None:
-                self._emit(v.ReportSegment(item_id, verdict, "keep, unanswered (no pause ended it)"))
             self._maybe_answer()
             return
         self._unanswered = True
@@ -305,8 +303,8 @@ class DuplexMachine:
         if turn is not None:
             self.segments.forget(turn.item_id)
             self._emit(v.SpeechStopped(item_id, self._last_ms))
-            if self._reply is not None and self._reply.paused:
-                self._cancel_active("turn_detected")  # the client says the speech that paused it is a turn
+        if self._reply is not None and self._reply.paused:
+            self._cancel_active("turn_detected")  # the client says the speech that paused it is a turn
         self._heard_from_ms = self._last_ms
         self._emit(v.CommitBuffer(item_id, None, None, event_id=event.event_id))
         # an explicit commit is the client saying "this is a turn": no classification
