@@ -243,7 +243,8 @@ class Speculator:
         self._drop_sync(item_id)
 
     def abandon(self, item_id: str) -> None:
-        """The turn was abandoned (turn detection went off): its guess and its primed recognition both go."""
+        """The turn was abandoned (turn detection went off, or the client cleared the buffer): its guess and its
+        primed recognition both go."""
         self._drop_sync(item_id)
         primed = self._primed.pop(item_id, None)
         if primed is not None and not primed[1].done():
