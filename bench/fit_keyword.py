@@ -33,7 +33,7 @@ import soxr
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from bargein.listening_model.keyword import FILES, KeywordModel
+from bargein.listening_model.keyword import MODELS, KeywordModel
 
 SPLIT = Path(__file__).resolve().parent.parent / "tests" / "data" / "keyword_split.json"
 COMMANDS = ("停", "停一下", "等一下", "别说了", "不对", "停停", "停下", "等等", "暂停")
@@ -171,11 +171,11 @@ def main() -> None:
               f"{int((held_y == 1).sum())}, not-commands cut {int((held_p[mine][held_y == 0] >= threshold).sum())}/"
               f"{int((held_y == 0).sum())}")
     if args.write:
-        FILES["zh"].write_text(model.to_json(
+        MODELS["zh"].path.write_text(model.to_json(
             fitted_on=split["train"], held_out=split["held_out"], penalty=penalty, commands=list(COMMANDS),
             not_commands=list(NOT_COMMANDS), paces=list(PACES), snrs_db=[s for s in SNRS if s is not None],
             fitted_by="python -m bench.fit_keyword"))
-        print(f"wrote {FILES['zh'].name}")
+        print(f"wrote {MODELS['zh'].path.name}")
     print(f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
 
 

@@ -55,7 +55,8 @@ def test_the_voiced_encoding_averages_only_the_loud_frames() -> None:
 def test_the_packaged_model_reads_whisper_base_encodings_and_says_what_it_was_fitted_on() -> None:
     model = load("zh")
     assert model is not None and model.coef.shape == (512,)
-    assert load("en") is None
+    english = load("en")  # tiny.en's encoder: another width, so never read from Whisper base
+    assert english is not None and english.coef.shape == (384,)
     about = json.loads(Path("bargein/listening_model/keyword_zh.json").read_text())
     assert not set(about["fitted_on"]) & set(about["held_out"])
     assert set(RECORDED) <= set(about["held_out"]), "the pinned vectors must come from held-out voices"
@@ -99,7 +100,7 @@ def test_the_model_judges_only_short_loud_mandarin_sounds_over_a_reply() -> None
     assert spoken_command(_heard(ting), {**loud, "speech_ms": MAX_SPEECH_MS + 100}) is None
     assert spoken_command(_heard(ting), {**loud, "level_above_floor_db": 5.0}) is None
     assert spoken_command(_heard(ting), {**loud, "below_user_db": 12.0}) is None
-    assert spoken_command(_heard(ting, language="en"), loud) is None  # English has no such model
+    assert spoken_command(_heard(ting, language="en"), loud) is None  # English's model never adds a cut
     assert spoken_command(Transcript("停", language="zh"), loud) is None  # no encoding came with it
     # not over a reply: a lone 停 with nothing to stop is judged as before, by the rules
     alone = classify(_stats(480), _heard(ting), during_reply=False, noise_floor_db=-60)
@@ -117,7 +118,7 @@ def test_english_decisions_ignore_an_encoding() -> None:
 
 
 @pytest.mark.slow
-def test_whisper_base_hands_over_the_encoding_with_mandarin_finals_only() -> None:
+def test_whisper_base_hands_over_the_encoding_with_finals_only() -> None:
     import soxr
 
     from bargein.engines.transcribe.whisper_asr import load_whisper
@@ -129,6 +130,5 @@ def test_whisper_base_hands_over_the_encoding_with_mandarin_finals_only() -> Non
     final = core.transcribe(clip, language="zh")
     assert len(final.voiced_encoding) == 512
     assert core.transcribe(clip, language="zh", options=PARTIAL).voiced_encoding == ()
-    assert core.transcribe(clip, language="en").voiced_encoding == ()
     probability = load("zh").probability(final.voiced_encoding)  # type: ignore[union-attr]
     assert probability is not None and probability >= 0.5, (final.text, probability)

@@ -119,7 +119,7 @@ class Transcript:
     words: tuple[WordTiming, ...] = ()
     voiced_encoding: tuple[float, ...] = ()
     """Whisper's encoder output averaged over the clip's voiced frames, where the recogniser computes it
-    (Mandarin finals): what the spoken-command model reads (:mod:`bargein.listening_model.keyword`)."""
+    (English and Mandarin finals): what the spoken-command model reads (:mod:`bargein.listening_model.keyword`)."""
 
 
 @runtime_checkable

@@ -15,7 +15,12 @@ dump can be re-judged without audio. In order:
 3. **a backchannel** is noise: the user's words are only "uh-huh", "okay", "sure", "I see" ...;
 4. **a command or a question word, clearly louder than the room** interrupts, whatever the
    recogniser's confidence: "Stop." at average log-probability -0.8 is still "stop" (issue 10);
-5. otherwise the **interruption model** (:mod:`bargein.listening_model.model`) decides.
+5. otherwise the **interruption model** (:mod:`bargein.listening_model.model`) decides; it cuts nearly
+   every worded segment left to it (recall first), so a cut of a short segment also needs the
+   **spoken-command model** (:mod:`bargein.listening_model.keyword`) not to say "no command": it reads
+   the encoder's view of the segment's loud stretch (``command_probability``, from the primed
+   recognition), and a groan or an "uh-huh" that the transcript turned into near words ("It hurts.",
+   "I'm tired.") lets the reply go on.
 
 Over a reply the shell also recognises the segment's loud stretch a second time, primed with the
 vocabulary of commands and acknowledgements (:mod:`bargein.listening_model.over_reply`); steps 1-4 run on
@@ -37,6 +42,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from bargein.engines.base import Transcript
+from bargein.listening_model import keyword
 from bargein.listening_model.features import words_of
 from bargein.listening_model.lexicon import BACKCHANNELS, COMMAND_WORDS, QUESTION_WORDS, spells_a_sound
 from bargein.listening_model.model import load
@@ -118,8 +124,14 @@ def decide_over_reply(features: Mapping[str, Any],
         return ruled
     model = load()
     probability = model.probability(features)
-    verdict: Decision = "query" if probability >= model.threshold else "noise"
-    return verdict, (f"the interruption model says {probability:.2f} (threshold {model.threshold:.2f})",)
+    why = f"the interruption model says {probability:.2f} (threshold {model.threshold:.2f})"
+    if probability < model.threshold:
+        return "noise", (why,)
+    spoken, command_model = features.get("command_probability"), keyword.load("en")
+    if spoken is not None and command_model is not None and float(spoken) < command_model.threshold:
+        return "noise", (f"{why}, but the spoken-command model hears no command in its loud stretch "
+                         f"({float(spoken):.2f}, threshold {command_model.threshold:.2f})",)
+    return "query", (why,)
 
 
 def by_rule(features: Mapping[str, Any]) -> tuple[Decision, tuple[str, ...]] | None:

@@ -1,14 +1,25 @@
-"""Is a short Mandarin sound over the reply a spoken command (停, 等一下, 不对...) or a backchannel (嗯, 对, 好的)?
+"""Is a short sound over the reply a spoken command ("stop", 停, 等一下) or not (a backchannel, a sigh, 嗯)?
 
-Whisper base writes a lone 停 as 本, 冬 or 等 and a lone 嗯 as 冬 or 谢谢, so the transcript cannot tell
-them apart; its encoder can. The recogniser hands over its encoder output averaged over the voiced
-stretch (:mod:`bargein.engines.transcribe.voiced_encoding`), and a logistic regression fitted offline by
-``bench/fit_keyword.py`` weighs it: standardise, dot product, squash. The weights (``keyword_zh.json``
-beside this module) say which voices they were fitted on and which were held out.
+The recogniser's transcript cannot always tell: Whisper base writes a lone 停 as 本, 冬 or 等 and a lone 嗯
+as 冬 or 谢谢; Whisper tiny.en writes a sigh as "It hurts." and "Enough." as "I don't know.". Its encoder,
+which has already run for the transcript, tells them apart better. The recogniser hands over its encoder
+output averaged over the voiced stretch (:mod:`bargein.engines.transcribe.voiced_encoding`), and a
+logistic regression fitted offline by ``bench/fit_keyword.py`` weighs it: standardise, dot product,
+squash. Each weights file (``keyword_<language>.json`` beside this module) says which voices it was
+fitted on and which were held out.
 
-The model only ever **adds** a cut: a segment the rules keep is cut when it is short
-(:data:`MAX_SPEECH_MS`), clearly louder than the room (:data:`MIN_LEVEL_DB`), not much quieter than the
-user's own turns, and the model's probability reaches the fitted threshold. Pure, numpy only.
+The two languages use it the opposite way round (:data:`MODELS`):
+
+* **Mandarin adds a cut**: a segment the rules keep is cut when the model's probability reaches its
+  threshold (a bare 停 the transcript lost);
+* **English keeps the reply**: over a reply, a segment that only the recall-first interruption model
+  (:mod:`bargein.listening_model.model`) would cut is let go on when the model, reading the encoding of
+  the segment's loud stretch (the primed recognition's clip), scores it under its threshold: a groan or
+  an "uh-huh" that the transcript turned into near words. The transcript rules still cut any command
+  they spell.
+
+Either way it judges only a segment that is short (the language's ``max_speech_ms``), clearly louder
+than the room (:data:`MIN_LEVEL_DB`) and not much quieter than the user's own turns. Pure, numpy only.
 """
 
 from __future__ import annotations
@@ -19,17 +30,34 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from bargein.engines.base import Transcript
 
-FILES = {"zh": Path(__file__).with_name("keyword_zh.json")}
-"""The languages that have a spoken-command model, and its weights."""
-MAX_SPEECH_MS = 1200.0
-"""Longer segments are sentences: the transcript decides those (a command there is a whole phrase)."""
+Role = Literal["adds_cuts", "keeps_reply"]
+
+
+@dataclass(frozen=True)
+class Packaged:
+    """One language's spoken-command model: its weights file, what it decides, and how long a segment it judges."""
+
+    path: Path
+    role: Role
+    max_speech_ms: float
+    """Longer segments are sentences: the transcript decides those (a command there is a whole phrase)."""
+
+
+MODELS = {
+    "zh": Packaged(Path(__file__).with_name("keyword_zh.json"), "adds_cuts", 1200.0),
+    "en": Packaged(Path(__file__).with_name("keyword_en.json"), "keeps_reply", 1600.0),
+}
+"""The languages that have a spoken-command model. English judges up to 1.6 s of speech: over a background
+talker the segment holds the talker's phrase as well as the user's "okay" (the model reads the loud
+stretch)."""
+MAX_SPEECH_MS = MODELS["zh"].max_speech_ms
 MIN_SPEECH_MS = 150.0
 MIN_LEVEL_DB = 8.0
 """As for a command word in the transcript: a command must be clearly above the room."""
@@ -81,23 +109,26 @@ def from_json(text: str) -> KeywordModel:
 @functools.cache
 def load(code: str) -> KeywordModel | None:
     """The packaged model of language ``code`` (read once), ``None`` if it has none."""
-    path = FILES.get(code)
-    return from_json(path.read_text()) if path is not None and path.is_file() else None
+    packaged = MODELS.get(code)
+    return from_json(packaged.path.read_text()) if packaged is not None and packaged.path.is_file() else None
 
 
-def spoken_command(transcript: Transcript | None, features: Mapping[str, Any]) -> tuple[float, float] | None:
+def spoken_command(transcript: Transcript | None, features: Mapping[str, Any],
+                   role: Role = "adds_cuts") -> tuple[float, float] | None:
     """The model's probability that a segment heard over a reply is a command, and its threshold; ``None``
-    when the model does not judge it (no model for the language, no encoding, too long, too faint or too
-    far under the user's own level). ``features``: the classifier's (``speech_ms``, levels)."""
+    when the model does not judge it (no model of this ``role`` for the transcript's language, no encoding,
+    too long, too faint or too far under the user's own level). ``features``: the classifier's
+    (``speech_ms``, levels)."""
     if transcript is None or not transcript.voiced_encoding:
         return None
-    model = load(transcript.language)
-    if model is None:
+    packaged = MODELS.get(transcript.language)
+    model = load(transcript.language) if packaged is not None and packaged.role == role else None
+    if packaged is None or model is None:
         return None
     speech_ms = float(features.get("speech_ms") or 0.0)
     level = features.get("user_level_above_floor_db", features.get("level_above_floor_db"))
     below_user = features.get("below_user_db")
-    if (not MIN_SPEECH_MS <= speech_ms <= MAX_SPEECH_MS or level is None or float(level) < MIN_LEVEL_DB
+    if (not MIN_SPEECH_MS <= speech_ms <= packaged.max_speech_ms or level is None or float(level) < MIN_LEVEL_DB
             or (below_user is not None and float(below_user) > QUIETER_THAN_USER_DB)):
         return None
     probability = model.probability(transcript.voiced_encoding)

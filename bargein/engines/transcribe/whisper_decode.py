@@ -62,7 +62,7 @@ class DecodeOptions:
     """Chinese transcripts in Simplified characters (Whisper writes Traditional about as often)."""
     chinese_tokens_per_s: float = 16.0
     """The same for Chinese: about two tokens a character, four to seven characters a second."""
-    encoding_languages: frozenset[str] = frozenset({"zh"})
+    encoding_languages: frozenset[str] = frozenset({"zh", "en"})
     """Languages whose transcripts carry the voiced encoding (:mod:`.voiced_encoding`): those with a
     spoken-command model (:mod:`bargein.listening_model.keyword`)."""
 

@@ -218,6 +218,8 @@ def classify(stats: SegmentStats, transcript: Transcript | None, *, during_reply
             loud = loud_level_db(stats.levels_db)
             second = primed_features(features, primed, loud - noise_floor_db,
                                      None if user_level_db is None else user_level_db - loud)
+            if (spoken := spoken_command(primed, second, "keeps_reply")) is not None:
+                features["command_probability"] = round(spoken[0], 3)  # the loud stretch, as the encoder heard it
         decision, why = decide_over_reply(features, second)
         if second is not None:
             features.update(primed_transcript=second["transcript"], primed_avg_logprob=second["avg_logprob"],

@@ -1,0 +1,101 @@
+"""Fit the English spoken-command model on the TRAINING voice families; report it on the HELD-OUT ones.
+
+    python -m bench.fit_keyword_en --rows rows_en.json            # hear the cases (~15 min), fit, report
+    python -m bench.fit_keyword_en --rows rows_en.json --write    # ... and write keyword_en.json
+
+The rows are the listening family set's over-reply cases as a session hears them
+(``bench.command_encodings``: the loud stretch of the segment, recognised primed, with its voiced
+encoding): the training families (``tests/data/listening_split.json``) rendered with three seeds (7, the
+benchmark's own, and 8 and 9: fresh voice variants, beds, SNRs and talker placements), and the held-out
+families with seed 7. A command or a full query must cut (1); a backchannel, a vocal sound or a noise must
+not (0). Only rows the model would judge in a session are used: 150 ms to the language's longest speech
+(:data:`bargein.listening_model.keyword.MODELS`).
+
+The model is :mod:`bench.fit_keyword`'s L2 logistic regression. Its penalty and threshold are chosen by
+leave-one-family-out over the training families, at the interruption model's cost (a missed interruption
+weighs three false ones: the model only lets a reply go on that the recall-first interruption model would
+cut, so a wrong "no command" loses the user's "stop"). The held-out families are read only to print the
+figures, after the model is fixed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bargein.listening_model.keyword import MIN_SPEECH_MS, MODELS
+from bench.command_encodings import recognise_rows
+from bench.fit_keyword import PENALTIES, Array, fit, out_of_fold
+from tests.data.make_family_set import SPLIT_FILE
+
+TRAIN_SEEDS = (7, 8, 9)
+MISSED_WEIGHT = 3.0
+
+
+def judged(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows a session's model would judge (an encoding, and speech of a length it reads)."""
+    return [row for row in rows if row.get("encoding")
+            and MIN_SPEECH_MS <= row["speech_ms"] <= MODELS["en"].max_speech_ms]
+
+
+def cost(p: Array, y: Array, threshold: float) -> float:
+    """Missed commands (weighted) plus wrong cuts."""
+    cut = p >= threshold
+    return float(MISSED_WEIGHT * np.sum(~cut & (y > 0.5)) + np.sum(cut & (y < 0.5)))
+
+
+def table(rows: list[dict[str, Any]], probabilities: Array, threshold: float) -> None:
+    """Cut / heard per category and condition."""
+    counts: Counter[tuple[str, str, bool]] = Counter()
+    for row, p in zip(rows, probabilities, strict=True):
+        counts[(row["category"], row["condition"], bool(p >= threshold))] += 1
+    for category in ("command", "query", "backchannel", "vocal", "noise"):
+        cells = [f"{condition} {counts[(category, condition, True)]}/"
+                 f"{counts[(category, condition, True)] + counts[(category, condition, False)]}"
+                 for condition in ("room", "talker", "phone")]
+        print(f"    {category:12s} cut " + "   ".join(cells))
+
+
+def main() -> None:
+    """Hear (or reuse ``--rows``), choose, fit on the training families, report the held-out ones, maybe write."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=Path, required=True, help="heard rows: reused, extended")
+    parser.add_argument("--write", action="store_true", help="write bargein/listening_model/keyword_en.json")
+    args = parser.parse_args()
+    print(f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}", flush=True)
+    split = json.loads(SPLIT_FILE.read_text())
+    recognise_rows("train", list(TRAIN_SEEDS), args.rows)
+    rows = recognise_rows("held_out", [7], args.rows)
+    train = judged([row for row in rows if row["split"] == "train"])
+    held = judged([row for row in rows if row["split"] == "held_out"])
+    x = np.array([row["encoding"] for row in train], float)
+    y = np.array([row["label"] for row in train], float)
+    families = [row["family"] for row in train]
+    scored = {penalty: out_of_fold(x, y, families, penalty) for penalty in PENALTIES}
+    thresholds = [float(t) for t in np.round(np.arange(0.05, 0.81, 0.05), 2)]
+    penalty, threshold = min(((pen, t) for pen in PENALTIES for t in thresholds),
+                             key=lambda pt: (cost(scored[pt[0]], y, pt[1]), -pt[0], abs(pt[1] - 0.5)))
+    print(f"leave-one-family-out over the {len(set(families))} training families ({len(y)} rows, seeds "
+          f"{', '.join(map(str, TRAIN_SEEDS))}): penalty {penalty:g}, threshold {threshold:.2f}")
+    table(train, scored[penalty], threshold)
+    model = fit(x, y, penalty, threshold)
+    held_p = np.array([model.probability(row["encoding"]) for row in held], float)
+    print(f"HELD-OUT families {', '.join(split['held_out'])} (never fitted on; {len(held)} rows):")
+    table(held, held_p, threshold)
+    if args.write:
+        MODELS["en"].path.write_text(model.to_json(
+            fitted_on=split["train"], held_out=split["held_out"], penalty=penalty, seeds=list(TRAIN_SEEDS),
+            recogniser="tiny.en", clip="the segment's loud stretch, primed",
+            fitted_by="python -m bench.fit_keyword_en"))
+        print(f"wrote {MODELS['en'].path.name}")
+    print(f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()
