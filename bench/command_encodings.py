@@ -2,16 +2,18 @@
 
     python -m bench.command_encodings --split train --seeds 7,8,9 --rows rows_en.json
 
-What ``python -m bench.fit_keyword --language en`` fits the English spoken-command model on. Each case of
+What ``python -m bench.fit_keyword_en`` fits the English spoken-command model on. Each case of
 the family set (``tests/data/make_family_set.py``: a command, a full query, a backchannel, a vocal sound or
 a noise landing on a live reply, in a room, over a background talker or on a telephone line) goes through
 the Silero VAD as the session's endpointing would (``bench.over_reply_probe``); the segment holding the
 case's sound is cut to its *loud stretch* (the user's own voice, :func:`~bargein.listening_model.over_reply.
 loud_stretch`, with 150 ms either side) and recognised by Whisper tiny.en primed with the vocabulary, as
-the session's second recognition is. The row keeps what the session's decision would read: the loud
-stretch's voiced encoding (:mod:`bargein.engines.transcribe.voiced_encoding`), the segment's speech, its
-level above the room, and both transcripts. Another ``--seeds`` value renders every voice, bed, SNR and
-talker placement afresh (the families and texts stay those of the split).
+the session's second recognition is at the endpoint. The row keeps what the session's decision would
+read: the loud stretch's voiced encoding (:mod:`bargein.engines.transcribe.voiced_encoding`), the
+segment's speech, the loud stretch's level above the room, and both transcripts. (Over a paused reply a
+session usually takes the primed recognition made at the first pause, whose clip ends where the audio
+heard so far ends: its margin after the stretch can be shorter.) Another ``--seeds`` value renders every
+voice, bed, SNR and talker placement afresh (the families and texts stay those of the split).
 """
 
 from __future__ import annotations
@@ -24,12 +26,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from bargein.engines.listen.silero_vad import FRAME_SAMPLES, SileroModel
 from bargein.engines.transcribe.whisper_asr import load_whisper
 from bargein.engines.transcribe.whisper_decode import FINAL, WhisperCore
-from bargein.listening_model.over_reply import SPAN_MARGIN_MS, loud_stretch, vocabulary_prompt
+from bargein.listening_model.over_reply import SPAN_MARGIN_MS, loud_level_db, loud_stretch, vocabulary_prompt
 from bench.over_reply_probe import FRAME_MS, PADDING_MS, RATE, floor_db, load_wav, segments, vad_frames
 from tests.data.make_family_set import CACHE, build
 
@@ -55,18 +55,17 @@ def case_row(core: WhisperCore, vad: SileroModel, folder: Path, case: dict[str, 
         return row
     first, last = found[0]
     stretch = loud_stretch(levels[first:last], FRAME_MS) or (0, last - first)
-    margin = int(SPAN_MARGIN_MS / FRAME_MS)
-    lo, hi = max(0, first + stretch[0] - margin), min(len(levels), first + stretch[1] + margin)
-    primed = core.transcribe(audio[lo * FRAME_SAMPLES:hi * FRAME_SAMPLES], language="en",
-                             prompt=vocabulary_prompt("en"), options=ENCODED)
-    seg = levels[first:last]
-    power = float(np.mean([10 ** (level / 10) for level in seg]))
+    margin = int(SPAN_MARGIN_MS * RATE / 1000)
+    lo = max(0, (first + stretch[0]) * FRAME_SAMPLES - margin)
+    hi = min(len(audio), (first + stretch[1]) * FRAME_SAMPLES + margin)
+    primed = core.transcribe(audio[lo:hi], language="en", prompt=vocabulary_prompt("en"), options=ENCODED)
     clip_first = max(0, first - int(PADDING_MS / FRAME_MS))
     plain = core.transcribe(audio[clip_first * FRAME_SAMPLES:last * FRAME_SAMPLES + int(0.2 * RATE)],
                             language="en")
     row.update(speech_ms=FRAME_MS * sum(p >= 0.5 for p in probabilities[first:last]),
                loud_ms=FRAME_MS * (stretch[1] - stretch[0]),
-               level_above_floor_db=round(10 * np.log10(power) - floor_db(probabilities, levels, first), 1),
+               loud_above_floor_db=round(loud_level_db(levels[first:last]) - floor_db(probabilities, levels,
+                                                                                        first), 1),
                plain=plain.text.strip(), primed=primed.text.strip(), primed_avg_logprob=round(primed.avg_logprob, 3),
                encoding=list(primed.voiced_encoding))
     return row

@@ -32,7 +32,7 @@ import numpy.typing as npt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bargein.listening_model.decide import by_rule
+from bargein.listening_model.decide import by_rule, command_model_keeps
 from bargein.listening_model.features import NAMES, vector, words_of
 from bargein.listening_model.lexicon import BACKCHANNELS, COMMAND_WORDS, MISHEARD, QUESTION_WORDS
 from bargein.listening_model.model import WEIGHTS, InterruptionModel
@@ -149,11 +149,13 @@ def pipeline(dump: list[dict[str, Any]], families: set[str], segs: list[dict[str
             if segment.get("decision") == "text" or not segment.get("during_reply"):
                 continue
             ruled = by_rule(segment)
-            cut |= ruled[0] == "query" if ruled else model_says.get((case["id"], segment["item_id"]), False)
+            cut |= ruled[0] == "query" if ruled else (model_says.get((case["id"], segment["item_id"]), False)
+                                                      and not command_model_keeps(segment))
         cell = tally[(case["category"], case["condition"])]
         cell[0] += cut == (case["expect"] == "cut")
         cell[1] += 1
-    print("cases as labelled, rules + left-one-family-out model (segments judged as dumped):")
+    print("cases as labelled, rules + left-one-family-out model + the spoken-command model's keep "
+          "(segments judged as dumped; primed recognitions not re-judged):")
     for (category, condition), (ok, total) in sorted(tally.items()):
         print(f"  {category:<12} {condition:<7} {ok}/{total}")
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bargein.engines.base import Transcript
-from bargein.listening_model.decide import decide_over_reply
+from bargein.listening_model.decide import decide_over_reply, primed_features
 from bargein.session.core.classifier import SegmentStats, classify
 
 FRAME_MS = 32.0
@@ -29,7 +29,7 @@ SPEECH_LEVEL_DB = -20.0
 def judge(segment: dict[str, Any]) -> str:
     """The current classifier's decision on one dumped ``bargein.listen.segment``."""
     if segment.get("during_reply"):  # over a reply the decision reads the event's features alone
-        return decide_over_reply(segment)[0]
+        return decide_over_reply(segment, primed_of(segment))[0]
     stats = SegmentStats()
     for _ in range(round(segment["speech_ms"] / FRAME_MS)):
         stats.add(0.9, SPEECH_LEVEL_DB, FRAME_MS)
@@ -38,6 +38,17 @@ def judge(segment: dict[str, Any]) -> str:
         avg_logprob=segment["avg_logprob"] or 0.0)
     return classify(stats, transcript, during_reply=segment["during_reply"],
                     noise_floor_db=SPEECH_LEVEL_DB - segment["level_above_floor_db"]).decision
+
+
+def primed_of(segment: dict[str, Any]) -> dict[str, Any] | None:
+    """The primed recognition's decision fields, rebuilt from the event (at the user's level: the event does
+    not carry the loud stretch's own)."""
+    if segment.get("primed_transcript") is None:
+        return None
+    primed = Transcript(segment["primed_transcript"], no_speech_prob=segment.get("primed_no_speech_prob") or 0.0,
+                        avg_logprob=segment.get("primed_avg_logprob") or 0.0)
+    level = segment.get("user_level_above_floor_db", segment["level_above_floor_db"])
+    return primed_features(segment, primed, float(level), segment.get("below_user_db"))
 
 
 def replay(rows: list[dict[str, Any]], *, verbose: bool = False) -> dict[str, tuple[int, int]]:

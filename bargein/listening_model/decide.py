@@ -127,11 +127,17 @@ def decide_over_reply(features: Mapping[str, Any],
     why = f"the interruption model says {probability:.2f} (threshold {model.threshold:.2f})"
     if probability < model.threshold:
         return "noise", (why,)
-    spoken, command_model = features.get("command_probability"), keyword.load("en")
-    if spoken is not None and command_model is not None and float(spoken) < command_model.threshold:
+    if command_model_keeps(features):
+        threshold = keyword.load("en").threshold  # type: ignore[union-attr]
         return "noise", (f"{why}, but the spoken-command model hears no command in its loud stretch "
-                         f"({float(spoken):.2f}, threshold {command_model.threshold:.2f})",)
+                         f"({float(features['command_probability']):.2f}, threshold {threshold:.2f})",)
     return "query", (why,)
+
+
+def command_model_keeps(features: Mapping[str, Any]) -> bool:
+    """Does the English spoken-command model score the segment's loud stretch under its threshold (step 5)?"""
+    spoken, command_model = features.get("command_probability"), keyword.load("en")
+    return spoken is not None and command_model is not None and float(spoken) < command_model.threshold
 
 
 def by_rule(features: Mapping[str, Any]) -> tuple[Decision, tuple[str, ...]] | None:

@@ -4,9 +4,9 @@ The recogniser's transcript cannot always tell: Whisper base writes a lone 停 a
 as 冬 or 谢谢; Whisper tiny.en writes a sigh as "It hurts." and "Enough." as "I don't know.". Its encoder,
 which has already run for the transcript, tells them apart better. The recogniser hands over its encoder
 output averaged over the voiced stretch (:mod:`bargein.engines.transcribe.voiced_encoding`), and a
-logistic regression fitted offline by ``bench/fit_keyword.py`` weighs it: standardise, dot product,
-squash. Each weights file (``keyword_<language>.json`` beside this module) says which voices it was
-fitted on and which were held out.
+logistic regression fitted offline (``bench/fit_keyword.py`` for Mandarin, ``bench/fit_keyword_en.py``
+for English) weighs it: standardise, dot product, squash. Each weights file (``keyword_<language>.json``
+beside this module) says which voices it was fitted on and which were held out.
 
 The two languages use it the opposite way round (:data:`MODELS`):
 
@@ -58,6 +58,7 @@ MODELS = {
 talker the segment holds the talker's phrase as well as the user's "okay" (the model reads the loud
 stretch)."""
 MAX_SPEECH_MS = MODELS["zh"].max_speech_ms
+"""Mandarin's longest judged segment (the name callers and tests used before English had a model)."""
 MIN_SPEECH_MS = 150.0
 MIN_LEVEL_DB = 8.0
 """As for a command word in the transcript: a command must be clearly above the room."""
@@ -65,7 +66,7 @@ QUIETER_THAN_USER_DB = 6.0
 
 
 class KeywordFileError(RuntimeError):
-    """The weights file is malformed (refit with ``python -m bench.fit_keyword``)."""
+    """The weights file is malformed (refit with ``python -m bench.fit_keyword`` or ``bench.fit_keyword_en``)."""
 
 
 @dataclass(frozen=True)

@@ -64,7 +64,8 @@ class DecodeOptions:
     """The same for Chinese: about two tokens a character, four to seven characters a second."""
     encoding_languages: frozenset[str] = frozenset({"zh", "en"})
     """Languages whose transcripts carry the voiced encoding (:mod:`.voiced_encoding`): those with a
-    spoken-command model (:mod:`bargein.listening_model.keyword`)."""
+    spoken-command model (:mod:`bargein.listening_model.keyword`). English only from an English-only
+    model: the English model reads tiny.en's encoder, and multilingual tiny's is as wide but another."""
 
 
 FINAL = DecodeOptions()
@@ -160,7 +161,8 @@ class WhisperCore:
         lang = self._language(encoded, language)
         tokenizer = self.tokenizer(lang)
         # taken from the first window: the spoken-command model was fitted on it, not on a retry's 30 s one
-        voiced = voiced_mean(encoded, clip) if lang in options.encoding_languages else ()
+        encodes = lang in options.encoding_languages and (lang != "en" or not self.multilingual)
+        voiced = voiced_mean(encoded, clip) if encodes else ()
         duration = len(clip) / LISTEN_SAMPLE_RATE
         if prompt is None:  # a prompt in the wanted script steers Whisper towards it (Simplified Chinese)
             prompt = language_row(lang).recognition_prompt if lang != "en" else None
