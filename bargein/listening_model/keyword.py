@@ -123,8 +123,10 @@ def spoken_command(transcript: Transcript | None, features: Mapping[str, Any],
     if transcript is None or not transcript.voiced_encoding:
         return None
     packaged = MODELS.get(transcript.language)
-    model = load(transcript.language) if packaged is not None and packaged.role == role else None
-    if packaged is None or model is None:
+    if packaged is None or packaged.role != role:
+        return None
+    model = load(transcript.language)
+    if model is None:
         return None
     speech_ms = float(features.get("speech_ms") or 0.0)
     level = features.get("user_level_above_floor_db", features.get("level_above_floor_db"))
