@@ -7,7 +7,9 @@ every segment (speech duration, level above the noise floor, transcript, no-spee
 average log-probability, whether a reply was playing) are enough to try a threshold or a lexicon:
 the replay rebuilds each segment's statistics from them and prints the headline rates as the live
 bench would have. The session's own machinery (pause timer, speculation) is not replayed: a case
-counts as a false trigger or a hit when any of its segments is judged a query. The event rounds the
+counts as a false trigger or a hit when any of its segments is judged a query; over a reply (a case that
+expects a cut or the reply to go on) only the segments heard while the reply played count, not the user's
+own request that started it (the family set's timelines begin with one). The event rounds the
 features to three decimals, so a value exactly at a threshold may come out the other way.
 """
 
@@ -56,7 +58,9 @@ def replay(rows: list[dict[str, Any]], *, verbose: bool = False) -> dict[str, tu
     tally = {"false_trigger": [0, 0], "missed_query": [0, 0], "resume": [0, 0]}
     for row in rows:
         case = row["case"]
-        decisions = [judge(s) for s in row["segments"] if s.get("decision") != "text"]
+        over_reply = case["expect"] in ("cut", "resume")  # what the sound does to the reply is what counts
+        decisions = [judge(s) for s in row["segments"]
+                     if s.get("decision") != "text" and (s.get("during_reply") or not over_reply)]
         query = "query" in decisions
         if case["expect"] in ("no_reply", "resume"):
             tally["false_trigger"][0] += query
