@@ -48,7 +48,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-connections-per-client", type=int,
                        help="sessions (and handshaking connections) per client address (default 16)")
     serve.add_argument("--idle-timeout", dest="idle_timeout_s", type=float,
-                       help="close a session whose client sent nothing for this many seconds (default 300, 0: never)")
+                       help="close a session in which nothing passed either way for this many seconds "
+                            "(default 300, 0: never)")
     serve.add_argument("--max-session", dest="max_session_s", type=float,
                        help="close a session after this many seconds (default 3600, 0: never)")
     serve.add_argument("--events-per-s", type=float, help="client events per second per session (default 200)")

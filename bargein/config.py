@@ -110,7 +110,7 @@ class Settings(BaseSettings):
     """A session is told so and closed after this long (0: no limit)."""
     events_per_s: float = Field(200.0, gt=0)
     """Client events a session may send per second, sustained (a token bucket; a message also costs one
-    event per 64 KiB). Faster events are held back; a client held back for ``rate_limit_sustain_s``
+    event per 16 KiB). Faster events are held back; a client held back for ``rate_limit_sustain_s``
     without a break is closed."""
     event_burst: int = Field(200, ge=1)
     """Client events a session may send at once above the sustained rate."""
