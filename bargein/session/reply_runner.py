@@ -236,9 +236,15 @@ class ReplyRunner:
         self._close(reply, "cancelled", reason)
 
     def finish(self, response_id: str, status: str) -> None:
-        """The reply ended by itself: closing events and ``response.done``."""
+        """The reply ended by itself: closing events and ``response.done``. One that failed while paused keeps,
+        as a cancelled one does, only what was heard up to the pause."""
         reply = self.live.pop(response_id)
         reply.end()
+        if reply.pause is not None:
+            self.outbound.purge(response_id)
+            if reply.state.audio:
+                reply.state.item.audio_ms, reply.state.item.heard_ms = reply.cut_now()
+            reply.pause = None
         self._close(reply, "failed" if status == "failed" else "completed", None)
 
     def _close(self, reply: LiveReply, status: Literal["completed", "cancelled", "failed"],

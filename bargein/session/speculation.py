@@ -254,7 +254,7 @@ class Speculator:
         guess = self._guesses.pop(item_id, None)
         if guess is None:
             return
-        if not guess.recognition.done():
+        if not guess.recognition.done() and not guess.used:  # a used one is the turn's final: its transcriber owns it
             guess.recognition.cancel()
         if not guess.used:
             self.counts.asr_discarded += 1

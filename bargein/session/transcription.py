@@ -95,7 +95,7 @@ class Transcriber:
                                                                               prompt=vocabulary))
                                       if len(primed) >= MIN_PRIMED_SAMPLES else None)
         try:
-            transcript = await (guessed if guessed is not None else self._in_slices(audio, language, prompt))
+            transcript = await self._guessed_or_heard(guessed, audio, language, prompt)
         except Exception as error:
             log.exception("transcription of %s failed", item.id)
             item.unheard = True
@@ -122,6 +122,20 @@ class Transcriber:
             self.on_done(item, transcript, await _settled(second), False)
         return transcript
 
+    async def _guessed_or_heard(self, guessed: asyncio.Task[Transcript] | None, audio: npt.NDArray[np.float32],
+                                language: str | None, prompt: str | None) -> Transcript:
+        """The speculative recognition's result, or the audio recognised now when there was none or it was
+        cancelled under us (a guess given up by the speculator is not this turn's end: it still needs words)."""
+        if guessed is not None:
+            try:
+                return await guessed
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if not guessed.cancelled() or (current is not None and current.cancelling()):
+                    raise  # this recognition itself is being cancelled
+                log.warning("a speculative recognition adopted at the endpoint was cancelled: recognising again")
+        return await self._in_slices(audio, language, prompt)
+
     async def wait_all(self) -> None:
         """Until every pending recognition has finished (failures included)."""
         pending = list(self._pending.values())
@@ -139,6 +153,11 @@ async def _settled(task: asyncio.Task[Transcript] | None) -> Transcript | None:
         return None
     try:
         return await task
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if not task.cancelled() or (current is not None and current.cancelling()):
+            raise
+        return None  # given up under us: the first recognition decides alone
     except Exception:
         log.exception("the primed recognition failed")
         return None

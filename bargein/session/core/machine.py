@@ -49,6 +49,8 @@ class DuplexMachine:
     _awaiting: dict[str, bool] = field(default_factory=dict, init=False)
     """Committed segments waiting for the classifier, and whether each began during a reply."""
     _unanswered: bool = field(default=False, init=False)
+    _answered_ahead: set[str] = field(default_factory=set, init=False)
+    """Segments still being judged when a reply started (a client's): that reply's prompt waited for their words."""
     _tool_wait: bool = field(default=False, init=False)
     """The client owes function call outputs: the session is waiting on it, not idle."""
     _last_ms: float = field(default=0.0, init=False)
@@ -109,7 +111,9 @@ class DuplexMachine:
             case v.ReplyFinished():
                 self._on_reply_finished(event)
             case v.IdleTimerFired():
-                if self._turn is None and self._reply is None and not self._tool_wait and self.settings.vad:
+                if self._awaiting and self.settings.idle_timeout_ms:  # the user spoke and is being judged: not idle
+                    self._emit(v.ArmIdleTimer(self.settings.idle_timeout_ms))
+                elif self._turn is None and self._reply is None and not self._tool_wait and self.settings.vad:
                     item_id = self.new_id("item")  # else the user or the agent spoke meanwhile: stale
                     self._emit(v.IdleTimeout(item_id, event.at_ms, event.at_ms))
                     self._start_reply("idle_timeout")
@@ -182,8 +186,8 @@ class DuplexMachine:
                 span := self.segments.voice_faded(turn.item_id, turn.onset_ms)):  # the room talks on after it
             self._emit(v.VoiceEnded(turn.item_id, frame.start_ms, span))
         if (turn.during_reply and reply is not None and not reply.paused and settings.interruption.enabled
-                and turn.speech_ms >= settings.interruption.confirm_query_ms):
-            self._pause(reply, turn)  # confirm mode: a query-length segment may interrupt
+                and settings.listening.classify and turn.speech_ms >= settings.interruption.confirm_query_ms):
+            self._pause(reply, turn)  # confirm mode: a query-length segment may interrupt (a verdict will decide)
         if (settings.endpointing.scores and turn.silence_since_ms is not None and not turn.scored
                 and frame.end_ms - turn.silence_since_ms >= settings.endpointing.score_after_ms):
             turn.scored = True  # a pause the speech resumes from sooner is never scored
@@ -239,6 +243,8 @@ class DuplexMachine:
         if item_id not in self._awaiting:
             return  # cleared, or decided already: a late answer changes nothing
         during_reply = self._awaiting.pop(item_id)
+        ahead = item_id in self._answered_ahead
+        self._answered_ahead.discard(item_id)
         reply = self._reply
         confirm_ignores = (during_reply and reply is not None and not reply.paused
                            and self.storm.mode == "confirm")
@@ -255,6 +261,10 @@ class DuplexMachine:
                 assert reply is not None
                 self._resume(reply)
             self._maybe_answer()
+            return
+        if ahead:  # neither answered again nor allowed to cut the reply that answers it
+            if verdict is not None:
+                self._emit(v.ReportSegment(item_id, verdict, "answered by the reply started while it was judged"))
             return
         self._unanswered = True
         cuts = reply is not None and during_reply and self.settings.interruption.enabled
@@ -323,6 +333,7 @@ class DuplexMachine:
         if reply is None or (event.response_id is not None and event.response_id != reply.response_id):
             self._emit(v.Reject(rejections.nothing_to_cancel(event.response_id, event.event_id)))
             return
+        self._unanswered = False  # a query waiting behind it is dropped: the client stopped the agent talking
         self._cancel_active("client_cancelled")
 
     def _on_settings(self, settings: TurnSettings) -> None:
@@ -359,6 +370,7 @@ class DuplexMachine:
     def _start_reply(self, trigger: Literal["turn_detected", "client", "idle_timeout"],
                      params: ResponseParams | None = None) -> None:
         self._unanswered = False
+        self._answered_ahead.update(self._awaiting)
         self._reply = Reply(self.new_id("resp"))
         self._emit(v.DisarmIdleTimer())
         self._emit(v.StartReply(self._reply.response_id, trigger, params))

@@ -1,0 +1,105 @@
+"""Corners of the duplex machine a second reader found: each sequence here once left a session stuck, deaf,
+answering twice or answering a cough."""
+
+from __future__ import annotations
+
+from bargein.session import core as dx
+from tests.test_duplex import NO_CLASSIFIER, of
+from tests.test_listening_turns import Listening
+
+NO_INTERRUPT = dx.TurnSettings(interruption=dx.Interruption(enabled=False))
+
+
+def test_without_the_classifier_a_reply_created_mid_turn_is_never_paused() -> None:
+    """``--no-listen`` cancels at the onset and has no verdict or pause timer to end a pause: the reply a client
+    creates while the user still speaks plays on instead of pausing for good."""
+    t = Listening(NO_CLASSIFIER)
+    t.speech(640)
+    first = of(t.silence(544), dx.StartReply)[0].response_id
+    t.feed(dx.ReplyAudio(first, "a"))
+    assert of(t.speech(64), dx.CancelReply)
+    second = of(t.feed(dx.ClientResponseCreate()), dx.StartReply)[0].response_id
+    t.speech(800)
+    t.silence(544)
+    t.feed(dx.ReplyAudio(second, "b"))
+    assert not of(t.actions, dx.PauseReply)
+    ended = t.feed(dx.ReplyFinished(second))
+    assert of(ended, dx.CompleteReply) and of(ended, dx.StartReply), "then the user's turn is answered"
+
+
+def test_without_the_classifier_interruption_switched_on_mid_turn_does_not_pause_the_reply() -> None:
+    off = dx.TurnSettings(listening=dx.Listening(classify=False), interruption=dx.Interruption(enabled=False))
+    t = Listening(off)
+    t.speech(640)
+    reply = of(t.silence(544), dx.StartReply)[0].response_id
+    t.feed(dx.ReplyAudio(reply, "a"))
+    t.speech(64)  # over the reply, interruption off: it plays on
+    t.feed(dx.SettingsChanged(NO_CLASSIFIER))  # session.update: interrupt_response true
+    t.speech(800)
+    t.silence(544)
+    assert not of(t.actions, dx.PauseReply)
+    assert of(t.feed(dx.ReplyFinished(reply)), dx.CompleteReply)
+
+
+def test_a_client_cancel_drops_the_answer_owed_to_a_query_waiting_behind_the_reply() -> None:
+    """With ``interrupt_response`` off a query over a reply waits for it; a client that cancels the reply stops
+    the agent talking, so neither the cancel nor a cough judged later starts the owed answer."""
+    t = Listening(NO_INTERRUPT)
+    t.agent_speaking()
+    query = t.segment()
+    assert not of(t.feed(dx.SegmentClassified(query, "query")), dx.StartReply)
+    cancelled = t.feed(dx.ClientResponseCancel())
+    assert of(cancelled, dx.CancelReply) and not of(cancelled, dx.StartReply)
+    t.silence(3000)
+    cough = t.segment(96)
+    decided = t.feed(dx.SegmentClassified(cough, "noise"))
+    assert of(decided, dx.DiscardSegment) and not of(decided, dx.StartReply)
+    assert t.machine.phase is dx.Phase.LISTENING
+
+
+def test_a_waiting_query_is_still_answered_when_the_reply_ends_by_itself() -> None:
+    t = Listening(NO_INTERRUPT)
+    reply = t.agent_speaking()
+    query = t.segment()
+    t.feed(dx.SegmentClassified(query, "query"))
+    assert of(t.feed(dx.ReplyFinished(reply)), dx.StartReply)
+
+
+def test_a_turn_the_client_s_response_already_answers_is_not_answered_again_nor_cuts_it() -> None:
+    """A client creating its response at the commit (before the verdict) answers that turn: its prompt waits
+    for every pending transcript. The verdict must neither start a second reply nor cut the first."""
+    t = Listening()
+    item = t.segment()
+    reply = of(t.feed(dx.ClientResponseCreate()), dx.StartReply)[0].response_id
+    verdict = t.feed(dx.SegmentClassified(item, "query"))
+    assert not of(verdict, dx.StartReply) and not of(verdict, dx.CancelReply)
+    t.feed(dx.ReplyAudio(reply, "a"))
+    done = t.feed(dx.ReplyFinished(reply))
+    assert of(done, dx.CompleteReply) and not of(done, dx.StartReply)
+
+
+def test_a_turn_spoken_over_a_reply_and_answered_ahead_by_the_client_does_not_cut_its_answer() -> None:
+    """The user's speech paused a reply; the client cancels it and creates its own response before the verdict.
+    The verdict (a query, spoken over a reply) must not cut that response as a barge-in: it answers the turn."""
+    t = Listening()
+    t.agent_speaking()
+    item = t.segment()  # paused the reply at its onset
+    assert of(t.feed(dx.ClientResponseCancel()), dx.CancelReply)
+    answer = of(t.feed(dx.ClientResponseCreate()), dx.StartReply)[0].response_id
+    verdict = t.feed(dx.SegmentClassified(item, "query"))
+    assert not of(verdict, dx.CancelReply) and not of(verdict, dx.StartReply)
+    assert t.machine.active_response_id == answer
+
+
+def test_the_idle_timer_waits_while_the_user_s_segment_is_being_judged() -> None:
+    """A reply ending arms the idle timer; a slow transcript of the user's segment must not make it fire an
+    idle prompt: the user spoke. It is armed again, and fires once the session really is idle."""
+    t = Listening(dx.TurnSettings(idle_timeout_ms=5000, interruption=dx.Interruption(enabled=False)))
+    reply = t.agent_speaking()
+    item = t.segment()  # over the reply (it plays on), its transcript slow
+    assert of(t.feed(dx.ReplyFinished(reply)), dx.ArmIdleTimer)
+    fired = t.feed(dx.IdleTimerFired(t.now_ms + 5000))
+    assert not of(fired, dx.IdleTimeout) and not of(fired, dx.StartReply)
+    assert of(fired, dx.ArmIdleTimer)
+    t.feed(dx.SegmentClassified(item, "noise"))
+    assert of(t.feed(dx.IdleTimerFired(t.now_ms + 10_000)), dx.IdleTimeout)
