@@ -96,6 +96,23 @@ def test_the_transcriber_itself_still_stops_when_cancelled() -> None:
     asyncio.run(scenario())
 
 
+def test_closing_the_session_stops_the_recognition_a_transcriber_adopted() -> None:
+    """The session closes the speculator before it cancels its transcriptions: the adopted guess goes too."""
+    async def scenario() -> None:
+        asr, done = HeldRecogniser(), []
+        speculator = Speculator(asr=asr, llm=object())  # type: ignore[arg-type]
+        speculator.recognise("item_a", AUDIO)
+        guessed = speculator.take_recognition("item_a")
+        transcriber = _transcriber(asr, done)
+        transcriber.start(Item("item_a", "user", [Part("input_audio")]), AUDIO, content_index=0, guessed=guessed)
+        speculator.close()
+        for task in transcriber.tasks():
+            task.cancel()
+        await asyncio.sleep(0.01)
+        assert guessed is not None and guessed.cancelled() and done == []
+    asyncio.run(scenario())
+
+
 def test_a_session_whose_guesses_piled_up_still_answers_its_next_turn() -> None:
     """The machine, the speculator and the transcriber together: turn A's verdict arrives, so turn B is
     answered (A used to stay awaiting its verdict for good)."""

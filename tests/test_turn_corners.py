@@ -3,6 +3,7 @@ answering twice or answering a cough."""
 
 from __future__ import annotations
 
+from bargein.protocol.client_events import ResponseParams
 from bargein.session import core as dx
 from tests.test_duplex import NO_CLASSIFIER, of
 from tests.test_listening_turns import Listening
@@ -103,3 +104,42 @@ def test_the_idle_timer_waits_while_the_user_s_segment_is_being_judged() -> None
     assert of(fired, dx.ArmIdleTimer)
     t.feed(dx.SegmentClassified(item, "noise"))
     assert of(t.feed(dx.IdleTimerFired(t.now_ms + 10_000)), dx.IdleTimeout)
+
+
+def test_a_query_that_cut_the_client_s_reply_is_answered_once_the_answered_turn_s_verdict_is_in() -> None:
+    t = Listening()
+    answered = t.segment()
+    reply = of(t.feed(dx.ClientResponseCreate()), dx.StartReply)[0].response_id  # answers that segment
+    t.feed(dx.ReplyAudio(reply, "a"))
+    cutting = t.segment()  # over the client's reply: paused it at the onset
+    assert of(t.feed(dx.SegmentClassified(cutting, "query")), dx.CancelReply)  # its answer waits for the other
+    assert of(t.feed(dx.SegmentClassified(answered, "query")), dx.StartReply)
+
+
+def test_the_last_verdict_resumes_a_reply_nothing_cut_even_when_it_was_answered_ahead() -> None:
+    t = Listening()
+    answered = t.segment()
+    reply = of(t.feed(dx.ClientResponseCreate()), dx.StartReply)[0].response_id
+    t.feed(dx.ReplyAudio(reply, "a"))
+    cough = t.segment()  # paused the client's reply
+    assert not of(t.feed(dx.SegmentClassified(cough, "noise")), dx.ResumeReply)  # the other is still judged
+    assert of(t.feed(dx.SegmentClassified(answered, "query")), dx.ResumeReply)
+
+
+def test_an_out_of_band_response_does_not_answer_the_turn_being_judged() -> None:
+    """A reply with its own ``input`` and kept out of the conversation never saw the turn: it is owed still."""
+    t = Listening()
+    item = t.segment()
+    aside = ResponseParams(conversation="none", input=[])
+    reply = of(t.feed(dx.ClientResponseCreate(params=aside)), dx.StartReply)[0].response_id
+    t.feed(dx.SegmentClassified(item, "query"))
+    assert of(t.feed(dx.ReplyFinished(reply)), dx.StartReply)
+
+
+def test_a_client_cancel_also_drops_a_query_over_the_reply_whose_verdict_comes_after_it() -> None:
+    t = Listening(NO_INTERRUPT)
+    t.agent_speaking()
+    query = t.segment()  # over the reply, still being judged
+    assert of(t.feed(dx.ClientResponseCancel()), dx.CancelReply)
+    late = t.feed(dx.SegmentClassified(query, "query"))
+    assert not of(late, dx.StartReply) and not of(late, dx.DiscardSegment), "kept in the conversation, unanswered"

@@ -300,9 +300,11 @@ class Speculator:
         return chosen
 
     def close(self) -> None:
-        """Cancel everything (the session is ending)."""
+        """Cancel everything (the session is ending), the guesses a transcriber adopted too."""
         for item_id in list(self._guesses):
+            recognition = self._guesses[item_id].recognition
             self._drop_sync(item_id)
+            recognition.cancel()
         for _, task in self._primed.values():
             task.cancel()
         self._primed.clear()

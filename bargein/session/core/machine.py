@@ -49,8 +49,9 @@ class DuplexMachine:
     _awaiting: dict[str, bool] = field(default_factory=dict, init=False)
     """Committed segments waiting for the classifier, and whether each began during a reply."""
     _unanswered: bool = field(default=False, init=False)
-    _answered_ahead: set[str] = field(default_factory=set, init=False)
-    """Segments still being judged when a reply started (a client's): that reply's prompt waited for their words."""
+    _not_owed: dict[str, str] = field(default_factory=dict, init=False)
+    """Segments being judged whose verdict owes no answer, and why: a client's reply in the conversation started
+    meanwhile (its prompt waited for their words), or the client cancelled the reply they were waiting behind."""
     _tool_wait: bool = field(default=False, init=False)
     """The client owes function call outputs: the session is waiting on it, not idle."""
     _last_ms: float = field(default=0.0, init=False)
@@ -243,28 +244,24 @@ class DuplexMachine:
         if item_id not in self._awaiting:
             return  # cleared, or decided already: a late answer changes nothing
         during_reply = self._awaiting.pop(item_id)
-        ahead = item_id in self._answered_ahead
-        self._answered_ahead.discard(item_id)
+        not_owed = self._not_owed.pop(item_id, None)
         reply = self._reply
         confirm_ignores = (during_reply and reply is not None and not reply.paused
                            and self.storm.mode == "confirm")
         cut_early = item_id in self._cut_early  # the reply is gone: dropping the segment would leave silence
         kept = decision == "query" and item_id in self._unended and not cut_early  # no pause ended it: no answer
-        if (decision == "noise" and not cut_early) or confirm_ignores or kept:
+        if (decision == "noise" and not cut_early) or confirm_ignores or kept or not_owed:
             resumes = reply is not None and reply.paused and self._turn is None and not self._awaiting
             if verdict is not None:
-                self._emit(v.ReportSegment(item_id, verdict, ignored_action(reply is not None and reply.paused,
-                                                                           resumes, confirm_ignores, kept=kept)))
-            if not kept:
+                self._emit(v.ReportSegment(item_id, verdict, not_owed if not_owed and decision == "query" else
+                                           ignored_action(reply is not None and reply.paused, resumes,
+                                                          confirm_ignores, kept=kept)))
+            if not kept and not (not_owed and decision == "query"):
                 self._emit(v.DiscardSegment(item_id))
             if resumes:
                 assert reply is not None
                 self._resume(reply)
             self._maybe_answer()
-            return
-        if ahead:  # neither answered again nor allowed to cut the reply that answers it
-            if verdict is not None:
-                self._emit(v.ReportSegment(item_id, verdict, "answered by the reply started while it was judged"))
             return
         self._unanswered = True
         cuts = reply is not None and during_reply and self.settings.interruption.enabled
@@ -334,6 +331,9 @@ class DuplexMachine:
             self._emit(v.Reject(rejections.nothing_to_cancel(event.response_id, event.event_id)))
             return
         self._unanswered = False  # a query waiting behind it is dropped: the client stopped the agent talking
+        if not self.settings.interruption.enabled:  # ... and so is one still being judged
+            self._not_owed.update((item_id, "not answered: the client cancelled the reply it waited behind")
+                                  for item_id, during_reply in self._awaiting.items() if during_reply)
         self._cancel_active("client_cancelled")
 
     def _on_settings(self, settings: TurnSettings) -> None:
@@ -370,7 +370,9 @@ class DuplexMachine:
     def _start_reply(self, trigger: Literal["turn_detected", "client", "idle_timeout"],
                      params: ResponseParams | None = None) -> None:
         self._unanswered = False
-        self._answered_ahead.update(self._awaiting)
+        if trigger == "client" and (params is None or (params.input is None and params.conversation != "none")):
+            self._not_owed.update((item_id, "answered by the reply the client started while it was judged")
+                                  for item_id in self._awaiting)
         self._reply = Reply(self.new_id("resp"))
         self._emit(v.DisarmIdleTimer())
         self._emit(v.StartReply(self._reply.response_id, trigger, params))
