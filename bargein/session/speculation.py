@@ -254,9 +254,9 @@ class Speculator:
         guess = self._guesses.pop(item_id, None)
         if guess is None:
             return
-        if not guess.recognition.done() and not guess.used:  # a used one is the turn's final: its transcriber owns it
-            guess.recognition.cancel()
-        if not guess.used:
+        if not guess.used:  # a used one is the turn's final: its transcriber owns it
+            if not guess.recognition.done():
+                guess.recognition.cancel()
             self.counts.asr_discarded += 1
         if guess.reply is not None:
             self.counts.llm_discarded += 1

@@ -130,8 +130,7 @@ class Transcriber:
             try:
                 return await guessed
             except asyncio.CancelledError:
-                current = asyncio.current_task()
-                if not guessed.cancelled() or (current is not None and current.cancelling()):
+                if not _cancelled_under_us(guessed):
                     raise  # this recognition itself is being cancelled
                 log.warning("a speculative recognition adopted at the endpoint was cancelled: recognising again")
         return await self._in_slices(audio, language, prompt)
@@ -147,6 +146,13 @@ class Transcriber:
         return list(self._pending.values())
 
 
+def _cancelled_under_us(awaited: asyncio.Task[Transcript]) -> bool:
+    """After ``await awaited`` raised ``CancelledError``: whether it was ``awaited`` that someone cancelled, not
+    the task awaiting it."""
+    current = asyncio.current_task()
+    return awaited.cancelled() and not (current is not None and current.cancelling())
+
+
 async def _settled(task: asyncio.Task[Transcript] | None) -> Transcript | None:
     """A second recognition's result, or ``None`` if there was none or it failed (the first one decides alone)."""
     if task is None:
@@ -154,8 +160,7 @@ async def _settled(task: asyncio.Task[Transcript] | None) -> Transcript | None:
     try:
         return await task
     except asyncio.CancelledError:
-        current = asyncio.current_task()
-        if not task.cancelled() or (current is not None and current.cancelling()):
+        if not _cancelled_under_us(task):
             raise
         return None  # given up under us: the first recognition decides alone
     except Exception:

@@ -245,6 +245,7 @@ class DuplexMachine:
             return  # cleared, or decided already: a late answer changes nothing
         during_reply = self._awaiting.pop(item_id)
         not_owed = self._not_owed.pop(item_id, None)
+        answered_elsewhere = not_owed if decision == "query" else None  # kept in the conversation, not answered
         reply = self._reply
         confirm_ignores = (during_reply and reply is not None and not reply.paused
                            and self.storm.mode == "confirm")
@@ -253,10 +254,9 @@ class DuplexMachine:
         if (decision == "noise" and not cut_early) or confirm_ignores or kept or not_owed:
             resumes = reply is not None and reply.paused and self._turn is None and not self._awaiting
             if verdict is not None:
-                self._emit(v.ReportSegment(item_id, verdict, not_owed if not_owed and decision == "query" else
-                                           ignored_action(reply is not None and reply.paused, resumes,
-                                                          confirm_ignores, kept=kept)))
-            if not kept and not (not_owed and decision == "query"):
+                self._emit(v.ReportSegment(item_id, verdict, answered_elsewhere or ignored_action(
+                    reply is not None and reply.paused, resumes, confirm_ignores, kept=kept)))
+            if not kept and not answered_elsewhere:
                 self._emit(v.DiscardSegment(item_id))
             if resumes:
                 assert reply is not None
