@@ -20,6 +20,7 @@ from bargein.session.core.segment_book import SegmentBook, ignored_action
 from bargein.session.core.settings import TurnSettings
 from bargein.session.core.storm_guard import StormGuard
 from bargein.session.core.turn_records import Reply, Turn
+from bargein.session.core.verdicts import AwaitedVerdicts
 
 MIN_COMMIT_MS = 100.0
 """Shortest buffer a commit accepts (the OpenAI Realtime API's rule)."""
@@ -46,21 +47,14 @@ class DuplexMachine:
     segments: SegmentBook = field(default_factory=SegmentBook)
     _turn: Turn | None = field(default=None, init=False)
     _reply: Reply | None = field(default=None, init=False)
-    _awaiting: dict[str, bool] = field(default_factory=dict, init=False)
-    """Committed segments waiting for the classifier, and whether each began during a reply."""
+    _awaiting: AwaitedVerdicts = field(default_factory=AwaitedVerdicts, init=False)
+    """Committed segments waiting for the classifier, and what each verdict owes."""
     _unanswered: bool = field(default=False, init=False)
-    _not_owed: dict[str, str] = field(default_factory=dict, init=False)
-    """Segments being judged whose verdict owes no answer, and why: a client's reply in the conversation started
-    meanwhile (its prompt waited for their words), or the client cancelled the reply they were waiting behind."""
     _tool_wait: bool = field(default=False, init=False)
     """The client owes function call outputs: the session is waiting on it, not idle."""
     _last_ms: float = field(default=0.0, init=False)
     _actions: list[v.Action] = field(default_factory=list, init=False)
     _finished: deque[str] = field(default_factory=lambda: deque(maxlen=RECENT_FINISHED), init=False)
-    _cut_early: deque[str] = field(default_factory=lambda: deque(maxlen=8), init=False)
-    """Segments that cut the reply at their first pause: whatever their verdict, they are answered."""
-    _unended: deque[str] = field(default_factory=lambda: deque(maxlen=8), init=False)
-    """Segments committed at the longest turn, no pause having ended them: judged, but never answered."""
     _heard_from_ms: float = field(default=0.0, init=False)
     """Stream time before which the input buffer holds nothing (the last commit's or clear's end)."""
 
@@ -226,13 +220,13 @@ class DuplexMachine:
         paused = self._reply if self._reply is not None and self._reply.paused else None  # it waits for the verdict
         self._emit(v.CommitBuffer(turn.item_id, turn.start_ms, now_ms, listen_span=span, urgent=paused is not None))
         if unended:
-            self._unended.append(turn.item_id)
+            self._awaiting.mark_unended(turn.item_id)
         if not settings.listening.classify:
             self.segments.forget(turn.item_id)
             self._unanswered = self._unanswered or not unended
             self._maybe_answer()
             return
-        self._awaiting[turn.item_id] = turn.during_reply
+        self._awaiting.expect(turn.item_id, during_reply=turn.during_reply)
         self._emit(v.AwaitClassification(turn.item_id))
         if paused is not None:
             self._emit(v.ArmPauseTimer(paused.response_id, settings.interruption.false_interruption_timeout_ms))
@@ -241,17 +235,15 @@ class DuplexMachine:
 
     def _on_classified(self, item_id: str, decision: Literal["query", "noise"],
                        verdict: ListenDecision | None) -> None:
-        if item_id not in self._awaiting:
+        if (owed := self._awaiting.settle(item_id)) is None:
             return  # cleared, or decided already: a late answer changes nothing
-        during_reply = self._awaiting.pop(item_id)
-        not_owed = self._not_owed.pop(item_id, None)
-        answered_elsewhere = not_owed if decision == "query" else None  # kept in the conversation, not answered
+        answered_elsewhere = owed.not_owed if decision == "query" else None  # kept in the conversation, not answered
         reply = self._reply
-        confirm_ignores = (during_reply and reply is not None and not reply.paused
+        confirm_ignores = (owed.during_reply and reply is not None and not reply.paused
                            and self.storm.mode == "confirm")
-        cut_early = item_id in self._cut_early  # the reply is gone: dropping the segment would leave silence
-        kept = decision == "query" and item_id in self._unended and not cut_early  # no pause ended it: no answer
-        if (decision == "noise" and not cut_early) or confirm_ignores or kept or not_owed:
+        cut_early = owed.cut_early  # the reply is gone: dropping the segment would leave silence
+        kept = decision == "query" and owed.unended and not cut_early  # no pause ended it: no answer
+        if (decision == "noise" and not cut_early) or confirm_ignores or kept or owed.not_owed:
             resumes = reply is not None and reply.paused and self._turn is None and not self._awaiting
             if verdict is not None:
                 self._emit(v.ReportSegment(item_id, verdict, answered_elsewhere or ignored_action(
@@ -264,7 +256,7 @@ class DuplexMachine:
             self._maybe_answer()
             return
         self._unanswered = True
-        cuts = reply is not None and during_reply and self.settings.interruption.enabled
+        cuts = reply is not None and owed.during_reply and self.settings.interruption.enabled
         if verdict is not None:
             self._emit(v.ReportSegment(item_id, verdict, "cut the reply and answer" if cuts else
                                        "answer (it cut the reply at its first pause)" if cut_early else "answer"))
@@ -284,7 +276,7 @@ class DuplexMachine:
         if (reply is not None and reply.paused and settings.interruption.enabled and self.storm.mode == "normal"
                 and self.segments.spots_command(event.item_id, event.transcript, event.primed)):
             self._barge_in()  # "stop" heard at the first pause (either way): cut now, not after the endpoint
-            self._cut_early.append(event.item_id)
+            self._awaiting.mark_cut_early(event.item_id)
         if event.primed is not None or event.transcript is None or not (
                 settings.vad and settings.create_response and settings.speculation.prefetch_reply):
             return  # (the plain guess, which a reply would quote, came first and was weighed then)
@@ -332,8 +324,8 @@ class DuplexMachine:
             return
         self._unanswered = False  # a query waiting behind it is dropped: the client stopped the agent talking
         if not self.settings.interruption.enabled:  # ... and so is one still being judged
-            self._not_owed.update((item_id, "not answered: the client cancelled the reply it waited behind")
-                                  for item_id, during_reply in self._awaiting.items() if during_reply)
+            self._awaiting.owe_nothing("not answered: the client cancelled the reply it waited behind",
+                                       only_during_reply=True)
         self._cancel_active("client_cancelled")
 
     def _on_settings(self, settings: TurnSettings) -> None:
@@ -371,8 +363,7 @@ class DuplexMachine:
                      params: ResponseParams | None = None) -> None:
         self._unanswered = False
         if trigger == "client" and (params is None or (params.input is None and params.conversation != "none")):
-            self._not_owed.update((item_id, "answered by the reply the client started while it was judged")
-                                  for item_id in self._awaiting)
+            self._awaiting.owe_nothing("answered by the reply the client started while it was judged")
         self._reply = Reply(self.new_id("resp"))
         self._emit(v.DisarmIdleTimer())
         self._emit(v.StartReply(self._reply.response_id, trigger, params))

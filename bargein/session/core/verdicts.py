@@ -1,0 +1,69 @@
+"""What the duplex machine owes each committed segment's verdict: plain bookkeeping, the rules stay in the machine.
+
+A segment committed with listening on waits for the classifier. While it waits, things happen that change what
+its verdict may do: it cut the reply at its first pause (so it is answered whatever the verdict), it was committed
+at the longest turn with no pause ending it (so it is judged but never answered), or a client's reply answered it
+or the client cancelled the reply it waited behind (so its verdict owes no answer)."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+MARKS_KEPT = 8
+"""Segments remembered as cut-early or unended; more than this many awaiting a verdict at once does not happen."""
+
+
+@dataclass(frozen=True)
+class Owed:
+    """What one segment's verdict may do, read when the verdict arrives."""
+
+    during_reply: bool
+    """It began while a reply was live."""
+    not_owed: str | None
+    """Why its verdict owes no answer, if it does not."""
+    cut_early: bool
+    """It cut the reply at its first pause: answered whatever the verdict."""
+    unended: bool
+    """Committed at the longest turn, no pause having ended it: judged, never answered."""
+
+
+@dataclass
+class AwaitedVerdicts:
+    """The committed segments waiting for a verdict, and the marks that change what each verdict owes."""
+
+    _during_reply: dict[str, bool] = field(default_factory=dict)
+    _not_owed: dict[str, str] = field(default_factory=dict)
+    _cut_early: deque[str] = field(default_factory=lambda: deque(maxlen=MARKS_KEPT))
+    _unended: deque[str] = field(default_factory=lambda: deque(maxlen=MARKS_KEPT))
+
+    def __bool__(self) -> bool:
+        return bool(self._during_reply)
+
+    def __contains__(self, item_id: object) -> bool:
+        return item_id in self._during_reply
+
+    def expect(self, item_id: str, *, during_reply: bool) -> None:
+        """``item_id`` was committed and waits for the classifier."""
+        self._during_reply[item_id] = during_reply
+
+    def mark_unended(self, item_id: str) -> None:
+        """``item_id`` was committed at the longest turn, no pause having ended it."""
+        self._unended.append(item_id)
+
+    def mark_cut_early(self, item_id: str) -> None:
+        """``item_id`` cut the reply at its first pause."""
+        self._cut_early.append(item_id)
+
+    def owe_nothing(self, why: str, *, only_during_reply: bool = False) -> None:
+        """Every segment waiting now (or only those that began during a reply) owes no answer, for ``why``."""
+        self._not_owed.update((item_id, why) for item_id, during_reply in self._during_reply.items()
+                              if during_reply or not only_during_reply)
+
+    def settle(self, item_id: str) -> Owed | None:
+        """The verdict for ``item_id`` arrived: what it owes, or None if nothing waits for it (cleared, or
+        decided already)."""
+        if item_id not in self._during_reply:
+            return None
+        return Owed(during_reply=self._during_reply.pop(item_id), not_owed=self._not_owed.pop(item_id, None),
+                    cut_early=item_id in self._cut_early, unended=item_id in self._unended)
