@@ -7,9 +7,12 @@
 from __future__ import annotations
 
 import json
+import math
+import sys
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from bargein.protocol.errors import ProtocolError
 from bargein.protocol.server_events import MAX_ECHOED_ID
@@ -23,6 +26,12 @@ MAX_DEPTH = 32
 """Nesting levels of objects and arrays in one client event (tool schemas need a dozen at most)."""
 MAX_NODES = 50_000
 """Values (objects, arrays, strings, numbers) in one client event."""
+MAX_INT64 = 2**63 - 1
+"""The largest integer a protocol field takes (a 64-bit integer, as OpenAI's API reads them)."""
+MAX_OUTPUT_TOKENS = 4_096
+"""The largest integer ``max_output_tokens`` the protocol allows (1 to 4096, or ``"inf"``)."""
+OutputTokens = Annotated[int, Field(ge=1, le=MAX_OUTPUT_TOKENS)] | Literal["inf"]
+"""``max_output_tokens``: an integer from 1 to 4096, or ``"inf"``."""
 
 
 class _Event(BaseModel):
@@ -104,6 +113,21 @@ class MessageItem(BaseModel):
     status: Literal["completed", "incomplete", "in_progress"] | None = None
     content: list[ContentPart] = Field(min_length=1, max_length=64)
 
+    @model_validator(mode="after")
+    def _content_for_role(self) -> MessageItem:
+        """Hold each role to content the conversation keeps for it (the GA item types), so nothing a client
+        sends is silently left out of what the model reads: an assistant's ``input_text`` is its text (as
+        Pipecat sends it), but an assistant's audio or image, or a system message's image, would be dropped."""
+        if self.role == "assistant":
+            if any(isinstance(part, InputAudio | InputImage) for part in self.content):
+                raise ValueError("an assistant message holds output_text only (input_audio and input_image "
+                                 "are user content)")
+            self.content = [OutputText(type="output_text", text=part.text) if isinstance(part, InputText) else part
+                            for part in self.content]
+        elif self.role == "system" and any(isinstance(part, InputImage) for part in self.content):
+            raise ValueError("a system message holds text only (input_image is user content)")
+        return self
+
 
 ConversationItem = Annotated[MessageItem | FunctionCallItem | FunctionCallOutputItem, Field(discriminator="type")]
 
@@ -141,7 +165,7 @@ class ConversationItemTruncate(_Event):
     type: Literal["conversation.item.truncate"]
     item_id: str = Field(max_length=MAX_REFERENCE_LENGTH)
     content_index: int = Field(ge=0)
-    audio_end_ms: int = Field(ge=0)
+    audio_end_ms: int = Field(ge=0, le=MAX_INT64)
 
 
 class ConversationItemDelete(_Event):
@@ -158,7 +182,7 @@ class ResponseParams(BaseModel):
     instructions: str | None = None
     output_modalities: list[Literal["audio", "text"]] | None = Field(None, min_length=1, max_length=1)
     conversation: Literal["auto", "none"] | None = None
-    max_output_tokens: int | Literal["inf"] | None = None
+    max_output_tokens: OutputTokens | None = None
     metadata: dict[str, str] | None = Field(None, max_length=16)
     input: list[ResponseInputItem] | None = Field(None, max_length=64)
     """Out-of-band context: these items instead of the conversation (``[]`` for none at all)."""
@@ -198,7 +222,7 @@ KNOWN_TYPES = frozenset({
 def parse_client_event(raw: str | bytes) -> ClientEvent:
     """Validate one client message; raise :class:`ProtocolError` describing the first problem."""
     try:
-        data = json.loads(raw)
+        data = json.loads(raw, parse_constant=_constant, parse_int=_integer, parse_float=_real)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ProtocolError(f"the message is not valid JSON: {error}", code="invalid_json") from None
     except RecursionError:
@@ -224,11 +248,40 @@ def parse_client_event(raw: str | bytes) -> ClientEvent:
                             code="invalid_value", param=location, event_id=event_id) from None
 
 
+@dataclass(frozen=True)
+class _Unreadable:
+    """A number the parser read that no field can take: refused by :func:`_check_shape`, naming the event."""
+
+    why: str
+
+
+def _constant(name: str) -> _Unreadable:
+    """``NaN``, ``Infinity``, ``-Infinity``: Python's parser takes them, JSON has no such values."""
+    return _Unreadable(f"{name} is not a JSON value")
+
+
+def _integer(text: str) -> int | _Unreadable:
+    """An integer, unless it has more digits than Python converts (it would raise a bare ``ValueError``)."""
+    digits = len(text.lstrip("-"))
+    if digits > sys.get_int_max_str_digits() > 0:
+        return _Unreadable(f"an integer of {digits} digits is too long to read")
+    return int(text)
+
+
+def _real(text: str) -> float | _Unreadable:
+    """A number with a fraction or exponent, unless it overflows to infinity (``1e999``)."""
+    value = float(text)
+    return value if math.isfinite(value) else _Unreadable(f"the number {text[:40]} is out of range")
+
+
 def _check_shape(data: dict[str, Any], event_id: str | None) -> None:
-    """Refuse events nested deeper than :data:`MAX_DEPTH` or holding more than :data:`MAX_NODES` values.
+    """Refuse events nested deeper than :data:`MAX_DEPTH`, holding more than :data:`MAX_NODES` values, a
+    number no field can take (:class:`_Unreadable`), or a string (or key) that is not Unicode text (an
+    unpaired ``\\ud800``-style surrogate escape).
 
     Checked before validation, so nothing later (merging a config, echoing it back, serialising it)
-    ever walks a structure deep enough to exhaust the interpreter's recursion limit.
+    ever walks a structure deep enough to exhaust the interpreter's recursion limit, and no string that
+    cannot be encoded as UTF-8 reaches the history or an engine (where every later reply would fail on it).
     """
     stack: list[tuple[Any, int]] = [(data, 1)]
     nodes = 0
@@ -238,9 +291,29 @@ def _check_shape(data: dict[str, Any], event_id: str | None) -> None:
         if nodes > MAX_NODES:
             raise ProtocolError(f"the event holds more than {MAX_NODES} values", code="invalid_event",
                                 event_id=event_id)
-        if isinstance(value, dict | list):
+        if isinstance(value, str):
+            _check_text(value, event_id)
+        elif isinstance(value, _Unreadable):
+            raise ProtocolError(f"the message is not valid JSON: {value.why}", code="invalid_json",
+                                event_id=event_id)
+        elif isinstance(value, dict | list):
             if depth > MAX_DEPTH:
                 raise ProtocolError(f"the event is nested more than {MAX_DEPTH} levels deep", code="invalid_event",
                                     event_id=event_id)
+            if isinstance(value, dict):
+                for key in value:
+                    _check_text(key, event_id)
             children = value.values() if isinstance(value, dict) else value
             stack.extend((child, depth + 1) for child in children)
+
+
+def _check_text(text: str, event_id: str | None) -> None:
+    """Refuse a string holding an unpaired surrogate (JSON's ``\\ud800`` escape alone): it is no Unicode text."""
+    if text.isascii():  # constant time: base64 audio and most text end here
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise ProtocolError(f"a string holds an unpaired surrogate ({text[error.start]!a}) at position "
+                            f"{error.start}: not valid Unicode text", code="invalid_value",
+                            event_id=event_id) from None

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from bargein.audio.codecs import AudioFormat
 from bargein.languages import ENGLISH, LANGUAGES, language, language_code
+from bargein.protocol.client_events import OutputTokens
 from bargein.protocol.errors import ProtocolError
 from bargein.protocol.tool_items import validate_tool_choice, validate_tools
 
@@ -151,7 +152,7 @@ class SessionConfig(BaseModel):
     instructions: str = Field(DEFAULT_INSTRUCTIONS, max_length=256 * 1024)
     output_modalities: list[Literal["audio", "text"]] = Field(default_factory=_audio_only, min_length=1, max_length=1)
     audio: AudioConfig = Field(default_factory=AudioConfig)
-    max_output_tokens: int | Literal["inf"] = "inf"
+    max_output_tokens: OutputTokens = "inf"
     tool_choice: Any = "auto"
     tools: list[dict[str, Any]] = Field(default_factory=list, max_length=128)
     tracing: Any = None

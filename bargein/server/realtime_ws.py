@@ -188,7 +188,8 @@ class _Connection:
                 data = message.get("bytes")
             if data is None:
                 continue
-            throttle = self.limiter.admit(len(data))
+            size = message_bytes(data)
+            throttle = self.limiter.admit(size)
             if throttle.close:
                 return Ending("rate_limit_exceeded", f"over {self.settings.events_per_s:g} events per second for "
                               f"{self.limiter.sustain_s:g} s", POLICY_CLOSE)
@@ -198,9 +199,9 @@ class _Connection:
                     code="rate_limit_exceeded"))))
             if throttle.wait_s > 0:
                 await asyncio.sleep(throttle.wait_s)  # meanwhile the socket is not read: TCP slows the client
-            if len(data) > max_bytes:
+            if size > max_bytes:
                 self.session.outbound.put(Outgoing(error_event(ProtocolError(
-                    f"message of {len(data)} bytes exceeds the limit of {max_bytes} bytes; split the audio into "
+                    f"message of {size} bytes exceeds the limit of {max_bytes} bytes; split the audio into "
                     "smaller appends", code="message_too_large"))))
                 continue
             await self.session.handle_message(data)
@@ -245,6 +246,13 @@ class _Connection:
             if idle_s:
                 deadlines.append(self.last_heard + idle_s)
             await asyncio.sleep(max(0.05, min(deadlines) - now) if deadlines else 3600.0)
+
+
+def message_bytes(data: str | bytes) -> int:
+    """The size of a client message on the wire: a text frame's UTF-8 bytes, not its characters."""
+    if isinstance(data, bytes) or data.isascii():  # isascii is constant time: JSON text is mostly ASCII
+        return len(data)
+    return len(data.encode("utf-8", "surrogatepass"))
 
 
 async def _farewell(websocket: WebSocket, ending: Ending) -> None:

@@ -218,13 +218,13 @@ class RealtimeSession:
         if refusal is not None:  # honoured or refused, never silently heard as English
             raise ProtocolError(f"invalid session.update: {refusal}", code="unsupported_language",
                                 param="session.audio.input.transcription.language", event_id=message.event_id)
-        self.audio_in.set_format(config.input_format)
         try:
             self.audio_in.set_noise_reduction(config.audio.input.noise_reduction is not None)
         except WeightError as error:
             raise ProtocolError(f"noise_reduction needs the bargein[noise] extra on the server: {error}",
                                 code="invalid_value", param="session.audio.input.noise_reduction",
                                 event_id=message.event_id) from None
+        self.audio_in.set_format(config.input_format)  # the last check has passed: nothing refused changes it
         self.config = config
         self.plain_silence = plain_silence_after(message.session, self.plain_silence)
         if config.audio.input.turn_detection is not None:
@@ -264,8 +264,9 @@ class RealtimeSession:
                    for other in self.conversation):
                 raise ProtocolError(f"the function call {call_id!r} already has an output", code="invalid_value",
                                     param="item.call_id", event_id=message.event_id)
-            self.replies.pending.answer(call_id)
         previous = self.conversation.add(item, previous_item_id=message.previous_item_id, event_id=message.event_id)
+        if item.type == "function_call_output" and item.call is not None:  # in the conversation: now it is answered
+            self.replies.pending.answer(item.call.call_id)
         self.outbound.put(Outgoing(event("conversation.item.added", previous_item_id=previous, item=item.wire())))
         self.outbound.put(Outgoing(event("conversation.item.done", previous_item_id=previous, item=item.wire())))
 
