@@ -6,7 +6,8 @@ import pytest
 
 from bargein.engines.base import WordTiming
 from bargein.protocol.errors import ProtocolError
-from bargein.session.history import Conversation, Item, Part, heard_prefix
+from bargein.protocol.tool_items import FunctionCallItem, FunctionCallOutputItem
+from bargein.session.history import Conversation, Item, Part, function_item, heard_prefix
 
 WORDS = [WordTiming("Sure,", 0, 400), WordTiming("the", 450, 600), WordTiming("weather", 650, 1100),
          WordTiming("is", 1150, 1300), WordTiming("sunny.", 1350, 1900)]
@@ -85,3 +86,18 @@ def test_insert_after_a_given_item_and_delete() -> None:
         history.add(Item("a", "user", [Part("input_text", "dup")]))
     history.delete("b")
     assert [i.id for i in history] == ["a", "c"]
+
+
+def test_function_calls_and_outputs_count_against_the_byte_cap() -> None:
+    """A client may send megabytes of tool output (or of a call's arguments) in each item: the history's byte cap
+    must weigh that text as it weighs a message's, or thousands of such items stay in memory."""
+    history = Conversation(max_items=2_000, max_bytes=10_000)
+    for i in range(20):
+        history.add(function_item(FunctionCallItem(type="function_call", id=f"c{i}", call_id=f"call_{i}",
+                                                   name="lookup", arguments='{"q": "' + "a" * 1_000 + '"}')))
+        history.add(function_item(FunctionCallOutputItem(type="function_call_output", id=f"o{i}",
+                                                         call_id=f"call_{i}", output="r" * 1_000)))
+    kept = sum(len(item.output) + len(item.call.arguments if item.type == "function_call" and item.call else "")
+               for item in history)
+    assert kept <= 10_000 and history.bytes <= 10_000 and history.forgotten >= 20
+    assert history.last_id() == "o19"

@@ -78,8 +78,10 @@ class Item:
 
     @property
     def size(self) -> int:
-        """Characters of text and image data the item holds (its weight in the history's byte cap)."""
-        return sum(len(p.text) + len(p.image_url or "") for p in self.parts) + 64
+        """Characters of text and image data the item holds (its weight in the history's byte cap), a function
+        call's name and arguments and a function call output's text included."""
+        call = len(self.call.name) + len(self.call.arguments) if self.call is not None else 0
+        return sum(len(p.text) + len(p.image_url or "") for p in self.parts) + call + len(self.output) + 64
 
     @property
     def is_assistant_audio(self) -> bool:

@@ -178,6 +178,7 @@ class ReplyPipeline:
         resampler: StreamResampler | None = None
         first_audio = True
         first_clause = True
+        carried: list[WordTiming] = []  # words timed past the end of the audio sent so far: they start in the next
         while (clause := await clauses.get()) is not None:
             if cancel.cancelled:
                 return
@@ -201,22 +202,28 @@ class ReplyPipeline:
                     spoken_text_sent = True
                     first_clause = False
                 assert resampler is not None
-                await self._send_audio(plan, sink, cancel, resampler.process(joined.audio), joined.words)
+                carried = await self._send_audio(plan, sink, cancel, resampler.process(joined.audio),
+                                                 [*carried, *joined.words])
         if crossfader is not None and resampler is not None and not cancel.cancelled:
             tail = crossfader.flush()
             audio = np.concatenate([resampler.process(tail.audio), resampler.process(np.zeros(0, np.float32),
                                                                                      last=True)])
             if len(audio):
-                await self._send_audio(plan, sink, cancel, audio, tail.words)
+                await self._send_audio(plan, sink, cancel, audio, [*carried, *tail.words])
 
     async def _send_audio(self, plan: ReplyPlan, sink: ReplySink, cancel: CancelToken,
-                          audio: np.ndarray, words: Sequence[WordTiming]) -> None:
+                          audio: np.ndarray, words: Sequence[WordTiming]) -> list[WordTiming]:
+        """Send ``audio`` in deltas with the words that start in each; returns the words timed at or past its
+        end, relative to that end: they start in the audio that follows (the crossfader clamps a word that
+        starts in the overlap it holds back to the end of what it emits, and a resampler's delay shortens
+        the audio), so they go with it rather than nowhere."""
         rate = plan.output_format.rate
         step = int(rate * DELTA_MS / 1000)
+        total_ms = 1000.0 * len(audio) / rate
         for offset in range(0, len(audio), step):
             await sink.wait_for_room(plan.response_id)
             if cancel.cancelled:
-                return
+                return []
             piece = audio[offset:offset + step]
             start_ms = 1000.0 * offset / rate
             duration_ms = 1000.0 * len(piece) / rate
@@ -224,6 +231,8 @@ class ReplyPipeline:
                            for w in words if start_ms <= w.start_ms < start_ms + duration_ms]
             sink.reply_audio(plan.response_id, plan.output_format.encode(float_to_int16(piece)),
                              duration_ms, piece_words)
+        return [WordTiming(w.word, max(0.0, w.start_ms - total_ms), max(0.0, w.end_ms - total_ms))
+                for w in words if w.start_ms >= total_ms]
 
 
 def _drain_then_end(queue: asyncio.Queue[str | None]) -> None:

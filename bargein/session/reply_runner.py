@@ -69,6 +69,8 @@ class ReplyRunner:
         self.live: dict[str, LiveReply] = {}
         self.recent: deque[LiveReply] = deque(maxlen=RECENT_REPLIES)
         self.tasks: set[asyncio.Task[None]] = set()
+        self.held_calls: dict[str, list[ToolCall]] = {}
+        """Calls the model made while its reply was paused: announced on resume, dropped if it is cut."""
 
     def _emit(self, item: Outgoing) -> None:
         self.outbound.put(item)
@@ -219,6 +221,8 @@ class ReplyRunner:
                 self.forward_text(response_id, piece)
             else:
                 self.forward(response_id, piece)
+        for call in self.held_calls.pop(response_id, []):
+            self.tool_call(reply, call)
         reply.gate.set()
 
     # -- the end of a reply -------------------------------------------------------------------------
@@ -228,6 +232,7 @@ class ReplyRunner:
         reply = self.live.pop(response_id)
         reply.cancel.cancel(reason)
         self.outbound.purge(response_id)
+        self.held_calls.pop(response_id, None)
         reply.end()
         item = reply.state.item
         if reply.state.audio:
@@ -237,14 +242,19 @@ class ReplyRunner:
 
     def finish(self, response_id: str, status: str) -> None:
         """The reply ended by itself: closing events and ``response.done``. One that failed while paused keeps,
-        as a cancelled one does, only what was heard up to the pause."""
+        as a cancelled one does, only what was heard up to the pause; one that failed while playing keeps only
+        the words of the audio it sent (a clause's text goes out with its first audio, not with its last)."""
         reply = self.live.pop(response_id)
         reply.end()
+        self.held_calls.pop(response_id, None)
+        item = reply.state.item
         if reply.pause is not None:
             self.outbound.purge(response_id)
             if reply.state.audio:
-                reply.state.item.audio_ms, reply.state.item.heard_ms = reply.cut_now()
+                item.audio_ms, item.heard_ms = reply.cut_now()
             reply.pause = None
+        elif status == "failed" and reply.state.audio and item.heard_ms is None:
+            item.heard_ms = item.audio_ms
         self._close(reply, "failed" if status == "failed" else "completed", None)
 
     def _close(self, reply: LiveReply, status: Literal["completed", "cancelled", "failed"],
@@ -256,7 +266,12 @@ class ReplyRunner:
     # -- function calls ------------------------------------------------------------------------------
 
     def tool_call(self, reply: LiveReply, call: ToolCall) -> None:
-        """A call of a client tool becomes a ``function_call`` item; a refused one, a visible error."""
+        """A call of a client tool becomes a ``function_call`` item; a refused one, a visible error. While the
+        reply is paused the call waits with its held output: the turn over it may cut the reply, and a call
+        announced then would follow that turn in the history, unanswered."""
+        if reply.pause is not None:
+            self.held_calls.setdefault(reply.response_id, []).append(call)
+            return
         if call.refused:
             self._emit(Outgoing(error_event(ProtocolError(
                 f"the model wrote a tool call that was refused: {call.refused}. It wrote: {call.raw[:300]!r}",
@@ -289,8 +304,8 @@ class ReplyRunner:
         """
         for reply in self.recent:
             item = reply.state.item
-            if not reply.ended or item.heard_ms is not None:
-                continue
+            if not reply.ended or (item.heard_ms is not None and item.heard_ms < item.audio_ms):
+                continue  # still live, or cut already (by a cancel or the client's truncate)
             heard = reply.playback.heard_ms()
             if heard < reply.playback.sent_ms - 1.0:
                 item.heard_ms = heard
