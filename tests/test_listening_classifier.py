@@ -143,7 +143,7 @@ async def test_a_discarded_guess_never_becomes_a_reply() -> None:
     messages = [ChatMessage("user", "what time is it")]
     speculator.prefetch("item_1", messages, GenerationOptions())
     speculator.drop("item_1")  # the user went on speaking
-    assert speculator.take_reply(messages) is None
+    assert speculator.take_reply(messages, GenerationOptions()) is None
     assert speculator.counts.asr_discarded == 1 and speculator.counts.llm_discarded == 1
     assert speculator.counts.waste == 1.0
 
@@ -160,15 +160,20 @@ async def test_a_confirmed_guess_hands_its_tokens_to_the_reply() -> None:
     await asyncio.sleep(0.03)
     assert speculator.take_recognition("item_1") is task
     # a reply for other messages does not get it
-    assert speculator.take_reply([ChatMessage("user", "something else")]) is None
+    assert speculator.take_reply([ChatMessage("user", "something else")], GenerationOptions()) is None
     assert speculator.counts.llm_discarded == 1
+    # nor does one for the same messages with other options (the tools or the token limit changed meanwhile)
     speculator.recognise("item_2", audio)
     speculator.prefetch("item_2", messages, GenerationOptions())
-    prefetched = speculator.take_reply(messages)
+    assert speculator.take_reply(messages, GenerationOptions(max_tokens=32)) is None
+    assert speculator.counts.llm_discarded == 2
+    speculator.recognise("item_3", audio)
+    speculator.prefetch("item_3", messages, GenerationOptions())
+    prefetched = speculator.take_reply(messages, GenerationOptions())
     assert prefetched is not None
     tokens = [token async for token in prefetched.adopt(CancelToken())]
     assert "".join(tokens) == "You said: hello."
-    assert len(llm.seen) == 2 and speculator.counts.llm_used == 1
+    assert len(llm.seen) == 3 and speculator.counts.llm_used == 1
 
 
 def test_a_short_interruption_needs_a_command_or_a_question_word() -> None:

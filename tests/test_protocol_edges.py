@@ -26,6 +26,7 @@ from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.engines.think.openai_llm import OpenAICompatibleLanguageModel
 from bargein.engines.weights import WeightError
+from bargein.session.core import vocabulary as v
 from bargein.session.realtime_session import RealtimeSession
 from tests.support.realtime_client import validate_server_event
 from tests.support.server import running_server
@@ -271,18 +272,24 @@ class _Session:
         return event
 
 
-async def test_a_refused_function_call_output_leaves_the_call_waiting_for_its_output() -> None:
+async def _weather_call_owed(h: _Session) -> tuple[str, str]:
+    """The model calls the client's weather tool; the call's item id and call id, its output owed."""
     weather = {"type": "function", "name": "get_weather", "parameters": {
         "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+    await h.send({"type": "session.update", "session": {"tools": [weather], "output_modalities": ["text"],
+                                                         "audio": {"input": {"turn_detection": None}}}})
+    await h.send(user_text("what is the weather in paris"))
+    await h.session.handle_message(json.dumps({"type": "response.create"}))
+    done = await h.until("response.done")
+    call = done["response"]["output"][-1]
+    assert call["call_id"] in h.session.replies.pending
+    return call["id"], call["call_id"]
+
+
+async def test_a_refused_function_call_output_leaves_the_call_waiting_for_its_output() -> None:
     h = _Session(FakeLanguageModel(calls={"weather": ("get_weather", '{"city": "Paris"}')}))
     try:
-        await h.send({"type": "session.update", "session": {"tools": [weather], "output_modalities": ["text"],
-                                                             "audio": {"input": {"turn_detection": None}}}})
-        await h.send(user_text("what is the weather in paris"))
-        await h.session.handle_message(json.dumps({"type": "response.create"}))
-        done = await h.until("response.done")
-        call_id = done["response"]["output"][-1]["call_id"]
-        assert call_id in h.session.replies.pending
+        _, call_id = await _weather_call_owed(h)
         await h.session.handle_message(json.dumps({
             "type": "conversation.item.create", "event_id": "out", "previous_item_id": "nope",
             "item": {"type": "function_call_output", "call_id": call_id, "output": "sunny"}}))
@@ -290,6 +297,21 @@ async def test_a_refused_function_call_output_leaves_the_call_waiting_for_its_ou
         assert refused["error"]["code"] == "item_not_found" and refused["error"]["event_id"] == "out"
         # nothing was added: the call is still owed (and still closed as unanswered when its time runs out)
         assert call_id in h.session.replies.pending
+    finally:
+        await h.session.close()
+
+
+async def test_a_deleted_function_call_is_no_longer_waited_for() -> None:
+    """The client deletes the call instead of answering it: no output can name it any more, so the session stops
+    waiting on the client at once (not when the call's 60 s run out)."""
+    h = _Session(FakeLanguageModel(calls={"weather": ("get_weather", '{"city": "Paris"}')}))
+    try:
+        item_id, call_id = await _weather_call_owed(h)
+        assert h.session.machine.phase == v.Phase.AWAITING_TOOL
+        await h.session.handle_message(json.dumps({"type": "conversation.item.delete", "item_id": item_id}))
+        assert (await h.until("conversation.item.deleted"))["item_id"] == item_id
+        assert call_id not in h.session.replies.pending
+        assert h.session.machine.phase == v.Phase.LISTENING
     finally:
         await h.session.close()
 

@@ -170,7 +170,7 @@ def _paused_runner(closed: list[tuple[object, ...]]) -> ReplyRunner:
 
     runner = ReplyRunner(NeverPipeline(), outbound=Outbound(), conversation=Conversation(),  # type: ignore[arg-type]
                          feed=lambda e: None, config=lambda: SessionConfig(), wait_for_words=no_words,
-                         take_prefetch=lambda m: None, progress=lambda *a: None,
+                         take_prefetch=lambda m, o: None, progress=lambda *a: None,
                          closed=lambda *a: closed.append(a))
     runner.start("resp_1", "client", None)
     for word in ("one", "two", "three"):

@@ -153,3 +153,21 @@ async def test_a_turn_spoken_over_a_reply_is_prepared_during_the_pause_with_the_
     # the early answer was asked with the reply as the cancel cut it: only what was heard
     assert [m.content for m in llm.seen[1] if m.role == "assistant"] == [heard]
     await h.session.close()
+
+
+async def test_a_head_start_made_before_the_tools_changed_is_not_adopted() -> None:
+    """The answer prepared in the endpoint's silence was asked without tools; a session.update then offers one.
+    The reply must be asked again with the tool on offer, not handed the stream made without it."""
+    weather = {"type": "function", "name": "get_weather", "description": "Weather in a city",
+               "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}
+    llm = FakeLanguageModel()
+    h = Harness(Engines(FakeVad(), FakeRecognizer(("what is the weather in paris",)), llm, FakeSynthesizer()))
+    await stream(h, np.concatenate([quiet(0.3), tone(0.8), quiet(0.3)]))
+    counts = h.session.speculation
+    assert counts.llm_started == 1 and len(llm.seen) == 1, "the head start began (without tools)"
+    await h.send(type="session.update", session={"tools": [weather]})
+    await stream(h, quiet(1.2))
+    await h.drain(until="response.done")
+    assert counts.llm_used == 0 and counts.llm_discarded == 1 and len(llm.seen) == 2
+    assert [tool["name"] for tool in llm.seen_options[-1].tools] == ["get_weather"]
+    await h.session.close()

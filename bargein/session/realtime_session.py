@@ -145,7 +145,10 @@ class RealtimeSession:
                 self.outbound.put(Outgoing(event("conversation.item.truncated", item_id=message.item_id,
                                                  content_index=message.content_index, audio_end_ms=int(clamped))))
             case ce.ConversationItemDelete():
+                deleted = self.conversation.get(message.item_id, event_id=message.event_id)
                 self.conversation.delete(message.item_id, event_id=message.event_id)
+                if deleted.type == "function_call" and deleted.call is not None:  # no output can name it now
+                    self.replies.pending.answer(deleted.call.call_id)
                 self.outbound.put(Outgoing(event("conversation.item.deleted", item_id=message.item_id)))
             case ce.ConversationItemRetrieve():
                 item = self.conversation.get(message.item_id, event_id=message.event_id)

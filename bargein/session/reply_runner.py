@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Literal
 
-from bargein.engines.base import CancelToken, ChatMessage, ToolCall, WordTiming
+from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, ToolCall, WordTiming
 from bargein.protocol import client_events as ce
 from bargein.protocol.errors import EngineFailure, ProtocolError
 from bargein.protocol.server_events import error_event, event, new_id
@@ -26,7 +26,7 @@ from bargein.session.history import Conversation, Item, response_input_items
 from bargein.session.live_reply import AudioPiece, LiveReply, Pause, restarted_clocks, resumption
 from bargein.session.outbound import Outbound, Outgoing
 from bargein.session.playback import Pacer
-from bargein.session.reply_pipeline import ReplyPipeline, ReplyPlan
+from bargein.session.reply_pipeline import ReplyPipeline, ReplyPlan, generation_options
 from bargein.session.response_events import ReplyState, assistant_item
 from bargein.session.speculation import PrefetchedReply
 from bargein.session.tool_use import PendingCalls, ToolSetup, tool_setup
@@ -50,7 +50,7 @@ class ReplyRunner:
     def __init__(self, pipeline: ReplyPipeline, *, outbound: Outbound, conversation: Conversation,
                  feed: Callable[[v.Event], None], config: Callable[[], SessionConfig],
                  wait_for_words: Callable[[], Awaitable[None]],
-                 take_prefetch: Callable[[list[ChatMessage]], PrefetchedReply | None],
+                 take_prefetch: Callable[[list[ChatMessage], GenerationOptions], PrefetchedReply | None],
                  progress: Progress, closed: Closed, output_lead_ms: float = 1000.0,
                  builtins: ToolRegistry | None = None) -> None:
         self.pipeline = pipeline
@@ -119,8 +119,9 @@ class ReplyRunner:
             messages = self.conversation.chat_messages(instructions, context)
             # an estimate at 4 characters a token: counting words would walk the whole history's text here
             state.input_tokens = sum(len(m.content) for m in messages) // 4
-            prefetched = self.take_prefetch(messages) if prefetch and not lost else None
             config = self.config()
+            options = generation_options(max_tokens, tools, config.truncation_options())  # as the plan's below
+            prefetched = self.take_prefetch(messages, options) if prefetch and not lost else None
             if lost:  # the recogniser lost the words: say so, in the session's voice and pace, with no tools
                 plan = ReplyPlan(reply.response_id, messages, state.audio, config.audio.output.voice,
                                  state.output_format, max_tokens, _said(DIDNT_CATCH), speed=config.audio.output.speed)

@@ -73,6 +73,7 @@ class PrefetchedReply:
                  tts: SpeechSynthesizer | None = None, voice: str | None = None, speed: float = 1.0, *,
                  drops_call: Callable[[ToolCall], bool] | None = None) -> None:
         self.messages = list(messages)
+        self.options = options
         self.drops_call = drops_call
         """Whether a call the model opens its reply with is dropped and the reply asked again without tools,
         as the adopting reply would (:func:`~bargein.session.tool_use.ungrounded_call`)."""
@@ -278,8 +279,9 @@ class Speculator:
         known = self._primed.pop(item_id, None)
         return known[1] if known is not None and _same_span(known[0], span) and not known[1].cancelled() else None
 
-    def take_reply(self, messages: Sequence[ChatMessage]) -> PrefetchedReply | None:
-        """A reply is starting: the prefetched stream made for exactly these messages, if any.
+    def take_reply(self, messages: Sequence[ChatMessage], options: GenerationOptions) -> PrefetchedReply | None:
+        """A reply is starting: the prefetched stream made for exactly these messages and options (tools, token
+        limit, truncation: a session.update or a response's own limit may have changed them since), if any.
 
         Every other guess is stale from now on and is discarded.
         """
@@ -290,7 +292,7 @@ class Speculator:
                 continue
             spoke = guess.reply.first_clause is not None
             self.counts.tts_started += spoke
-            if chosen is None and guess.reply.messages == list(messages):
+            if chosen is None and guess.reply.messages == list(messages) and guess.reply.options == options:
                 chosen = guess.reply
                 self.counts.llm_used += 1
                 self.counts.tts_used += spoke
