@@ -333,3 +333,37 @@ async def test_a_refused_session_update_leaves_the_input_format_as_it_was(monkey
         assert odd["type"] == "error" and odd["error"]["code"] == "invalid_audio"
     finally:
         await h.session.close()
+
+
+async def test_an_unexpected_failure_names_the_event_it_met_and_the_session_goes_on(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    h = _Session(FakeLanguageModel())
+    try:
+        await h.next()  # session.created
+        def broken(*_args: Any, **_kwargs: Any) -> Any:
+            raise RuntimeError("a bug")
+        monkeypatch.setattr(h.session.conversation, "get", broken)
+        failed = await h.send({"type": "conversation.item.retrieve", "event_id": "evt_9", "item_id": "item_1"})
+        assert failed["type"] == "error" and failed["error"]["type"] == "server_error"
+        assert failed["error"]["event_id"] == "evt_9"
+        monkeypatch.undo()
+        assert (await h.send(user_text("still there?")))["type"] == "conversation.item.added"
+    finally:
+        await h.session.close()
+
+
+async def test_an_input_item_deleted_before_the_reply_reads_it_is_named_not_blamed_on_an_engine() -> None:
+    h = _Session(FakeLanguageModel())
+    try:
+        await h.send({"type": "session.update", "session": {"output_modalities": ["text"],
+                                                             "audio": {"input": {"turn_detection": None}}}})
+        await h.session.handle_message(json.dumps(user_text("remember this")))
+        item_id = (await h.until("conversation.item.added"))["item"]["id"]
+        await h.session.handle_message(json.dumps({"type": "response.create", "response": {
+            "conversation": "none", "input": [{"type": "item_reference", "id": item_id}]}}))
+        await h.session.handle_message(json.dumps({"type": "conversation.item.delete", "item_id": item_id}))
+        failed = await h.until("error")
+        assert failed["error"]["code"] == "item_not_found" and item_id in failed["error"]["message"]
+        assert (await h.until("response.done"))["response"]["status"] == "failed"
+    finally:
+        await h.session.close()

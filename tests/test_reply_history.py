@@ -7,6 +7,8 @@ import base64
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+import numpy as np
+
 from bargein.audio.codecs import AudioFormat
 from bargein.engines.base import (
     CancelToken,
@@ -14,6 +16,7 @@ from bargein.engines.base import (
     Engines,
     GenerationOptions,
     ReplyPiece,
+    SpeechChunk,
     ToolCall,
     WordTiming,
 )
@@ -207,3 +210,35 @@ async def test_speech_while_the_client_still_plays_a_failed_reply_cuts_it_to_wha
     item = h.session.conversation.get(done["output"][0]["id"])
     assert sent.startswith(item.heard_text()) and item.heard_text() != sent, (item.heard_text(), sent)
     await h.session.close()
+
+
+CARRY_RATE = 24_000
+EMITTED = 7_874
+"""Samples emitted of the first chunk: a length (about 1 in 200 at 24 kHz) where the last delta's start plus its
+duration, summed in floats, lands one ulp past the audio's length."""
+OVERLAP = 192
+"""The crossfader's 8 ms at 24 kHz."""
+
+
+class TwoChunks:
+    """A 24 kHz synthesiser (no resampling) whose first chunk's last word starts in the held-back overlap."""
+
+    sample_rate = CARRY_RATE
+
+    async def synthesize(self, text: str, *, voice: str | None, cancel: CancelToken,
+                         speed: float = 1.0) -> AsyncIterator[SpeechChunk]:
+        first = EMITTED + OVERLAP
+        yield SpeechChunk(np.full(first, 0.1, np.float32), CARRY_RATE,
+                          (WordTiming("one", 0.0, 100.0), WordTiming("two", 1000.0 * (EMITTED + 50) / CARRY_RATE,
+                                                                      1000.0 * first / CARRY_RATE)))
+        yield SpeechChunk(np.full(4_800, 0.1, np.float32), CARRY_RATE, (WordTiming("three", 20.0, 150.0),))
+
+
+async def test_a_word_clamped_to_a_chunk_end_is_sent_once() -> None:
+    """The word the crossfader clamps to the end of the first chunk goes with the next chunk only, whatever the
+    rounding of the last delta's bounds (it was sent twice, and a cut reply's heard text read "two two")."""
+    sink = WordSink()
+    plan = ReplyPlan("resp_1", [ChatMessage("user", "hi")], True, None, AudioFormat())
+    await ReplyPipeline(FakeLanguageModel(filler="Hi."), TwoChunks()).run(plan, sink, CancelToken())
+    words = [w.word for w in sink.words]
+    assert words.count("two") == words.count("one"), (sink.text, words)

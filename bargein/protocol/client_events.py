@@ -222,7 +222,7 @@ KNOWN_TYPES = frozenset({
 def parse_client_event(raw: str | bytes) -> ClientEvent:
     """Validate one client message; raise :class:`ProtocolError` describing the first problem."""
     try:
-        data = json.loads(raw, parse_constant=_constant, parse_int=_integer, parse_float=_real)
+        data = _DECODER.decode(raw if isinstance(raw, str) else raw.decode(json.detect_encoding(raw), "surrogatepass"))
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ProtocolError(f"the message is not valid JSON: {error}", code="invalid_json") from None
     except RecursionError:
@@ -272,6 +272,10 @@ def _real(text: str) -> float | _Unreadable:
     """A number with a fraction or exponent, unless it overflows to infinity (``1e999``)."""
     value = float(text)
     return value if math.isfinite(value) else _Unreadable(f"the number {text[:40]} is out of range")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_constant, parse_int=_integer, parse_float=_real)
+"""Built once: ``json.loads`` with hooks builds a decoder per call (about 5 us of each audio append)."""
 
 
 def _check_shape(data: dict[str, Any], event_id: str | None) -> None:

@@ -118,14 +118,17 @@ class RealtimeSession:
 
     async def handle_message(self, raw: str | bytes) -> None:
         """Process one client message; problems become ``error`` events, never exceptions."""
+        message: ce.ClientEvent | None = None
         try:
-            await self._dispatch(ce.parse_client_event(raw))
+            message = ce.parse_client_event(raw)
+            await self._dispatch(message)
         except ProtocolError as error:
             self.outbound.put(Outgoing(error_event(error)))
         except Exception as error:  # a bug or an engine failure must not end the session
             log.exception("unexpected failure handling a client event")
-            self.outbound.put(Outgoing(error_event(ProtocolError(
-                f"internal error: {type(error).__name__}", code="server_error", type="server_error"))))
+            self.outbound.put(Outgoing(error_event(ProtocolError(  # naming the event, so the client knows which
+                f"internal error: {type(error).__name__}", code="server_error", type="server_error",
+                event_id=message.event_id if message is not None else None))))
 
     async def _dispatch(self, message: ce.ClientEvent) -> None:
         match message:

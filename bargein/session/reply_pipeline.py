@@ -226,11 +226,11 @@ class ReplyPipeline:
                 return []
             piece = audio[offset:offset + step]
             start_ms = 1000.0 * offset / rate
-            duration_ms = 1000.0 * len(piece) / rate
+            end_ms = 1000.0 * (offset + len(piece)) / rate  # the last piece ends exactly at total_ms: no word twice
             piece_words = [WordTiming(w.word, w.start_ms - start_ms, w.end_ms - start_ms)
-                           for w in words if start_ms <= w.start_ms < start_ms + duration_ms]
+                           for w in words if start_ms <= w.start_ms < end_ms]
             sink.reply_audio(plan.response_id, plan.output_format.encode(float_to_int16(piece)),
-                             duration_ms, piece_words)
+                             end_ms - start_ms, piece_words)
         return [WordTiming(w.word, max(0.0, w.start_ms - total_ms), max(0.0, w.end_ms - total_ms))
                 for w in words if w.start_ms >= total_ms]
 

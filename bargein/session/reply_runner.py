@@ -134,6 +134,12 @@ class ReplyRunner:
             await self.pipeline.run(plan, _Sink(self, reply), reply.cancel)
         except Exception as error:
             failed = True
+            if isinstance(error, ProtocolError) and not isinstance(error, EngineFailure):
+                # the client's own doing (an item its input names was deleted since): said as it is
+                if not reply.ended:
+                    self._emit(Outgoing(error_event(replace(error, message=f"response {reply.response_id} "
+                                                                           f"failed: {error.message}"))))
+                return
             log.exception("reply %s failed", reply.response_id)
             if not reply.ended:
                 # the details (upstream addresses, bodies) are in the log; the client gets a stable code,
