@@ -11,7 +11,8 @@ either lets it play out and pauses, or (``--barge-in`` share of turns) cuts in w
 growth. Every ``--sample-s`` the server's ``/metrics`` is read: resident memory, open file descriptors,
 asyncio tasks, and the event loop's lag (p99 of the interval, as a histogram bucket bound). After the
 warm-up, each series' slope is the median of the slopes between every two samples (Theil-Sen).
-Targets: RSS slope <= 1 MB/min, no growth in fds or tasks, stable lag.
+Targets: the anonymous memory read after each upkeep pass grows <= 1 MB/min, no growth in fds or tasks,
+stable lag.
 """
 
 from __future__ import annotations
@@ -63,6 +64,11 @@ class Sample:
     """The LLM worker process's resident memory (0 with fake engines or an in-process LLM)."""
     settled_rss_mb: float = float("nan")
     """The server's resident memory right after its last memory upkeep pass (collection and trim)."""
+    settled_anonymous_mb: float = float("nan")
+    """The anonymous part of that (heaps, arenas, buffers; no mapped files' pages): what a leak raises."""
+    settled_heap_kblocks: float = float("nan")
+    """Thousands of blocks the server's Python allocator held right after that pass: Python objects left
+    behind raise this, native memory does not."""
 
 
 @dataclass
@@ -145,7 +151,9 @@ class MetricsReader:
         return Sample(at_s, _one(series, "process_resident_memory_bytes") / 2**20, _one(series, "process_open_fds"),
                       _one(series, "bargein_asyncio_tasks"), _one(series, "bargein_sessions"), 1000 * p99,
                       1000 * mean, _one(series, "bargein_llm_worker_resident_memory_bytes") / 2**20,
-                      _one(series, "bargein_resident_memory_after_upkeep_bytes") / 2**20 or float("nan"))
+                      _one(series, "bargein_resident_memory_after_upkeep_bytes") / 2**20 or float("nan"),
+                      _one(series, "bargein_anonymous_memory_after_upkeep_bytes") / 2**20 or float("nan"),
+                      _one(series, "bargein_python_heap_blocks_after_upkeep") / 1000 or float("nan"))
 
 
 async def _session(host_port: str, clips: list[SpeechClip], stop_at: float, barge_in: float, seed: int,
@@ -249,7 +257,7 @@ async def soak(host_port: str, *, sessions: int, seconds: float, warmup_s: float
                for seed in range(sessions)]
     if verbose:
         print(f"{'t s':>6} {'RSS MB':>8} {'fds':>5} {'tasks':>6} {'sess':>5} {'lag p99 ms':>10} {'mean ms':>8} "
-              f"{'turns':>6} {'barge':>6} {'err':>4} {'LLM MB':>7} {'settled':>8}", flush=True)
+              f"{'turns':>6} {'barge':>6} {'err':>4} {'LLM MB':>7} {'settled':>8} {'anon':>7}", flush=True)
     async with httpx.AsyncClient() as http:
         await reader.sample(http, 0.0)  # the lag histogram's baseline
         while time.monotonic() < stop_at:
@@ -260,11 +268,19 @@ async def soak(host_port: str, *, sessions: int, seconds: float, warmup_s: float
                 print(f"{sample.at_s:6.0f} {sample.rss_mb:8.1f} {sample.fds:5.0f} {sample.tasks:6.0f} "
                       f"{sample.sessions:5.0f} {sample.lag_p99_ms:10.0f} {sample.lag_mean_ms:8.2f} "
                       f"{counts.turns:6d} {counts.barge_ins:6d} {counts.errors:4d} {sample.worker_rss_mb:7.1f} "
-                      f"{sample.settled_rss_mb:8.1f}",
-                      flush=True)
+                      f"{sample.settled_rss_mb:8.1f} {sample.settled_anonymous_mb:7.1f}", flush=True)
     outcomes = await asyncio.gather(*workers, return_exceptions=True)
     counts.failures += [f"{type(o).__name__}: {o}"[:200] for o in outcomes if isinstance(o, BaseException)][:3]
     return SoakReport(samples, warmup_s, counts, load_average())
+
+
+def _by_minute(samples: list[Sample], name: str, spec: str) -> str:
+    """The series' last reading in each minute of ``samples``: a step and a ramp read differently."""
+    last: dict[int, float] = {}
+    for sample in samples:
+        if np.isfinite(value := getattr(sample, name)):
+            last[int(sample.at_s // 60)] = value
+    return " ".join(format(value, spec) for _, value in sorted(last.items())) or "-"
 
 
 def summarize(report: SoakReport) -> str:
@@ -275,7 +291,12 @@ def summarize(report: SoakReport) -> str:
         f"after {report.warmup_s:.0f} s warm-up ({len(steady)} samples; load average {report.load}):",
         f"  RSS slope {report.slope_per_min('rss_mb'):+.2f} MB/min, "
         f"{steady[0].rss_mb:.1f} -> {steady[-1].rss_mb:.1f} MB" if steady else "  no steady samples",
-        f"  RSS after upkeep slope {report.slope_per_min('settled_rss_mb'):+.2f} MB/min (target <= 1)",
+        f"  RSS after upkeep slope {report.slope_per_min('settled_rss_mb'):+.2f} MB/min, "
+        f"by minute: {_by_minute(steady, 'settled_rss_mb', '.1f')} MB",
+        f"  anonymous memory after upkeep slope {report.slope_per_min('settled_anonymous_mb'):+.2f} MB/min "
+        f"(target <= 1), by minute: {_by_minute(steady, 'settled_anonymous_mb', '.1f')} MB",
+        f"  Python heap after upkeep slope {report.slope_per_min('settled_heap_kblocks'):+.2f} thousand blocks/min, "
+        f"by minute: {_by_minute(steady, 'settled_heap_kblocks', '.0f')}",
         f"  LLM worker RSS slope {report.slope_per_min('worker_rss_mb'):+.2f} MB/min\n"
         f"  open fds {report.growth('fds'):+.0f}, asyncio tasks slope {report.slope_per_min('tasks'):+.1f}/min "
         f"(growth {report.growth('tasks'):+.0f})",

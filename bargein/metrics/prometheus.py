@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -110,6 +111,15 @@ class ServerMetrics:
         self.settled_rss = Gauge("bargein_resident_memory_after_upkeep_bytes", "Resident memory right after "
                                  "the last memory upkeep pass (collection and trim): a leak raises this floor, "
                                  "garbage between passes does not", registry=self.registry)
+        self.settled_anonymous = Gauge("bargein_anonymous_memory_after_upkeep_bytes", "Anonymous resident memory "
+                                       "(the heaps, arenas and buffers: RssAnon) right after the last upkeep pass: "
+                                       "what a leak raises; mapped files' pages, which the kernel maps in and "
+                                       "reclaims as other processes use the same files, are left out",
+                                       registry=self.registry)
+        self.settled_heap_blocks = Gauge("bargein_python_heap_blocks_after_upkeep", "Memory blocks the Python "
+                                         "allocator holds right after the last upkeep pass: objects left behind "
+                                         "raise it, native memory (models, the C allocator's heaps) does not",
+                                         registry=self.registry)
         self._llm: object | None = None
         if queue_sources is not None:
             self.registry.register(_QueueDepths(queue_sources))
@@ -130,8 +140,11 @@ class ServerMetrics:
         self.llm_worker_rss.set_function(lambda: _resident_bytes(getattr(self._llm, "pid", None)))
 
     def note_settled_memory(self) -> None:
-        """Read this process's resident memory into the after-upkeep gauge (call after an upkeep pass)."""
+        """Read this process's resident and anonymous memory and Python heap blocks into the after-upkeep gauges
+        (call after an upkeep pass)."""
         self.settled_rss.set(_resident_bytes(os.getpid()))
+        self.settled_anonymous.set(_anonymous_bytes(os.getpid()))
+        self.settled_heap_blocks.set(sys.getallocatedblocks())
 
     def observe_turn(self, status: str, summary: dict[str, Any]) -> None:
         """Record a finished reply's ledger."""
@@ -158,6 +171,18 @@ def _resident_bytes(pid: object) -> float:
             return float(int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE"))
     except (OSError, ValueError, IndexError):
         return 0.0
+
+
+def _anonymous_bytes(pid: int) -> float:
+    """Anonymous resident memory of process ``pid`` (``RssAnon`` in /proc; 0 if there is none to read)."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("RssAnon:"):
+                    return float(int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0.0
 
 
 def _task_count() -> float:
