@@ -91,6 +91,13 @@ async def test_minting_needs_a_server_key_and_a_valid_session() -> None:
                                        headers={"Authorization": f"Bearer {secret.value}"})
             bad = await http.post(f"http://{host}/v1/realtime/client_secrets", content=b"{not json",
                                   headers={"Authorization": f"Bearer {KEY}"})
+            # bodies Python's parser chokes on or takes, which no session can hold: a 400 each, never a 500
+            odd = [await http.post(f"http://{host}/v1/realtime/client_secrets", content=body,
+                                   headers={"Authorization": f"Bearer {KEY}"})
+                   for body in (b'{"session": "\xff\xfe"}', b'{"session": {"type": "realtime"}, "n": ' + b"9" * 5000
+                                + b"}", b'{"session": {"type": "realtime", "instructions": "\\ud800"}}',
+                                b'{"session": {"type": "realtime", "tools": [{"type": "function", "name": "f", '
+                                b'"parameters": {"type": "object", "maximum": NaN}}]}}')]
         assert response.status_code == 401
         with pytest.raises(openai.BadRequestError, match=r"session\.audio\.output\.speed"):
             await backend.realtime.client_secrets.create(
@@ -99,6 +106,7 @@ async def test_minting_needs_a_server_key_and_a_valid_session() -> None:
             await backend.realtime.client_secrets.create(expires_after={"anchor": "created_at", "seconds": 5},
                                                          session={"type": "realtime"})
         assert bad.status_code == 400 and "error" in bad.json()
+        assert [r.status_code for r in odd] == [400] * 4, [r.text for r in odd]
         # a made-up secret opens nothing
         assert refused(f"ws://{host}/v1/realtime", subprotocols=["realtime", "openai-insecure-api-key.ek_nope"])
 

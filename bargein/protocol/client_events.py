@@ -219,8 +219,9 @@ KNOWN_TYPES = frozenset({
 })
 
 
-def parse_client_event(raw: str | bytes) -> ClientEvent:
-    """Validate one client message; raise :class:`ProtocolError` describing the first problem."""
+def read_json_object(raw: str | bytes, what: str = "a client event") -> dict[str, Any]:
+    """Decode a JSON object as the protocol reads client JSON, shape checked (:func:`_check_shape`); raise
+    :class:`ProtocolError` (naming the object's ``event_id`` when it has one) on the first problem."""
     try:
         data = _DECODER.decode(raw if isinstance(raw, str) else raw.decode(json.detect_encoding(raw), "surrogatepass"))
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
@@ -229,9 +230,15 @@ def parse_client_event(raw: str | bytes) -> ClientEvent:
         raise ProtocolError(f"the message is nested more than {MAX_DEPTH} levels deep",
                             code="invalid_event") from None
     if not isinstance(data, dict):
-        raise ProtocolError("a client event must be a JSON object", code="invalid_event")
+        raise ProtocolError(f"{what} must be a JSON object", code="invalid_event")
+    _check_shape(data, data.get("event_id") if isinstance(data.get("event_id"), str) else None)
+    return data
+
+
+def parse_client_event(raw: str | bytes) -> ClientEvent:
+    """Validate one client message; raise :class:`ProtocolError` describing the first problem."""
+    data = read_json_object(raw)
     event_id = data.get("event_id") if isinstance(data.get("event_id"), str) else None
-    _check_shape(data, event_id)
     event_type = data.get("type")
     if not isinstance(event_type, str):
         raise ProtocolError("the event has no string 'type'", code="invalid_event", param="type",

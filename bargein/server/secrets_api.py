@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hmac
-import json
 import logging
 from typing import Any
 
@@ -11,6 +10,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from bargein.config import Settings
+from bargein.protocol.client_events import read_json_object
+from bargein.protocol.errors import ProtocolError
 from bargein.server.auth import is_loopback
 from bargein.server.client_secrets import ClientSecretError, ClientSecrets, parse_request, response_body
 
@@ -52,10 +53,10 @@ def add_client_secret_route(app: FastAPI, settings: Settings, store: ClientSecre
         if len(raw) > MAX_BODY_BYTES:
             return _error(413, f"request body over {MAX_BODY_BYTES} bytes")
         try:
-            body: Any = json.loads(raw) if raw.strip() else {}
+            body: Any = read_json_object(raw, "the body") if raw.strip() else {}
             ttl_s, config = parse_request(body)
-        except json.JSONDecodeError as error:
-            return _error(400, f"the body is not JSON: {error.msg}")
+        except ProtocolError as error:  # not JSON, or JSON no session could hold (NaN, a lone surrogate, ...)
+            return _error(400, error.message, code=error.code)
         except ClientSecretError as error:
             return _error(400, str(error), param=error.param, code="invalid_value")
         value, expires_at = store.mint(config, ttl_s)
