@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,6 +79,27 @@ class Deadlines:
     tts_next_chunk_s: float = 5.0
     asr_s: float = 10.0
     vad_frame_s: float = 5.0
+
+
+async def _within_deadlines(chunks: AsyncIterator[SpeechChunk], deadlines: Deadlines,
+                            who: str) -> AsyncGenerator[SpeechChunk, None]:
+    """``chunks``, each within its deadline (the first chunk's, then the next's) and checked for sound; raises
+    ``TimeoutError`` or :class:`StageFailed` (unusable audio); closes ``chunks`` however it ends."""
+    produced = 0
+    try:
+        while True:
+            timeout = deadlines.tts_first_chunk_s if produced == 0 else deadlines.tts_next_chunk_s
+            try:
+                chunk = await _next(chunks, timeout)
+            except StopAsyncIteration:
+                return
+            if not _sound(chunk):
+                raise StageFailed(f"{who} returned unusable audio ({type(chunk).__name__})")
+            produced += 1
+            yield chunk
+    finally:
+        with contextlib.suppress(Exception):
+            await chunks.aclose()  # type: ignore[attr-defined]
 
 
 async def _next(iterator: AsyncIterator[Any], timeout_s: float) -> Any:
@@ -220,18 +241,12 @@ class ResilientSynthesizer:
         """The primary's chunks; when it fails, the fallback speaks what it had not said (the whole clause,
         or the rest after the words already out), at the primary's rate."""
         if not self.health.down:
-            chunks = self.primary.synthesize(text, voice=voice, cancel=cancel, speed=speed)
+            chunks = _within_deadlines(self.primary.synthesize(text, voice=voice, cancel=cancel, speed=speed),
+                                       self.deadlines, "tts")
             produced = 0
             said: list[str] = []
             try:
-                while True:
-                    timeout = self.deadlines.tts_first_chunk_s if produced == 0 else self.deadlines.tts_next_chunk_s
-                    try:
-                        chunk = await _next(chunks, timeout)
-                    except StopAsyncIteration:
-                        break
-                    if not _sound(chunk):
-                        raise StageFailed(f"tts returned unusable audio ({type(chunk).__name__})")
+                async for chunk in chunks:
                     produced += 1
                     said.extend(word.word for word in chunk.words)
                     yield chunk
@@ -251,16 +266,26 @@ class ResilientSynthesizer:
                             if produced else "this clause")
                 text = rest
             finally:
-                with contextlib.suppress(Exception):
-                    await chunks.aclose()  # type: ignore[attr-defined]
+                await chunks.aclose()
         if self.fallback is None:
             raise StageFailed("speech synthesis is down and there is no fallback")
         self.fallback_clauses += 1
-        async for chunk in self.fallback.synthesize(text, voice=voice, cancel=cancel, speed=speed):
-            if chunk.sample_rate != self.sample_rate:
-                chunk = SpeechChunk(resample(chunk.audio, chunk.sample_rate, self.sample_rate), self.sample_rate,
-                                    chunk.words)
-            yield chunk
+        # the fallback keeps the same deadlines and checks: a wedged one must not hold the reply for good
+        spoken = _within_deadlines(self.fallback.synthesize(text, voice=voice, cancel=cancel, speed=speed),
+                                   self.deadlines, "the fallback tts")
+        try:
+            async for chunk in spoken:
+                if chunk.sample_rate != self.sample_rate:
+                    chunk = SpeechChunk(resample(chunk.audio, chunk.sample_rate, self.sample_rate),
+                                        self.sample_rate, chunk.words)
+                yield chunk
+        except (Exception, TimeoutError) as error:
+            if cancel.cancelled:
+                return
+            what = "timed out" if isinstance(error, TimeoutError) else f"{type(error).__name__}: {error}"
+            raise StageFailed("speech synthesis failed (its fallback too)", detail=what) from error
+        finally:
+            await spoken.aclose()
 
     async def _probe(self) -> None:
         cancel = CancelToken()

@@ -180,17 +180,28 @@ async def _remote_stream(owner: Any, generator: Any, cancel: CancelToken, stage:
     """Items of a Serve generator; each must come within the deadline; cancel stops the remote side."""
     owner.queue_depth += 1
     iterator = generator.__aiter__()
+    cancelled = asyncio.ensure_future(cancel.wait())  # raced with every read: a barge-in does not wait for one
     try:
         while not cancel.cancelled:
+            step = asyncio.ensure_future(iterator.__anext__())
             try:
-                item = await asyncio.wait_for(iterator.__anext__(), owner.timeout_s)
+                done, _ = await asyncio.wait((step, cancelled), timeout=owner.timeout_s,
+                                             return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if not step.done():
+                    step.cancel()
+            if cancel.cancelled:
+                return
+            try:
+                if step not in done:
+                    raise TimeoutError(f"no answer in {owner.timeout_s:g} s")
+                item = step.result()
             except StopAsyncIteration:
                 return
             except Exception as error:
                 raise RemoteEngineFailure(f"remote {stage}: {type(error).__name__}: {error}"[:400]) from error
-            if cancel.cancelled:
-                return
             yield item
     finally:
+        cancelled.cancel()
         owner.queue_depth -= 1
         generator.cancel()

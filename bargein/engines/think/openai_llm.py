@@ -177,15 +177,26 @@ class OpenAICompatibleLanguageModel:
             if response is None:
                 return
             if response.status_code >= 400:
-                detail = (await response.aread()).decode("utf-8", "replace")[:500]
+                detail = await _body_start(response, 500)
                 # the URL and the body are for the operator's log, not for the client
                 log.warning("%s/chat/completions answered %d: %s", self.base_url, response.status_code, detail)
                 raise LanguageModelError(f"the language model server answered HTTP {response.status_code}")
             lines = response.aiter_lines()
+            events = 0
+            other = ""  # the start of what came instead of events, for the log
             while True:
                 line = await self._race(anext(lines, None), cancelled)
                 if line is None:
+                    if events == 0 and not cancel.cancelled:
+                        # a 200 with an error body, a whole JSON completion, nothing: no reply, not an empty one
+                        log.warning("%s/chat/completions answered %d without events: %r", self.base_url,
+                                    response.status_code, other)
+                        raise LanguageModelError("the language model server's answer held no events")
                     return
+                if line.startswith("data:"):
+                    events += 1
+                elif len(other) < 200:
+                    other = (other + line)[:200]
                 chunk = parse_sse_data(line)
                 if chunk is not None and not cancel.cancelled:
                     yield chunk
@@ -199,7 +210,12 @@ class OpenAICompatibleLanguageModel:
     async def _race(work: Awaitable[T], cancelled: asyncio.Future[None]) -> T | None:
         """Await ``work`` unless the cancel future completes first, then give ``None``."""
         task = asyncio.ensure_future(work)
-        done, _ = await asyncio.wait((task, cancelled), return_when=asyncio.FIRST_COMPLETED)
+        try:
+            done, _ = await asyncio.wait((task, cancelled), return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:  # our own task is cancelled (a deadline): the work must not outlive it
+            task.cancel()
+            task.add_done_callback(_hang_up)
+            raise
         if task in done and not cancelled.done():
             return task.result()
         task.cancel()
@@ -214,3 +230,28 @@ class OpenAICompatibleLanguageModel:
         """Close the connection pool (only if this object created it)."""
         if self._owns_client:
             await self._client.aclose()
+
+
+_hanging_up: set[asyncio.Task[None]] = set()
+"""Closes of responses that came after their request was abandoned (kept referenced until done)."""
+
+
+def _hang_up(task: asyncio.Future[Any]) -> None:
+    """Close the response an abandoned request got anyway (its connection goes back to the pool)."""
+    if task.cancelled() or task.exception() is not None:
+        return
+    leftover = task.result()
+    if isinstance(leftover, httpx.Response):
+        closing = asyncio.ensure_future(leftover.aclose())
+        _hanging_up.add(closing)
+        closing.add_done_callback(_hanging_up.discard)
+
+
+async def _body_start(response: httpx.Response, limit: int) -> str:
+    """The first ``limit`` characters of a response's body, reading no more of it than that takes."""
+    data = b""
+    async for chunk in response.aiter_bytes():  # the caller closes the response, and with it the rest
+        data += chunk
+        if len(data) >= limit:
+            break
+    return data.decode("utf-8", "replace")[:limit]

@@ -1,0 +1,89 @@
+"""The Ray Serve clients with a fake deployment handle (no Ray): cancel while a replica stalls."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from bargein.engines.base import CancelToken, ChatMessage
+from bargein.engines.remote.clients import RemoteEngineFailure, RemoteLanguageModel
+
+
+class _StalledGenerator:
+    """A Serve streaming response whose replica sends one token and then stalls until cancelled."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+        self.cancelled = False
+
+    def __aiter__(self) -> _StalledGenerator:
+        return self
+
+    async def __anext__(self) -> Any:
+        if self.sent == 0:
+            self.sent += 1
+            return "Once"
+        await asyncio.Event().wait()  # the replica never answers again
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class _Handle:
+    """Just enough of a deployment handle: ``options(stream=True)`` and ``stream.remote(...)``."""
+
+    def __init__(self) -> None:
+        self.generators: list[_StalledGenerator] = []
+        self.stream = self
+
+    def options(self, **_: Any) -> _Handle:
+        return self
+
+    def remote(self, *_: Any) -> _StalledGenerator:
+        self.generators.append(_StalledGenerator())
+        return self.generators[-1]
+
+
+async def test_a_cancel_while_the_replica_stalls_returns_at_once_and_stops_the_replica() -> None:
+    """Barge-in while the replica is silent: the stream ends now (not after the call's deadline) and the
+    replica's generation is cancelled."""
+    handle = _Handle()
+    llm = RemoteLanguageModel(handle, timeout_s=3600)
+    cancel = CancelToken()
+    received: list[str] = []
+
+    async def consume() -> None:
+        async for token in llm.stream([ChatMessage(role="user", content="Story?")], cancel=cancel):
+            received.append(token)
+            asyncio.get_running_loop().call_soon(cancel.cancel)  # cancel while the next token is awaited
+
+    await asyncio.wait_for(consume(), timeout=10)
+    assert received == ["Once"]
+    assert handle.generators[0].cancelled
+    assert llm.queue_depth == 0
+
+
+async def test_a_stalled_replica_still_fails_the_call_at_its_deadline() -> None:
+    handle = _Handle()
+    llm = RemoteLanguageModel(handle, timeout_s=0.05)
+    with pytest.raises(RemoteEngineFailure, match="TimeoutError"):
+        _ = [token async for token in llm.stream([ChatMessage(role="user", content="Story?")],
+                                                 cancel=CancelToken())]
+    assert handle.generators[0].cancelled and llm.queue_depth == 0
+
+
+async def test_a_reply_that_ends_is_streamed_whole() -> None:
+    class Finite(_StalledGenerator):
+        async def __anext__(self) -> Any:
+            self.sent += 1
+            if self.sent > 3:
+                raise StopAsyncIteration
+            return f"t{self.sent}"
+
+    handle = _Handle()
+    handle.remote = lambda *_: handle.generators.append(Finite()) or handle.generators[-1]  # type: ignore[method-assign]
+    llm = RemoteLanguageModel(handle, timeout_s=3600)
+    tokens = [token async for token in llm.stream([ChatMessage(role="user", content="Hi")], cancel=CancelToken())]
+    assert tokens == ["t1", "t2", "t3"] and llm.queue_depth == 0
