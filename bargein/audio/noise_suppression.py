@@ -22,6 +22,9 @@ RNNOISE_RATE = 48_000
 """RNNoise's only sample rate."""
 RNNOISE_FRAME = 480
 """RNNoise's frame: 10 ms at 48 kHz."""
+RNNOISE_DELAY = 2 * RNNOISE_FRAME
+"""RNNoise's output lags its input by two frames (20 ms at 48 kHz): the first this many samples it returns
+stand for no input, and are dropped so that denoised audio keeps its place on the stream clock."""
 RNNOISE_LIBRARY = PinnedFile(
     package="pyrnnoise",
     relative_path="librnnoise.so",
@@ -59,8 +62,9 @@ def load_rnnoise() -> None:
 class NoiseSuppressor:
     """One session's RNNoise state: client-rate float32 audio in, denoised 16 kHz float32 out.
 
-    It holds back at most one partial 10 ms frame plus the resamplers' filter delay (a few ms each way),
-    so the stream is delayed by roughly 10-20 ms while suppression is on.
+    It holds back a partial 10 ms frame, RNNoise's own 20 ms delay and the resamplers' filter delay (a few
+    ms each way); what comes out is aligned with what went in (RNNoise's delay is dropped from the front),
+    and :meth:`flush` gives back what is held when the suppressor is retired.
     """
 
     def __init__(self, in_rate: int, out_rate: int) -> None:
@@ -72,6 +76,10 @@ class NoiseSuppressor:
         self._upsample = StreamResampler(in_rate, RNNOISE_RATE, quality=_RESAMPLE_QUALITY)
         self._downsample = StreamResampler(RNNOISE_RATE, out_rate, quality=_RESAMPLE_QUALITY)
         self._pending = np.zeros(0, dtype=np.float32)
+        self._upsampled = 0
+        """48 kHz samples that went into RNNoise (or wait in ``_pending``)."""
+        self._denoised = 0
+        """48 kHz samples RNNoise returned, its delay included."""
         self._frame = np.zeros(RNNOISE_FRAME, dtype=np.float32)
         self._frame_pointer = self._frame.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
         self.in_rate = in_rate
@@ -91,19 +99,48 @@ class NoiseSuppressor:
         if self._state is None:
             raise RuntimeError("the noise suppressor is closed")
         upsampled = self._upsample.process(samples)
+        self._upsampled += upsampled.size
         pending = np.concatenate([self._pending, upsampled]) if self._pending.size else upsampled
         whole = pending.size - pending.size % RNNOISE_FRAME
-        denoised = np.empty(whole, dtype=np.float32)
-        for start in range(0, whole, RNNOISE_FRAME):
-            self._frame[:] = pending[start:start + RNNOISE_FRAME]
+        self._pending = pending[whole:].astype(np.float32, copy=True)
+        return self._downsample.process(self._denoise(pending[:whole]))
+
+    def flush(self) -> npt.NDArray[np.float32]:
+        """The 16 kHz audio still held back (partial frame, RNNoise's delay, filter tails), for retiring the
+        suppressor: after this, ``process`` and ``flush`` have nothing more to give and it should be closed."""
+        with self._lock:
+            try:
+                if self._state is None:
+                    return np.zeros(0, dtype=np.float32)
+                upsampled = self._upsample.process(np.zeros(0, dtype=np.float32), last=True)
+                self._upsampled += upsampled.size
+                pending = np.concatenate([self._pending, upsampled])
+                self._pending = np.zeros(0, dtype=np.float32)
+                owed = self._upsampled + RNNOISE_DELAY - self._denoised  # RNNoise output that stands for input
+                frames = -(-owed // RNNOISE_FRAME)
+                padded = np.zeros(frames * RNNOISE_FRAME, dtype=np.float32)
+                padded[:pending.size] = pending
+                denoised = self._denoise(padded)
+                kept = denoised[:max(0, denoised.size - (frames * RNNOISE_FRAME - owed))]
+                return self._downsample.process(kept, last=True)
+            finally:
+                if self._closing:
+                    self._destroy()
+
+    def _denoise(self, frames: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        """Whole 48 kHz frames through RNNoise, less the leading samples that stand for its delay."""
+        denoised = np.empty(frames.size, dtype=np.float32)
+        for start in range(0, frames.size, RNNOISE_FRAME):
+            self._frame[:] = frames[start:start + RNNOISE_FRAME]
             self._frame *= _INT16_SCALE
             self.last_speech_probability = float(
                 self._library.rnnoise_process_frame(self._state, self._frame_pointer, self._frame_pointer))
             denoised[start:start + RNNOISE_FRAME] = self._frame
-        self._pending = pending[whole:].astype(np.float32, copy=True)
         denoised /= _INT16_SCALE
         np.clip(denoised, -1.0, 1.0, out=denoised)
-        return self._downsample.process(denoised)
+        skip = max(0, min(frames.size, RNNOISE_DELAY - self._denoised))
+        self._denoised += frames.size
+        return denoised[skip:]
 
     def close(self) -> None:
         """Free the RNNoise state (idempotent); never waits: a worker thread mid-chunk frees it when done."""

@@ -50,6 +50,8 @@ class AudioInput:
         self.vad_running = True
         """False after the VAD failed: audio is only buffered (manual turns) until turn detection is set again."""
         self._suppressor: NoiseSuppressor | None = None
+        self._carry: list[npt.NDArray[np.float32]] = []
+        """16 kHz audio a retired resampler or suppressor still held, heard before the next audio."""
 
     @property
     def stream_ms(self) -> float:
@@ -57,13 +59,16 @@ class AudioInput:
         return self.buffer.end_sample * MS_PER_SAMPLE
 
     def set_format(self, wire_format: AudioFormat) -> None:
-        """Switch the client's wire format (resets the resampler, keeps the stream clock)."""
+        """Switch the client's wire format (keeps the stream clock: what the old format's filters still held
+        is heard before the new format's audio)."""
         if wire_format != self.wire_format:
+            if self._suppressor is not None:
+                suppressor = NoiseSuppressor(wire_format.rate, LISTEN_SAMPLE_RATE)
+                self._retire_suppressor(suppressor)
+            else:
+                self._carry.append(self._resampler.process(np.zeros(0, dtype=np.float32), last=True))
             self.wire_format = wire_format
             self._resampler = StreamResampler(wire_format.rate, LISTEN_SAMPLE_RATE, quality=LISTEN_RESAMPLE_QUALITY)
-            if self._suppressor is not None:
-                self.set_noise_reduction(False)
-                self.set_noise_reduction(True)
 
     @property
     def noise_reduction(self) -> bool:
@@ -71,12 +76,23 @@ class AudioInput:
         return self._suppressor is not None
 
     def set_noise_reduction(self, enabled: bool) -> None:
-        """Turn the suppressor on or off (raises :class:`WeightError` when RNNoise is not installed)."""
+        """Turn the suppressor on or off (raises :class:`WeightError` when RNNoise is not installed); what the
+        path being left still held is heard before the next audio, so the stream clock stays exact."""
         if enabled and self._suppressor is None:
-            self._suppressor = NoiseSuppressor(self.wire_format.rate, LISTEN_SAMPLE_RATE)
+            suppressor = NoiseSuppressor(self.wire_format.rate, LISTEN_SAMPLE_RATE)
+            self._carry.append(self._resampler.process(np.zeros(0, dtype=np.float32), last=True))
+            self._resampler = StreamResampler(self.wire_format.rate, LISTEN_SAMPLE_RATE,
+                                              quality=LISTEN_RESAMPLE_QUALITY)
+            self._suppressor = suppressor
         elif not enabled and self._suppressor is not None:
+            self._retire_suppressor(None)
+
+    def _retire_suppressor(self, successor: NoiseSuppressor | None) -> None:
+        """Keep what the suppressor still holds for the next audio, close it and put ``successor`` in its place."""
+        if self._suppressor is not None:
+            self._carry.append(self._suppressor.flush())
             self._suppressor.close()
-            self._suppressor = None
+        self._suppressor = successor
 
     def check_room(self, payload_bytes: int, *, event_id: str | None) -> None:
         """Refuse an append that would take the buffer past its cap (what is held stays)."""
@@ -104,7 +120,7 @@ class AudioInput:
                 piece = samples[start:start + step]
                 suppressor = self._suppressor
                 if suppressor is not None and len(piece) > inline:
-                    yield await asyncio.to_thread(suppressor.process, piece)
+                    yield self._after_carry(await asyncio.to_thread(suppressor.process, piece))
                 else:
                     yield self._listen(piece)
 
@@ -113,8 +129,26 @@ class AudioInput:
     def _listen(self, samples: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         """Client-rate samples to 16 kHz, through the suppressor when it is on."""
         if self._suppressor is not None:
-            return self._suppressor.process(samples)
-        return self._resampler.process(samples)
+            return self._after_carry(self._suppressor.process(samples))
+        return self._after_carry(self._resampler.process(samples))
+
+    def held(self) -> npt.NDArray[np.float32]:
+        """The 16 kHz audio the resampler still holds back (its filter's delay: 6 ms at 24 kHz, 60 ms at 8 kHz)
+        and whatever a switch left to be heard, the resampler started afresh: for a client's commit, which takes
+        every sample appended before it. With noise reduction on, the suppressor keeps what it holds (flushing
+        it would reset its noise estimate at every turn)."""
+        if self._suppressor is None:
+            self._carry.append(self._resampler.process(np.zeros(0, dtype=np.float32), last=True))
+            self._resampler = StreamResampler(self.wire_format.rate, LISTEN_SAMPLE_RATE,
+                                              quality=LISTEN_RESAMPLE_QUALITY)
+        return self._after_carry(np.zeros(0, dtype=np.float32))
+
+    def _after_carry(self, audio16k: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        """``audio16k`` after whatever a format or suppression switch left to be heard."""
+        if not self._carry:
+            return audio16k
+        carried, self._carry = self._carry, []
+        return np.concatenate([*carried, audio16k]).astype(np.float32, copy=False)
 
     def decode_clip(self, payload: bytes) -> npt.NDArray[np.float32]:
         """A whole clip (an ``input_audio`` item) to 16 kHz float32, apart from the live stream; a clip is
@@ -145,4 +179,6 @@ class AudioInput:
     def close(self) -> None:
         """Release the VAD stream and the suppressor's state."""
         self._vad.close()
-        self.set_noise_reduction(False)
+        if self._suppressor is not None:
+            self._suppressor.close()
+            self._suppressor = None

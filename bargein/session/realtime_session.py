@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from bargein.audio.codecs import AudioFormatError, decode_base64
-from bargein.engines.base import Engines, Transcript
+from bargein.engines.base import Engines, Float32Audio, Transcript
 from bargein.engines.weights import WeightError
 from bargein.languages import unsupported_language
 from bargein.metrics.prometheus import ServerMetrics
@@ -137,6 +137,7 @@ class RealtimeSession:
             case ce.SessionUpdate():
                 self._update_session(message)
             case ce.InputAudioBufferCommit():
+                await self._hear(self.audio_in.held())  # the commit takes every sample appended before it
                 self.feed(v.ClientCommit(self.audio_in.buffer.duration_ms, message.event_id))
             case ce.InputAudioBufferClear():
                 self.feed(v.ClientClear())
@@ -175,17 +176,22 @@ class RealtimeSession:
         except AudioFormatError as error:
             raise ProtocolError(str(error), code="invalid_audio", param="audio", event_id=message.event_id) from None
         async for audio in slices:  # a long append (minutes of audio) lets other sessions run between slices
-            try:
-                frames = await self.audio_in.hear(audio)
-            except Exception as error:  # only the VAD raises in there
-                self._lose_vad(error)
-                return
-            for index, frame in enumerate(frames):
-                self.feed(frame)
-                self.tracker.frame(frame)
-                if index % FRAMES_PER_TURN == FRAMES_PER_TURN - 1:
-                    await asyncio.sleep(0)
+            await self._hear(audio)
         self.feed(v.AudioAppended(self.stream_ms))
+
+    async def _hear(self, audio: Float32Audio) -> None:
+        """Buffer 16 kHz audio and feed its VAD frames; if the VAD fails on it, the audio stays buffered and the
+        session goes on with manual turns (later audio is only buffered)."""
+        try:
+            frames = await self.audio_in.hear(audio)
+        except Exception as error:  # only the VAD raises in there, after the audio is buffered
+            self._lose_vad(error)
+            return
+        for index, frame in enumerate(frames):
+            self.feed(frame)
+            self.tracker.frame(frame)
+            if index % FRAMES_PER_TURN == FRAMES_PER_TURN - 1:
+                await asyncio.sleep(0)
 
     def _lose_vad(self, error: Exception) -> None:
         """The VAD failed: go on with manual turns, as if the client had set ``turn_detection`` to null."""
