@@ -9,6 +9,7 @@ import json
 
 import numpy as np
 import numpy.typing as npt
+import pytest
 
 from bargein.audio.codecs import AudioFormat, float_to_int16
 from bargein.audio.resample import resample
@@ -80,17 +81,41 @@ async def test_denoised_speech_is_not_shifted_late_on_the_stream_clock() -> None
     audio_in.close()
 
 
+@pytest.mark.parametrize("suppress", [False, True], ids=["plain", "noise reduction"])
+@pytest.mark.parametrize("fmt", [PCM, PCMU], ids=["pcm", "pcmu"])
+async def test_what_the_input_path_holds_comes_out_at_a_commit_and_the_stream_goes_on(fmt: AudioFormat,
+                                                                                      suppress: bool) -> None:
+    """A commit takes every sample appended before it (what the resampler, and with noise reduction the
+    suppressor, still holds: 6 to 81 ms); the next second of audio then lands exactly on the clock."""
+    speech = librivox_clip("0870")[:2 * 16_000]
+    audio_in = AudioInput(FakeVad(), fmt)
+    audio_in.set_noise_reduction(suppress)
+    wire = float_to_int16(resample(speech, 16_000, fmt.rate))
+    await _send(audio_in, fmt, wire[:fmt.rate])
+    await audio_in.hear(audio_in.held())  # what input_audio_buffer.commit does first
+    assert audio_in.buffer.end_sample == 16_000
+    await _send(audio_in, fmt, wire[fmt.rate:])
+    await audio_in.hear(audio_in.held())
+    assert audio_in.buffer.end_sample == 32_000
+    heard = audio_in.buffer.peek(0)
+    for second in (slice(0, 16_000), slice(16_000, 32_000)):  # each second where it was said
+        assert np.corrcoef(speech[second], heard[second])[0, 1] > 0.85
+    audio_in.close()
+
+
 class _RecordingRecognizer(FakeRecognizer):
     """Remembers the length of every clip it is asked to transcribe."""
 
     def __init__(self) -> None:
         super().__init__()
         self.lengths: list[int] = []
+        self.clips: list[Float32Audio] = []
 
     async def transcribe(self, audio: Float32Audio, *, language: str | None = None,
                          prompt: str | None = None) -> Transcript:
         """Record the clip's length, then answer as the fake does."""
         self.lengths.append(len(audio))
+        self.clips.append(audio)
         return await super().transcribe(audio, language=language, prompt=prompt)
 
 
@@ -147,4 +172,28 @@ async def test_audio_after_the_vad_fails_mid_append_is_still_buffered() -> None:
                                              "audio": base64.b64encode(pcm).decode()}))
     assert not session.audio_in.vad_running
     assert abs(session.audio_in.buffer.duration_ms - 25_000) <= 10
+    await session.close()
+
+
+async def test_a_clear_takes_what_the_input_path_held_with_it() -> None:
+    """Speech, a clear, then silence and a commit: the committed turn holds only silence (the resampler's tail of
+    the cleared speech, 60 ms at 8 kHz, used to open the next buffer)."""
+    recognizer = _RecordingRecognizer()
+    session = RealtimeSession(Engines(FakeVad(), recognizer, FakeLanguageModel(), FakeSynthesizer()))
+    session.start()
+    await session.handle_message(json.dumps({"type": "session.update", "session": {"type": "realtime", "audio": {
+        "input": {"format": {"type": "audio/pcmu"}, "turn_detection": None}}}}))
+    for part, then in ((_tone(PCMU, 1.0, 0.3), "input_audio_buffer.clear"),
+                       (np.zeros(4_000, np.int16), "input_audio_buffer.commit")):
+        wire = PCMU.encode(part)
+        for start in range(0, len(wire), 160):
+            await session.handle_message(json.dumps({"type": "input_audio_buffer.append",
+                                                     "audio": base64.b64encode(wire[start:start + 160]).decode()}))
+        await session.handle_message(json.dumps({"type": then}))
+    for _ in range(100):
+        if recognizer.clips:
+            break
+        await asyncio.sleep(0.01)
+    assert recognizer.clips and abs(len(recognizer.clips[-1]) - 8_000) <= 16
+    assert float(np.max(np.abs(recognizer.clips[-1]))) < 0.01, "nothing of the cleared speech"
     await session.close()

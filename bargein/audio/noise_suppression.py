@@ -83,6 +83,7 @@ class NoiseSuppressor:
         self._frame = np.zeros(RNNOISE_FRAME, dtype=np.float32)
         self._frame_pointer = self._frame.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
         self.in_rate = in_rate
+        self.out_rate = out_rate
         self.last_speech_probability = 0.0
         """RNNoise's own voice probability for the newest frame (kept for diagnostics)."""
 
@@ -106,8 +107,9 @@ class NoiseSuppressor:
         return self._downsample.process(self._denoise(pending[:whole]))
 
     def flush(self) -> npt.NDArray[np.float32]:
-        """The 16 kHz audio still held back (partial frame, RNNoise's delay, filter tails), for retiring the
-        suppressor: after this, ``process`` and ``flush`` have nothing more to give and it should be closed."""
+        """The 16 kHz audio still held back (partial frame, RNNoise's delay, filter tails): for a commit, which takes
+        every sample heard before it, or for retiring the suppressor. ``process`` then starts a new stream; RNNoise's
+        own state (its estimate of the noise) carries on."""
         with self._lock:
             try:
                 if self._state is None:
@@ -122,7 +124,11 @@ class NoiseSuppressor:
                 padded[:pending.size] = pending
                 denoised = self._denoise(padded)
                 kept = denoised[:max(0, denoised.size - (frames * RNNOISE_FRAME - owed))]
-                return self._downsample.process(kept, last=True)
+                flushed = self._downsample.process(kept, last=True)
+                self._upsample = StreamResampler(self.in_rate, RNNOISE_RATE, quality=_RESAMPLE_QUALITY)
+                self._downsample = StreamResampler(RNNOISE_RATE, self.out_rate, quality=_RESAMPLE_QUALITY)
+                self._upsampled = self._denoised = 0  # RNNoise holds padding now: the next delay is skipped too
+                return flushed
             finally:
                 if self._closing:
                     self._destroy()

@@ -53,7 +53,7 @@ def add_client_secret_route(app: FastAPI, settings: Settings, store: ClientSecre
         if len(raw) > MAX_BODY_BYTES:
             return _error(413, f"request body over {MAX_BODY_BYTES} bytes")
         try:
-            body: Any = read_json_object(raw, "the body") if raw.strip() else {}
+            body: Any = read_json_object(raw, "the body") if raw.strip() not in (b"", b"null") else {}
             ttl_s, config = parse_request(body)
         except ProtocolError as error:  # not JSON, or JSON no session could hold (NaN, a lone surrogate, ...)
             return _error(400, error.message, code=error.code)

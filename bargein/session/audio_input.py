@@ -133,11 +133,13 @@ class AudioInput:
         return self._after_carry(self._resampler.process(samples))
 
     def held(self) -> npt.NDArray[np.float32]:
-        """The 16 kHz audio the resampler still holds back (its filter's delay: 6 ms at 24 kHz, 60 ms at 8 kHz)
-        and whatever a switch left to be heard, the resampler started afresh: for a client's commit, which takes
-        every sample appended before it. With noise reduction on, the suppressor keeps what it holds (flushing
-        it would reset its noise estimate at every turn)."""
-        if self._suppressor is None:
+        """The 16 kHz audio the input path still holds back (the resampler's filter delay: 6 ms at 24 kHz, 60 ms
+        at 8 kHz; with noise reduction, also a partial frame and RNNoise's 20 ms) and whatever a switch left to be
+        heard, the path started afresh (RNNoise keeps its noise estimate): for a client's commit or clear, which
+        cover every sample appended before them."""
+        if self._suppressor is not None:
+            self._carry.append(self._suppressor.flush())
+        else:
             self._carry.append(self._resampler.process(np.zeros(0, dtype=np.float32), last=True))
             self._resampler = StreamResampler(self.wire_format.rate, LISTEN_SAMPLE_RATE,
                                               quality=LISTEN_RESAMPLE_QUALITY)

@@ -140,6 +140,7 @@ class RealtimeSession:
                 await self._hear(self.audio_in.held())  # the commit takes every sample appended before it
                 self.feed(v.ClientCommit(self.audio_in.buffer.duration_ms, message.event_id))
             case ce.InputAudioBufferClear():
+                await self._hear(self.audio_in.held())  # cleared with the rest, not heard after the clear
                 self.feed(v.ClientClear())
             case ce.ConversationItemCreate():
                 self._create_item(message)
