@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from bargein.engines.base import Engines
+from bargein.engines.base import CancelToken, ChatMessage, Engines, GenerationOptions, ReplyPiece
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
+from bargein.engines.think.tool_calls import offered_tools, resolve_call
 from bargein.session.realtime_session import RealtimeSession
+from bargein.session.tool_use import MAX_SERVER_ROUNDS
 from bargein.tools.registry import ToolRegistry, default_registry
 from tests.support.realtime_client import validate_server_event
 
@@ -273,4 +276,62 @@ async def test_clearing_the_input_buffer_is_acknowledged() -> None:
     await h.until("input_audio_buffer.cleared")
     await h.send(type="input_audio_buffer.commit")
     assert (await h.until("error"))["error"]["code"] == "input_audio_buffer_commit_empty"
+    await h.session.close()
+
+
+async def test_a_call_whose_arguments_no_parser_can_read_is_refused_and_the_session_goes_on() -> None:
+    huge = '{"city": ' + "1" * 5_000 + "}"  # past Python's integer digit limit: json.loads raises ValueError
+    llm = FakeLanguageModel(calls={"weather": ("get_weather", huge)})
+    h = Harness(llm)
+    await h.send(type="session.update", session={"tools": [WEATHER], "output_modalities": ["text"]})
+    await h.say("weather in a very long place")
+    await h.send(type="response.create")
+    done = await h.until("response.done")
+    assert done["response"]["status"] == "completed"
+    [error] = h.of("error")
+    assert error["error"]["code"] == "invalid_tool_call"
+    assert len(error["error"]["message"]) < 1_000
+    await h.session.close()
+
+
+class CallingForever(FakeLanguageModel):
+    """Calls ``calculate`` whenever it is offered tools, however many results it has seen."""
+
+    async def stream_reply(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
+                           options: GenerationOptions | None = None) -> AsyncIterator[ReplyPiece]:
+        options = options or GenerationOptions()
+        self.seen_options.append(options)
+        tools = offered_tools(options)
+        if tools:
+            yield resolve_call('{"expression": "2+2"}', tools, name="calculate")
+            return
+        async for piece in super().stream_reply(messages, cancel=cancel, options=options):
+            yield piece
+
+
+async def test_a_model_that_keeps_calling_builtins_is_stopped_and_still_answers_in_words() -> None:
+    llm = CallingForever()
+    h = Harness(llm, builtins=default_registry())
+    await h.send(type="session.update", session={"output_modalities": ["text"]})
+    await h.say("what is 2+2")
+    await h.send(type="response.create")
+    done = await h.until("response.done")
+    assert done["response"]["output"][0]["content"][0]["text"], "the reply must end in words, not silence"
+    assert len(h.of("bargein.tool.call")) == MAX_SERVER_ROUNDS
+    assert [len(o.tools) > 0 for o in llm.seen_options] == [True] * MAX_SERVER_ROUNDS, \
+        "the last round offers no tools"
+    assert sum(m.role == "tool" for m in llm.seen[-1]) == MAX_SERVER_ROUNDS, "it answers with every result"
+    await h.session.close()
+
+
+async def test_a_client_function_call_reusing_a_call_id_is_refused() -> None:
+    h = Harness(FakeLanguageModel())
+    call = {"type": "function_call", "call_id": "call_same", "name": "get_weather", "arguments": "{}"}
+    await h.send(type="conversation.item.create", item=call)
+    await h.until("conversation.item.done")
+    await h.send(type="conversation.item.create", item=call, event_id="evt_dup")
+    await h.send(type="conversation.item.retrieve", item_id="item_missing")  # a marker: everything before is in
+    await h.until("error")
+    errors = h.of("error")
+    assert any(e["error"].get("event_id") == "evt_dup" for e in errors), "the second call_id must be refused"
     await h.session.close()

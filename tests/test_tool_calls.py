@@ -217,3 +217,50 @@ async def test_batched_embedded_model_calls_a_tool_too() -> None:
         assert plain and all(isinstance(p, str) for p in plain)  # stream() never offers the tools
     finally:
         model.close()
+
+
+def test_an_overlong_tagged_call_is_refused_and_none_of_it_is_spoken() -> None:
+    body = '{"name": "calculate", "arguments": {"expression": "' + "1+" * 6_000 + '1"}}'
+    pieces = ["Sure. <tool_call>", *(body[start:start + 50] for start in range(0, len(body), 50)),
+              "</tool_call> Done."]
+    out = run_splitter(pieces)
+    [call] = calls_of(out)
+    assert call.refused and "too long" in call.refused
+    assert text_of(out) == "Sure.  Done.", "the rest of the refused call must not be read aloud"
+
+
+@pytest.mark.parametrize("arguments", [
+    '{"expression": ' + "1" * 5_000 + "}",  # an integer past Python's digit limit
+    "[" * 5_000,  # deeper than the JSON decoder's recursion limit
+    '{"expression": ' + "[" * 3_000 + "}",
+])
+def test_arguments_no_parser_can_read_are_refused_not_raised(arguments: str) -> None:
+    call = resolve_call(arguments, TOOLS, name="calculate")
+    assert call.refused and call.name == "calculate"
+    out = run_splitter([f'<tool_call>{{"name": "calculate", "arguments": {arguments}}}</tool_call>'])
+    [tagged] = calls_of(out)
+    assert tagged.refused
+
+
+@pytest.mark.parametrize("arguments", ['{"x": NaN}', '{"x": Infinity}', '{"x": -Infinity}', '{"x": 1e999}',
+                                       '{"x": "1e999"}', "{'x': 1e999}"])
+def test_arguments_sent_on_are_strict_json(arguments: str) -> None:
+    tool = {"type": "function", "name": "f",
+            "parameters": {"type": "object", "properties": {"x": {"type": "number"}}}}
+    call = resolve_call(arguments, [tool], name="f")
+    if call.refused is None:
+        def no_constants(name: str) -> None:
+            raise AssertionError(f"{name} is not JSON")
+        json.loads(call.arguments, parse_constant=no_constants)
+        assert all(abs(value) < float("inf") for value in json.loads(call.arguments).values())
+
+
+@pytest.mark.parametrize("separator", ["\n", "\n</tool_call>\n<tool_call>\n", "</tool_call>\n"])
+def test_several_bare_calls_are_all_read(separator: str) -> None:
+    first = '{"name": "calculate", "arguments": {"expression": "2+2"}}'
+    second = '{"name": "get_current_time", "arguments": {"place": "Tokyo"}}'
+    out = run_splitter([first, separator, second])
+    calls = calls_of(out)
+    assert [call.name for call in calls] == ["calculate", "get_current_time"]
+    assert all(call.refused is None for call in calls) and not text_of(out).strip()
+    assert len({call.call_id for call in calls}) == 2

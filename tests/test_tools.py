@@ -140,3 +140,18 @@ def test_arguments_cut_off_midway_are_closed() -> None:
     assert parse_arguments('{"a": {"b": "x\\"}') == ({"a": {"b": 'x"}'}}, True)
     assert parse_arguments('{"a": [1, 2') == ({"a": [1, 2]}, True)
     assert parse_arguments('{"a": 1} and then some words') == ({"a": 1}, True)
+
+
+@pytest.mark.parametrize("expression", ["round(5, -10**99)", "round(5, -10**12)", "round(5.5, -10**99)"])
+def test_calculator_round_with_huge_negative_digits_is_not_computed_for_long(expression: str) -> None:
+    # int.__round__ computes 10 ** -ndigits: -10**99 digits would never finish (and would block the loop)
+    with pytest.raises(CalculationError, match="round"):
+        evaluate(expression)
+    assert evaluate("round(1234, -2)") == 1200 and evaluate("round(2.71828, 2)") == 2.72
+
+
+def test_registry_run_never_raises_on_unreadable_arguments() -> None:
+    registry = default_registry()
+    for arguments in ("[" * 5_000, '{"expression": ' + "1" * 5_000 + "}"):
+        outcome = registry.run("calculate", arguments)
+        assert not outcome.ok and "error" in json.loads(outcome.output)

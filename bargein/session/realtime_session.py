@@ -268,6 +268,11 @@ class RealtimeSession:
         """A client's function call, or its answer to one: the output must name a call of this conversation."""
         assert not isinstance(message.item, ce.MessageItem)
         item = function_item(message.item)
+        if item.type == "function_call" and item.call is not None \
+                and self.conversation.function_call(item.call.call_id) is not None:
+            raise ProtocolError(f"the conversation already holds a function_call with call_id "
+                                f"{item.call.call_id!r}: an output could not tell them apart", code="invalid_value",
+                                param="item.call_id", event_id=message.event_id)
         if item.type == "function_call_output" and item.call is not None:
             call_id = item.call.call_id
             if self.conversation.function_call(call_id) is None:

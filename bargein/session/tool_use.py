@@ -90,7 +90,9 @@ async def reply_with_tools(llm: LanguageModel, messages: Sequence[ChatMessage], 
     round (a speculative head start, which makes the same decision before the commit).
     """
     history = list(messages)
-    for _ in range(MAX_SERVER_ROUNDS + 1):
+    for round_index in range(MAX_SERVER_ROUNDS + 1):
+        if round_index == MAX_SERVER_ROUNDS:  # the model has made its calls: now it answers in words
+            options = replace(options, tools=())
         ran: list[ChatMessage] = []
         source = first if first is not None else reply_pieces(llm, history, cancel=cancel, options=options)
         first = None
@@ -113,7 +115,6 @@ async def reply_with_tools(llm: LanguageModel, messages: Sequence[ChatMessage], 
         history += ran
         # a required or named call has been made: what follows the result is the model's own choice
         options = replace(options, tool_choice="auto")
-    # past the last round the model's further calls were dropped; it has had its chances
 
 
 async def answered_in_words(stream: AsyncIterator[ReplyPiece], llm: LanguageModel, messages: Sequence[ChatMessage],

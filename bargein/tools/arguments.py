@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -46,11 +47,15 @@ def parse_arguments(text: str) -> tuple[dict[str, Any], bool]:
     try:
         value = json.loads(stripped)
         repaired = False
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # not JSON, a number past the digit limit, or nested too deep
         value = _mend(stripped)
         repaired = True
     if not isinstance(value, dict):
         raise ArgumentError(f"the arguments must be a JSON object, not {type(value).__name__}")
+    try:  # NaN, Infinity or 1e999 would reach the client as text no JSON parser reads
+        json.dumps(value, allow_nan=False)
+    except (ValueError, RecursionError):
+        raise ArgumentError("the arguments hold a number that is not finite") from None
     return value, repaired
 
 
@@ -64,7 +69,7 @@ def _mend(text: str) -> Any:
     text = _TRAILING_COMMA.sub(r"\1", _closed(text[start:]))
     try:
         return json.loads(text)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):
         pass
     try:  # single quotes, True/False/None: a Python literal, never evaluated as code
         return ast.literal_eval(text)
@@ -155,6 +160,8 @@ def _coerce(name: str, value: Any, wanted: str) -> Any:
             number = float(value.strip().replace(",", ""))
         except ValueError:
             raise ArgumentError(f"argument {name!r} must be a number, not {value!r}") from None
+        if not math.isfinite(number):
+            raise ArgumentError(f"argument {name!r} must be a finite number, not {value!r}")
         if wanted == "integer":
             if not number.is_integer():
                 raise ArgumentError(f"argument {name!r} must be a whole number, not {value!r}")

@@ -20,6 +20,8 @@ MAX_NODES = 100
 MAX_EXPONENT = 1_000
 MAX_MAGNITUDE = 1e100
 """Results (and every intermediate value) beyond this are refused rather than computed."""
+MAX_ROUND_DIGITS = 400
+"""``round(x, digits)`` beyond this many digits either way is refused (no value here needs more)."""
 
 Number = int | float
 
@@ -115,5 +117,8 @@ def _eval(node: ast.expr) -> Number:
             raise CalculationError("factorial takes a whole number up to 100")
         if node.func.id == "factorial":
             args = [int(args[0])]
+        if node.func.id == "round" and len(args) > 1 and abs(args[1]) > MAX_ROUND_DIGITS:
+            # int.__round__ computes 10 ** -digits: round(5, -10**99) would never finish
+            raise CalculationError(f"round takes at most {MAX_ROUND_DIGITS} digits either way")
         return _check(_FUNCTIONS[node.func.id](*args))
     raise CalculationError(f"{ast.unparse(node)[:40]!r} is not allowed in a calculation")

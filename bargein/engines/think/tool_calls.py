@@ -119,6 +119,8 @@ class ToolCallSplitter:
     _call_chars: int = 0
     _started: bool = False
     _bare: bool = False
+    _overlong: bool = False
+    """Inside a call already refused as too long: the rest of it, to its closing tag, is dropped."""
 
     def feed(self, piece: str) -> list[ReplyPiece]:
         """The text and calls complete after ``piece``; a possible tag start is held back."""
@@ -133,11 +135,15 @@ class ToolCallSplitter:
                     keep = _partial_tag_length(self._pending, CLOSE_TAG)
                     self._take_call(self._pending[:len(self._pending) - keep])
                     self._pending = self._pending[len(self._pending) - keep:]
-                    if self._call_chars > MAX_CALL_CHARS:
+                    if self._call_chars > MAX_CALL_CHARS and not self._overlong:
                         out.append(self._close_call())
+                        self._in_call = self._overlong = True  # the rest of it is not spoken either
                     break
                 self._take_call(self._pending[:end])
                 self._pending = self._pending[end + len(CLOSE_TAG):]
+                if self._overlong:
+                    self._in_call = self._overlong = False
+                    continue
                 out.append(self._close_call())
                 continue
             start = self._pending.find(OPEN_TAG)
@@ -174,6 +180,9 @@ class ToolCallSplitter:
             if raw.startswith(TOOLS_TAG):
                 return [ToolCall(name="", call_id=new_call_id(), raw=raw[:200],
                                  refused="the model recited its tool list instead of answering")]
+            several = _bare_calls(raw)
+            if several is not None:  # one strict JSON call after another (the model dropped the tags)
+                return [resolve_call(call, self.tools) for call in several]
             try:
                 body, _ = parse_arguments(raw)
             except ArgumentError:
@@ -185,12 +194,15 @@ class ToolCallSplitter:
         if self._in_call:
             self._take_call(self._pending)
             self._pending = ""
+            if self._overlong:  # refused already, when it grew too long
+                self._in_call = self._overlong = False
+                return []
             return [self._close_call()]
         rest, self._pending = self._pending, ""
         return [rest] if rest else []
 
     def _take_call(self, text: str) -> None:
-        if self._call_chars <= MAX_CALL_CHARS:
+        if self._call_chars <= MAX_CALL_CHARS and not self._overlong:
             self._call.append(text)
             self._call_chars += len(text)
 
@@ -200,6 +212,31 @@ class ToolCallSplitter:
         if len(raw) > MAX_CALL_CHARS:
             return ToolCall(name="", call_id=new_call_id(), refused="the tool call is too long", raw=raw[:200])
         return resolve_call(raw, self.tools)
+
+
+def _bare_calls(raw: str) -> list[str] | None:
+    """The calls of a bare reply made only of two or more strict JSON calls (each with a ``name``),
+    separated by white space or stray ``<tool_call>`` tags; ``None`` for anything else."""
+    if len(raw) > MAX_CALL_CHARS:
+        return None
+    decoder = json.JSONDecoder()
+    calls: list[str] = []
+    rest = raw
+    while True:
+        rest = rest.strip()
+        while rest.startswith((OPEN_TAG, CLOSE_TAG)):
+            rest = rest.removeprefix(OPEN_TAG).removeprefix(CLOSE_TAG).strip()
+        if not rest:
+            break
+        try:
+            value, end = decoder.raw_decode(rest)
+        except (ValueError, RecursionError):
+            return None
+        if not isinstance(value, dict) or "name" not in value:
+            return None
+        calls.append(rest[:end])
+        rest = rest[end:]
+    return calls if len(calls) > 1 else None
 
 
 def _partial_tag_length(text: str, tag: str) -> int:
