@@ -2,7 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import time
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from bargein.config import Settings
+from bargein.engines.base import Engines
+from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
+from bargein.server.app import create_app
 from bench.drain import drain_timeline
+from tests.support import server as support
+from tests.test_hostile_connections import _raw_websocket
 
 
 async def test_sigterm_drains_live_replies_then_closes_with_1001() -> None:
@@ -133,3 +148,78 @@ async def test_the_drain_stops_accepting_then_lets_open_connections_end_before_u
     started = loop.time()
     await settle_connections(server, limit_s=5.0, hurry=hurry)
     assert loop.time() - started < 0.5
+
+
+
+def _fake_engines() -> Engines:
+    return Engines(FakeVad(), FakeRecognizer(), FakeLanguageModel(), FakeSynthesizer())
+
+
+async def test_a_drain_that_begins_while_a_connection_is_accepted_refuses_it() -> None:
+    """The signal may land while the server writes the upgrade: the drain has then already listed the sessions
+    it will tell, so one admitted after that would get uvicorn's bare 1012 instead of a refusal."""
+    app = create_app(Settings(), _fake_engines())
+    state = app.state.bargein
+    inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    await inbox.put({"type": "websocket.connect"})
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return await inbox.get()
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+        if message["type"] == "websocket.accept":
+            state.drain.signalled = True  # SIGTERM, while the handshake's answer is being written
+            await asyncio.sleep(0)
+        elif message["type"] in ("websocket.send", "websocket.close"):
+            await inbox.put({"type": "websocket.disconnect", "code": 1000})
+
+    scope = {"type": "websocket", "asgi": {"version": "3.0"}, "scheme": "ws", "path": "/v1/realtime",
+             "raw_path": b"/v1/realtime", "query_string": b"", "headers": [(b"host", b"127.0.0.1:8000")],
+             "client": ("127.0.0.1", 40000), "server": ("127.0.0.1", 8000), "subprotocols": [], "root_path": "",
+             "state": {}}
+    await asyncio.wait_for(app(scope, receive, send), 10)
+    said = [json.loads(message["text"]) for message in sent if message["type"] == "websocket.send"]
+    assert said and said[0]["type"] == "error" and said[0]["error"]["code"] == "server_unavailable", said[:1]
+    assert "shutting down" in said[0]["error"]["message"]
+    assert [message.get("code") for message in sent if message["type"] == "websocket.close"] == [1013]
+
+
+def test_a_client_that_never_reads_does_not_hold_up_the_drain(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The drain closes each session; a client that reads nothing (its socket's buffers full, the server's
+    writes paused) must not keep the close, and so the whole shutdown, waiting on it."""
+    apps: list[FastAPI] = []
+    original = support.create_app
+
+    def capture(*args: Any, **kwargs: Any) -> FastAPI:
+        apps.append(original(*args, **kwargs))
+        return apps[-1]
+
+    monkeypatch.setattr(support, "create_app", capture)
+    settings = Settings(port=support.free_port(), events_per_s=100_000, event_burst=100_000, drain_s=0.0,
+                        idle_timeout_s=0, max_loop_lag_ms=60_000)
+    with support.running_server(_fake_engines(), settings) as host:
+        state = apps[0].state.bargein
+        hog = _raw_websocket(host)
+        hog.settimeout(30)
+        update = json.dumps({"type": "session.update", "session": {"instructions": "x" * 60_000}}).encode()
+        frame = bytes([0x81, 0x80 | 127]) + len(update).to_bytes(8, "big") + b"\0\0\0\0" + update
+        hog.sendall(frame * 200)  # each answered by a session.updated that echoes it: 12 MB it never reads
+        for _ in range(300):  # until the server's writes to it wait
+            if httpx.get(f"http://{host}/healthz").json()["load"]["queue_depths"].get("outbound", 0.0) > 16:
+                break
+            time.sleep(0.1)
+        assert state.drain.loop is not None
+        drained = asyncio.run_coroutine_threadsafe(state.drain.run(), state.drain.loop)
+        try:
+            drained.result(timeout=20)  # FLUSH_S, then as long again for the close: seconds; unbounded, minutes
+        finally:
+            state.drain.hurry.set()
+        for _ in range(100):  # its connection dropped, the session ends
+            if not state.registry.live:
+                break
+            time.sleep(0.1)
+        hog.close()
+    assert "closed 1 session(s)" in state.drain.timeline[-1][1]
+    assert not state.registry.live

@@ -231,3 +231,36 @@ def test_handshakes_from_other_addresses_are_not_refused_while_one_is_flooding()
             assert json.loads(ws.recv(timeout=5))["type"] == "session.created"
         for sock in hogs:
             sock.close()
+
+
+def _raw_websocket(host: str) -> socket.socket:
+    """A WebSocket to ``/v1/realtime`` over a plain socket with a tiny receive buffer, never read after the upgrade."""
+    address, port = host.split(":")
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect((address, int(port)))
+    sock.sendall((f"GET /v1/realtime HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                  "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+    reply = b""
+    while b"\r\n\r\n" not in reply:
+        reply += sock.recv(1)
+    assert b" 101 " in reply.split(b"\r\n")[0]
+    return sock
+
+
+def test_pings_from_a_client_that_never_reads_do_not_pile_up_pongs() -> None:
+    from bargein.server import serving
+
+    with running_server(fake_engines(), Settings(port=free_port())) as host:
+        sock = _raw_websocket(host)
+        sock.settimeout(30)
+        ping = bytes([0x89, 0x80 | 125]) + b"\0\0\0\0" + b"p" * 125  # masked with zeros: the payload as is
+        for _ in range(160):  # 20 MiB of pings: as many bytes of pongs, were each one written
+            sock.sendall(ping * 1000)
+        peak = 0
+        for _ in range(30):  # the server parses the pings over the next moments; watch its output meanwhile
+            transports = list(serving._OPEN_WEBSOCKETS.values())
+            peak = max([peak, *(transport.get_write_buffer_size() for transport in transports)])
+            time.sleep(0.1)
+        sock.close()
+    assert peak <= serving.MAX_PONG_BACKLOG_BYTES + 64 * 1024

@@ -65,6 +65,29 @@ def test_a_refused_session_gets_an_error_and_close_code_1013_before_any_audio() 
     assert 'bargein_sessions_refused_total{reason="load"} 1.0' in metrics
 
 
+def test_one_client_that_stops_reading_does_not_turn_new_sessions_away() -> None:
+    from tests.test_hostile_connections import _raw_websocket
+
+    engines = Engines(FakeVad(), FakeRecognizer(), FakeLanguageModel(), FakeSynthesizer())
+    settings = Settings(port=free_port(), events_per_s=100_000, event_burst=100_000, max_queue_depth=64,
+                        max_loop_lag_ms=60_000)
+    with running_server(engines, settings) as host:
+        hog = _raw_websocket(host)
+        hog.settimeout(30)
+        hog.sendall((bytes([0x81, 0x80 | 4]) + b"\0\0\0\0" + b"nope") * 60_000)  # 60 000 errors it never reads
+        depth = 0.0
+        for _ in range(300):
+            depth = httpx.get(f"http://{host}/healthz").json()["load"]["queue_depths"].get("outbound", 0.0)
+            if depth > 64:
+                break
+            time.sleep(0.1)
+        with connect(f"ws://{host}/v1/realtime") as other:
+            first = json.loads(other.recv(timeout=5))
+        hog.close()
+    assert depth > 64  # its unread events are still reported...
+    assert first["type"] == "session.created", first  # ...but they are not this worker's load
+
+
 def _exposition(sessions: float, turns: float) -> str:
     metrics = ServerMetrics()
     metrics.sessions.set(sessions)

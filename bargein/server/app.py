@@ -172,12 +172,17 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None,
                                  shared_engines=bool(os.environ.get(SHARED_DIR_ENV)))
         return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
+    def refusal() -> str | None:
+        # asked again once the connection is accepted: a drain may have begun while the upgrade was answered,
+        # and has then already listed the sessions it will tell
+        return "the server is shutting down" if state.drain.draining else state.load.refusal()
+
     @app.websocket("/v1/realtime")
     async def realtime(websocket: WebSocket) -> None:
         if state.drain.draining:
             await refuse_session(websocket, "the server is shutting down; connect to another instance")
             return
-        await serve_realtime(websocket, settings, state.engines, state.registry, state.metrics, state.load.refusal,
+        await serve_realtime(websocket, settings, state.engines, state.registry, state.metrics, refusal,
                              client_secrets=state.client_secrets)
 
     add_client_secret_route(app, settings, state.client_secrets)

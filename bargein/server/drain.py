@@ -33,6 +33,8 @@ from starlette.websockets import WebSocket
 
 from bargein.protocol.errors import ProtocolError
 from bargein.protocol.server_events import error_event
+from bargein.server.auth import SOCKET_SCOPE_KEY
+from bargein.server.serving import abort_connection
 from bargein.session.outbound import Outgoing
 
 log = logging.getLogger(__name__)
@@ -127,8 +129,13 @@ class Drain:
             await asyncio.sleep(0.02)
         await asyncio.sleep(0.05)  # the writer's last send leaves before the close frame
         if websocket is not None:
+            closed = False
             with contextlib.suppress(Exception):
-                await websocket.close(code=GOING_AWAY, reason="server shutting down")
+                # a client that reads nothing has left the server's writes paused: the close frame would wait for it
+                await asyncio.wait_for(websocket.close(code=GOING_AWAY, reason="server shutting down"), FLUSH_S)
+                closed = True
+            if not closed:
+                abort_connection(websocket.scope.get(SOCKET_SCOPE_KEY, websocket.scope.get("client")))
 
 
 _PENDING = object()

@@ -18,6 +18,9 @@ from bargein.metrics.prometheus import queue_depths
 
 LAG_WINDOW = 100
 """Loop-lag samples kept: 5 s at the watcher's 50 ms period."""
+CLIENT_PACED = frozenset({"outbound"})
+"""Queues that wait on the clients, not on this worker (events a client has not read yet): reported, but
+never a reason to refuse a session (one client that stops reading would otherwise turn everyone away)."""
 
 
 @dataclass(frozen=True)
@@ -79,7 +82,8 @@ class LoadMonitor:
             reason = (f"this worker is {snap.loop_lag_p95_ms:.0f} ms behind its audio (p95 over 5 s; "
                       f"max_loop_lag_ms {self.limits.max_loop_lag_ms:.0f})")
         else:
-            deepest = max(snap.queue_depths.items(), key=lambda kv: kv[1], default=None)
+            deepest = max(((stage, depth) for stage, depth in snap.queue_depths.items() if stage not in CLIENT_PACED),
+                          key=lambda kv: kv[1], default=None)
             if deepest is not None and deepest[1] > self.limits.max_queue_depth:
                 reason = (f"the {deepest[0]} queue holds {deepest[1]:.0f} items "
                           f"(max_queue_depth {self.limits.max_queue_depth})")

@@ -93,6 +93,9 @@ PARSE_SLICE_BYTES = 4096
 of tiny frames, which uvicorn would otherwise parse and queue in one go while every other session waits)."""
 MAX_BACKLOG_BYTES = 1 << 20
 """Input read but not yet parsed, per connection, before reading from its socket is paused."""
+MAX_PONG_BACKLOG_BYTES = 1 << 20
+"""Output a client has left unread, above which its pings get no pong (uvicorn writes each pong at once,
+however much output already waits: a client that sends pings and never reads would grow it without end)."""
 
 
 def tracked_ws_protocol(base: Any = AutoWebSocketsProtocol) -> type[asyncio.Protocol]:
@@ -115,6 +118,15 @@ def tracked_ws_protocol(base: Any = AutoWebSocketsProtocol) -> type[asyncio.Prot
             if len(self._backlog) > MAX_BACKLOG_BYTES:  # again each time: uvicorn may have resumed reading
                 self._paused_here = True
                 self.transport.pause_reading()
+
+        def handle_ping(self, *args: Any) -> None:
+            if self.transport.get_write_buffer_size() <= MAX_PONG_BACKLOG_BYTES:
+                super().handle_ping(*args)
+                return
+            # RFC 6455 5.5.3: an endpoint may skip pongs; the sans-I/O parser has queued this one, drop it
+            pending = getattr(getattr(self, "conn", None), "data_to_send", None)
+            if pending is not None:
+                pending()
 
         def _parse_slice(self) -> None:
             backlog = self._backlog
