@@ -20,6 +20,7 @@ from bargein.engines.think.tool_calls import (
     resolve_call,
     split_calls,
 )
+from bargein.tools.arguments import ArgumentError, parse_arguments
 from bargein.tools.registry import default_registry
 
 TOOLS = tuple(default_registry().definitions())
@@ -264,3 +265,20 @@ def test_several_bare_calls_are_all_read(separator: str) -> None:
     assert [call.name for call in calls] == ["calculate", "get_current_time"]
     assert all(call.refused is None for call in calls) and not text_of(out).strip()
     assert len({call.call_id for call in calls}) == 2
+
+
+UNWRITABLE = ["{'expression': '2+2', 'x': {1, 2}}", "{'expression': 1j}", "{'expression': b'2+2'}",
+              "{(1, 2): 'x'}", '{"expression": "2+2", [1]: 2}']
+"""Python literals the mending reads (``ast.literal_eval``) that JSON cannot carry, or that it cannot build."""
+
+
+@pytest.mark.parametrize("arguments", UNWRITABLE)
+def test_arguments_json_cannot_carry_are_refused_on_every_path(arguments: str) -> None:
+    """A set, a complex number, bytes or a tuple key in mended arguments is a refused call, never an exception:
+    parsed alone, resolved by name (the OpenAI-compatible path), in a tagged call, and run as a built-in."""
+    with pytest.raises(ArgumentError):
+        parse_arguments(arguments)
+    assert resolve_call(arguments, TOOLS, name="calculate").refused
+    [tagged] = calls_of(run_splitter(['<tool_call>{"name": "calculate", "arguments": ' + arguments + "}</tool_call>"]))
+    assert tagged.refused
+    assert not default_registry().run("calculate", arguments).ok

@@ -93,6 +93,7 @@ PARSE_SLICE_BYTES = 4096
 of tiny frames, which uvicorn would otherwise parse and queue in one go while every other session waits)."""
 MAX_BACKLOG_BYTES = 1 << 20
 """Input read but not yet parsed, per connection, before reading from its socket is paused."""
+PONG_OPCODE = 0xA
 MAX_PONG_BACKLOG_BYTES = 1 << 20
 """Output a client has left unread, above which its pings get no pong (uvicorn writes each pong at once,
 however much output already waits: a client that sends pings and never reads would grow it without end)."""
@@ -123,10 +124,13 @@ def tracked_ws_protocol(base: Any = AutoWebSocketsProtocol) -> type[asyncio.Prot
             if self.transport.get_write_buffer_size() <= MAX_PONG_BACKLOG_BYTES:
                 super().handle_ping(*args)
                 return
-            # RFC 6455 5.5.3: an endpoint may skip pongs; the sans-I/O parser has queued this one, drop it
+            # RFC 6455 5.5.3: an endpoint may skip pongs. The sans-I/O parser has queued this one with whatever
+            # else the same read produced (a close frame answering the client's): only the pongs are dropped
             pending = getattr(getattr(self, "conn", None), "data_to_send", None)
             if pending is not None:
-                pending()
+                kept = [frame for frame in pending() if not (frame and frame[0] & 0x0F == PONG_OPCODE)]
+                if any(kept):
+                    self.transport.write(b"".join(kept))
 
         def _parse_slice(self) -> None:
             backlog = self._backlog

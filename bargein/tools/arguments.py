@@ -47,15 +47,16 @@ def parse_arguments(text: str) -> tuple[dict[str, Any], bool]:
     try:
         value = json.loads(stripped)
         repaired = False
-    except (ValueError, RecursionError):  # not JSON, a number past the digit limit, or nested too deep
+    except (ValueError, TypeError, RecursionError):  # not JSON, a number past the digit limit, or nested too deep
         value = _mend(stripped)
         repaired = True
     if not isinstance(value, dict):
         raise ArgumentError(f"the arguments must be a JSON object, not {type(value).__name__}")
-    try:  # NaN, Infinity or 1e999 would reach the client as text no JSON parser reads
+    try:  # NaN, Infinity, 1e999 (or a mended Python literal's set, bytes, complex) would not reach the client as JSON
         json.dumps(value, allow_nan=False)
-    except (ValueError, RecursionError):
-        raise ArgumentError("the arguments hold a number that is not finite") from None
+    except (ValueError, TypeError, RecursionError):
+        raise ArgumentError("the arguments hold a value JSON cannot carry (a number that is not finite, a set, "
+                            "bytes, a complex number)") from None
     return value, repaired
 
 
@@ -69,11 +70,11 @@ def _mend(text: str) -> Any:
     text = _TRAILING_COMMA.sub(r"\1", _closed(text[start:]))
     try:
         return json.loads(text)
-    except (ValueError, RecursionError):
+    except (ValueError, TypeError, RecursionError):
         pass
     try:  # single quotes, True/False/None: a Python literal, never evaluated as code
         return ast.literal_eval(text)
-    except (ValueError, SyntaxError, MemoryError, RecursionError) as error:
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as error:
         raise ArgumentError(f"the arguments are not valid JSON: {text[:80]!r}") from error
 
 
