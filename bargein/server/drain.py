@@ -129,13 +129,13 @@ class Drain:
             await asyncio.sleep(0.02)
         await asyncio.sleep(0.05)  # the writer's last send leaves before the close frame
         if websocket is not None:
-            closed = False
-            with contextlib.suppress(Exception):
+            try:
                 # a client that reads nothing has left the server's writes paused: the close frame would wait for it
                 await asyncio.wait_for(websocket.close(code=GOING_AWAY, reason="server shutting down"), FLUSH_S)
-                closed = True
-            if not closed:
+            except TimeoutError:
                 abort_connection(websocket.scope.get(SOCKET_SCOPE_KEY, websocket.scope.get("client")))
+            except Exception:  # closed already by another path: what it sent stays sent
+                pass
 
 
 _PENDING = object()
