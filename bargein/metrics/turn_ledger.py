@@ -3,7 +3,8 @@
 Stream time is the truth for latency: speech onsets and ends are positions in the input, and every
 later stage is recorded in wall time next to the wall time at which that position arrived.
 :class:`TurnLedgers` keeps them by observing a session (its machine's events and actions, its replies'
-progress and what left the socket) and reports each turn when its reply closes.
+progress and what left the socket) and reports each turn when its reply closes (a reply that closed with none of
+its audio sent yet, when its first delta leaves).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from bargein.metrics.tracing import export_turn
 from bargein.session.core import vocabulary as v
+from bargein.session.core.verdicts import answers_the_user
 
 if TYPE_CHECKING:
     from bargein.metrics.prometheus import ServerMetrics
@@ -44,6 +46,10 @@ class TurnLedger:
     clock: Callable[[], float] = time.monotonic
     marks: dict[str, Mark] = field(default_factory=dict)
     counters: dict[str, float] = field(default_factory=dict)
+    reply_order: int = -1
+    """Which of the session's replies this turn's is (in start order; -1: none started)."""
+    reported: bool = False
+    """The turn's summary went out: what comes later (a cancelled reply's tokens) reaches only the metrics."""
 
     def mark(self, stage: str, *, stream_ms: float | None = None, wall_s: float | None = None) -> None:
         """Record a stage once; later marks of the same stage are ignored."""
@@ -103,6 +109,10 @@ class TurnLedgers:
         self.metrics = metrics
         self.ledgers: dict[str, TurnLedger] = {}
         self.current: TurnLedger | None = None
+        self.replies_started = 0
+        self.unsent: dict[str, tuple[str, TurnLedger]] = {}
+        """Replies closed while their first audio delta still waited in the outbound queue: ``(status, ledger)``
+        by response id, reported once that delta leaves (or a later reply's delta shows it never will)."""
 
     def get(self, key: str) -> TurnLedger | None:
         """The ledger of a user item (or of a reply that had no user item)."""
@@ -140,13 +150,20 @@ class TurnLedgers:
                 ledger = self.ledgers.get(item_id) or self._keep(item_id, TurnLedger(item_id=item_id))
                 self.current = ledger
                 ledger.mark("commit", stream_ms=self.stream_ms())
-            case v.StartReply(response_id):
+            case v.StartReply(response_id, trigger, params):
                 ledger = self.current
-                if ledger is None or ledger.response_id is not None:
-                    # a reply to typed input or a second reply to one turn gets a ledger of its own
+                if ledger is None or ledger.response_id is not None or "commit" not in ledger.marks \
+                        or not answers_the_user(trigger, params):
+                    # a reply to typed input, a second reply to one turn, a reply started while the user still
+                    # speaks, an idle prompt or an out-of-band reply gets a ledger of its own
                     ledger = self._keep(response_id, TurnLedger())
                 ledger.response_id = response_id
+                ledger.reply_order = self.replies_started
+                self.replies_started += 1
                 ledger.mark("reply_start")
+            case v.DiscardSegment(item_id):
+                if self.current is not None and self.current.item_id == item_id:
+                    self.current = None  # noise: no reply answers it
             case v.CancelReply(response_id, "turn_detected") | v.PauseReply(response_id):
                 self._mark_barge_in(response_id)
             case _:
@@ -163,25 +180,56 @@ class TurnLedgers:
         ledger.add("barge_in_detect_ms", self.stream_ms() - onset)
 
     def on_sent(self, item: Outgoing) -> None:
-        """The first audio delta of a reply leaving the socket."""
-        if item.is_data and item.response_id is not None and (ledger := self.for_reply(item.response_id)):
-            ledger.mark("first_delta_sent")
+        """The first audio delta of a reply leaving the socket; a reply that closed before it is reported now.
+
+        Replies run one at a time and the queue is FIFO, so a delta of a later reply leaving means an earlier
+        waiting reply's deltas all left before it or were purged: that reply is reported as it stands.
+        """
+        if not item.is_data or item.response_id is None or (ledger := self.for_reply(item.response_id)) is None:
+            return
+        ledger.mark("first_delta_sent")
+        for response_id, (status, waiting) in list(self.unsent.items()):
+            if waiting is ledger or waiting.reply_order < ledger.reply_order:
+                del self.unsent[response_id]
+                self._report(status, waiting)
 
     def on_reply_progress(self, response_id: str, stage: str, count: int) -> None:
         """Pipeline stages (``llm_first_token``, ``tts_first_audio``) and token counts."""
         if (ledger := self.for_reply(response_id)) is None:
             return
         if stage == "tokens":
-            ledger.add("tokens", count)
+            if ledger.reported:  # a cancelled reply's pipeline counts its tokens after its response.done
+                if self.metrics is not None and count > 0:
+                    self.metrics.tokens.inc(count)
+            else:
+                ledger.add("tokens", count)
         else:
             ledger.mark(stage)
 
     def on_reply_closed(self, response_id: str, status: str, sent_ms: float, heard_ms: float) -> None:
-        """The turn is over: report its summary to the client, the metrics and the tracer."""
+        """The turn is over: report its summary to the client, the metrics and the tracer.
+
+        A reply whose audio is still queued, none of it sent yet, is reported once its first delta leaves, so its
+        ``first_delta_sent_ms`` and ``first_audio_ms`` are those of the socket, not missing.
+        """
         ledger = self.for_reply(response_id) or TurnLedger(response_id=response_id)
         ledger.mark("response_done")
         ledger.add("audio_sent_s", sent_ms / 1000.0)
         ledger.add("audio_heard_s", heard_ms / 1000.0)
+        if sent_ms > 0 and "first_delta_sent" not in ledger.marks:
+            self.unsent[response_id] = (status, ledger)
+            while len(self.unsent) > MAX_LEDGERS:
+                self._report(*self.unsent.pop(next(iter(self.unsent))))
+            return
+        self._report(status, ledger)
+
+    def close(self) -> None:
+        """The session ends: replies still waiting for their first delta to leave are reported as they stand."""
+        while self.unsent:
+            self._report(*self.unsent.pop(next(iter(self.unsent))))
+
+    def _report(self, status: str, ledger: TurnLedger) -> None:
+        ledger.reported = True
         summary = ledger.summary()
         self.report(status, summary)
         if self.metrics is not None:

@@ -347,6 +347,7 @@ class RealtimeSession:
 
     async def close(self) -> None:
         """Cancel every task and release the VAD stream."""
+        self.ledgers.close()
         self.timers.close()
         self.tracker.close()
         tasks: list[asyncio.Task[Any]] = [*self.replies.close(), *self.transcriber.tasks()]

@@ -146,6 +146,8 @@ class ReplyPipeline:
                 if cancel.cancelled:
                     break
                 if isinstance(token, ToolCall):
+                    if tokens == 0:  # a reply that is only a client call still had a first token (marks count once)
+                        sink.reply_mark(plan.response_id, "llm_first_token")
                     sink.reply_tool_call(plan.response_id, token)
                     continue
                 if tokens == 0:

@@ -20,7 +20,7 @@ from bargein.session.core.segment_book import SegmentBook, ignored_action
 from bargein.session.core.settings import TurnSettings
 from bargein.session.core.storm_guard import StormGuard
 from bargein.session.core.turn_records import Reply, Turn
-from bargein.session.core.verdicts import AwaitedVerdicts
+from bargein.session.core.verdicts import AwaitedVerdicts, answers_the_user
 
 MIN_COMMIT_MS = 100.0
 """Shortest buffer a commit accepts (the OpenAI Realtime API's rule)."""
@@ -362,7 +362,7 @@ class DuplexMachine:
     def _start_reply(self, trigger: Literal["turn_detected", "client", "idle_timeout"],
                      params: ResponseParams | None = None) -> None:
         self._unanswered = False
-        if trigger == "client" and (params is None or (params.input is None and params.conversation != "none")):
+        if trigger == "client" and answers_the_user(trigger, params):
             self._awaiting.owe_nothing("answered by the reply the client started while it was judged")
         self._reply = Reply(self.new_id("resp"))
         self._emit(v.DisarmIdleTimer())

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bargein.protocol.client_events import ResponseParams
 
 MARKS_KEPT = 8
 """Segments remembered as cut-early or unended; more than this many awaiting a verdict at once does not happen."""
@@ -67,3 +71,11 @@ class AwaitedVerdicts:
             return None
         return Owed(during_reply=self._during_reply.pop(item_id), not_owed=self._not_owed.pop(item_id, None),
                     cut_early=item_id in self._cut_early, unended=item_id in self._unended)
+
+
+def answers_the_user(trigger: str, params: ResponseParams | None) -> bool:
+    """Whether a reply answers what the user said: the endpoint's own, or a client's in the conversation with its
+    default input (its prompt holds the user's turns); an idle prompt or an out-of-band reply answers nothing."""
+    if trigger == "turn_detected":
+        return True
+    return trigger == "client" and (params is None or (params.input is None and params.conversation != "none"))
