@@ -249,3 +249,41 @@ async def test_audio_heard_of_a_completed_reply_is_what_the_client_played() -> N
     assert sample(metrics, "bargein_audio_seconds_total", kind="heard") == pytest.approx(item.heard_ms / 1000,
                                                                                           abs=0.05), summary
     await h.session.close()
+
+
+async def test_a_reply_live_at_close_with_unsent_audio_is_still_counted() -> None:
+    """The client hung up with a reply's audio queued and none sent: closing the session ends the reply, and its
+    turn is still reported to the metrics."""
+    llm = FakeLanguageModel(filler=" ".join(["word"] * 200), token_delay_s=0.02)
+    h = Harness(Engines(FakeVad(), FakeRecognizer(), llm, FakeSynthesizer()))
+    metrics = ServerMetrics()
+    h.session.ledgers.metrics = metrics
+    await h.send(type="conversation.item.create", item=TALK)
+    await h.send(type="response.create")
+    for _ in range(500):  # the client reads nothing (it hung up): audio is queued, none sent
+        live = list(h.session.replies.live.values())
+        if live and live[0].state.item.audio_ms > 0:
+            break
+        await asyncio.sleep(0.01)
+    assert h.session.replies.live and list(h.session.replies.live.values())[0].state.item.audio_ms > 0
+    await h.session.close()
+    assert not h.session.ledgers.unsent, f"left unreported: {list(h.session.ledgers.unsent)}"
+    total = sum(metrics.registry.get_sample_value("bargein_turns_total", {"status": s}) or 0.0
+                for s in ("completed", "cancelled", "failed"))
+    assert total == 1.0
+
+
+def test_a_turn_answered_after_a_cough_judged_meanwhile_keeps_its_ledger() -> None:
+    """Machine order when a cough starts before turn A's verdict: A commits; B starts; A is judged a query (the reply
+    waits: B is in progress); B commits, is judged noise and discarded; then A's reply starts."""
+    ledgers = TurnLedgers(lambda: 0.0, lambda status, summary: None)
+    ledgers.on_action(v.SpeechStarted("item_A", 100.0))
+    ledgers.on_action(v.SpeechStopped("item_A", 900.0))
+    ledgers.on_action(v.CommitBuffer("item_A", 0.0, 1400.0))
+    ledgers.on_action(v.SpeechStarted("item_B", 1500.0))
+    ledgers.on_action(v.SpeechStopped("item_B", 1700.0))
+    ledgers.on_action(v.CommitBuffer("item_B", 1200.0, 2200.0))
+    ledgers.on_action(v.DiscardSegment("item_B"))
+    ledgers.on_action(v.StartReply("resp_1", "turn_detected"))
+    ledger = ledgers.for_reply("resp_1")
+    assert ledger is not None and ledger.item_id == "item_A"

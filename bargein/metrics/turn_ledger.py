@@ -10,6 +10,7 @@ its audio sent yet, when its first delta leaves).
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -50,6 +51,8 @@ class TurnLedger:
     """Which of the session's replies this turn's is (in start order; -1: none started)."""
     reported: bool = False
     """The turn's summary went out: what comes later (a cancelled reply's tokens) reaches only the metrics."""
+    discarded: bool = False
+    """The user's segment was judged noise and dropped: no reply answers it."""
 
     def mark(self, stage: str, *, stream_ms: float | None = None, wall_s: float | None = None) -> None:
         """Record a stage once; later marks of the same stage are ignored."""
@@ -110,6 +113,8 @@ class TurnLedgers:
         self.ledgers: dict[str, TurnLedger] = {}
         self.current: TurnLedger | None = None
         self.replies_started = 0
+        self.committed: deque[TurnLedger] = deque(maxlen=MAX_LEDGERS)
+        """User turns committed since the last reply that answers the user started, oldest first."""
         self.unsent: dict[str, tuple[str, TurnLedger]] = {}
         """Replies closed while their first audio delta still waited in the outbound queue: ``(status, ledger)``
         by response id, reported once that delta leaves (or a later reply's delta shows it never will)."""
@@ -150,10 +155,10 @@ class TurnLedgers:
                 ledger = self.ledgers.get(item_id) or self._keep(item_id, TurnLedger(item_id=item_id))
                 self.current = ledger
                 ledger.mark("commit", stream_ms=self.stream_ms())
+                self.committed.append(ledger)
             case v.StartReply(response_id, trigger, params):
-                ledger = self.current
-                if ledger is None or ledger.response_id is not None or "commit" not in ledger.marks \
-                        or not answers_the_user(trigger, params):
+                ledger = self._unanswered_turn() if answers_the_user(trigger, params) else None
+                if ledger is None:
                     # a reply to typed input, a second reply to one turn, a reply started while the user still
                     # speaks, an idle prompt or an out-of-band reply gets a ledger of its own
                     ledger = self._keep(response_id, TurnLedger())
@@ -162,12 +167,20 @@ class TurnLedgers:
                 self.replies_started += 1
                 ledger.mark("reply_start")
             case v.DiscardSegment(item_id):
-                if self.current is not None and self.current.item_id == item_id:
-                    self.current = None  # noise: no reply answers it
+                if (ledger := self.ledgers.get(item_id)) is not None:
+                    ledger.discarded = True  # noise: no reply answers it
             case v.CancelReply(response_id, "turn_detected") | v.PauseReply(response_id):
                 self._mark_barge_in(response_id)
             case _:
                 pass
+
+    def _unanswered_turn(self) -> TurnLedger | None:
+        """The newest user turn committed since the last reply that answers the user started, not dropped as noise:
+        the turn such a reply answers (a cough judged meanwhile is passed over; turns committed before the last
+        such reply's start were that reply's to answer)."""
+        waiting, self.committed = list(self.committed), deque(maxlen=MAX_LEDGERS)
+        return next((ledger for ledger in reversed(waiting) if not ledger.discarded and ledger.response_id is None),
+                    None)
 
     def _mark_barge_in(self, response_id: str) -> None:
         """The reply stopped for the current speech: how far into that speech (stream ms) it stopped."""

@@ -347,7 +347,6 @@ class RealtimeSession:
 
     async def close(self) -> None:
         """Cancel every task and release the VAD stream."""
-        self.ledgers.close()
         self.timers.close()
         self.tracker.close()
         tasks: list[asyncio.Task[Any]] = [*self.replies.close(), *self.transcriber.tasks()]
@@ -356,6 +355,7 @@ class RealtimeSession:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        self.ledgers.close()  # after the replies' own ends, which may still hold a report back
         self.outbound.close()
         self.audio_in.close()
 
