@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from bargein.audio.codecs import AudioFormat
-from bargein.engines.base import CancelToken, WordTiming
+from bargein.engines.base import CancelToken, ToolCall, WordTiming
 from bargein.session.playback import Pacer, PlaybackEstimate
 from bargein.session.response_events import ReplyState
 
@@ -39,8 +39,9 @@ class Pause:
 
     cut_ms: float
     segment_item_id: str
-    held: list[AudioPiece | str] = field(default_factory=list)
-    """Audio pieces and text, in the order the pipeline produced them."""
+    held: list[AudioPiece | str | ToolCall] = field(default_factory=list)
+    """Audio pieces, text and client tool calls, in the order the pipeline produced them: a call announced during
+    the pause would follow the turn over it in the history, unanswered if that turn cuts the reply."""
 
 
 @dataclass

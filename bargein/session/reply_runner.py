@@ -69,8 +69,6 @@ class ReplyRunner:
         self.live: dict[str, LiveReply] = {}
         self.recent: deque[LiveReply] = deque(maxlen=RECENT_REPLIES)
         self.tasks: set[asyncio.Task[None]] = set()
-        self.held_calls: dict[str, list[ToolCall]] = {}
-        """Calls the model made while its reply was paused: announced on resume, dropped if it is cut."""
 
     def _emit(self, item: Outgoing) -> None:
         self.outbound.put(item)
@@ -226,10 +224,10 @@ class ReplyRunner:
         for piece in [*cut.pieces, *pause.held]:
             if isinstance(piece, str):
                 self.forward_text(response_id, piece)
+            elif isinstance(piece, ToolCall):
+                self.tool_call(reply, piece)
             else:
                 self.forward(response_id, piece)
-        for call in self.held_calls.pop(response_id, []):
-            self.tool_call(reply, call)
         reply.gate.set()
 
     # -- the end of a reply -------------------------------------------------------------------------
@@ -239,7 +237,6 @@ class ReplyRunner:
         reply = self.live.pop(response_id)
         reply.cancel.cancel(reason)
         self.outbound.purge(response_id)
-        self.held_calls.pop(response_id, None)
         reply.end()
         item = reply.state.item
         if reply.state.audio:
@@ -253,7 +250,6 @@ class ReplyRunner:
         the words of the audio it sent (a clause's text goes out with its first audio, not with its last)."""
         reply = self.live.pop(response_id)
         reply.end()
-        self.held_calls.pop(response_id, None)
         item = reply.state.item
         if reply.pause is not None:
             self.outbound.purge(response_id)
@@ -277,7 +273,7 @@ class ReplyRunner:
         reply is paused the call waits with its held output: the turn over it may cut the reply, and a call
         announced then would follow that turn in the history, unanswered."""
         if reply.pause is not None:
-            self.held_calls.setdefault(reply.response_id, []).append(call)
+            reply.pause.held.append(call)
             return
         if call.refused:
             self._emit(Outgoing(error_event(ProtocolError(
