@@ -73,17 +73,12 @@ class NoiseSuppressor:
         self._lock = threading.Lock()
         self._closing = False
         self._state: int | None = self._library.rnnoise_create(None)
-        self._upsample = StreamResampler(in_rate, RNNOISE_RATE, quality=_RESAMPLE_QUALITY)
-        self._downsample = StreamResampler(RNNOISE_RATE, out_rate, quality=_RESAMPLE_QUALITY)
-        self._pending = np.zeros(0, dtype=np.float32)
-        self._upsampled = 0
-        """48 kHz samples that went into RNNoise (or wait in ``_pending``)."""
-        self._denoised = 0
-        """48 kHz samples RNNoise returned, its delay included."""
-        self._frame = np.zeros(RNNOISE_FRAME, dtype=np.float32)
-        self._frame_pointer = self._frame.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
         self.in_rate = in_rate
         self.out_rate = out_rate
+        self._start_stream()
+        self._pending = np.zeros(0, dtype=np.float32)
+        self._frame = np.zeros(RNNOISE_FRAME, dtype=np.float32)
+        self._frame_pointer = self._frame.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
         self.last_speech_probability = 0.0
         """RNNoise's own voice probability for the newest frame (kept for diagnostics)."""
 
@@ -125,13 +120,20 @@ class NoiseSuppressor:
                 denoised = self._denoise(padded)
                 kept = denoised[:max(0, denoised.size - (frames * RNNOISE_FRAME - owed))]
                 flushed = self._downsample.process(kept, last=True)
-                self._upsample = StreamResampler(self.in_rate, RNNOISE_RATE, quality=_RESAMPLE_QUALITY)
-                self._downsample = StreamResampler(RNNOISE_RATE, self.out_rate, quality=_RESAMPLE_QUALITY)
-                self._upsampled = self._denoised = 0  # RNNoise holds padding now: the next delay is skipped too
+                self._start_stream()  # RNNoise holds padding now: the next delay is skipped too
                 return flushed
             finally:
                 if self._closing:
                     self._destroy()
+
+    def _start_stream(self) -> None:
+        """Fresh resamplers, and RNNoise's delay still to skip (its own state carries on)."""
+        self._upsample = StreamResampler(self.in_rate, RNNOISE_RATE, quality=_RESAMPLE_QUALITY)
+        self._downsample = StreamResampler(RNNOISE_RATE, self.out_rate, quality=_RESAMPLE_QUALITY)
+        self._upsampled = 0
+        """48 kHz samples that went into RNNoise (or wait in ``_pending``) since the stream started."""
+        self._denoised = 0
+        """48 kHz samples RNNoise returned since then, its delay included."""
 
     def _denoise(self, frames: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         """Whole 48 kHz frames through RNNoise, less the leading samples that stand for its delay."""

@@ -46,7 +46,7 @@ class AudioInput:
         self._framer = Framer(vad.frame_samples)
         self.buffer = InputBuffer()
         self.wire_format = wire_format
-        self._resampler = StreamResampler(wire_format.rate, LISTEN_SAMPLE_RATE, quality=LISTEN_RESAMPLE_QUALITY)
+        self._resampler = _listen_resampler(wire_format)
         self.vad_running = True
         """False after the VAD failed: audio is only buffered (manual turns) until turn detection is set again."""
         self._suppressor: NoiseSuppressor | None = None
@@ -63,12 +63,9 @@ class AudioInput:
         is heard before the new format's audio)."""
         if wire_format != self.wire_format:
             if self._suppressor is not None:
-                suppressor = NoiseSuppressor(wire_format.rate, LISTEN_SAMPLE_RATE)
-                self._retire_suppressor(suppressor)
-            else:
-                self._carry.append(self._resampler.process(np.zeros(0, dtype=np.float32), last=True))
+                self._retire_suppressor(NoiseSuppressor(wire_format.rate, LISTEN_SAMPLE_RATE))
             self.wire_format = wire_format
-            self._resampler = StreamResampler(wire_format.rate, LISTEN_SAMPLE_RATE, quality=LISTEN_RESAMPLE_QUALITY)
+            self._restart_resampler()  # (idle, so it holds nothing, while the suppressor is on)
 
     @property
     def noise_reduction(self) -> bool:
@@ -79,10 +76,8 @@ class AudioInput:
         """Turn the suppressor on or off (raises :class:`WeightError` when RNNoise is not installed); what the
         path being left still held is heard before the next audio, so the stream clock stays exact."""
         if enabled and self._suppressor is None:
-            suppressor = NoiseSuppressor(self.wire_format.rate, LISTEN_SAMPLE_RATE)
-            self._carry.append(self._resampler.process(np.zeros(0, dtype=np.float32), last=True))
-            self._resampler = StreamResampler(self.wire_format.rate, LISTEN_SAMPLE_RATE,
-                                              quality=LISTEN_RESAMPLE_QUALITY)
+            suppressor = NoiseSuppressor(self.wire_format.rate, LISTEN_SAMPLE_RATE)  # raises before anything moves
+            self._restart_resampler()
             self._suppressor = suppressor
         elif not enabled and self._suppressor is not None:
             self._retire_suppressor(None)
@@ -140,10 +135,13 @@ class AudioInput:
         if self._suppressor is not None:
             self._carry.append(self._suppressor.flush())
         else:
-            self._carry.append(self._resampler.process(np.zeros(0, dtype=np.float32), last=True))
-            self._resampler = StreamResampler(self.wire_format.rate, LISTEN_SAMPLE_RATE,
-                                              quality=LISTEN_RESAMPLE_QUALITY)
+            self._restart_resampler()
         return self._after_carry(np.zeros(0, dtype=np.float32))
+
+    def _restart_resampler(self) -> None:
+        """Keep what the resampler still holds for the next audio; a fresh one from the wire format's rate on."""
+        self._carry.append(self._resampler.process(np.zeros(0, dtype=np.float32), last=True))
+        self._resampler = _listen_resampler(self.wire_format)
 
     def _after_carry(self, audio16k: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         """``audio16k`` after whatever a format or suppression switch left to be heard."""
@@ -184,3 +182,8 @@ class AudioInput:
         if self._suppressor is not None:
             self._suppressor.close()
             self._suppressor = None
+
+
+def _listen_resampler(wire_format: AudioFormat) -> StreamResampler:
+    """A stream resampler from the client's wire rate to the listening rate."""
+    return StreamResampler(wire_format.rate, LISTEN_SAMPLE_RATE, quality=LISTEN_RESAMPLE_QUALITY)
