@@ -27,7 +27,8 @@ from bargein.engines.fakes import FakeLanguageModel, FakeSynthesizer, FakeVad
 from bargein.engines.health import Health
 from bargein.engines.process.client import ProcessClient
 from bargein.engines.process.wire import WorkerSpec
-from bargein.engines.resilience import Deadlines, ResilientSynthesizer, make_resilient
+from bargein.engines.resilience import Deadlines, make_resilient
+from bargein.engines.resilient_speech import ResilientSynthesizer
 from bargein.engines.speak.tts_process import ProcessSynthesizer
 from bargein.engines.transcribe.asr_process import ProcessRecognizer
 from bargein.engines.transcribe.wer import word_error_rate

@@ -23,7 +23,8 @@ import pytest
 from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.engines.health import Health
-from bargein.engines.resilience import LLM_APOLOGY, LLM_CUT_APOLOGY, Deadlines, make_resilient, unspoken
+from bargein.engines.resilience import LLM_APOLOGY, LLM_CUT_APOLOGY, Deadlines, make_resilient
+from bargein.engines.resilient_speech import unspoken
 from bargein.session.reply_runner import DIDNT_CATCH
 from tests.support.faults import FaultyLanguageModel, FaultyRecognizer, FaultySynthesizer, FaultyVad
 from tests.support.server import running_server

@@ -11,7 +11,8 @@ import pytest
 from bargein.engines.base import CancelToken, SpeechChunk
 from bargein.engines.fakes import FakeSynthesizer
 from bargein.engines.health import StageHealth
-from bargein.engines.resilience import Deadlines, ResilientSynthesizer, StageFailed
+from bargein.engines.resilient_speech import ResilientSynthesizer
+from bargein.engines.stage_calls import Deadlines, StageFailed
 from tests.support.faults import FaultySynthesizer
 
 DEADLINES = Deadlines(tts_first_chunk_s=0.05, tts_next_chunk_s=0.05)
