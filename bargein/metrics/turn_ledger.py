@@ -51,8 +51,6 @@ class TurnLedger:
     """Which of the session's replies this turn's is (in start order; -1: none started)."""
     reported: bool = False
     """The turn's summary went out: what comes later (a cancelled reply's tokens) reaches only the metrics."""
-    discarded: bool = False
-    """The user's segment was judged noise and dropped: no reply answers it."""
 
     def mark(self, stage: str, *, stream_ms: float | None = None, wall_s: float | None = None) -> None:
         """Record a stage once; later marks of the same stage are ignored."""
@@ -114,7 +112,7 @@ class TurnLedgers:
         self.current: TurnLedger | None = None
         self.replies_started = 0
         self.committed: deque[TurnLedger] = deque(maxlen=MAX_LEDGERS)
-        """User turns committed since the last reply that answers the user started, oldest first."""
+        """User turns committed since the last reply that answers the user started, oldest first (noise left out)."""
         self.unsent: dict[str, tuple[str, TurnLedger]] = {}
         """Replies closed while their first audio delta still waited in the outbound queue: ``(status, ledger)``
         by response id, reported once that delta leaves (or a later reply's delta shows it never will)."""
@@ -166,9 +164,9 @@ class TurnLedgers:
                 ledger.reply_order = self.replies_started
                 self.replies_started += 1
                 ledger.mark("reply_start")
-            case v.DiscardSegment(item_id):
-                if (ledger := self.ledgers.get(item_id)) is not None:
-                    ledger.discarded = True  # noise: no reply answers it
+            case v.DiscardSegment(item_id):  # noise: no reply answers it
+                self.committed = deque((ledger for ledger in self.committed if ledger.item_id != item_id),
+                                       maxlen=MAX_LEDGERS)
             case v.CancelReply(response_id, "turn_detected") | v.PauseReply(response_id):
                 self._mark_barge_in(response_id)
             case _:
@@ -178,9 +176,9 @@ class TurnLedgers:
         """The newest user turn committed since the last reply that answers the user started, not dropped as noise:
         the turn such a reply answers (a cough judged meanwhile is passed over; turns committed before the last
         such reply's start were that reply's to answer)."""
-        waiting, self.committed = list(self.committed), deque(maxlen=MAX_LEDGERS)
-        return next((ledger for ledger in reversed(waiting) if not ledger.discarded and ledger.response_id is None),
-                    None)
+        newest = self.committed[-1] if self.committed else None
+        self.committed.clear()
+        return newest
 
     def _mark_barge_in(self, response_id: str) -> None:
         """The reply stopped for the current speech: how far into that speech (stream ms) it stopped."""
