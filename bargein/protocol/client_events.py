@@ -231,14 +231,20 @@ def read_json_object(raw: str | bytes, what: str = "a client event") -> dict[str
                             code="invalid_event") from None
     if not isinstance(data, dict):
         raise ProtocolError(f"{what} must be a JSON object", code="invalid_event")
-    _check_shape(data, data.get("event_id") if isinstance(data.get("event_id"), str) else None)
+    _check_shape(data, _event_id(data))
     return data
+
+
+def _event_id(data: dict[str, Any]) -> str | None:
+    """The ``event_id`` a client event names, to echo in its errors (none unless it is a string)."""
+    event_id = data.get("event_id")
+    return event_id if isinstance(event_id, str) else None
 
 
 def parse_client_event(raw: str | bytes) -> ClientEvent:
     """Validate one client message; raise :class:`ProtocolError` describing the first problem."""
     data = read_json_object(raw)
-    event_id = data.get("event_id") if isinstance(data.get("event_id"), str) else None
+    event_id = _event_id(data)
     event_type = data.get("type")
     if not isinstance(event_type, str):
         raise ProtocolError("the event has no string 'type'", code="invalid_event", param="type",
