@@ -66,6 +66,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--plain-silence", dest="tiered_endpoint", action="store_const", const=False,
                        help="server_vad waits plain silence (500 ms unless a client sets it), without the tiered "
                             "endpoint's Smart Turn at pauses: more sessions per core, slower turns")
+    serve.add_argument("--turn-model-cpu-share", type=float,
+                       help="share of one core the tiered endpoint's Smart Turn scores may use; past it a pause "
+                            "waits plain silence (default 0.25; the number of cores: no limit)")
     serve.add_argument("--no-builtin-tools", dest="builtin_tools", action="store_const", const=False,
                        help="do not offer the built-in clock, calendar, calculator and unit tools")
     for command in (serve, deploy):

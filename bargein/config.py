@@ -82,6 +82,12 @@ class Settings(BaseSettings):
     costs a quarter to a third of the CPU (docs/scaling.md), at the price of a fixed 500 ms after every turn.
     ``semantic_vad`` (asked for by a client, or made the default with ``turn_detection``) still scores with
     Smart Turn."""
+    turn_model_cpu_share: float = Field(0.25, gt=0.0)
+    """The share of one core the end-of-turn model may spend on the tiered endpoint's scores (per server
+    process). Past it, a pause is not scored and its turn ends on ``server_vad``'s plain silence, so a crowd of
+    sessions costs some of them a faster endpoint instead of costing all of them lag. One session's pauses
+    never come near it; ``semantic_vad``'s scores, which a client asked for, are never refused. The number of
+    cores (or more) sets no practical limit."""
     drain_s: float = Field(10.0, ge=0.0, le=3600.0)
     """On SIGTERM, how long live replies may go on before every session is closed (1001)."""
     listen: bool = True

@@ -56,6 +56,7 @@ import psutil
 
 from bench.capacity_worker import StepPlan, run_worker
 from bench.realtime_harness import fmt_ms, percentile, server_or_url
+from bench.server_scrape import lag_p99_ms, read_server, scored_share
 
 LAG_LIMIT_MS = 20.0
 """The default pass limit on inbound frame lag p99 (``--lag-limit-ms``)."""
@@ -95,6 +96,9 @@ class StepFigures:
     """The server's own event-loop lag p99 (ms, bucket upper bound; from its ``/metrics``): how much of
     the probe lag is the server's, not the load generators' or the machine's."""
     lag_limit: float = LAG_LIMIT_MS
+    scored: float = math.nan
+    """The share of the end-of-turn scores asked in the window that ran (the rest were shed: those pauses
+    waited plain silence); NaN when none was asked."""
 
     @property
     def passed(self) -> bool:
@@ -107,18 +111,20 @@ class StepFigures:
                 f"{fmt_ms(self.onset_lag_p99)} {fmt_ms(self.first_audio_p95)} {100 * self.cpu_per_session:7.2f} "
                 f"{self.server_cpu:6.2f} {self.client_cpu:6.2f} {self.rss_per_session_mb:7.2f} {self.errors:4d} "
                 f"{fmt_ms(self.generator_lag_p99)} {self.load_average:5.1f} {fmt_ms(self.barge_p99)} {self.barge_n:3d} "
-                f"{fmt_ms(self.server_lag_p99)} {self.late_chunks:5d} {self.missing_replies:4d}"
+                f"{fmt_ms(self.server_lag_p99)} {self.late_chunks:5d} {self.missing_replies:4d} "
+                f"{'-' if math.isnan(self.scored) else f'{100 * self.scored:.0f}%':>6s}"
                 f"  {'pass' if self.passed else 'FAIL'}")
 
 
 HEADER = (f"{'mode':9s} {'N':>4s} {'conn':>4s} {'lag50':>6s} {'lag99':>6s} {'onset99':>6s} {'fa95':>6s} "
           f"{'cpu%/s':>7s} {'srvCPU':>6s} {'cliCPU':>6s} {'MB/sess':>7s} {'err':>4s} {'gen99':>6s} {'load':>5s}"
-          f" {'barge99':>6s} {'n':>3s} {'srv99':>6s} {'late':>5s} {'miss':>4s}  verdict")
+          f" {'barge99':>6s} {'n':>3s} {'srv99':>6s} {'late':>5s} {'miss':>4s} {'scored':>6s}  verdict")
 """Columns: lag50/lag99 inbound frame lag (ms), onset99 speech_started lag, fa95 first audio p95, cpu%/s
 server CPU per session (% of a core), srvCPU/cliCPU cores used by the server and the load generators,
 gen99 the generators' own timer lag p99, load the 1-minute load average, barge99/n the measured session's
 barge-in stop p99 and its count, srv99 the server's own loop lag p99 (bucket bound), late chunks the
-generators sent over 40 ms after the previous one, miss replies that never came (talking)."""
+generators sent over 40 ms after the previous one, miss replies that never came (talking), scored the share of
+end-of-turn scores that ran (the rest shed: those pauses waited plain silence)."""
 
 
 def run_step(host_port: str, pid: int | None, mode: str, sessions: int, args: argparse.Namespace,
@@ -148,7 +154,7 @@ def run_step(host_port: str, pid: int | None, mode: str, sessions: int, args: ar
     barge_window_end = window_start + args.measure_s
     clients = [psutil.Process(w.pid) for w in workers if w.pid]
     cpu0 = _cpu(server)
-    lag_buckets0 = _server_lag_buckets(host_port)
+    reading0 = read_server(host_port)
     client0 = sum(_cpu(c) for c in clients)
     rss_peak = rss_before
     while time.monotonic() < window_end:
@@ -156,7 +162,7 @@ def run_step(host_port: str, pid: int | None, mode: str, sessions: int, args: ar
             rss_peak = max(rss_peak, _rss(server))
         time.sleep(0.5)
     server_cpu = (_cpu(server) - cpu0) / args.measure_s
-    server_lag_p99 = _bucket_p99(lag_buckets0, _server_lag_buckets(host_port))
+    reading1 = read_server(host_port)
     if measured.is_alive() or args.barge_turns > 0:
         measured.join(timeout=60)
         if time.monotonic() > barge_window_end + 5.0:
@@ -186,32 +192,7 @@ def run_step(host_port: str, pid: int | None, mode: str, sessions: int, args: ar
         server_cpu / sessions, server_cpu, client_cpu, (rss_peak - rss_before) / sessions / 2**20,
         merged.get("errors", 0), merged.get("late_chunks", 0), merged.get("missing_replies", 0),
         percentile(merged.get("loop_lag_ms", []), 99), os.getloadavg()[0], percentile(barges, 99), len(barges),
-        server_lag_p99, args.lag_limit_ms)
-
-
-def _server_lag_buckets(host_port: str) -> dict[float, float]:
-    """The server's own event-loop lag histogram (cumulative bucket counts; summed over its workers)."""
-    import httpx
-
-    try:
-        text = httpx.get(f"http://{host_port}/metrics", timeout=5).text
-    except httpx.HTTPError:
-        return {}
-    buckets: dict[float, float] = {}
-    for line in text.splitlines():
-        if line.startswith("bargein_event_loop_lag_seconds_bucket{"):
-            bound = line.split('le="', 1)[1].split('"', 1)[0]
-            buckets[math.inf if bound == "+Inf" else float(bound)] = float(line.rsplit(" ", 1)[1])
-    return buckets
-
-
-def _bucket_p99(before: dict[float, float], after: dict[float, float]) -> float:
-    """Upper bucket bound (ms) holding the 99th percentile of the samples taken between two scrapes."""
-    counts = sorted((bound, after[bound] - before.get(bound, 0.0)) for bound in after)
-    total = counts[-1][1] if counts else 0.0
-    if total <= 0:
-        return math.nan
-    return next((bound * 1000 for bound, count in counts if count >= 0.99 * total), math.nan)
+        lag_p99_ms(reading0, reading1), args.lag_limit_ms, scored_share(reading0, reading1))
 
 
 def _measured_barge_ins(host_port: str, turns: int, into: list[float]) -> None:

@@ -25,7 +25,7 @@ class StuckTurnModel:
         self.asked = 0
         self.withdrawn = 0
 
-    async def probability(self, audio: Float32Audio) -> float:
+    async def probability(self, audio: Float32Audio, *, optional: bool = False) -> float:
         self.asked += 1
         try:
             await asyncio.Event().wait()

@@ -89,9 +89,14 @@ class EndOfTurnModel(Protocol):
     window_seconds: int
     """How much of the most recent audio the model listens to."""
 
-    async def probability(self, audio: Float32Audio) -> float:
-        """Probability (0 to 1) that the turn is complete, from 16 kHz mono audio ending now."""
+    async def probability(self, audio: Float32Audio, *, optional: bool = False) -> float:
+        """Probability (0 to 1) that the turn is complete, from 16 kHz mono audio ending now. An ``optional``
+        request may be refused with :class:`TurnModelBusy` when the shared model has no CPU to spare."""
         ...
+
+
+class TurnModelBusy(Exception):
+    """The shared end-of-turn model refused an optional score: it has spent the CPU share it may use."""
 
 
 # --- speech recognition -------------------------------------------------------------------------------

@@ -59,7 +59,7 @@ def _load_raw(settings: Settings) -> Engines:
                                     lambda: load_llm(settings, worker_process=settings.llm_process))
     tts = remote.tts or _timed_load(description, "tts", lambda: load_tts(settings, worker_process=settings.tts_process))
     # the end-of-turn model is small and always local; a missing or altered file stops start-up here
-    turn = _timed_load(description, "turn", lambda: (SmartTurn(), TURN_ORIGIN))
+    turn = _timed_load(description, "turn", lambda: (SmartTurn(cpu_share=settings.turn_model_cpu_share), TURN_ORIGIN))
     return Engines(vad, asr, llm, tts, turn, description=description)
 
 

@@ -218,7 +218,7 @@ class FakeEndOfTurn:
         self.delay_s = delay_s
         self.calls = 0
 
-    async def probability(self, audio: Float32Audio) -> float:
+    async def probability(self, audio: Float32Audio, *, optional: bool = False) -> float:
         """The next scripted probability."""
         value = self._probabilities[min(self.calls, len(self._probabilities) - 1)]
         self.calls += 1

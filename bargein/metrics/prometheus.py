@@ -63,6 +63,23 @@ class _StageStates(Collector):
             failures.add_metric([name], float(stage.failures))
         yield family
         yield failures
+
+
+class _TurnModelScores(Collector):
+    def __init__(self, turn_model: object) -> None:
+        self.turn_model = turn_model
+
+    def collect(self) -> Iterable[CounterMetricFamily]:
+        family = CounterMetricFamily("bargein_turn_end_scores", "End-of-turn model scores: run, or shed because "
+                                     "the model had spent its CPU share (that pause waited plain silence)",
+                                     labels=["outcome"])
+        for outcome, attribute in (("run", "clips_run"), ("shed", "scores_shed")):
+            count = getattr(self.turn_model, attribute, None)
+            if isinstance(count, int) and not isinstance(count, bool):
+                family.add_metric([outcome], float(count))
+        yield family
+
+
 def queue_depths(sources: Mapping[str, object]) -> dict[str, float]:
     """Each source's ``queue_depth`` (attribute or method); sources without one are left out."""
     depths: dict[str, float] = {}
@@ -138,6 +155,10 @@ class ServerMetrics:
         self._llm = llm
         self.llm_nonfinite.set_function(lambda: float(getattr(self._llm, "nonfinite_fallbacks", 0)))
         self.llm_worker_rss.set_function(lambda: _resident_bytes(getattr(self._llm, "pid", None)))
+
+    def watch_turn_model(self, turn_model: object) -> None:
+        """Export how many end-of-turn scores ran and how many were shed for want of CPU."""
+        self.registry.register(_TurnModelScores(turn_model))
 
     def note_settled_memory(self) -> None:
         """Read this process's resident and anonymous memory and Python heap blocks into the after-upkeep gauges

@@ -116,6 +116,8 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None,
             state.load_seconds = time.perf_counter() - started
         if state.engines is not None:
             state.metrics.watch_llm(state.engines.llm)
+            if state.engines.turn is not None:
+                state.metrics.watch_turn_model(state.engines.turn)
             state.metrics.describe_engines(state.engines.description)
             if state.engines.health is not None:
                 state.metrics.watch_health(state.engines.health)

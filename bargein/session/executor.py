@@ -59,8 +59,8 @@ class ActionExecutor:
                 self._send("input_audio_buffer.speech_stopped", audio_end_ms=int(end_ms), item_id=item_id)
             case v.SilenceBegan(item_id, at_ms, listen_span, urgent):
                 self.tracker.silence_began(item_id, at_ms, listen_span=listen_span, urgent=urgent)
-            case v.ScoreTurnEnd(item_id, at_ms):
-                self.tracker.score(item_id, at_ms)
+            case v.ScoreTurnEnd(item_id, at_ms, optional):
+                self.tracker.score(item_id, at_ms, optional=optional)
             case v.VoiceEnded(item_id, at_ms, listen_span):
                 self.tracker.voice_ended(item_id, at_ms, listen_span)
             case v.SpeechResumed(item_id):

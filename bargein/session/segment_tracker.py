@@ -20,7 +20,7 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from bargein.engines.base import LISTEN_SAMPLE_RATE, EndOfTurnModel, SpeechRecognizer, Transcript
+from bargein.engines.base import LISTEN_SAMPLE_RATE, EndOfTurnModel, SpeechRecognizer, Transcript, TurnModelBusy
 from bargein.listening_model.over_reply import prompt_for, vocabulary_prompt
 from bargein.protocol.server_events import event
 from bargein.session.core import vocabulary as v
@@ -144,14 +144,16 @@ class SegmentTracker:
 
     # -- speculation --------------------------------------------------------------------------------
 
-    def score(self, item_id: str, at_ms: float) -> None:
+    def score(self, item_id: str, at_ms: float, *, optional: bool = False) -> None:
         """Have the end-of-turn model judge the turn up to the silence that began at ``at_ms`` (the audio its
-        speculative recognition heard); one score at a time per session."""
+        speculative recognition heard); one score at a time per session. An ``optional`` score may be refused
+        by a busy model: the turn then hears no score (the machine's plain silence)."""
         if self._speaking != item_id:
             return
         if self._score_task is not None:
             self._score_task.cancel()  # an older silence's score no longer counts
-        self._score_task = asyncio.create_task(self._score(item_id, at_ms, self.audio(at_ms + FRAME_MS)))
+        self._score_task = asyncio.create_task(
+            self._score(item_id, at_ms, self.audio(at_ms + FRAME_MS), optional=optional))
         self._score_item = item_id
 
     def silence_began(self, item_id: str, at_ms: float, *,
@@ -185,11 +187,13 @@ class SegmentTracker:
         if started is not None and started[1]:  # a stretch already recognised was reported then
             started[0].add_done_callback(lambda done: self._guessed_primed(item_id, at_ms, plain, done))
 
-    async def _score(self, item_id: str, at_ms: float, audio: npt.NDArray[np.float32]) -> None:
+    async def _score(self, item_id: str, at_ms: float, audio: npt.NDArray[np.float32], *, optional: bool) -> None:
         probability: float | None = None
         if self.turn_model is not None:
             try:
-                probability = await self.turn_model.probability(audio)
+                probability = await self.turn_model.probability(audio, optional=optional)
+            except TurnModelBusy:
+                pass  # shed under load: the turn goes on without a score, as if the model had not answered yet
             except Exception:  # the turn then waits the long silence; the session goes on
                 log.exception("end-of-turn scoring failed")
         self.feed(v.TurnEndScored(item_id, at_ms, probability))

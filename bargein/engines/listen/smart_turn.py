@@ -5,7 +5,10 @@ zero mean and unit variance, as 80 Whisper log-mel bands by 800 frames, and answ
 that the turn is complete. It listens to intonation and rhythm, so "a table for... [pause]" sounds
 unfinished while "a table for four." sounds done. One model serves every session: requests wait in one
 queue and run one at a time in a worker thread, off the loop (a pass over several clips costs no less
-per clip), and a request withdrawn while it waits never runs.
+per clip), and a request withdrawn while it waits never runs. With a CPU share (:class:`CpuBudget`), an
+optional request (the default endpoint's score, whose absence leaves the turn on plain silence) is refused
+with :class:`TurnModelBusy` once the model has spent its share: a crowd of sessions then gets plain silence
+for some of its pauses instead of late audio for all of them.
 
 Features are computed as faster-whisper's ``FeatureExtractor`` would on the whole padded window, but
 cheaper: most clips are much shorter than 8 s, and every STFT frame that sees only the padding holds
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,8 +27,9 @@ import numpy as np
 import numpy.typing as npt
 import onnxruntime as ort
 
-from bargein.engines.base import LISTEN_SAMPLE_RATE, Float32Audio
+from bargein.engines.base import LISTEN_SAMPLE_RATE, Float32Audio, TurnModelBusy
 from bargein.engines.batching import MicroBatcher
+from bargein.engines.cpu_budget import CpuBudget
 from bargein.engines.listen.smart_turn_file import smart_turn_path
 
 log = logging.getLogger(__name__)
@@ -36,6 +41,8 @@ MEL_FRAMES = 800
 RUN_BATCH = 1
 """Clips per forward pass (a batch is run in slices of this size). One: a pass over several clips costs no less
 per clip, and one input shape keeps onnxruntime's arena at the size the warm-up gives it (docs/operations.md)."""
+FIRST_PASS_ESTIMATE_S = 0.03
+"""CPU seconds held back for a pass before any has been measured (26 ms on a VNNI core, 85 without)."""
 
 
 def int8_saturates(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
@@ -133,39 +140,66 @@ class SmartTurnModel:
 class _Request:
     audio: Float32Audio
     future: asyncio.Future[float]
+    estimate_s: float = 0.0
+    """CPU seconds held back from the budget for this request (0: not counted against it)."""
 
 
 class SmartTurn(MicroBatcher[_Request]):
-    """Smart Turn shared by all sessions, with requests batched across them."""
+    """Smart Turn shared by all sessions, with requests batched across them; optional requests are refused
+    once ``cpu_share`` of one core is spent (None: no limit)."""
 
     name = "smart-turn-batcher"
     window_seconds = WINDOW_SECONDS
 
-    def __init__(self, model: SmartTurnModel | None = None, *, max_batch: int = 1) -> None:
+    def __init__(self, model: SmartTurnModel | None = None, *, max_batch: int = 1,
+                 cpu_share: float | None = None) -> None:
         super().__init__()
         self.model = model or SmartTurnModel()
         self.max_batch = max_batch
+        self.budget = CpuBudget(cpu_share) if cpu_share is not None else None
+        self.pass_cpu_s = FIRST_PASS_ESTIMATE_S
+        """A running mean of the CPU one clip's pass costs, held back from the budget when a request is admitted."""
         self.batches_run = 0
         self.clips_run = 0
+        self.scores_shed = 0
 
-    async def probability(self, audio: Float32Audio) -> float:
-        """Probability (0 to 1) that the speaker has finished, from the audio up to now."""
+    async def probability(self, audio: Float32Audio, *, optional: bool = False) -> float:
+        """Probability (0 to 1) that the speaker has finished, from the audio up to now. An ``optional``
+        request raises :class:`TurnModelBusy` at once when the model's CPU share is spent."""
+        estimate = 0.0
+        if optional and self.budget is not None:
+            if not self.budget.admit(self.pass_cpu_s):
+                self.scores_shed += 1
+                raise TurnModelBusy("the end-of-turn model has spent its CPU share")
+            estimate = self.pass_cpu_s
         future: asyncio.Future[float] = self._loop().create_future()
         # only the window is kept: a caller's long buffer never lingers in the queue
-        self._enqueue(_Request(np.array(audio[-WINDOW_SAMPLES:], dtype=np.float32), future))
+        self._enqueue(_Request(np.array(audio[-WINDOW_SAMPLES:], dtype=np.float32), future, estimate))
         return await future
 
     def _take_batch(self) -> list[_Request]:
-        waiting = [item for item in self._pending if not item.future.done()]  # callers that gave up are dropped
+        waiting = []
+        for item in self._pending:
+            if not item.future.done():
+                waiting.append(item)
+            elif self.budget is not None and item.estimate_s:  # a caller that gave up: it never runs
+                self.budget.settle(item.estimate_s, 0.0)
         batch, self._pending = waiting[:self.max_batch], waiting[self.max_batch:]
         return batch
 
-    def _infer(self, batch: list[_Request]) -> npt.NDArray[np.float32]:
-        return self.model.probabilities([item.audio for item in batch])
+    def _infer(self, batch: list[_Request]) -> tuple[npt.NDArray[np.float32], float]:
+        started = time.thread_time()  # onnxruntime runs a one-thread session in the calling thread
+        results = self.model.probabilities([item.audio for item in batch])
+        return results, time.thread_time() - started
 
-    def _deliver(self, batch: list[_Request], results: npt.NDArray[np.float32]) -> None:
+    def _deliver(self, batch: list[_Request], results: tuple[npt.NDArray[np.float32], float]) -> None:
+        probabilities, spent_s = results
         self.batches_run += 1
         self.clips_run += len(batch)
-        for item, value in zip(batch, results, strict=True):
+        per_clip = spent_s / max(len(batch), 1)
+        self.pass_cpu_s += 0.2 * (per_clip - self.pass_cpu_s)
+        for item, value in zip(batch, probabilities, strict=True):
+            if self.budget is not None and item.estimate_s:
+                self.budget.settle(item.estimate_s, per_clip)
             if not item.future.done():
                 item.future.set_result(float(value))

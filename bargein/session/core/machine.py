@@ -186,7 +186,8 @@ class DuplexMachine:
         if (settings.endpointing.scores and turn.silence_since_ms is not None and not turn.scored
                 and frame.end_ms - turn.silence_since_ms >= settings.endpointing.score_after_ms):
             turn.scored = True  # a pause the speech resumes from sooner is never scored
-            self._emit(v.ScoreTurnEnd(turn.item_id, turn.silence_since_ms))
+            self._emit(v.ScoreTurnEnd(turn.item_id, turn.silence_since_ms,
+                                      optional=settings.endpointing.eagerness is None))
         self._check_endpoint(turn, frame.end_ms)
 
     def _check_endpoint(self, turn: Turn, now_ms: float) -> None:

@@ -168,6 +168,9 @@ class ScoreTurnEnd:
 
     item_id: str
     at_ms: float
+    optional: bool = False
+    """The turn can end without it (the default endpoint, which then waits plain silence): the shared model
+    may refuse it when it has no CPU to spare. ``semantic_vad``'s scores are not optional."""
 
 
 @dataclass(frozen=True)
