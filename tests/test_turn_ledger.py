@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from bargein.audio.codecs import AudioFormat
 from bargein.engines.base import CancelToken, ChatMessage, Engines, GenerationOptions, ReplyPiece, ToolCall
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.metrics.prometheus import ServerMetrics
@@ -16,6 +17,7 @@ from bargein.metrics.turn_ledger import TurnLedgers
 from bargein.protocol.client_events import ResponseParams
 from bargein.session.core import vocabulary as v
 from bargein.session.outbound import Outgoing
+from bargein.session.response_events import ReplyState, assistant_item
 from tests.test_reply_history import WEATHER
 from tests.test_session import CountingLanguageModel, Harness, SilentRecognizer, _say
 
@@ -184,7 +186,7 @@ async def test_a_cancelled_reply_s_tokens_are_counted_in_the_metrics() -> None:
     await h.session.close()
 
 
-# -- figures that need the session to change (bargein/session is another owner's) ------------------------
+# -- tool rounds, text-only replies and the audio the client heard ---------------------------------
 
 
 class CallsATool:
@@ -219,8 +221,6 @@ async def test_a_tool_call_round_has_an_llm_first_token() -> None:
     await h.session.close()
 
 
-@pytest.mark.xfail(strict=True, reason="RealtimeSession.on_sent tells observers only of audio deltas, so a text-only "
-                   "reply's first delta leaving is never seen (fix in bargein/session, then mark text deltas)")
 async def test_a_text_only_reply_has_a_first_delta_sent() -> None:
     h = Harness(Engines(FakeVad(), FakeRecognizer(), FakeLanguageModel(), FakeSynthesizer()))
     summary = await _one_typed_turn(h, {"output_modalities": ["text"]})
@@ -229,9 +229,6 @@ async def test_a_text_only_reply_has_a_first_delta_sent() -> None:
     await h.session.close()
 
 
-@pytest.mark.xfail(strict=True, reason="a completed reply is reported as heard in full at its response.done "
-                   "(ReplyRunner._close passes its whole audio as heard), before the client has played it; the "
-                   "later cut (cut_playing) never reaches the metrics (fix in bargein/session)")
 async def test_audio_heard_of_a_completed_reply_is_what_the_client_played() -> None:
     filler = "and then it goes on for a good while longer so that there is plenty to interrupt."
     h = Harness(Engines(FakeVad(), FakeRecognizer(("stop",)), FakeLanguageModel(filler=filler), FakeSynthesizer()))
@@ -249,6 +246,77 @@ async def test_audio_heard_of_a_completed_reply_is_what_the_client_played() -> N
     assert sample(metrics, "bargein_audio_seconds_total", kind="heard") == pytest.approx(item.heard_ms / 1000,
                                                                                           abs=0.05), summary
     await h.session.close()
+
+
+async def test_audio_heard_of_a_reply_played_to_its_end_is_all_of_it_counted_once() -> None:
+    """Nobody cuts in: once the client has had time to play the whole reply it is counted heard in full, and the
+    session's close counts it no second time."""
+    h = Harness(Engines(FakeVad(), FakeRecognizer(), FakeLanguageModel(), FakeSynthesizer(ms_per_char=20)))
+    metrics = with_metrics(h)
+    summary = await _one_typed_turn(h, {})
+    assert summary["audio_sent_s"] > 0 and summary["audio_heard_s"] == summary["audio_sent_s"]
+    for _ in range(300):
+        if sample(metrics, "bargein_audio_seconds_total", kind="heard") > 0:
+            break
+        await asyncio.sleep(0.01)
+    assert sample(metrics, "bargein_audio_seconds_total", kind="heard") == pytest.approx(summary["audio_sent_s"])
+    await h.session.close()
+    assert sample(metrics, "bargein_audio_seconds_total", kind="heard") == pytest.approx(summary["audio_sent_s"])
+
+
+async def test_audio_heard_of_a_completed_reply_the_client_truncated_is_its_cursor_counted_once() -> None:
+    """The client stops playing a finished reply and truncates it at its cursor: that is what was heard; the user
+    speaking afterwards and the session's close count nothing more."""
+    filler = "and then it goes on for a good while longer so that there is plenty to interrupt."
+    h = Harness(Engines(FakeVad(), FakeRecognizer(("stop",)), FakeLanguageModel(filler=filler), FakeSynthesizer()))
+    metrics = with_metrics(h)
+    h.session.replies.output_lead_ms = 60_000.0
+    await h.send(type="conversation.item.create", item=TALK)
+    await h.send(type="response.create")
+    await h.drain(until="bargein.turn.metrics")
+    done = next(e for e in h.events if e["type"] == "response.done")["response"]
+    await h.send(type="conversation.item.truncate", item_id=done["output"][0]["id"], content_index=0,
+                 audio_end_ms=500)
+    await h.drain(until="conversation.item.truncated")
+    assert sample(metrics, "bargein_audio_seconds_total", kind="heard") == pytest.approx(0.5)
+    await _say(h, 0.3, 0.0)
+    await h.drain(until="input_audio_buffer.speech_started")
+    await h.session.close()
+    assert sample(metrics, "bargein_audio_seconds_total", kind="heard") == pytest.approx(0.5)
+
+
+def test_heard_audio_told_after_the_report_reaches_the_metrics_once() -> None:
+    """A reply closed while the client plays it: its turn is reported with the audio it will play (all of it), the
+    metrics count none of it until the playback ends, then what was played, once."""
+    metrics = ServerMetrics()
+    ledgers = TurnLedgers(lambda: 0.0, lambda status, summary: None, metrics=metrics)
+    ledgers.on_action(v.StartReply("resp_1", "client"))
+    ledgers.on_sent(delta("resp_1"))
+    ledgers.on_reply_closed("resp_1", "completed", 3000.0, 3000.0, playing=True)
+    assert sample(metrics, "bargein_turns_total", status="completed") == 1.0
+    assert sample(metrics, "bargein_audio_seconds_total", kind="sent") == 3.0
+    assert sample(metrics, "bargein_audio_seconds_total", kind="heard") == 0.0
+    ledgers.on_reply_heard("resp_1", 1200.0)
+    ledgers.on_reply_heard("resp_1", 3000.0)
+    ledgers.close()
+    assert sample(metrics, "bargein_audio_seconds_total", kind="heard") == 1.2
+
+
+def test_only_a_text_only_reply_s_text_counts_as_its_first_delta() -> None:
+    """A spoken reply's transcript delta leaving is not its first delta (its audio's is); a text-only reply's text
+    delta is."""
+    ledgers, _ = recorder()
+    sent: list[Outgoing] = []
+    for response_id, audio in (("resp_audio", True), ("resp_text", False)):
+        ledgers.on_action(v.StartReply(response_id, "client"))
+        state = ReplyState(response_id, assistant_item(f"item_{response_id}", audio=audio), audio,
+                           AudioFormat("audio/pcm", 24_000), "alloy")
+        state.text_delta(sent.append, "Hello")
+    for item in sent:
+        ledgers.on_sent(item)
+    spoken, text = ledgers.for_reply("resp_audio"), ledgers.for_reply("resp_text")
+    assert spoken is not None and "first_delta_sent" not in spoken.marks
+    assert text is not None and "first_delta_sent" in text.marks
 
 
 async def test_a_reply_live_at_close_with_unsent_audio_is_still_counted() -> None:

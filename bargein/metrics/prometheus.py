@@ -167,8 +167,9 @@ class ServerMetrics:
         self.settled_anonymous.set(_anonymous_bytes(os.getpid()))
         self.settled_heap_blocks.set(sys.getallocatedblocks())
 
-    def observe_turn(self, status: str, summary: dict[str, Any]) -> None:
-        """Record a finished reply's ledger."""
+    def observe_turn(self, status: str, summary: dict[str, Any], *, heard: bool = True) -> None:
+        """Record a finished reply's ledger; ``heard`` False: its heard audio is not known yet (the client still
+        plays it), and :meth:`observe_heard` counts it later."""
         self.turns.labels(status).inc()
         for stage, field in STAGE_FIELDS.items():
             value = summary.get(field)
@@ -176,7 +177,12 @@ class ServerMetrics:
                 self.stage_latency.labels(stage).observe(value / 1000.0)
         self.tokens.inc(float(summary.get("tokens", 0) or 0))
         self.audio_seconds.labels("sent").inc(float(summary.get("audio_sent_s", 0) or 0))
-        self.audio_seconds.labels("heard").inc(float(summary.get("audio_heard_s", 0) or 0))
+        if heard:
+            self.observe_heard(float(summary.get("audio_heard_s", 0) or 0))
+
+    def observe_heard(self, seconds: float) -> None:
+        """Agent audio the client played."""
+        self.audio_seconds.labels("heard").inc(max(0.0, seconds))
 
     def exposition(self) -> bytes:
         """The text format served at ``/metrics``."""

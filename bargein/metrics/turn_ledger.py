@@ -4,7 +4,8 @@ Stream time is the truth for latency: speech onsets and ends are positions in th
 later stage is recorded in wall time next to the wall time at which that position arrived.
 :class:`TurnLedgers` keeps them by observing a session (its machine's events and actions, its replies'
 progress and what left the socket) and reports each turn when its reply closes (a reply that closed with none of
-its audio sent yet, when its first delta leaves).
+its output sent yet, when its first delta leaves). The audio heard of a reply the client still plays at its close
+reaches the metrics once its playback ends (played out or cut).
 """
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ class TurnLedger:
     """Which of the session's replies this turn's is (in start order; -1: none started)."""
     reported: bool = False
     """The turn's summary went out: what comes later (a cancelled reply's tokens) reaches only the metrics."""
+    heard_pending_s: float | None = None
+    """The heard audio told at the reply's close while the client still played it (all of it, unless cut later):
+    the metrics count the heard audio only once the playback has ended."""
 
     def mark(self, stage: str, *, stream_ms: float | None = None, wall_s: float | None = None) -> None:
         """Record a stage once; later marks of the same stage are ignored."""
@@ -116,6 +120,8 @@ class TurnLedgers:
         self.unsent: dict[str, tuple[str, TurnLedger]] = {}
         """Replies closed while their first audio delta still waited in the outbound queue: ``(status, ledger)``
         by response id, reported once that delta leaves (or a later reply's delta shows it never will)."""
+        self.playing: dict[str, TurnLedger] = {}
+        """Replies closed while the client still played them, by response id, until their playback ends."""
 
     def get(self, key: str) -> TurnLedger | None:
         """The ledger of a user item (or of a reply that had no user item)."""
@@ -191,12 +197,13 @@ class TurnLedgers:
         ledger.add("barge_in_detect_ms", self.stream_ms() - onset)
 
     def on_sent(self, item: Outgoing) -> None:
-        """The first audio delta of a reply leaving the socket; a reply that closed before it is reported now.
+        """The first delta of a reply's output (audio, or a text-only reply's text) leaving the socket; a reply
+        that closed before it is reported now.
 
         Replies run one at a time and the queue is FIFO, so a delta of a later reply leaving means an earlier
         waiting reply's deltas all left before it or were purged: that reply is reported as it stands.
         """
-        if not item.is_data or item.response_id is None or (ledger := self.for_reply(item.response_id)) is None:
+        if not item.is_output or item.response_id is None or (ledger := self.for_reply(item.response_id)) is None:
             return
         ledger.mark("first_delta_sent")
         for response_id, (status, waiting) in list(self.unsent.items()):
@@ -217,34 +224,53 @@ class TurnLedgers:
         else:
             ledger.mark(stage)
 
-    def on_reply_closed(self, response_id: str, status: str, sent_ms: float, heard_ms: float) -> None:
+    def on_reply_closed(self, response_id: str, status: str, sent_ms: float, heard_ms: float, *,
+                        output_queued: bool | None = None, playing: bool = False) -> None:
         """The turn is over: report its summary to the client, the metrics and the tracer.
 
-        A reply whose audio is still queued, none of it sent yet, is reported once its first delta leaves, so its
-        ``first_delta_sent_ms`` and ``first_audio_ms`` are those of the socket, not missing.
+        A reply whose output is still queued, none of it sent yet, is reported once its first delta leaves, so its
+        ``first_delta_sent_ms`` and ``first_audio_ms`` are those of the socket, not missing. ``playing``: the
+        client still plays it; its heard audio reaches the metrics when :meth:`on_reply_heard` tells it.
         """
         ledger = self.for_reply(response_id) or TurnLedger(response_id=response_id)
         ledger.mark("response_done")
         ledger.add("audio_sent_s", sent_ms / 1000.0)
         ledger.add("audio_heard_s", heard_ms / 1000.0)
-        if sent_ms > 0 and "first_delta_sent" not in ledger.marks:
+        if playing:
+            ledger.heard_pending_s = heard_ms / 1000.0
+            self.playing[response_id] = ledger
+        if (sent_ms > 0 if output_queued is None else output_queued) and "first_delta_sent" not in ledger.marks:
             self.unsent[response_id] = (status, ledger)
             while len(self.unsent) > MAX_LEDGERS:
                 self._report(*self.unsent.pop(next(iter(self.unsent))))
             return
         self._report(status, ledger)
 
+    def on_reply_heard(self, response_id: str, heard_ms: float) -> None:
+        """A reply the client still played at its close was played out or cut: ``heard_ms`` of it was heard. A
+        turn not reported yet reports that figure; the metrics count it now or when the turn is reported."""
+        ledger = self.playing.pop(response_id, None)
+        if ledger is None or ledger.heard_pending_s is None:
+            return
+        told, ledger.heard_pending_s = ledger.heard_pending_s, None
+        ledger.add("audio_heard_s", heard_ms / 1000.0 - told)
+        if ledger.reported and self.metrics is not None:
+            self.metrics.observe_heard(heard_ms / 1000.0)
+
     def close(self) -> None:
-        """The session ends: replies still waiting for their first delta to leave are reported as they stand."""
+        """The session ends: replies still waiting for their first delta to leave are reported as they stand, and
+        a reply never told played out counts as heard what its close said."""
         while self.unsent:
             self._report(*self.unsent.pop(next(iter(self.unsent))))
+        for response_id, ledger in list(self.playing.items()):
+            self.on_reply_heard(response_id, 1000.0 * (ledger.heard_pending_s or 0.0))
 
     def _report(self, status: str, ledger: TurnLedger) -> None:
         ledger.reported = True
         summary = ledger.summary()
         self.report(status, summary)
         if self.metrics is not None:
-            self.metrics.observe_turn(status, summary)
+            self.metrics.observe_turn(status, summary, heard=ledger.heard_pending_s is None)
         export_turn(ledger, status, summary)
 
 

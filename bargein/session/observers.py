@@ -25,13 +25,22 @@ class SessionObserver(Protocol):
         """The machine decided ``action``; the shell carries it out next."""
 
     def on_sent(self, item: Outgoing) -> None:
-        """The transport wrote ``item`` to the client."""
+        """The transport wrote ``item``, a delta of a reply's output (``item.is_output``), to the client."""
 
     def on_reply_progress(self, response_id: str, stage: str, count: int) -> None:
         """A reply's pipeline reached ``stage`` (``llm_first_token``, ``tts_first_audio``, ``tokens``)."""
 
-    def on_reply_closed(self, response_id: str, status: str, sent_ms: float, heard_ms: float) -> None:
-        """A reply's ``response.done`` went out: how much audio was sent and how much was heard."""
+    def on_reply_closed(self, response_id: str, status: str, sent_ms: float, heard_ms: float, *,
+                        output_queued: bool | None = None, playing: bool = False) -> None:
+        """A reply's ``response.done`` went out: how much audio was sent and how much was heard.
+
+        ``output_queued``: whether any delta of its output was queued (None: any of its audio, ``sent_ms > 0``).
+        ``playing``: the client may still be playing it, so ``heard_ms`` (all of it) is not known yet:
+        :meth:`on_reply_heard` tells it once the playback is over or cut.
+        """
+
+    def on_reply_heard(self, response_id: str, heard_ms: float) -> None:
+        """A reply that closed while the client was playing it was played out or cut: ``heard_ms`` of it played."""
 
 
 class QuietObserver:
@@ -49,5 +58,9 @@ class QuietObserver:
     def on_reply_progress(self, response_id: str, stage: str, count: int) -> None:
         """Ignored."""
 
-    def on_reply_closed(self, response_id: str, status: str, sent_ms: float, heard_ms: float) -> None:
+    def on_reply_closed(self, response_id: str, status: str, sent_ms: float, heard_ms: float, *,
+                        output_queued: bool | None = None, playing: bool = False) -> None:
+        """Ignored."""
+
+    def on_reply_heard(self, response_id: str, heard_ms: float) -> None:
         """Ignored."""

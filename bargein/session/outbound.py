@@ -37,11 +37,19 @@ class Outgoing:
     """Play time carried by an audio delta (0 for anything else)."""
     wire: str = ""
     """The event as sent (JSON), filled in when it is queued."""
+    text_output: bool = False
+    """A text delta of a text-only reply: that reply's output, as an audio delta is a spoken reply's (a spoken
+    reply's transcript delta is not). It is control all the same: never purged, never backpressured."""
 
     @property
     def is_data(self) -> bool:
         """Audio deltas are data; everything else is control."""
         return self.audio_ms > 0
+
+    @property
+    def is_output(self) -> bool:
+        """A delta of a reply's own output (audio, or a text-only reply's text): what the client waits for."""
+        return self.is_data or self.text_output
 
 
 class Outbound:

@@ -93,7 +93,7 @@ class RealtimeSession:
             ReplyPipeline(engines.llm, engines.tts), outbound=self.outbound, conversation=self.conversation,
             feed=self.feed, config=lambda: self.config, wait_for_words=self.transcriber.wait_all,
             take_prefetch=speculator.take_reply, progress=self._reply_progress, closed=self._reply_closed,
-            output_lead_ms=output_lead_ms, builtins=builtin_tools)
+            output_lead_ms=output_lead_ms, builtins=builtin_tools, heard=self._reply_heard)
         self.timers = Timers(self.feed, lambda: self.stream_ms)
         self.tracker = tracker
         self.executor = ActionExecutor(
@@ -147,6 +147,7 @@ class RealtimeSession:
             case ce.ConversationItemTruncate():
                 clamped = self.conversation.truncate(message.item_id, message.content_index,
                                                      message.audio_end_ms, event_id=message.event_id)
+                self.replies.playing.truncated(message.item_id)
                 self.outbound.put(Outgoing(event("conversation.item.truncated", item_id=message.item_id,
                                                  content_index=message.content_index, audio_end_ms=int(clamped))))
             case ce.ConversationItemDelete():
@@ -328,9 +329,15 @@ class RealtimeSession:
         for observer in self.observers:
             observer.on_reply_progress(response_id, stage, count)
 
-    def _reply_closed(self, response_id: str, status: str, sent_ms: float, heard_ms: float) -> None:
+    def _reply_closed(self, response_id: str, status: str, sent_ms: float, heard_ms: float, output_queued: bool,
+                      playing: bool) -> None:
         for observer in self.observers:
-            observer.on_reply_closed(response_id, status, sent_ms, heard_ms)
+            observer.on_reply_closed(response_id, status, sent_ms, heard_ms, output_queued=output_queued,
+                                     playing=playing)
+
+    def _reply_heard(self, response_id: str, heard_ms: float) -> None:
+        for observer in self.observers:
+            observer.on_reply_heard(response_id, heard_ms)
 
     def _report_turn(self, status: str, summary: dict[str, Any]) -> None:
         self.outbound.put(Outgoing(event("bargein.turn.metrics", status=status, **summary)))
@@ -338,8 +345,9 @@ class RealtimeSession:
     # -- outbound -----------------------------------------------------------------------------------
 
     def on_sent(self, item: Outgoing) -> None:
-        """The transport wrote ``item`` to the socket: playback estimate and observers."""
-        if not item.is_data or item.response_id is None:
+        """The transport wrote ``item`` to the socket: a reply's output delta (audio, or a text-only reply's
+        text) advances the playback estimate (audio) and is told to the observers."""
+        if not item.is_output or item.response_id is None:
             return
         self.replies.on_sent(item)
         for observer in self.observers:

@@ -25,6 +25,7 @@ from bargein.session.core import vocabulary as v
 from bargein.session.history import Conversation, Item, response_input_items
 from bargein.session.live_reply import AudioPiece, LiveReply, Pause, restarted_clocks, resumption
 from bargein.session.outbound import Outbound, Outgoing
+from bargein.session.play_out import Heard, PlayingOut
 from bargein.session.playback import Pacer
 from bargein.session.reply_pipeline import ReplyPipeline, ReplyPlan, generation_options
 from bargein.session.response_events import ReplyState, assistant_item
@@ -39,8 +40,9 @@ RECENT_REPLIES = 4
 """Replies whose play estimate is kept, for a barge-in while the client still plays a finished one."""
 Progress = Callable[[str, str, int], None]
 """``(response_id, stage, count)``: a pipeline stage was reached, or tokens were produced."""
-Closed = Callable[[str, str, float, float], None]
-"""``(response_id, status, sent_ms, heard_ms)``: a reply's ``response.done`` went out."""
+Closed = Callable[[str, str, float, float, bool, bool], None]
+"""``(response_id, status, sent_ms, heard_ms, output_queued, playing)``: a reply's ``response.done`` went out
+(:meth:`~bargein.session.observers.SessionObserver.on_reply_closed`)."""
 TIMED_OUT = "(no result: the client did not answer the call in time)"
 
 
@@ -52,7 +54,7 @@ class ReplyRunner:
                  wait_for_words: Callable[[], Awaitable[None]],
                  take_prefetch: Callable[[list[ChatMessage], GenerationOptions], PrefetchedReply | None],
                  progress: Progress, closed: Closed, output_lead_ms: float = 1000.0,
-                 builtins: ToolRegistry | None = None) -> None:
+                 builtins: ToolRegistry | None = None, heard: Heard | None = None) -> None:
         self.pipeline = pipeline
         self.builtins = builtins
         """bargein's own tools, offered (and run here) when the session brings none."""
@@ -69,6 +71,9 @@ class ReplyRunner:
         self.live: dict[str, LiveReply] = {}
         self.recent: deque[LiveReply] = deque(maxlen=RECENT_REPLIES)
         self.tasks: set[asyncio.Task[None]] = set()
+        self.playing = PlayingOut(heard)
+        """Closed replies the client may still be playing: how much of each was heard is told when that ends."""
+        self.closing = False
 
     def _emit(self, item: Outgoing) -> None:
         self.outbound.put(item)
@@ -262,9 +267,19 @@ class ReplyRunner:
 
     def _close(self, reply: LiveReply, status: Literal["completed", "cancelled", "failed"],
                reason: str | None) -> None:
+        """``response.done``, and what was sent and heard to the observers. A spoken reply not cut short is heard
+        in full only once the client has played it all: until then the user may still cut it
+        (:meth:`cut_playing`), so its heard audio is told again, for good, when the playback ends."""
         reply.state.close(self._emit, status, reason=reason)
         item = reply.state.item
-        self.closed(reply.response_id, status, item.audio_ms, item.audio_ms if item.heard_ms is None else item.heard_ms)
+        heard = item.audio_ms if item.heard_ms is None else item.heard_ms
+        playing = reply.state.audio and heard >= item.audio_ms > 0
+        if playing and self.closing:  # the client is gone: it played what it had played by now
+            heard, playing = min(heard, reply.playback.heard_ms()), False
+        output_queued = item.audio_ms > 0 if reply.state.audio else bool(reply.state.text_parts)
+        self.closed(reply.response_id, status, item.audio_ms, heard, output_queued, playing)
+        if playing:  # told after the close: an observer hears of the close first
+            self.playing.add(reply)
 
     # -- function calls ------------------------------------------------------------------------------
 
@@ -313,17 +328,22 @@ class ReplyRunner:
             if heard < reply.playback.sent_ms - 1.0:
                 item.heard_ms = heard
                 item.status = "incomplete"
+                self.playing.played(reply, heard)
 
     def on_sent(self, item: Outgoing) -> None:
         """An audio delta left for the client: advance that reply's play estimate."""
-        if item.response_id is None:
+        if item.response_id is None or not item.is_data:
             return
         for reply in self.recent:
             if reply.response_id == item.response_id:
                 reply.playback.on_sent(item.audio_ms)
+                self.playing.watch(reply)
 
     def close(self) -> list[asyncio.Task[None]]:
-        """Cancel every live reply's work (the session is ending); returns the tasks to await."""
+        """Cancel every live reply's work (the session is ending); returns the tasks to await. The client stops
+        playing: a closed reply it was still playing was heard as far as it had played."""
+        self.closing = True
+        self.playing.close()
         self.pending.close()
         for reply in self.live.values():
             reply.cancel.cancel("session closed")

@@ -80,7 +80,8 @@ class ReplyState:
         self.text_parts.append(text)
         self.item.parts[0].text = "".join(self.text_parts)
         kind = "response.output_audio_transcript.delta" if self.audio else "response.output_text.delta"
-        emit(Outgoing(event(kind, **self._ids(), delta=text), response_id=self.response_id))
+        emit(Outgoing(event(kind, **self._ids(), delta=text), response_id=self.response_id,
+                      text_output=not self.audio))
 
     def audio_delta(self, emit: Emit, payload: bytes, duration_ms: float, words: Sequence[WordTiming]) -> None:
         """An audio delta; the item's length and word timings grow with what is actually sent."""

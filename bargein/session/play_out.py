@@ -1,0 +1,77 @@
+"""Closed spoken replies the client may still be playing, until it has played each or the user cut it.
+
+A reply's ``response.done`` can go out while the client still holds seconds of its audio (all of a reply
+shorter than the output lead, or any reply when the lead is long). How much of it was heard is then not
+known: the user may still cut it. :class:`PlayingOut` keeps such replies and tells how much of each was
+heard once: in full when the client has had time to play its last sample, else where the user cut it
+(the playback estimate, or the client's truncate), else what it had played when the session ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from bargein.session.live_reply import LiveReply
+
+MAX_PLAYING = 8
+"""Closed replies kept waiting for their playback to end; an older one (whose deltas a cut purged, say) is then
+told as heard as far as the estimate says, so a session's count stays bounded."""
+Heard = Callable[[str, float], None]
+"""``(response_id, heard_ms)``: a reply closed while the client played it was played out or cut."""
+
+
+class PlayingOut:
+    """The closed replies whose playback has not ended, each told to ``heard`` once when it does."""
+
+    def __init__(self, heard: Heard | None) -> None:
+        self.heard = heard
+        self.replies: dict[str, LiveReply] = {}
+        self._due: dict[str, asyncio.TimerHandle] = {}
+
+    def add(self, reply: LiveReply) -> None:
+        """``reply`` closed not cut short: it is heard in full only once the client has played it all."""
+        self.replies[reply.response_id] = reply
+        while len(self.replies) > MAX_PLAYING:
+            oldest = next(iter(self.replies.values()))
+            self.played(oldest, min(oldest.state.item.audio_ms, oldest.playback.heard_ms()))
+        self.watch(reply)
+
+    def watch(self, reply: LiveReply) -> None:
+        """Once all of ``reply`` has left (call again as its deltas leave), it is heard in full when the client
+        has had time to play its last sample."""
+        if reply.response_id not in self.replies or reply.response_id in self._due:
+            return
+        audio_ms = reply.state.item.audio_ms
+        if reply.playback.sent_ms < audio_ms - 1.0:
+            return  # some deltas still wait in the outbound queue
+        left_ms = audio_ms - reply.playback.heard_ms()
+        if left_ms <= 1.0:
+            self.played(reply, audio_ms)
+        else:
+            self._due[reply.response_id] = asyncio.get_running_loop().call_later(left_ms / 1000.0, self._due_now,
+                                                                                 reply)
+
+    def _due_now(self, reply: LiveReply) -> None:
+        self._due.pop(reply.response_id, None)
+        self.watch(reply)  # the estimate has reached the end by now (it moves only as deltas leave)
+
+    def played(self, reply: LiveReply, heard_ms: float) -> None:
+        """The client's playback of ``reply`` ended (played out or cut) with ``heard_ms`` played: told once."""
+        if self.replies.pop(reply.response_id, None) is None:
+            return
+        if (due := self._due.pop(reply.response_id, None)) is not None:
+            due.cancel()
+        if self.heard is not None:
+            self.heard(reply.response_id, heard_ms)
+
+    def truncated(self, item_id: str) -> None:
+        """The client truncated ``item_id`` to its playback cursor: a reply it was playing was cut there."""
+        for reply in list(self.replies.values()):
+            if reply.state.item.id == item_id and reply.state.item.heard_ms is not None:
+                self.played(reply, reply.state.item.heard_ms)
+
+    def close(self) -> None:
+        """The session ends and the client stops playing: each reply was heard as far as it had played."""
+        for reply in list(self.replies.values()):
+            self.played(reply, min(reply.state.item.audio_ms, reply.playback.heard_ms()))

@@ -1,0 +1,26 @@
+"""Closed replies the client may still be playing: each told once, and never more kept than the bound."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from bargein.session.play_out import MAX_PLAYING, PlayingOut
+
+
+def _reply(number: int, *, audio_ms: float = 3000.0, sent_ms: float = 1000.0, played_ms: float = 400.0) -> object:
+    """A reply whose deltas have not all left (so no play-out timer is due): it waits for its playback's end."""
+    return SimpleNamespace(response_id=f"resp_{number}",
+                           state=SimpleNamespace(item=SimpleNamespace(id=f"item_{number}", audio_ms=audio_ms,
+                                                                      heard_ms=None)),
+                           playback=SimpleNamespace(sent_ms=sent_ms, heard_ms=lambda: played_ms))
+
+
+def test_replies_whose_playback_never_ends_are_told_as_played_so_far_past_the_bound() -> None:
+    told: list[tuple[str, float]] = []
+    playing = PlayingOut(lambda response_id, heard_ms: told.append((response_id, heard_ms)))
+    for number in range(MAX_PLAYING + 3):
+        playing.add(_reply(number))  # type: ignore[arg-type]
+    assert len(playing.replies) == MAX_PLAYING
+    assert told == [(f"resp_{number}", 400.0) for number in range(3)], "the oldest, as far as they had played"
+    playing.close()
+    assert len(told) == MAX_PLAYING + 3 and not playing.replies, "each told once"
