@@ -189,7 +189,7 @@ def _ws_protocol(name: str) -> Any:
 
 
 def safe_uvicorn_options(settings: Settings) -> dict[str, Any]:
-    """The options every way of serving sets (also ``--workers``, whose processes cannot take our classes)."""
+    """The options every way of serving sets, besides the protocol classes (:func:`protocol_classes`)."""
     return dict(proxy_headers=False, forwarded_allow_ips="",  # applied inside the app, only when configured
                 # twice the message limit: a message over the limit still gets its error event, and one
                 # connection never buffers more than this (uvicorn stops reading until the app takes a message)
@@ -199,13 +199,19 @@ def safe_uvicorn_options(settings: Settings) -> dict[str, Any]:
                 ws_per_message_deflate=False, timeout_keep_alive=5, server_header=False)
 
 
+def protocol_classes(settings: Settings) -> tuple[type[asyncio.Protocol], type[asyncio.Protocol]]:
+    """The HTTP and WebSocket protocol classes every way of serving installs: the handshake guard, and the
+    tracked WebSocket protocol (sliced parsing, pongs skipped past a backlog). Build them once per process:
+    the guard counts that process's young connections."""
+    guard = HandshakeGuard(settings.handshake_timeout_s, settings.max_connections_per_client)
+    return guarded_protocol(guard), tracked_ws_protocol(_ws_protocol(settings.ws_impl))
+
+
 def server_config(app: Any, settings: Settings, **overrides: Any) -> uvicorn.Config:
     """The uvicorn configuration for ``settings`` (``overrides`` win, e.g. ``log_level``)."""
-    guard = HandshakeGuard(settings.handshake_timeout_s, settings.max_connections_per_client)
+    http, ws = protocol_classes(settings)
     options: dict[str, Any] = dict(
-        host=settings.host, port=settings.port, http=guarded_protocol(guard),
-        ws=tracked_ws_protocol(_ws_protocol(settings.ws_impl)),
-        **safe_uvicorn_options(settings),
+        host=settings.host, port=settings.port, http=http, ws=ws, **safe_uvicorn_options(settings),
     )
     options.update(overrides)
     return uvicorn.Config(app, **options)

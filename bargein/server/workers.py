@@ -12,6 +12,7 @@ sessions against its own load, and publishes its figures so that any worker's ``
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shutil
@@ -34,12 +35,51 @@ WORKER_HEALTHCHECK_S = 60
 and a loaded loop both delay the answer; a crashed worker is noticed at once regardless)."""
 
 
+def worker_settings() -> Settings:
+    """The settings the parent passed to this worker process."""
+    return Settings.model_validate_json(os.environ[SETTINGS_ENV])
+
+
 def worker_app() -> FastAPI:
     """The app one worker serves (uvicorn calls this in each worker process)."""
     from bargein.engines.factory import load_engines
 
-    settings = Settings.model_validate_json(os.environ[SETTINGS_ENV])
-    return create_app(settings, loader=load_engines, on_ready=_announce_worker)
+    return create_app(worker_settings(), loader=load_engines, on_ready=_announce_worker)
+
+
+class WorkerProtocols:
+    """The protocol classes of :func:`bargein.server.serving.protocol_classes`, built in each worker process.
+
+    uvicorn pickles its configuration for every worker it spawns, and classes made inside a function do not
+    pickle; it also accepts an import string for ``http`` and ``ws``, resolved in the worker when it loads its
+    configuration, so the configuration names the properties below and each worker builds the same wrappers
+    as the single-process server from its own settings.
+    """
+
+    def __init__(self) -> None:
+        self._built: tuple[type[asyncio.Protocol], type[asyncio.Protocol]] | None = None
+
+    def _classes(self) -> tuple[type[asyncio.Protocol], type[asyncio.Protocol]]:
+        if self._built is None:  # once per process: http and ws share one handshake guard
+            from bargein.server.serving import protocol_classes
+
+            self._built = protocol_classes(worker_settings())
+        return self._built
+
+    @property
+    def http(self) -> type[asyncio.Protocol]:
+        """The guarded HTTP protocol."""
+        return self._classes()[0]
+
+    @property
+    def ws(self) -> type[asyncio.Protocol]:
+        """The tracked WebSocket protocol (sliced parsing, pongs skipped past a backlog)."""
+        return self._classes()[1]
+
+
+WORKER_PROTOCOLS = WorkerProtocols()
+HTTP_PROTOCOL_IMPORT = "bargein.server.workers:WORKER_PROTOCOLS.http"
+WS_PROTOCOL_IMPORT = "bargein.server.workers:WORKER_PROTOCOLS.ws"
 
 
 def _announce_worker(state: ServerState) -> None:
@@ -68,9 +108,18 @@ def worker_environment(settings: Settings) -> Iterator[str]:
         shutil.rmtree(directory, ignore_errors=True)
 
 
+def worker_config(settings: Settings, log_level: str) -> Config:
+    """The uvicorn configuration every worker process loads: the options and protocol wrappers of the
+    single-process server (the wrappers as import strings, resolved in each worker)."""
+    from bargein.server.serving import safe_uvicorn_options
+
+    return Config("bargein.server.workers:worker_app", factory=True, workers=settings.workers, host=settings.host,
+                  port=settings.port, log_level=log_level, http=HTTP_PROTOCOL_IMPORT, ws=WS_PROTOCOL_IMPORT,
+                  timeout_worker_healthcheck=WORKER_HEALTHCHECK_S, **safe_uvicorn_options(settings))
+
+
 def run_workers(settings: Settings, log_level: str) -> None:
     """Serve with ``settings.workers`` processes until interrupted."""
-    from bargein.server.serving import safe_uvicorn_options
     from bargein.server.shared_engines import shared_engines
 
     with shared_engines(settings) as shared, worker_environment(settings) as directory:
@@ -78,11 +127,7 @@ def run_workers(settings: Settings, log_level: str) -> None:
             print(f"bargein: {', '.join(shared)} loaded once, shared by the session workers", flush=True)
         print(f"bargein: starting {settings.workers} session workers on {settings.host}:{settings.port} "
               f"(local-only: {settings.local_only})", flush=True)
-        # the handshake guard and the sliced parsing (bargein.server.serving) are per process objects that
-        # uvicorn cannot hand to its worker processes; the options below apply to every worker
-        config = Config("bargein.server.workers:worker_app", factory=True, workers=settings.workers,
-                        host=settings.host, port=settings.port, log_level=log_level, ws=settings.ws_impl,
-                        timeout_worker_healthcheck=WORKER_HEALTHCHECK_S, **safe_uvicorn_options(settings))
+        config = worker_config(settings, log_level)
         with contextlib.suppress(KeyboardInterrupt):
             _DrainingSupervisor(config, sockets=[config.bind_socket()], runtime_directory=directory).run()
 

@@ -16,10 +16,12 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from bargein.tools.quoting import quoted
+
 MAX_ARGUMENT_CHARS = 8_192
 """Longer argument strings are refused before parsing: no tool here needs more."""
 
-_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
+_FENCE = "```"
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")
 
 
@@ -60,13 +62,23 @@ def parse_arguments(text: str) -> tuple[dict[str, Any], bool]:
     return value, repaired
 
 
+def _unfenced(text: str) -> str:
+    """``text`` (stripped) without the Markdown code fence around it, if it has one.
+
+    Not a regular expression: the obvious one (a lazy body between optional whitespace) backtracks in cubic
+    time, minutes for a fence followed by a few thousand newlines, which a looping model does write.
+    """
+    if len(text) < 2 * len(_FENCE) or not (text.startswith(_FENCE) and text.endswith(_FENCE)):
+        return text
+    body = text[len(_FENCE):-len(_FENCE)]
+    return body.removeprefix("json").strip()
+
+
 def _mend(text: str) -> Any:
-    fenced = _FENCE.match(text)
-    if fenced:
-        text = fenced.group(1)
+    text = _unfenced(text)
     start = text.find("{")
     if start < 0:
-        raise ArgumentError(f"no JSON object in the arguments: {text[:80]!r}")
+        raise ArgumentError(f"no JSON object in the arguments: {quoted(text)}")
     text = _TRAILING_COMMA.sub(r"\1", _closed(text[start:]))
     try:
         return json.loads(text)
@@ -75,7 +87,7 @@ def _mend(text: str) -> Any:
     try:  # single quotes, True/False/None: a Python literal, never evaluated as code
         return ast.literal_eval(text)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as error:
-        raise ArgumentError(f"the arguments are not valid JSON: {text[:80]!r}") from error
+        raise ArgumentError(f"the arguments are not valid JSON: {quoted(text)}") from error
 
 
 def _closed(text: str) -> str:
@@ -149,7 +161,7 @@ def _fit_value(name: str, value: Any, spec: dict[str, Any]) -> tuple[Any, bool]:
             coerced = True
     enum = spec.get("enum")
     if isinstance(enum, list) and value not in enum:
-        raise ArgumentError(f"argument {name!r} must be one of {enum}, not {value!r}")
+        raise ArgumentError(f"argument {name!r} must be one of {enum}, not {quoted(value)}")
     return value, coerced
 
 
@@ -160,12 +172,12 @@ def _coerce(name: str, value: Any, wanted: str) -> Any:
         try:
             number = float(value.strip().replace(",", ""))
         except ValueError:
-            raise ArgumentError(f"argument {name!r} must be a number, not {value!r}") from None
+            raise ArgumentError(f"argument {name!r} must be a number, not {quoted(value)}") from None
         if not math.isfinite(number):
-            raise ArgumentError(f"argument {name!r} must be a finite number, not {value!r}")
+            raise ArgumentError(f"argument {name!r} must be a finite number, not {quoted(value)}")
         if wanted == "integer":
             if not number.is_integer():
-                raise ArgumentError(f"argument {name!r} must be a whole number, not {value!r}")
+                raise ArgumentError(f"argument {name!r} must be a whole number, not {quoted(value)}")
             return int(number)
         return number
     if wanted == "integer" and isinstance(value, float) and value.is_integer():

@@ -15,6 +15,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from bargein.tools.quoting import quoted
+
 MAX_EXPRESSION_CHARS = 200
 MAX_NODES = 100
 MAX_EXPONENT = 1_000
@@ -53,7 +55,7 @@ def evaluate(expression: str) -> Number:
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError:
-        raise CalculationError(f"{expression!r} is not an arithmetic expression") from None
+        raise CalculationError(f"{quoted(expression)} is not an arithmetic expression") from None
     if sum(1 for _ in ast.walk(tree)) > MAX_NODES:
         raise CalculationError("the expression is too long")
     try:
@@ -61,7 +63,7 @@ def evaluate(expression: str) -> Number:
     except (ZeroDivisionError, OverflowError, ValueError, TypeError) as error:
         if isinstance(error, CalculationError):
             raise
-        raise CalculationError(f"cannot compute {expression!r}: {error}") from None
+        raise CalculationError(f"cannot compute {quoted(expression)}: {error}") from None
 
 
 def format_number(value: Number) -> str:

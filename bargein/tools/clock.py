@@ -10,6 +10,7 @@ import datetime as dt
 from collections.abc import Callable
 
 from bargein.tools.places import zone_for
+from bargein.tools.quoting import quoted
 
 Clock = Callable[[], dt.datetime]
 
@@ -41,7 +42,7 @@ def about_date(date: str, now: Clock = utc_now) -> str:
     try:
         day = dt.date.fromisoformat(date.strip())
     except ValueError:
-        raise ValueError(f"{date!r} is not a date written as YYYY-MM-DD") from None
+        raise ValueError(f"{quoted(date)} is not a date written as YYYY-MM-DD") from None
     today = now().date()
     days = (day - today).days
     if days == 0:

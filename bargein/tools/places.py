@@ -9,6 +9,11 @@ from __future__ import annotations
 from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
+from bargein.tools.quoting import quoted
+
+MAX_PLACE_CHARS = 100
+"""Longer place names are refused unread: the longest name here, or an IANA zone's, is a third of that."""
+
 _ZONES: dict[str, tuple[str, ...]] = {
     "Africa/Cairo": ("cairo", "egypt"),
     "Africa/Johannesburg": ("johannesburg", "cape town", "pretoria", "south africa"),
@@ -85,6 +90,8 @@ _ZONES: dict[str, tuple[str, ...]] = {
     "UTC": ("utc", "gmt", "coordinated universal time", "greenwich"),
 }
 _BY_NAME: dict[str, str] = {name: zone for zone, names in _ZONES.items() for name in names}
+_MOST_WORDS = max(len(name.split(" ")) for name in _BY_NAME)
+"""No name in the table has more words: longer leading parts of a place need not be looked up."""
 
 
 @lru_cache(maxsize=1)
@@ -103,18 +110,21 @@ def _key(place: str) -> str:
 
 def zone_for(place: str) -> tuple[str, ZoneInfo]:
     """The display name and time zone of ``place`` (a city, a country, or an IANA name)."""
+    if len(place) > MAX_PLACE_CHARS:
+        raise UnknownPlace(f"the place {quoted(place)} is longer than {MAX_PLACE_CHARS} characters; name a city, "
+                           "a country or an IANA time zone")
     key = _key(place)
     zone_name = _BY_NAME.get(key)
-    if zone_name is None:  # "Paris, France" or "Tokyo Japan": try the first word(s) alone
-        words = key.split(" ")
-        zone_name = next((_BY_NAME[" ".join(words[:n])] for n in range(len(words) - 1, 0, -1)
+    if zone_name is None:  # "Paris, France" or "Tokyo Japan": try the first word(s) alone, longest first
+        words = key.split(" ", _MOST_WORDS)  # only as many leading words as a name in the table can have
+        zone_name = next((_BY_NAME[" ".join(words[:n])] for n in range(min(len(words) - 1, _MOST_WORDS), 0, -1)
                           if " ".join(words[:n]) in _BY_NAME), None)
     if zone_name is None:
         candidate = place.strip().replace(" ", "_")
         if candidate in _iana_names():
             zone_name = candidate
     if zone_name is None:
-        raise UnknownPlace(f"I don't know the time zone of {place!r}; name a large city or an IANA "
+        raise UnknownPlace(f"I don't know the time zone of {quoted(place)}; name a large city or an IANA "
                            "time zone such as Europe/Lisbon")
     try:
         return place.strip().title() if key in _BY_NAME else zone_name, ZoneInfo(zone_name)

@@ -16,6 +16,7 @@ from bargein.tools.arguments import ArgumentError, check_arguments
 from bargein.tools.calculator import CalculationError, evaluate, format_number
 from bargein.tools.clock import Clock, about_date, time_in_place, utc_now
 from bargein.tools.places import UnknownPlace
+from bargein.tools.quoting import quoted
 from bargein.tools.units import ConversionError, describe_conversion
 
 Handler = Callable[[dict[str, Any]], str]
@@ -73,12 +74,13 @@ def builtin_tools(now: Clock = utc_now) -> tuple[Tool, ...]:
                       "from_unit": {"type": "string", "description": "e.g. miles, kg, fahrenheit"},
                       "to_unit": {"type": "string", "description": "e.g. km, pounds, celsius"}},
                      "value", "from_unit", "to_unit"),
-             lambda args: describe_conversion(float(args["value"]), str(args["from_unit"]),
-                                              str(args["to_unit"]))),
+             # the value as the schema let it through: float() of an integer of hundreds of digits overflows,
+             # and convert() refuses one that large with a reason before any arithmetic
+             lambda args: describe_conversion(args["value"], str(args["from_unit"]), str(args["to_unit"]))),
     )
 
 
-_EXPECTED_FAILURES = (ArgumentError, CalculationError, ConversionError, UnknownPlace, ValueError)
+_EXPECTED_FAILURES = (ArgumentError, CalculationError, ConversionError, UnknownPlace, ValueError, OverflowError)
 
 
 class ToolRegistry:
@@ -102,7 +104,7 @@ class ToolRegistry:
         """Run ``name`` with the JSON ``arguments``; failures come back as an explaining output, never raise."""
         tool = self._tools.get(name)
         if tool is None:
-            return ToolOutcome(json.dumps({"error": f"there is no tool named {name!r}"}), ok=False)
+            return ToolOutcome(json.dumps({"error": f"there is no tool named {quoted(name)}"}), ok=False)
         try:
             checked = check_arguments(arguments, tool.parameters)
             return ToolOutcome(tool.handler(checked.values), ok=True)

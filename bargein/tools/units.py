@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bargein.tools.calculator import format_number
+from bargein.tools.quoting import quoted
 
 
 class ConversionError(ValueError):
@@ -106,16 +107,16 @@ def convert(value: float, from_unit: str, to_unit: str) -> float:
     source, target = _key(from_unit), _key(to_unit)
     if source in _TEMPERATURES or target in _TEMPERATURES:
         if source not in _TEMPERATURES or target not in _TEMPERATURES:
-            raise ConversionError(f"cannot convert {from_unit!r} to {to_unit!r}")
+            raise ConversionError(f"cannot convert {quoted(from_unit)} to {quoted(to_unit)}")
         kelvin = _TO_KELVIN[_TEMPERATURES[source]](value)
         return float(_FROM_KELVIN[_TEMPERATURES[target]](kelvin))
     known_from, known_to = _UNITS.get(source), _UNITS.get(target)
     if known_from is None or known_to is None:
         unknown = from_unit if known_from is None else to_unit
-        raise ConversionError(f"unknown unit {unknown!r}")
+        raise ConversionError(f"unknown unit {quoted(unknown)}")
     if known_from.dimension != known_to.dimension:
-        raise ConversionError(f"cannot convert {known_from.dimension} ({from_unit}) to "
-                              f"{known_to.dimension} ({to_unit})")
+        raise ConversionError(f"cannot convert {known_from.dimension} ({source}) to "
+                              f"{known_to.dimension} ({target})")
     return value * known_from.factor / known_to.factor
 
 

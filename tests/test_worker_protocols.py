@@ -1,0 +1,82 @@
+"""``bargein serve --workers N``: every worker process serves with the protocol wrappers of the single-process
+server (the handshake guard, the tracked WebSocket protocol that skips pongs past a backlog), built from the
+configuration uvicorn hands each worker, without spawning any."""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+from typing import Any
+
+import pytest
+
+from bargein.config import Settings
+from bargein.server import serving, workers
+from tests.support.pong import written_after_ping_then_close
+
+
+class _Transport:
+    """A just-accepted TCP connection from ``host``: records whether the server aborted it."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.peer = (host, port)
+        self.aborted = False
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"peername": self.peer, "sockname": ("127.0.0.1", 8000)}.get(name, default)
+
+    def abort(self) -> None:
+        self.aborted = True
+
+    def is_closing(self) -> bool:
+        return self.aborted
+
+    def set_write_buffer_limits(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        self.aborted = True
+
+
+def _loaded_worker_config(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Any:
+    config = workers.worker_config(settings, "warning")
+    pickle.loads(pickle.dumps(config))  # uvicorn pickles it for every worker process it spawns
+    monkeypatch.setattr(workers, "WORKER_PROTOCOLS", workers.WorkerProtocols())  # as in a fresh worker process
+    with workers.worker_environment(settings):
+        config.load()  # the first thing each worker does with it
+    return config
+
+
+def test_a_worker_skips_pongs_for_a_client_that_reads_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    config = _loaded_worker_config(Settings(workers=2, ws_impl="websockets-sansio"), monkeypatch)
+    ws = config.ws_protocol_class
+    assert written_after_ping_then_close(ws, 0).startswith(b"\x8a")  # a reading client gets its pong
+    written = written_after_ping_then_close(ws, serving.MAX_PONG_BACKLOG_BYTES + 1)
+    assert b"\x8a" not in written, "a worker answers every ping of a client that never reads"
+    assert written.startswith(b"\x88")  # the close echo still goes out
+
+
+def test_a_worker_guards_handshakes_per_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    config = _loaded_worker_config(Settings(workers=2, max_connections_per_client=2), monkeypatch)
+
+    async def connect() -> list[bool]:
+        transports = [_Transport("203.0.113.7", 40000 + n) for n in range(3)]
+        for transport in transports:
+            config.http_protocol_class(config=config, server_state=_server_state(), app_state={}) \
+                .connection_made(transport)
+        return [transport.aborted for transport in transports]
+
+    assert asyncio.run(connect()) == [False, False, True]  # the third young connection of one address
+
+
+def test_the_worker_protocols_are_built_once_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(workers, "WORKER_PROTOCOLS", workers.WorkerProtocols())
+    with workers.worker_environment(Settings(workers=2)):
+        assert workers.WORKER_PROTOCOLS.http is workers.WORKER_PROTOCOLS.http  # one handshake guard per worker
+        assert workers.WORKER_PROTOCOLS.ws is workers.WORKER_PROTOCOLS.ws
+
+
+def _server_state() -> Any:
+    from uvicorn.server import ServerState
+
+    return ServerState()
