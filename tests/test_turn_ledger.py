@@ -15,6 +15,7 @@ from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthes
 from bargein.metrics.prometheus import ServerMetrics
 from bargein.metrics.turn_ledger import TurnLedgers
 from bargein.protocol.client_events import ResponseParams
+from bargein.session import play_out
 from bargein.session.core import vocabulary as v
 from bargein.session.outbound import Outgoing
 from bargein.session.response_events import ReplyState, assistant_item
@@ -283,6 +284,39 @@ async def test_audio_heard_of_a_completed_reply_the_client_truncated_is_its_curs
     await h.drain(until="input_audio_buffer.speech_started")
     await h.session.close()
     assert sample(metrics, "bargein_audio_seconds_total", kind="heard") == pytest.approx(0.5)
+
+
+async def test_a_truncate_after_the_user_spoke_over_a_finished_reply_is_what_counts_as_heard(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The usual order of an OpenAI client: ``speech_started`` (the server cuts its estimate), then the client
+    stops its playback and truncates at its cursor: the cursor is what was heard, in the history and the metric.
+    With no truncate, the server's estimate counts once the grace period is over."""
+    filler = "and then it goes on for a good while longer so that there is plenty to interrupt."
+    for truncate in (True, False):
+        monkeypatch.setattr(play_out, "CUT_GRACE_S", 5.0 if truncate else 0.05)
+        h = Harness(Engines(FakeVad(), FakeRecognizer(("stop",)), FakeLanguageModel(filler=filler),
+                            FakeSynthesizer()))
+        metrics = with_metrics(h)
+        h.session.replies.output_lead_ms = 60_000.0
+        await h.send(type="conversation.item.create", item=TALK)
+        await h.send(type="response.create")
+        await h.drain(until="bargein.turn.metrics")
+        done = next(e for e in h.events if e["type"] == "response.done")["response"]
+        await _say(h, 0.3, 0.0)
+        await h.drain(until="input_audio_buffer.speech_started")
+        item = h.session.conversation.get(done["output"][0]["id"])
+        assert item.heard_ms is not None and item.heard_ms < item.audio_ms - 1000.0, "cut by the estimate"
+        if truncate:
+            await h.send(type="conversation.item.truncate", item_id=done["output"][0]["id"], content_index=0,
+                         audio_end_ms=50)
+            await h.drain(until="conversation.item.truncated")
+            expected = 0.05
+        else:
+            await asyncio.sleep(0.2)
+            expected = item.heard_ms / 1000
+        assert sample(metrics, "bargein_audio_seconds_total", kind="heard") == pytest.approx(expected, abs=1e-3)
+        await h.session.close()
+        assert sample(metrics, "bargein_audio_seconds_total", kind="heard") == pytest.approx(expected, abs=1e-3)
 
 
 def test_heard_audio_told_after_the_report_reaches_the_metrics_once() -> None:

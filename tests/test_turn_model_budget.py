@@ -4,6 +4,9 @@ then ends on plain silence; ``semantic_vad``'s scores, which a client asked for,
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -183,3 +186,28 @@ async def test_semantic_vad_scores_are_never_shed() -> None:
     assert model.clips >= 1 and turn.scores_shed == 0, "the client asked for the model: it runs"
     await h.session.close()
     await turn.aclose()
+
+
+_ACCOUNTING = """
+import time
+import bargein
+import numpy as np
+from bargein.engines.listen.smart_turn import SmartTurnModel
+model = SmartTurnModel()
+clip = np.random.default_rng(0).standard_normal(16000 * 6).astype(np.float32) * 0.1
+model.probabilities([clip])
+process, thread = time.process_time(), time.thread_time()
+for _ in range(5):
+    model.probabilities([clip])
+print((time.process_time() - process) / (time.thread_time() - thread))
+"""
+
+
+def test_a_pass_spends_its_cpu_in_the_thread_that_is_charged_for_it() -> None:
+    """The budget charges a pass the CPU of the thread that ran it. The features' matrix product must run there
+    too (one BLAS thread, as importing bargein sets), or OpenBLAS's helper threads spend a good part of each pass
+    (about 0.6 of it again on two cores) where the budget cannot see it."""
+    environment = {key: value for key, value in os.environ.items() if key != "OPENBLAS_NUM_THREADS"}
+    ran = subprocess.run([sys.executable, "-c", _ACCOUNTING], capture_output=True, text=True, timeout=120,
+                         env=environment, check=True)
+    assert float(ran.stdout.strip().splitlines()[-1]) < 1.2, ran.stdout

@@ -5,8 +5,8 @@ worth running only while the machine has CPU to spare: spent without limit on a 
 session's audio. The bucket refills at ``share`` CPU seconds per second of wall time and holds at most
 ``share * burst_s``; a request is admitted while the bucket is not empty, and pays what its pass really
 cost once it has run (an estimate is held back meanwhile, so a burst of requests cannot all slip in on one
-refill). One session's pauses never come near the limit; a crowd's are cut to the share. Pure code (the
-clock is a parameter).
+refill; a request whose pass failed keeps paying the estimate). One session's pauses never come near the
+limit; a crowd's are cut to the share. Pure code (the clock is a parameter).
 """
 
 from __future__ import annotations

@@ -118,7 +118,7 @@ class TurnLedgers:
         self.committed: deque[TurnLedger] = deque(maxlen=MAX_LEDGERS)
         """User turns committed since the last reply that answers the user started, oldest first (noise left out)."""
         self.unsent: dict[str, tuple[str, TurnLedger]] = {}
-        """Replies closed while their first audio delta still waited in the outbound queue: ``(status, ledger)``
+        """Replies closed while their first output delta still waited in the outbound queue: ``(status, ledger)``
         by response id, reported once that delta leaves (or a later reply's delta shows it never will)."""
         self.playing: dict[str, TurnLedger] = {}
         """Replies closed while the client still played them, by response id, until their playback ends."""

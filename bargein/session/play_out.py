@@ -4,7 +4,8 @@ A reply's ``response.done`` can go out while the client still holds seconds of i
 shorter than the output lead, or any reply when the lead is long). How much of it was heard is then not
 known: the user may still cut it. :class:`PlayingOut` keeps such replies and tells how much of each was
 heard once: in full when the client has had time to play its last sample, else where the user cut it
-(the playback estimate, or the client's truncate), else what it had played when the session ended.
+(the client's truncate, or the server's playback estimate when no truncate follows within a grace period),
+else what it had played when the session ended.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from bargein.session.live_reply import LiveReply
 MAX_PLAYING = 8
 """Closed replies kept waiting for their playback to end; an older one (whose deltas a cut purged, say) is then
 told as heard as far as the estimate says, so a session's count stays bounded."""
+CUT_GRACE_S = 2.0
+"""How long after the server's own estimate of a cut the client's truncate may still say where it really stopped
+(an OpenAI client sends it once it has stopped its playback, after ``speech_started``)."""
 Heard = Callable[[str, float], None]
 """``(response_id, heard_ms)``: a reply closed while the client played it was played out or cut."""
 
@@ -28,6 +32,8 @@ class PlayingOut:
         self.heard = heard
         self.replies: dict[str, LiveReply] = {}
         self._due: dict[str, asyncio.TimerHandle] = {}
+        self._cut_ms: dict[str, float] = {}
+        """The server's estimate of where the user cut a reply, told if no truncate comes within the grace."""
 
     def add(self, reply: LiveReply) -> None:
         """``reply`` closed not cut short: it is heard in full only once the client has played it all."""
@@ -56,8 +62,20 @@ class PlayingOut:
         self._due.pop(reply.response_id, None)
         self.watch(reply)  # the estimate has reached the end by now (it moves only as deltas leave)
 
+    def cut(self, reply: LiveReply, heard_ms: float) -> None:
+        """The user spoke over ``reply`` about ``heard_ms`` into it (the server's estimate): told after
+        :data:`CUT_GRACE_S`, unless the client's truncate says first where its playback stopped."""
+        if reply.response_id not in self.replies:
+            return
+        if (due := self._due.pop(reply.response_id, None)) is not None:
+            due.cancel()  # a play-out timer: the reply no longer plays to its end
+        self._cut_ms[reply.response_id] = heard_ms
+        self._due[reply.response_id] = asyncio.get_running_loop().call_later(CUT_GRACE_S, self.played, reply,
+                                                                             heard_ms)
+
     def played(self, reply: LiveReply, heard_ms: float) -> None:
         """The client's playback of ``reply`` ended (played out or cut) with ``heard_ms`` played: told once."""
+        self._cut_ms.pop(reply.response_id, None)
         if self.replies.pop(reply.response_id, None) is None:
             return
         if (due := self._due.pop(reply.response_id, None)) is not None:
@@ -74,4 +92,5 @@ class PlayingOut:
     def close(self) -> None:
         """The session ends and the client stops playing: each reply was heard as far as it had played."""
         for reply in list(self.replies.values()):
-            self.played(reply, min(reply.state.item.audio_ms, reply.playback.heard_ms()))
+            self.played(reply, self._cut_ms.get(reply.response_id,
+                                                min(reply.state.item.audio_ms, reply.playback.heard_ms())))

@@ -318,9 +318,10 @@ class ReplyRunner:
     def cut_playing(self) -> None:
         """The user spoke while the client may still be playing a finished reply: keep what was heard.
 
-        A client truncate, if one follows, replaces this estimate with its playback cursor.
+        A client truncate, if one follows, replaces this estimate with its playback cursor (in the history and,
+        within a grace period, in the heard-audio metric).
         """
-        for reply in self.recent:
+        for reply in self._tracked():
             item = reply.state.item
             if not reply.ended or (item.heard_ms is not None and item.heard_ms < item.audio_ms):
                 continue  # still live, or cut already (by a cancel or the client's truncate)
@@ -328,16 +329,22 @@ class ReplyRunner:
             if heard < reply.playback.sent_ms - 1.0:
                 item.heard_ms = heard
                 item.status = "incomplete"
-                self.playing.played(reply, heard)
+                self.playing.cut(reply, heard)
 
     def on_sent(self, item: Outgoing) -> None:
         """An audio delta left for the client: advance that reply's play estimate."""
         if item.response_id is None or not item.is_data:
             return
-        for reply in self.recent:
+        for reply in self._tracked():
             if reply.response_id == item.response_id:
                 reply.playback.on_sent(item.audio_ms)
                 self.playing.watch(reply)
+
+    def _tracked(self) -> list[LiveReply]:
+        """The replies whose playback is followed: the recent ones, and older ones the client may still play."""
+        recent = list(self.recent)
+        ids = {reply.response_id for reply in recent}
+        return recent + [reply for reply in self.playing.replies.values() if reply.response_id not in ids]
 
     def close(self) -> list[asyncio.Task[None]]:
         """Cancel every live reply's work (the session is ending); returns the tasks to await. The client stops

@@ -134,7 +134,8 @@ silences given: server_vad's 500 ms and semantic_vad's 1.5 s); held-out figures 
 @dataclass(frozen=True)
 class TurnEndScored:
     """The end-of-turn model's probability that turn ``item_id`` is complete, for the silence that began at
-    ``at_ms`` (``None``: the model failed, so the turn waits the long silence)."""
+    ``at_ms`` (``None``: the model failed, or refused an optional score for want of CPU; the tiered endpoint then
+    waits its plain silence, ``semantic_vad`` its long one)."""
 
     item_id: str
     at_ms: float
