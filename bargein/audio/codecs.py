@@ -75,8 +75,10 @@ def int16_to_float(samples: Int16Audio) -> npt.NDArray[np.float32]:
 
 
 def float_to_int16(samples: npt.NDArray[np.floating]) -> Int16Audio:
-    """float in [-1, 1] to int16 with clipping (no wrap-around on overshoot)."""
-    return np.clip(np.round(samples * 32767.0), -32768, 32767).astype(np.int16)
+    """float in [-1, 1] to int16 with clipping (no wrap-around on overshoot); NaN becomes silence."""
+    # NaN has no int16 value: numpy's cast of it is undefined (and warns), so an engine's NaN must not reach it.
+    scaled: npt.NDArray[np.floating] = np.nan_to_num(samples * 32767.0, nan=0.0, posinf=32767.0, neginf=-32768.0)
+    return np.clip(np.round(scaled), -32768, 32767).astype(np.int16)
 
 
 def _ulaw_decode_byte(byte: int) -> int:

@@ -115,9 +115,15 @@ async function bargeIn() {
 // The conversation language: the select, or ?lang=zh; empty leaves the server's default.
 if (params.get('lang')) $('language').value = params.get('lang');
 
+// The session's language before the page changed it (from session.created): "server default" goes back to it.
+// A session.update whose transcription object leaves `language` out keeps the current one, so it must be named
+// (null when the server left it to the recogniser). Unknown until session.created arrives: then nothing is sent.
+let serverLanguage;
+
 function transcriptionSettings() {
   const language = $('language').value;
-  return language ? { language } : {};
+  if (language) return { language };
+  return serverLanguage === undefined ? {} : { language: serverLanguage };
 }
 
 // A change during a session applies from the next turn on.
@@ -163,6 +169,7 @@ function onEvent(ev) {
   }
   switch (type) {
     case 'session.created':
+      serverLanguage = ev.session?.audio?.input?.transcription?.language ?? null;
       test.sessionId = ev.session?.id ?? null;
       test.session = ev.session ?? null;
       setConn('connected', 'connected');
@@ -274,6 +281,7 @@ async function connect(ev) {
   ev?.preventDefault();
   setConn('connecting', 'connecting…');
   turns.reset();
+  serverLanguage = undefined; // a new session: its own session.created tells
   cutItems.clear();
   liveItems.clear();
   // The AudioContext is created inside the click handler: browsers only let a user gesture start audio.
