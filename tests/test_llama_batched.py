@@ -152,7 +152,13 @@ async def test_a_prompt_too_long_is_an_error_and_the_other_sequences_go_on(llm: 
 
     monkeypatch.setattr(llm_sampling, "sample", sample)
     before = llm.nonfinite_fallbacks
-    too_long = reply(llm, "word " * 2000)
+
+    async def without_truncation(question: str) -> str:
+        options = GenerationOptions(24, 0.0, truncate=False)
+        return "".join([piece async for piece in llm.stream([ChatMessage("user", question)], cancel=CancelToken(),
+                                                             options=options)])
+
+    too_long = without_truncation("word " * 2000)
     fine = reply(llm, "Say something nice.")
     results = await asyncio.gather(too_long, fine, return_exceptions=True)
     assert isinstance(results[0], LanguageModelError) and "does not fit" in str(results[0])

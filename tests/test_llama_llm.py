@@ -158,8 +158,10 @@ async def test_a_prompt_too_long_is_an_error_and_the_model_lives_on() -> None:
     small = LlamaLanguageModel(SMOLLM2_135M.path(), n_ctx=256)
     try:
         with pytest.raises(LanguageModelError, match="does not fit"):
-            await collect(small, [user("word " * 600)])
+            await collect(small, [user("word " * 600)], GenerationOptions(max_tokens=12, truncate=False))
         assert await collect(small, [user("Hello!")])
+        # with truncation on (the default) the message is shortened to fit and answered
+        assert await collect(small, [user("word " * 600 + "Hello!")])
     finally:
         await small.aclose()
 

@@ -4,6 +4,7 @@ fit the context by cached per-message token counts, never by re-rendering once p
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from bargein.engines.base import ChatMessage, GenerationOptions
@@ -11,7 +12,11 @@ from bargein.engines.think.llama_prompt import CHATML, render
 from bargein.engines.think.llm_prompt import HistoryTooLong, TokenCounts, fit_history, with_system_prompt
 
 CHARS_PER_TOKEN_CAP = 8
-"""A message is cut to its last ``n_ctx * 8`` characters before tokenising: more could never fit."""
+"""A message is cut to ``n_ctx * 8`` characters (its start and its end) before tokenising: more could never fit."""
+MAX_SHORTENINGS = 4
+"""Times a prompt is re-rendered after shortening a message that does not fit alone (once is the norm)."""
+SHORTENING_SLACK = 16
+"""Tokens cut beyond the measured excess: a cut's marker, and text that tokenises differently once cut."""
 
 
 class PromptTooLong(RuntimeError):
@@ -42,20 +47,46 @@ class LlamaPrompt:
 
     def fit(self, messages: Sequence[ChatMessage], options: GenerationOptions) -> list[int]:
         """Prompt tokens for ``messages`` (oldest dropped first, as ``options`` allow) leaving
-        ``options.max_tokens`` for the reply."""
+        ``options.max_tokens`` for the reply, or half the context when that is more."""
         n_ctx = self.n_ctx
         limit = n_ctx * CHARS_PER_TOKEN_CAP
-        history = [m if len(m.content) <= limit else ChatMessage(m.role, m.content[-limit:], m.images)
+        history = [m if len(m.content) <= limit else replace(m, content=f"{m.content[:limit // 2]} … "
+                                                                     f"{m.content[-(limit // 2):]}")
                    for m in with_system_prompt(messages, self.system_prompt)]
-        try:
-            tokens = fit_history(history, self.counts, n_ctx - options.max_tokens,
-                                 lambda kept: self.render(kept, options),
-                                 truncate=options.truncate, retention_ratio=options.retention_ratio)
-        except HistoryTooLong as error:
-            raise PromptTooLong(str(error)) from None
+        # A reply of max_output_tokens "as many as the context holds" must not push the whole history out.
+        budget = n_ctx - min(options.max_tokens, n_ctx // 2)
+        for _ in range(MAX_SHORTENINGS):
+            try:
+                tokens = fit_history(history, self.counts, budget, lambda kept: self.render(kept, options),
+                                     truncate=options.truncate, retention_ratio=options.retention_ratio)
+            except HistoryTooLong as error:
+                raise PromptTooLong(str(error)) from None
+            if len(tokens) <= budget or not options.truncate:
+                break
+            # Over budget with every droppable message gone: only the system messages and the newest one
+            # are left, and one of them (a long tool output, transcript or instructions) is too long
+            # alone. Truncation is on, so shorten the longest rather than fail the reply.
+            history = self._shorten_longest(history, len(tokens) - budget)
         if len(tokens) >= n_ctx:
             raise PromptTooLong(f"the prompt ({len(tokens)} tokens) does not fit the context")
         return tokens
+
+    def _shorten_longest(self, history: list[ChatMessage], excess: int) -> list[ChatMessage]:
+        """``history`` with its longest never-dropped message (a system one or the last) cut by ``excess``
+        tokens and a little more, keeping its start and its end (a tool output's head, the question at the
+        end of a long transcript)."""
+        kept = [i for i, message in enumerate(history) if message.role == "system" or i == len(history) - 1]
+        index = max(kept, key=lambda i: self.counts(history[i]))
+        message = history[index]
+        tokens = self.llama.tokenize(message.content.encode("utf-8"), add_bos=False, special=False)
+        keep = max(0, len(tokens) - excess - SHORTENING_SLACK)
+        head, tail = tokens[: keep // 2], tokens[len(tokens) - (keep - keep // 2):]
+        shortened = list(history)
+        shortened[index] = replace(message, content=f"{self._text(head)} … {self._text(tail)}".strip())
+        return shortened
+
+    def _text(self, tokens: list[int]) -> str:
+        return str(self.llama.detokenize(tokens, special=False).decode("utf-8", "ignore"))
 
     def render(self, messages: Sequence[ChatMessage], options: GenerationOptions) -> list[int]:
         """The whole prompt (the offered tools, the generation prompt and any forced call prefix) as tokens."""

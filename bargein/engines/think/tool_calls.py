@@ -147,8 +147,15 @@ class ToolCallSplitter:
                 out.append(self._close_call())
                 continue
             start = self._pending.find(OPEN_TAG)
+            # A closing tag outside a call (a model that closes its call twice) is markup, never speech.
+            stray = self._pending.find(CLOSE_TAG, 0, None if start < 0 else start)
+            if stray >= 0:
+                if stray:
+                    out.append(self._pending[:stray])
+                self._pending = self._pending[stray + len(CLOSE_TAG):]
+                continue
             if start < 0:
-                keep = _partial_tag_length(self._pending, OPEN_TAG)
+                keep = max(_partial_tag_length(self._pending, OPEN_TAG), _partial_tag_length(self._pending, CLOSE_TAG))
                 if len(self._pending) > keep:
                     out.append(self._pending[:len(self._pending) - keep])
                 self._pending = self._pending[len(self._pending) - keep:]

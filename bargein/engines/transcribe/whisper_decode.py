@@ -269,8 +269,12 @@ class WhisperCore:
             logprobs.append(segment.avg_logprob)
             words.extend(WordTiming(w.word.strip(), 1000.0 * w.start, 1000.0 * w.end, w.probability)
                          for w in segment.words or ())
+        text = " ".join(t for t in texts if t)
+        if info.language == "zh" and options.simplified:  # as for a short clip: Whisper writes either script
+            text = to_simplified(text)
+            words = [WordTiming(to_simplified(w.word), w.start_ms, w.end_ms, w.probability) for w in words]
         return Transcript(
-            text=" ".join(t for t in texts if t), language=info.language,
+            text=text, language=info.language,
             # one segment with speech makes the clip speech
             no_speech_prob=min(no_speech) if no_speech else 1.0,
             avg_logprob=float(np.mean(logprobs)) if logprobs else 0.0, words=tuple(words),
