@@ -50,9 +50,10 @@ class ActionExecutor:
     def run(self, action: v.Action) -> None:
         """Carry out one action."""
         match action:
-            case v.SpeechStarted(item_id, start_ms):
+            case v.SpeechStarted(item_id, start_ms, cuts_playing):
                 self.tracker.started(item_id, start_ms)
-                self.replies.cut_playing()
+                if cuts_playing:
+                    self.replies.cut_playing()
                 self._send("input_audio_buffer.speech_started", audio_start_ms=int(start_ms), item_id=item_id)
             case v.SpeechStopped(item_id, end_ms):
                 self.tracker.stopped(item_id)

@@ -16,6 +16,7 @@ from bargein.session.core import rejections
 from bargein.session.core import vocabulary as v
 from bargein.session.core.admission import admission, admit
 from bargein.session.core.classifier import ListenDecision
+from bargein.session.core.idle_prompt import IdlePrompt
 from bargein.session.core.segment_book import SegmentBook, ignored_action
 from bargein.session.core.settings import TurnSettings
 from bargein.session.core.storm_guard import StormGuard
@@ -57,6 +58,7 @@ class DuplexMachine:
     _finished: deque[str] = field(default_factory=lambda: deque(maxlen=RECENT_FINISHED), init=False)
     _heard_from_ms: float = field(default=0.0, init=False)
     """Stream time before which the input buffer holds nothing (the last commit's or clear's end)."""
+    _idle: IdlePrompt = field(default_factory=IdlePrompt, init=False)
 
     def __post_init__(self) -> None:
         self.storm = StormGuard(self.settings.listening.storm_barge_ins, self.settings.listening.storm_window_ms)
@@ -106,9 +108,11 @@ class DuplexMachine:
             case v.ReplyFinished():
                 self._on_reply_finished(event)
             case v.IdleTimerFired():
-                if self._awaiting and self.settings.idle_timeout_ms:  # the user spoke and is being judged: not idle
-                    self._emit(v.ArmIdleTimer(self.settings.idle_timeout_ms))
-                elif self._turn is None and self._reply is None and not self._tool_wait and self.settings.vad:
+                if not (self.settings.vad and self.settings.idle_timeout_ms):
+                    self._idle.stop()  # armed before the client switched the idle prompt (or turn detection) off
+                elif self._awaiting:  # the user spoke and is being judged: not idle
+                    self._emit(self._idle.arm(self.settings.idle_timeout_ms))
+                elif self._turn is None and self._reply is None and not self._tool_wait:
                     item_id = self.new_id("item")  # else the user or the agent spoke meanwhile: stale
                     self._emit(v.IdleTimeout(item_id, event.at_ms, event.at_ms))
                     self._start_reply("idle_timeout")
@@ -118,7 +122,7 @@ class DuplexMachine:
                 self._tool_wait = owed
                 idle = not owed and self._turn is None and self._reply is None  # nothing owed: idle again
                 if idle and self.settings.vad and self.settings.idle_timeout_ms:
-                    self._emit(v.ArmIdleTimer(self.settings.idle_timeout_ms))
+                    self._emit(self._idle.arm(self.settings.idle_timeout_ms))
             case _:
                 assert_never(event)
 
@@ -204,7 +208,8 @@ class DuplexMachine:
         self.segments.begin(turn.item_id, threshold=settings.endpointing.threshold, during_reply=reply is not None,
                             offset_ms=onset_ms - start_ms)
         self._emit(v.DisarmIdleTimer())
-        self._emit(v.SpeechStarted(turn.item_id, onset_ms))
+        self._idle.suspend()  # owed again if this turn ends in nothing
+        self._emit(v.SpeechStarted(turn.item_id, onset_ms, settings.interruption.enabled))
         if reply is None or not settings.interruption.enabled:
             return
         if not settings.listening.classify:
@@ -288,9 +293,15 @@ class DuplexMachine:
 
     def _maybe_answer(self) -> None:
         settings = self.settings
-        if (self._unanswered and settings.vad and settings.create_response and self._reply is None
-                and self._turn is None and not self._awaiting):
+        if not (settings.vad and settings.create_response):
+            self._unanswered = False  # no automatic reply now, so none owed once they are switched on again
+        if self._turn is not None or self._reply is not None or self._awaiting:
+            return
+        if self._unanswered:
             self._start_reply("turn_detected")
+        elif self._idle.state == "suspended" and not self._tool_wait and settings.vad and settings.idle_timeout_ms:
+            # the turns that disarmed the idle timer led to no reply: idle again, else no idle prompt ever comes
+            self._emit(self._idle.arm(settings.idle_timeout_ms))
 
     # -- client events ------------------------------------------------------------------------------
 
@@ -335,10 +346,12 @@ class DuplexMachine:
         self.storm.window_ms = settings.listening.storm_window_ms
         if not settings.vad:
             self._abandon_turn(then=v.DisarmIdleTimer())
+            self._idle.stop()
 
     def _abandon_turn(self, *, then: v.Action) -> None:
         """The turn being spoken will never reach an endpoint: its recognition and score stop (``then`` follows),
-        and a paused reply resumes, unless a committed segment is still being judged (then its verdict decides)."""
+        and a paused reply resumes, unless a committed segment is still being judged (then its verdict decides);
+        an answer that waited only for this turn to end starts."""
         turn, self._turn = self._turn, None
         if turn is not None:
             self.segments.forget(turn.item_id)
@@ -346,6 +359,7 @@ class DuplexMachine:
         self._emit(then)
         if turn is not None and (reply := self._reply) is not None and reply.paused and not self._awaiting:
             self._resume(reply)
+        self._maybe_answer()  # an answer that waited for this turn to end, or the idle timer it disarmed
 
     def _on_reply_finished(self, event: v.ReplyFinished) -> None:
         reply = self._reply
@@ -366,6 +380,7 @@ class DuplexMachine:
         if trigger == "client" and answers_the_user(trigger, params):
             self._awaiting.owe_nothing("answered by the reply the client started while it was judged")
         self._reply = Reply(self.new_id("resp"))
+        self._idle.stop()
         self._emit(v.DisarmIdleTimer())
         self._emit(v.StartReply(self._reply.response_id, trigger, params))
 
@@ -384,7 +399,7 @@ class DuplexMachine:
         self._finished.append(reply.response_id)
         self._emit(v.CompleteReply(reply.response_id, "failed" if failed else "completed"))
         if not self._tool_wait and self.settings.vad and self.settings.idle_timeout_ms:
-            self._emit(v.ArmIdleTimer(self.settings.idle_timeout_ms))  # a tool's output owed is no silence
+            self._emit(self._idle.arm(self.settings.idle_timeout_ms))  # a tool's output owed is no silence
         self._maybe_answer()
 
     def _cancel_active(self, reason: Literal["turn_detected", "client_cancelled"]) -> None:

@@ -146,6 +146,9 @@ class SpeechStarted:
 
     item_id: str
     audio_start_ms: float
+    cuts_playing: bool = True
+    """Speech interrupts the agent (``interrupt_response``): a finished reply the client may still be playing is
+    cut where its playback stands. Off, the client plays it on and the history keeps all of it."""
 
 
 @dataclass(frozen=True)

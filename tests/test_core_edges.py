@@ -1,0 +1,101 @@
+"""Edges of the duplex machine found by a bug hunt: each scripted timeline once left a session without its idle
+prompt (or with one the client had switched off), with an owed answer waiting for the user to speak again, or
+answering a turn long after its settings said not to."""
+
+from __future__ import annotations
+
+from bargein.session import core as dx
+from tests.test_duplex import of
+from tests.test_listening_turns import Listening
+
+IDLE = dx.TurnSettings(idle_timeout_ms=5000)
+NO_AUTO_REPLY = dx.TurnSettings(create_response=False)
+
+
+def _idle_after_a_reply(t: Listening) -> None:
+    reply = t.agent_speaking()
+    assert of(t.feed(dx.ReplyFinished(reply)), dx.ArmIdleTimer) == [dx.ArmIdleTimer(5000)]
+
+
+def test_a_cough_after_a_reply_does_not_cancel_the_idle_prompt_for_good() -> None:
+    """The user's onset disarms the idle timer; a segment then judged noise starts no reply, so the session is idle
+    again and the timer must run again, or a phone call whose caller only coughed is silent forever."""
+    t = Listening(IDLE)
+    _idle_after_a_reply(t)
+    cough = t.segment(96)
+    assert of(t.actions, dx.DisarmIdleTimer)
+    decided = t.feed(dx.SegmentClassified(cough, "noise"))
+    assert of(decided, dx.ArmIdleTimer) == [dx.ArmIdleTimer(5000)]
+    assert of(t.feed(dx.IdleTimerFired(t.now_ms + 5000)), dx.IdleTimeout)
+
+
+def test_a_turn_the_client_clears_does_not_cancel_the_idle_prompt_for_good() -> None:
+    t = Listening(IDLE)
+    _idle_after_a_reply(t)
+    t.speech(320)
+    cleared = t.feed(dx.ClientClear())
+    assert of(cleared, dx.ClearBuffer) and of(cleared, dx.ArmIdleTimer) == [dx.ArmIdleTimer(5000)]
+
+
+def test_noise_before_any_reply_arms_no_idle_timer() -> None:
+    """The idle prompt follows the agent's last reply: a session that has not replied yet has none to re-arm."""
+    t = Listening(IDLE)
+    cough = t.segment(96)
+    assert not of(t.feed(dx.SegmentClassified(cough, "noise")), dx.ArmIdleTimer)
+
+
+def test_a_query_heard_while_create_response_was_off_is_not_answered_once_it_is_on() -> None:
+    """``create_response: false``: the client answers turns itself. Switching it on later must not make the next
+    cough start an automatic reply to a turn from long before."""
+    t = Listening(NO_AUTO_REPLY)
+    query = t.segment()
+    assert not of(t.feed(dx.SegmentClassified(query, "query")), dx.StartReply)
+    t.feed(dx.SettingsChanged(dx.TurnSettings()))
+    t.silence(5000)
+    cough = t.segment(96)
+    assert not of(t.feed(dx.SegmentClassified(cough, "noise")), dx.StartReply)
+
+
+def test_a_query_judged_after_turn_detection_went_off_is_not_answered_once_it_is_back() -> None:
+    t = Listening()
+    query = t.segment()
+    t.feed(dx.SettingsChanged(dx.TurnSettings.manual()))  # push to talk, while the segment is being judged
+    assert not of(t.feed(dx.SegmentClassified(query, "query")), dx.StartReply)
+    t.feed(dx.SettingsChanged(dx.TurnSettings()))
+    cough = t.segment(96)
+    assert not of(t.feed(dx.SegmentClassified(cough, "noise")), dx.StartReply)
+
+
+def test_a_query_judged_while_create_response_is_off_still_cuts_the_reply_it_paused() -> None:
+    """``interrupt_response`` stays in force without automatic replies: the query cancels the reply, no answer."""
+    t = Listening(NO_AUTO_REPLY)
+    reply = of(t.feed(dx.ClientResponseCreate()), dx.StartReply)[0].response_id
+    t.feed(dx.ReplyAudio(reply, "a"))
+    query = t.segment()
+    decided = t.feed(dx.SegmentClassified(query, "query"))
+    assert of(decided, dx.CancelReply) == [dx.CancelReply(reply, "turn_detected")] and not of(decided, dx.StartReply)
+
+
+def test_a_query_waiting_behind_a_turn_the_client_clears_is_answered_at_the_clear() -> None:
+    """The verdict on the first segment comes while the user speaks again, so its answer waits for that turn; the
+    client clearing the buffer ends that turn with no endpoint, and the first one's answer must not wait for the
+    user to speak a third time."""
+    t = Listening()
+    query = t.segment()
+    t.speech(320)  # the user goes on before the verdict
+    assert not of(t.feed(dx.SegmentClassified(query, "query")), dx.StartReply)
+    cleared = t.feed(dx.ClientClear())
+    assert of(cleared, dx.ClearBuffer) and of(cleared, dx.StartReply)
+
+
+def test_an_idle_timer_armed_before_the_client_switched_idle_timeouts_off_prompts_nothing() -> None:
+    """A ``session.update`` that drops ``idle_timeout_ms`` leaves the timer armed at the last reply's end; when it
+    fires the session must not prompt the user (nor while the user's segment is being judged)."""
+    t = Listening(IDLE)
+    _idle_after_a_reply(t)
+    t.feed(dx.SettingsChanged(dx.TurnSettings()))
+    assert not of(t.feed(dx.IdleTimerFired(t.now_ms + 5000)), dx.StartReply)
+    item = t.segment()
+    fired = t.feed(dx.IdleTimerFired(t.now_ms + 10_000))
+    assert not of(fired, dx.IdleTimeout) and not of(fired, dx.StartReply), "the user's segment is being judged"
+    assert of(t.feed(dx.SegmentClassified(item, "query")), dx.StartReply)

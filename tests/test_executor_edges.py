@@ -1,0 +1,44 @@
+"""How the executor carries out the machine's actions when a setting says not to interrupt (fake engines)."""
+
+from __future__ import annotations
+
+from bargein.engines.base import Engines
+from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
+from tests.test_session import Harness, _say
+
+TALK = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "talk"}]}
+FILLER = "and then it goes on for a good while longer so that there is plenty to interrupt."
+
+
+async def _finished_reply_still_playing(h: Harness, session: dict[str, object]) -> str:
+    """``session`` set, a reply sent whole at once (the client has all of it still to play): its item's id."""
+    await h.send(type="session.update", session=session)
+    h.session.replies.output_lead_ms = 60_000.0
+    await h.send(type="conversation.item.create", item=TALK)
+    await h.send(type="response.create")
+    await h.drain(until="response.done")
+    done = h.events[-1]["response"]
+    return str(done["output"][0]["id"])
+
+
+async def test_speech_over_a_finished_reply_does_not_cut_its_history_when_interrupt_response_is_off() -> None:
+    """``interrupt_response: false``: the user's speech does not interrupt the agent, so the client plays the reply
+    on; the history must keep all of it (it was cut to the server's playback estimate at the onset)."""
+    h = Harness(Engines(FakeVad(), FakeRecognizer(("hello",)), FakeLanguageModel(filler=FILLER), FakeSynthesizer()))
+    item_id = await _finished_reply_still_playing(
+        h, {"audio": {"input": {"turn_detection": {"type": "server_vad", "interrupt_response": False}}}})
+    await _say(h, 0.3, 0.0)
+    await h.drain(until="input_audio_buffer.speech_started")
+    item = h.session.conversation.get(item_id)
+    assert item.heard_ms is None and item.status == "completed", (item.heard_ms, item.audio_ms)
+    await h.session.close()
+
+
+async def test_speech_over_a_finished_reply_still_cuts_it_by_default() -> None:
+    h = Harness(Engines(FakeVad(), FakeRecognizer(("hello",)), FakeLanguageModel(filler=FILLER), FakeSynthesizer()))
+    item_id = await _finished_reply_still_playing(h, {})
+    await _say(h, 0.3, 0.0)
+    await h.drain(until="input_audio_buffer.speech_started")
+    item = h.session.conversation.get(item_id)
+    assert item.heard_ms is not None and item.heard_ms < item.audio_ms - 1000.0
+    await h.session.close()
