@@ -12,11 +12,12 @@ import sys
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from bargein.protocol.errors import ProtocolError
 from bargein.protocol.server_events import MAX_ECHOED_ID
 from bargein.protocol.tool_items import FunctionCallItem, FunctionCallOutputItem
+from bargein.protocol.wire_formats import WireFormat
 
 MAX_ID_LENGTH = 64
 """Characters of an item id a client may choose."""
@@ -175,6 +176,34 @@ class ConversationItemDelete(_Event):
     item_id: str = Field(max_length=MAX_REFERENCE_LENGTH)
 
 
+class ResponseAudioOutput(BaseModel):
+    """``response.audio.output``: this reply's wire format and voice, in place of the session's.
+
+    Strict (unknown fields refused), so nothing a client asks of one reply's audio is silently dropped.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    format: WireFormat | None = None
+    voice: str | None = Field(None, min_length=1)
+    """A voice name, passed to the synthesiser as ``session.audio.output.voice`` is."""
+
+    @field_validator("voice", mode="before")
+    @classmethod
+    def _named_voice(cls, value: Any) -> Any:
+        """The schema also allows a custom voice (``{"id": "voice_..."}``): none exists here, so it is refused
+        by name rather than with pydantic's bare "not a string"."""
+        if isinstance(value, dict):
+            raise ValueError('custom voices ({"id": ...}) are not supported; name a voice (such as "alloy")')
+        return value
+
+
+class ResponseAudio(BaseModel):
+    """``response.audio``: only ``output`` is defined."""
+
+    model_config = ConfigDict(extra="forbid")
+    output: ResponseAudioOutput | None = None
+
+
 class ResponseParams(BaseModel):
     """Per-response overrides."""
 
@@ -189,6 +218,8 @@ class ResponseParams(BaseModel):
     tools: list[dict[str, Any]] | None = None
     """Checked by :func:`bargein.protocol.tool_items.validate_tools` when the response starts."""
     tool_choice: Any = None
+    audio: ResponseAudio | None = None
+    """This reply's output format and voice (the session's where left out)."""
 
 
 class ResponseCreate(_Event):

@@ -7,7 +7,7 @@ against ``openai.types.realtime.RealtimeServerEvent``. Events of our own carry t
 from __future__ import annotations
 
 import secrets
-from typing import Any
+from typing import Any, Literal
 
 from bargein.protocol.errors import ProtocolError
 
@@ -44,16 +44,26 @@ def error_event(error: ProtocolError) -> ServerEvent:
     })
 
 
+DEFAULT_CONVERSATION = "conv_default"
+"""The id of the session's one conversation, where every in-band response's items go."""
+
+
 def response_object(response_id: str, *, status: str, output: list[dict[str, Any]] | None = None,
-                     modalities: list[str] | None = None, status_details: dict[str, Any] | None = None,
-                     usage: dict[str, Any] | None = None, audio_format: dict[str, Any] | None = None,
-                     voice: str | None = None, metadata: dict[str, str] | None = None) -> dict[str, Any]:
-    """The ``response`` object of ``response.created`` / ``response.done``."""
+                    modalities: list[str] | None = None, status_details: dict[str, Any] | None = None,
+                    usage: dict[str, Any] | None = None, audio_format: dict[str, Any] | None = None,
+                    voice: str | None = None, metadata: dict[str, str] | None = None,
+                    conversation_id: str | None = DEFAULT_CONVERSATION,
+                    max_output_tokens: int | Literal["inf"] = "inf") -> dict[str, Any]:
+    """The ``response`` object of ``response.created`` / ``response.done``.
+
+    ``conversation_id`` is None for an out-of-band response (``conversation: "none"``), as the schema says;
+    ``max_output_tokens`` is the limit the response ran under (its own, else the session's).
+    """
     body: dict[str, Any] = {
         "id": response_id, "object": "realtime.response", "status": status,
         "status_details": status_details, "output": output or [],
-        "conversation_id": "conv_default", "output_modalities": modalities or ["audio"],
-        "max_output_tokens": "inf", "metadata": metadata,
+        "conversation_id": conversation_id, "output_modalities": modalities or ["audio"],
+        "max_output_tokens": max_output_tokens, "metadata": metadata,
     }
     if audio_format is not None:
         body["audio"] = {"output": {"format": audio_format, "voice": voice or "alloy"}}

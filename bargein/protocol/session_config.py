@@ -17,39 +17,11 @@ from bargein.languages import ENGLISH, LANGUAGES, language, language_code
 from bargein.protocol.client_events import OutputTokens
 from bargein.protocol.errors import ProtocolError
 from bargein.protocol.tool_items import validate_tool_choice, validate_tools
+from bargein.protocol.wire_formats import PcmFormat, WireFormat, to_audio_format
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class PcmFormat(_Strict):
-    """pcm16 little-endian; only 24 kHz is defined by the protocol."""
-
-    type: Literal["audio/pcm"] = "audio/pcm"
-    rate: Literal[24000] = 24000
-
-
-class PcmuFormat(_Strict):
-    """G.711 μ-law at 8 kHz."""
-
-    type: Literal["audio/pcmu"] = "audio/pcmu"
-
-
-class PcmaFormat(_Strict):
-    """G.711 A-law at 8 kHz."""
-
-    type: Literal["audio/pcma"] = "audio/pcma"
-
-
-WireFormat = Annotated[PcmFormat | PcmuFormat | PcmaFormat, Field(discriminator="type")]
-
-
-def to_audio_format(wire: PcmFormat | PcmuFormat | PcmaFormat) -> AudioFormat:
-    """The codec for a configured wire format."""
-    if isinstance(wire, PcmFormat):
-        return AudioFormat("audio/pcm", wire.rate)
-    return AudioFormat(wire.type, 8_000)
 
 
 class ServerVad(_Strict):

@@ -28,7 +28,7 @@ from bargein.session.outbound import Outbound, Outgoing
 from bargein.session.play_out import Heard, PlayingOut
 from bargein.session.playback import Pacer
 from bargein.session.reply_pipeline import ReplyPipeline, ReplyPlan, generation_options
-from bargein.session.response_events import ReplyState, assistant_item
+from bargein.session.response_events import reply_state
 from bargein.session.speculation import PrefetchedReply
 from bargein.session.tool_use import PendingCalls, ToolSetup, tool_setup
 from bargein.tools.registry import ToolOutcome, ToolRegistry
@@ -85,18 +85,13 @@ class ReplyRunner:
     def start(self, response_id: str, trigger: str, params: ce.ResponseParams | None) -> None:
         """Open the reply's events and start its pipeline; ``params`` apply to this reply only."""
         config = self.config()
-        modalities = params.output_modalities if params and params.output_modalities else config.output_modalities
-        audio = "audio" in modalities
-        state = ReplyState(response_id, assistant_item(new_id("item"), audio=audio), audio,
-                           config.output_format, config.audio.output.voice,
-                           in_conversation=not (params and params.conversation == "none"),
-                           metadata=params.metadata if params else None)
+        state = reply_state(response_id, config, params)  # the reply's format, voice and limit are fixed here
         reply = LiveReply(state, CancelToken(), Pacer(self.output_lead_ms))
         self.live[response_id] = reply
         self.recent.append(reply)
         state.open(self._emit, self.conversation)
         instructions = params.instructions if params and params.instructions else config.instructions
-        max_tokens = params.max_output_tokens if params and params.max_output_tokens else config.max_output_tokens
+        max_tokens = state.max_output_tokens
         task = asyncio.create_task(self._run(reply, instructions, None if max_tokens == "inf" else max_tokens,
                                              trigger, params))
         self.tasks.add(task)
@@ -111,7 +106,9 @@ class ReplyRunner:
             tools = tool_setup(self.config(), params, self.builtins)
             context = response_input_items(params.input, self.conversation) if params and params.input is not None \
                 else None
-            prefetch = params is None or (params.tools is None and params.tool_choice is None and context is None)
+            # a head start was made with the session's tools, voice and format: not this response's own
+            prefetch = params is None or (params.tools is None and params.tool_choice is None and context is None
+                                          and params.audio is None)
             await self.wait_for_words()  # the reply answers what the user said, so it needs the words
             if reply.cancel.cancelled:
                 return
@@ -125,11 +122,11 @@ class ReplyRunner:
             config = self.config()
             options = generation_options(max_tokens, tools, config.truncation_options())  # as the plan's below
             prefetched = self.take_prefetch(messages, options) if prefetch and not lost else None
-            if lost:  # the recogniser lost the words: say so, in the session's voice and pace, with no tools
-                plan = ReplyPlan(reply.response_id, messages, state.audio, config.audio.output.voice,
+            if lost:  # the recogniser lost the words: say so, in the reply's voice and pace, with no tools
+                plan = ReplyPlan(reply.response_id, messages, state.audio, state.voice,
                                  state.output_format, max_tokens, _said(DIDNT_CATCH), speed=config.audio.output.speed)
             else:
-                plan = ReplyPlan(reply.response_id, messages, state.audio, config.audio.output.voice,
+                plan = ReplyPlan(reply.response_id, messages, state.audio, state.voice,
                                  state.output_format, max_tokens,
                                  prefetched.adopt(reply.cancel) if prefetched is not None else None, tools,
                                  config.audio.output.speed, prefetched.spoken if prefetched is not None else None,

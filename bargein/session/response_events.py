@@ -14,8 +14,11 @@ from typing import Any, Literal
 
 from bargein.audio.codecs import AudioFormat, encode_base64
 from bargein.engines.base import ToolCall, WordTiming
-from bargein.protocol.server_events import event, new_id, response_object, usage_object
+from bargein.protocol import client_events as ce
+from bargein.protocol.server_events import DEFAULT_CONVERSATION, event, new_id, response_object, usage_object
+from bargein.protocol.session_config import SessionConfig
 from bargein.protocol.tool_items import argument_deltas, arguments_delta, arguments_done
+from bargein.protocol.wire_formats import format_wire, to_audio_format
 from bargein.session.history import Conversation, Item, Part
 from bargein.session.outbound import Outgoing
 
@@ -40,6 +43,13 @@ class ReplyState:
     output_tokens: int = 0
     calls: list[Item] = field(default_factory=list)
     """The ``function_call`` items of this response, after its message item (output_index 1, 2, ...)."""
+    max_output_tokens: int | Literal["inf"] = "inf"
+    """The token limit this response runs under (its own, else the session's), as reported."""
+
+    @property
+    def conversation_id(self) -> str | None:
+        """The conversation the response's items go to; None out of band (``conversation: "none"``)."""
+        return DEFAULT_CONVERSATION if self.in_conversation else None
 
     @property
     def modalities(self) -> list[str]:
@@ -61,7 +71,8 @@ class ReplyState:
             output=[self.item.wire(), *(call.wire() for call in self.calls)] if status != "in_progress" else [],
             status_details=details, metadata=self.metadata,
             usage=usage_object(self.input_tokens, self.output_tokens) if status != "in_progress" else None,
-            audio_format=_format_wire(self.output_format) if self.audio else None, voice=self.voice,
+            audio_format=format_wire(self.output_format) if self.audio else None, voice=self.voice,
+            conversation_id=self.conversation_id, max_output_tokens=self.max_output_tokens,
         )
 
     def open(self, emit: Emit, conversation: Conversation) -> None:
@@ -140,8 +151,18 @@ class ReplyState:
         emit(Outgoing(event("response.done", response=self._response(status, details))))
 
 
-def _format_wire(fmt: AudioFormat) -> dict[str, Any]:
-    return {"type": fmt.type, "rate": fmt.rate} if fmt.type == "audio/pcm" else {"type": fmt.type}
+def reply_state(response_id: str, config: SessionConfig, params: ce.ResponseParams | None) -> ReplyState:
+    """A new reply's state: the session's settings, with those ``params`` (a ``response.create``) set for this
+    reply alone (modalities, output format and voice, conversation, token limit, metadata) in their place."""
+    modalities = params.output_modalities if params and params.output_modalities else config.output_modalities
+    audio = "audio" in modalities
+    own = params.audio.output if params and params.audio else None
+    output_format = to_audio_format(own.format) if own and own.format else config.output_format
+    voice = own.voice if own and own.voice else config.audio.output.voice
+    max_tokens = params.max_output_tokens if params and params.max_output_tokens else config.max_output_tokens
+    return ReplyState(response_id, assistant_item(new_id("item"), audio=audio), audio, output_format, voice,
+                      in_conversation=not (params and params.conversation == "none"),
+                      metadata=params.metadata if params else None, max_output_tokens=max_tokens)
 
 
 def assistant_item(item_id: str, *, audio: bool) -> Item:
