@@ -4,7 +4,10 @@ answering a turn long after its settings said not to."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from bargein.session import core as dx
+from bargein.session.core.settings import Interruption
 from tests.test_duplex import of
 from tests.test_listening_turns import Listening
 
@@ -99,3 +102,42 @@ def test_an_idle_timer_armed_before_the_client_switched_idle_timeouts_off_prompt
     fired = t.feed(dx.IdleTimerFired(t.now_ms + 10_000))
     assert not of(fired, dx.IdleTimeout) and not of(fired, dx.StartReply), "the user's segment is being judged"
     assert of(t.feed(dx.SegmentClassified(item, "query")), dx.StartReply)
+
+
+def test_an_idle_timer_that_fires_while_the_user_speaks_is_owed_when_the_turn_ends_in_nothing() -> None:
+    """The reply ended while the user spoke over it (interruptions off) and the timer fired during that long turn:
+    the fire is no prompt, but once the turn is judged noise the session is idle and the prompt is owed again."""
+    t = Listening(replace(IDLE, interruption=Interruption(enabled=False)))
+    reply = t.agent_speaking()
+    t.speech(320)
+    t.feed(dx.ReplyFinished(reply))
+    t.speech(6000)
+    assert not of(t.feed(dx.IdleTimerFired(t.now_ms)), dx.IdleTimeout), "the user is speaking: not idle"
+    (judged,) = of(t.silence(544), dx.AwaitClassification)
+    assert of(t.feed(dx.SegmentClassified(judged.item_id, "noise")), dx.ArmIdleTimer) == [dx.ArmIdleTimer(5000)]
+
+
+def test_a_tool_output_that_arrives_while_the_user_coughs_owes_the_idle_prompt() -> None:
+    t = Listening(IDLE)
+    item = t.segment()
+    reply = of(t.feed(dx.SegmentClassified(item, "query")), dx.StartReply)[0].response_id
+    t.feed(dx.ReplyAudio(reply, "a0"))
+    t.feed(dx.ToolWait(True))  # the reply made a client function call
+    t.feed(dx.ReplyFinished(reply))
+    t.speech(320)
+    assert not of(t.feed(dx.ToolWait(False)), dx.ArmIdleTimer), "the user is speaking"
+    (judged,) = of(t.silence(544), dx.AwaitClassification)
+    assert of(t.feed(dx.SegmentClassified(judged.item_id, "noise")), dx.ArmIdleTimer) == [dx.ArmIdleTimer(5000)]
+
+
+def test_a_query_the_client_answers_itself_arms_no_idle_prompt() -> None:
+    """``create_response: false``: the client answers queries itself, however long it takes; an idle prompt the
+    server started meanwhile would answer for it and refuse the client's own response."""
+    t = Listening(replace(IDLE, create_response=False))
+    reply = of(t.feed(dx.ClientResponseCreate()), dx.StartReply)[0].response_id
+    t.feed(dx.ReplyAudio(reply, "a0"))
+    t.feed(dx.ReplyFinished(reply))
+    query = t.segment()
+    assert not of(t.feed(dx.SegmentClassified(query, "query")), dx.ArmIdleTimer)
+    assert not of(t.feed(dx.IdleTimerFired(t.now_ms + 5000)), dx.StartReply)
+    assert of(t.feed(dx.ClientResponseCreate()), dx.StartReply)

@@ -90,6 +90,33 @@ def test_long_instructions_are_shortened_when_truncation_is_on_and_refused_when_
         prompt.fit(history, GenerationOptions(max_tokens=256, truncate=False))
 
 
+def test_tools_that_fill_the_budget_never_cut_the_instructions_and_the_question_to_nothing() -> None:
+    """The excess is the offered tools' (rendered by the template, never cut): the messages keep at least their
+    start and end, and the prompt goes out whole when it fits the context; the reply gets the room left."""
+    llama = FakeLlama(1024)
+    llama.metadata["tokenizer.chat_template"] = (  # ChatML that renders the offered tools, as Qwen's does
+        "{% if tools %}<|im_start|>system\n{% for t in tools %}{{ t | tojson }}{% endfor %}<|im_end|>\n{% endif %}"
+        "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+        "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    prompt = LlamaPrompt(llama, "You are a helpful voice assistant.")
+    tools = tuple({"type": "function", "name": f"tool_{n}", "description": "looks things up " * 20,
+                   "parameters": {"type": "object", "properties": {}}} for n in range(8))
+    question = "What is the weather in Paris tomorrow?"
+    tokens = prompt.fit([ChatMessage("user", question)], GenerationOptions(max_tokens=256, tools=tools))
+    assert len(tokens) < 1024
+    text = _text(llama, tokens)
+    assert question in text and "helpful voice assistant" in text
+
+
+def test_the_last_of_the_shortenings_counts() -> None:
+    """Several long instructions each need a cut: every cut made is in the prompt that goes out."""
+    llama, prompt = _prompt(1024)
+    history = [ChatMessage("system", f"RULE {n}: " + "be brief and kind " * 50) for n in range(7)]
+    tokens = prompt.fit([*history, ChatMessage("user", "Hi!")], GenerationOptions(max_tokens=256))
+    assert len(tokens) <= 1024 - 256, "the reply keeps the room it asked for"
+    assert "Hi!" in _text(llama, tokens)
+
+
 def test_a_reply_as_long_as_the_context_does_not_push_the_history_out() -> None:
     llama, prompt = _prompt()
     history = [ChatMessage("user", "My name is Ada."), ChatMessage("assistant", "Nice to meet you, Ada."),
@@ -138,3 +165,4 @@ def test_a_chinese_clip_over_30_s_is_in_simplified_characters_like_a_short_one()
     transcript = core.transcribe(clip, language="zh")
     assert transcript.text == "这是国语"
     assert [(word.word, word.probability) for word in transcript.words] == [("国语", 0.9)]
+

@@ -106,9 +106,8 @@ class ReplyRunner:
             tools = tool_setup(self.config(), params, self.builtins)
             context = response_input_items(params.input, self.conversation) if params and params.input is not None \
                 else None
-            # a head start was made with the session's tools, voice and format: not this response's own
-            prefetch = params is None or (params.tools is None and params.tool_choice is None and context is None
-                                          and params.audio is None)
+            # a head start's first clause is used only in the reply's own voice and pace (ReplyPlan.prespoken)
+            prefetch = params is None or (params.tools is None and params.tool_choice is None and context is None)
             await self.wait_for_words()  # the reply answers what the user said, so it needs the words
             if reply.cancel.cancelled:
                 return

@@ -14,9 +14,14 @@ from bargein.engines.think.llm_prompt import HistoryTooLong, TokenCounts, fit_hi
 CHARS_PER_TOKEN_CAP = 8
 """A message is cut to ``n_ctx * 8`` characters (its start and its end) before tokenising: more could never fit."""
 MAX_SHORTENINGS = 4
-"""Times a prompt is re-rendered after shortening a message that does not fit alone (once is the norm)."""
+"""Times a prompt is re-rendered after shortening messages that do not fit (once is the norm; more when a cut
+text tokenises differently)."""
 SHORTENING_SLACK = 16
 """Tokens cut beyond the measured excess: a cut's marker, and text that tokenises differently once cut."""
+MIN_KEPT_TOKENS = 32
+"""A message is never cut below this (its start and end): when the excess is the offered tools' and the
+template's, cutting the instructions and the question to nothing would answer nothing; the reply then gets
+the room that is left."""
 
 
 class PromptTooLong(RuntimeError):
@@ -55,35 +60,45 @@ class LlamaPrompt:
                    for m in with_system_prompt(messages, self.system_prompt)]
         # A reply of max_output_tokens "as many as the context holds" must not push the whole history out.
         budget = n_ctx - min(options.max_tokens, n_ctx // 2)
-        for _ in range(MAX_SHORTENINGS):
+        for shortenings in range(MAX_SHORTENINGS + 1):
             try:
                 tokens = fit_history(history, self.counts, budget, lambda kept: self.render(kept, options),
                                      truncate=options.truncate, retention_ratio=options.retention_ratio)
             except HistoryTooLong as error:
                 raise PromptTooLong(str(error)) from None
-            if len(tokens) <= budget or not options.truncate:
+            if len(tokens) <= budget or not options.truncate or shortenings == MAX_SHORTENINGS:
                 break
             # Over budget with every droppable message gone: only the system messages and the newest one
             # are left, and one of them (a long tool output, transcript or instructions) is too long
-            # alone. Truncation is on, so shorten the longest rather than fail the reply.
-            history = self._shorten_longest(history, len(tokens) - budget)
+            # alone. Truncation is on, so shorten them, longest first, rather than fail the reply.
+            shortened = self._shorten(history, len(tokens) - budget)
+            if shortened is None:
+                break
+            history = shortened
         if len(tokens) >= n_ctx:
             raise PromptTooLong(f"the prompt ({len(tokens)} tokens) does not fit the context")
         return tokens
 
-    def _shorten_longest(self, history: list[ChatMessage], excess: int) -> list[ChatMessage]:
-        """``history`` with its longest never-dropped message (a system one or the last) cut by ``excess``
-        tokens and a little more, keeping its start and its end (a tool output's head, the question at the
-        end of a long transcript)."""
+    def _shorten(self, history: list[ChatMessage], excess: int) -> list[ChatMessage] | None:
+        """``history`` with its never-dropped messages (the system ones and the last), longest first, cut by
+        ``excess`` tokens and a little more between them, each keeping its start and its end (a tool output's
+        head, the question at the end of a long transcript) and never under :data:`MIN_KEPT_TOKENS`; None when
+        none of them can be cut."""
         kept = [i for i, message in enumerate(history) if message.role == "system" or i == len(history) - 1]
-        index = max(kept, key=lambda i: self.counts(history[i]))
-        message = history[index]
-        tokens = self.llama.tokenize(message.content.encode("utf-8"), add_bos=False, special=False)
-        keep = max(0, len(tokens) - excess - SHORTENING_SLACK)
-        head, tail = tokens[: keep // 2], tokens[len(tokens) - (keep - keep // 2):]
         shortened = list(history)
-        shortened[index] = replace(message, content=f"{self._text(head)} … {self._text(tail)}".strip())
-        return shortened
+        left = excess + SHORTENING_SLACK
+        for index in sorted(kept, key=lambda i: self.counts(history[i]), reverse=True):
+            if left <= 0:
+                break
+            message = history[index]
+            tokens = self.llama.tokenize(message.content.encode("utf-8"), add_bos=False, special=False)
+            keep = max(MIN_KEPT_TOKENS, len(tokens) - left)
+            if keep >= len(tokens):
+                continue
+            left -= len(tokens) - keep
+            head, tail = tokens[: keep // 2], tokens[len(tokens) - (keep - keep // 2):]
+            shortened[index] = replace(message, content=f"{self._text(head)} … {self._text(tail)}".strip())
+        return shortened if left < excess + SHORTENING_SLACK else None
 
     def _text(self, tokens: list[int]) -> str:
         return str(self.llama.detokenize(tokens, special=False).decode("utf-8", "ignore"))

@@ -179,7 +179,7 @@ class WhisperCore:
         text = decoded.text
         if lang == "zh" and options.simplified:
             text = to_simplified(text)
-            words = tuple(WordTiming(to_simplified(w.word), w.start_ms, w.end_ms) for w in words)
+            words = tuple(WordTiming(to_simplified(w.word), w.start_ms, w.end_ms, w.probability) for w in words)
         return Transcript(text=text, language=lang, no_speech_prob=decoded.no_speech_prob,
                           avg_logprob=decoded.avg_logprob, words=words, voiced_encoding=voiced)
 

@@ -14,8 +14,9 @@ from bargein.session.core import vocabulary as v
 
 @dataclass
 class IdlePrompt:
-    """Whether the idle prompt is owed: ``off`` (no reply has ended since the last one started, or turns are
-    manual), ``armed`` (the timer runs) or ``suspended`` (a turn disarmed it and has not led to a reply yet)."""
+    """Whether the idle prompt is owed: ``off`` (no reply has ended since the last one started, turns are
+    manual, or the client answers the last turn), ``armed`` (the timer runs) or ``suspended`` (owed, but a turn
+    is being spoken or judged: armed if it leads to no reply)."""
 
     state: Literal["off", "armed", "suspended"] = "off"
 
@@ -28,6 +29,36 @@ class IdlePrompt:
         """The user began to speak (the timer is disarmed): owed again if the turn ends in nothing."""
         if self.state == "armed":
             self.state = "suspended"
+
+    def again(self, delay_ms: int, *, user_busy: bool) -> v.ArmIdleTimer | None:
+        """The agent owes nothing any more: the timer to arm now, or None (no idle prompt: ``delay_ms`` 0; the
+        user speaks or is being judged: owed, armed if that turn leads to no reply)."""
+        if not delay_ms:
+            return None
+        if user_busy:
+            self.owe()
+            return None
+        return self.arm(delay_ms)
+
+    def due(self, delay_ms: int, *, user_busy: bool, agent_busy: bool) -> bool:
+        """The timer ran out: True when the idle prompt is due now. Not when idle prompts were switched off since
+        (``delay_ms`` 0: stopped), when the timer is stale (disarmed since, or no longer owed), when the user
+        speaks or is being judged (owed for when that turn ends in nothing), or when the agent is busy (a reply,
+        a tool's output owed: their end arms it again)."""
+        if not delay_ms:
+            self.stop()
+            return False
+        if self.state != "armed":
+            return False
+        if user_busy:
+            self.owe()
+            return False
+        return not agent_busy
+
+    def owe(self) -> None:
+        """The session fell idle while the user spoke (or was being judged): armed once that turn leads to no
+        reply."""
+        self.state = "suspended"
 
     def stop(self) -> None:
         """A reply started (its end arms the timer), or turns became manual: no prompt is owed now."""

@@ -108,21 +108,17 @@ class DuplexMachine:
             case v.ReplyFinished():
                 self._on_reply_finished(event)
             case v.IdleTimerFired():
-                if not (self.settings.vad and self.settings.idle_timeout_ms):
-                    self._idle.stop()  # armed before the client switched the idle prompt (or turn detection) off
-                elif self._awaiting:  # the user spoke and is being judged: not idle
-                    self._emit(self._idle.arm(self.settings.idle_timeout_ms))
-                elif self._turn is None and self._reply is None and not self._tool_wait:
-                    item_id = self.new_id("item")  # else the user or the agent spoke meanwhile: stale
+                if self._idle.due(self._idle_delay_ms(), user_busy=self._turn is not None or bool(self._awaiting),
+                                  agent_busy=self._reply is not None or self._tool_wait):
+                    item_id = self.new_id("item")
                     self._emit(v.IdleTimeout(item_id, event.at_ms, event.at_ms))
                     self._start_reply("idle_timeout")
             case v.SettingsChanged():
                 self._on_settings(event.settings)
             case v.ToolWait(owed):
                 self._tool_wait = owed
-                idle = not owed and self._turn is None and self._reply is None  # nothing owed: idle again
-                if idle and self.settings.vad and self.settings.idle_timeout_ms:
-                    self._emit(self._idle.arm(self.settings.idle_timeout_ms))
+                if not owed and self._reply is None:  # nothing owed: idle again
+                    self._idle_again()
             case _:
                 assert_never(event)
 
@@ -294,6 +290,8 @@ class DuplexMachine:
     def _maybe_answer(self) -> None:
         settings = self.settings
         if not (settings.vad and settings.create_response):
+            if self._unanswered:  # the client answers this turn, or lets it be: that silence is not the user's
+                self._idle.stop()
             self._unanswered = False  # no automatic reply now, so none owed once they are switched on again
         if self._turn is not None or self._reply is not None or self._awaiting:
             return
@@ -398,9 +396,19 @@ class DuplexMachine:
         self._reply = None
         self._finished.append(reply.response_id)
         self._emit(v.CompleteReply(reply.response_id, "failed" if failed else "completed"))
-        if not self._tool_wait and self.settings.vad and self.settings.idle_timeout_ms:
-            self._emit(self._idle.arm(self.settings.idle_timeout_ms))  # a tool's output owed is no silence
+        if not self._tool_wait:  # a tool's output owed is no silence
+            self._idle_again()
         self._maybe_answer()
+
+    def _idle_again(self) -> None:
+        """The agent owes nothing: the idle prompt is armed, or owed once the turn being spoken or judged
+        leads to no reply."""
+        if (arm := self._idle.again(self._idle_delay_ms(), user_busy=self._turn is not None or bool(self._awaiting))):
+            self._emit(arm)
+
+    def _idle_delay_ms(self) -> int:
+        """The idle prompt's delay; 0 when there is none (no timeout, or manual turns)."""
+        return self.settings.idle_timeout_ms or 0 if self.settings.vad else 0
 
     def _cancel_active(self, reason: Literal["turn_detected", "client_cancelled"]) -> None:
         assert self._reply is not None
