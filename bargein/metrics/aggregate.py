@@ -3,11 +3,11 @@
 Every worker writes its own exposition and load snapshot into a directory the parent process made
 (``BARGEIN_WORKER_DIR``) once a second; the worker that answers a scrape reads every live worker's
 files (its own figures fresh), sums counters, histograms and gauges across workers (the engine-info
-gauge takes the maximum, and so do the engine workers' restarts and memory when the engines are shared:
-each session worker reports the same engine processes) and adds one ``bargein_worker_*`` series per
-worker, so a scheduler sees both the server's total and which worker is loaded. Files of workers that
-died are skipped (their pid is gone or the file is older than :data:`STALE_S`), so a restarted worker
-does not count twice.
+gauge takes the maximum, and so do the engine workers' restarts and memory, and the LLM worker's memory
+and fallbacks, when the engines are shared: each session worker reports the same engine processes) and
+adds one ``bargein_worker_*`` series per worker, so a scheduler sees both the server's total and which
+worker is loaded. Files of workers that died are skipped (their pid is gone or the file is older than
+:data:`STALE_S`), so a restarted worker does not count twice.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from prometheus_client.registry import Collector
 STALE_S = 10.0
 _MAX_GAUGES = frozenset({"bargein_engine"})
 """Gauges that describe rather than count: the same value in every worker, so not summed."""
-SHARED_ENGINE_FAMILIES = frozenset({"bargein_engine_worker_restarts", "bargein_engine_worker_resident_memory_bytes"})
+SHARED_ENGINE_FAMILIES = frozenset({"bargein_engine_worker_restarts", "bargein_engine_worker_resident_memory_bytes",
+                                    "bargein_llm_worker_resident_memory_bytes", "bargein_llm_nonfinite_fallbacks"})
 """With shared engines every session worker reports the same engine worker's figures: the maximum, not the sum."""
 
 

@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 from bargein.config import Settings
 from bargein.protocol.client_events import read_json_object
 from bargein.protocol.errors import ProtocolError
-from bargein.server.auth import is_loopback
+from bargein.server.auth import host_allowed, is_loopback, origin_allowed, peer_address
 from bargein.server.client_secrets import ClientSecretError, ClientSecrets, parse_request, response_body
 
 log = logging.getLogger(__name__)
@@ -25,13 +25,17 @@ def _error(status: int, message: str, *, type_: str = "invalid_request_error", c
                         status_code=status)
 
 
-def server_key_allowed(request: Request, api_keys: list[str]) -> bool:
+def server_key_allowed(request: Request, settings: Settings) -> bool:
     """True for a request carrying one of the server's keys (or from loopback in local-only mode).
 
     Client secrets themselves never authorise minting more of them.
     """
+    api_keys = settings.api_keys
     if not api_keys:
-        return is_loopback(request.client.host if request.client else None)
+        # the socket's own peer (never one a proxy forwarded: a remote peer must not pass for us), and the
+        # WebSocket's Host and Origin checks: a page rebound to 127.0.0.1 could otherwise mint and read a secret
+        return is_loopback(peer_address(request.scope)) and host_allowed(request.scope, settings) \
+            and origin_allowed(request.scope, settings)
     header = request.headers.get("authorization", "")
     if not header.lower().startswith("bearer "):
         return False
@@ -46,7 +50,7 @@ def add_client_secret_route(app: FastAPI, settings: Settings, store: ClientSecre
 
     @app.post("/v1/realtime/client_secrets")
     async def create_client_secret(request: Request) -> JSONResponse:
-        if not server_key_allowed(request, settings.api_keys):
+        if not server_key_allowed(request, settings):
             log.warning("refused a client secret request: missing or invalid server key")
             return _error(401, "a server API key is required (Authorization: Bearer)", code="invalid_api_key")
         raw = await request.body()
