@@ -209,6 +209,10 @@ class Conversation:
                                 param="item_id", event_id=event_id)
         return item
 
+    def holds(self, item: Item) -> bool:
+        """True while ``item`` itself is in the conversation (not deleted, not forgotten for the caps)."""
+        return self._items.get(item.id) is item
+
     def last_id(self) -> str | None:
         """Id of the newest item."""
         return next(reversed(self._items), None) if self._items else None

@@ -84,7 +84,7 @@ class RealtimeSession:
         self.speculation = speculator.counts
         self.transcriber = Transcriber(engines.asr, emit, self._transcribed, self._transcription_hints,
                                        logprobs=lambda: "item.input_audio_transcription.logprobs"
-                                       in (self.config.include or ()))
+                                       in (self.config.include or ()), present=self.conversation.holds)
         tracker = SegmentTracker(engines.asr, self.audio_in.buffer, speculator, feed=self.feed, emit=emit,
                                  padding_ms=lambda: self.machine.settings.endpointing.prefix_padding_ms,
                                  hints=self._transcription_hints, turn_model=engines.turn,

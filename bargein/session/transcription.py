@@ -10,13 +10,15 @@ import asyncio
 import logging
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from bargein.engines.base import LISTEN_SAMPLE_RATE, SpeechRecognizer, Transcript
+from bargein.engines.base import LISTEN_SAMPLE_RATE, SpeechRecognizer, Transcript, WordTiming
 from bargein.engines.fair import urgent_task
+from bargein.languages import join_units
 from bargein.listening_model.over_reply import prompt_for, vocabulary_prompt
 from bargein.protocol.errors import EngineFailure
 from bargein.protocol.server_events import event, transcription_usage
@@ -42,14 +44,19 @@ class Transcriber:
 
     def __init__(self, asr: SpeechRecognizer, emit: Callable[[Outgoing], None],
                  on_done: Callable[[Item, Transcript | None, Transcript | None, bool], None], hints: Hints,
-                 logprobs: Callable[[], bool] = lambda: False) -> None:
+                 logprobs: Callable[[], bool] = lambda: False,
+                 present: Callable[[Item], bool] = lambda _item: True) -> None:
         self.asr = asr
         self.logprobs = logprobs
         """Whether the session asked for ``item.input_audio_transcription.logprobs``."""
+        self.present = present
+        """Whether the item is still in the conversation: a client that deleted it while it was being recognised
+        hears nothing more of it (``on_done`` still hears, so a turn waiting on the words is not left waiting)."""
         self.emit = emit
         self.on_done = on_done
         self.hints = hints
-        self._pending: dict[str, asyncio.Task[Transcript | None]] = {}
+        self._pending: dict[tuple[str, int], asyncio.Task[Transcript | None]] = {}
+        """Running recognitions by item and content index: an item may hold several clips, each its own job."""
 
     async def _in_slices(self, audio: npt.NDArray[np.float32], language: str | None,
                          prompt: str | None) -> Transcript:
@@ -57,13 +64,19 @@ class Transcriber:
         if len(audio) <= step:
             return await self.asr.transcribe(audio, language=language, prompt=prompt)
         parts: list[Transcript] = []
+        words: list[WordTiming] = []
         for start in range(0, len(audio), step):
             # each slice is prompted with the text so far, as Whisper itself does across its windows
             context = " ".join(part.text for part in parts[-2:]).strip() or prompt
-            parts.append(await self.asr.transcribe(audio[start:start + step], language=language, prompt=context))
-        return Transcript(text=" ".join(p.text.strip() for p in parts if p.text.strip()), language=parts[0].language,
-                          no_speech_prob=min(p.no_speech_prob for p in parts),
-                          avg_logprob=float(np.mean([p.avg_logprob for p in parts])))
+            part = await self.asr.transcribe(audio[start:start + step], language=language, prompt=context)
+            parts.append(part)
+            # a slice's words are timed from its own start: moved to the item's clock (logprobs, word timings)
+            offset_ms = 1000.0 * start / LISTEN_SAMPLE_RATE
+            words.extend(replace(w, start_ms=w.start_ms + offset_ms, end_ms=w.end_ms + offset_ms) for w in part.words)
+        # join_units: Mandarin slices join without a space, as the words within one slice do
+        return Transcript(text=join_units([p.text.strip() for p in parts if p.text.strip()]),
+                          language=parts[0].language, no_speech_prob=min(p.no_speech_prob for p in parts),
+                          avg_logprob=float(np.mean([p.avg_logprob for p in parts])), words=tuple(words))
 
     def start(self, item: Item, audio: npt.NDArray[np.float32], *, content_index: int,
               guessed: asyncio.Task[Transcript] | None = None, primed: npt.NDArray[np.float32] | None = None,
@@ -79,8 +92,9 @@ class Transcriber:
         """
         task = urgent_task(self.recognise(item, audio, content_index, guessed, primed=primed,
                                           primed_guess=primed_guess), urgent=urgent)
-        self._pending[item.id] = task
-        task.add_done_callback(lambda _t: self._pending.pop(item.id, None))
+        key = (item.id, content_index)
+        self._pending[key] = task
+        task.add_done_callback(lambda done: self._pending.pop(key) if self._pending.get(key) is done else None)
 
     async def recognise(self, item: Item, audio: npt.NDArray[np.float32], content_index: int,
                         guessed: asyncio.Task[Transcript] | None = None, *,
@@ -99,7 +113,7 @@ class Transcriber:
         except Exception as error:
             log.exception("transcription of %s failed", item.id)
             item.unheard = True
-            self.emit(Outgoing(event(
+            self._emit_if_present(item, Outgoing(event(
                 "conversation.item.input_audio_transcription.failed", item_id=item.id,
                 content_index=content_index,
                 error={"type": "server_error", "code": "asr_error",
@@ -112,15 +126,19 @@ class Transcriber:
         text = transcript.text.strip()
         item.parts[content_index].text = text
         extra = {"logprobs": word_logprobs(transcript)} if self.logprobs() else {}
-        self.emit(Outgoing(event(
+        self._emit_if_present(item, Outgoing(event(
             "conversation.item.input_audio_transcription.completed", item_id=item.id,
             content_index=content_index, transcript=text,
             usage=transcription_usage(len(audio) / 16_000), **extra)))
-        self.emit(Outgoing(event("conversation.item.done", item=item.wire())))
+        self._emit_if_present(item, Outgoing(event("conversation.item.done", item=item.wire())))
         self.on_done(item, transcript, None, second is not None)
         if second is not None:  # the verdict may come now (a command), else it waits for the primed one
             self.on_done(item, transcript, await _settled(second), False)
         return transcript
+
+    def _emit_if_present(self, item: Item, outgoing: Outgoing) -> None:
+        if self.present(item):
+            self.emit(outgoing)
 
     async def _guessed_or_heard(self, guessed: asyncio.Task[Transcript] | None, audio: npt.NDArray[np.float32],
                                 language: str | None, prompt: str | None) -> Transcript:
