@@ -141,3 +141,15 @@ def test_a_query_the_client_answers_itself_arms_no_idle_prompt() -> None:
     assert not of(t.feed(dx.SegmentClassified(query, "query")), dx.ArmIdleTimer)
     assert not of(t.feed(dx.IdleTimerFired(t.now_ms + 5000)), dx.StartReply)
     assert of(t.feed(dx.ClientResponseCreate()), dx.StartReply)
+
+
+def test_a_query_left_to_the_client_during_a_reply_arms_no_idle_prompt_when_that_reply_ends() -> None:
+    t = Listening(replace(IDLE, create_response=False, interruption=Interruption(enabled=False)))
+    reply = of(t.feed(dx.ClientResponseCreate()), dx.StartReply)[0].response_id
+    t.feed(dx.ReplyAudio(reply, "a0"))
+    query = t.segment()  # over the reply, which plays on
+    t.feed(dx.SegmentClassified(query, "query"))
+    assert not of(t.feed(dx.ReplyFinished(reply)), dx.ArmIdleTimer), "the client owes the answer"
+    answer = of(t.feed(dx.ClientResponseCreate()), dx.StartReply)[0].response_id
+    t.feed(dx.ReplyAudio(answer, "a1"))
+    assert of(t.feed(dx.ReplyFinished(answer)), dx.ArmIdleTimer) == [dx.ArmIdleTimer(5000)], "answered: idle again"

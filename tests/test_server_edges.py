@@ -55,8 +55,10 @@ def test_shared_engines_llm_worker_figures_are_not_summed_across_session_workers
     Gauge("bargein_llm_nonfinite_fallbacks", "", registry=registry).set(3.0)
     exposition = generate_latest(registry).decode()
     workers = [WorkerFigures(pid, exposition, {}) for pid in (11, 12)]
-    shared = merged_exposition(workers, shared_engines=True).decode()
+    shared = merged_exposition(workers, shared_engines=True, shared_llm=True).decode()
     assert "bargein_llm_worker_resident_memory_bytes 1000.0" in shared
     assert "bargein_llm_nonfinite_fallbacks 3.0" in shared
+    own_llm = merged_exposition(workers, shared_engines=True).decode()  # --llm-in-process: Whisper, Kokoro shared
+    assert "bargein_llm_nonfinite_fallbacks 6.0" in own_llm
     apart = merged_exposition(workers).decode()  # each worker its own LLM process: the total is the sum
     assert "bargein_llm_worker_resident_memory_bytes 2000.0" in apart

@@ -3,8 +3,9 @@
 Every worker writes its own exposition and load snapshot into a directory the parent process made
 (``BARGEIN_WORKER_DIR``) once a second; the worker that answers a scrape reads every live worker's
 files (its own figures fresh), sums counters, histograms and gauges across workers (the engine-info
-gauge takes the maximum, and so do the engine workers' restarts and memory, and the LLM worker's memory
-and fallbacks, when the engines are shared: each session worker reports the same engine processes) and
+gauge takes the maximum, and so do the engine workers' restarts and memory when the engines are shared,
+and the LLM worker's memory and fallbacks when the LLM is one of them: each session worker reports the same
+engine processes) and
 adds one ``bargein_worker_*`` series per worker, so a scheduler sees both the server's total and which
 worker is loaded. Files of workers that died are skipped (their pid is gone or the file is older than
 :data:`STALE_S`), so a restarted worker does not count twice.
@@ -28,9 +29,10 @@ from prometheus_client.registry import Collector
 STALE_S = 10.0
 _MAX_GAUGES = frozenset({"bargein_engine"})
 """Gauges that describe rather than count: the same value in every worker, so not summed."""
-SHARED_ENGINE_FAMILIES = frozenset({"bargein_engine_worker_restarts", "bargein_engine_worker_resident_memory_bytes",
-                                    "bargein_llm_worker_resident_memory_bytes", "bargein_llm_nonfinite_fallbacks"})
+SHARED_ENGINE_FAMILIES = frozenset({"bargein_engine_worker_restarts", "bargein_engine_worker_resident_memory_bytes"})
 """With shared engines every session worker reports the same engine worker's figures: the maximum, not the sum."""
+SHARED_LLM_FAMILIES = frozenset({"bargein_llm_worker_resident_memory_bytes", "bargein_llm_nonfinite_fallbacks"})
+"""The same for the LLM's own figures, when the LLM is one of the shared engines (not in process, not remote)."""
 
 
 @dataclass(frozen=True)
@@ -82,11 +84,15 @@ class WorkerBoard:
         return found
 
 
-def merged_exposition(workers: Sequence[WorkerFigures], *, shared_engines: bool = False) -> bytes:
+def merged_exposition(workers: Sequence[WorkerFigures], *, shared_engines: bool = False,
+                      shared_llm: bool = False) -> bytes:
     """One exposition for the whole server: sums across workers plus per-worker load series
-    (``shared_engines``: the engine workers' figures are each worker's view of the same processes)."""
+    (``shared_engines``: the engine workers' figures are each worker's view of the same processes;
+    ``shared_llm``: so are the LLM's)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Merged(workers, _MAX_GAUGES | SHARED_ENGINE_FAMILIES if shared_engines else _MAX_GAUGES))
+    maxima = _MAX_GAUGES | (SHARED_ENGINE_FAMILIES if shared_engines else frozenset()) \
+        | (SHARED_LLM_FAMILIES if shared_llm else frozenset())
+    registry.register(_Merged(workers, maxima))
     return generate_latest(registry)
 
 

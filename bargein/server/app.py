@@ -18,7 +18,7 @@ from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from bargein.config import Settings
 from bargein.engines.base import Engines
-from bargein.engines.process.shared import SHARED_DIR_ENV
+from bargein.engines.process.shared import SHARED_DIR_ENV, shared_socket
 from bargein.memory_upkeep import keep_memory_flat
 from bargein.metrics.aggregate import WorkerBoard, WorkerFigures, merged_exposition
 from bargein.metrics.gc_pauses import GcPauseWatch
@@ -171,7 +171,8 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None,
     @app.get("/metrics")
     async def metrics() -> Response:
         body = merged_exposition(state.board.gather(state.figures()),
-                                 shared_engines=bool(os.environ.get(SHARED_DIR_ENV)))
+                                 shared_engines=bool(os.environ.get(SHARED_DIR_ENV)),
+                                 shared_llm=shared_socket("llm") is not None)
         return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
     def refusal() -> str | None:

@@ -14,11 +14,12 @@ from bargein.session.core import vocabulary as v
 
 @dataclass
 class IdlePrompt:
-    """Whether the idle prompt is owed: ``off`` (no reply has ended since the last one started, turns are
-    manual, or the client answers the last turn), ``armed`` (the timer runs) or ``suspended`` (owed, but a turn
-    is being spoken or judged: armed if it leads to no reply)."""
+    """Whether the idle prompt is owed: ``off`` (no reply has ended since the last one started, or turns are
+    manual), ``armed`` (the timer runs), ``suspended`` (owed, but a turn is being spoken or judged: armed if it
+    leads to no reply) or ``client`` (a turn is left to the client to answer, automatic replies being off: the
+    silence is the client's until a reply starts)."""
 
-    state: Literal["off", "armed", "suspended"] = "off"
+    state: Literal["off", "armed", "suspended", "client"] = "off"
 
     def arm(self, delay_ms: int) -> v.ArmIdleTimer:
         """The action that runs the timer (again) for ``delay_ms``."""
@@ -33,7 +34,7 @@ class IdlePrompt:
     def again(self, delay_ms: int, *, user_busy: bool) -> v.ArmIdleTimer | None:
         """The agent owes nothing any more: the timer to arm now, or None (no idle prompt: ``delay_ms`` 0; the
         user speaks or is being judged: owed, armed if that turn leads to no reply)."""
-        if not delay_ms:
+        if not delay_ms or self.state == "client":
             return None
         if user_busy:
             self.owe()
@@ -57,8 +58,13 @@ class IdlePrompt:
 
     def owe(self) -> None:
         """The session fell idle while the user spoke (or was being judged): armed once that turn leads to no
-        reply."""
-        self.state = "suspended"
+        reply (unless the client owes an answer)."""
+        if self.state != "client":
+            self.state = "suspended"
+
+    def leave_to_client(self) -> None:
+        """A turn is the client's to answer (automatic replies are off): no idle prompt until a reply starts."""
+        self.state = "client"
 
     def stop(self) -> None:
         """A reply started (its end arms the timer), or turns became manual: no prompt is owed now."""

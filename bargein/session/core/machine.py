@@ -291,7 +291,7 @@ class DuplexMachine:
         settings = self.settings
         if not (settings.vad and settings.create_response):
             if self._unanswered:  # the client answers this turn, or lets it be: that silence is not the user's
-                self._idle.stop()
+                self._idle.leave_to_client()
             self._unanswered = False  # no automatic reply now, so none owed once they are switched on again
         if self._turn is not None or self._reply is not None or self._awaiting:
             return
