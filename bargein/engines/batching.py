@@ -1,9 +1,10 @@
 """Continuous micro-batching of one shared model across sessions.
 
 Requests queue up while a batch runs; the worker takes whatever is waiting, runs it as one batch in a
-thread (off the event loop), and resolves each request's future. A model failure reaches every waiting
-caller. The worker belongs to one event loop; a model reused on a new loop (tests, benchmarks) starts a
-fresh worker there and forgets requests of the old one.
+thread (off the event loop), and resolves each request's future. A model failure reaches every caller
+of that batch (a failure to deliver the answers too); closing the batcher fails the requests it holds.
+The worker belongs to one event loop; a model reused on a new loop (tests, benchmarks) starts a fresh
+worker there and forgets requests of the old one.
 """
 
 from __future__ import annotations
@@ -70,20 +71,30 @@ class MicroBatcher(Generic[R]):
         raise NotImplementedError
 
     async def _run(self) -> None:
-        while True:
-            await self._wakeup.wait()
-            self._wakeup.clear()
-            while self._pending:
-                batch = self._take_batch()
-                if not batch:
-                    continue
-                try:
-                    results = await asyncio.to_thread(self._infer, batch)
-                except Exception as error:  # an engine failure reaches each waiting session
-                    log.exception("%s batch failed", self.name)
-                    _fail(batch, error)
-                    continue
-                self._deliver(batch, results)
+        batch: list[R] = []
+        try:
+            while True:
+                await self._wakeup.wait()
+                self._wakeup.clear()
+                while self._pending:
+                    batch = self._take_batch()
+                    if not batch:
+                        continue
+                    try:
+                        results = await asyncio.to_thread(self._infer, batch)
+                        self._deliver(batch, results)
+                    except Exception as error:  # an engine (or delivery) failure reaches each waiting session
+                        log.exception("%s batch failed", self.name)
+                        _fail(batch, error)
+        except asyncio.CancelledError:
+            # closed (aclose, or its loop ending): nothing will run the batch in hand or the queue, so their
+            # callers (the end-of-turn model has no deadline of its own) must not wait for good
+            loop = asyncio.get_running_loop()
+            closed = RuntimeError(f"{self.name} is closed")
+            _fail(batch, closed)
+            _fail([item for item in self._pending if item.future.get_loop() is loop], closed)
+            self._pending = [item for item in self._pending if item.future.get_loop() is not loop]
+            raise
 
     async def aclose(self) -> None:
         """Stop the batching task."""

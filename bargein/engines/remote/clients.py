@@ -87,8 +87,8 @@ class RemoteVadStream:
         owner = self.owner
         owner.queue_depth += 1
         try:
-            probability, state = await asyncio.wait_for(
-                owner.handle.step.remote((frame, self.context, self.state)), owner.timeout_s)
+            probability, state = await _answer(owner.handle.step.remote((frame, self.context, self.state)),
+                                               owner.timeout_s)
         except Exception as error:  # a replica restarting must not deafen or end the session
             owner.failed(error)
             return 0.0
@@ -120,7 +120,7 @@ class RemoteRecognizer(_InFlight):
         """Recognise a clip remotely."""
         self.queue_depth += 1
         try:
-            result = await asyncio.wait_for(self.handle.transcribe.remote(audio, language, prompt), self.timeout_s)
+            result = await _answer(self.handle.transcribe.remote(audio, language, prompt), self.timeout_s)
         except Exception as error:
             raise RemoteEngineFailure(f"remote ASR: {type(error).__name__}: {error}"[:400]) from error
         finally:
@@ -174,6 +174,17 @@ class RemoteSynthesizer(_InFlight):
             if not isinstance(chunk, SpeechChunk):
                 raise RemoteEngineFailure(f"remote TTS answered {type(chunk).__name__}, not a SpeechChunk")
             yield chunk
+
+
+async def _answer(response: Any, timeout_s: float) -> Any:
+    """A Serve response's result within the deadline. A call given up on (past its deadline, or its caller
+    cancelled, e.g. by the stage's own deadline) is cancelled on the replica too: awaiting a response does
+    not cancel it, and a wedged replica would otherwise pile up work nobody waits for."""
+    try:
+        return await asyncio.wait_for(response, timeout_s)
+    except (TimeoutError, asyncio.CancelledError):
+        response.cancel()
+        raise
 
 
 async def _remote_stream(owner: Any, generator: Any, cancel: CancelToken, stage: str) -> AsyncIterator[object]:
