@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -118,31 +120,70 @@ def _wait_p95_s(servers: int, offered: float, service_s: float) -> float:
     return math.log(waits / 0.05) * service_s / (servers - offered)
 
 
+class CostsFileError(ValueError):
+    """A ``--costs`` file that cannot be read, is not JSON, or holds a cost that is not a non-negative number."""
+
+
 def load_costs(path: str | None) -> StageCosts:
     """Defaults, overridden by a JSON object of :class:`StageCosts` field names (``--costs``)."""
     if not path:
         return StageCosts()
-    data = json.loads(Path(path).read_text())
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CostsFileError(f"cannot read the costs file {path}: {error}") from error
+    if not isinstance(data, dict):
+        raise CostsFileError(f"the costs file {path} must hold a JSON object of StageCosts field names")
     known = {f.name for f in fields(StageCosts)}
-    return StageCosts(**{key: float(value) for key, value in data.items() if key in known})
+    costs: dict[str, float] = {}
+    for key, value in data.items():
+        if key not in known:
+            continue
+        # bool is an int to Python, and json accepts NaN and Infinity: none of them is a measured cost
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
+            raise CostsFileError(f"the costs file {path}: {key} must be a non-negative number, not {value!r}")
+        costs[key] = float(value)
+    return StageCosts(**costs)
+
+
+def _number(low: float, high: float = math.inf, *, low_open: bool = False,
+            whole: bool = False) -> Callable[[str], float]:
+    """An argparse type for a finite number in ``[low, high]`` (``(low, high]`` when ``low_open``): a zero or
+    negative count, rate or utilisation would divide by zero or print negative pools instead of a plan."""
+    where = f"{'(' if low_open else '['}{low:g}, {high:g}]"
+
+    def parse(text: str) -> float:
+        try:
+            value = int(text) if whole else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a{' whole' if whole else ''} number") from None
+        if not math.isfinite(value) or not (low < value if low_open else low <= value) or value > high:
+            raise argparse.ArgumentTypeError(f"{text} is outside {where}")
+        return value
+    return parse
 
 
 def add_capacity_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``bargein capacity`` flags."""
-    parser.add_argument("--sessions", type=int, required=True, help="concurrent sessions to carry")
-    parser.add_argument("--p95-first-audio", type=float, default=1500.0, help="target first audio p95, ms")
+    parser.add_argument("--sessions", type=_number(0, whole=True), required=True, help="concurrent sessions to carry")
+    parser.add_argument("--p95-first-audio", type=_number(0, low_open=True), default=1500.0,
+                        help="target first audio p95, ms")
     parser.add_argument("--costs", help="JSON of measured stage costs (StageCosts field names)")
-    parser.add_argument("--max-utilisation", type=float, default=0.7)
-    parser.add_argument("--cores-per-machine", type=int, default=32)
+    parser.add_argument("--max-utilisation", type=_number(0, 1, low_open=True), default=0.7)
+    parser.add_argument("--cores-per-machine", type=_number(1, whole=True), default=32)
     for spec in fields(Traffic):
-        parser.add_argument(f"--{spec.name.replace('_', '-')}", type=float, default=spec.default)
+        parser.add_argument(f"--{spec.name.replace('_', '-')}", type=_number(0), default=spec.default)
 
 
 def run_capacity(args: argparse.Namespace) -> int:
-    """Print the plan."""
+    """Print the plan (exit 2 with a message when the ``--costs`` file cannot be used)."""
     traffic = Traffic(**{spec.name: getattr(args, spec.name) for spec in fields(Traffic)})
-    plans, first_audio = plan(args.sessions, args.p95_first_audio, load_costs(args.costs), traffic,
-                              args.max_utilisation)
+    try:
+        costs = load_costs(args.costs)
+    except CostsFileError as error:
+        print(f"bargein capacity: {error}", file=sys.stderr)
+        return 2
+    plans, first_audio = plan(args.sessions, args.p95_first_audio, costs, traffic, args.max_utilisation)
     total = sum(p.cores for p in plans)
     print(f"{args.sessions} sessions, {traffic.turns_per_minute:g} turns/min each, target first audio p95 "
           f"{args.p95_first_audio:.0f} ms, utilisation <= {args.max_utilisation:.0%}")

