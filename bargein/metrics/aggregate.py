@@ -5,9 +5,8 @@ Every worker writes its own exposition and load snapshot into a directory the pa
 files (its own figures fresh), sums counters, histograms and gauges across workers (the engine-info
 gauge takes the maximum, and so do the engine workers' restarts and memory when the engines are shared,
 and the LLM worker's memory and fallbacks when the LLM is one of them: each session worker reports the same
-engine processes) and
-adds one ``bargein_worker_*`` series per worker, so a scheduler sees both the server's total and which
-worker is loaded. Files of workers that died are skipped (their pid is gone or the file is older than
+engine processes) and adds one ``bargein_worker_*`` series per worker, so a scheduler sees both the server's
+total and which worker is loaded. Files of workers that died are skipped (their pid is gone or the file is older than
 :data:`STALE_S`), so a restarted worker does not count twice.
 """
 

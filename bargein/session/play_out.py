@@ -32,8 +32,6 @@ class PlayingOut:
         self.heard = heard
         self.replies: dict[str, LiveReply] = {}
         self._due: dict[str, asyncio.TimerHandle] = {}
-        self._cut_ms: dict[str, float] = {}
-        """The server's estimate of where the user cut a reply, told if no truncate comes within the grace."""
 
     def add(self, reply: LiveReply) -> None:
         """``reply`` closed not cut short: it is heard in full only once the client has played it all."""
@@ -69,13 +67,11 @@ class PlayingOut:
             return
         if (due := self._due.pop(reply.response_id, None)) is not None:
             due.cancel()  # a play-out timer: the reply no longer plays to its end
-        self._cut_ms[reply.response_id] = heard_ms
         self._due[reply.response_id] = asyncio.get_running_loop().call_later(CUT_GRACE_S, self.played, reply,
                                                                              heard_ms)
 
     def played(self, reply: LiveReply, heard_ms: float) -> None:
         """The client's playback of ``reply`` ended (played out or cut) with ``heard_ms`` played: told once."""
-        self._cut_ms.pop(reply.response_id, None)
         if self.replies.pop(reply.response_id, None) is None:
             return
         if (due := self._due.pop(reply.response_id, None)) is not None:
@@ -90,7 +86,9 @@ class PlayingOut:
                 self.played(reply, reply.state.item.heard_ms)
 
     def close(self) -> None:
-        """The session ends and the client stops playing: each reply was heard as far as it had played."""
+        """The session ends and the client stops playing: each reply was heard as far as it had played (a cut one
+        as far as the cut: :meth:`cut` waits with the estimate the history already holds)."""
         for reply in list(self.replies.values()):
-            self.played(reply, self._cut_ms.get(reply.response_id,
-                                                min(reply.state.item.audio_ms, reply.playback.heard_ms())))
+            item, cut_at = reply.state.item, reply.state.item.heard_ms
+            self.played(reply, cut_at if cut_at is not None and cut_at < item.audio_ms
+                        else min(item.audio_ms, reply.playback.heard_ms()))

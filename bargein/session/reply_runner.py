@@ -331,10 +331,11 @@ class ReplyRunner:
         """An audio delta left for the client: advance that reply's play estimate."""
         if item.response_id is None or not item.is_data:
             return
-        for reply in self._tracked():
-            if reply.response_id == item.response_id:
-                reply.playback.on_sent(item.audio_ms)
-                self.playing.watch(reply)
+        reply = next((r for r in self.recent if r.response_id == item.response_id), None) \
+            or self.playing.replies.get(item.response_id)  # an older reply the client may still play
+        if reply is not None:
+            reply.playback.on_sent(item.audio_ms)
+            self.playing.watch(reply)
 
     def _tracked(self) -> list[LiveReply]:
         """The replies whose playback is followed: the recent ones, and older ones the client may still play."""

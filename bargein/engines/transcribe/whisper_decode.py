@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import string
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -178,8 +178,7 @@ class WhisperCore:
             words = self._word_timings(tokenizer, decoded.tokens, encoded, content_frames, duration)
         text = decoded.text
         if lang == "zh" and options.simplified:
-            text = to_simplified(text)
-            words = tuple(WordTiming(to_simplified(w.word), w.start_ms, w.end_ms, w.probability) for w in words)
+            text, words = _in_simplified(text, words)
         return Transcript(text=text, language=lang, no_speech_prob=decoded.no_speech_prob,
                           avg_logprob=decoded.avg_logprob, words=words, voiced_encoding=voiced)
 
@@ -270,12 +269,18 @@ class WhisperCore:
             words.extend(WordTiming(w.word.strip(), 1000.0 * w.start, 1000.0 * w.end, w.probability)
                          for w in segment.words or ())
         text = " ".join(t for t in texts if t)
+        timed: tuple[WordTiming, ...] = tuple(words)
         if info.language == "zh" and options.simplified:  # as for a short clip: Whisper writes either script
-            text = to_simplified(text)
-            words = [WordTiming(to_simplified(w.word), w.start_ms, w.end_ms, w.probability) for w in words]
+            text, timed = _in_simplified(text, timed)
         return Transcript(
             text=text, language=info.language,
             # one segment with speech makes the clip speech
             no_speech_prob=min(no_speech) if no_speech else 1.0,
-            avg_logprob=float(np.mean(logprobs)) if logprobs else 0.0, words=tuple(words),
+            avg_logprob=float(np.mean(logprobs)) if logprobs else 0.0, words=timed,
         )
+
+
+def _in_simplified(text: str, words: tuple[WordTiming, ...]) -> tuple[str, tuple[WordTiming, ...]]:
+    """``text`` and ``words`` in Simplified characters (Whisper writes either script); each word keeps its times
+    and probability."""
+    return to_simplified(text), tuple(replace(word, word=to_simplified(word.word)) for word in words)

@@ -1,8 +1,9 @@
-"""The duplex machine's idle timer as it last set it: plain bookkeeping, the rules stay in the machine.
+"""Whether the duplex machine owes the user an idle prompt (``idle_timeout_ms``), and when it is due; the machine
+says what happened (a reply ended, the user spoke, the timer ran out), this record says what follows.
 
 A reply that ends arms the timer; the user beginning to speak disarms it, but the prompt stays owed until that
-turn leads to a reply. A turn that ends in nothing (noise, a cleared buffer, no automatic reply) leaves the
-session as idle as before, so the machine arms the timer again."""
+turn leads to a reply. A turn that ends in nothing (noise, a cleared buffer) leaves the session as idle as
+before, so the timer is armed again; a turn left to the client to answer (automatic replies off) owes none."""
 
 from __future__ import annotations
 

@@ -108,7 +108,7 @@ class DuplexMachine:
             case v.ReplyFinished():
                 self._on_reply_finished(event)
             case v.IdleTimerFired():
-                if self._idle.due(self._idle_delay_ms(), user_busy=self._turn is not None or bool(self._awaiting),
+                if self._idle.due(self.settings.idle_prompt_ms, user_busy=self._user_busy,
                                   agent_busy=self._reply is not None or self._tool_wait):
                     item_id = self.new_id("item")
                     self._emit(v.IdleTimeout(item_id, event.at_ms, event.at_ms))
@@ -297,9 +297,8 @@ class DuplexMachine:
             return
         if self._unanswered:
             self._start_reply("turn_detected")
-        elif self._idle.state == "suspended" and not self._tool_wait and settings.vad and settings.idle_timeout_ms:
-            # the turns that disarmed the idle timer led to no reply: idle again, else no idle prompt ever comes
-            self._emit(self._idle.arm(settings.idle_timeout_ms))
+        elif self._idle.state == "suspended" and not self._tool_wait:
+            self._idle_again()  # the turns that disarmed the idle timer led to no reply: else no prompt ever comes
 
     # -- client events ------------------------------------------------------------------------------
 
@@ -403,12 +402,13 @@ class DuplexMachine:
     def _idle_again(self) -> None:
         """The agent owes nothing: the idle prompt is armed, or owed once the turn being spoken or judged
         leads to no reply."""
-        if (arm := self._idle.again(self._idle_delay_ms(), user_busy=self._turn is not None or bool(self._awaiting))):
+        if arm := self._idle.again(self.settings.idle_prompt_ms, user_busy=self._user_busy):
             self._emit(arm)
 
-    def _idle_delay_ms(self) -> int:
-        """The idle prompt's delay; 0 when there is none (no timeout, or manual turns)."""
-        return self.settings.idle_timeout_ms or 0 if self.settings.vad else 0
+    @property
+    def _user_busy(self) -> bool:
+        """The user is speaking, or a segment of theirs is being judged."""
+        return self._turn is not None or bool(self._awaiting)
 
     def _cancel_active(self, reason: Literal["turn_detected", "client_cancelled"]) -> None:
         assert self._reply is not None

@@ -113,6 +113,11 @@ class TurnSettings:
         return self.mode == "vad"
 
     @property
+    def idle_prompt_ms(self) -> int:
+        """The idle prompt's delay; 0 when there is none (no ``idle_timeout_ms``, or manual turns)."""
+        return (self.idle_timeout_ms or 0) if self.vad else 0
+
+    @property
     def buffer_keep_ms(self) -> int:
         """Idle input audio kept in VAD mode: enough for the next onset's prefix padding."""
         return max(self.endpointing.prefix_padding_ms, 500)
