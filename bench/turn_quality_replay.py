@@ -11,6 +11,13 @@ counts as a false trigger or a hit when any of its segments is judged a query; o
 expects a cut or the reply to go on) only the segments heard while the reply played count, not the user's
 own request that started it (the family set's timelines begin with one). The event rounds the
 features to three decimals, so a value exactly at a threshold may come out the other way.
+
+The event does not say which language a segment was heard in, and its ``command_probability`` is whichever
+spoken-command model judged it: the English one (over a reply, a low score lets the reply go on) or the
+Mandarin one (a high score cuts a segment the rules would keep). The replay takes a transcript with Han
+characters as Mandarin and keeps that probability under ``command_probability_zh``, so it is never read
+against the English model's threshold, and judges such a segment as the live classifier did: by the rules,
+with the Mandarin model's cut.
 """
 
 from __future__ import annotations
@@ -21,25 +28,54 @@ from pathlib import Path
 from typing import Any
 
 from bargein.engines.base import Transcript
+from bargein.languages import has_han
+from bargein.listening_model import keyword
 from bargein.listening_model.decide import decide_over_reply, primed_features
 from bargein.session.core.classifier import SegmentStats, classify
 
 FRAME_MS = 32.0
 SPEECH_LEVEL_DB = -20.0
+SHARED_KEY = "command_probability"
+"""Where the event puts either model's probability; over a reply the English keep reads it."""
+MANDARIN_KEY = "command_probability_zh"
+"""Where the replay keeps the Mandarin model's."""
 
 
 def judge(segment: dict[str, Any]) -> str:
     """The current classifier's decision on one dumped ``bargein.listen.segment``."""
-    if segment.get("during_reply"):  # over a reply the decision reads the event's features alone
+    segment = keyed(segment)
+    spoken_in = language_of(segment)
+    if segment.get("during_reply") and spoken_in == "en":  # English over a reply: the event's features alone
         return decide_over_reply(segment, primed_of(segment))[0]
     stats = SegmentStats()
     for _ in range(round(segment["speech_ms"] / FRAME_MS)):
         stats.add(0.9, SPEECH_LEVEL_DB, FRAME_MS)
     transcript = None if segment["transcript"] is None else Transcript(
-        segment["transcript"], no_speech_prob=segment["no_speech_prob"] or 0.0,
+        segment["transcript"], language=spoken_in, no_speech_prob=segment["no_speech_prob"] or 0.0,
         avg_logprob=segment["avg_logprob"] or 0.0)
-    return classify(stats, transcript, during_reply=segment["during_reply"],
-                    noise_floor_db=SPEECH_LEVEL_DB - segment["level_above_floor_db"]).decision
+    decision = classify(stats, transcript, during_reply=segment["during_reply"],
+                        noise_floor_db=SPEECH_LEVEL_DB - segment["level_above_floor_db"]).decision
+    # the dump has no encodings to score again: the Mandarin model's cut is replayed from its probability
+    spoken, model = segment.get(MANDARIN_KEY), keyword.load("zh")
+    if decision == "noise" and segment.get("during_reply") and transcript is not None and spoken is not None \
+            and model is not None and float(spoken) >= model.threshold:
+        return "query"
+    return decision
+
+
+def language_of(segment: dict[str, Any]) -> str:
+    """``zh`` for a segment heard as Mandarin (Han characters in its transcript), else ``en``."""
+    return "zh" if has_han(str(segment.get("transcript") or "")) else "en"
+
+
+def keyed(segment: dict[str, Any]) -> dict[str, Any]:
+    """``segment`` with its spoken-command probability under its own language's key: only the English model's
+    stays under :data:`SHARED_KEY`, a Mandarin segment's moves to :data:`MANDARIN_KEY`."""
+    if language_of(segment) != "zh" or SHARED_KEY not in segment:
+        return segment
+    moved = {key: value for key, value in segment.items() if key != SHARED_KEY}
+    moved.setdefault(MANDARIN_KEY, segment[SHARED_KEY])
+    return moved
 
 
 def primed_of(segment: dict[str, Any]) -> dict[str, Any] | None:

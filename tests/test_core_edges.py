@@ -153,3 +153,77 @@ def test_a_query_left_to_the_client_during_a_reply_arms_no_idle_prompt_when_that
     answer = of(t.feed(dx.ClientResponseCreate()), dx.StartReply)[0].response_id
     t.feed(dx.ReplyAudio(answer, "a1"))
     assert of(t.feed(dx.ReplyFinished(answer)), dx.ArmIdleTimer) == [dx.ArmIdleTimer(5000)], "answered: idle again"
+
+
+def test_a_client_cancel_leaves_the_session_idle_and_the_idle_prompt_armed() -> None:
+    """``response.cancel`` ends the agent's turn as surely as the reply ending by itself: the idle timeout counts
+    from there, or a caller who stays silent after the client stopped the agent is never prompted."""
+    t = Listening(IDLE)
+    _idle_after_a_reply(t)
+    t.feed(dx.IdleTimerFired(t.now_ms + 5000))  # the first idle prompt starts a reply
+    prompt = t.machine.active_response_id
+    assert prompt is not None
+    t.feed(dx.ReplyAudio(prompt, "a1"))
+    cancelled = t.feed(dx.ClientResponseCancel())
+    assert of(cancelled, dx.CancelReply) and of(cancelled, dx.ArmIdleTimer) == [dx.ArmIdleTimer(5000)]
+    assert of(t.feed(dx.IdleTimerFired(t.now_ms + 5000)), dx.IdleTimeout)
+
+
+def test_a_client_cancel_while_the_user_speaks_owes_the_idle_prompt_until_the_turn_ends_in_nothing() -> None:
+    t = Listening(replace(IDLE, interruption=Interruption(enabled=False)))
+    t.agent_speaking()
+    t.speech(320)  # over the reply, which plays on
+    assert not of(t.feed(dx.ClientResponseCancel()), dx.ArmIdleTimer), "the user is speaking"
+    (judged,) = of(t.silence(544), dx.AwaitClassification)
+    assert of(t.feed(dx.SegmentClassified(judged.item_id, "noise")), dx.ArmIdleTimer) == [dx.ArmIdleTimer(5000)]
+
+
+def test_a_client_cancel_while_a_tool_output_is_owed_arms_no_idle_prompt() -> None:
+    t = Listening(IDLE)
+    reply = t.agent_speaking()
+    t.feed(dx.ToolWait(True))
+    assert not of(t.feed(dx.ClientResponseCancel()), dx.ArmIdleTimer), "the client owes the call's output"
+    assert t.machine.phase is dx.Phase.AWAITING_TOOL and t.machine.active_response_id != reply
+    assert of(t.feed(dx.ToolWait(False)), dx.ArmIdleTimer) == [dx.ArmIdleTimer(5000)]
+
+
+def test_a_new_idle_timeout_applies_to_the_idle_timer_already_armed() -> None:
+    """``session.update`` raising or lowering ``idle_timeout_ms`` while the timer runs re-arms it with the new
+    delay; one that leaves it alone does not restart the count; one that switches it off disarms it."""
+    t = Listening(IDLE)
+    _idle_after_a_reply(t)
+    assert t.feed(dx.SettingsChanged(dx.TurnSettings(idle_timeout_ms=20_000))) == [dx.ArmIdleTimer(20_000)]
+    assert t.feed(dx.SettingsChanged(dx.TurnSettings(idle_timeout_ms=2000))) == [dx.ArmIdleTimer(2000)]
+    assert t.feed(dx.SettingsChanged(dx.TurnSettings(idle_timeout_ms=2000))) == [], "unchanged: the count goes on"
+    assert t.feed(dx.SettingsChanged(dx.TurnSettings())) == [dx.DisarmIdleTimer()]
+    assert t.feed(dx.SettingsChanged(IDLE)) == [dx.ArmIdleTimer(5000)], "still idle since the reply ended"
+    assert of(t.feed(dx.IdleTimerFired(t.now_ms + 5000)), dx.IdleTimeout)
+
+
+def test_an_idle_timeout_switched_on_after_the_reply_ended_arms_the_timer() -> None:
+    t = Listening()
+    reply = t.agent_speaking()
+    assert not of(t.feed(dx.ReplyFinished(reply)), dx.ArmIdleTimer)
+    assert t.feed(dx.SettingsChanged(IDLE)) == [dx.ArmIdleTimer(5000)]
+
+
+def test_a_new_idle_timeout_arms_nothing_while_a_reply_plays_or_the_user_speaks() -> None:
+    t = Listening()
+    t.agent_speaking()
+    assert not of(t.feed(dx.SettingsChanged(IDLE)), dx.ArmIdleTimer), "the reply's end arms it"
+    t2 = Listening(IDLE)
+    _idle_after_a_reply(t2)
+    t2.speech(320)
+    assert not of(t2.feed(dx.SettingsChanged(dx.TurnSettings(idle_timeout_ms=9000))), dx.ArmIdleTimer)
+    (judged,) = of(t2.silence(544), dx.AwaitClassification)
+    assert of(t2.feed(dx.SegmentClassified(judged.item_id, "noise")), dx.ArmIdleTimer) == [dx.ArmIdleTimer(9000)]
+
+
+def test_an_idle_timeout_switched_back_on_after_a_stale_fire_arms_the_timer_again() -> None:
+    """A timer that fires after idle prompts were switched off prompts nothing, and leaves the session as idle as
+    it was: a delay set again starts the timer."""
+    t = Listening(IDLE)
+    _idle_after_a_reply(t)
+    t.feed(dx.SettingsChanged(dx.TurnSettings()))
+    assert t.feed(dx.IdleTimerFired(t.now_ms + 5000)) == []
+    assert t.feed(dx.SettingsChanged(IDLE)) == [dx.ArmIdleTimer(5000)]

@@ -24,3 +24,19 @@ def test_replies_whose_playback_never_ends_are_told_as_played_so_far_past_the_bo
     assert told == [(f"resp_{number}", 400.0) for number in range(3)], "the oldest, as far as they had played"
     playing.close()
     assert len(told) == MAX_PLAYING + 3 and not playing.replies, "each told once"
+
+
+async def test_a_cut_reply_evicted_past_the_bound_is_told_as_far_as_its_cut() -> None:
+    """The user spoke over the oldest reply 250 ms in (the history holds the cut) while the estimate says 400 ms
+    played: pushed out by the ninth reply it counts as heard to the cut, as the session's close would count it."""
+    told: list[tuple[str, float]] = []
+    playing = PlayingOut(lambda response_id, heard_ms: told.append((response_id, heard_ms)))
+    cut = _reply(0)
+    playing.add(cut)  # type: ignore[arg-type]
+    cut.state.item.heard_ms = 250.0  # type: ignore[attr-defined]
+    playing.cut(cut, 250.0)  # type: ignore[arg-type]
+    for number in range(1, MAX_PLAYING + 1):
+        playing.add(_reply(number))  # type: ignore[arg-type]
+    assert told == [("resp_0", 250.0)]
+    playing.close()
+    assert len(told) == MAX_PLAYING + 1 and not playing.replies

@@ -194,3 +194,60 @@ def test_a_reply_that_fails_while_paused_keeps_only_what_was_heard() -> None:
         item = next(i for i in by_failure.conversation if i.role == "assistant")
         assert "three" not in item.heard_text()
     asyncio.run(scenario())
+
+
+class FailingGuessRecogniser:
+    """Every recognition but the first (the turn's guess at its pause) hears ``text``; the guess fails."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.heard: list[int] = []
+
+    async def transcribe(self, audio: object, *, language: str | None = None,
+                         prompt: str | None = None) -> Transcript:
+        self.heard.append(len(audio))  # type: ignore[arg-type]
+        if len(self.heard) == 1:
+            raise RuntimeError("the recogniser timed out")
+        return Transcript(self.text)
+
+
+def test_a_failed_guess_is_not_the_turns_failure_the_whole_item_is_recognised_again() -> None:
+    """The guess made at the turn's first silence failed (an engine error, a timeout): at the commit the item's
+    whole audio is recognised, and its transcript completes; no ``transcription.failed`` goes out."""
+    async def scenario() -> None:
+        asr = FailingGuessRecogniser("What is the weather like today?")
+        sent: list[str] = []
+        done: list[tuple[str, Transcript | None]] = []
+        speculator = Speculator(asr=asr, llm=object())  # type: ignore[arg-type]
+        transcriber = Transcriber(asr, emit=lambda out: sent.append(out.event["type"]),  # type: ignore[arg-type]
+                                  hints=lambda: (None, None),
+                                  on_done=lambda item, transcript, primed, pending: done.append((item.id, transcript)))
+        speculator.recognise("item_a", AUDIO[:8000])
+        guessed = speculator.take_recognition("item_a")
+        await asyncio.sleep(0)
+        assert guessed is not None and guessed.done() and guessed.exception() is not None
+        item = Item("item_a", "user", [Part("input_audio")])
+        transcriber.start(item, AUDIO, content_index=0, guessed=guessed)
+        await transcriber.wait_all()
+        assert asr.heard == [8000, len(AUDIO)], "recognised again, the whole item"
+        assert done == [("item_a", Transcript("What is the weather like today?"))]
+        assert item.parts[0].text == "What is the weather like today?" and not item.unheard
+        assert "conversation.item.input_audio_transcription.failed" not in sent
+        assert "conversation.item.input_audio_transcription.completed" in sent
+    asyncio.run(scenario())
+
+
+def test_the_item_fails_only_when_its_own_recognition_fails_too() -> None:
+    async def scenario() -> None:
+        asr = FailingGuessRecogniser("unused")
+        sent: list[str] = []
+        done: list[tuple[str, Transcript | None]] = []
+        transcriber = Transcriber(asr, emit=lambda out: sent.append(out.event["type"]),  # type: ignore[arg-type]
+                                  hints=lambda: (None, None),
+                                  on_done=lambda item, transcript, primed, pending: done.append((item.id, transcript)))
+        item = Item("item_a", "user", [Part("input_audio")])
+        transcriber.start(item, AUDIO, content_index=0)  # no guess: the only recognition fails
+        await transcriber.wait_all()
+        assert done == [("item_a", None)] and item.unheard
+        assert sent == ["conversation.item.input_audio_transcription.failed"]
+    asyncio.run(scenario())

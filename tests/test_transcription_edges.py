@@ -140,3 +140,57 @@ async def test_a_session_sends_nothing_more_of_an_item_deleted_while_it_is_recog
     deleted = next(i for i, e in enumerate(sent) if e["type"] == "conversation.item.deleted")
     assert not [e["type"] for e in sent[deleted + 1:]
                 if e.get("item_id") == "item_gone" or (e.get("item") or {}).get("id") == "item_gone"]
+
+
+async def test_an_item_deleted_and_created_again_with_its_id_keeps_both_recognitions_waited_for() -> None:
+    """The client deletes an item while it is recognised and creates another with the same id: the first
+    recognition still runs, so a reply still waits for it and a closing session still cancels it."""
+    gate = asyncio.Event()
+    heard: list[Transcript | None] = []
+    transcriber = Transcriber(GatedRecognizer(["first", "second"], {0: gate}), lambda _o: None,
+                              lambda _i, t, _p, _w: heard.append(t), lambda: (None, None))
+    transcriber.start(Item("item_1", "user", [Part("input_audio")]), np.zeros(8000, np.float32), content_index=0)
+    await _settle()
+    transcriber.start(Item("item_1", "user", [Part("input_audio")]), np.zeros(8000, np.float32), content_index=0)
+    await _settle()
+    assert heard == [Transcript("second")]
+    assert len(transcriber.tasks()) == 1, "the first recognition is still running"
+    waiting = asyncio.create_task(transcriber.wait_all())
+    await _settle()
+    assert not waiting.done()
+    gate.set()
+    await waiting
+    assert heard == [Transcript("second"), Transcript("first")] and transcriber.tasks() == []
+
+
+async def test_a_closing_session_cancels_the_recognition_of_an_item_whose_id_was_reused() -> None:
+    gate = asyncio.Event()
+    transcriber = Transcriber(GatedRecognizer(["first", "second"], {0: gate, 1: gate}), lambda _o: None,
+                              lambda *_args: None, lambda: (None, None))
+    transcriber.start(Item("item_1", "user", [Part("input_audio")]), np.zeros(8000, np.float32), content_index=0)
+    await _settle()
+    transcriber.start(Item("item_1", "user", [Part("input_audio")]), np.zeros(8000, np.float32), content_index=0)
+    await _settle()
+    running = transcriber.tasks()
+    assert len(running) == 2
+    for task in running:
+        task.cancel()
+    await transcriber.wait_all()
+    assert all(task.cancelled() for task in running) and transcriber.tasks() == []
+
+
+async def test_a_session_closing_after_an_item_id_was_reused_stops_both_recognitions() -> None:
+    """conversation.item.create, .delete, and .create again with the same id while the first is recognised: the
+    session's close cancels both recognitions, not only the newest."""
+    session = RealtimeSession(Engines(FakeVad(), FakeRecognizer(delay_s=5.0), FakeLanguageModel(), FakeSynthesizer()))
+    session.start()
+    pcm = (np.sin(np.arange(24000) / 10) * 8000).astype("<i2").tobytes()
+    item = {"id": "item_again", "type": "message", "role": "user",
+            "content": [{"type": "input_audio", "audio": base64.b64encode(pcm).decode()}]}
+    await session.handle_message(json.dumps({"type": "conversation.item.create", "item": item}))
+    await session.handle_message(json.dumps({"type": "conversation.item.delete", "item_id": "item_again"}))
+    await session.handle_message(json.dumps({"type": "conversation.item.create", "item": item}))
+    running = session.transcriber.tasks()
+    assert len(running) == 2
+    await asyncio.wait_for(session.close(), 2.0)
+    assert all(task.done() for task in running)

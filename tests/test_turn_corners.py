@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from bargein.protocol.client_events import ResponseParams
 from bargein.session import core as dx
+from bargein.session.core.classifier import ListenDecision
 from tests.test_duplex import NO_CLASSIFIER, of
 from tests.test_listening_turns import Listening
 
@@ -140,3 +141,62 @@ def test_a_client_cancel_also_drops_a_query_over_the_reply_whose_verdict_comes_a
     assert of(t.feed(dx.ClientResponseCancel()), dx.CancelReply)
     late = t.feed(dx.SegmentClassified(query, "query"))
     assert not of(late, dx.StartReply) and not of(late, dx.DiscardSegment), "kept in the conversation, unanswered"
+
+
+CANCELLED_ANSWER = "not answered: the client cancelled the reply that answered it"
+
+
+def _query(item_id: str) -> dx.SegmentClassified:
+    return dx.SegmentClassified(item_id, "query", ListenDecision("query", ("words",)))
+
+
+def test_a_turn_answered_ahead_whose_answer_the_client_cancels_is_not_reported_answered() -> None:
+    """The client's reply created while the turn was judged answers it; the client then cancels that reply. The
+    verdict must not claim the turn answered (nor answer it behind the client's back): kept, unanswered."""
+    t = Listening()
+    item = t.segment()
+    reply = of(t.feed(dx.ClientResponseCreate()), dx.StartReply)[0].response_id
+    t.feed(dx.ReplyAudio(reply, "a"))
+    assert of(t.feed(dx.ClientResponseCancel()), dx.CancelReply)
+    verdict = t.feed(_query(item))
+    assert of(verdict, dx.ReportSegment)[0].action == CANCELLED_ANSWER
+    assert not of(verdict, dx.StartReply) and not of(verdict, dx.DiscardSegment)
+
+
+def test_a_turn_answered_ahead_is_answered_by_the_client_s_next_reply_after_the_cancel() -> None:
+    t = Listening(NO_INTERRUPT)
+    t.agent_speaking()
+    item = t.segment()  # over the reply, which plays on
+    t.feed(dx.ClientResponseCancel())
+    first = of(t.feed(dx.ClientResponseCreate()), dx.StartReply)[0].response_id
+    t.feed(dx.ClientResponseCancel())
+    assert of(t.feed(dx.ClientResponseCreate()), dx.StartReply)[0].response_id != first
+    verdict = t.feed(_query(item))
+    assert of(verdict, dx.ReportSegment)[0].action == "answered by the reply the client started while it was judged"
+    assert not of(verdict, dx.StartReply)
+
+
+def test_cancelling_a_later_reply_leaves_a_turn_answered_by_an_earlier_one_answered() -> None:
+    t = Listening()
+    item = t.segment()
+    answer = of(t.feed(dx.ClientResponseCreate()), dx.StartReply)[0].response_id
+    t.feed(dx.ReplyFinished(answer))
+    assert of(t.feed(dx.ClientResponseCreate()), dx.StartReply), "a second reply while the turn is still judged"
+    t.feed(dx.ClientResponseCancel())
+    verdict = t.feed(_query(item))
+    assert of(verdict, dx.ReportSegment)[0].action == "answered by the reply the client started while it was judged"
+    assert not of(verdict, dx.StartReply)
+
+
+def test_speech_over_a_finished_reply_the_client_may_still_play_cuts_it_at_the_onset_whatever_the_verdict() -> None:
+    """A reply whose ``response.done`` is out cannot be paused or resumed: a client stops playing it at
+    ``speech_started`` (interruptions on), and no verdict restarts it, so it was heard up to the onset even when
+    the sound is then judged a cough. With interruptions off the client plays it on and none of it is cut."""
+    t = Listening()
+    reply = t.agent_speaking()
+    t.feed(dx.ReplyFinished(reply))
+    assert of(t.speech(64), dx.SpeechStarted)[0].cuts_playing
+    quiet = Listening(NO_INTERRUPT)
+    played_on = quiet.agent_speaking()
+    quiet.feed(dx.ReplyFinished(played_on))
+    assert not of(quiet.speech(64), dx.SpeechStarted)[0].cuts_playing

@@ -389,3 +389,60 @@ def test_a_turn_answered_after_a_cough_judged_meanwhile_keeps_its_ledger() -> No
     ledgers.on_action(v.StartReply("resp_1", "turn_detected"))
     ledger = ledgers.for_reply("resp_1")
     assert ledger is not None and ledger.item_id == "item_A"
+
+
+def test_a_turn_reported_while_its_reply_still_plays_is_followed_by_its_final_heard_figure() -> None:
+    """The client still plays the reply at its close: the turn's report says its heard audio is not final yet, and
+    once the playback ends the client is told the final figure, once."""
+    reports: list[dict[str, Any]] = []
+    followups: list[dict[str, Any]] = []
+    ledgers = TurnLedgers(lambda: 0.0, lambda status, summary: reports.append(summary), heard=followups.append)
+    ledgers.on_action(v.StartReply("resp_1", "client"))
+    ledgers.on_sent(delta("resp_1"))
+    ledgers.on_reply_closed("resp_1", "completed", 3000.0, 3000.0, playing=True)
+    (report,) = reports
+    assert report["audio_heard_s"] == 3.0 and report["audio_heard_final"] is False
+    assert followups == []
+    ledgers.on_reply_heard("resp_1", 1200.0)
+    ledgers.on_reply_heard("resp_1", 3000.0)
+    ledgers.close()
+    assert followups == [{"item_id": None, "response_id": "resp_1", "audio_heard_s": 1.2}]
+
+
+def test_a_turn_reported_after_its_playback_ended_is_final_with_no_follow_up() -> None:
+    """A reply that closed with none of its output sent, played out before its first delta's report: the report
+    holds the final figure already, and nothing follows it."""
+    reports: list[dict[str, Any]] = []
+    followups: list[dict[str, Any]] = []
+    ledgers = TurnLedgers(lambda: 0.0, lambda status, summary: reports.append(summary), heard=followups.append)
+    ledgers.on_action(v.StartReply("resp_1", "client"))
+    ledgers.on_reply_closed("resp_1", "completed", 3000.0, 3000.0, output_queued=True, playing=True)
+    ledgers.on_reply_heard("resp_1", 3000.0)
+    ledgers.on_sent(delta("resp_1"))
+    (report,) = reports
+    assert report["audio_heard_s"] == 3.0 and report["audio_heard_final"] is True
+    assert followups == []
+
+
+async def test_the_client_is_told_the_heard_audio_of_a_finished_reply_cut_while_it_played(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``bargein.turn.metrics`` goes out at ``response.done`` with all the reply as heard; the user then speaks over
+    it: once the cut is final, ``bargein.turn.heard`` tells the client what it really played."""
+    monkeypatch.setattr(play_out, "CUT_GRACE_S", 0.05)
+    filler = "and then it goes on for a good while longer so that there is plenty to interrupt."
+    h = Harness(Engines(FakeVad(), FakeRecognizer(("stop",)), FakeLanguageModel(filler=filler), FakeSynthesizer()))
+    h.session.replies.output_lead_ms = 60_000.0
+    await h.send(type="conversation.item.create", item=TALK)
+    await h.send(type="response.create")
+    await h.drain(until="bargein.turn.metrics")
+    (summary,) = turn_metrics(h)
+    assert summary["audio_heard_final"] is False and summary["audio_heard_s"] == summary["audio_sent_s"]
+    await _say(h, 0.3, 0.0)
+    await h.drain(until="bargein.turn.heard")
+    (heard,) = [e for e in h.events if e["type"] == "bargein.turn.heard"]
+    done = next(e for e in h.events if e["type"] == "response.done")["response"]
+    item = h.session.conversation.get(done["output"][0]["id"])
+    assert heard["response_id"] == summary["response_id"]
+    assert item.heard_ms is not None and heard["audio_heard_s"] == pytest.approx(item.heard_ms / 1000, abs=1e-3)
+    assert heard["audio_heard_s"] < summary["audio_heard_s"] - 0.5
+    await h.session.close()

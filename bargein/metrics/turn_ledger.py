@@ -5,7 +5,8 @@ later stage is recorded in wall time next to the wall time at which that positio
 :class:`TurnLedgers` keeps them by observing a session (its machine's events and actions, its replies'
 progress and what left the socket) and reports each turn when its reply closes (a reply that closed with none of
 its output sent yet, when its first delta leaves). The audio heard of a reply the client still plays at its close
-reaches the metrics once its playback ends (played out or cut).
+is known only once its playback ends (played out or cut): the report then says it is not final
+(``audio_heard_final``), and the final figure follows (``bargein.turn.heard``) and reaches the metrics then.
 """
 
 from __future__ import annotations
@@ -97,6 +98,8 @@ class TurnLedger:
             "first_delta_sent_ms": _round(span("reply_start", "first_delta_sent")),
             "first_audio_ms": _round(span("speech_end", "first_delta_sent")),
             **{key: round(value, 3) for key, value in self.counters.items()},
+            # False: the client still played the reply, and a follow-up tells what it heard once it is known
+            "audio_heard_final": self.heard_pending_s is None,
         }
 
 
@@ -104,13 +107,15 @@ class TurnLedgers:
     """The ledgers of one session's recent turns, kept as an observer of the session.
 
     ``stream_ms()`` is the session's stream clock; ``report(status, summary)`` receives each finished
-    turn (the session sends it to the client as ``bargein.turn.metrics``).
+    turn (the session sends it to the client as ``bargein.turn.metrics``); ``heard(fields)``, the final heard audio
+    of a turn reported while the client still played its reply (``bargein.turn.heard``).
     """
 
     def __init__(self, stream_ms: Callable[[], float], report: Callable[[str, dict[str, Any]], None], *,
-                 metrics: ServerMetrics | None = None) -> None:
+                 metrics: ServerMetrics | None = None, heard: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.stream_ms = stream_ms
         self.report = report
+        self.heard = heard
         self.metrics = metrics
         self.ledgers: dict[str, TurnLedger] = {}
         self.current: TurnLedger | None = None
@@ -248,14 +253,20 @@ class TurnLedgers:
 
     def on_reply_heard(self, response_id: str, heard_ms: float) -> None:
         """A reply the client still played at its close was played out or cut: ``heard_ms`` of it was heard. A
-        turn not reported yet reports that figure; the metrics count it now or when the turn is reported."""
+        turn not reported yet reports that figure; one reported already (as not final) is followed by it, and the
+        metrics count it now or when the turn is reported."""
         ledger = self.playing.pop(response_id, None)
         if ledger is None or ledger.heard_pending_s is None:
             return
         told, ledger.heard_pending_s = ledger.heard_pending_s, None
         ledger.add("audio_heard_s", heard_ms / 1000.0 - told)
-        if ledger.reported and self.metrics is not None:
+        if not ledger.reported:
+            return
+        if self.metrics is not None:
             self.metrics.observe_heard(heard_ms / 1000.0)
+        if self.heard is not None:
+            self.heard({"item_id": ledger.item_id, "response_id": response_id,
+                        "audio_heard_s": round(ledger.counters["audio_heard_s"], 3)})
 
     def close(self) -> None:
         """The session ends: replies still waiting for their first delta to leave are reported as they stand, and

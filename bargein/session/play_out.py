@@ -17,7 +17,7 @@ from bargein.session.live_reply import LiveReply
 
 MAX_PLAYING = 8
 """Closed replies kept waiting for their playback to end; an older one (whose deltas a cut purged, say) is then
-told as heard as far as the estimate says, so a session's count stays bounded."""
+told as heard as far as it had played (or as far as its cut), so a session's count stays bounded."""
 CUT_GRACE_S = 2.0
 """How long after the server's own estimate of a cut the client's truncate may still say where it really stopped
 (an OpenAI client sends it once it has stopped its playback, after ``speech_started``)."""
@@ -38,7 +38,7 @@ class PlayingOut:
         self.replies[reply.response_id] = reply
         while len(self.replies) > MAX_PLAYING:
             oldest = next(iter(self.replies.values()))
-            self.played(oldest, min(oldest.state.item.audio_ms, oldest.playback.heard_ms()))
+            self.played(oldest, _so_far(oldest))
         self.watch(reply)
 
     def watch(self, reply: LiveReply) -> None:
@@ -89,6 +89,11 @@ class PlayingOut:
         """The session ends and the client stops playing: each reply was heard as far as it had played (a cut one
         as far as the cut: :meth:`cut` waits with the estimate the history already holds)."""
         for reply in list(self.replies.values()):
-            item, cut_at = reply.state.item, reply.state.item.heard_ms
-            self.played(reply, cut_at if cut_at is not None and cut_at < item.audio_ms
-                        else min(item.audio_ms, reply.playback.heard_ms()))
+            self.played(reply, _so_far(reply))
+
+
+def _so_far(reply: LiveReply) -> float:
+    """How much of ``reply`` was heard if its playback stopped now: to its cut if the user cut it (the estimate's
+    clock runs on past the cut, as if the client had kept playing), else as far as it had played."""
+    item, cut_at = reply.state.item, reply.state.item.heard_ms
+    return cut_at if cut_at is not None and cut_at < item.audio_ms else min(item.audio_ms, reply.playback.heard_ms())

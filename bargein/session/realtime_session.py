@@ -27,6 +27,7 @@ from bargein.protocol import client_events as ce
 from bargein.protocol.errors import EngineFailure, ProtocolError
 from bargein.protocol.server_events import error_event, event, new_id
 from bargein.protocol.session_config import SemanticVad, ServerVad, SessionConfig
+from bargein.protocol.voices import check_voice
 from bargein.session.audio_input import AudioInput
 from bargein.session.core import vocabulary as v
 from bargein.session.core.endpointing import DEFAULT_TIERS
@@ -64,6 +65,8 @@ class RealtimeSession:
         silence for every session, the server's choice for density)."""
         self.languages: frozenset[str] | None = getattr(engines.asr, "languages", None)
         """What the recogniser can transcribe (None: it cannot tell); a session asking for more gets an error."""
+        self.synthesiser = engines.tts
+        """Whose voices a session or a response may name (:func:`~bargein.protocol.voices.check_voice`)."""
         self.semantic_endpoint = engines.turn is not None
         self.config = default_endpoint(config or SessionConfig(), semantic=self.semantic_endpoint,
                                        prefer_semantic=semantic_default)
@@ -77,7 +80,7 @@ class RealtimeSession:
         self.machine = DuplexMachine(new_id, self._settings(self.config))
         self.audio_in = AudioInput(engines.vad, self.config.input_format)
         self.audio_in.set_noise_reduction(self.config.audio.input.noise_reduction is not None)
-        self.ledgers = TurnLedgers(lambda: self.stream_ms, self._report_turn, metrics=metrics)
+        self.ledgers = TurnLedgers(lambda: self.stream_ms, self._report_turn, metrics=metrics, heard=self._report_heard)
         self.observers: list[SessionObserver] = [self.ledgers, *observers]
         emit = self.outbound.put
         speculator = Speculator(engines.asr, engines.llm, engines.tts, hints=self._transcription_hints)
@@ -164,6 +167,9 @@ class RealtimeSession:
                     raise ProtocolError("a transcription session transcribes only; it creates no responses",
                                         code="invalid_value", param="type", event_id=message.event_id)
                 check_params(message.response, message.event_id)
+                own = message.response.audio if message.response is not None else None
+                check_voice(own.output.voice if own is not None and own.output is not None else None,
+                            self.synthesiser, param="response.audio.output.voice", event_id=message.event_id)
                 if message.response is not None and message.response.input is not None:
                     response_input_items(message.response.input, self.conversation, event_id=message.event_id)
                 self.feed(v.ClientResponseCreate(message.event_id, message.response))
@@ -226,6 +232,9 @@ class RealtimeSession:
             raise ProtocolError("semantic_vad needs the end-of-turn model, which this server has not loaded; "
                                 "use server_vad", code="invalid_value",
                                 param="session.audio.input.turn_detection.type", event_id=message.event_id)
+        if config.audio.output.voice != self.config.audio.output.voice:
+            check_voice(config.audio.output.voice, self.synthesiser, param="session.audio.output.voice",
+                        event_id=message.event_id)
         transcription = config.audio.input.transcription
         refusal = unsupported_language(transcription.language if transcription else None,
                                        self.languages)
@@ -341,6 +350,9 @@ class RealtimeSession:
 
     def _report_turn(self, status: str, summary: dict[str, Any]) -> None:
         self.outbound.put(Outgoing(event("bargein.turn.metrics", status=status, **summary)))
+
+    def _report_heard(self, fields: dict[str, Any]) -> None:
+        self.outbound.put(Outgoing(event("bargein.turn.heard", **fields)))
 
     # -- outbound -----------------------------------------------------------------------------------
 

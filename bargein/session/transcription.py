@@ -55,8 +55,9 @@ class Transcriber:
         self.emit = emit
         self.on_done = on_done
         self.hints = hints
-        self._pending: dict[tuple[str, int], asyncio.Task[Transcript | None]] = {}
-        """Running recognitions by item and content index: an item may hold several clips, each its own job."""
+        self._pending: dict[asyncio.Task[Transcript | None], None] = {}
+        """Running recognitions, oldest first: an item may hold several clips, each its own job. Kept by task, not by
+        item id: an item deleted while it is recognised and created again with its id has two running at once."""
 
     async def _in_slices(self, audio: npt.NDArray[np.float32], language: str | None,
                          prompt: str | None) -> Transcript:
@@ -92,9 +93,8 @@ class Transcriber:
         """
         task = urgent_task(self.recognise(item, audio, content_index, guessed, primed=primed,
                                           primed_guess=primed_guess), urgent=urgent)
-        key = (item.id, content_index)
-        self._pending[key] = task
-        task.add_done_callback(lambda done: self._pending.pop(key) if self._pending.get(key) is done else None)
+        self._pending[task] = None
+        task.add_done_callback(lambda done: self._pending.pop(done, None))
 
     async def recognise(self, item: Item, audio: npt.NDArray[np.float32], content_index: int,
                         guessed: asyncio.Task[Transcript] | None = None, *,
@@ -142,8 +142,9 @@ class Transcriber:
 
     async def _guessed_or_heard(self, guessed: asyncio.Task[Transcript] | None, audio: npt.NDArray[np.float32],
                                 language: str | None, prompt: str | None) -> Transcript:
-        """The speculative recognition's result, or the audio recognised now when there was none or it was
-        cancelled under us (a guess given up by the speculator is not this turn's end: it still needs words)."""
+        """The speculative recognition's result, or the audio recognised now when there was none, it was
+        cancelled under us (a guess given up by the speculator is not this turn's end: it still needs words) or it
+        failed (the guess is only a head start: the item fails only if its own recognition does too)."""
         if guessed is not None:
             try:
                 return await guessed
@@ -151,17 +152,20 @@ class Transcriber:
                 if not _cancelled_under_us(guessed):
                     raise  # this recognition itself is being cancelled
                 log.warning("a speculative recognition adopted at the endpoint was cancelled: recognising again")
+            except Exception:
+                log.warning("a speculative recognition adopted at the endpoint failed: recognising again",
+                            exc_info=True)
         return await self._in_slices(audio, language, prompt)
 
     async def wait_all(self) -> None:
         """Until every pending recognition has finished (failures included)."""
-        pending = list(self._pending.values())
+        pending = list(self._pending)
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
 
     def tasks(self) -> list[asyncio.Task[Transcript | None]]:
         """The recognitions still running."""
-        return list(self._pending.values())
+        return list(self._pending)
 
 
 def _cancelled_under_us(awaited: asyncio.Task[Transcript]) -> bool:

@@ -1,67 +1,35 @@
 """The duplex turn-taking state machine: pure, no I/O, no clock of its own (sans-I/O, as h11/wsproto).
 The shell ``feed``s small frozen events (VAD frames, client events, reply output, transcripts, timers) and
 ``take_actions`` returns what is due. Time is stream time carried by the events, so a scripted timeline replays
-exactly. All of turn-taking is decided here (turns, endpoints, verdicts, pause/cancel/resume, output admission,
-speculation, the idle-buffer trim; see docs/design.md)."""
+exactly. All of turn-taking is decided by the machine (turns, endpoints, verdicts, pause/cancel/resume, output
+admission, speculation, the idle-buffer trim; see docs/design.md): this module's transitions, the client's requests
+(``client_requests.py``) and the state and reply life they share (``machine_base.py``)."""
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Literal, assert_never
 
-from bargein.protocol.client_events import ResponseParams
-from bargein.session.core import rejections
 from bargein.session.core import vocabulary as v
 from bargein.session.core.admission import admission, admit
 from bargein.session.core.classifier import ListenDecision
-from bargein.session.core.idle_prompt import IdlePrompt
-from bargein.session.core.segment_book import SegmentBook, ignored_action
+from bargein.session.core.client_requests import ClientRequests
+from bargein.session.core.machine_base import IllegalTransition
+from bargein.session.core.segment_book import ignored_action
 from bargein.session.core.settings import TurnSettings
-from bargein.session.core.storm_guard import StormGuard
-from bargein.session.core.turn_records import Reply, Turn
-from bargein.session.core.verdicts import AwaitedVerdicts, answers_the_user
+from bargein.session.core.turn_records import Turn
 
-MIN_COMMIT_MS = 100.0
-"""Shortest buffer a commit accepts (the OpenAI Realtime API's rule)."""
 HYSTERESIS = 0.15
 """Speech ends below ``threshold - HYSTERESIS`` (Silero's recommended offset threshold)."""
-RECENT_FINISHED = 64
-"""Ended replies remembered, so their generation task finishing late is recognised as harmless."""
 
 
-class IllegalTransition(RuntimeError):
-    """The shell fed something impossible (a programming error, never a client error)."""
-
-
-@dataclass
-class DuplexMachine:
-    """Turn-taking and reply admission for one session.
+class DuplexMachine(ClientRequests):
+    """Turn-taking and reply admission for one session: ``feed`` dispatches every event to its transition (the
+    voice activity, listening decisions and reply output here, the client's requests in
+    :class:`~bargein.session.core.client_requests.ClientRequests`, the state and the reply's life they share in
+    :class:`~bargein.session.core.machine_base.MachineBase`).
 
     ``new_id(prefix)`` supplies item and response ids (deterministic in tests).
     """
-
-    new_id: Callable[[str], str]
-    settings: TurnSettings = field(default_factory=TurnSettings)
-    storm: StormGuard = field(default_factory=StormGuard)
-    segments: SegmentBook = field(default_factory=SegmentBook)
-    _turn: Turn | None = field(default=None, init=False)
-    _reply: Reply | None = field(default=None, init=False)
-    _awaiting: AwaitedVerdicts = field(default_factory=AwaitedVerdicts, init=False)
-    """Committed segments waiting for the classifier, and what each verdict owes."""
-    _unanswered: bool = field(default=False, init=False)
-    _tool_wait: bool = field(default=False, init=False)
-    """The client owes function call outputs: the session is waiting on it, not idle."""
-    _last_ms: float = field(default=0.0, init=False)
-    _actions: list[v.Action] = field(default_factory=list, init=False)
-    _finished: deque[str] = field(default_factory=lambda: deque(maxlen=RECENT_FINISHED), init=False)
-    _heard_from_ms: float = field(default=0.0, init=False)
-    """Stream time before which the input buffer holds nothing (the last commit's or clear's end)."""
-    _idle: IdlePrompt = field(default_factory=IdlePrompt, init=False)
-
-    def __post_init__(self) -> None:
-        self.storm = StormGuard(self.settings.listening.storm_barge_ins, self.settings.listening.storm_window_ms)
 
     def feed(self, event: v.Event) -> None:
         """Take one event; its consequences are queued for :meth:`take_actions`."""
@@ -121,27 +89,6 @@ class DuplexMachine:
                     self._idle_again()
             case _:
                 assert_never(event)
-
-    def take_actions(self) -> list[v.Action]:
-        """Everything due since the last call, in order."""
-        actions, self._actions = self._actions, []
-        return actions
-
-    @property
-    def phase(self) -> v.Phase:
-        """The current phase."""
-        if self._turn is not None:
-            return v.Phase.USER_SPEAKING
-        if self._reply is None:
-            return v.Phase.AWAITING_TOOL if self._tool_wait else v.Phase.LISTENING
-        if self._reply.paused:
-            return v.Phase.PAUSED
-        return v.Phase.AGENT_SPEAKING if self._reply.has_audio else v.Phase.THINKING
-
-    @property
-    def active_response_id(self) -> str | None:
-        """The only reply whose output may reach the client (while it is not paused)."""
-        return self._reply.response_id if self._reply else None
 
     # -- voice activity -----------------------------------------------------------------------------
 
@@ -287,76 +234,7 @@ class DuplexMachine:
         if verdict is not None and verdict.decision == "query" and (self._reply is None or self._reply.paused):
             self._emit(v.PrefetchReply(event.item_id, event.transcript.text.strip()))
 
-    def _maybe_answer(self) -> None:
-        settings = self.settings
-        if not (settings.vad and settings.create_response):
-            if self._unanswered:  # the client answers this turn, or lets it be: that silence is not the user's
-                self._idle.leave_to_client()
-            self._unanswered = False  # no automatic reply now, so none owed once they are switched on again
-        if self._turn is not None or self._reply is not None or self._awaiting:
-            return
-        if self._unanswered:
-            self._start_reply("turn_detected")
-        elif self._idle.state == "suspended" and not self._tool_wait:
-            self._idle_again()  # the turns that disarmed the idle timer led to no reply: else no prompt ever comes
-
-    # -- client events ------------------------------------------------------------------------------
-
-    def _on_client_commit(self, event: v.ClientCommit) -> None:
-        turn, self._turn = self._turn, None
-        if event.buffered_ms < MIN_COMMIT_MS and turn is None:
-            self._emit(v.Reject(rejections.commit_too_small(MIN_COMMIT_MS, event.buffered_ms, event.event_id)))
-            return
-        item_id = turn.item_id if turn else self.new_id("item")
-        if turn is not None:
-            self.segments.forget(turn.item_id)
-            self._emit(v.SpeechStopped(item_id, self._last_ms))
-        if self._reply is not None and self._reply.paused:
-            self._cancel_active("turn_detected")  # the client says the speech that paused it is a turn
-        self._heard_from_ms = self._last_ms
-        self._emit(v.CommitBuffer(item_id, None, None, event_id=event.event_id))
-        # an explicit commit is the client saying "this is a turn": no classification
-        if self.settings.vad:
-            self._unanswered = True
-            self._maybe_answer()
-
-    def _on_client_create(self, event: v.ClientResponseCreate) -> None:
-        if self._reply is not None:
-            self._emit(v.Reject(rejections.reply_in_progress(self._reply.response_id, event.event_id)))
-            return
-        self._start_reply("client", event.params)
-
-    def _on_client_cancel(self, event: v.ClientResponseCancel) -> None:
-        reply = self._reply
-        if reply is None or (event.response_id is not None and event.response_id != reply.response_id):
-            self._emit(v.Reject(rejections.nothing_to_cancel(event.response_id, event.event_id)))
-            return
-        self._unanswered = False  # a query waiting behind it is dropped: the client stopped the agent talking
-        if not self.settings.interruption.enabled:  # ... and so is one still being judged
-            self._awaiting.owe_nothing("not answered: the client cancelled the reply it waited behind",
-                                       only_during_reply=True)
-        self._cancel_active("client_cancelled")
-
-    def _on_settings(self, settings: TurnSettings) -> None:
-        self.settings = settings
-        self.storm.capacity = settings.listening.storm_barge_ins
-        self.storm.window_ms = settings.listening.storm_window_ms
-        if not settings.vad:
-            self._abandon_turn(then=v.DisarmIdleTimer())
-            self._idle.stop()
-
-    def _abandon_turn(self, *, then: v.Action) -> None:
-        """The turn being spoken will never reach an endpoint: its recognition and score stop (``then`` follows),
-        and a paused reply resumes, unless a committed segment is still being judged (then its verdict decides);
-        an answer that waited only for this turn to end starts."""
-        turn, self._turn = self._turn, None
-        if turn is not None:
-            self.segments.forget(turn.item_id)
-            self._emit(v.SegmentAbandoned(turn.item_id))
-        self._emit(then)
-        if turn is not None and (reply := self._reply) is not None and reply.paused and not self._awaiting:
-            self._resume(reply)
-        self._maybe_answer()  # an answer that waited for this turn to end, or the idle timer it disarmed
+    # -- reply output -------------------------------------------------------------------------------
 
     def _on_reply_finished(self, event: v.ReplyFinished) -> None:
         reply = self._reply
@@ -368,55 +246,3 @@ class DuplexMachine:
             reply.generation_done = True  # it completes once resumed, or is cancelled
             return
         self._complete(reply, failed=event.failed)
-
-    # -- helpers ------------------------------------------------------------------------------------
-
-    def _start_reply(self, trigger: Literal["turn_detected", "client", "idle_timeout"],
-                     params: ResponseParams | None = None) -> None:
-        self._unanswered = False
-        if trigger == "client" and answers_the_user(trigger, params):
-            self._awaiting.owe_nothing("answered by the reply the client started while it was judged")
-        self._reply = Reply(self.new_id("resp"))
-        self._idle.stop()
-        self._emit(v.DisarmIdleTimer())
-        self._emit(v.StartReply(self._reply.response_id, trigger, params))
-
-    def _pause(self, reply: Reply, turn: Turn) -> None:
-        reply.paused = True
-        self._emit(v.PauseReply(reply.response_id, turn.item_id))
-
-    def _resume(self, reply: Reply) -> None:
-        reply.paused = False
-        self._emit(v.ResumeReply(reply.response_id))
-        if reply.generation_done:
-            self._complete(reply, failed=False)
-
-    def _complete(self, reply: Reply, *, failed: bool) -> None:
-        self._reply = None
-        self._finished.append(reply.response_id)
-        self._emit(v.CompleteReply(reply.response_id, "failed" if failed else "completed"))
-        if not self._tool_wait:  # a tool's output owed is no silence
-            self._idle_again()
-        self._maybe_answer()
-
-    def _idle_again(self) -> None:
-        """The agent owes nothing: the idle prompt is armed, or owed once the turn being spoken or judged
-        leads to no reply."""
-        if arm := self._idle.again(self.settings.idle_prompt_ms, user_busy=self._user_busy):
-            self._emit(arm)
-
-    @property
-    def _user_busy(self) -> bool:
-        """The user is speaking, or a segment of theirs is being judged."""
-        return self._turn is not None or bool(self._awaiting)
-
-    def _cancel_active(self, reason: Literal["turn_detected", "client_cancelled"]) -> None:
-        assert self._reply is not None
-        response_id = self._reply.response_id
-        self._reply = None
-        self._finished.append(response_id)
-        self._emit(v.CancelReply(response_id, reason))
-
-    def _emit(self, action: v.Action) -> None:
-        self._actions.append(action)
-

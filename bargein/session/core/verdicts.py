@@ -3,7 +3,7 @@
 A segment committed with listening on waits for the classifier. While it waits, things happen that change what
 its verdict may do: it cut the reply at its first pause (so it is answered whatever the verdict), it was committed
 at the longest turn with no pause ending it (so it is judged but never answered), or a client's reply answered it
-or the client cancelled the reply it waited behind (so its verdict owes no answer)."""
+or the client cancelled the reply it waited behind, or the reply that answered it (so its verdict owes no answer)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 
 MARKS_KEPT = 8
 """Segments remembered as cut-early or unended; more than this many awaiting a verdict at once does not happen."""
+ANSWERED_AHEAD = "answered by the reply the client started while it was judged"
+ANSWER_CANCELLED = "not answered: the client cancelled the reply that answered it"
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,8 @@ class AwaitedVerdicts:
 
     _during_reply: dict[str, bool] = field(default_factory=dict)
     _not_owed: dict[str, str] = field(default_factory=dict)
+    _answered_by: dict[str, str] = field(default_factory=dict)
+    """The client's reply (response id) that answered a segment before its verdict."""
     _cut_early: deque[str] = field(default_factory=lambda: deque(maxlen=MARKS_KEPT))
     _unended: deque[str] = field(default_factory=lambda: deque(maxlen=MARKS_KEPT))
 
@@ -64,12 +68,28 @@ class AwaitedVerdicts:
         self._not_owed.update((item_id, why) for item_id, during_reply in self._during_reply.items()
                               if during_reply or not only_during_reply)
 
+    def answered_by(self, response_id: str) -> None:
+        """The client's reply ``response_id`` answers every segment waiting now (its prompt waits for their words);
+        one an earlier reply answered already stays that reply's."""
+        for item_id in self._during_reply:
+            self._answered_by.setdefault(item_id, response_id)
+
+    def answer_cancelled(self, response_id: str) -> None:
+        """The client cancelled ``response_id``: the segments it answered were not answered, and owe nothing
+        still (the client stopped the agent talking); a reply the client starts next answers them again."""
+        for item_id in [item for item, answer in self._answered_by.items() if answer == response_id]:
+            del self._answered_by[item_id]
+            self._not_owed[item_id] = ANSWER_CANCELLED
+
     def settle(self, item_id: str) -> Owed | None:
         """The verdict for ``item_id`` arrived: what it owes, or None if nothing waits for it (cleared, or
         decided already)."""
         if item_id not in self._during_reply:
             return None
-        return Owed(during_reply=self._during_reply.pop(item_id), not_owed=self._not_owed.pop(item_id, None),
+        not_owed = self._not_owed.pop(item_id, None)
+        if self._answered_by.pop(item_id, None) is not None:
+            not_owed = ANSWERED_AHEAD  # whatever else happened while it waited, a reply had its words
+        return Owed(during_reply=self._during_reply.pop(item_id), not_owed=not_owed,
                     cut_early=item_id in self._cut_early, unended=item_id in self._unended)
 
 
