@@ -132,6 +132,18 @@ class Settings(BaseSettings):
             raise ValueError("an API key is empty: give a non-empty --api-key, or none for local-only mode")
         return keys
 
+    @field_validator("language")
+    @classmethod
+    def _spoken_language(cls, code: str) -> str:
+        from bargein.languages import LANGUAGES, unsupported_language
+
+        # Refused at start, as a session's transcription language is refused by session.update: a language
+        # without a row has neither a voice nor a recogniser route here, so it would be heard and spoken as English.
+        refusal = unsupported_language(code, frozenset(LANGUAGES), what="this server (its voices and recognisers)")
+        if refusal is not None:
+            raise ValueError(f"--language / BARGEIN_LANGUAGE: {refusal}")
+        return code
+
     @property
     def speaks_mandarin(self) -> bool:
         """True when the server must recognise and speak Mandarin."""

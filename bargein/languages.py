@@ -83,9 +83,13 @@ LANGUAGES: dict[str, Language] = {language.code: language for language in (ENGLI
 
 _ALIASES = {
     "english": "en", "en-us": "en", "en-gb": "en", "zh-cn": "zh", "zh-hans": "zh", "zh-sg": "zh", "cmn": "zh",
-    "chinese": "zh", "mandarin": "zh", "zh-tw": "zh", "zh-hant": "zh", "zh-hk": "zh", "yue": "zh",
+    "chinese": "zh", "mandarin": "zh", "zh-tw": "zh", "zh-hant": "zh", "zh-hk": "zh",
     "eng": "en", "zho": "zh", "chi": "zh",
 }
+"""Other spellings of the codes above. Cantonese (``yue``) is not one of them: it is a language of its own,
+which Whisper before large-v3 does not know, so it stays ``yue`` and is refused unless a recogniser names it."""
+_THREE_LETTER = frozenset({"yue", "haw"})
+"""Whisper's codes that are not two letters (Cantonese, Hawaiian): a tag such as ``yue-HK`` is that language."""
 
 
 def language_code(requested: str | None) -> str | None:
@@ -103,7 +107,7 @@ def language_code(requested: str | None) -> str | None:
     # a BCP 47 tag's first subtag is the language: "cmn-Hans-CN" (as Google and Azure spell Mandarin) is "cmn"
     if primary in _ALIASES:
         return _ALIASES[primary]
-    return primary if len(primary) == 2 else key
+    return primary if len(primary) == 2 or primary in _THREE_LETTER else key
 
 
 def language(code: str | None) -> Language:
@@ -111,17 +115,19 @@ def language(code: str | None) -> Language:
     return LANGUAGES.get(language_code(code) or "en", ENGLISH)
 
 
-def unsupported_language(requested: str | None, supported: frozenset[str] | None) -> str | None:
-    """Why a recogniser that knows ``supported`` cannot honour ``requested`` (``None`` if it can).
+def unsupported_language(requested: str | None, supported: frozenset[str] | None,
+                         what: str = "the loaded speech recogniser") -> str | None:
+    """Why ``what``, which knows ``supported``, cannot honour ``requested`` (``None`` if it can).
 
-    ``supported`` of ``None`` means the recogniser takes any language (or cannot tell): nothing to refuse.
+    ``supported`` of ``None`` means it takes any language (or cannot tell): nothing to refuse.
     """
     code = language_code(requested)
     if code is None or supported is None or code in supported:
         return None
     known = ", ".join(sorted(supported)) if len(supported) <= 12 else f"{len(supported)} languages"
-    fix = " Start the server with --asr-model base (multilingual)." if supported == frozenset({"en"}) else ""
-    return f"the loaded speech recogniser does not support language {requested!r} (it knows: {known}).{fix}"
+    fix = " Start the server with --asr-model base (multilingual)." \
+        if supported == frozenset({"en"}) and what == "the loaded speech recogniser" else ""
+    return f"{what} does not support language {requested!r} (it knows: {known}).{fix}"
 
 
 def has_han(text: str) -> bool:

@@ -117,6 +117,24 @@ def test_the_last_of_the_shortenings_counts() -> None:
     assert "Hi!" in _text(llama, tokens)
 
 
+def test_long_instructions_are_cut_the_same_way_every_turn() -> None:
+    """Instructions too long for the context are cut to the same text whatever the turn's question, so the
+    prompt's prefix stays the same from turn to turn and llama.cpp reuses its cached evaluation (a cut that
+    followed each question's length changed the prefix, and every turn evaluated the whole prompt again)."""
+    llama, prompt = _prompt(1024)
+    rules = ChatMessage("system", "RULES " + "be kind and brief. " * 400 + "END OF RULES")
+    options = GenerationOptions(max_tokens=256)
+    first = prompt.fit([rules, ChatMessage("user", "Hi!")], options)
+    second = prompt.fit([rules, ChatMessage("user", "Hi!"), ChatMessage("assistant", "Hello, how can I help?"),
+                         ChatMessage("user", "What will the weather be like in Paris tomorrow afternoon, "
+                                             "and should I take an umbrella with me when I go out?")], options)
+    assert len(first) <= 1024 - 256 and len(second) <= 1024 - 256
+    rules_end = _text(llama, first).index("END OF RULES") + len("END OF RULES")
+    shared = next((i for i, (a, b) in enumerate(zip(first, second, strict=False)) if a != b), len(first))
+    assert len(_text(llama, first[:shared])) >= rules_end, "the cut instructions differ between the turns"
+    assert "END OF RULES" in _text(llama, second) and "umbrella" in _text(llama, second)
+
+
 def test_a_reply_as_long_as_the_context_does_not_push_the_history_out() -> None:
     llama, prompt = _prompt()
     history = [ChatMessage("user", "My name is Ada."), ChatMessage("assistant", "Nice to meet you, Ada."),
@@ -165,4 +183,27 @@ def test_a_chinese_clip_over_30_s_is_in_simplified_characters_like_a_short_one()
     transcript = core.transcribe(clip, language="zh")
     assert transcript.text == "这是国语"
     assert [(word.word, word.probability) for word in transcript.words] == [("国语", 0.9)]
+
+
+class _SegmentedWhisper(_LongClipWhisper):
+    """The same model, hearing a clip over 30 s as several segments (faster-whisper's sliding windows)."""
+
+    def __init__(self, texts: list[str], language: str) -> None:
+        super().__init__()
+        self.texts, self.language = texts, language
+
+    def transcribe(self, clip: object, **options: object) -> tuple[list[object], object]:
+        segments = [SimpleNamespace(text=text, no_speech_prob=0.1, avg_logprob=-0.2, words=[]) for text in self.texts]
+        return segments, SimpleNamespace(language=self.language)
+
+
+@pytest.mark.parametrize(("texts", "language", "joined"), [
+    ([" 你好，", " 世界。", "我用AI", " OK"], "zh", "你好，世界。我用AI OK"),  # no space next to a Han character
+    ([" Hello there.", " How are you?", " "], "en", "Hello there. How are you?"),
+])
+def test_the_segments_of_a_clip_over_30_s_join_as_the_sessions_slices_do(texts: list[str], language: str,
+                                                                          joined: str) -> None:
+    core = WhisperCore(_SegmentedWhisper(texts, language))  # type: ignore[arg-type]
+    clip = 0.1 * np.sin(np.arange(31 * LISTEN_SAMPLE_RATE, dtype=np.float32) / 10)
+    assert core.transcribe(clip, language=language).text == joined
 

@@ -105,12 +105,29 @@ async def quiet(ws: Any, seconds: float) -> list[dict[str, Any]]:
     return events
 
 
-async def test_asr_worker_killed_mid_turn_says_it_did_not_catch_that_and_the_next_turns_work() -> None:
+async def test_asr_worker_killed_under_the_turns_guess_is_recognised_again_by_the_restarted_worker() -> None:
+    """The worker dies while it recognises the guess made at the turn's first silence: the guess is only a head
+    start, so at the commit the restarted worker recognises the whole item and the turn is answered."""
+    with rig() as r:
+        ws = await open_session(r.host, manual=False)
+        await spoken_turn(ws)
+        killed = await kill_when_busy(r.asr, after_s=0.6)  # the guess is in flight once the speech has ended
+        events = await events_until_done(ws)
+        assert not [e for e in events if e["type"] == "conversation.item.input_audio_transcription.failed"]
+        assert spoken(events).startswith("You said: hello there."), "answered, not told it was not caught"
+        await wait_restarted(r.asr, killed)
+        assert r.asr.restarts == 1
+        await ws.close()
+
+
+async def test_asr_worker_killed_twice_in_a_turn_says_it_did_not_catch_that_and_the_next_turns_work() -> None:
     with rig() as r:
         ws = await open_session(r.host, manual=False)
         bystander = await open_session(r.host, manual=False)
         await spoken_turn(ws)
-        killed = await kill_when_busy(r.asr, after_s=0.6)  # the final is in flight once the speech has ended
+        killed = await kill_when_busy(r.asr, after_s=0.6)  # the guess is in flight once the speech has ended
+        await wait_restarted(r.asr, killed)
+        killed = await kill_when_busy(r.asr, after_s=0.3)  # and then the whole item, recognised again
         events = await events_until_done(ws)
         failed = [e for e in events if e["type"] == "conversation.item.input_audio_transcription.failed"]
         assert failed and "speech recognition" in failed[0]["error"]["message"]
@@ -118,10 +135,10 @@ async def test_asr_worker_killed_mid_turn_says_it_did_not_catch_that_and_the_nex
         assert spoken(events) == DIDNT_CATCH and peak(events) > 0, "the user hears that it did not catch that"
         assert await quiet(bystander, 0.5) == [], "the other session saw nothing"
         await wait_restarted(r.asr, killed)
-        assert r.asr.restarts == 1
+        assert r.asr.restarts == 2
         async with httpx.AsyncClient() as http:
             metrics = (await http.get(f"http://{r.host}/metrics")).text
-        assert 'bargein_engine_worker_restarts_total{stage="asr"} 1.0' in metrics
+        assert 'bargein_engine_worker_restarts_total{stage="asr"} 2.0' in metrics
         assert 'bargein_engine_worker_restarts_total{stage="tts"} 0.0' in metrics
         assert 'bargein_engine_worker_resident_memory_bytes{stage="tts"}' in metrics
         await wait_stage_usable(r, "asr")

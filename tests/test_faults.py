@@ -78,7 +78,13 @@ async def test_llm_fault_mid_turn_is_spoken_as_an_apology(fault: str, after: int
         r.llm.fault, r.llm.after = fault, after
         events = await text_turn(ws, "tell me")
         assert events[-1]["response"]["status"] == "completed"
-        assert not [e for e in events if e["type"] == "error"]
+        # before: nothing told the client that what it heard was an apology, not an answer
+        [error] = [e for e in events if e["type"] == "error"]
+        assert error["error"]["type"] == "server_error" and error["error"]["code"] == "llm_unavailable"
+        assert "language model" in error["error"]["message"] and "apology" in error["error"]["message"]
+        assert events[-1]["response"]["id"] in error["error"]["message"]
+        assert "event_id" not in error["error"] or error["error"]["event_id"] is None
+        assert events.index(error) < len(events) - 1, "told before response.done"
         if after == 0:
             assert spoken(events) == LLM_APOLOGY
         else:
@@ -232,7 +238,9 @@ async def test_a_down_llm_is_skipped_then_retried_in_the_background() -> None:
         calls = r.llm.calls
         r.llm.fault = "hang"  # a down stage is not called: the apology comes at once, not after the deadline
         started = time.monotonic()
-        assert spoken(await text_turn(ws, "tell me")) == LLM_APOLOGY
+        skipped = await text_turn(ws, "tell me")
+        assert spoken(skipped) == LLM_APOLOGY
+        assert [e["error"]["code"] for e in skipped if e["type"] == "error"] == ["llm_unavailable"]
         assert time.monotonic() - started < DEADLINES.llm_first_token_s
         assert r.llm.calls - calls <= 2, "only the background probes reach the model"
         r.llm.fault = None

@@ -8,7 +8,7 @@ from bargein.languages import language, language_code, unsupported_language
 
 
 @pytest.mark.parametrize("requested, code", [
-    ("cmn-Hans-CN", "zh"), ("cmn-CN", "zh"), ("CMN_hans", "zh"), ("yue-HK", "zh"),
+    ("cmn-Hans-CN", "zh"), ("cmn-CN", "zh"), ("CMN_hans", "zh"), ("yue-HK", "yue"),
     ("eng", "en"), ("zho", "zh"), ("chi", "zh"), ("english-us", "en"),
     ("EN", "en"), ("zh-CN", "zh"), ("fr-FR", "fr"), ("xyz-ab", "xyz-ab"),
 ])

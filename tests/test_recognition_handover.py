@@ -10,6 +10,7 @@ import itertools
 import numpy as np
 
 from bargein.engines.base import Transcript, WordTiming
+from bargein.engines.stage_calls import StageFailed
 from bargein.protocol.session_config import SessionConfig
 from bargein.session import core as dx
 from bargein.session.history import Conversation, Item, Part
@@ -199,20 +200,21 @@ def test_a_reply_that_fails_while_paused_keeps_only_what_was_heard() -> None:
 class FailingGuessRecogniser:
     """Every recognition but the first (the turn's guess at its pause) hears ``text``; the guess fails."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, error: Exception | None = None) -> None:
         self.text = text
+        self.error = error or RuntimeError("the recogniser's worker died")
         self.heard: list[int] = []
 
     async def transcribe(self, audio: object, *, language: str | None = None,
                          prompt: str | None = None) -> Transcript:
         self.heard.append(len(audio))  # type: ignore[arg-type]
         if len(self.heard) == 1:
-            raise RuntimeError("the recogniser timed out")
+            raise self.error
         return Transcript(self.text)
 
 
 def test_a_failed_guess_is_not_the_turns_failure_the_whole_item_is_recognised_again() -> None:
-    """The guess made at the turn's first silence failed (an engine error, a timeout): at the commit the item's
+    """The guess made at the turn's first silence failed (an engine error): at the commit the item's
     whole audio is recognised, and its transcript completes; no ``transcription.failed`` goes out."""
     async def scenario() -> None:
         asr = FailingGuessRecogniser("What is the weather like today?")
@@ -250,4 +252,26 @@ def test_the_item_fails_only_when_its_own_recognition_fails_too() -> None:
         await transcriber.wait_all()
         assert done == [("item_a", None)] and item.unheard
         assert sent == ["conversation.item.input_audio_transcription.failed"]
+    asyncio.run(scenario())
+
+
+def test_a_guess_that_missed_its_deadline_fails_the_item_without_a_second_wait() -> None:
+    """The user has already waited the stage's whole deadline for the guess: recognising again would double
+    it before they hear that they were not understood."""
+    async def scenario() -> None:
+        missed = StageFailed("speech recognition failed", detail="TimeoutError")
+        missed.__cause__ = TimeoutError()
+        asr = FailingGuessRecogniser("unused", error=missed)
+        sent: list[str] = []
+        speculator = Speculator(asr=asr, llm=object())  # type: ignore[arg-type]
+        transcriber = Transcriber(asr, emit=lambda out: sent.append(out.event["type"]),  # type: ignore[arg-type]
+                                  hints=lambda: (None, None), on_done=lambda item, transcript, primed, pending: None)
+        speculator.recognise("item_a", AUDIO[:8000])
+        guessed = speculator.take_recognition("item_a")
+        await asyncio.sleep(0)
+        item = Item("item_a", "user", [Part("input_audio")])
+        transcriber.start(item, AUDIO, content_index=0, guessed=guessed)
+        await transcriber.wait_all()
+        assert asr.heard == [8000], "not recognised a second time"
+        assert sent == ["conversation.item.input_audio_transcription.failed"] and item.unheard
     asyncio.run(scenario())

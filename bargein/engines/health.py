@@ -4,6 +4,16 @@ A stage goes *degraded* at its first failure and *down* after ``down_after`` fai
 down, a background probe retries it with exponential backoff (``first_backoff_s`` doubling up to
 ``max_backoff_s``); the first probe that succeeds brings it back to ok. ``ok_after`` successes in a row
 clear *degraded*. ``/healthz`` and ``/metrics`` read :class:`Health`.
+
+**Busy is not broken.** A call's deadline counts from when the session asked, so it includes the wait in
+a shared engine's queue (the fair queues, the micro-batchers, a worker process's queue). A call that
+missed its deadline before its first result (:meth:`StageHealth.record_miss`) therefore counts as a
+failure only when the stage delivered nothing to any other call while it waited: an engine that answered
+others meanwhile is serving, and the miss was the queue's (counted in ``queue_misses``, neither a
+failure nor a success). An engine that is stuck, or too slow for any call, delivers nothing and still
+goes down after ``down_after`` misses; errors the engine raises, and a stall after a call's first
+result (it was being served), always count. The caller's deadline is unchanged: the user gets the
+stage's fallback at the same moment either way.
 """
 
 from __future__ import annotations
@@ -39,6 +49,10 @@ class StageHealth:
     consecutive_failures: int = 0
     consecutive_successes: int = 0
     last_error: str | None = None
+    deliveries: int = 0
+    """Results the stage delivered (a transcript, a token, a chunk): read by :meth:`record_miss`."""
+    queue_misses: int = 0
+    """Deadlines missed while the stage was delivering to other calls: its queue's, not held against it."""
     changed_at: float = field(default_factory=time.time)
     _retry: asyncio.Task[None] | None = None
 
@@ -49,11 +63,28 @@ class StageHealth:
 
     def record_ok(self) -> None:
         """A call succeeded."""
+        self.deliveries += 1
         self.successes += 1
         self.consecutive_failures = 0
         self.consecutive_successes += 1
         if self.state == "down" or (self.state == "degraded" and self.consecutive_successes >= self.ok_after):
             self._set("ok")
+
+    def record_progress(self) -> None:
+        """A call that is still going delivered a result (a token, an audio chunk): the engine is serving."""
+        self.deliveries += 1
+
+    def record_miss(self, error: str, *, since: int) -> bool:
+        """A call missed its deadline before its first result; ``since`` is :attr:`deliveries` when it
+        started waiting. A failure (returns True) unless the stage delivered to other calls meanwhile (the
+        wait was in a busy engine's queue: module docstring)."""
+        if self.deliveries > since:
+            self.queue_misses += 1
+            log.info("stage %s: a call missed its deadline in a busy queue (%s); not held against the engine",
+                     self.name, error)
+            return False
+        self.record_failure(error)
+        return True
 
     def record_failure(self, error: BaseException | str) -> None:
         """A call failed or timed out; enough in a row take the stage down and start the retries."""
@@ -95,7 +126,7 @@ class StageHealth:
     def snapshot(self) -> dict[str, Any]:
         """The JSON view for ``/healthz``."""
         return {"state": self.state, "failures": self.failures, "consecutive_failures": self.consecutive_failures,
-                "last_error": self.last_error, "since": int(self.changed_at)}
+                "queue_misses": self.queue_misses, "last_error": self.last_error, "since": int(self.changed_at)}
 
     def close(self) -> None:
         """Stop the background retry."""

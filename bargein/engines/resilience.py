@@ -14,6 +14,14 @@ Wrappers around the four engines (same protocols, so a session cannot tell them 
 Each stage's :class:`~bargein.engines.health.StageHealth` is *ok*, *degraded* or *down*; a down stage
 is not called at all (its fallback applies at once) while a background probe retries it with backoff,
 using the cheap call each wrapper provides.
+
+Deadlines and health: each deadline (:class:`~bargein.engines.stage_calls.Deadlines`) runs from when the
+session asked, so the user never waits past it, queue included. What a miss does to the stage's health
+depends on where the call was: a miss before the call's first result while the stage delivered results
+to other calls is the shared engine's queue (busy, not broken) and is not counted against it
+(:meth:`~bargein.engines.health.StageHealth.record_miss`); a miss while nothing was delivered, a stall
+after the first result, and any error the engine raised are failures, and ``down_after`` of them in a
+row take the stage down for every session.
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ from bargein.engines.base import (
     VadStream,
     VoiceActivityDetector,
 )
+from bargein.engines.fallback import llm_apology
 from bargein.engines.health import Health, StageHealth
 from bargein.engines.resilient_speech import ResilientSynthesizer
 from bargein.engines.stage_calls import Deadlines, StageFailed, next_within, what_failed
@@ -79,7 +88,7 @@ class ResilientLanguageModel:
     async def _guarded(self, messages: Sequence[ChatMessage], cancel: CancelToken,
                        options: GenerationOptions | None, *, tools: bool) -> AsyncIterator[ReplyPiece]:
         if self.health.down:
-            yield LLM_APOLOGY
+            yield llm_apology(LLM_APOLOGY, "the language model is down")
             return
         inner_cancel = CancelToken()
         link = asyncio.ensure_future(_link(cancel, inner_cancel))
@@ -89,6 +98,7 @@ class ResilientLanguageModel:
         else:
             tokens = self.inner.stream(messages, cancel=inner_cancel, options=options)
         produced = 0
+        since = self.health.deliveries
         try:
             while not cancel.cancelled:
                 timeout = self.deadlines.llm_first_token_s if produced == 0 else self.deadlines.llm_next_token_s
@@ -102,15 +112,20 @@ class ResilientLanguageModel:
                     inner_cancel.cancel("failed")
                     what = what_failed(error)
                     log.warning("llm failed after %d token(s): %s; speaking the apology", produced, what)
-                    self.health.record_failure(f"llm {what}"[:300])
-                    yield LLM_APOLOGY if produced == 0 else LLM_CUT_APOLOGY
+                    if produced == 0 and isinstance(error, TimeoutError):  # maybe still in the engine's queue
+                        self.health.record_miss(f"llm {what}"[:300], since=since)
+                    else:
+                        self.health.record_failure(f"llm {what}"[:300])
+                    yield llm_apology(LLM_APOLOGY if produced == 0 else LLM_CUT_APOLOGY, error)
                     return
                 if not isinstance(token, str | ToolCall):
                     inner_cancel.cancel("garbage")
                     self.health.record_failure(f"llm returned {type(token).__name__}")
-                    yield LLM_APOLOGY if produced == 0 else LLM_CUT_APOLOGY
+                    yield llm_apology(LLM_APOLOGY if produced == 0 else LLM_CUT_APOLOGY,
+                                      "the language model returned no text")
                     return
                 produced += 1
+                self.health.record_progress()
                 yield token
             if not cancel.cancelled:
                 self.health.record_ok()
@@ -156,12 +171,16 @@ class ResilientRecognizer:
         """The inner transcript, within the deadline."""
         if self.health.down:
             raise StageFailed("speech recognition is down (retrying in the background)")
+        since = self.health.deliveries
         try:
             async with asyncio.timeout(self.deadlines.asr_s):
                 transcript = await self.inner.transcribe(audio, language=language, prompt=prompt)
         except (Exception, TimeoutError) as error:
             what = what_failed(error)
-            self.health.record_failure(f"asr {what}"[:300])
+            if isinstance(error, TimeoutError):  # maybe still in the engine's queue
+                self.health.record_miss(f"asr {what}"[:300], since=since)
+            else:
+                self.health.record_failure(f"asr {what}"[:300])
             raise StageFailed("speech recognition failed", detail=what) from error
         if not isinstance(transcript, Transcript) or not isinstance(transcript.text, str):
             self.health.record_failure(f"asr returned {type(transcript).__name__}")
@@ -208,13 +227,17 @@ class _ResilientVadStream:
         health = self.owner.health
         if health.down:
             raise StageFailed("voice activity detection is down (retrying in the background)")
+        since = health.deliveries
         try:
             async with asyncio.timeout(self.owner.deadlines.vad_frame_s):
                 value = await self.inner.probability(frame)
             value = float(value)
         except (Exception, TimeoutError) as error:
             what = what_failed(error)
-            health.record_failure(f"vad {what}"[:300])
+            if isinstance(error, TimeoutError):  # maybe still in the batcher's queue
+                health.record_miss(f"vad {what}"[:300], since=since)
+            else:
+                health.record_failure(f"vad {what}"[:300])
             raise StageFailed("voice activity detection failed", detail=what) from error
         if not 0.0 <= value <= 1.0:  # NaN fails this too
             health.record_failure(f"vad returned {value}")

@@ -17,16 +17,17 @@ from bargein.engines.stage_calls import Deadlines, StageFailed, next_within, wha
 log = logging.getLogger(__name__)
 
 
-async def _within_deadlines(chunks: AsyncIterator[SpeechChunk], deadlines: Deadlines,
-                            who: str) -> AsyncGenerator[SpeechChunk, None]:
-    """``chunks``, each within its deadline (the first chunk's, then the next's) and checked for sound; raises
+async def _within_deadlines(chunks: AsyncIterator[SpeechChunk], deadlines: Deadlines, who: str, *,
+                            queue_s: float | None = None) -> AsyncGenerator[SpeechChunk, None]:
+    """``chunks``, each within its deadline (the first chunk's, then the next's; with ``queue_s``, from when
+    the engine serves it: :func:`~bargein.engines.stage_calls.next_within`) and checked for sound; raises
     ``TimeoutError`` or :class:`StageFailed` (unusable audio); closes ``chunks`` however it ends."""
     produced = 0
     try:
         while True:
             timeout = deadlines.tts_first_chunk_s if produced == 0 else deadlines.tts_next_chunk_s
             try:
-                chunk = await next_within(chunks, timeout)
+                chunk = await next_within(chunks, timeout, queue_s=queue_s)
             except StopAsyncIteration:
                 return
             if not _sound(chunk):
@@ -86,9 +87,11 @@ class ResilientSynthesizer:
                                        self.deadlines, "tts")
             produced = 0
             said: list[str] = []
+            since = self.health.deliveries
             try:
                 async for chunk in chunks:
                     produced += 1
+                    self.health.record_progress()
                     said.extend(word.word for word in chunk.words)
                     yield chunk
                 self.health.record_ok()
@@ -97,7 +100,10 @@ class ResilientSynthesizer:
                 if cancel.cancelled:
                     return
                 what = what_failed(error)
-                self.health.record_failure(f"tts {what}"[:300])
+                if produced == 0 and isinstance(error, TimeoutError):  # maybe still in the engine's queue
+                    self.health.record_miss(f"tts {what}"[:300], since=since)
+                else:
+                    self.health.record_failure(f"tts {what}"[:300])
                 rest = unspoken(text, said) if produced else text
                 if rest is None or self.fallback is None:
                     raise StageFailed("speech synthesis failed", detail=what) from error
@@ -111,9 +117,10 @@ class ResilientSynthesizer:
         if self.fallback is None:
             raise StageFailed("speech synthesis is down and there is no fallback")
         self.fallback_clauses += 1
-        # the fallback keeps the same deadlines and checks: a wedged one must not hold the reply for good
+        # the fallback keeps the same deadlines and checks (a wedged one must not hold the reply for good), counted
+        # from when it serves the clause: a burst of fallback clauses waits for flite's slots, up to a bound
         spoken = _within_deadlines(self.fallback.synthesize(text, voice=voice, cancel=cancel, speed=speed),
-                                   self.deadlines, "the fallback tts")
+                                   self.deadlines, "the fallback tts", queue_s=self.deadlines.tts_fallback_queue_s)
         try:
             async for chunk in spoken:
                 if chunk.sample_rate != self.sample_rate:

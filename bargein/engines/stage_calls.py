@@ -1,8 +1,16 @@
-"""One engine call under a deadline, and how its failure is told: shared by every stage's wrapper."""
+"""One engine call under a deadline, and how its failure is told: shared by every stage's wrapper.
+
+An engine that queues calls in the caller's own task (flite waiting for a free process slot) can say so:
+:func:`waiting_in_queue` when a call waits, :func:`serving_started` when it is served. Under a
+:func:`next_within` given ``queue_s``, the wait may then last ``queue_s`` and the engine's own deadline
+counts from when serving started, so a busy engine is not taken for a broken one; an engine that says
+nothing keeps the plain deadline, and the user never waits longer than ``queue_s`` plus that deadline.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +44,9 @@ class Deadlines:
     tts_next_chunk_s: float = 5.0
     asr_s: float = 10.0
     vad_frame_s: float = 5.0
+    tts_fallback_queue_s: float = 10.0
+    """How long a fallback clause may wait for the fallback synthesizer (a free flite slot) before its
+    chunk deadlines start; the clause fails past it (a burst must not hold a reply for good)."""
 
 
 def what_failed(error: BaseException) -> str:
@@ -43,8 +54,55 @@ def what_failed(error: BaseException) -> str:
     return "timed out" if isinstance(error, TimeoutError) else f"{type(error).__name__}: {error}"
 
 
-async def next_within(iterator: AsyncIterator[Any], timeout_s: float) -> Any:
-    """The next item, or StopAsyncIteration; TimeoutError past the deadline."""
+class _Clock:
+    """One :func:`next_within` call's deadline, moved by what the engine says of its queue."""
+
+    def __init__(self, scope: asyncio.Timeout, timeout_s: float, queue_s: float) -> None:
+        self.scope = scope
+        self.timeout_s = timeout_s
+        self.queue_s = queue_s
+        self.loop = asyncio.get_running_loop()
+        self.asked = self.loop.time()
+        self.serving = False
+
+    def queued(self) -> None:
+        # an expired scope's cancel is on its way: moving it now would raise, and change nothing
+        if not self.serving and not self.scope.expired():
+            self.scope.reschedule(self.asked + max(self.timeout_s, self.queue_s))
+
+    def served(self) -> None:
+        self.serving = True
+        if not self.scope.expired():
+            self.scope.reschedule(self.loop.time() + self.timeout_s)
+
+
+_clock: contextvars.ContextVar[_Clock | None] = contextvars.ContextVar("bargein_call_clock", default=None)
+
+
+def waiting_in_queue() -> None:
+    """An engine's word that the current call waits in its queue: under a :func:`next_within` with ``queue_s``,
+    the wait may last that long (a no-op elsewhere). Call it in the caller's task (an async generator's body)."""
+    clock = _clock.get()
+    if clock is not None:
+        clock.queued()
+
+
+def serving_started() -> None:
+    """An engine's word that the current call left its queue and is served now: under a :func:`next_within`
+    with ``queue_s``, its deadline counts from here (a no-op elsewhere)."""
+    clock = _clock.get()
+    if clock is not None:
+        clock.served()
+
+
+async def next_within(iterator: AsyncIterator[Any], timeout_s: float, *, queue_s: float | None = None) -> Any:
+    """The next item, or StopAsyncIteration; TimeoutError past the deadline (``timeout_s``; with ``queue_s``,
+    as the engine's queue moves it: module docstring)."""
     # asyncio.timeout rather than wait_for: no extra task per token or frame
-    async with asyncio.timeout(timeout_s):
-        return await anext(iterator)
+    async with asyncio.timeout(timeout_s) as scope:
+        # set even without queue_s: an engine inside must not move an outer call's deadline
+        token = _clock.set(_Clock(scope, timeout_s, queue_s) if queue_s is not None else None)
+        try:
+            return await anext(iterator)
+        finally:
+            _clock.reset(token)

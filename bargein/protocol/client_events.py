@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
+from bargein.protocol.beta_fields import ga_response
 from bargein.protocol.errors import ProtocolError
 from bargein.protocol.server_events import MAX_ECHOED_ID
 from bargein.protocol.tool_items import FunctionCallItem, FunctionCallOutputItem
@@ -220,6 +221,13 @@ class ResponseParams(BaseModel):
     tool_choice: Any = None
     audio: ResponseAudio | None = None
     """This reply's output format and voice (the session's where left out)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _beta_spellings(cls, data: Any) -> Any:
+        """``voice``, ``output_audio_format``, ``modalities``, ``max_response_output_tokens`` (beta) are read
+        as their GA fields: with ``extra="ignore"`` they would otherwise be dropped without a word."""
+        return ga_response(data)
 
 
 class ResponseCreate(_Event):

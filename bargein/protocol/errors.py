@@ -27,3 +27,15 @@ class EngineFailure(ProtocolError):
 
     def __init__(self, message: str, *, code: str = "engine_error") -> None:
         super().__init__(message=message, code=code, type="server_error")
+
+
+def fallback_error(response_id: str, code: str, reason: str) -> ProtocolError:
+    """The ``error`` sent when a reply's text is a failed stage's stand-in (the LLM's spoken apology); ``code``
+    names the stage (``llm_unavailable``), ``reason`` says what failed.
+
+    A ``server_error`` with no ``event_id``, sent while the response is in progress: the Agents SDK surfaces
+    it as a ``RealtimeError`` and goes on, and it names no ``response.create``, which that SDK would take for
+    a refused one. The response still completes, with the apology spoken.
+    """
+    return ProtocolError(f"response {response_id}: {reason}; the reply is, or ends with, a spoken apology",
+                         code=code, type="server_error")

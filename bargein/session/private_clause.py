@@ -13,6 +13,7 @@ import asyncio
 from collections.abc import AsyncIterator
 
 from bargein.engines.base import CancelToken, SpeechChunk, SpeechSynthesizer
+from bargein.engines.speak.clauses import has_words
 
 
 class PrivateClause:
@@ -32,6 +33,8 @@ class PrivateClause:
 
     async def _speak(self, tts: SpeechSynthesizer, cancel: CancelToken) -> None:
         try:
+            if not has_words(self.clause):  # nothing to say: the reply skips it too, so no synthesiser call
+                return
             async for chunk in tts.synthesize(self.clause, voice=self.voice, cancel=cancel, speed=self.speed):
                 if self.discarded:
                     return

@@ -32,7 +32,8 @@ from bargein.engines.base import (
     ToolCall,
     WordTiming,
 )
-from bargein.engines.speak.clauses import FIRST_CLAUSE_WORDS, ClauseSplitter
+from bargein.engines.fallback import StageFallback
+from bargein.engines.speak.clauses import FIRST_CLAUSE_WORDS, ClauseSplitter, has_words
 from bargein.session.tool_use import ToolSetup, reply_with_tools
 from bargein.tools.registry import ToolOutcome
 
@@ -77,6 +78,9 @@ class ReplySink(Protocol):
 
     def reply_server_call(self, response_id: str, call: ToolCall, outcome: ToolOutcome) -> None:
         """The model called a built-in tool, which the server ran."""
+
+    def reply_fallback(self, response_id: str, fallback: StageFallback) -> None:
+        """The reply's text is a failed stage's stand-in (the LLM's apology), spoken all the same."""
 
 
 @dataclass(frozen=True)
@@ -150,6 +154,8 @@ class ReplyPipeline:
                         sink.reply_mark(plan.response_id, "llm_first_token")
                     sink.reply_tool_call(plan.response_id, token)
                     continue
+                if isinstance(token, StageFallback):  # told before it is spoken, so before response.done
+                    sink.reply_fallback(plan.response_id, token)
                 if tokens == 0:
                     sink.reply_mark(plan.response_id, "llm_first_token")
                     first_token_at = time.monotonic()
@@ -181,9 +187,14 @@ class ReplyPipeline:
         first_audio = True
         first_clause = True
         carried: list[WordTiming] = []  # words timed past the end of the audio sent so far: they start in the next
+        silent: list[str] = []  # clauses with nothing to say ("...", emoji): their text goes with the next one's
         while (clause := await clauses.get()) is not None:
             if cancel.cancelled:
                 return
+            if not has_words(clause):
+                silent.append(clause)
+                continue
+            transcript, silent = " ".join([*silent, clause]), []
             spoken_text_sent = False
             early = (plan.prespoken(clause, plan.voice, plan.speed)
                      if first_audio and plan.prespoken is not None else None)
@@ -200,7 +211,7 @@ class ReplyPipeline:
                     first_audio = False
                 if not spoken_text_sent:
                     # the transcript of a clause goes out with its first audio, so text never runs ahead
-                    sink.reply_text(plan.response_id, clause if first_clause else " " + clause)
+                    sink.reply_text(plan.response_id, transcript if first_clause else " " + transcript)
                     spoken_text_sent = True
                     first_clause = False
                 assert resampler is not None
@@ -212,6 +223,9 @@ class ReplyPipeline:
                                                                                      last=True)])
             if len(audio):
                 await self._send_audio(plan, sink, cancel, audio, [*carried, *tail.words])
+        if silent and not cancel.cancelled:  # the reply ended on them: the transcript still says them, last
+            joined_text = " ".join(silent)
+            sink.reply_text(plan.response_id, joined_text if first_clause else " " + joined_text)
 
     async def _send_audio(self, plan: ReplyPlan, sink: ReplySink, cancel: CancelToken,
                           audio: np.ndarray, words: Sequence[WordTiming]) -> list[WordTiming]:

@@ -17,8 +17,9 @@ from dataclasses import replace
 from typing import Literal
 
 from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, ToolCall, WordTiming
+from bargein.engines.fallback import StageFallback
 from bargein.protocol import client_events as ce
-from bargein.protocol.errors import EngineFailure, ProtocolError
+from bargein.protocol.errors import EngineFailure, ProtocolError, fallback_error
 from bargein.protocol.server_events import error_event, event, new_id
 from bargein.protocol.session_config import SessionConfig
 from bargein.session.core import vocabulary as v
@@ -391,6 +392,10 @@ class _Sink:
     def reply_server_call(self, response_id: str, call: ToolCall, outcome: ToolOutcome) -> None:
         if not self.reply.ended:
             self.runner.server_call(self.reply, call, outcome)
+
+    def reply_fallback(self, response_id: str, fallback: StageFallback) -> None:
+        if not self.reply.ended:  # told, not failed: the apology is still spoken and the session goes on
+            self.runner._emit(Outgoing(error_event(fallback_error(response_id, fallback.code, fallback.reason))))
 
 
 async def _said(text: str) -> AsyncIterator[str]:

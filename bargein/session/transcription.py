@@ -144,7 +144,8 @@ class Transcriber:
                                 language: str | None, prompt: str | None) -> Transcript:
         """The speculative recognition's result, or the audio recognised now when there was none, it was
         cancelled under us (a guess given up by the speculator is not this turn's end: it still needs words) or it
-        failed (the guess is only a head start: the item fails only if its own recognition does too)."""
+        failed (the guess is only a head start: the item fails only if its own recognition does too), unless it
+        missed its deadline."""
         if guessed is not None:
             try:
                 return await guessed
@@ -152,7 +153,9 @@ class Transcriber:
                 if not _cancelled_under_us(guessed):
                     raise  # this recognition itself is being cancelled
                 log.warning("a speculative recognition adopted at the endpoint was cancelled: recognising again")
-            except Exception:
+            except Exception as error:
+                if isinstance(error.__cause__, TimeoutError):
+                    raise  # the user has already waited a whole deadline: a second would double it
                 log.warning("a speculative recognition adopted at the endpoint failed: recognising again",
                             exc_info=True)
         return await self._in_slices(audio, language, prompt)

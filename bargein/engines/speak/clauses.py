@@ -13,6 +13,8 @@ _CLAUSE_END = re.compile(r"[,;:—–]\s|[，；：](?:[”’」』）]*)")
 _CJK_SENTENCE_END = re.compile(r"(?:[。！？]+|[.!?…]+(?=[\u3400-\u9fff]))[”’」』）)]*")
 _WORD_START = re.compile(r"(?<!\S)\S")
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_SPOKEN = re.compile(r"[^\W_]")
+"""A letter or a digit of any script (Han characters included): something a voice can say."""
 FIRST_CLAUSE_WORDS = 4
 """A reply's first clause, as the session speaks it, ends after this many words at the latest: a few tokens
 decode and synthesise far sooner than a whole sentence, and sound whole enough to start on."""
@@ -169,6 +171,13 @@ class ClauseSplitter:
         elif key not in _ABBREVIATIONS and "." not in word:
             return True  # an ordinary word: no need to wait for the next character
         return None if not following else True
+
+
+def has_words(text: str) -> bool:
+    """True when ``text`` holds something to say: a letter or a digit. A clause of only punctuation, an
+    ellipsis or emoji has none; a synthesiser makes no sound of it (Kokoro returns nothing), so it is not
+    sent to one, though its text stays in the reply's transcript as the model wrote it."""
+    return _SPOKEN.search(text) is not None
 
 
 def _weighted_length(text: str) -> int:

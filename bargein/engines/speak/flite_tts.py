@@ -23,6 +23,7 @@ import soxr
 
 from bargein.engines.base import CancelToken, Float32Audio, SpeechChunk, WordTiming
 from bargein.engines.speak.subprocess_run import run_until_cancelled
+from bargein.engines.stage_calls import serving_started, waiting_in_queue
 
 SAMPLE_RATE = 24_000
 _SENTENCE = re.compile(r"(?<=[.!?…])[\"')\]]*\s+(?=\S)")
@@ -81,7 +82,10 @@ class FliteSynthesizer:
     are not read back), leading silence trimmed to ``lead_ms``.
 
     At most ``max_processes`` flite processes run at once (per event loop), so a burst of sessions
-    cannot fork without bound; the waiting ones queue.
+    cannot fork without bound; the waiting ones queue, and say so to the caller's deadline
+    (:func:`~bargein.engines.stage_calls.waiting_in_queue`, then
+    :func:`~bargein.engines.stage_calls.serving_started` once a slot is theirs), so the wait for a slot is
+    not taken for a flite that does not answer.
     """
 
     sample_rate = SAMPLE_RATE
@@ -140,7 +144,10 @@ class FliteSynthesizer:
         """One flite process's WAV output, or None if cancelled first (the process is then killed)."""
         loop = asyncio.get_running_loop()
         slots = self._slots.setdefault(loop, asyncio.Semaphore(self.max_processes))
+        if slots.locked():
+            waiting_in_queue()
         async with slots:
+            serving_started()
             if cancel.cancelled:
                 return None
             # "-t" takes the next argument as the text even when it starts with a dash. The WAV goes to a

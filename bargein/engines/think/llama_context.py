@@ -23,6 +23,10 @@ MIN_KEPT_TOKENS = 32
 template's, cutting the instructions and the question to nothing would answer nothing; the reply then gets
 the room that is left."""
 
+INSTRUCTIONS_SHARE = 0.5
+"""When the instructions alone leave no room, they are cut to this share of the prompt's budget together
+(the rest is the conversation's and the question's)."""
+
 
 class PromptTooLong(RuntimeError):
     """Even the newest message alone does not fit the context."""
@@ -70,14 +74,44 @@ class LlamaPrompt:
                 break
             # Over budget with every droppable message gone: only the system messages and the newest one
             # are left, and one of them (a long tool output, transcript or instructions) is too long
-            # alone. Truncation is on, so shorten them, longest first, rather than fail the reply.
-            shortened = self._shorten(history, len(tokens) - budget)
+            # alone. Truncation is on, so shorten them rather than fail the reply: instructions over their
+            # share first (the same cut every turn), then whatever is still too long, longest first.
+            capped = self._cap_instructions(history, budget)
+            shortened = capped if capped is not None else self._shorten(history, len(tokens) - budget)
             if shortened is None:
                 break
             history = shortened
         if len(tokens) >= n_ctx:
             raise PromptTooLong(f"the prompt ({len(tokens)} tokens) does not fit the context")
         return tokens
+
+    def _cap_instructions(self, history: list[ChatMessage], budget: int) -> list[ChatMessage] | None:
+        """``history`` with its system messages cut to :data:`INSTRUCTIONS_SHARE` of ``budget`` together, each
+        in proportion to its length; None when they already fit that share.
+
+        The cut depends only on the instructions and the budget, never on the turn's question, so every turn
+        of a conversation whose instructions are too long sends the same prefix and llama.cpp reuses its
+        cached evaluation instead of evaluating the whole prompt again.
+        """
+        system = [i for i, message in enumerate(history) if message.role == "system"]
+        lengths = {i: self._text_tokens(history[i].content) for i in system}
+        total, share = sum(lengths.values()), int(budget * INSTRUCTIONS_SHARE)
+        if total <= share + SHORTENING_SLACK:  # already capped: a cut's ellipsis adds a token or two
+            return None
+        capped = list(history)
+        for index in system:
+            keep = max(MIN_KEPT_TOKENS, lengths[index] * share // total)
+            if keep < lengths[index]:
+                capped[index] = self._cut(history[index], keep)
+        return capped
+
+    def _cut(self, message: ChatMessage, keep: int) -> ChatMessage:
+        """``message`` cut to ``keep`` tokens: its start and its end, joined by an ellipsis."""
+        tokens = self.llama.tokenize(message.content.encode("utf-8"), add_bos=False, special=False)
+        if keep >= len(tokens):
+            return message
+        head, tail = tokens[: keep // 2], tokens[len(tokens) - (keep - keep // 2):]
+        return replace(message, content=f"{self._text(head)} … {self._text(tail)}".strip())
 
     def _shorten(self, history: list[ChatMessage], excess: int) -> list[ChatMessage] | None:
         """``history`` with its never-dropped messages (the system ones and the last), longest first, cut by
@@ -91,13 +125,12 @@ class LlamaPrompt:
             if left <= 0:
                 break
             message = history[index]
-            tokens = self.llama.tokenize(message.content.encode("utf-8"), add_bos=False, special=False)
-            keep = max(MIN_KEPT_TOKENS, len(tokens) - left)
-            if keep >= len(tokens):
+            length = self._text_tokens(message.content)
+            keep = max(MIN_KEPT_TOKENS, length - left)
+            if keep >= length:
                 continue
-            left -= len(tokens) - keep
-            head, tail = tokens[: keep // 2], tokens[len(tokens) - (keep - keep // 2):]
-            shortened[index] = replace(message, content=f"{self._text(head)} … {self._text(tail)}".strip())
+            left -= length - keep
+            shortened[index] = self._cut(message, keep)
         return shortened if left < excess + SHORTENING_SLACK else None
 
     def _text(self, tokens: list[int]) -> str:

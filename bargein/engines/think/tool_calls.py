@@ -2,10 +2,12 @@
 
 Models with a Hermes/Qwen style chat template call a tool by writing
 ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``; very small ones often drop the tags and
-write the bare JSON object (or a fenced one) as the whole reply. :class:`ToolCallSplitter` separates
-such calls from the spoken text as tokens stream in (holding back only what might be the start of a
-tag, or a whole reply that begins like JSON), and :func:`resolve_call` checks each against the offered
-tools, mending what can be mended and refusing (visibly, with the raw text) what cannot.
+write the bare JSON object (or a fenced one) as the whole reply, or after a few words. Some go on to
+invent the tool's answer in a ``<tool_response>`` block. :class:`ToolCallSplitter` separates such calls
+from the spoken text as tokens stream in (holding back only what might be the start of a tag or of a
+``{"name"`` object, or a whole reply that begins like JSON), drops invented tool responses unspoken, and
+:func:`resolve_call` checks each call against the offered tools, mending what can be mended and refusing
+(visibly, with the raw text) what cannot.
 """
 
 from __future__ import annotations
@@ -25,14 +27,22 @@ from bargein.engines.base import (
     ToolCall,
     ToolCallingModel,
 )
+from bargein.engines.think.call_markup import CLOSE_TAG as CLOSE_TAG
+from bargein.engines.think.call_markup import (
+    FENCE,
+    MARKUP,
+    RESPONSE_CLOSE_TAG,
+    RESPONSE_TAG,
+    bare_call_start,
+    bare_calls,
+    partial_tag_length,
+)
+from bargein.engines.think.call_markup import MAX_CALL_CHARS as MAX_CALL_CHARS
+from bargein.engines.think.call_markup import OPEN_TAG as OPEN_TAG
 from bargein.tools.arguments import ArgumentError, check_arguments, parse_arguments
 
-OPEN_TAG = "<tool_call>"
-CLOSE_TAG = "</tool_call>"
 TOOLS_TAG = "<tools>"
 """How the template lists the tools: a reply that starts with it recites the prompt instead of answering."""
-MAX_CALL_CHARS = 8_192
-"""A call longer than this is cut off and refused: no tool here takes that much."""
 
 
 def new_call_id() -> str:
@@ -121,6 +131,12 @@ class ToolCallSplitter:
     _bare: bool = False
     _overlong: bool = False
     """Inside a call already refused as too long: the rest of it, to its closing tag, is dropped."""
+    _in_response: bool = False
+    """Inside an invented ``<tool_response>``: dropped to its closing tag (or the end of the reply)."""
+    _inline: str | None = None
+    """Inside a bare JSON call written after some words: the fence that opened it (``""`` for none)."""
+    _close_fence: bool = False
+    """After an inline call opened by a code fence: the closing fence is markup too."""
 
     def feed(self, piece: str) -> list[ReplyPiece]:
         """The text and calls complete after ``piece``; a possible tag start is held back."""
@@ -132,7 +148,7 @@ class ToolCallSplitter:
             if self._in_call:
                 end = self._pending.find(CLOSE_TAG)
                 if end < 0:
-                    keep = _partial_tag_length(self._pending, CLOSE_TAG)
+                    keep = partial_tag_length(self._pending, CLOSE_TAG)
                     self._take_call(self._pending[:len(self._pending) - keep])
                     self._pending = self._pending[len(self._pending) - keep:]
                     if self._call_chars > MAX_CALL_CHARS and not self._overlong:
@@ -146,25 +162,74 @@ class ToolCallSplitter:
                     continue
                 out.append(self._close_call())
                 continue
-            start = self._pending.find(OPEN_TAG)
-            # A closing tag outside a call (a model that closes its call twice) is markup, never speech.
-            stray = self._pending.find(CLOSE_TAG, 0, None if start < 0 else start)
-            if stray >= 0:
-                if stray:
-                    out.append(self._pending[:stray])
-                self._pending = self._pending[stray + len(CLOSE_TAG):]
+            if self._in_response:
+                end = self._pending.find(RESPONSE_CLOSE_TAG)
+                if end < 0:
+                    keep = partial_tag_length(self._pending, RESPONSE_CLOSE_TAG)
+                    self._pending = self._pending[len(self._pending) - keep:]
+                    break
+                self._pending = self._pending[end + len(RESPONSE_CLOSE_TAG):]
+                self._in_response = False
                 continue
-            if start < 0:
-                keep = max(_partial_tag_length(self._pending, OPEN_TAG), _partial_tag_length(self._pending, CLOSE_TAG))
-                if len(self._pending) > keep:
-                    out.append(self._pending[:len(self._pending) - keep])
-                self._pending = self._pending[len(self._pending) - keep:]
+            if self._inline is not None:
+                call = self._inline_call()
+                if call is None:
+                    break
+                out.append(call)
+                continue
+            if self._close_fence:
+                head = self._pending.lstrip()
+                if len(head) < len(FENCE) and FENCE.startswith(head):
+                    break  # white space, or part of the closing fence: not yet known
+                self._close_fence = False
+                if head.startswith(FENCE):
+                    self._pending = head[len(FENCE):]
+                continue
+            if not self._text(out):
                 break
-            if start:
-                out.append(self._pending[:start])
-            self._pending = self._pending[start + len(OPEN_TAG):]
-            self._in_call = True
         return out
+
+    def _text(self, out: list[ReplyPiece]) -> bool:
+        """Release spoken text up to the next markup and step into it; False when the rest must wait."""
+        marks = [(at, tag) for tag in MARKUP if (at := self._pending.find(tag)) >= 0]
+        call_at, sure = bare_call_start(self._pending)
+        at, tag = min(marks) if marks else (len(self._pending), "")
+        if call_at is not None and call_at < at:
+            if call_at:
+                out.append(self._pending[:call_at])
+            self._pending = self._pending[call_at:]
+            if not sure:
+                return False  # it may still become a call: held back until it is known
+            fence = self._pending[:self._pending.find("{")]
+            self._inline, self._pending = fence, self._pending[len(fence):]
+            return True
+        if not tag:
+            keep = max(partial_tag_length(self._pending, markup) for markup in MARKUP)
+            if len(self._pending) > keep:
+                out.append(self._pending[:len(self._pending) - keep])
+            self._pending = self._pending[len(self._pending) - keep:]
+            return False
+        if at:
+            out.append(self._pending[:at])
+        self._pending = self._pending[at + len(tag):]
+        # a closing tag outside its block (a model that closes its call twice) is markup, never speech
+        self._in_call = tag == OPEN_TAG
+        self._in_response = tag == RESPONSE_TAG
+        return True
+
+    def _inline_call(self) -> ToolCall | None:
+        """The inline call once its JSON object is complete (or too long to be one); None until then."""
+        try:
+            _, end = json.JSONDecoder().raw_decode(self._pending)
+        except (ValueError, RecursionError):
+            if len(self._pending) <= MAX_CALL_CHARS:
+                return None
+            end = len(self._pending)  # refused below as too long; what follows is spoken
+        raw, self._pending = self._pending[:end], self._pending[end:]
+        self._close_fence, self._inline = bool(self._inline), None
+        if len(raw) > MAX_CALL_CHARS:
+            return ToolCall(name="", call_id=new_call_id(), refused="the tool call is too long", raw=raw[:200])
+        return resolve_call(raw, self.tools)
 
     def _begin(self) -> bool:
         """Decide, once the reply's first visible character is in, whether it is a bare JSON call."""
@@ -183,21 +248,7 @@ class ToolCallSplitter:
     def finish(self) -> list[ReplyPiece]:
         """Whatever is left when the model stops: held-back text, or a call missing its closing tag."""
         if self._bare:
-            raw, self._pending = self._pending.strip(), ""
-            if raw.startswith(TOOLS_TAG):
-                return [ToolCall(name="", call_id=new_call_id(), raw=raw[:200],
-                                 refused="the model recited its tool list instead of answering")]
-            several = _bare_calls(raw)
-            if several is not None:  # one strict JSON call after another (the model dropped the tags)
-                return [resolve_call(call, self.tools) for call in several]
-            try:
-                body, _ = parse_arguments(raw)
-            except ArgumentError:
-                body = {}
-            if "name" not in body:  # it only looked like JSON: it is the reply
-                return [raw] if raw else []
-            self._call = [raw]
-            return [self._close_call()]
+            return self._finish_bare()
         if self._in_call:
             self._take_call(self._pending)
             self._pending = ""
@@ -206,7 +257,42 @@ class ToolCallSplitter:
                 return []
             return [self._close_call()]
         rest, self._pending = self._pending, ""
+        if self._in_response:
+            return []
+        if self._inline is not None:  # the model stopped inside it: read it as a whole bare reply is read
+            fence, self._inline = self._inline, None
+            return ToolCallSplitter(self.tools)._read_bare((fence + rest).strip())
+        if self._close_fence and FENCE.startswith(rest.strip()):
+            return []
         return [rest] if rest else []
+
+    def _finish_bare(self) -> list[ReplyPiece]:
+        raw, self._pending = self._pending.strip(), ""
+        if raw.startswith(TOOLS_TAG):
+            return [ToolCall(name="", call_id=new_call_id(), raw=raw[:200],
+                             refused="the model recited its tool list instead of answering")]
+        return self._read_bare(raw)
+
+    def _read_bare(self, raw: str) -> list[ReplyPiece]:
+        """A reply that began like JSON: its calls, and any words (or invented tool response) after a call."""
+        several = bare_calls(raw)
+        if several is not None:  # one strict JSON call after another (the model dropped the tags)
+            return [resolve_call(call, self.tools) for call in several]
+        try:
+            head, end = json.JSONDecoder().raw_decode(raw)
+        except (ValueError, RecursionError):
+            head, end = None, len(raw)
+        if isinstance(head, dict) and "name" in head and raw[end:].strip():
+            tail = ToolCallSplitter(self.tools, _started=True)  # the rest is read like any reply's text
+            return [resolve_call(raw[:end], self.tools), *tail.feed(raw[end:]), *tail.finish()]
+        try:
+            body, _ = parse_arguments(raw)
+        except ArgumentError:
+            body = {}
+        if "name" not in body:  # it only looked like JSON: it is the reply
+            return [raw] if raw else []
+        self._call = [raw]
+        return [self._close_call()]
 
     def _take_call(self, text: str) -> None:
         if self._call_chars <= MAX_CALL_CHARS and not self._overlong:
@@ -219,39 +305,6 @@ class ToolCallSplitter:
         if len(raw) > MAX_CALL_CHARS:
             return ToolCall(name="", call_id=new_call_id(), refused="the tool call is too long", raw=raw[:200])
         return resolve_call(raw, self.tools)
-
-
-def _bare_calls(raw: str) -> list[str] | None:
-    """The calls of a bare reply made only of two or more strict JSON calls (each with a ``name``),
-    separated by white space or stray ``<tool_call>`` tags; ``None`` for anything else."""
-    if len(raw) > MAX_CALL_CHARS:
-        return None
-    decoder = json.JSONDecoder()
-    calls: list[str] = []
-    rest = raw
-    while True:
-        rest = rest.strip()
-        while rest.startswith((OPEN_TAG, CLOSE_TAG)):
-            rest = rest.removeprefix(OPEN_TAG).removeprefix(CLOSE_TAG).strip()
-        if not rest:
-            break
-        try:
-            value, end = decoder.raw_decode(rest)
-        except (ValueError, RecursionError):
-            return None
-        if not isinstance(value, dict) or "name" not in value:
-            return None
-        calls.append(rest[:end])
-        rest = rest[end:]
-    return calls if len(calls) > 1 else None
-
-
-def _partial_tag_length(text: str, tag: str) -> int:
-    """How many trailing characters of ``text`` could be the start of ``tag``."""
-    for length in range(min(len(tag) - 1, len(text)), 0, -1):
-        if tag.startswith(text[-length:]):
-            return length
-    return 0
 
 
 async def reply_pieces(llm: LanguageModel, messages: Sequence[ChatMessage], *, cancel: CancelToken,

@@ -268,7 +268,8 @@ class WhisperCore:
             logprobs.append(segment.avg_logprob)
             words.extend(WordTiming(w.word.strip(), 1000.0 * w.start, 1000.0 * w.end, w.probability)
                          for w in segment.words or ())
-        text = " ".join(t for t in texts if t)
+        # as the session joins its slices: a space between words, none next to a Han character ("你好世界")
+        text = join_units([t for t in texts if t])
         timed: tuple[WordTiming, ...] = tuple(words)
         if info.language == "zh" and options.simplified:  # as for a short clip: Whisper writes either script
             text, timed = _in_simplified(text, timed)
