@@ -12,11 +12,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from typing import Literal
 
-from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, ToolCall, WordTiming
+from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, ToolCall
 from bargein.engines.fallback import StageFallback
 from bargein.protocol import client_events as ce
 from bargein.protocol.errors import EngineFailure, ProtocolError, fallback_error
@@ -29,6 +29,7 @@ from bargein.session.outbound import Outbound, Outgoing
 from bargein.session.play_out import Heard, PlayingOut
 from bargein.session.playback import Pacer
 from bargein.session.reply_pipeline import ReplyPipeline, ReplyPlan, generation_options
+from bargein.session.reply_sink import ReplySink
 from bargein.session.response_events import reply_state
 from bargein.session.speculation import PrefetchedReply
 from bargein.session.tool_use import PendingCalls, ToolSetup, tool_setup
@@ -78,6 +79,12 @@ class ReplyRunner:
 
     def _emit(self, item: Outgoing) -> None:
         self.outbound.put(item)
+
+    def tell_fallback(self, reply: LiveReply, fallback: StageFallback) -> None:
+        """Tell the client that ``reply`` is a stage's fallback (the LLM's spoken apology): an ``error`` before
+        its ``response.done``, which stays ``completed``; the apology is still spoken and the session goes on."""
+        if not reply.ended:
+            self._emit(Outgoing(error_event(fallback_error(reply.response_id, fallback.code, fallback.reason))))
 
     def default_tools(self) -> ToolSetup:
         """The tools a reply with no per-response overrides offers (a speculative head start must match)."""
@@ -131,7 +138,7 @@ class ReplyRunner:
                                  prefetched.adopt(reply.cancel) if prefetched is not None else None, tools,
                                  config.audio.output.speed, prefetched.spoken if prefetched is not None else None,
                                  truncation=config.truncation_options())
-            await self.pipeline.run(plan, _Sink(self, reply), reply.cancel)
+            await self.pipeline.run(plan, ReplySink(self, reply), reply.cancel)
         except Exception as error:
             failed = True
             if isinstance(error, ProtocolError) and not isinstance(error, EngineFailure):
@@ -355,47 +362,6 @@ class ReplyRunner:
         for task in self.tasks:
             task.cancel()
         return list(self.tasks)
-
-
-class _Sink:
-    """One reply's pipeline output: every piece goes through the machine."""
-
-    def __init__(self, runner: ReplyRunner, reply: LiveReply) -> None:
-        self.runner = runner
-        self.reply = reply
-
-    async def wait_for_room(self, response_id: str) -> None:
-        await self.reply.gate.wait()
-        await self.runner.outbound.wait_for_room()
-        if not self.reply.ended and (delay := self.reply.pacer.delay_s(self.reply.state.item.audio_ms)) > 0:
-            await asyncio.sleep(delay)
-
-    def reply_text(self, response_id: str, text: str) -> None:
-        self.runner.feed(v.ReplyText(response_id, text))
-
-    def reply_audio(self, response_id: str, payload: bytes, duration_ms: float,
-                    words: Sequence[WordTiming]) -> None:
-        self.runner.feed(v.ReplyAudio(response_id, AudioPiece(payload, duration_ms, words)))
-
-    def reply_mark(self, response_id: str, stage: str) -> None:
-        self.runner.progress(response_id, stage, 0)
-
-    def reply_tokens(self, response_id: str, count: int) -> None:
-        if not self.reply.ended:
-            self.reply.state.output_tokens += count
-        self.runner.progress(response_id, "tokens", count)
-
-    def reply_tool_call(self, response_id: str, call: ToolCall) -> None:
-        if not self.reply.ended:
-            self.runner.tool_call(self.reply, call)
-
-    def reply_server_call(self, response_id: str, call: ToolCall, outcome: ToolOutcome) -> None:
-        if not self.reply.ended:
-            self.runner.server_call(self.reply, call, outcome)
-
-    def reply_fallback(self, response_id: str, fallback: StageFallback) -> None:
-        if not self.reply.ended:  # told, not failed: the apology is still spoken and the session goes on
-            self.runner._emit(Outgoing(error_event(fallback_error(response_id, fallback.code, fallback.reason))))
 
 
 async def _said(text: str) -> AsyncIterator[str]:
