@@ -227,3 +227,13 @@ def test_an_idle_timeout_switched_back_on_after_a_stale_fire_arms_the_timer_agai
     t.feed(dx.SettingsChanged(dx.TurnSettings()))
     assert t.feed(dx.IdleTimerFired(t.now_ms + 5000)) == []
     assert t.feed(dx.SettingsChanged(IDLE)) == [dx.ArmIdleTimer(5000)]
+
+
+def test_a_reply_that_ends_under_manual_turns_leaves_no_idle_prompt_for_later() -> None:
+    """Manual turns have no idle prompt: a reply that ends under them arms nothing, so switching to VAD turns
+    with an idle timeout later starts no timer at once; the next reply's end does."""
+    t = Listening(dx.TurnSettings.manual())
+    (started,) = of(t.feed(dx.ClientResponseCreate()), dx.StartReply)
+    assert not of(t.feed(dx.ReplyFinished(started.response_id)), dx.ArmIdleTimer)
+    assert not of(t.feed(dx.SettingsChanged(IDLE)), dx.ArmIdleTimer), "idle since a reply under manual turns"
+    _idle_after_a_reply(t)

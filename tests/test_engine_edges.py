@@ -135,6 +135,19 @@ def test_long_instructions_are_cut_the_same_way_every_turn() -> None:
     assert "END OF RULES" in _text(llama, second) and "umbrella" in _text(llama, second)
 
 
+def test_many_instructions_capped_still_leave_a_long_question_its_cut() -> None:
+    """Instructions are capped once; a newest message still too long is then cut itself, not left to overflow
+    while the instructions are cut a little more on every pass."""
+    llama, prompt = _prompt(2048)
+    # forty short rules: each cut to its floor of 32 tokens, together still over their share of the budget
+    rules = [ChatMessage("system", f"RULE {n}: " + "answer briefly. " * 15) for n in range(40)]
+    question = ChatMessage("user", "START " + "and then " * 1800 + "so what now?")
+    tokens = prompt.fit([*rules, question], GenerationOptions(max_tokens=256))
+    assert len(tokens) <= 2048 - 256, "the reply keeps the room it asked for"
+    text = _text(llama, tokens)
+    assert "START" in text and "so what now?" in text and "RULE 9" in text
+
+
 def test_a_reply_as_long_as_the_context_does_not_push_the_history_out() -> None:
     llama, prompt = _prompt()
     history = [ChatMessage("user", "My name is Ada."), ChatMessage("assistant", "Nice to meet you, Ada."),

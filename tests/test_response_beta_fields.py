@@ -146,3 +146,15 @@ def _json(value: dict[str, Any]) -> str:
     import json
 
     return json.dumps(value)
+
+
+@pytest.mark.parametrize("response", [
+    {"output_audio_format": "pcm16", "audio": {"output": {"format": {"type": "audio/pcm"}}}},
+    {"modalities": ["text", "audio"], "output_modalities": ["audio", "text"]},
+    {"voice": "alloy", "audio": {"output": {"voice": "ALLOY"}}},
+])
+def test_both_spellings_of_the_same_setting_are_not_a_contradiction(response: dict[str, Any]) -> None:
+    """A compatibility shim sends the beta and the GA spelling together: the same setting said twice is read,
+    not refused."""
+    parsed = parse_client_event(f'{{"type": "response.create", "response": {_json(response)}}}')
+    assert parsed is not None

@@ -20,7 +20,7 @@ from bargein.engines.fair import current_owner
 from bargein.engines.process.shared import SHARED_DIR_ENV, EngineHub, shared_socket, socket_path
 from bargein.engines.process.spawn import Launch, python_worker
 from bargein.engines.process.supervisor import EngineProcess
-from bargein.engines.process.wire import WorkerDied, WorkerError, WorkerSpec
+from bargein.engines.process.wire import WorkerBusy, WorkerDied, WorkerSpec
 
 ECHO = WorkerSpec("tests.support.echo_service:EchoService")
 
@@ -96,7 +96,7 @@ async def test_a_client_is_bounded_and_a_cancel_reaches_the_worker(hub: EngineHu
     try:
         sleepers = [asyncio.create_task(ask(process, "sleep", 0.8)) for _ in range(2)]
         await asyncio.sleep(0.2)
-        with pytest.raises(WorkerError, match="WorkerBusy"):
+        with pytest.raises(WorkerBusy, match="WorkerBusy"):  # a refusal for load, typed again on this side
             await ask(process, "echo", 1)  # the hub's cap on this client's requests in flight
         assert await asyncio.gather(*sleepers) == [["slept"], ["slept"]]
         cancel = CancelToken()

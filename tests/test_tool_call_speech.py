@@ -4,6 +4,7 @@ never a bare JSON call written after some words (the call is read, the JSON is n
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -73,3 +74,39 @@ def test_braces_that_are_no_call_are_spoken(reply: str) -> None:
     for split in ([reply], chars(reply)):
         text, calls = run(split)
         assert text == reply and not calls
+
+
+def test_prose_that_quotes_name_is_spoken_as_it_streams() -> None:
+    """A ``{"name"`` with no string value after it is prose: the words after it are spoken as they come, not
+    held back until the model stops (up to 8 KB later)."""
+    splitter = ToolCallSplitter(TOOLS)
+    text = 'Sure, {"name" is the key you need. ' + "Then you read the value that goes with it. " * 10
+    streamed = [p for i in range(0, len(text), 5) for p in splitter.feed(text[i:i + 5]) if isinstance(p, str)]
+    assert len("".join(streamed)) > len(text) - 20, "held back instead of spoken as it streamed"
+    assert "".join(streamed) + "".join(p for p in splitter.finish() if isinstance(p, str)) == text
+
+
+async def _split_without_tools(text: str) -> list[object]:
+    from bargein.engines.base import CancelToken, GenerationOptions
+    from bargein.engines.think.tool_calls import split_calls
+
+    async def stream() -> AsyncIterator[str]:
+        for start in range(0, len(text), 3):
+            yield text[start:start + 3]
+    return [piece async for piece in split_calls(stream(), GenerationOptions(), CancelToken())]
+
+
+@pytest.mark.parametrize("reply", [
+    '<tool_response>{"result": 391}</tool_response>It is 391.',
+    '<tool_call>{"name": "calculate", "arguments": {"expression": "17 * 23"}}</tool_call>It is 391.',
+])
+async def test_call_markup_in_a_reply_offered_no_tools_is_not_spoken(reply: str) -> None:
+    """The answer to a tool's result is offered no tools, and the small model still echoes call markup there."""
+    pieces = await _split_without_tools(reply)
+    assert all(isinstance(p, str) for p in pieces), "no call is run either"
+    assert "".join(p for p in pieces if isinstance(p, str)) == "It is 391."
+
+
+async def test_a_plain_reply_offered_no_tools_streams_unchanged() -> None:
+    text = "Sure: 17 times 23 is 391, {roughly} 400."
+    assert "".join(p for p in await _split_without_tools(text) if isinstance(p, str)) == text

@@ -8,6 +8,10 @@ session's job waits for at most one job of each other session, not for the whole
 Work that a paused reply waits on (the words of a segment heard over it, which may be "stop") is
 submitted in an :func:`urgent_task`: :data:`current_urgent` is set in that task's context, and an engine
 that keeps a separate lane for it serves it before everything else (the recogniser does).
+
+Queues are bounded, in all and per session: past a bound the engine refuses the work at once with an
+:class:`EngineBusy` (backpressure). That fails the caller's call but says nothing of the engine's health,
+so the stage's health does not count it (:func:`refused`; :mod:`bargein.engines.health`).
 """
 
 from __future__ import annotations
@@ -28,6 +32,28 @@ current_owner: contextvars.ContextVar[Hashable | None] = contextvars.ContextVar(
 
 current_urgent: contextvars.ContextVar[bool] = contextvars.ContextVar("bargein_urgent", default=False)
 """Whether the work being submitted is waited on by a paused reply (served before other work)."""
+
+
+class EngineBusy(RuntimeError):
+    """A shared engine refused work because a queue is full (for everyone, or for this session): load, not a
+    fault. The call fails for its caller; the stage's health counts it as a refusal, never as a failure."""
+
+
+REFUSALS = frozenset({"EngineBusy", "WorkerBusy", "RecognizerBusy", "TurnModelBusy"})
+"""The names of the refusal types. A name is what crosses a process boundary (a worker reports an engine's
+error as ``"TypeName: message"``), and a type defined where :class:`EngineBusy` is not imported is known by
+it (Whisper's ``RecognizerBusy`` derives from ``RuntimeError``): a new refusal type derives from
+:class:`EngineBusy`, or is named here."""
+
+
+def refused(error: BaseException) -> bool:
+    """Whether ``error`` is a refusal for load (:class:`EngineBusy`, or a type named in :data:`REFUSALS`)."""
+    return isinstance(error, EngineBusy) or any(kind.__name__ in REFUSALS for kind in type(error).__mro__)
+
+
+def refusal_text(message: str) -> bool:
+    """Whether an error that crossed a process boundary as ``"TypeName: message"`` is a refusal for load."""
+    return message.partition(":")[0].strip() in REFUSALS
 
 
 def owner() -> Hashable | None:

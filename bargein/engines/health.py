@@ -14,6 +14,13 @@ failure nor a success). An engine that is stuck, or too slow for any call, deliv
 goes down after ``down_after`` misses; errors the engine raises, and a stall after a call's first
 result (it was being served), always count. The caller's deadline is unchanged: the user gets the
 stage's fallback at the same moment either way.
+
+**Refused is not broken either.** A shared engine whose queue is full (in all, or for one session: a
+worker process's in-flight caps, the recogniser's waiting lanes) refuses a call at once
+(:class:`~bargein.engines.fair.EngineBusy` and its kin: :func:`~bargein.engines.fair.refused`). That call
+fails for its caller as before, but :meth:`StageHealth.record_refusal` counts it apart (``refusals``), as
+neither a failure nor a success: one session that fills its own share must not take the stage down for
+every session, and a refusal between failures neither breaks nor lengthens their run.
 """
 
 from __future__ import annotations
@@ -53,6 +60,8 @@ class StageHealth:
     """Results the stage delivered (a transcript, a token, a chunk): read by :meth:`record_miss`."""
     queue_misses: int = 0
     """Deadlines missed while the stage was delivering to other calls: its queue's, not held against it."""
+    refusals: int = 0
+    """Calls the engine refused for load (a full queue): not held against it."""
     changed_at: float = field(default_factory=time.time)
     _retry: asyncio.Task[None] | None = None
 
@@ -85,6 +94,13 @@ class StageHealth:
             return False
         self.record_failure(error)
         return True
+
+    def record_refusal(self, error: str) -> None:
+        """A call the engine refused because a queue was full: counted, but neither a failure nor a success
+        (module docstring), so the state and the runs of failures and successes are left as they are."""
+        self.refusals += 1
+        # debug, not info: under load there may be many a second, and the count says how many
+        log.debug("stage %s: a call was refused for load (%s); not held against the engine", self.name, error)
 
     def record_failure(self, error: BaseException | str) -> None:
         """A call failed or timed out; enough in a row take the stage down and start the retries."""
@@ -126,7 +142,8 @@ class StageHealth:
     def snapshot(self) -> dict[str, Any]:
         """The JSON view for ``/healthz``."""
         return {"state": self.state, "failures": self.failures, "consecutive_failures": self.consecutive_failures,
-                "queue_misses": self.queue_misses, "last_error": self.last_error, "since": int(self.changed_at)}
+                "queue_misses": self.queue_misses, "refusals": self.refusals, "last_error": self.last_error,
+                "since": int(self.changed_at)}
 
     def close(self) -> None:
         """Stop the background retry."""

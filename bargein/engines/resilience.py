@@ -21,7 +21,9 @@ depends on where the call was: a miss before the call's first result while the s
 to other calls is the shared engine's queue (busy, not broken) and is not counted against it
 (:meth:`~bargein.engines.health.StageHealth.record_miss`); a miss while nothing was delivered, a stall
 after the first result, and any error the engine raised are failures, and ``down_after`` of them in a
-row take the stage down for every session.
+row take the stage down for every session. A call the engine refused for load (a full queue:
+:class:`~bargein.engines.fair.EngineBusy`, ``WorkerBusy``, Whisper's ``RecognizerBusy``) fails for its
+caller like any failure, but is no failure of the stage (counted in ``refusals``).
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ from bargein.engines.base import (
 from bargein.engines.fallback import llm_apology
 from bargein.engines.health import Health, StageHealth
 from bargein.engines.resilient_speech import ResilientSynthesizer
-from bargein.engines.stage_calls import Deadlines, StageFailed, next_within, what_failed
+from bargein.engines.stage_calls import Deadlines, StageFailed, next_within, record_failed_call
 
 log = logging.getLogger(__name__)
 LLM_APOLOGY = "Sorry, I can't answer that right now. Please try again in a moment."
@@ -110,12 +112,8 @@ class ResilientLanguageModel:
                     if cancel.cancelled:
                         return
                     inner_cancel.cancel("failed")
-                    what = what_failed(error)
+                    what = record_failed_call(self.health, "llm", error, since=since if produced == 0 else None)
                     log.warning("llm failed after %d token(s): %s; speaking the apology", produced, what)
-                    if produced == 0 and isinstance(error, TimeoutError):  # maybe still in the engine's queue
-                        self.health.record_miss(f"llm {what}"[:300], since=since)
-                    else:
-                        self.health.record_failure(f"llm {what}"[:300])
                     yield llm_apology(LLM_APOLOGY if produced == 0 else LLM_CUT_APOLOGY, error)
                     return
                 if not isinstance(token, str | ToolCall):
@@ -176,11 +174,7 @@ class ResilientRecognizer:
             async with asyncio.timeout(self.deadlines.asr_s):
                 transcript = await self.inner.transcribe(audio, language=language, prompt=prompt)
         except (Exception, TimeoutError) as error:
-            what = what_failed(error)
-            if isinstance(error, TimeoutError):  # maybe still in the engine's queue
-                self.health.record_miss(f"asr {what}"[:300], since=since)
-            else:
-                self.health.record_failure(f"asr {what}"[:300])
+            what = record_failed_call(self.health, "asr", error, since=since)
             raise StageFailed("speech recognition failed", detail=what) from error
         if not isinstance(transcript, Transcript) or not isinstance(transcript.text, str):
             self.health.record_failure(f"asr returned {type(transcript).__name__}")
@@ -233,11 +227,7 @@ class _ResilientVadStream:
                 value = await self.inner.probability(frame)
             value = float(value)
         except (Exception, TimeoutError) as error:
-            what = what_failed(error)
-            if isinstance(error, TimeoutError):  # maybe still in the batcher's queue
-                health.record_miss(f"vad {what}"[:300], since=since)
-            else:
-                health.record_failure(f"vad {what}"[:300])
+            what = record_failed_call(health, "vad", error, since=since)
             raise StageFailed("voice activity detection failed", detail=what) from error
         if not 0.0 <= value <= 1.0:  # NaN fails this too
             health.record_failure(f"vad returned {value}")

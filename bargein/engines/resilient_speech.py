@@ -12,7 +12,7 @@ import numpy as np
 from bargein.audio.resample import resample
 from bargein.engines.base import CancelToken, SpeechChunk, SpeechSynthesizer
 from bargein.engines.health import StageHealth
-from bargein.engines.stage_calls import Deadlines, StageFailed, next_within, what_failed
+from bargein.engines.stage_calls import Deadlines, StageFailed, next_within, record_failed_call, what_failed
 
 log = logging.getLogger(__name__)
 
@@ -99,11 +99,7 @@ class ResilientSynthesizer:
             except (Exception, TimeoutError) as error:
                 if cancel.cancelled:
                     return
-                what = what_failed(error)
-                if produced == 0 and isinstance(error, TimeoutError):  # maybe still in the engine's queue
-                    self.health.record_miss(f"tts {what}"[:300], since=since)
-                else:
-                    self.health.record_failure(f"tts {what}"[:300])
+                what = record_failed_call(self.health, "tts", error, since=since if produced == 0 else None)
                 rest = unspoken(text, said) if produced else text
                 if rest is None or self.fallback is None:
                     raise StageFailed("speech synthesis failed", detail=what) from error
@@ -116,6 +112,8 @@ class ResilientSynthesizer:
                 await chunks.aclose()
         if self.fallback is None:
             raise StageFailed("speech synthesis is down and there is no fallback")
+        # the fallback's own failures (a refusal for load or not) are not the primary's: the stage's health,
+        # which decides whether the primary is tried, records none of them
         self.fallback_clauses += 1
         # the fallback keeps the same deadlines and checks (a wedged one must not hold the reply for good), counted
         # from when it serves the clause: a burst of fallback clauses waits for flite's slots, up to a bound

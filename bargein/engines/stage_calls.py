@@ -5,6 +5,9 @@ An engine that queues calls in the caller's own task (flite waiting for a free p
 :func:`next_within` given ``queue_s``, the wait may then last ``queue_s`` and the engine's own deadline
 counts from when serving started, so a busy engine is not taken for a broken one; an engine that says
 nothing keeps the plain deadline, and the user never waits longer than ``queue_s`` plus that deadline.
+
+:func:`record_failed_call` tells a stage's health how a call failed: a refusal for load, a deadline missed
+before the first result (maybe in a queue), or the engine's failure (:mod:`bargein.engines.health`).
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from bargein.engines.fair import refused
+from bargein.engines.health import StageHealth
 from bargein.protocol.errors import EngineFailure
 
 
@@ -52,6 +57,21 @@ class Deadlines:
 def what_failed(error: BaseException) -> str:
     """An engine call's failure in a few words, for the health record and the log."""
     return "timed out" if isinstance(error, TimeoutError) else f"{type(error).__name__}: {error}"
+
+
+def record_failed_call(health: StageHealth, stage: str, error: BaseException, *, since: int | None) -> str:
+    """Record a failed call on ``health`` and return :func:`what_failed`: a refusal for load (a full queue) is
+    counted apart, never as a failure; a timeout with ``since`` (the stage's deliveries when the call began,
+    given while it had no result yet) is a miss that may be the queue's; anything else is a failure."""
+    what = what_failed(error)
+    note = f"{stage} {what}"[:300]
+    if refused(error):
+        health.record_refusal(note)
+    elif since is not None and isinstance(error, TimeoutError):
+        health.record_miss(note, since=since)
+    else:
+        health.record_failure(note)
+    return what
 
 
 class _Clock:

@@ -9,6 +9,7 @@ one given both ways with different values is refused, naming both.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 BETA_FORMATS: dict[str, dict[str, Any]] = {
@@ -26,14 +27,14 @@ def ga_response(data: Any) -> Any:
         return data
     body = dict(data)
     if "modalities" in body:
-        _move(body, "modalities", ("output_modalities",), _ga_modalities(body.pop("modalities")))
+        _move(body, "modalities", ("output_modalities",), _ga_modalities(body.pop("modalities")), _ga_modalities)
     if "max_response_output_tokens" in body:
         _move(body, "max_response_output_tokens", ("max_output_tokens",), body.pop("max_response_output_tokens"))
     if "output_audio_format" in body:
         _move(body, "output_audio_format", ("audio", "output", "format"),
-              _ga_format(body.pop("output_audio_format")))
+              _ga_format(body.pop("output_audio_format")), _ga_format)
     if "voice" in body:
-        _move(body, "voice", ("audio", "output", "voice"), body.pop("voice"))
+        _move(body, "voice", ("audio", "output", "voice"), body.pop("voice"), _voice_name)
     return body
 
 
@@ -48,15 +49,23 @@ def _ga_modalities(value: Any) -> Any:
 
 
 def _ga_format(value: Any) -> Any:
+    """The GA format object a beta format name stands for (a GA object as it is, with PCM's default rate)."""
     if isinstance(value, dict):  # already a GA format object
-        return value
+        return {"rate": 24_000, **value} if value.get("type") == "audio/pcm" else value
     if isinstance(value, str) and value in BETA_FORMATS:
         return dict(BETA_FORMATS[value])
     raise ValueError(f"output_audio_format: {value!r} is not one of {', '.join(BETA_FORMATS)}")
 
 
-def _move(body: dict[str, Any], beta: str, path: tuple[str, ...], value: Any) -> None:
-    """Put ``value`` at ``path`` in ``body``, unless the GA field there already says something else."""
+def _voice_name(value: Any) -> Any:
+    """Voice names are matched without regard to case."""
+    return value.casefold() if isinstance(value, str) else value
+
+
+def _move(body: dict[str, Any], beta: str, path: tuple[str, ...], value: Any,
+          normalise: Callable[[Any], Any] = lambda value: value) -> None:
+    """Put ``value`` at ``path`` in ``body``, unless the GA field there already says something else (each side
+    ``normalise``d: a client sending both spellings of the same setting is not refused)."""
     holder = body
     for key in path[:-1]:
         inner = holder.get(key)
@@ -66,6 +75,16 @@ def _move(body: dict[str, Any], beta: str, path: tuple[str, ...], value: Any) ->
             return  # the GA object itself is malformed: validation names it
         holder[key] = inner = dict(inner)
         holder = inner
-    if holder.get(path[-1]) not in (None, value):
+    given = holder.get(path[-1])
+    if given is not None and not _same(normalise, given, value):
         raise ValueError(f"{beta} (the beta spelling) and {'.'.join(path)} disagree: give one of them")
     holder[path[-1]] = value
+
+
+def _same(normalise: Callable[[Any], Any], given: Any, value: Any) -> bool:
+    """Whether the GA field's ``given`` value and the beta ``value`` say the same, once both are normalised (a
+    GA value that cannot be is compared as it is: validation refuses it later)."""
+    try:
+        return bool(normalise(given) == normalise(value))
+    except ValueError:
+        return bool(given == value)

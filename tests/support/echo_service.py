@@ -14,7 +14,9 @@ from bargein.engines.fair import current_owner
 class EchoService:
     """``("echo", n)``: n items; ``("owner",)``: the session the request came from; ``("sleep", s)``: wait s
     seconds (cancellable); ``("cancelled",)``: how many sleeps were cancelled; ``("wedge", s)``: block the
-    worker's loop for s seconds; ``("hinted",)``: the (payload, session) of every ``notify`` so far."""
+    worker's loop for s seconds; ``("hinted",)``: the (payload, session) of every ``notify`` so far;
+    ``("raise", name, message)``: raise an exception of a class called ``name`` (only its name and message
+    cross to the supervisor, as for any engine's error)."""
 
     cancel_task = True
 
@@ -54,3 +56,5 @@ class EchoService:
         elif kind == "wedge":
             time.sleep(float(request[1]))  # noqa: ASYNC251 (wedging the loop is the point)
             yield "unwedged"
+        elif kind == "raise":
+            raise type(str(request[1]), (RuntimeError,), {})(str(request[2]))

@@ -14,7 +14,8 @@ that keeps dying is not restarted in a tight loop). Requests that arrive meanwhi
 answered for ``ping_timeout_s`` is wedged, and the worker is killed and restarted.
 
 The queue is bounded: at most ``max_in_flight`` requests at once, and ``max_per_owner`` for one session
-(:class:`~bargein.engines.process.wire.WorkerBusy` beyond); fair turns between sessions are the worker's
+(:class:`~bargein.engines.process.wire.WorkerBusy` beyond, as is a refusal the worker's engine or a hub
+reports: load, which the stage's health does not count); fair turns between sessions are the worker's
 engines' own (each request carries its session, see :mod:`bargein.engines.fair`).
 
 A launch with ``connect`` set does not start a worker: it connects to an engine the parent process
@@ -38,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bargein.engines.base import CancelToken
-from bargein.engines.fair import owner
+from bargein.engines.fair import owner, refusal_text
 from bargein.engines.process.shared import connect, shut
 from bargein.engines.process.spawn import Launch, Worker, python_worker, spawn, stop, tail
 from bargein.engines.process.wire import WorkerBusy, WorkerDied, WorkerError
@@ -128,7 +129,8 @@ class EngineProcess:
         """Send ``request`` and yield the worker's items as they come; return at once when ``cancel`` fires.
 
         Raises :class:`WorkerDied` if the worker dies first (or is restarting past ``ready_wait_s``),
-        :class:`WorkerError` if the engine raised, :class:`WorkerBusy` past the queue's bounds.
+        :class:`WorkerError` if the engine raised, :class:`WorkerBusy` past the queue's bounds (or the
+        worker's engine refused it for load).
         ``on_end`` receives the ``end`` message's payload.
         """
         if cancel.cancelled:
@@ -162,7 +164,9 @@ class EngineProcess:
                 if kind == "end" and on_end is not None:
                     on_end(payload)
                 elif kind == "error":
-                    raise WorkerError(f"{self.name}: {payload}")
+                    # a refusal for load inside the worker (or a hub's) must stay one here: the stage's health
+                    # counts an engine's error, never a refusal
+                    raise (WorkerBusy if refusal_text(str(payload)) else WorkerError)(f"{self.name}: {payload}")
                 elif kind == "died":
                     raise WorkerDied(f"{self.name}: the worker process ended ({payload})")
                 return

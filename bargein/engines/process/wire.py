@@ -28,6 +28,8 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from bargein.engines.fair import EngineBusy
+
 FD_ENV = "BARGEIN_WORKER_FD"
 """The environment variable naming the worker's end of the socket pair (a file descriptor number)."""
 
@@ -40,8 +42,11 @@ class WorkerError(RuntimeError):
     """The engine raised inside the worker (the worker lives on)."""
 
 
-class WorkerBusy(RuntimeError):
-    """Too many requests are in flight for this worker (or for this session): backpressure, not a crash."""
+class WorkerBusy(EngineBusy):
+    """Too many requests are in flight for this worker (or for this session): backpressure, not a crash.
+
+    Also what a refusal inside the worker, or a hub's for its client, becomes on the caller's side (only
+    its text crosses: :func:`~bargein.engines.fair.refusal_text`)."""
 
 
 @dataclass(frozen=True)

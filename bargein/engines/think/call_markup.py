@@ -32,7 +32,7 @@ def bare_call_start(text: str) -> tuple[int | None, bool]:
 
 
 def _opens_call(text: str) -> bool | None:
-    """Whether ``text`` (from a ``{`` or a backtick) opens a ``{"name": ...}`` object: True, False, or None
+    """Whether ``text`` (from a ``{`` or a backtick) opens a ``{"name": "...`` object: True, False, or None
     while too little of it is in to tell."""
     rest = text
     if rest.startswith("`"):
@@ -49,7 +49,16 @@ def _opens_call(text: str) -> bool | None:
     rest = rest[1:].lstrip()
     if len(rest) < len(_NAME_KEY):
         return None if _NAME_KEY.startswith(rest) else False
-    return rest.startswith(_NAME_KEY)
+    if not rest.startswith(_NAME_KEY):
+        return False
+    # sure only once the key has a string value: prose that quotes "name" must not hold the reply back
+    rest = rest[len(_NAME_KEY):].lstrip()
+    if not rest:
+        return None
+    if rest[0] != ":":
+        return False
+    rest = rest[1:].lstrip()
+    return None if not rest else rest[0] == '"'
 
 
 def bare_calls(raw: str) -> list[str] | None:

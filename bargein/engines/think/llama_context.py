@@ -64,6 +64,7 @@ class LlamaPrompt:
                    for m in with_system_prompt(messages, self.system_prompt)]
         # A reply of max_output_tokens "as many as the context holds" must not push the whole history out.
         budget = n_ctx - min(options.max_tokens, n_ctx // 2)
+        capped = False
         for shortenings in range(MAX_SHORTENINGS + 1):
             try:
                 tokens = fit_history(history, self.counts, budget, lambda kept: self.render(kept, options),
@@ -76,8 +77,10 @@ class LlamaPrompt:
             # are left, and one of them (a long tool output, transcript or instructions) is too long
             # alone. Truncation is on, so shorten them rather than fail the reply: instructions over their
             # share first (the same cut every turn), then whatever is still too long, longest first.
-            capped = self._cap_instructions(history, budget)
-            shortened = capped if capped is not None else self._shorten(history, len(tokens) - budget)
+            shortened = None if capped else self._cap_instructions(history, budget)
+            capped = True  # once: a second cap would cut again by how far the newest message overflows
+            if shortened is None:
+                shortened = self._shorten(history, len(tokens) - budget)
             if shortened is None:
                 break
             history = shortened
@@ -87,7 +90,7 @@ class LlamaPrompt:
 
     def _cap_instructions(self, history: list[ChatMessage], budget: int) -> list[ChatMessage] | None:
         """``history`` with its system messages cut to :data:`INSTRUCTIONS_SHARE` of ``budget`` together, each
-        in proportion to its length; None when they already fit that share.
+        in proportion to its length; None when they already fit that share or none can be cut.
 
         The cut depends only on the instructions and the budget, never on the turn's question, so every turn
         of a conversation whose instructions are too long sends the same prefix and llama.cpp reuses its
@@ -103,7 +106,7 @@ class LlamaPrompt:
             keep = max(MIN_KEPT_TOKENS, lengths[index] * share // total)
             if keep < lengths[index]:
                 capped[index] = self._cut(history[index], keep)
-        return capped
+        return capped if capped != history else None
 
     def _cut(self, message: ChatMessage, keep: int) -> ChatMessage:
         """``message`` cut to ``keep`` tokens: its start and its end, joined by an ellipsis."""

@@ -13,6 +13,7 @@ from the spoken text as tokens stream in (holding back only what might be the st
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -40,6 +41,8 @@ from bargein.engines.think.call_markup import (
 from bargein.engines.think.call_markup import MAX_CALL_CHARS as MAX_CALL_CHARS
 from bargein.engines.think.call_markup import OPEN_TAG as OPEN_TAG
 from bargein.tools.arguments import ArgumentError, check_arguments, parse_arguments
+
+log = logging.getLogger(__name__)
 
 TOOLS_TAG = "<tools>"
 """How the template lists the tools: a reply that starts with it recites the prompt instead of answering."""
@@ -330,16 +333,23 @@ async def split_calls(text: AsyncIterator[str], options: GenerationOptions, canc
                       already_written: str = "") -> AsyncIterator[ReplyPiece]:
     """A model's streamed text as spoken pieces and tool calls; ``already_written`` is a forced start
     of the reply that lies in the prompt, read as though the model had written it."""
-    if not offered_tools(options):
-        async for piece in text:
-            yield piece
-        return
-    splitter = ToolCallSplitter(offered_tools(options))
+    tools = offered_tools(options)
+    splitter = ToolCallSplitter(tools)
     if already_written:
         splitter.feed(already_written)
     async for piece in text:
-        for out in splitter.feed(piece):
+        for out in _offered(splitter.feed(piece), tools):
             yield out
     if not cancel.cancelled:
-        for out in splitter.finish():
+        for out in _offered(splitter.finish(), tools):
             yield out
+
+
+def _offered(pieces: list[ReplyPiece], tools: Sequence[Mapping[str, Any]]) -> list[ReplyPiece]:
+    """``pieces`` less any call, when no tool was offered (the answer to a tool's result): call markup the model
+    still writes is neither spoken nor run."""
+    if tools:
+        return pieces
+    for call in (piece for piece in pieces if isinstance(piece, ToolCall)):
+        log.info("a reply offered no tools wrote a call to %r: dropped, not spoken", call.name)
+    return [piece for piece in pieces if isinstance(piece, str)]

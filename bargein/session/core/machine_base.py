@@ -121,7 +121,9 @@ class MachineBase:
 
     def _idle_again(self) -> None:
         """The agent owes nothing: the idle prompt is armed, or owed once the turn being spoken or judged
-        leads to no reply."""
+        leads to no reply. Manual turns have none."""
+        if not self.settings.vad:
+            return
         if arm := self._idle.again(self.settings.idle_prompt_ms, user_busy=self._user_busy):
             self._emit(arm)
 
