@@ -20,8 +20,9 @@ def unknown_voice(voice: str, synthesiser: object) -> str | None:
     """Why ``synthesiser`` cannot speak in ``voice`` (``None`` when it can, or when it cannot tell).
 
     A synthesiser tells its voices by a ``voices`` tuple (and, where it takes other spellings of them,
-    such as Kokoro's ids, by ``resolve_voice`` and ``default_voice``); one without it (a worker process's
-    client, a fake) takes any name, as before.
+    such as Kokoro's ids, by ``resolve_voice`` and ``default_voice``); so does the client of one in a worker
+    process or on a Ray replica (from what it said when ready: :mod:`bargein.engines.speak.voice_list`), and
+    the by-language router (its default voice's). One without it (a fake) takes any name, as before.
     """
     key = voice.strip().lower()
     own = getattr(synthesiser, "voices", None)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -29,6 +29,7 @@ from bargein.engines.base import (
     VadStream,
 )
 from bargein.engines.listen.silero_vad import CONTEXT_SAMPLES, FRAME_SAMPLES, STATE_SHAPE
+from bargein.engines.speak.voice_list import ListedVoices
 
 log = logging.getLogger(__name__)
 VAD_FAILURE_LOG_EVERY_S = 5.0
@@ -158,14 +159,24 @@ class RemoteToolCallingModel(RemoteLanguageModel):
             yield piece
 
 
-class RemoteSynthesizer(_InFlight):
-    """Speech synthesis on a Ray Serve deployment, streamed chunk by chunk."""
+class RemoteSynthesizer(ListedVoices, _InFlight):
+    """Speech synthesis on a Ray Serve deployment, streamed chunk by chunk.
 
-    def __init__(self, handle: Any, timeout_s: float, sample_rate: int) -> None:
+    ``listing`` is what the replica's ``describe`` said of its voices at start-up
+    (:func:`~bargein.engines.speak.voice_list.voice_listing`): its ``voices`` are those (None from a replica
+    that lists none, or one deployed before replicas said them: then any name is taken).
+    """
+
+    def __init__(self, handle: Any, timeout_s: float, sample_rate: int, *,
+                 listing: Mapping[str, Any] | None = None) -> None:
         super().__init__()
         self.handle = handle.options(stream=True)
         self.timeout_s = timeout_s
         self.sample_rate = sample_rate
+        self.listing = dict(listing or {})
+
+    def _voice_listing(self) -> Mapping[str, Any]:
+        return self.listing
 
     async def synthesize(self, text: str, *, voice: str | None, cancel: CancelToken,
                          speed: float = 1.0) -> AsyncIterator[SpeechChunk]:

@@ -48,7 +48,8 @@ def connect_remote_stages(settings: Settings, description: dict[str, str]) -> Re
             client = RemoteToolCallingModel if described.get("tools") else RemoteLanguageModel
             stages.llm = client(handle, settings.ray_timeout_s)
         else:
-            stages.tts = RemoteSynthesizer(handle, settings.ray_timeout_s, int(described["sample_rate"]))
+            stages.tts = RemoteSynthesizer(handle, settings.ray_timeout_s, int(described["sample_rate"]),
+                                           listing=described)
     return stages
 
 

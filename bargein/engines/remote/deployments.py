@@ -31,6 +31,7 @@ from bargein.engines.base import (
     ToolCallingModel,
     Transcript,
 )
+from bargein.engines.speak.voice_list import voice_listing
 
 log = logging.getLogger(__name__)
 
@@ -135,9 +136,11 @@ class TtsDeployment:
         self.engine, self.origin = load_tts(self.settings)
 
     def describe(self) -> dict[str, Any]:
-        """What this replica serves, and its sample rate (checked by the caller at start-up)."""
+        """What this replica serves, its sample rate (checked by the caller at start-up), and its voices'
+        names (the caller's sessions refuse a voice it cannot speak)."""
         model = "fake" if self.settings.engines != "default" else self.settings.tts_engine
-        return {"stage": "tts", "model": model, "origin": self.origin, "sample_rate": self.engine.sample_rate}
+        return {"stage": "tts", "model": model, "origin": self.origin, "sample_rate": self.engine.sample_rate,
+                **voice_listing(self.engine)}
 
     async def synthesize(self, text: str, voice: str | None, speed: float = 1.0) -> AsyncIterator[SpeechChunk]:
         """Chunks of speech; stops when the caller cancels the generator."""

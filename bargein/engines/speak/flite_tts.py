@@ -89,6 +89,8 @@ class FliteSynthesizer:
     """
 
     sample_rate = SAMPLE_RATE
+    voice_spellings = tuple(FLITE_VOICES)
+    """Names other than its voices' own that :meth:`resolve_voice` maps (told to a worker's clients)."""
 
     def __init__(self, *, binary: str = "flite", default_voice: str = "slt", max_processes: int = 2,
                  lead_ms: float = 100.0) -> None:

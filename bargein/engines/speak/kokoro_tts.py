@@ -147,6 +147,8 @@ class KokoroSynthesizer:
     """
 
     sample_rate = SAMPLE_RATE
+    voice_spellings = (*REALTIME_VOICES, *(voice.kokoro_id for voice in VOICES.values()))
+    """Names other than its voices' own that :meth:`resolve_voice` maps (told to a worker's clients)."""
 
     def __init__(self, *, default_voice: str = DEFAULT_VOICE, speed: float = 1.0, threads: int = 1,
                  workers: int = 1, lead_ms: float = 100.0, max_phonemes: int = 250,

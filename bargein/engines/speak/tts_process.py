@@ -5,6 +5,9 @@ one request to an :class:`~bargein.engines.process.supervisor.EngineProcess`, st
 :class:`SynthesizerService` is the worker's side and runs the voice a spec builds (Kokoro) with its own
 fair executor, so sessions take turns sentence by sentence in the worker as they do in process.
 
+The worker tells its voice's names when it is ready (:func:`~bargein.engines.speak.voice_list.voice_listing`),
+so a session naming a voice it cannot speak is refused here as it is with the voice in process.
+
 A worker that dies fails the clause it was speaking with :class:`~bargein.engines.process.wire.WorkerDied`;
 the resilience layer has flite speak that clause instead (and the next ones, while the worker restarts:
 a clause waits at most ``ready_wait_s`` for it).
@@ -12,7 +15,7 @@ a clause waits at most ``ready_wait_s`` for it).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from bargein.engines.base import CancelToken, SpeechChunk, SpeechSynthesizer
@@ -20,10 +23,12 @@ from bargein.engines.process.child import EngineService
 from bargein.engines.process.client import ProcessClient
 from bargein.engines.process.supervisor import EngineProcess, python_worker
 from bargein.engines.process.wire import WorkerSpec
+from bargein.engines.speak.voice_list import ListedVoices, voice_listing
 
 
-class ProcessSynthesizer(ProcessClient):
-    """A :class:`~bargein.engines.base.SpeechSynthesizer` served by a supervised worker process."""
+class ProcessSynthesizer(ListedVoices, ProcessClient):
+    """A :class:`~bargein.engines.base.SpeechSynthesizer` served by a supervised worker process; its
+    ``voices`` (None when the worker's voice lists none) are those the worker said when it was ready."""
 
     def __init__(self, spec: WorkerSpec, *, name: str = "tts", start_timeout_s: float = 300.0,
                  ready_wait_s: float = 0.5) -> None:
@@ -31,6 +36,9 @@ class ProcessSynthesizer(ProcessClient):
             python_worker(WorkerSpec("bargein.engines.speak.tts_process:SynthesizerService", {"voice": spec}), name),
             name=name, start_timeout_s=start_timeout_s, ready_wait_s=ready_wait_s)
         self.sample_rate = int(self.process.info["sample_rate"])
+
+    def _voice_listing(self) -> Mapping[str, Any]:
+        return self.process.info  # the current worker's: a restarted one says it again
 
     @property
     def description(self) -> str:
@@ -54,8 +62,9 @@ class SynthesizerService(EngineService):
         self.engine: SpeechSynthesizer = engine
 
     def describe(self) -> dict[str, Any]:
-        """Sent with ``ready``: the sample rate every chunk has, and a banner."""
-        return {"sample_rate": self.engine.sample_rate, "description": self.what}
+        """Sent with ``ready``: the sample rate every chunk has, a banner, and the voice's names (for the
+        sessions' check of the voice they ask for)."""
+        return {"sample_rate": self.engine.sample_rate, "description": self.what, **voice_listing(self.engine)}
 
     async def handle(self, request: tuple[str, str | None, float], cancel: CancelToken) -> AsyncIterator[SpeechChunk]:
         """The clause's chunks."""

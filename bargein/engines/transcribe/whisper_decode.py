@@ -42,6 +42,8 @@ MIN_SPEECH_SAMPLES = LISTEN_SAMPLE_RATE // 10
 SILENT_PEAK = 1e-4
 """Peak below -80 dBFS: digital silence, nothing to hear."""
 _PUNCTUATION = string.punctuation + "¿¡“”‘’…"
+ADDED_IN_LARGE_V3 = frozenset({"yue"})
+"""The language Whisper large-v3 added to the 99 of the models before it (it has no token in theirs)."""
 
 
 @dataclass(frozen=True)
@@ -124,16 +126,11 @@ class WhisperCore:
     def __init__(self, model: WhisperModel) -> None:
         self.model = model
         self.multilingual = bool(model.model.is_multilingual)
+        self.languages = _model_languages(model, self.multilingual)
+        """The language codes this model can transcribe (``{"en"}`` for an English-only model)."""
         self._tokenizers: dict[str, Tokenizer] = {}
         self.retries = 0
         """Finals decoded a second time on the full window because the short one looped."""
-
-    @property
-    def languages(self) -> frozenset[str]:
-        """The language codes this model can transcribe (``{"en"}`` for an English-only model)."""
-        if not self.multilingual:
-            return frozenset({"en"})
-        return frozenset(self.model.supported_languages)
 
     def tokenizer(self, language: str) -> Tokenizer:
         """The tokenizer (and so the start-of-transcript sequence) for ``language``."""
@@ -147,7 +144,7 @@ class WhisperCore:
         """Recognise one clip of 16 kHz mono audio; empty or silent audio gives an empty transcript."""
         clip = clean_audio(audio)
         language = language_code(language)
-        known = bool(language) and language in self.model.supported_languages
+        known = bool(language) and language in self.languages
         fallback_language = language if (known and language) else "en"
         if len(clip) < MIN_SPEECH_SAMPLES or float(np.max(np.abs(clip))) < SILENT_PEAK:
             return Transcript(text="", language=fallback_language, no_speech_prob=1.0)
@@ -192,9 +189,10 @@ class WhisperCore:
     def _language(self, encoded: Any, language: str | None) -> str:
         if not self.multilingual:
             return "en"
-        if language and language in self.model.supported_languages:
+        if language and language in self.languages:
             return language
-        # no language, or one Whisper does not know ("english", "en-US"): let the model say which
+        # no language, or one this model does not know ("english", "en-US", "yue" before large-v3): let the
+        # model say which
         best = self.model.model.detect_language(encoded)[0][0][0]  # ("<|en|>", probability)
         return str(best)[2:-2]
 
@@ -279,6 +277,22 @@ class WhisperCore:
             no_speech_prob=min(no_speech) if no_speech else 1.0,
             avg_logprob=float(np.mean(logprobs)) if logprobs else 0.0, words=timed,
         )
+
+
+def _model_languages(model: WhisperModel, multilingual: bool) -> frozenset[str]:
+    """The codes ``model`` has a language token for.
+
+    faster-whisper lists all 100 of large-v3 for every multilingual model, but the models before it have 99:
+    Cantonese (``yue``, the one large-v3 added) has no token there, so the decoder would be started with no
+    language at all and the transcript labelled Cantonese. CTranslate2 says how many the model has.
+    """
+    if not multilingual:
+        return frozenset({"en"})
+    codes = frozenset(model.supported_languages)
+    count = getattr(model.model, "num_languages", None)
+    if isinstance(count, int) and count < len(codes):
+        codes -= ADDED_IN_LARGE_V3
+    return codes
 
 
 def _in_simplified(text: str, words: tuple[WordTiming, ...]) -> tuple[str, tuple[WordTiming, ...]]:
