@@ -42,3 +42,18 @@ async def test_speech_over_a_finished_reply_still_cuts_it_by_default() -> None:
     item = h.session.conversation.get(item_id)
     assert item.heard_ms is not None and item.heard_ms < item.audio_ms - 1000.0
     await h.session.close()
+
+
+async def test_the_idle_timeout_counts_from_the_end_of_the_replys_playback() -> None:
+    """``idle_timeout_ms`` is applied after the last reply's audio has finished playing: a reply sent whole at
+    once (the client still has all of it to play at its ``response.done``) arms the timer for the timeout plus
+    what is left to play, not the timeout alone (the user would be prompted while the agent still speaks)."""
+    h = Harness(Engines(FakeVad(), FakeRecognizer(("hello",)), FakeLanguageModel(filler=FILLER), FakeSynthesizer()))
+    armed: list[int] = []
+    h.session.timers.arm_idle = armed.append  # type: ignore[method-assign]
+    item_id = await _finished_reply_still_playing(
+        h, {"audio": {"input": {"turn_detection": {"type": "server_vad", "idle_timeout_ms": 5000}}}})
+    audio_ms = h.session.conversation.get(item_id).audio_ms
+    assert audio_ms > 2000 and armed, "a reply with seconds of audio, and the idle timer armed at its end"
+    assert 5000 + audio_ms - 500 <= armed[-1] <= 5000 + audio_ms, (armed, audio_ms)
+    await h.session.close()

@@ -120,8 +120,8 @@ class ActionExecutor:
                 self.replies.resume(response_id)
             case v.ArmPauseTimer(response_id, delay_ms):
                 self.timers.arm_pause(response_id, delay_ms)
-            case v.ArmIdleTimer(delay_ms):
-                self.timers.arm_idle(delay_ms)
+            case v.ArmIdleTimer(delay_ms):  # counted from when the client has played the agent's last sample
+                self.timers.arm_idle(delay_ms + round(max(0.0, self.replies.playing.left_ms())))
             case v.DisarmIdleTimer():
                 self.timers.disarm_idle()
             case v.IdleTimeout(item_id, start_ms, end_ms):

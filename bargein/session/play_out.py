@@ -79,6 +79,13 @@ class PlayingOut:
         if self.heard is not None:
             self.heard(reply.response_id, heard_ms)
 
+    def left_ms(self) -> float:
+        """How long the client may still play the replies it holds (0 for one the user cut): the idle timeout
+        counts from the end of the agent's audio, not from its ``response.done``."""
+        return max((reply.state.item.audio_ms - reply.playback.heard_ms() for reply in self.replies.values()
+                    if reply.state.item.heard_ms is None or reply.state.item.heard_ms >= reply.state.item.audio_ms),
+                   default=0.0)
+
     def truncated(self, item_id: str) -> None:
         """The client truncated ``item_id`` to its playback cursor: a reply it was playing was cut there."""
         for reply in list(self.replies.values()):
