@@ -271,3 +271,21 @@ async def test_a_hubs_refusal_for_one_client_reaches_it_as_worker_busy(tmp_path:
         client.close()
         hub.close()
         engine.close()
+
+
+def test_metrics_count_refusals_and_queue_misses_apart_from_failures() -> None:
+    from bargein.engines.health import Health
+    from bargein.metrics.prometheus import ServerMetrics
+
+    health = Health()
+    health["asr"].record_refusal("WorkerBusy: full")
+    health["asr"].deliveries += 1  # another session's call was answered while this one waited
+    health["asr"].record_miss("TimeoutError", since=0)
+    health["asr"].record_failure("RuntimeError: broken")
+    metrics = ServerMetrics()
+    metrics.watch_health(health)
+    text = metrics.exposition().decode()
+    assert 'bargein_stage_refusals_total{stage="asr"} 1.0' in text
+    assert 'bargein_stage_queue_misses_total{stage="asr"} 1.0' in text
+    assert 'bargein_stage_failures_total{stage="asr"} 1.0' in text
+    health.close()

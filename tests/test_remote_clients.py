@@ -87,3 +87,40 @@ async def test_a_reply_that_ends_is_streamed_whole() -> None:
     llm = RemoteLanguageModel(handle, timeout_s=3600)
     tokens = [token async for token in llm.stream([ChatMessage(role="user", content="Hi")], cancel=CancelToken())]
     assert tokens == ["t1", "t2", "t3"] and llm.queue_depth == 0
+
+
+class _RefusingHandle:
+    """A recogniser deployment whose replica refuses every call for load, as Ray re-raises it: a type derived
+    from the replica's own (``RecognizerBusy``)."""
+
+    def __init__(self) -> None:
+        self.transcribe = self
+
+    def remote(self, *_: Any) -> Any:
+        from bargein.engines.transcribe.whisper_asr import RecognizerBusy
+
+        class RayTaskError(RecognizerBusy):  # Ray's dual type: its own error and the replica's
+            pass
+
+        async def refuse() -> Any:
+            raise RayTaskError("3 recognitions are already waiting")
+        return asyncio.ensure_future(refuse())
+
+
+async def test_a_replica_refusing_for_load_leaves_the_stage_up() -> None:
+    """Refused for load on a replica: the call fails for its caller, but three in a row do not mark speech
+    recognition down for every session (they were counted as failures)."""
+    import numpy as np
+
+    from bargein.engines.health import StageHealth
+    from bargein.engines.remote.clients import RemoteRecognizer
+    from bargein.engines.resilience import ResilientRecognizer
+    from bargein.engines.stage_calls import Deadlines, StageFailed
+
+    health = StageHealth("asr")
+    asr = ResilientRecognizer(RemoteRecognizer(_RefusingHandle(), timeout_s=5), health, Deadlines())
+    for _ in range(3):
+        with pytest.raises(StageFailed):
+            await asr.transcribe(np.zeros(1600, np.float32))
+    assert health.state == "ok" and health.refusals == 3 and health.failures == 0
+    health.close()

@@ -39,11 +39,12 @@ class EngineBusy(RuntimeError):
     fault. The call fails for its caller; the stage's health counts it as a refusal, never as a failure."""
 
 
-REFUSALS = frozenset({"EngineBusy", "WorkerBusy", "RecognizerBusy", "TurnModelBusy"})
+REFUSALS = frozenset({"EngineBusy", "WorkerBusy", "RecognizerBusy", "TurnModelBusy", "BackPressureError"})
 """The names of the refusal types. A name is what crosses a process boundary (a worker reports an engine's
 error as ``"TypeName: message"``), and a type defined where :class:`EngineBusy` is not imported is known by
-it (Whisper's ``RecognizerBusy`` derives from ``RuntimeError``): a new refusal type derives from
-:class:`EngineBusy`, or is named here."""
+it, as is Ray Serve's ``BackPressureError`` (a deployment's queue is full): a new refusal type derives from
+:class:`EngineBusy`, or is named here. Ray re-raises a replica's exception as a type derived from it, so a
+refusal on a replica is still known by its name in the type's ancestry."""
 
 
 def refused(error: BaseException) -> bool:

@@ -55,14 +55,20 @@ class _StageStates(Collector):
     def collect(self) -> Iterable[GaugeMetricFamily | CounterMetricFamily]:
         family = GaugeMetricFamily("bargein_stage_state", "Each engine stage's state (1 for the current one)",
                                    labels=["stage", "state"])
-        failures = CounterMetricFamily("bargein_stage_failures", "Engine calls that failed or missed their "
-                                       "deadline", labels=["stage"])
+        failures = CounterMetricFamily("bargein_stage_failures", "Engine calls that failed, or missed their "
+                                       "deadline while the engine delivered nothing", labels=["stage"])
+        queue_misses = CounterMetricFamily("bargein_stage_queue_misses", "Engine calls that missed their deadline "
+                                           "waiting in a busy engine's queue (not held against the engine)",
+                                           labels=["stage"])
+        refusals = CounterMetricFamily("bargein_stage_refusals", "Engine calls refused because a queue was full "
+                                       "(not held against the engine)", labels=["stage"])
         for name, stage in self.health.stages.items():
             for state in ("ok", "degraded", "down"):
                 family.add_metric([name, state], 1.0 if stage.state == state else 0.0)
             failures.add_metric([name], float(stage.failures))
-        yield family
-        yield failures
+            queue_misses.add_metric([name], float(stage.queue_misses))
+            refusals.add_metric([name], float(stage.refusals))
+        yield from (family, failures, queue_misses, refusals)
 
 
 class _TurnModelScores(Collector):
@@ -147,7 +153,8 @@ class ServerMetrics:
             self.engine_info.labels(stage, engine[:200]).set(1)
 
     def watch_health(self, health: Any) -> None:
-        """Export each stage's state (ok, degraded, down) and failure count from a ``Health``."""
+        """Export each stage's state (ok, degraded, down) and its failures, queue misses and refusals from a
+        ``Health``."""
         self.registry.register(_StageStates(health))
 
     def watch_llm(self, llm: object) -> None:

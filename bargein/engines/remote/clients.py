@@ -28,6 +28,7 @@ from bargein.engines.base import (
     Transcript,
     VadStream,
 )
+from bargein.engines.fair import EngineBusy, refused
 from bargein.engines.listen.silero_vad import CONTEXT_SAMPLES, FRAME_SAMPLES, STATE_SHAPE
 from bargein.engines.speak.voice_list import ListedVoices
 
@@ -37,6 +38,17 @@ VAD_FAILURE_LOG_EVERY_S = 5.0
 
 class RemoteEngineFailure(RuntimeError):
     """A remote stage failed or timed out on one call (the replica died, or the cluster is gone)."""
+
+
+class RemoteEngineBusy(RemoteEngineFailure, EngineBusy):
+    """A remote stage refused one call for load (a replica's engine queue, or Serve's own, was full): the call
+    fails, but the stage is not held to be broken (:mod:`bargein.engines.health`)."""
+
+
+def _remote_failure(stage: str, error: Exception) -> RemoteEngineFailure:
+    """What a remote call's ``error`` is to its caller: a refusal for load, or a failure."""
+    kind = RemoteEngineBusy if refused(error) else RemoteEngineFailure
+    return kind(f"remote {stage}: {type(error).__name__}: {error}"[:400])
 
 
 class _InFlight:
@@ -123,7 +135,7 @@ class RemoteRecognizer(_InFlight):
         try:
             result = await _answer(self.handle.transcribe.remote(audio, language, prompt), self.timeout_s)
         except Exception as error:
-            raise RemoteEngineFailure(f"remote ASR: {type(error).__name__}: {error}"[:400]) from error
+            raise _remote_failure("ASR", error) from error
         finally:
             self.queue_depth -= 1
         if not isinstance(result, Transcript):
@@ -221,7 +233,7 @@ async def _remote_stream(owner: Any, generator: Any, cancel: CancelToken, stage:
             except StopAsyncIteration:
                 return
             except Exception as error:
-                raise RemoteEngineFailure(f"remote {stage}: {type(error).__name__}: {error}"[:400]) from error
+                raise _remote_failure(stage, error) from error
             yield item
     finally:
         cancelled.cancel()

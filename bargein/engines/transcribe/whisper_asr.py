@@ -31,14 +31,14 @@ from pathlib import Path
 import numpy as np
 
 from bargein.engines.base import LISTEN_SAMPLE_RATE, Float32Audio, Transcript
-from bargein.engines.fair import FairQueue, owner, urgent
+from bargein.engines.fair import EngineBusy, FairQueue, owner, urgent
 from bargein.engines.transcribe.asr_models import WhisperSource, resolve_model
 from bargein.engines.transcribe.whisper_decode import FINAL, PARTIAL, DecodeOptions, WhisperCore
 
 log = logging.getLogger(__name__)
 
 
-class RecognizerBusy(RuntimeError):
+class RecognizerBusy(EngineBusy):
     """Too many requests are waiting: the caller should drop this one (backpressure, not a crash)."""
 
 
