@@ -84,21 +84,21 @@ class SoakReport:
         """Samples after the warm-up."""
         return [s for s in self.samples if s.at_s >= self.warmup_s]
 
+    def half_slopes_per_min(self, name: str) -> tuple[float, float]:
+        """:meth:`slope_per_min` of the first and of the second half of the samples after warm-up. A leak keeps
+        its slope in both; a one-off step (an arena that grows once) lands in one half and leaves the other
+        flat, where a fit over the whole stretch reads it as a slope."""
+        steady = self.steady()
+        middle = len(steady) // 2
+        return (_theil_sen(steady[:middle], name), _theil_sen(steady[middle:], name))
+
     def slope_per_min(self, name: str) -> float:
         """Theil-Sen slope of a series after warm-up, per minute: the median of the slopes between every
         two samples. Resident memory dips by a few MB at each memory upkeep pass and jumps for a sample when
         several replies are in flight; a least-squares line follows those (the last sample, taken as the
         users hang up, alone moved it by 0.5 MB/min), the median of pairwise slopes does not. Samples
         without a reading of the series (NaN) are left out."""
-        steady = [s for s in self.steady() if np.isfinite(getattr(s, name))]
-        if len(steady) < 2:
-            return float("nan")
-        minutes = np.array([s.at_s / 60 for s in steady])
-        values = np.array([getattr(s, name) for s in steady])
-        first, second = np.triu_indices(len(steady), 1)
-        apart = minutes[second] - minutes[first]
-        usable = apart > 0
-        return float(np.median((values[second] - values[first])[usable] / apart[usable]))
+        return _theil_sen(self.steady(), name)
 
     def growth(self, name: str) -> float:
         """Last steady value minus the first."""
@@ -283,6 +283,19 @@ def _by_minute(samples: list[Sample], name: str, spec: str) -> str:
     return " ".join(format(value, spec) for _, value in sorted(last.items())) or "-"
 
 
+def _theil_sen(samples: list[Sample], name: str) -> float:
+    """The median of the slopes, per minute, between every two of ``samples`` that read ``name``."""
+    read = [s for s in samples if np.isfinite(getattr(s, name))]
+    if len(read) < 2:
+        return float("nan")
+    minutes = np.array([s.at_s / 60 for s in read])
+    values = np.array([getattr(s, name) for s in read])
+    first, second = np.triu_indices(len(read), 1)
+    apart = minutes[second] - minutes[first]
+    usable = apart > 0
+    return float(np.median((values[second] - values[first])[usable] / apart[usable])) if usable.any() else float("nan")
+
+
 def summarize(report: SoakReport) -> str:
     """The verdict lines."""
     steady = report.steady()
@@ -294,7 +307,8 @@ def summarize(report: SoakReport) -> str:
         f"  RSS after upkeep slope {report.slope_per_min('settled_rss_mb'):+.2f} MB/min, "
         f"by minute: {_by_minute(steady, 'settled_rss_mb', '.1f')} MB",
         f"  anonymous memory after upkeep slope {report.slope_per_min('settled_anonymous_mb'):+.2f} MB/min "
-        f"(target <= 1), by minute: {_by_minute(steady, 'settled_anonymous_mb', '.1f')} MB",
+        f"(halves {'/'.join(f'{x:+.2f}' for x in report.half_slopes_per_min('settled_anonymous_mb'))}; "
+        f"target <= 1 in either), by minute: {_by_minute(steady, 'settled_anonymous_mb', '.1f')} MB",
         f"  Python heap after upkeep slope {report.slope_per_min('settled_heap_kblocks'):+.2f} thousand blocks/min, "
         f"by minute: {_by_minute(steady, 'settled_heap_kblocks', '.0f')}",
         f"  LLM worker RSS slope {report.slope_per_min('worker_rss_mb'):+.2f} MB/min\n"

