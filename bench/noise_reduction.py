@@ -20,7 +20,7 @@ import numpy.typing as npt
 
 from bargein.audio.framing import Framer
 from bargein.audio.noise_suppression import NoiseSuppressor
-from bargein.audio.resample import StreamResampler, resample
+from bargein.audio.resample import LowDelayResampler, resample
 from bargein.engines.listen.silero_vad import SileroVad
 from bargein.engines.transcribe.wer import word_error_rate
 from bargein.engines.transcribe.whisper_asr import WhisperRecognizer, load_whisper
@@ -59,7 +59,7 @@ def denoise(audio24k: Audio) -> tuple[Audio, list[float]]:
 
 def plain(audio24k: Audio) -> tuple[Audio, list[float]]:
     """The session's path with suppression off: the streaming resampler alone."""
-    return _stream(StreamResampler(24_000, 16_000, quality="LQ").process, audio24k)
+    return _stream(LowDelayResampler(24_000, 16_000).process, audio24k)
 
 
 def mix(speech16k: Audio, noise_name: str, snr_db: float, seed: int) -> Audio:

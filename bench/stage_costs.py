@@ -31,7 +31,7 @@ import numpy as np
 
 from bargein.audio.codecs import AudioFormat, decode_base64, encode_base64, float_to_int16, int16_to_float
 from bargein.audio.framing import Framer
-from bargein.audio.resample import StreamResampler
+from bargein.audio.resample import LowDelayResampler
 from bargein.config import Settings
 from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions
 from bargein.engines.factory import load_engines
@@ -60,7 +60,7 @@ def session_path(rng: np.random.Generator) -> dict[str, float]:
     chunk = (rng.standard_normal(480) * 3000).astype("<i2").tobytes() * 2
     text = json.dumps({"type": "input_audio_buffer.append", "audio": base64.b64encode(chunk).decode()})
     wire = AudioFormat()
-    resampler = StreamResampler(24_000, 16_000, quality="LQ")
+    resampler = LowDelayResampler(24_000, 16_000)  # the session's listening path
     framer = Framer(512)
     samples = int16_to_float(wire.decode(chunk))
     model = SileroModel()
@@ -68,7 +68,7 @@ def session_path(rng: np.random.Generator) -> dict[str, float]:
         "protocol: JSON + validation of the append": per_call_us(lambda: parse_client_event(text), 2000),
         "base64 decode": per_call_us(lambda: decode_base64(base64.b64encode(chunk).decode()), 2000),
         "pcm16 -> float32": per_call_us(lambda: int16_to_float(wire.decode(chunk)), 2000),
-        "resample 24 -> 16 kHz (soxr LQ, streaming)": per_call_us(lambda: resampler.process(samples), 2000),
+        "resample 24 -> 16 kHz (low-delay polyphase, streaming)": per_call_us(lambda: resampler.process(samples), 2000),
         "framing into 512-sample frames": per_call_us(lambda: framer.push(samples[:320]), 2000),
     }
     for batch in (1, 8, 32, 128):

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from bargein.audio.codecs import AudioFormat, AudioFormatError, float_to_int16
+from bargein.audio.framing import Framer
 
 PCM = AudioFormat("audio/pcm", 24_000)
 PCMU = AudioFormat("audio/pcmu", 8_000)
@@ -40,3 +41,13 @@ def test_pcm16_refuses_a_split_sample_and_takes_an_empty_payload() -> None:
     assert len(PCM.decode(b"")) == 0
     with pytest.raises(AudioFormatError):
         PCM.decode(b"\x00\x01\x02")
+
+
+def test_a_framer_reset_keeps_the_next_frames_on_the_stream_clock() -> None:
+    """Dropping a partial frame skips its samples: the next frame starts where its first sample sits in the stream,
+    not that many samples early (every later VAD frame, and so every onset and end, would be misplaced)."""
+    framer = Framer(512)
+    framer.push(np.zeros(700, np.float32))  # one frame out, 188 samples held
+    framer.reset()
+    assert framer.push(np.ones(512, np.float32))
+    assert framer.samples_framed == 700 + 512

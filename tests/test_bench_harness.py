@@ -104,15 +104,14 @@ def test_settled_memory_is_read_through_its_steps_and_a_missing_reading_is_left_
     assert np.isnan(_soak_report([243.0] * 30).slope_per_min("settled_rss_mb"))  # a server without the gauge
 
 
-def test_a_one_off_step_leaves_one_half_flat_and_a_leak_keeps_its_slope_in_both() -> None:
+def test_a_one_off_step_is_taken_out_of_the_fit_and_a_leak_is_not() -> None:
     """Five minutes of settled readings: a 6 MB step once (an arena that grew, as a CI run of the whole suite saw)
-    reads as +1.9 MB/min fitted whole but leaves a half flat; a 1.2 MB/min leak shows in both halves."""
-    stepped = [122.5] * 30 + [129.5] * 30  # the step lands between the halves' last and first readings
-    whole = _soak_report([243.0] * 60, settled_mb=stepped)
-    assert whole.slope_per_min("settled_rss_mb") > 1.0
-    assert min(whole.half_slopes_per_min("settled_rss_mb")) == 0.0
-    late = _soak_report([243.0] * 60, settled_mb=[122.5] * 40 + [129.5] * 20)  # within the second half
-    assert late.half_slopes_per_min("settled_rss_mb")[0] == 0.0
+    reads as +1.9 MB/min fitted whole and as flat without it; a leak keeps its slope, one that starts half-way
+    included (3.8 MB/min over the second half)."""
+    stepped = _soak_report([243.0] * 60, settled_mb=[122.5] * 30 + [129.5] * 30)
+    assert stepped.slope_per_min("settled_rss_mb") > 1.0
+    assert stepped.slope_without_step_per_min("settled_rss_mb") == 0.0
     leaking = [122.0 + 1.2 * (index // 3) * 15 / 60 for index in range(60)]
-    assert all(abs(half - 1.2) < 0.1 for half in _soak_report([243.0] * 60, settled_mb=leaking)
-               .half_slopes_per_min("settled_rss_mb"))
+    assert abs(_soak_report([243.0] * 60, settled_mb=leaking).slope_without_step_per_min("settled_rss_mb") - 1.2) < 0.1
+    late = [122.0 + 3.8 * max(0, index // 3 - 10) * 15 / 60 for index in range(60)]
+    assert _soak_report([243.0] * 60, settled_mb=late).slope_without_step_per_min("settled_rss_mb") > 1.0

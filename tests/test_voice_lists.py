@@ -16,7 +16,7 @@ from bargein.engines.speak.by_language import LanguageRouter
 from bargein.engines.speak.tts_process import ProcessSynthesizer
 from bargein.protocol.errors import ProtocolError
 from bargein.protocol.voices import check_voice, unknown_voice
-from tests.support.listed_voices import ListedVoices
+from tests.support.listed_voices import ListingFakeVoice
 
 KNOWN = ["alloy", "marin", "heart", "KORE", " kore ", "af_heart", "af_kore", "fable"]
 UNKNOWN = ["nobody", "af_nobody", "am_fenrir", "baker"]
@@ -24,7 +24,7 @@ UNKNOWN = ["nobody", "af_nobody", "am_fenrir", "baker"]
 
 @pytest.fixture(scope="module")
 def in_worker() -> Any:
-    tts = ProcessSynthesizer(WorkerSpec("tests.support.listed_voices:ListedVoices", {}))
+    tts = ProcessSynthesizer(WorkerSpec("tests.support.listed_voices:ListingFakeVoice", {}))
     try:
         yield tts
     finally:
@@ -33,14 +33,14 @@ def in_worker() -> Any:
 
 @pytest.mark.parametrize("voice", KNOWN)
 def test_a_worker_process_knows_what_its_voice_speaks(in_worker: ProcessSynthesizer, voice: str) -> None:
-    assert unknown_voice(voice, ListedVoices()) is None  # in process, as before
+    assert unknown_voice(voice, ListingFakeVoice()) is None  # in process, as before
     assert unknown_voice(voice, in_worker) is None
 
 
 @pytest.mark.parametrize("voice", UNKNOWN)
 def test_a_worker_process_refuses_what_its_voice_does_not_speak(in_worker: ProcessSynthesizer, voice: str) -> None:
     # before: the worker's client listed no voices, so every name was taken (and spoken in the default voice)
-    assert unknown_voice(voice, ListedVoices()) is not None
+    assert unknown_voice(voice, ListingFakeVoice()) is not None
     with pytest.raises(ProtocolError) as refused:
         check_voice(voice, in_worker, param="session.audio.output.voice", event_id="evt_1")
     assert refused.value.code == "invalid_value" and "heart, kore" in str(refused.value)
@@ -85,7 +85,7 @@ def test_a_session_worker_sharing_the_voice_knows_its_voices(in_worker: ProcessS
 def test_the_language_router_takes_the_default_voices_names(voice: str, known: bool) -> None:
     # the name goes to the default voice only (Mandarin clauses are spoken in the Mandarin voice's one voice),
     # so the default voice's names are the ones there are; before: the router listed none and took any
-    router = LanguageRouter(ListedVoices(), FakeSynthesizer())
+    router = LanguageRouter(ListingFakeVoice(), FakeSynthesizer())
     assert (unknown_voice(voice, router) is None) is known
 
 
@@ -95,7 +95,7 @@ def test_a_router_over_a_worker_process_lists_the_workers_voices(in_worker: Proc
 
 
 def test_a_router_whose_default_voice_lists_none_takes_any_name() -> None:
-    assert unknown_voice("nobody", LanguageRouter(FakeSynthesizer(), ListedVoices())) is None
+    assert unknown_voice("nobody", LanguageRouter(FakeSynthesizer(), ListingFakeVoice())) is None
 
 
 class _Handle:
@@ -109,10 +109,24 @@ def test_a_ray_replica_lists_its_voices_to_its_clients(voice: str, known: bool) 
     from bargein.engines.remote.deployments import TtsDeployment
 
     replica = TtsDeployment.func_or_class(Settings(engines="fake").model_dump_json())
-    replica.engine = ListedVoices()  # what the replica's settings built, as a voice that lists its voices
+    replica.engine = ListingFakeVoice()  # what the replica's settings built, as a voice that lists its voices
     client = RemoteSynthesizer(_Handle(), 5.0, 24_000, listing=replica.describe())
     assert (unknown_voice(voice, client) is None) is known
     assert unknown_voice("nobody", RemoteSynthesizer(_Handle(), 5.0, 24_000)) is None  # an older replica: any
+
+
+@pytest.mark.parametrize(("voice", "known"), [("af_kore", True), ("fable", True), ("nobody", False)])
+def test_a_ray_replica_with_mandarin_on_lists_its_default_voices_spellings(voice: str, known: bool) -> None:
+    """With Mandarin on the replica's voice is the by-language router: its listing must carry the default
+    voice's other spellings, or the client refuses names the router speaks in process."""
+    from bargein.config import Settings
+    from bargein.engines.remote.deployments import TtsDeployment
+
+    replica = TtsDeployment.func_or_class(Settings(engines="fake").model_dump_json())
+    replica.engine = LanguageRouter(ListingFakeVoice(), FakeSynthesizer())
+    client = RemoteSynthesizer(_Handle(), 5.0, 24_000, listing=replica.describe())
+    assert (unknown_voice(voice, client) is None) is known
+    assert (unknown_voice(voice, replica.engine) is None) is known, "as the router takes it in process"
 
 
 SPELLINGS = ["alloy", "cedar", "heart", "HEART", "af_heart", "kore", "af_kore", "am_fenrir", "fable", "bm_fable",

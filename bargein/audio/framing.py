@@ -25,5 +25,7 @@ class Framer:
         return frames
 
     def reset(self) -> None:
-        """Drop a partial frame (after a buffer clear)."""
+        """Drop a partial frame (after a buffer clear); the dropped samples still count, so the next frame is placed
+        where its first sample sits in the stream."""
+        self.samples_framed += len(self._rest)
         self._rest = np.zeros(0, dtype=np.float32)

@@ -15,7 +15,7 @@ import threading
 import numpy as np
 import numpy.typing as npt
 
-from bargein.audio.resample import StreamResampler
+from bargein.audio.resample import LowDelayResampler
 from bargein.engines.weights import PinnedFile
 
 RNNOISE_RATE = 48_000
@@ -34,8 +34,6 @@ RNNOISE_LIBRARY = PinnedFile(
 """The shared library of pyrnnoise 0.4.5 (linux x86-64), which carries the RNNoise weights."""
 _INT16_SCALE = 32768.0
 """RNNoise expects float samples on the int16 scale."""
-_RESAMPLE_QUALITY = "LQ"
-"""As for the plain input path: the low-quality filter holds back the least audio."""
 
 
 @functools.cache
@@ -128,8 +126,9 @@ class NoiseSuppressor:
 
     def _start_stream(self) -> None:
         """Fresh resamplers, and RNNoise's delay still to skip (its own state carries on)."""
-        self._upsample = StreamResampler(self.in_rate, RNNOISE_RATE, quality=_RESAMPLE_QUALITY)
-        self._downsample = StreamResampler(RNNOISE_RATE, self.out_rate, quality=_RESAMPLE_QUALITY)
+        # the low-delay filters, as on the plain input path: soxr's blocks held back tens of ms each way
+        self._upsample = LowDelayResampler(self.in_rate, RNNOISE_RATE)
+        self._downsample = LowDelayResampler(RNNOISE_RATE, self.out_rate)
         self._upsampled = 0
         """48 kHz samples that went into RNNoise (or wait in ``_pending``) since the stream started."""
         self._denoised = 0

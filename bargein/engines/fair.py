@@ -9,8 +9,9 @@ Work that a paused reply waits on (the words of a segment heard over it, which m
 submitted in an :func:`urgent_task`: :data:`current_urgent` is set in that task's context, and an engine
 that keeps a separate lane for it serves it before everything else (the recogniser does).
 
-Queues are bounded, in all and per session: past a bound the engine refuses the work at once with an
-:class:`EngineBusy` (backpressure). That fails the caller's call but says nothing of the engine's health,
+An engine whose queue is bounded (the recogniser, a worker process, the shared engines' hub) refuses work
+past its bound at once with an :class:`EngineBusy` (backpressure); the fair queues here hold what they are
+given. That fails the caller's call but says nothing of the engine's health,
 so the stage's health does not count it (:func:`refused`; :mod:`bargein.engines.health`).
 """
 

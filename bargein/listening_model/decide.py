@@ -43,7 +43,7 @@ from typing import Any, Literal
 
 from bargein.engines.base import Transcript
 from bargein.listening_model import keyword
-from bargein.listening_model.features import words_of
+from bargein.listening_model.features import finite, fold, words_of
 from bargein.listening_model.lexicon import BACKCHANNELS, COMMAND_WORDS, QUESTION_WORDS, spells_a_sound
 from bargein.listening_model.model import load
 from bargein.listening_model.own_voice import (
@@ -62,7 +62,10 @@ user with a background talker it doubts the whole and would throw the user's com
 COMMAND_LEVEL_DB = 8.0
 """A command word in a segment this far above the noise floor interrupts on its own."""
 COMMAND_MAX_WORDS = 6
-_ANNOTATION = re.compile(r"^(?:\s*(?:\([^)]*\)|\[[^\]]*\]|\*[^*]*\*|♪+)[\s.,!?]*)+$")
+ANNOTATION = re.compile(r"^\s*(?:(?:\([^)]*\)|\[[^\]]*\]|\*[^*]*\*|♪)[\s.,!?]*)+$")
+"""A transcript that only describes sounds: "(laughs)", "[Music]", "*coughs*", "♪♪". Each step of the repeat
+can be read one way only (a note is one note, space only after a mark): a nested repeat ("♪+" in a repeat,
+space on both sides of a mark) backtracked exponentially on "♪ ♪ ♪ ... la", and 40 notes hung the session."""
 NEVER_ALONE = frozenset({"you", "the", "a", "an", "uh", "um", "er", "erm", "and", "so", "i"})
 
 Decision = Literal["query", "noise"]
@@ -74,11 +77,16 @@ def user_text(features: Mapping[str, Any]) -> str:
     return str(placed if placed is not None else features.get("transcript") or "")
 
 
+def level_of(features: Mapping[str, Any]) -> float:
+    """The level of the user's words above the floor (the whole segment's without placed words); 0 dB when
+    missing or not a number (NaN passes no comparison: a command would cut on it, a faint sound would not be)."""
+    return finite(features.get("user_level_above_floor_db", features.get("level_above_floor_db"))) or 0.0
+
+
 def spotted_command(features: Mapping[str, Any]) -> str | None:
     """The command or question word of step 4, if the segment interrupts by it."""
     words = words_of(user_text(features))
-    level = features.get("user_level_above_floor_db", features.get("level_above_floor_db"))
-    level_db = float(level) if level is not None else 0.0
+    level_db = level_of(features)
     if len(words) > COMMAND_MAX_WORDS or level_db < COMMAND_LEVEL_DB or " ".join(words) in BACKCHANNELS:
         return None
     return next((w for w in words[:3] if w in COMMAND_WORDS or w in QUESTION_WORDS), None)
@@ -146,12 +154,11 @@ def by_rule(features: Mapping[str, Any]) -> tuple[Decision, tuple[str, ...]] | N
         return "noise", ("recognition failed",)
     words = words_of(user_text(features))
     joined = " ".join(words)
-    speech_ms = float(features.get("speech_ms") or 0.0)
-    level = features.get("user_level_above_floor_db", features.get("level_above_floor_db"))
-    level_db = float(level) if level is not None else 0.0
+    speech_ms = finite(features.get("speech_ms")) or 0.0
+    level_db = level_of(features)
     if not words:
         return "noise", ("no words recognised",)
-    if _ANNOTATION.match(str(features.get("transcript"))):
+    if ANNOTATION.match(fold(str(features.get("transcript")))):
         return "noise", (f"the recogniser describes a sound ({features.get('transcript')!r})",)
     no_speech, logprob = features.get("no_speech_prob"), features.get("avg_logprob")
     if (no_speech is not None and logprob is not None and no_speech > 0.6 and logprob < -0.7

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,6 +30,7 @@ from bargein.listening_model.lexicon import (
 )
 
 _WORDS = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")
+_FOLD = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\u2010": "-", "\u2011": "-"})
 
 NAMES: tuple[str, ...] = (
     "log_speech_ms", "mean_probability", "level_above_floor_db", "log_words",
@@ -40,31 +42,54 @@ NAMES: tuple[str, ...] = (
 probability is left out: real speech pins it at 0.99-1.0, so the model learnt a cliff from it."""
 
 
+def fold(text: str) -> str:
+    """``text`` as the lexicons spell it: compatibility forms folded (NFKC: "ＳＴＯＰ！" is "STOP!"), curly
+    apostrophes and Unicode hyphens made ASCII ("don’t" is "don't", "uh‐huh" one word as "uh-huh" is)."""
+    return unicodedata.normalize("NFKC", text).translate(_FOLD)
+
+
 def words_of(text: str) -> list[str]:
-    """Lower-case words in any script, punctuation dropped."""
-    return _WORDS.findall(text.lower())
+    """Lower-case words in any script, punctuation dropped (after :func:`fold`)."""
+    return _WORDS.findall(fold(text).lower())
+
+
+def finite(value: Any) -> float | None:
+    """A decision field as a number, ``None`` when it is missing or not finite. A NaN passes no comparison, so
+    read as it stands it would slip past every rule and make the model's probability NaN (a cut)."""
+    if value is None:
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _clipped(value: Any, low: float, high: float) -> float | None:
+    """A field clipped to ``[low, high]`` (an infinite one at its end), ``None`` when missing or NaN."""
+    if value is None or math.isnan(float(value)):
+        return None
+    return min(max(float(value), low), high)
 
 
 def vector(fields: Mapping[str, Any]) -> npt.NDArray[np.float64]:
     """The feature vector of one segment's decision fields (see the module docstring)."""
     placed = fields.get("user_transcript")
-    text = str(placed if placed is not None else fields.get("transcript") or "")
+    text = fold(str(placed if placed is not None else fields.get("transcript") or ""))
     words = words_of(text)
-    whole_level = float(fields.get("level_above_floor_db") or 0.0)
-    level = fields.get("user_level_above_floor_db")
+    # a missing or NaN field reads as before: level 0 dB, no speech, log-probability -2, no-speech 1
+    whole_level = _clipped(fields.get("level_above_floor_db"), -10.0, 50.0) or 0.0
+    level = _clipped(fields.get("user_level_above_floor_db"), -10.0, 50.0)
     joined = " ".join(words)
-    speech_ms = float(fields.get("speech_ms") or 0.0)
+    speech_ms = finite(fields.get("speech_ms")) or 0.0
     seconds = max(speech_ms, 100.0) / 1000
-    logprob = fields.get("avg_logprob")
-    no_speech = fields.get("no_speech_prob")
+    logprob = _clipped(fields.get("avg_logprob"), -2.0, math.inf)
+    no_speech = finite(fields.get("no_speech_prob"))
     values = {
         "log_speech_ms": math.log(max(speech_ms, 10.0)),
-        "mean_probability": float(fields.get("mean_probability") or 0.0),
-        "level_above_floor_db": min(max(whole_level if level is None else float(level), -10.0), 50.0),
+        "mean_probability": finite(fields.get("mean_probability")) or 0.0,
+        "level_above_floor_db": whole_level if level is None else level,
         "log_words": math.log1p(len(words)),
         "words_per_s": min(len(words) / seconds, 15.0),
-        "no_speech_prob": 1.0 if no_speech is None else float(no_speech),
-        "avg_logprob": -2.0 if logprob is None else max(float(logprob), -2.0),
+        "no_speech_prob": 1.0 if no_speech is None else no_speech,
+        "avg_logprob": -2.0 if logprob is None else logprob,
         "command_word": float(any(w in COMMAND_WORDS for w in words)),
         "question_word": float(any(w in QUESTION_WORDS for w in words)),
         "command_like": float(sounds_like_command(words)),
@@ -74,7 +99,7 @@ def vector(fields: Mapping[str, Any]) -> npt.NDArray[np.float64]:
         "spells_a_sound": float(spells_a_sound(words)),
         "question_mark": float(text.strip().endswith("?")),
         "no_words": float(not words),
-        "log_room_words": math.log1p(float(fields.get("room_words") or 0)),
-        "whole_level_above_floor_db": min(max(whole_level, -10.0), 50.0),
+        "log_room_words": math.log1p(max(finite(fields.get("room_words")) or 0.0, 0.0)),
+        "whole_level_above_floor_db": whole_level,
     }
     return np.array([values[name] for name in NAMES], dtype=np.float64)

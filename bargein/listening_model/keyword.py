@@ -80,9 +80,10 @@ class KeywordModel:
     threshold: float
 
     def probability(self, encoding: npt.ArrayLike) -> float | None:
-        """How likely the sound is a command (0..1); ``None`` when the encoding is not this model's width."""
+        """How likely the sound is a command (0..1); ``None`` when the encoding is not this model's width or
+        holds a value that is not a finite number (its probability would be NaN, and NaN keeps nothing)."""
         x = np.asarray(encoding, dtype=np.float64)
-        if x.shape != self.coef.shape:
+        if x.shape != self.coef.shape or not np.isfinite(x).all():
             return None
         z = float(((x - self.mean) / self.scale) @ self.coef + self.intercept)
         return 1.0 / (1.0 + math.exp(-max(min(z, 40.0), -40.0)))

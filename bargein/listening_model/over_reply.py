@@ -49,10 +49,11 @@ def prompt_for(code: str | None, session_prompt: str | None) -> str | None:
 def loud_level_db(levels_db: Sequence[float]) -> float:
     """Mean power (dBFS) of the frames within :data:`LOUD_WITHIN_DB` of the loudest: how loud the user's own
     voice was (``-100`` without frames)."""
-    if not levels_db:
+    finite = [level for level in levels_db if math.isfinite(level)]  # a NaN frame is no level (and -inf silence)
+    if not finite:
         return -100.0
-    line = max(levels_db) - LOUD_WITHIN_DB
-    loud = [10 ** (level / 10) for level in levels_db if level >= line]
+    line = max(finite) - LOUD_WITHIN_DB
+    loud = [10 ** (level / 10) for level in finite if level >= line]
     return 10 * math.log10(max(sum(loud) / len(loud), 1e-10))
 
 

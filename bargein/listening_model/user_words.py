@@ -33,12 +33,17 @@ class UserWords:
 def word_level_db(levels_db: Sequence[float], frame_ms: float, offset_ms: float, word: WordTiming) -> float | None:
     """Mean power (dBFS) of the frames a word spans; ``None`` if it lies outside the recorded frames.
 
-    ``offset_ms`` is where the segment's first frame lies in the recognised clip (the prefix padding).
+    ``offset_ms`` is where the segment's first frame lies in the recognised clip (the prefix padding). A word
+    the alignment gave no duration has the level of the frame it lies in; one with a timing that is not a
+    finite number is unplaced.
     """
-    if frame_ms <= 0:
+    if frame_ms <= 0 or not (math.isfinite(word.start_ms) and math.isfinite(word.end_ms)):
         return None
     first = max(0, int((word.start_ms - offset_ms) // frame_ms))
-    last = min(len(levels_db), math.ceil((word.end_ms - offset_ms) / frame_ms))
+    # at least the frame the word starts in: a zero-length word on a frame edge spanned none and was unplaced
+    # (dropped from the user's words and counted as the room's), a hair past the edge it was placed
+    end = max(math.ceil((word.end_ms - offset_ms) / frame_ms), int((word.start_ms - offset_ms) // frame_ms) + 1)
+    last = min(len(levels_db), end)
     if last <= first:
         return None
     power = sum(10 ** (db / 10) for db in levels_db[first:last]) / (last - first)

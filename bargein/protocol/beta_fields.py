@@ -78,7 +78,8 @@ def _move(body: dict[str, Any], beta: str, path: tuple[str, ...], value: Any,
     given = holder.get(path[-1])
     if given is not None and not _same(normalise, given, value):
         raise ValueError(f"{beta} (the beta spelling) and {'.'.join(path)} disagree: give one of them")
-    holder[path[-1]] = value
+    if given is None:  # said both ways alike, the GA spelling stands as the client wrote it
+        holder[path[-1]] = value
 
 
 def _same(normalise: Callable[[Any], Any], given: Any, value: Any) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import os
@@ -20,7 +21,7 @@ from bargein.config import Settings
 from bargein.engines.base import Engines
 from bargein.engines.process.shared import SHARED_DIR_ENV, shared_socket
 from bargein.memory_upkeep import keep_memory_flat
-from bargein.metrics.aggregate import WorkerBoard, WorkerFigures, merged_exposition
+from bargein.metrics.aggregate import WorkerBoard, WorkerFigures, maxima, merged_exposition
 from bargein.metrics.gc_pauses import GcPauseWatch
 from bargein.metrics.prometheus import ServerMetrics, watch_event_loop
 from bargein.metrics.tracing import configure_tracing, flush_tracing
@@ -83,6 +84,11 @@ async def _publish(state: ServerState) -> None:
         await asyncio.sleep(PUBLISH_EVERY_S)
 
 
+def _maxima() -> frozenset[str]:
+    """The families ``/metrics`` merges by their maximum here (engines shared by the session workers or not)."""
+    return maxima(shared_engines=bool(os.environ.get(SHARED_DIR_ENV)), shared_llm=shared_socket("llm") is not None)
+
+
 class _OutboundDepth:
     def __init__(self, registry: SessionRegistry) -> None:
         self.registry = registry
@@ -142,7 +148,9 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None,
         publisher.cancel()
         upkeep.cancel()
         gc_watch.remove()
-        state.board.withdraw(os.getpid())
+        with contextlib.suppress(OSError):  # its last counts, then into the retired ones (kept in /metrics)
+            state.board.publish(state.figures())
+        state.board.withdraw(os.getpid(), _maxima())
         await asyncio.to_thread(flush_tracing)
         # engines handed in by the caller are the caller's to close; the ones loaded here are ours
         if loaded_here and state.engines is not None:
@@ -170,9 +178,9 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None,
 
     @app.get("/metrics")
     async def metrics() -> Response:
-        body = merged_exposition(state.board.gather(state.figures()),
-                                 shared_engines=bool(os.environ.get(SHARED_DIR_ENV)),
-                                 shared_llm=shared_socket("llm") is not None)
+        live = state.board.gather(state.figures(), _maxima())
+        body = merged_exposition(live, shared_engines=bool(os.environ.get(SHARED_DIR_ENV)),
+                                 shared_llm=shared_socket("llm") is not None, retired=state.board.retired())
         return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
     def refusal() -> str | None:

@@ -58,6 +58,17 @@ def peer_address(scope: Mapping[str, Any]) -> str | None:
     return str(client[0]) if client else None
 
 
+def client_address(scope: Mapping[str, Any]) -> str | None:
+    """The client a per-client limit counts: the forwarded address behind a trusted proxy, else the socket's.
+
+    Only ``--forwarded-allow-ips`` proxies get ``scope["client"]`` rewritten (``X-Forwarded-For`` from anyone
+    else is ignored), so a client cannot pick its own address; behind a proxy, counting the socket's peer would
+    count every user of the server as one client.
+    """
+    client = scope.get("client")
+    return str(client[0]) if client else peer_address(scope)
+
+
 def offered_key(websocket: WebSocket) -> str | None:
     """The key from ``Authorization: Bearer`` or the browser subprotocol, if any."""
     header = websocket.headers.get("authorization", "")
@@ -164,6 +175,8 @@ def authorize(websocket: WebSocket, settings: Settings) -> AuthResult:
     key = offered_key(websocket)
     if not key:
         return AuthResult(False, "missing API key (Authorization: Bearer or openai-insecure-api-key subprotocol)")
-    if any(hmac.compare_digest(key.encode(), allowed.encode()) for allowed in settings.api_keys):
+    # every key is compared (a list, not a short-circuiting generator), so the time taken does not tell which
+    # one (its position) matched
+    if any([hmac.compare_digest(key.encode(), allowed.encode()) for allowed in settings.api_keys]):
         return AuthResult(True, subprotocol=subprotocol)
     return AuthResult(False, "invalid API key")

@@ -10,7 +10,8 @@ Timeline (``--drain-s`` D):
    already streaming finish and their audio goes out.
 3. A reply still live at the deadline is cancelled (``response.done`` ``cancelled``, as if the client
    had sent ``response.cancel``). Every session then gets a final ``error`` (code
-   ``server_shutting_down``) saying why, and its WebSocket closes with 1001 (going away).
+   ``server_shutting_down``) saying why, and its WebSocket closes with 1001 (going away); a reply that
+   began meanwhile (a turn that had just ended) is cancelled too, so its ``response.done`` precedes the close.
 4. The server stops accepting connections, gives those still open (a late client's refusal being said) up
    to 1 s to end, so uvicorn's own shutdown does not close them with 1012 instead, and exits.
 
@@ -120,13 +121,15 @@ class Drain:
 
     async def _close(self, session: Any) -> None:
         websocket = self.registry.sockets.get(session)
-        if replying(session):  # past the deadline: cancel it as a client would, so no audio follows the error
-            await session.handle_message(json.dumps({"type": "response.cancel"}))
+        await _cancel_reply(session)  # past the deadline: cancel it as a client would, so no audio follows the error
         session.outbound.put(Outgoing(error_event(ProtocolError(
             SHUTDOWN_MESSAGE, code="server_shutting_down", type="server_error"))))
-        flush_until = time.monotonic() + FLUSH_S
-        while len(session.outbound) and time.monotonic() < flush_until:  # noqa: ASYNC110 (polls another task's queue)
-            await asyncio.sleep(0.02)
+        await _flush(session)
+        # the session still hears its client meanwhile: a turn that ended just before (its transcript or reply
+        # still on the way) may have begun a reply since. Cut it the same way, so its response.done goes out
+        # before the close frame instead of the client being left with a reply that never ends
+        if await _cancel_reply(session):
+            await _flush(session)
         await asyncio.sleep(0.05)  # the writer's last send leaves before the close frame
         if websocket is not None:
             try:
@@ -136,6 +139,21 @@ class Drain:
                 abort_connection(websocket.scope.get(SOCKET_SCOPE_KEY, websocket.scope.get("client")))
             except Exception:  # closed already by another path: what it sent stays sent
                 pass
+
+
+async def _cancel_reply(session: Any) -> bool:
+    """Cancel ``session``'s reply in progress, if any (``response.done`` ``cancelled``); True if there was one."""
+    if not replying(session):
+        return False
+    await session.handle_message(json.dumps({"type": "response.cancel"}))
+    return True
+
+
+async def _flush(session: Any) -> None:
+    """Wait (up to :data:`FLUSH_S`) until the writer has taken every queued event of ``session``."""
+    flush_until = time.monotonic() + FLUSH_S
+    while len(session.outbound) and time.monotonic() < flush_until:  # noqa: ASYNC110 (polls another task's queue)
+        await asyncio.sleep(0.02)
 
 
 _PENDING = object()

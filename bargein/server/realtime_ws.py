@@ -32,7 +32,7 @@ from bargein.metrics.prometheus import ServerMetrics
 from bargein.protocol.errors import ProtocolError
 from bargein.protocol.server_events import error_event
 from bargein.protocol.session_config import SessionConfig
-from bargein.server.auth import SOCKET_SCOPE_KEY, authorize, peer_address
+from bargein.server.auth import SOCKET_SCOPE_KEY, authorize, client_address, peer_address
 from bargein.server.client_secrets import INVALID_SECRET, ClientSecrets, check_offered_secret
 from bargein.server.limits import AddressCounter, EventRateLimiter
 from bargein.server.serving import abort_connection
@@ -86,7 +86,7 @@ async def serve_realtime(websocket: WebSocket, settings: Settings, engines: Engi
         await websocket.close(code=POLICY_CLOSE, reason=decision.reason[:120])
         return
     await websocket.accept(subprotocol=decision.subprotocol)
-    address = peer_address(websocket.scope) or "unknown"
+    address = client_address(websocket.scope) or "unknown"  # behind a trusted proxy, the user's, not the proxy's
     busy = refusal() if refusal is not None else (
         "too many sessions" if len(registry.live) >= registry.max_sessions else None)
     if engines is None or busy is not None:

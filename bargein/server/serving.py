@@ -5,7 +5,8 @@ no limit on how long a connection may take to send its request. Here proxy heade
 app itself (:func:`bargein.server.app.create_app`, only with ``--forwarded-allow-ips``), and every
 connection must finish its HTTP request (or WebSocket upgrade request) within
 ``handshake_timeout_s``, with at most ``max_connections_per_client`` such young connections per
-client address, so a thousand half-open sockets cannot use up the server's file descriptors.
+client address (a trusted proxy, which carries every user's handshakes, is held only to the timeout), so a
+thousand half-open sockets cannot use up the server's file descriptors.
 WebSocket connections are tracked by peer so the app can :func:`abort_connection` a client that does
 not read (uvicorn would otherwise keep reading it for 10 s after the close frame, and keep its
 unsent output until the peer reads it).
@@ -14,7 +15,9 @@ unsent output until the peer reads it).
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import uvicorn
@@ -28,17 +31,50 @@ log = logging.getLogger(__name__)
 _OPEN_WEBSOCKETS: dict[tuple[str, int], asyncio.BaseTransport] = {}
 
 
+def trusted_proxies(forwarded_allow_ips: str | None) -> Callable[[str], bool]:
+    """Whether an address is one of the proxies named in ``--forwarded-allow-ips`` (addresses or networks).
+
+    ``*`` names no proxy in particular: trusting everyone's forwarded headers must not exempt everyone from
+    the per-address cap below."""
+    networks: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
+    literals: set[str] = set()
+    for item in (part.strip() for part in (forwarded_allow_ips or "").split(",")):
+        if not item or item == "*":
+            continue
+        try:
+            networks.append(ipaddress.ip_network(item, strict=False))
+        except ValueError:
+            literals.add(item)  # a unix socket path, as uvicorn allows
+
+    def trusted(host: str) -> bool:
+        if host in literals:
+            return True
+        try:
+            address = ipaddress.ip_address(host)
+        except ValueError:
+            return False
+        return any(address in network for network in networks)
+
+    return trusted
+
+
 class HandshakeGuard:
     """Counts each client address's connections younger than the handshake timeout."""
 
-    def __init__(self, timeout_s: float, per_client: int) -> None:
+    def __init__(self, timeout_s: float, per_client: int, *, uncapped: Callable[[str], bool] | None = None) -> None:
         self.timeout_s = timeout_s
         self.young = AddressCounter(per_client)
+        self.uncapped = uncapped
+        """Addresses not held to the cap (trusted proxies: every user's handshake comes from one of them),
+        though still to the timeout."""
         self.refused = 0
         self.timed_out = 0
 
     def admit(self, host: str) -> bool:
         """Count a new connection from ``host``; False if that address already has too many young ones."""
+        if self.uncapped is not None and self.uncapped(host):
+            self.young.open[host] += 1
+            return True
         admitted = self.young.acquire(host)
         self.refused += not admitted
         return admitted
@@ -203,7 +239,8 @@ def protocol_classes(settings: Settings) -> tuple[type[asyncio.Protocol], type[a
     """The HTTP and WebSocket protocol classes every way of serving installs: the handshake guard, and the
     tracked WebSocket protocol (sliced parsing, pongs skipped past a backlog). Build them once per process:
     the guard counts that process's young connections."""
-    guard = HandshakeGuard(settings.handshake_timeout_s, settings.max_connections_per_client)
+    guard = HandshakeGuard(settings.handshake_timeout_s, settings.max_connections_per_client,
+                           uncapped=trusted_proxies(settings.forwarded_allow_ips))
     return guarded_protocol(guard), tracked_ws_protocol(_ws_protocol(settings.ws_impl))
 
 

@@ -8,7 +8,7 @@ from bargein.engines.fakes import FakeSynthesizer
 IDS = {"af_heart": "heart", "af_kore": "kore", "am_fenrir": "fenrir"}
 
 
-class ListedVoices(FakeSynthesizer):
+class ListingFakeVoice(FakeSynthesizer):
     """The fake tone, with two voices of its own (``heart``, the default, and ``kore``); ``am_fenrir`` is a
     spelling it knows of a voice it does not have, so it falls back to the default, as Kokoro's ids of voices
     not downloaded do."""

@@ -188,6 +188,7 @@ class RemoteSynthesizer(ListedVoices, _InFlight):
         self.listing = dict(listing or {})
 
     def _voice_listing(self) -> Mapping[str, Any]:
+        """The replica's voice listing, as its deployment described it at connection."""
         return self.listing
 
     async def synthesize(self, text: str, *, voice: str | None, cancel: CancelToken,

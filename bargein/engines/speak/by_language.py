@@ -46,6 +46,12 @@ class LanguageRouter:
         return None if own is None else tuple(own)
 
     @property
+    def voice_spellings(self) -> tuple[str, ...]:
+        """The other names the default voice maps (Kokoro's ids, the OpenAI names), so a listing made of the
+        router (a Ray replica's, with Mandarin on) resolves them as the router does."""
+        return tuple(getattr(self.default, "voice_spellings", ()))
+
+    @property
     def default_voice(self) -> str | None:
         """The default voice's fallback for a name it does not know (None where it has no ``resolve_voice``:
         then it takes its own names only, and so does :func:`~bargein.protocol.voices.unknown_voice`)."""

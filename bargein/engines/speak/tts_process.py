@@ -38,6 +38,7 @@ class ProcessSynthesizer(ListedVoices, ProcessClient):
         self.sample_rate = int(self.process.info["sample_rate"])
 
     def _voice_listing(self) -> Mapping[str, Any]:
+        """The worker's voice listing, from its ready message."""
         return self.process.info  # the current worker's: a restarted one says it again
 
     @property

@@ -25,7 +25,8 @@ from typing import Any, Literal
 
 from bargein.engines.base import Transcript
 from bargein.languages import is_backchannel, is_command, language, text_units
-from bargein.listening_model.decide import decide_over_reply, primed_features, spotted_command
+from bargein.listening_model.decide import ANNOTATION, decide_over_reply, primed_features, spotted_command
+from bargein.listening_model.features import fold
 from bargein.listening_model.keyword import spoken_command
 from bargein.listening_model.over_reply import loud_level_db
 from bargein.listening_model.own_voice import own_voice_fields
@@ -75,9 +76,10 @@ _WORDS = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")
 _LATIN = re.compile(r"[a-z'’-]+")
 _LAUGH = re.compile(r"(?:[a-z]{0,2}-?)?(?:h[aeiou]-?){2,}h?")
 _VOWEL = re.compile(r"[aeiouy0-9]")
+SILENT_DB = -100.0
+"""The level of a frame whose measure is not a finite number (as a frame without energy is reported)."""
 MAX_LEVEL_FRAMES = 1000
 """Frame levels kept per segment: 32 s of 32 ms frames; a longer segment's later words go unplaced."""
-_ANNOTATION = re.compile(r"^(?:\s*(?:\([^)]*\)|\[[^\]]*\]|\*[^*]*\*|♪+)[\s.,!?]*)+$")
 
 
 @dataclass
@@ -100,7 +102,12 @@ class SegmentStats:
     """Each frame's speech probability, alongside ``levels_db``."""
 
     def add(self, probability: float, energy_db: float, frame_ms: float) -> None:
-        """One VAD frame of the segment."""
+        """One VAD frame of the segment (a level or probability that is not a finite number counts as silence:
+        one NaN would make the segment's level, the user's reference level and every later comparison NaN)."""
+        if not math.isfinite(energy_db):
+            energy_db = SILENT_DB
+        if not math.isfinite(probability):
+            probability = 0.0
         if len(self.levels_db) < MAX_LEVEL_FRAMES:
             self.levels_db.append(energy_db)
             self.probabilities.append(probability)
@@ -140,7 +147,7 @@ class NoiseFloor:
 
     def observe(self, probability: float, energy_db: float) -> None:
         """Track background frames only; a floor that followed speech would hide it."""
-        if probability < 0.2 and energy_db > -100:
+        if probability < 0.2 and -100 < energy_db < math.inf:  # an infinite frame would hold the floor there
             self.observed += 1
             self.level_db += max(self.rate, 1 / self.observed) * (energy_db - self.level_db)
 
@@ -155,13 +162,14 @@ class ListenDecision:
 
 
 def normalise(text: str) -> str:
-    """Lower case, punctuation gone, spaces single: for lexicon look-ups."""
-    return " ".join(_WORDS.findall(text.lower()))
+    """Lower case, punctuation gone, spaces single, Unicode forms folded (``fold``: "I’m" is "I'm"): for
+    lexicon look-ups."""
+    return " ".join(_WORDS.findall(fold(text).lower()))
 
 
 def sound_not_words(text: str, words: list[str]) -> str | None:
     """Why a transcript spells a sound rather than speech (``None`` if it reads as words)."""
-    if _ANNOTATION.match(text):
+    if ANNOTATION.match(fold(text)):
         return f"the recogniser describes a sound ({text.strip()!r})"
     if not words:
         return None

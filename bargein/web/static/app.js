@@ -216,7 +216,8 @@ function onEvent(ev) {
       break;
     }
     case 'response.output_audio.done':
-      audio?.end(ev.item_id);
+      // A cut item's tail must not play: flushing the resampler would queue (and play) more of it.
+      if (!cutItems.has(ev.item_id)) audio?.end(ev.item_id);
       break;
     case 'response.output_audio_transcript.delta':
     case 'response.output_text.delta':
@@ -277,20 +278,47 @@ function onMicFrame(pcm, peak) {
 
 // ---- connection --------------------------------------------------------------------------------------------
 
+let attempt = 0; // bumped by Disconnect: a connection still starting its audio gives up
+
+function muted() {
+  return $('mute').getAttribute('aria-pressed') === 'true';
+}
+
+/** The session's audio is over: microphone off, audio graph closed, live indicators back at rest. */
+function stopAudio() {
+  audio?.stop();
+  audio = null;
+  $('mic-level').value = 0;
+  setAgent('idle');
+}
+
 async function connect(ev) {
   ev?.preventDefault();
+  const mine = ++attempt;
   setConn('connecting', 'connecting…');
   turns.reset();
   serverLanguage = undefined; // a new session: its own session.created tells
   cutItems.clear();
   liveItems.clear();
   // The AudioContext is created inside the click handler: browsers only let a user gesture start audio.
-  audio = new AudioEngine({ onFrame: onMicFrame, onPlayback });
+  const engine = new AudioEngine({ onFrame: onMicFrame, onPlayback });
+  audio = engine;
+  let micError = null;
   try {
-    await audio.start({ prebufferMs: PREBUFFER_MS });
+    await engine.start({ prebufferMs: PREBUFFER_MS });
   } catch (err) {
-    showError('microphone', err);
-    if (!audio.playback) {
+    micError = err;
+  }
+  if (mine !== attempt) {
+    engine.stop(); // Disconnect was pressed while the microphone was being opened
+    return;
+  }
+  // Mute may have been pressed before the microphone existed, or in an earlier session: the button is the truth.
+  engine.setMuted(muted());
+  if (micError) {
+    showError('microphone', micError);
+    if (!engine.playback) {
+      stopAudio();
       setConn('failed', 'audio failed');
       return;
     }
@@ -302,18 +330,20 @@ async function connect(ev) {
         setConn('open', 'open');
         client.send(sessionUpdate());
       } else if (state === 'closed') {
-        if (detail.code !== 1000) {
+        if (detail.code !== 1000 && !detail.byClient) {
           // 1006 without a reason is what a browser reports when the server refused the handshake.
           const refused = detail.code === 1006 && !detail.reason;
           const hint = refused ? ' (refused or dropped: check the API key and the server log)' : '';
           const message = `connection closed (${detail.code}) ${detail.reason}${hint}`;
           showError('socket', { code: detail.code, message });
         }
-        setConn('closed', `closed ${detail.code}`);
-        audio?.stop();
-        audio = null;
+        setConn('closed', detail.byClient ? 'disconnected' : `closed ${detail.code}`);
+        stopAudio();
       } else if (state === 'failed') {
+        // The socket could not even be created (a key the browser refuses as a subprotocol): nothing will close
+        // it later, so the microphone opened for it stops now.
         showError('socket', detail);
+        stopAudio();
         setConn('failed', 'failed');
       } else {
         setConn(state);
@@ -332,12 +362,21 @@ if (fromHash) {
 }
 
 $('connect-form').addEventListener('submit', connect);
-$('disconnect').addEventListener('click', () => client?.close());
+$('disconnect').addEventListener('click', () => {
+  if (client?.ws) {
+    client.close(); // its close event stops the audio
+    return;
+  }
+  // Still opening the microphone (its prompt may be up): the attempt is abandoned before any socket exists.
+  attempt++;
+  stopAudio();
+  setConn('idle', 'disconnected');
+});
 $('mute').addEventListener('click', () => {
-  const muted = $('mute').getAttribute('aria-pressed') !== 'true';
-  $('mute').setAttribute('aria-pressed', String(muted));
-  $('mute').textContent = muted ? 'Unmute' : 'Mute';
-  audio?.setMuted(muted);
+  const mute = !muted();
+  $('mute').setAttribute('aria-pressed', String(mute));
+  $('mute').textContent = mute ? 'Unmute' : 'Mute';
+  audio?.setMuted(mute);
 });
 
 // ---- camera ------------------------------------------------------------------------------------------------
@@ -356,18 +395,30 @@ const camera = new Camera($('preview'), {
     }
   },
 });
+// The button shows what the user asked for: pressed again while the camera is still being granted, it turns it off.
+let cameraWanted = false;
+let cameraClicks = 0;
+function showCamera() {
+  $('camera').setAttribute('aria-pressed', String(cameraWanted));
+  $('camera').textContent = cameraWanted ? 'Camera off' : 'Camera on';
+}
 $('camera').addEventListener('click', async () => {
-  if (camera.on) {
+  cameraWanted = !cameraWanted;
+  const click = ++cameraClicks;
+  showCamera();
+  if (!cameraWanted) {
     camera.stop();
-  } else {
-    try {
-      await camera.start();
-    } catch (err) {
-      showError('camera', err);
-    }
+    return;
   }
-  $('camera').setAttribute('aria-pressed', String(camera.on));
-  $('camera').textContent = camera.on ? 'Camera off' : 'Camera on';
+  try {
+    await camera.start();
+  } catch (err) {
+    showError('camera', err);
+    if (click !== cameraClicks) return; // a later click decides
+    camera.stop();
+    cameraWanted = false;
+    showCamera();
+  }
 });
 
 // ---- server readiness --------------------------------------------------------------------------------------

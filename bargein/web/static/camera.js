@@ -16,6 +16,7 @@ export class Camera {
     this.quality = quality;
     this.stream = null;
     this.timer = null;
+    this.generation = 0; // bumped by stop(): a start() still waiting for the camera gives it back
     this.canvas = document.createElement('canvas');
   }
 
@@ -23,14 +24,29 @@ export class Camera {
     return this.stream !== null;
   }
 
+  /** Opens the camera; a stop() while it is being granted wins (the stream is stopped, no timer is left). */
   async start() {
     if (!navigator.mediaDevices?.getUserMedia) throw new Error('camera unavailable: the page needs https or localhost');
-    this.stream = await navigator.mediaDevices.getUserMedia({
+    this.stop(); // never two streams: one would be forgotten, its camera left on
+    const mine = ++this.generation;
+    const stream = await navigator.mediaDevices.getUserMedia({
       video: { width: { ideal: 640 }, height: { ideal: 480 }, facingMode: 'user' },
     });
-    this.video.srcObject = this.stream;
+    if (mine !== this.generation) {
+      for (const t of stream.getTracks()) t.stop();
+      return;
+    }
+    this.stream = stream;
+    this.video.srcObject = stream;
     this.video.hidden = false;
-    await this.video.play();
+    try {
+      await this.video.play();
+    } catch (err) {
+      if (mine !== this.generation) return; // stopped meanwhile: play() was interrupted, nothing to report
+      this.stop();
+      throw err;
+    }
+    if (mine !== this.generation) return;
     this.timer = setInterval(() => this.capture(), this.everyMs);
   }
 
@@ -48,6 +64,7 @@ export class Camera {
   }
 
   stop() {
+    this.generation++;
     clearInterval(this.timer);
     this.timer = null;
     for (const t of this.stream?.getTracks() ?? []) t.stop();

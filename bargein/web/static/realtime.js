@@ -57,6 +57,7 @@ export class RealtimeClient {
       return;
     }
     this.ws = ws;
+    this.closing = false;
     ws.onopen = () => this.onState('open', ws.protocol);
     ws.onmessage = (msg) => {
       if (typeof msg.data !== 'string') return;
@@ -74,7 +75,9 @@ export class RealtimeClient {
     };
     ws.onclose = (e) => {
       if (this.ws === ws) this.ws = null;
-      this.onState('closed', { code: e.code, reason: e.reason, wasClean: e.wasClean });
+      // byClient: close() was called (Disconnect); a socket closed while still connecting reports 1006, which
+      // is no refusal to show.
+      this.onState('closed', { code: e.code, reason: e.reason, wasClean: e.wasClean, byClient: this.closing });
     };
   }
 
@@ -98,6 +101,8 @@ export class RealtimeClient {
   }
 
   close() {
-    if (this.ws) this.ws.close(1000, 'client closed');
+    if (!this.ws) return;
+    this.closing = true;
+    this.ws.close(1000, 'client closed');
   }
 }
