@@ -252,3 +252,38 @@ def test_a_cut_reply_plays_nothing_more(browser_page: tuple[Any, FakeRealtime]) 
     sent = fake.sent("conversation.item.truncate")
     assert [(e["item_id"], e["audio_end_ms"]) for e in sent] == [("item_a", truncate["audio_end_ms"])]
     assert abs(truncate["audio_end_ms"] - truncate["played24k"] / 24) <= 1
+
+
+def _reply_playing(page: Any, fake: FakeRealtime) -> None:
+    fake.send({"type": "response.created", "response": {"id": "resp_1", "status": "in_progress"}})
+    fake.send({"type": "response.output_item.added", "response_id": "resp_1",
+               "item": {"id": "item_a", "type": "message", "role": "assistant"}})
+    fake.send({"type": "response.output_audio.delta", "response_id": "resp_1", "item_id": "item_a",
+               "delta": tone(3000)})
+    page.wait_for_function("(window.bargeinTest.playedByItem['item_a'] ?? 0) > 4800", timeout=10_000)
+
+
+def test_in_confirm_mode_a_short_sound_over_a_live_reply_lets_it_play_on(
+        browser_page: tuple[Any, FakeRealtime]) -> None:
+    """After a storm of barge-ins the server is in confirm mode: speech over a live reply must last before it
+    pauses it, and a cough lets the reply go on (no ``bargein.reply.resumed`` follows, since nothing paused). The
+    page used to cut playback at every ``speech_started``, so the rest of the reply was silenced for good."""
+    page, fake = browser_page
+    connect(page)
+    fake.send({"type": "bargein.turn.mode", "mode": "confirm", "reason": "3 barge-ins within 10 s"})
+    _reply_playing(page, fake)
+    fake.send({"type": "input_audio_buffer.speech_started", "item_id": "item_u", "audio_start_ms": 100})
+    played = page.evaluate("window.bargeinTest.playedByItem['item_a']")
+    page.wait_for_function(f"window.bargeinTest.playedByItem['item_a'] > {played + 4800}", timeout=10_000)
+    assert not fake.sent("conversation.item.truncate"), "nothing cut for speech the server let go"
+    fake.send({"type": "bargein.reply.paused", "response_id": "resp_1", "item_id": "item_a", "audio_end_ms": 900})
+    page.wait_for_function("window.bargeinTest.truncates.length === 1", timeout=10_000)  # long enough: cut now
+    assert [e["item_id"] for e in fake.sent("conversation.item.truncate")] == ["item_a"]
+
+
+def test_in_normal_mode_speech_over_a_reply_cuts_it_at_once(browser_page: tuple[Any, FakeRealtime]) -> None:
+    page, fake = browser_page
+    connect(page)
+    _reply_playing(page, fake)
+    fake.send({"type": "input_audio_buffer.speech_started", "item_id": "item_u", "audio_start_ms": 100})
+    page.wait_for_function("window.bargeinTest.truncates.length === 1", timeout=10_000)

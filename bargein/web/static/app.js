@@ -55,6 +55,9 @@ let audio = null;
 const cutItems = new Set(); // agent items cut by barge-in: late audio for them is dropped
 const liveItems = new Set(); // agent items with audio received and not yet played to the end
 const itemResponse = new Map(); // item_id -> response_id
+const liveResponses = new Set(); // responses created and not done: the server may still pause or resume them
+let turnMode = 'normal'; // bargein.turn.mode: in 'confirm' the server lets short speech over a live reply go
+let cutDeferred = false; // speech began over a live reply in confirm mode: cut only if the server pauses it
 
 function setConn(state, text) {
   test.state = state;
@@ -157,6 +160,12 @@ function onEvent(ev) {
     test.bargeinEvents.push(ev);
     if (type === 'bargein.turn.metrics') turns.metrics(ev);
     if (type === 'bargein.tool.call') view.tool(ev.call_id, ev.name, ev.arguments, ev.output);
+    if (type === 'bargein.turn.mode') turnMode = ev.mode ?? 'normal';
+    if (type === 'bargein.reply.paused' && cutDeferred) {
+      // the speech lasted long enough to interrupt: cut now, where playback has got to
+      cutDeferred = false;
+      bargeIn().catch((err) => showError('client', err));
+    }
     if (type === 'bargein.reply.resumed') {
       // A cough or a backchannel paused the reply; it goes on from exactly where playback stopped.
       cutItems.delete(ev.item_id);
@@ -183,6 +192,12 @@ function onEvent(ev) {
     case 'input_audio_buffer.speech_started':
       if (ev.item_id) view.userSpeaking(ev.item_id);
       setAgent('listening');
+      if (turnMode === 'confirm' && liveResponses.size > 0) {
+        // The storm guard: speech must last before it may interrupt, and short speech lets the reply go on
+        // with no bargein.reply.resumed to follow. Cutting here would silence the rest of the reply for a cough.
+        cutDeferred = true;
+        break;
+      }
       bargeIn().catch((err) => showError('client', err));
       break;
     case 'input_audio_buffer.speech_stopped':
@@ -200,6 +215,7 @@ function onEvent(ev) {
       showError('transcription', ev.error ?? { message: 'transcription failed' });
       break;
     case 'response.created':
+      if (ev.response?.id) liveResponses.add(ev.response.id);
       turns.responseCreated(ev.response?.id);
       break;
     case 'response.output_item.added':
@@ -237,6 +253,8 @@ function onEvent(ev) {
       break;
     case 'response.done': {
       const r = ev.response ?? {};
+      liveResponses.delete(r.id);
+      if (liveResponses.size === 0) cutDeferred = false;
       if (r.status === 'failed') showError('response', r.status_details?.error ?? { message: 'response failed' });
       break;
     }
@@ -300,6 +318,9 @@ async function connect(ev) {
   serverLanguage = undefined; // a new session: its own session.created tells
   cutItems.clear();
   liveItems.clear();
+  liveResponses.clear();
+  turnMode = 'normal';
+  cutDeferred = false;
   // The AudioContext is created inside the click handler: browsers only let a user gesture start audio.
   const engine = new AudioEngine({ onFrame: onMicFrame, onPlayback });
   audio = engine;
