@@ -78,7 +78,8 @@ class LoadMonitor:
         reason: str | None = None
         if snap.sessions >= self.limits.max_sessions:
             reason = f"this worker already serves {snap.sessions} sessions (max_sessions {self.limits.max_sessions})"
-        elif snap.loop_lag_p95_ms > self.limits.max_loop_lag_ms:
+        elif snap.sessions and snap.loop_lag_p95_ms > self.limits.max_loop_lag_ms:
+            # with no session there is no audio to be late on: the lag is start-up's or another process's
             reason = (f"this worker is {snap.loop_lag_p95_ms:.0f} ms behind its audio (p95 over 5 s; "
                       f"max_loop_lag_ms {self.limits.max_loop_lag_ms:.0f})")
         else:
