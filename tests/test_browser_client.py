@@ -235,12 +235,7 @@ def test_a_cut_reply_plays_nothing_more(browser_page: tuple[Any, FakeRealtime]) 
     played position the truncate reported stays the item's last."""
     page, fake = browser_page
     connect(page)
-    fake.send({"type": "response.created", "response": {"id": "resp_1", "status": "in_progress"}})
-    fake.send({"type": "response.output_item.added", "response_id": "resp_1",
-               "item": {"id": "item_a", "type": "message", "role": "assistant"}})
-    fake.send({"type": "response.output_audio.delta", "response_id": "resp_1", "item_id": "item_a",
-               "delta": tone(3000)})
-    page.wait_for_function("(window.bargeinTest.playedByItem['item_a'] ?? 0) > 12000", timeout=10_000)
+    _reply_playing(page, fake, played_samples=12_000)
     fake.send({"type": "input_audio_buffer.speech_started", "item_id": "item_u", "audio_start_ms": 100})
     page.wait_for_function("window.bargeinTest.truncates.length === 1", timeout=10_000)
     truncate = page.evaluate("window.bargeinTest.lastTruncate")
@@ -254,13 +249,14 @@ def test_a_cut_reply_plays_nothing_more(browser_page: tuple[Any, FakeRealtime]) 
     assert abs(truncate["audio_end_ms"] - truncate["played24k"] / 24) <= 1
 
 
-def _reply_playing(page: Any, fake: FakeRealtime) -> None:
+def _reply_playing(page: Any, fake: FakeRealtime, *, played_samples: int = 4800) -> None:
+    """Reply ``resp_1`` (item ``item_a``, 3 s of tone) created and playing, past ``played_samples`` at 24 kHz."""
     fake.send({"type": "response.created", "response": {"id": "resp_1", "status": "in_progress"}})
     fake.send({"type": "response.output_item.added", "response_id": "resp_1",
                "item": {"id": "item_a", "type": "message", "role": "assistant"}})
     fake.send({"type": "response.output_audio.delta", "response_id": "resp_1", "item_id": "item_a",
                "delta": tone(3000)})
-    page.wait_for_function("(window.bargeinTest.playedByItem['item_a'] ?? 0) > 4800", timeout=10_000)
+    page.wait_for_function(f"(window.bargeinTest.playedByItem['item_a'] ?? 0) > {played_samples}", timeout=10_000)
 
 
 def test_in_confirm_mode_a_short_sound_over_a_live_reply_lets_it_play_on(

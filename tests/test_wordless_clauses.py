@@ -8,11 +8,12 @@ from collections.abc import AsyncIterator, Sequence
 import pytest
 
 from bargein.audio.codecs import AudioFormat
-from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, SpeechChunk, WordTiming
+from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, SpeechChunk
 from bargein.engines.fakes import FakeSynthesizer
 from bargein.engines.speak.clauses import has_words
 from bargein.session.private_clause import PrivateClause
 from bargein.session.reply_pipeline import ReplyPipeline, ReplyPlan
+from tests.test_reply_pipeline import RecordingSink
 
 
 @pytest.mark.parametrize("text", ["...", "…", "😀", "🙂👍", "!?", " — ", "*", "（）", "-- ~"])
@@ -51,29 +52,8 @@ class Recording(FakeSynthesizer):
             yield chunk
 
 
-class Sink:
-    def __init__(self) -> None:
-        self.texts: list[str] = []
-        self.audio_ms = 0.0
-
-    async def wait_for_room(self, response_id: str) -> None:
-        return None
-
-    def reply_text(self, response_id: str, text: str) -> None:
-        self.texts.append(text)
-
-    def reply_audio(self, response_id: str, payload: bytes, duration_ms: float, words: Sequence[WordTiming]) -> None:
-        self.audio_ms += duration_ms
-
-    def reply_mark(self, response_id: str, stage: str) -> None:
-        return None
-
-    def reply_tokens(self, response_id: str, count: int) -> None:
-        return None
-
-
-async def speak(tokens: list[str]) -> tuple[Recording, Sink]:
-    tts, sink = Recording(), Sink()
+async def speak(tokens: list[str]) -> tuple[Recording, RecordingSink]:
+    tts, sink = Recording(), RecordingSink()
     plan = ReplyPlan("resp_1", [ChatMessage("user", "hi")], True, None, AudioFormat())
     await ReplyPipeline(Fixed(tokens), tts).run(plan, sink, CancelToken())
     return tts, sink
@@ -88,13 +68,13 @@ async def test_wordless_clauses_are_not_synthesised_but_stay_in_the_transcript(t
     # before: "..." and "😀😀" went to the synthesiser (Kokoro returns nothing for them: a wasted call)
     tts, sink = await speak(tokens)
     assert tts.asked and all(has_words(text) for text in tts.asked)
-    assert "".join(sink.texts).split() == "".join(tokens).split()
+    assert "".join(text for _, text in sink.texts).split() == "".join(tokens).split()
 
 
 async def test_a_reply_of_only_emoji_is_silent_but_written() -> None:
     tts, sink = await speak(["🙂👍"])
     assert tts.asked == [] and sink.audio_ms == 0.0
-    assert "".join(sink.texts) == "🙂👍"
+    assert "".join(text for _, text in sink.texts) == "🙂👍"
 
 
 async def test_a_wordless_private_clause_calls_no_synthesiser() -> None:

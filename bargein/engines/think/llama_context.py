@@ -97,20 +97,22 @@ class LlamaPrompt:
         cached evaluation instead of evaluating the whole prompt again.
         """
         system = [i for i, message in enumerate(history) if message.role == "system"]
-        lengths = {i: self._text_tokens(history[i].content) for i in system}
-        total, share = sum(lengths.values()), int(budget * INSTRUCTIONS_SHARE)
+        tokens = {i: self._tokens(history[i].content) for i in system}
+        total, share = sum(len(t) for t in tokens.values()), int(budget * INSTRUCTIONS_SHARE)
         if total <= share + SHORTENING_SLACK:  # already capped: a cut's ellipsis adds a token or two
             return None
         capped = list(history)
         for index in system:
-            keep = max(MIN_KEPT_TOKENS, lengths[index] * share // total)
-            if keep < lengths[index]:
-                capped[index] = self._cut(history[index], keep)
+            keep = max(MIN_KEPT_TOKENS, len(tokens[index]) * share // total)
+            if keep < len(tokens[index]):
+                capped[index] = self._cut(history[index], keep, tokens[index])
         return capped if capped != history else None
 
-    def _cut(self, message: ChatMessage, keep: int) -> ChatMessage:
-        """``message`` cut to ``keep`` tokens: its start and its end, joined by an ellipsis."""
-        tokens = self.llama.tokenize(message.content.encode("utf-8"), add_bos=False, special=False)
+    def _cut(self, message: ChatMessage, keep: int, tokens: list[int] | None = None) -> ChatMessage:
+        """``message`` cut to ``keep`` tokens: its start and its end, joined by an ellipsis (``tokens``: its
+        text's tokens, when the caller has them already)."""
+        if tokens is None:
+            tokens = self._tokens(message.content)
         if keep >= len(tokens):
             return message
         head, tail = tokens[: keep // 2], tokens[len(tokens) - (keep - keep // 2):]
@@ -128,12 +130,12 @@ class LlamaPrompt:
             if left <= 0:
                 break
             message = history[index]
-            length = self._text_tokens(message.content)
-            keep = max(MIN_KEPT_TOKENS, length - left)
-            if keep >= length:
+            tokens = self._tokens(message.content)
+            keep = max(MIN_KEPT_TOKENS, len(tokens) - left)
+            if keep >= len(tokens):
                 continue
-            left -= length - keep
-            shortened[index] = self._cut(message, keep)
+            left -= len(tokens) - keep
+            shortened[index] = self._cut(message, keep, tokens)
         return shortened if left < excess + SHORTENING_SLACK else None
 
     def _text(self, tokens: list[int]) -> str:
@@ -150,7 +152,11 @@ class LlamaPrompt:
         return self._text_tokens(message.content) + self._per_message
 
     def _text_tokens(self, text: str) -> int:
-        return len(self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+        return len(self._tokens(text))
+
+    def _tokens(self, text: str) -> list[int]:
+        tokens: list[int] = self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+        return tokens
 
     def _special(self, token: int) -> str:
         return str(self.llama.detokenize([token], special=True).decode("utf-8", "replace"))
