@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from bargein.listening_model.features import fold
+
 _HAN_CLASS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 """Han characters: CJK unified ideographs, their extension A, compatibility ideographs."""
 _CJK = re.compile(f"[{_HAN_CLASS}]")
@@ -154,9 +156,12 @@ def text_units(text: str) -> list[str]:
 
 
 def normalise_utterance(text: str) -> str:
-    """An utterance as the phrase lists spell it: lower case, punctuation and spaces gone between Han
-    characters ("嗯，嗯。" -> "嗯嗯", "Stop!" -> "stop")."""
-    return join_units(text_units(text.lower()))
+    """An utterance as the phrase lists spell it: Unicode forms folded as the English lexicons fold them
+    (:func:`~bargein.listening_model.features.fold`: "ＳＴＯＰ！" is "stop", "uh‐huh" is "uh-huh"), lower case,
+    punctuation and spaces gone between Han characters ("嗯，嗯。" -> "嗯嗯", "Stop!" -> "stop")."""
+    # folded first: a compatibility ideograph (U+F967 for 不) or a Kangxi radical (U+2F00 for 一) would
+    # otherwise be a unit of its own, or no unit at all, and the phrase lists would never match it
+    return join_units(text_units(fold(text).lower()))
 
 
 def is_backchannel(text: str, code: str | None) -> bool:

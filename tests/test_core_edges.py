@@ -237,3 +237,28 @@ def test_a_reply_that_ends_under_manual_turns_leaves_no_idle_prompt_for_later() 
     assert not of(t.feed(dx.ReplyFinished(started.response_id)), dx.ArmIdleTimer)
     assert not of(t.feed(dx.SettingsChanged(IDLE)), dx.ArmIdleTimer), "idle since a reply under manual turns"
     _idle_after_a_reply(t)
+
+
+def test_a_reply_whose_playback_the_client_cuts_counts_the_idle_timeout_from_the_cut() -> None:
+    """The timer armed at the reply's end counts from the end of its audio (the shell adds what the client still
+    has to play); a ``conversation.item.truncate`` of that reply (a stop button) ended its playback now, so the
+    timer is armed again, counted from the truncate."""
+    t = Listening(IDLE)
+    _idle_after_a_reply(t)
+    assert t.feed(dx.PlaybackCut()) == [dx.ArmIdleTimer(5000)]
+    assert of(t.feed(dx.IdleTimerFired(t.now_ms + 5000)), dx.IdleTimeout)
+
+
+def test_a_playback_cut_arms_no_idle_timer_while_none_runs() -> None:
+    """No timer runs while a reply lives, while the user speaks (the turn's end arms it) or without idle prompts:
+    a truncate then arms nothing."""
+    live = Listening(IDLE)
+    live.agent_speaking()
+    assert live.feed(dx.PlaybackCut()) == []
+    speaking = Listening(IDLE)
+    _idle_after_a_reply(speaking)
+    speaking.speech(320)
+    assert speaking.feed(dx.PlaybackCut()) == []
+    off = Listening()
+    assert not of(off.feed(dx.ReplyFinished(off.agent_speaking())), dx.ArmIdleTimer)
+    assert off.feed(dx.PlaybackCut()) == []

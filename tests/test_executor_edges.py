@@ -57,3 +57,19 @@ async def test_the_idle_timeout_counts_from_the_end_of_the_replys_playback() -> 
     assert audio_ms > 2000 and armed, "a reply with seconds of audio, and the idle timer armed at its end"
     assert 5000 + audio_ms - 500 <= armed[-1] <= 5000 + audio_ms, (armed, audio_ms)
     await h.session.close()
+
+
+async def test_the_idle_timeout_counts_from_a_truncate_that_cuts_the_replys_playback() -> None:
+    """A client that stops playing the reply (a stop button) and truncates it there: the agent fell silent at the
+    truncate, so the idle timeout counts from it, not from when all of the reply would have played."""
+    h = Harness(Engines(FakeVad(), FakeRecognizer(("hello",)), FakeLanguageModel(filler=FILLER), FakeSynthesizer()))
+    armed: list[int] = []
+    h.session.timers.arm_idle = armed.append  # type: ignore[method-assign]
+    item_id = await _finished_reply_still_playing(
+        h, {"audio": {"input": {"turn_detection": {"type": "server_vad", "idle_timeout_ms": 5000}}}})
+    audio_ms = h.session.conversation.get(item_id).audio_ms
+    assert audio_ms > 2000 and armed[-1] > 5000 + audio_ms - 500, (armed, audio_ms)
+    await h.send(type="conversation.item.truncate", item_id=item_id, content_index=0, audio_end_ms=300)
+    await h.drain(until="conversation.item.truncated")
+    assert armed[-1] == 5000, (armed, audio_ms)
+    await h.session.close()

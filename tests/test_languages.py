@@ -73,6 +73,23 @@ def test_a_question_is_neither_and_english_lists_live_in_the_classifier() -> Non
     assert normalise_utterance("Stop, please!") == "stop please"
 
 
+@pytest.mark.parametrize(("heard", "spoken"), [
+    ("ＳＴＯＰ！", "stop"), ("uh\u2010huh", "uh-huh"), ("uh\u2011huh.", "uh-huh"), ("Don\u2019t", "don't"),
+    ("\uf967对", "不对"), ("等\u2f00下", "等一下"),
+])
+def test_utterances_are_folded_as_the_english_lexicons_fold_them(heard: str, spoken: str) -> None:
+    """Fullwidth forms, compatibility ideographs, Kangxi radicals, curly apostrophes and Unicode hyphens spell
+    the phrase lists' words, as :func:`~bargein.listening_model.features.fold` has the English lexicons read them."""
+    assert normalise_utterance(heard) == spoken
+
+
+def test_phrase_lists_match_compatibility_forms() -> None:
+    assert is_command("\uf967对，我说的是上海", "zh")  # 不 as CJK compatibility ideograph U+F967
+    assert is_command("等\u2f00下", "zh")  # 一 as Kangxi radical U+2F00
+    assert is_backchannel("\ufa08。", "zh")  # 行 as CJK compatibility ideograph U+FA08
+    assert not is_command("\ufa08。", "zh")
+
+
 @pytest.mark.parametrize(("number", "spoken"), [
     (0, "零"), (3, "三"), (10, "十"), (11, "十一"), (34, "三十四"), (105, "一百零五"), (110, "一百一十"),
     (1001, "一千零一"), (9999, "九千九百九十九"),

@@ -86,11 +86,15 @@ class PlayingOut:
                     if reply.state.item.heard_ms is None or reply.state.item.heard_ms >= reply.state.item.audio_ms),
                    default=0.0)
 
-    def truncated(self, item_id: str) -> None:
-        """The client truncated ``item_id`` to its playback cursor: a reply it was playing was cut there."""
+    def truncated(self, item_id: str) -> bool:
+        """The client truncated ``item_id`` to its playback cursor: a reply it was playing was cut there. True when
+        it was one of the replies held here (its playback ended now, not where its audio ends)."""
+        cut = False
         for reply in list(self.replies.values()):
             if reply.state.item.id == item_id and reply.state.item.heard_ms is not None:
                 self.played(reply, reply.state.item.heard_ms)
+                cut = True
+        return cut
 
     def close(self) -> None:
         """The session ends and the client stops playing: each reply was heard as far as it had played (a cut one

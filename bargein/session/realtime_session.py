@@ -150,7 +150,8 @@ class RealtimeSession:
             case ce.ConversationItemTruncate():
                 clamped = self.conversation.truncate(message.item_id, message.content_index,
                                                      message.audio_end_ms, event_id=message.event_id)
-                self.replies.playing.truncated(message.item_id)
+                if self.replies.playing.truncated(message.item_id):
+                    self.feed(v.PlaybackCut())  # the idle timer counted from the end of all of its audio
                 self.outbound.put(Outgoing(event("conversation.item.truncated", item_id=message.item_id,
                                                  content_index=message.content_index, audio_end_ms=int(clamped))))
             case ce.ConversationItemDelete():

@@ -1,7 +1,8 @@
 """The duplex machine's answers to the client's own requests: an explicit commit, ``response.create``,
-``response.cancel``, ``input_audio_buffer.clear`` (the turn it abandons) and a ``session.update`` of the turn
-settings. Each is a transition of the machine's state (:class:`~bargein.session.core.machine_base.MachineBase`);
-the machine's ``feed`` dispatches to them."""
+``response.cancel``, ``input_audio_buffer.clear`` (the turn it abandons), a ``conversation.item.truncate`` that cuts
+a reply's playback short (the idle timer) and a ``session.update`` of the turn settings. Each is a transition of the
+machine's state (:class:`~bargein.session.core.machine_base.MachineBase`); the machine's ``feed`` dispatches to
+them."""
 
 from __future__ import annotations
 
@@ -55,6 +56,12 @@ class ClientRequests(MachineBase):
         self._cancel_active("client_cancelled")
         if not self._tool_wait:  # the agent's turn is over as surely as when a reply ends by itself
             self._idle_again()
+
+    def _on_playback_cut(self) -> None:
+        # the timer armed at the reply's end counts from where its audio would have finished playing; the user
+        # stopped it now, so the silence the idle timeout measures began now
+        if self.settings.vad and (arm := self._idle.restart(self.settings.idle_prompt_ms)) is not None:
+            self._emit(arm)
 
     def _on_settings(self, settings: TurnSettings) -> None:
         idle_was_ms, self.settings = self.settings.idle_prompt_ms, settings

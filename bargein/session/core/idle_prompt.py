@@ -2,10 +2,11 @@
 says what happened (a reply ended or was cancelled, the user spoke, the timer ran out, the delay changed), this
 record says what follows.
 
-A reply that ends (by itself or cancelled by the client) arms the timer; the user beginning to speak disarms it,
-but the prompt stays owed until that turn leads to a reply. A turn that ends in nothing (noise, a cleared buffer)
-leaves the session as idle as before, so the timer is armed again; a turn left to the client to answer (automatic
-replies off) owes none. A new ``idle_timeout_ms`` applies to a timer that runs at once."""
+A reply that ends (by itself or cancelled by the client) arms the timer (the shell counts it from the end of the
+reply's playback, so a client that cuts that playback short has it armed again from the cut); the user beginning to
+speak disarms it, but the prompt stays owed until that turn leads to a reply. A turn that ends in nothing (noise, a
+cleared buffer) leaves the session as idle as before, so the timer is armed again; a turn left to the client to answer
+(automatic replies off) owes none. A new ``idle_timeout_ms`` applies to a timer that runs at once."""
 
 from __future__ import annotations
 
@@ -47,6 +48,12 @@ class IdlePrompt:
             self.state = "armed"  # idle with no timer: a delay set later starts one (:meth:`retime`)
             return None
         return self.arm(delay_ms)
+
+    def restart(self, delay_ms: int) -> v.ArmIdleTimer | None:
+        """The agent's audio stopped sooner than the running timer assumed (the client cut a reply it was still
+        playing): the timer armed again for ``delay_ms``, counted from now; None when no timer runs (a reply or the
+        user's turn arms it when it ends, from the playback left then)."""
+        return self.arm(delay_ms) if self.state == "armed" and delay_ms else None
 
     def retime(self, old_ms: int, new_ms: int) -> v.ArmIdleTimer | v.DisarmIdleTimer | None:
         """The delay changed from ``old_ms`` to ``new_ms`` (0: no idle prompt): the idle session's timer is armed

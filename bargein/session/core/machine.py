@@ -67,6 +67,8 @@ class DuplexMachine(ClientRequests):
                 self._on_client_create(event)
             case v.ClientResponseCancel():
                 self._on_client_cancel(event)
+            case v.PlaybackCut():
+                self._on_playback_cut()
             case v.ReplyAudio() | v.ReplyText():
                 reply = self._reply
                 how = admission(reply.response_id if reply else None, bool(reply and reply.paused), event.response_id)

@@ -132,9 +132,16 @@ class PauseTimerFired:
     response_id: str
 
 
+@dataclass(frozen=True)
+class PlaybackCut:
+    """``conversation.item.truncate`` of a closed reply the client was still playing (a stop button): its playback
+    ended now, not where its audio ends."""
+
+
 Event = (VadFrame | AudioAppended | ClientCommit | ClientClear | ClientResponseCreate | ClientResponseCancel
          | ReplyAudio | ReplyText | ReplyFinished | IdleTimerFired | SettingsChanged | SegmentClassified
-         | SegmentTranscribed | GuessTranscribed | PartialTranscript | PauseTimerFired | TurnEndScored | ToolWait)
+         | SegmentTranscribed | GuessTranscribed | PartialTranscript | PauseTimerFired | TurnEndScored | ToolWait
+         | PlaybackCut)
 
 
 # --- actions (outputs) --------------------------------------------------------------------------------
