@@ -79,13 +79,17 @@ def keyed(segment: dict[str, Any]) -> dict[str, Any]:
 
 
 def primed_of(segment: dict[str, Any]) -> dict[str, Any] | None:
-    """The primed recognition's decision fields, rebuilt from the event (at the user's level: the event does
-    not carry the loud stretch's own)."""
+    """The primed recognition's decision fields, rebuilt from the event: at its loud stretch's level where the
+    event carries it (``loud_level_db``, ``loud_below_user_db``), else at the user's words' level (older dumps)."""
     if segment.get("primed_transcript") is None:
         return None
     primed = Transcript(segment["primed_transcript"], no_speech_prob=segment.get("primed_no_speech_prob") or 0.0,
                         avg_logprob=segment.get("primed_avg_logprob") or 0.0)
     level = segment.get("user_level_above_floor_db", segment["level_above_floor_db"])
+    if segment.get("loud_level_db") is not None and segment.get("user_level_db") is not None:
+        floor_db = float(segment["user_level_db"]) - float(level)
+        return primed_features(segment, primed, float(segment["loud_level_db"]) - floor_db,
+                               segment.get("loud_below_user_db"))
     return primed_features(segment, primed, float(level), segment.get("below_user_db"))
 
 

@@ -171,3 +171,39 @@ def test_the_primed_stretch_is_judged_at_the_user_s_level_not_the_room_s() -> No
     assert second["user_transcript"] == "Stop." and second["below_user_db"] == 0.5
     assert second["user_level_above_floor_db"] == 24.0 and "room_words" not in second
     assert spotted_command(second) == "stop"
+
+
+def _asked_with_a_varying_voice() -> Timeline:
+    """The user's request alternates -18 and -34 dBFS (its speech's mean power -20.9, its loud stretch -18),
+    and the reply it gets plays."""
+    t = Timeline(dx.TurnSettings())
+    for _ in range(2):
+        t.frames(0.9, 160, energy_db=-18.0)
+        t.frames(0.9, 160, energy_db=-34.0)
+    first = of(t.frames(0.05, 544, energy_db=-70.0), dx.CommitBuffer)[0]
+    t.feed(dx.SegmentTranscribed(first.item_id, Transcript("Tell me a story.", avg_logprob=-0.2)))
+    t.feed(dx.ReplyAudio(of(t.actions, dx.StartReply)[0].response_id, "chunk"))
+    return t
+
+
+def test_the_loud_stretch_is_held_against_the_user_s_own_loud_stretches() -> None:
+    # a talker's steady phrase at -25 dBFS: 4.1 dB under the user's speech as a whole, but 7 dB under the loud
+    # stretches of the user's own turns, which is what its own loud stretch is (like with like)
+    t = _asked_with_a_varying_voice()
+    t.frames(0.9, 800, energy_db=-25.0)
+    item_id = of(t.frames(0.05, 544, energy_db=-70.0), dx.CommitBuffer)[0].item_id
+    judged = t.feed(dx.SegmentTranscribed(item_id, Transcript("the council met on Tuesday", avg_logprob=-0.4),
+                                          primed=Transcript("Why?", avg_logprob=-0.3)))
+    verdict = of(judged, dx.ReportSegment)[0].verdict
+    assert verdict.features["loud_below_user_db"] == 7.0
+    assert verdict.decision == "noise" and "quieter than the user's own turns" in verdict.reasons[0]
+    assert not of(judged, dx.CancelReply)
+
+
+def test_a_command_cuts_early_only_when_its_loud_stretch_is_as_loud_as_the_user_s() -> None:
+    for level_db, cuts in ((-23.0, False), (-19.0, True)):  # 5 and 1 dB under the user's loud stretches
+        t = _asked_with_a_varying_voice()
+        t.frames(0.9, 320, energy_db=level_db)
+        began = of(t.frames(0.05, 64, energy_db=-70.0), dx.SilenceBegan)[0]
+        guessed = t.feed(dx.GuessTranscribed(began.item_id, Transcript("Why?", avg_logprob=-0.3), at_ms=began.at_ms))
+        assert bool(of(guessed, dx.CancelReply)) is cuts

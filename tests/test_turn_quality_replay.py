@@ -45,3 +45,14 @@ def test_the_english_model_still_keeps_a_near_word_groan() -> None:
     assert en is not None
     assert judge(_segment("It hurts.", en.threshold / 5)) == "noise"
     assert judge(_segment("It hurts.", 0.99)) == "query"
+
+
+def test_the_primed_recognition_is_replayed_at_its_loud_stretch_s_level() -> None:
+    """A dump that carries the loud stretch's level (``loud_level_db``, ``loud_below_user_db``) re-judges the primed
+    "Why?" there, as the live classifier did: 7 dB under the user's loud stretches is the room's; an older dump
+    without them is judged at the user's words' level."""
+    segment = dict(_segment("the council met on Tuesday", None), primed_transcript="Why?", primed_avg_logprob=-0.3,
+                   primed_no_speech_prob=0.05, user_level_db=-20.0, below_user_db=1.0)
+    assert judge(segment) == "query"  # the older dump: "why" at the words' level, 1 dB under the user
+    assert judge(dict(segment, loud_level_db=-27.0, loud_below_user_db=7.0)) == "noise"
+    assert judge(dict(segment, loud_level_db=-21.0, loud_below_user_db=1.0)) == "query"

@@ -24,7 +24,11 @@ from bargein.listening_model.over_reply import loud_stretch
 
 QUIETER_THAN_USER_DB = 6.0
 """Speech this far under the level of the user's own answered turns is another voice in the room (set, not
-fitted: a television or a second talker sits 10 dB or more under a user at the microphone)."""
+fitted: a television or a second talker sits 10 dB or more under a user at the microphone). A loud stretch (the
+primed recognition's) is held against the user's own loud stretches: on the training families' live dump the
+user's commands, queries, backchannels and vocal sounds over a reply measure at most 5.8 dB under them by that
+measure, the background talker's phrases alone at least 6.7 dB; against the user's whole speech, as before, the
+talker's phrases came to 3.5 dB, and passed."""
 MIXED_ROOM_MS = 500.0
 """A segment with this much of the room's speech in it is mixed: its whole recognition holds the room's words.
 Set from the training families' dump: the user alone measures 0-300 ms (onsets and tails)."""

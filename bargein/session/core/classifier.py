@@ -185,10 +185,12 @@ def sound_not_words(text: str, words: list[str]) -> str | None:
 
 def classify(stats: SegmentStats, transcript: Transcript | None, *, during_reply: bool,
              noise_floor_db: float, user_level_db: float | None = None,
-             primed: Transcript | None = None) -> ListenDecision:
+             user_loud_level_db: float | None = None, primed: Transcript | None = None) -> ListenDecision:
     """Query or noise, and why. ``transcript`` is ``None`` when recognition failed.
 
-    ``user_level_db``: the level of the user's own answered turns so far (``None`` before the first).
+    ``user_level_db``: the level of the user's own answered turns so far (``None`` before the first);
+    ``user_loud_level_db``: their loud stretches' level, which the primed recognition's loud stretch is held
+    against.
     ``primed``: over a reply, the user's loud stretch recognised with the listening vocabulary.
     """
     text = normalise(transcript.text) if transcript else ""
@@ -216,16 +218,19 @@ def classify(stats: SegmentStats, transcript: Transcript | None, *, during_reply
     if stats.speech_frames:
         features["user_level_db"] = round(features.get("user_level_above_floor_db", level_above_floor)
                                           + noise_floor_db, 1)
+        loud = loud_level_db(stats.levels_db)
+        features["loud_level_db"] = round(loud, 1)  # the loud stretch: what the primed recognition heard
         if user_level_db is not None:
             features["below_user_db"] = round(user_level_db - features["user_level_db"], 1)
+        if user_loud_level_db is not None:
+            features["loud_below_user_db"] = round(user_loud_level_db - loud, 1)
         features.update(own_voice_fields(stats.levels_db, stats.probabilities, stats.frame_ms, stats.threshold,
                                          user_level_db))
     if during_reply and spoken_in in (None, "en"):  # the listening model is English; others keep the rules
         second = None
         if primed is not None:  # its level is the loud stretch's: the user's own (the plain one may have failed)
             loud = loud_level_db(stats.levels_db)
-            second = primed_features(features, primed, loud - noise_floor_db,
-                                     None if user_level_db is None else user_level_db - loud)
+            second = primed_features(features, primed, loud - noise_floor_db, features.get("loud_below_user_db"))
             if (spoken := spoken_command(primed, second, "keeps_reply")) is not None:
                 features["command_probability"] = round(spoken[0], 3)  # the loud stretch, as the encoder heard it
         decision, why = decide_over_reply(features, second)

@@ -41,6 +41,11 @@ class SegmentBook:
         self.user_level_db: float | None = None
         """How loud the user's own turns were (those answered while the agent was silent): a voice well
         under it while the agent speaks is the room's (a television, another talker)."""
+        self.user_loud_level_db: float | None = None
+        """The same turns' loud stretches (:func:`~bargein.listening_model.over_reply.loud_level_db`): the
+        measure a segment's loud stretch is held against, like with like (a loud stretch reads louder than
+        the whole of the same speech, so against :attr:`user_level_db` a talker 10 dB under the user passed
+        for a voice at the user's level)."""
 
     def begin(self, item_id: str, *, threshold: float, during_reply: bool, offset_ms: float = 0.0) -> None:
         """Speech began: a new segment, judged against the background as it was before it.
@@ -80,7 +85,8 @@ class SegmentBook:
             if waiting is None:
                 return None
             early = classify(waiting.stats, transcript, during_reply=during_reply or waiting.during_reply,
-                             noise_floor_db=waiting.floor_db, user_level_db=self.user_level_db)
+                             noise_floor_db=waiting.floor_db, user_level_db=self.user_level_db,
+                             user_loud_level_db=self.user_loud_level_db)
             if early.decision != "query" or not early.features.get("command") or mixed_with_room(early.features):
                 return None  # in a segment mixed with the room the command may be the room's: the primed one decides
             self._segments.pop(item_id, None)
@@ -88,11 +94,11 @@ class SegmentBook:
         segment = self._segments.pop(item_id, None) or Segment(SegmentStats(), self.noise_floor.level_db)
         during_reply = during_reply or segment.during_reply  # a reply the segment cut early still counts
         verdict = classify(segment.stats, transcript, during_reply=during_reply, noise_floor_db=segment.floor_db,
-                           user_level_db=self.user_level_db, primed=primed)
-        level = verdict.features.get("user_level_db")
-        if not during_reply and verdict.decision == "query" and level is not None:
-            previous = self.user_level_db
-            self.user_level_db = level if previous is None else previous + USER_LEVEL_RATE * (level - previous)
+                           user_level_db=self.user_level_db, user_loud_level_db=self.user_loud_level_db, primed=primed)
+        level, loud = verdict.features.get("user_level_db"), verdict.features.get("loud_level_db")
+        if not during_reply and verdict.decision == "query" and level is not None and loud is not None:
+            self.user_level_db = _towards(self.user_level_db, level)
+            self.user_loud_level_db = _towards(self.user_loud_level_db, loud)
         return verdict
 
     def guess(self, item_id: str, transcript: Transcript | None, *, during_reply: bool,
@@ -102,7 +108,7 @@ class SegmentBook:
         if segment is None:
             return None
         return classify(segment.stats, transcript, during_reply=during_reply, noise_floor_db=segment.floor_db,
-                        user_level_db=self.user_level_db, primed=primed)
+                        user_level_db=self.user_level_db, user_loud_level_db=self.user_loud_level_db, primed=primed)
 
     def spots_command(self, item_id: str, transcript: Transcript | None, primed: Transcript | None = None) -> bool:
         """Whether a speculative transcript of a segment over a reply (with ``primed``, its loud stretch so far
@@ -110,7 +116,8 @@ class SegmentBook:
         verdict = self.guess(item_id, transcript, during_reply=True, primed=primed)
         segment = self._segments.get(item_id)
         return verdict is not None and segment is not None and cuts_early(verdict.features, verdict.reasons,
-                                                                          segment.stats.levels_db, self.user_level_db)
+                                                                          segment.stats.levels_db,
+                                                                          self.user_loud_level_db)
 
     def listen_span(self, item_id: str, onset_ms: float) -> tuple[float, float] | None:
         """For a segment heard over a reply: the stream time of its loud stretch (the user's own voice, see
@@ -135,6 +142,11 @@ class SegmentBook:
     def forget(self, item_id: str) -> None:
         """A segment that will never be judged (the buffer was cleared)."""
         self._segments.pop(item_id, None)
+
+
+def _towards(reference: float | None, level: float) -> float:
+    """The user's reference level after one more answered turn at ``level`` (:data:`USER_LEVEL_RATE`)."""
+    return level if reference is None else reference + USER_LEVEL_RATE * (level - reference)
 
 
 def ignored_action(paused: bool, resumes: bool, confirm_ignores: bool, *, kept: bool = False) -> str:
