@@ -137,4 +137,5 @@ def test_non_finite_frames_do_not_poison_the_session_s_floor_or_user_level() -> 
     verdict = book.judge("a", Transcript("What time is it?", avg_logprob=-0.2), during_reply=False)
     assert verdict.decision == "query"
     assert book.user_level_db is not None and math.isfinite(book.user_level_db)
+    assert book.user_loud_level_db is not None and abs(book.user_loud_level_db + 20.0) < 0.1  # the loud stretch's
     assert all(not isinstance(v, float) or math.isfinite(v) for v in verdict.features.values())
