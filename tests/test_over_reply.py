@@ -207,3 +207,24 @@ def test_a_command_cuts_early_only_when_its_loud_stretch_is_as_loud_as_the_user_
         began = of(t.frames(0.05, 64, energy_db=-70.0), dx.SilenceBegan)[0]
         guessed = t.feed(dx.GuessTranscribed(began.item_id, Transcript("Why?", avg_logprob=-0.3), at_ms=began.at_ms))
         assert bool(of(guessed, dx.CancelReply)) is cuts
+
+
+def test_one_loud_transient_in_the_user_s_turn_does_not_set_how_loud_the_user_is() -> None:
+    for spike_probability in (0.1, 0.9):  # the VAD may or may not call the bump speech
+        t = Timeline(dx.TurnSettings())
+        for _ in range(10):
+            t.frames(0.9, 64, energy_db=-18.0)
+            t.frames(0.9, 64, energy_db=-24.0)
+        t.frames(spike_probability, 32, energy_db=-3.0)  # a cup set down next to the microphone
+        t.frames(0.9, 64, energy_db=-18.0)
+        first = of(t.frames(0.05, 544, energy_db=-70.0), dx.CommitBuffer)[0]
+        t.feed(dx.SegmentTranscribed(first.item_id, Transcript("Tell me a story.", avg_logprob=-0.2)))
+        assert t.machine.segments.user_loud_level_db is not None
+        assert abs(t.machine.segments.user_loud_level_db + 20.1) < 0.5  # the voice's loud stretch, not the bump
+        t.feed(dx.ReplyAudio(of(t.actions, dx.StartReply)[0].response_id, "chunk"))
+        t.frames(0.9, 640, energy_db=-32.0)  # the room's talker, then the user's own "Stop." at their own level
+        t.frames(0.9, 320, energy_db=-18.0)
+        item_id = of(t.frames(0.05, 544, energy_db=-70.0), dx.CommitBuffer)[0].item_id
+        plain = Transcript("the council met on Tuesday", avg_logprob=-0.9)
+        judged = t.feed(dx.SegmentTranscribed(item_id, plain, primed=Transcript("Stop.", avg_logprob=-0.8)))
+        assert of(judged, dx.CancelReply), of(judged, dx.ReportSegment)[0].verdict.reasons

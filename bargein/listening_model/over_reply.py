@@ -57,6 +57,32 @@ def loud_level_db(levels_db: Sequence[float]) -> float:
     return 10 * math.log10(max(sum(loud) / len(loud), 1e-10))
 
 
+TRANSIENT_FRAMES = 3
+"""At most this many of a turn's loudest speech frames may be a transient (a plosive's pop, a bump of the
+microphone lasts a frame or two): :func:`reference_loud_level_db`."""
+TRANSIENT_OVER_DB = 6.0
+"""A frame this far over the loudest frame that is not a transient stands out as one; a voice's own loudest
+frames lie within a few dB of each other, so clean speech loses none."""
+
+
+def reference_loud_level_db(levels_db: Sequence[float], probabilities: Sequence[float],
+                            threshold: float) -> float | None:
+    """The loud-stretch level of a turn the user spoke alone, as the session's reference for how loud the user
+    is: :func:`loud_level_db` over its speech frames (VAD probability at ``threshold`` or more), leaving out any
+    of the :data:`TRANSIENT_FRAMES` loudest that stand :data:`TRANSIENT_OVER_DB` over the rest. One answered turn
+    sets the reference, so a single loud transient in it (a cup set down, a pop) must not: measured from its
+    raw loudest frame, the user's own "Stop." would later read as a voice 15 dB under the user, the room's.
+    ``None`` without speech frames."""
+    speech = sorted(level for level, p in zip(levels_db, probabilities, strict=False)
+                    if p >= threshold and math.isfinite(level))
+    if not speech:
+        return None
+    if len(speech) > TRANSIENT_FRAMES:
+        line = speech[-TRANSIENT_FRAMES - 1] + TRANSIENT_OVER_DB
+        speech = [level for level in speech if level <= line]
+    return loud_level_db(speech)
+
+
 def loud_stretch(levels_db: Sequence[float], frame_ms: float) -> tuple[int, int] | None:
     """The frames ``[first, last)`` of the segment's loudest utterance, or ``None`` when it is the whole.
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import overload
 
 from bargein.engines.base import Transcript
-from bargein.listening_model.over_reply import SPAN_MARGIN_MS, loud_stretch
+from bargein.listening_model.over_reply import SPAN_MARGIN_MS, loud_stretch, reference_loud_level_db
 from bargein.listening_model.own_voice import mixed_with_room
 from bargein.session.core.classifier import ListenDecision, NoiseFloor, SegmentStats, classify
 from bargein.session.core.early_cut import cuts_early, stretch_just_ended
@@ -42,7 +42,7 @@ class SegmentBook:
         """How loud the user's own turns were (those answered while the agent was silent): a voice well
         under it while the agent speaks is the room's (a television, another talker)."""
         self.user_loud_level_db: float | None = None
-        """The same turns' loud stretches (:func:`~bargein.listening_model.over_reply.loud_level_db`): the
+        """The same turns' loud stretches (:func:`~bargein.listening_model.over_reply.reference_loud_level_db`): the
         measure a segment's loud stretch is held against, like with like (a loud stretch reads louder than
         the whole of the same speech, so against :attr:`user_level_db` a talker 10 dB under the user passed
         for a voice at the user's level)."""
@@ -95,7 +95,8 @@ class SegmentBook:
         during_reply = during_reply or segment.during_reply  # a reply the segment cut early still counts
         verdict = classify(segment.stats, transcript, during_reply=during_reply, noise_floor_db=segment.floor_db,
                            user_level_db=self.user_level_db, user_loud_level_db=self.user_loud_level_db, primed=primed)
-        level, loud = verdict.features.get("user_level_db"), verdict.features.get("loud_level_db")
+        level = verdict.features.get("user_level_db")
+        loud = reference_loud_level_db(segment.stats.levels_db, segment.stats.probabilities, segment.stats.threshold)
         if not during_reply and verdict.decision == "query" and level is not None and loud is not None:
             self.user_level_db = _towards(self.user_level_db, level)
             self.user_loud_level_db = _towards(self.user_loud_level_db, loud)
