@@ -21,6 +21,16 @@ async def _finished_reply_still_playing(h: Harness, session: dict[str, object]) 
     return str(done["output"][0]["id"])
 
 
+async def _idle_timer_over_a_reply_still_playing(h: Harness) -> tuple[list[int], str, float]:
+    """A 5 s idle timeout and a reply the client has all of still to play: the delays the idle timer was armed
+    with, the reply's item id and its audio's length."""
+    armed: list[int] = []
+    h.session.timers.arm_idle = armed.append  # type: ignore[method-assign]
+    item_id = await _finished_reply_still_playing(
+        h, {"audio": {"input": {"turn_detection": {"type": "server_vad", "idle_timeout_ms": 5000}}}})
+    return armed, item_id, h.session.conversation.get(item_id).audio_ms
+
+
 async def test_speech_over_a_finished_reply_does_not_cut_its_history_when_interrupt_response_is_off() -> None:
     """``interrupt_response: false``: the user's speech does not interrupt the agent, so the client plays the reply
     on; the history must keep all of it (it was cut to the server's playback estimate at the onset)."""
@@ -49,11 +59,7 @@ async def test_the_idle_timeout_counts_from_the_end_of_the_replys_playback() -> 
     once (the client still has all of it to play at its ``response.done``) arms the timer for the timeout plus
     what is left to play, not the timeout alone (the user would be prompted while the agent still speaks)."""
     h = Harness(Engines(FakeVad(), FakeRecognizer(("hello",)), FakeLanguageModel(filler=FILLER), FakeSynthesizer()))
-    armed: list[int] = []
-    h.session.timers.arm_idle = armed.append  # type: ignore[method-assign]
-    item_id = await _finished_reply_still_playing(
-        h, {"audio": {"input": {"turn_detection": {"type": "server_vad", "idle_timeout_ms": 5000}}}})
-    audio_ms = h.session.conversation.get(item_id).audio_ms
+    armed, _, audio_ms = await _idle_timer_over_a_reply_still_playing(h)
     assert audio_ms > 2000 and armed, "a reply with seconds of audio, and the idle timer armed at its end"
     assert 5000 + audio_ms - 500 <= armed[-1] <= 5000 + audio_ms, (armed, audio_ms)
     await h.session.close()
@@ -63,11 +69,7 @@ async def test_the_idle_timeout_counts_from_a_truncate_that_cuts_the_replys_play
     """A client that stops playing the reply (a stop button) and truncates it there: the agent fell silent at the
     truncate, so the idle timeout counts from it, not from when all of the reply would have played."""
     h = Harness(Engines(FakeVad(), FakeRecognizer(("hello",)), FakeLanguageModel(filler=FILLER), FakeSynthesizer()))
-    armed: list[int] = []
-    h.session.timers.arm_idle = armed.append  # type: ignore[method-assign]
-    item_id = await _finished_reply_still_playing(
-        h, {"audio": {"input": {"turn_detection": {"type": "server_vad", "idle_timeout_ms": 5000}}}})
-    audio_ms = h.session.conversation.get(item_id).audio_ms
+    armed, item_id, audio_ms = await _idle_timer_over_a_reply_still_playing(h)
     assert audio_ms > 2000 and armed[-1] > 5000 + audio_ms - 500, (armed, audio_ms)
     await h.send(type="conversation.item.truncate", item_id=item_id, content_index=0, audio_end_ms=300)
     await h.drain(until="conversation.item.truncated")

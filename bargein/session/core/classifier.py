@@ -215,11 +215,11 @@ def classify(stats: SegmentStats, transcript: Transcript | None, *, during_reply
         if mine is not None:
             features.update(user_transcript=mine.text, room_words=mine.room_words,
                             user_level_above_floor_db=round(mine.level_db - noise_floor_db, 1))
+    loud = loud_level_db(stats.levels_db)  # the loud stretch's level: what the primed recognition heard
     if stats.speech_frames:
         features["user_level_db"] = round(features.get("user_level_above_floor_db", level_above_floor)
                                           + noise_floor_db, 1)
-        loud = loud_level_db(stats.levels_db)
-        features["loud_level_db"] = round(loud, 1)  # the loud stretch: what the primed recognition heard
+        features["loud_level_db"] = round(loud, 1)
         if user_level_db is not None:
             features["below_user_db"] = round(user_level_db - features["user_level_db"], 1)
         if user_loud_level_db is not None:
@@ -229,7 +229,6 @@ def classify(stats: SegmentStats, transcript: Transcript | None, *, during_reply
     if during_reply and spoken_in in (None, "en"):  # the listening model is English; others keep the rules
         second = None
         if primed is not None:  # its level is the loud stretch's: the user's own (the plain one may have failed)
-            loud = loud_level_db(stats.levels_db)
             second = primed_features(features, primed, loud - noise_floor_db, features.get("loud_below_user_db"))
             if (spoken := spoken_command(primed, second, "keeps_reply")) is not None:
                 features["command_probability"] = round(spoken[0], 3)  # the loud stretch, as the encoder heard it
