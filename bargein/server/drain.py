@@ -6,8 +6,9 @@ Timeline (``--drain-s`` D):
    and new ``/v1/realtime`` connections get an ``error`` and close 1013 (try again later). With
    ``--workers N`` the supervisor raises a shared flag before it signals the workers, so no worker accepts
    a session from then on, even one whose signal has not arrived yet.
-2. Live sessions go on; the drain waits until none has a reply in progress (or D seconds pass). Replies
-   already streaming finish and their audio goes out.
+2. Live sessions go on; the drain waits until none has a reply in progress or owed (or D seconds pass).
+   Replies already streaming finish and their audio goes out; a turn the user had just ended when the signal
+   came (still being recognised and judged) is answered too.
 3. A reply still live at the deadline is cancelled (``response.done`` ``cancelled``, as if the client
    had sent ``response.cancel``). Every session then gets a final ``error`` (code
    ``server_shutting_down``) saying why, and its WebSocket closes with 1001 (going away); a reply that
@@ -73,6 +74,12 @@ def replying(session: Any) -> bool:
     return getattr(session.machine, "active_response_id", None) is not None
 
 
+def owes_reply(session: Any) -> bool:
+    """True while ``session`` has a reply in progress or owed to a turn that has ended (the duplex machine's
+    :attr:`~bargein.session.core.machine_base.MachineBase.owes_reply`)."""
+    return bool(getattr(session.machine, "owes_reply", False)) or replying(session)
+
+
 class Drain:
     """The drain of one server: its state and the coroutine that carries it out."""
 
@@ -105,16 +112,16 @@ class Drain:
         log.info("drain +%.2f s: %s", self.timeline[-1][0], what)
 
     async def run(self) -> None:
-        """Wait for live replies (up to ``drain_s``), then close every session with 1001."""
+        """Wait for live and owed replies (up to ``drain_s``), then close every session with 1001."""
         self.started_at = time.monotonic()
         self._mark(f"draining: {len(self.registry.live)} live session(s), up to {self.drain_s:.1f} s")
         deadline = self.started_at + self.drain_s
-        while any(replying(s) for s in list(self.registry.live)) and time.monotonic() < deadline \
+        while any(owes_reply(s) for s in list(self.registry.live)) and time.monotonic() < deadline \
                 and not self.hurry.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.hurry.wait(), 0.05)
-        busy = sum(replying(s) for s in list(self.registry.live))
-        self._mark("replies finished" if busy == 0 else f"deadline: {busy} reply(ies) still live")
+        busy = sum(owes_reply(s) for s in list(self.registry.live))
+        self._mark("replies finished" if busy == 0 else f"deadline: {busy} reply(ies) still live or owed")
         sessions = list(self.registry.live)
         await asyncio.gather(*(self._close(session) for session in sessions), return_exceptions=True)
         self._mark(f"closed {len(sessions)} session(s) with {GOING_AWAY}")

@@ -76,6 +76,15 @@ class MachineBase:
         """The only reply whose output may reach the client (while it is not paused)."""
         return self._reply.response_id if self._reply else None
 
+    @property
+    def owes_reply(self) -> bool:
+        """A reply is in progress, or one will start without the client asking for it: a committed turn is still
+        being judged, or is judged and waits its turn to be answered (what a graceful drain waits for)."""
+        if self._reply is not None:
+            return True
+        automatic = self.settings.vad and self.settings.create_response
+        return automatic and (self._unanswered or bool(self._awaiting))
+
     def _maybe_answer(self) -> None:
         """Start the answer owed once nothing stands in its way (a turn spoken or judged, a live reply); with
         nothing owed, arm the idle prompt that turns ending in nothing left owed."""
