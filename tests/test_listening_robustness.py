@@ -17,6 +17,7 @@ from bargein.listening_model.own_voice import loud_speech_probability
 from bargein.listening_model.user_words import user_words, word_level_db
 from bargein.session.core.classifier import SegmentStats, classify, normalise, sound_not_words
 from bargein.session.core.segment_book import SegmentBook
+from bargein.session.core.settings import Endpointing
 
 FRAME_MS = 32.0
 NAN, INF = float("nan"), float("inf")
@@ -64,6 +65,19 @@ def test_a_zero_length_word_on_a_frame_boundary_is_the_user_s() -> None:
     # beyond the recorded frames a word is still unplaced
     assert word_level_db(levels, FRAME_MS, 0.0, WordTiming("later", 640.0, 640.0)) is None
     assert word_level_db(levels, FRAME_MS, 0.0, WordTiming("before", -100.0, -50.0)) is None
+
+
+def test_every_word_of_the_longest_turn_is_placed() -> None:
+    """A turn runs up to ``max_turn_ms`` before it is committed as it stands: its last words are still the
+    user's, not left unplaced past the frames kept and counted as the room's."""
+    longest_ms = Endpointing().max_turn_ms
+    stats = SegmentStats()
+    for _ in range(math.ceil(longest_ms / FRAME_MS)):
+        stats.add(0.9, -20.0, FRAME_MS)
+    words = (WordTiming("Tell", 0.0, 300.0), WordTiming("me", 300.0, 500.0),
+             WordTiming("more.", longest_ms - 600.0, longest_ms - 200.0))
+    mine = user_words(stats.levels_db, FRAME_MS, 0.0, words)
+    assert mine is not None and mine.text == "Tell me more." and mine.room_words == 0
 
 
 def test_non_finite_word_timings_are_unplaced_not_a_crash() -> None:

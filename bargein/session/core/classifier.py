@@ -78,8 +78,10 @@ _LAUGH = re.compile(r"(?:[a-z]{0,2}-?)?(?:h[aeiou]-?){2,}h?")
 _VOWEL = re.compile(r"[aeiouy0-9]")
 SILENT_DB = -100.0
 """The level of a frame whose measure is not a finite number (as a frame without energy is reported)."""
-MAX_LEVEL_FRAMES = 1000
-"""Frame levels kept per segment: 32 s of 32 ms frames; a longer segment's later words go unplaced."""
+MAX_LEVEL_FRAMES = 2000
+"""Frame levels kept per segment: 64 s of Silero's 32 ms frames, every frame of the longest turn (``max_turn_ms``,
+60 s, committed as it stands), so that no word of a long turn goes unplaced and counts as the room's (1,000
+frames left the last 28 s of a 60 s turn to the room)."""
 
 
 @dataclass
