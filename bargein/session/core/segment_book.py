@@ -96,10 +96,12 @@ class SegmentBook:
         verdict = classify(segment.stats, transcript, during_reply=during_reply, noise_floor_db=segment.floor_db,
                            user_level_db=self.user_level_db, user_loud_level_db=self.user_loud_level_db, primed=primed)
         level = verdict.features.get("user_level_db")
-        loud = reference_loud_level_db(segment.stats.levels_db, segment.stats.probabilities, segment.stats.threshold)
-        if not during_reply and verdict.decision == "query" and level is not None and loud is not None:
-            self.user_level_db = _towards(self.user_level_db, level)
-            self.user_loud_level_db = _towards(self.user_loud_level_db, loud)
+        if not during_reply and verdict.decision == "query" and level is not None:  # a turn the user spoke alone
+            stats = segment.stats
+            loud = reference_loud_level_db(stats.levels_db, stats.probabilities, stats.threshold)
+            if loud is not None:
+                self.user_level_db = _towards(self.user_level_db, level)
+                self.user_loud_level_db = _towards(self.user_loud_level_db, loud)
         return verdict
 
     def guess(self, item_id: str, transcript: Transcript | None, *, during_reply: bool,
