@@ -1,7 +1,8 @@
 """Closed spoken replies the client may still be playing, until it has played each or the user cut it.
 
-A reply's ``response.done`` can go out while the client still holds seconds of its audio (all of a reply
-shorter than the output lead, or any reply when the lead is long). How much of it was heard is then not
+A reply's ``response.done`` can go out while the client still holds audio of it: the runner keeps a finished
+reply live while it plays for at most ``PLAYOUT_WAIT_S`` (a longer output lead, or a client whose deltas are slow
+to leave, outlasts that), and a failed reply closes at once. How much of it was heard is then not
 known: the user may still cut it. :class:`PlayingOut` keeps such replies and tells how much of each was
 heard once: in full when the client has had time to play its last sample, else where the user cut it
 (the client's truncate, or the server's playback estimate when no truncate follows within a grace period),

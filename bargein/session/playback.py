@@ -45,8 +45,8 @@ class Pacer:
     """Keeps a reply's audio at most ``lead_ms`` ahead of real-time playback.
 
     Sending a whole reply at once would leave it "done" on the server while the client still plays
-    it; pacing keeps the reply live until its last ``lead_ms``, so a barge-in cancels it for real and
-    the client never holds more than ``lead_ms`` of audio to throw away.
+    it; pacing keeps the client's buffer to ``lead_ms``, so it never holds more than that to throw away,
+    and the reply runner keeps the reply live while that last stretch plays.
     """
 
     lead_ms: float = 1000.0

@@ -2,9 +2,9 @@
 
 Each reply is one :class:`LiveReply`. Its pipeline (LLM -> TTS) runs as a task and hands every piece of
 text and audio to the machine (``ReplyText`` / ``ReplyAudio``); only what the machine forwards is sent.
-Pacing keeps a reply at most ``output_lead_ms`` ahead of real-time playback, so a barge-in cancels it
-for real rather than after ``response.done`` (the client may still be playing), and a pause stops it
-at the sample the client had reached.
+Pacing keeps a reply at most ``output_lead_ms`` ahead of real-time playback, and a reply whose words are
+all out stays live while the client plays that last stretch, so a barge-in pauses or cancels it for real
+rather than after ``response.done``, and a pause stops it at the sample the client had reached.
 """
 
 from __future__ import annotations
@@ -45,6 +45,10 @@ Progress = Callable[[str, str, int], None]
 Closed = Callable[[str, str, float, float, bool, bool], None]
 """``(response_id, status, sent_ms, heard_ms, output_queued, playing)``: a reply's ``response.done`` went out
 (:meth:`~bargein.session.observers.SessionObserver.on_reply_closed`)."""
+PLAYOUT_WAIT_S = 2.0
+"""How long a reply whose words are all out stays live while the client plays its audio, by default (the default lead
+is 1 s; a client that stops reading, or a longer lead, ends it before its playback does)."""
+PLAYOUT_POLL_S = 0.05
 TIMED_OUT = "(no result: the client did not answer the call in time)"
 
 
@@ -70,6 +74,8 @@ class ReplyRunner:
         self.progress = progress
         self.closed = closed
         self.output_lead_ms = output_lead_ms
+        self.playout_wait_s = PLAYOUT_WAIT_S
+        """How long a reply whose words are all out stays live while the client plays it (pauses not counted)."""
         self.live: dict[str, LiveReply] = {}
         self.recent: deque[LiveReply] = deque(maxlen=RECENT_REPLIES)
         self.tasks: set[asyncio.Task[None]] = set()
@@ -139,6 +145,7 @@ class ReplyRunner:
                                  config.audio.output.speed, prefetched.spoken if prefetched is not None else None,
                                  truncation=config.truncation_options())
             await self.pipeline.run(plan, ReplySink(self, reply), reply.cancel)
+            await self._played_out(reply)
         except Exception as error:
             failed = True
             if isinstance(error, ProtocolError) and not isinstance(error, EngineFailure):
@@ -157,6 +164,30 @@ class ReplyRunner:
         finally:
             if not reply.ended:
                 self.feed(v.ReplyFinished(reply.response_id, failed=failed))
+
+    async def _played_out(self, reply: LiveReply) -> None:
+        """Keep a spoken reply live while the client plays what pacing sent ahead (its last ``output_lead_ms``), at
+        most ``playout_wait_s`` (pauses not counted). Till then the user may still pause it: a cough there resumes
+        it from the cut (an OpenAI client stops playing at ``speech_started``), a question cancels it where it was
+        heard. A reply the client stopped by itself (a truncate short of its end) ends at once; one the client still
+        plays past the wait (a long lead) is followed by :class:`~bargein.session.play_out.PlayingOut`."""
+        item = reply.state.item
+        loop = asyncio.get_running_loop()
+        deadline: float | None = None
+        while reply.state.audio and not reply.ended:
+            if not reply.gate.is_set():
+                await reply.gate.wait()
+                deadline = None  # resumed: the tail goes out again
+                continue
+            if item.heard_ms is not None and item.heard_ms < item.audio_ms:
+                return
+            left_s = (item.audio_ms - reply.playback.heard_ms()) / 1000.0
+            now = loop.time()
+            if deadline is None:
+                deadline = now + self.playout_wait_s
+            if left_s <= 0.001 or now >= deadline:
+                return
+            await asyncio.sleep(min(left_s, deadline - now, PLAYOUT_POLL_S))  # a client's truncate ends it
 
     def _last_user_unheard(self) -> bool:
         user_items = [item for item in self.conversation if item.role == "user"]
