@@ -405,3 +405,53 @@ def test_a_guess_that_reads_as_a_query_prefetches_a_reply_unless_one_is_playing(
     text_only.frames(0.9, 640, energy_db=-25.0)
     text_only.silence(64)
     assert text_only.feed(dx.GuessTranscribed("item_1", Transcript("What time is it?"))) == []
+
+
+def _yes_over(t: Listening, *, playing_out: bool) -> tuple[str, list[dx.Action]]:
+    """The agent speaks (or, ``playing_out``, has all its words out and the client plays the last stretch); the user
+    says a clear "Yes." over it: the reply and what the machine decided at the verdict."""
+    reply = t.agent_speaking()
+    if playing_out:
+        assert t.feed(dx.ReplyPlayingOut(reply)) == []
+    t.frames(0.02, 320, energy_db=-60.0)  # the room
+    onset = t.frames(0.9, 480, energy_db=-25.0)
+    assert of(onset, dx.PauseReply), "speech pauses the reply, its last stretch included"
+    item = of(t.silence(544), dx.AwaitClassification)[0].item_id
+    return reply, t.feed(dx.SegmentTranscribed(item, Transcript("Yes.", avg_logprob=-0.2)))
+
+
+def test_a_yes_while_the_agent_speaks_acknowledges_it_and_the_reply_resumes() -> None:
+    reply, decided = _yes_over(Listening(), playing_out=False)
+    assert [type(a) for a in decided] == [dx.ReportSegment, dx.DiscardSegment, dx.ResumeReply]
+    assert decided[-1] == dx.ResumeReply(reply)
+
+
+def test_a_yes_begun_while_the_reply_plays_out_answers_the_agent_and_cancels_the_paused_rest() -> None:
+    """Every word of the reply is out and the client plays its last second (often a question): a "yes" overlapping it
+    is the user's answer, as it would be a moment later, and the paused rest of the reply is cancelled."""
+    t = Listening()
+    reply, decided = _yes_over(t, playing_out=True)
+    report = of(decided, dx.ReportSegment)[0]
+    assert report.verdict.decision == "query" and not report.verdict.features["during_reply"]
+    assert of(decided, dx.CancelReply) == [dx.CancelReply(reply, "turn_detected")]
+    assert of(decided, dx.StartReply), "the answer starts"
+
+
+def test_a_cough_while_the_reply_plays_out_resumes_it() -> None:
+    t = Listening()
+    reply = t.agent_speaking()
+    t.feed(dx.ReplyPlayingOut(reply))
+    assert [a.response_id for a in of(t.speech(96), dx.PauseReply)] == [reply]
+    item = of(t.silence(544), dx.AwaitClassification)[0].item_id
+    decided = t.feed(dx.SegmentTranscribed(item, Transcript("", no_speech_prob=0.9)))
+    assert [type(a) for a in decided] == [dx.ReportSegment, dx.DiscardSegment, dx.ResumeReply]
+    assert of(t.feed(dx.ReplyFinished(reply)), dx.CompleteReply) == [dx.CompleteReply(reply, "completed")]
+
+
+def test_a_reply_playing_out_is_finished_by_its_end_not_by_the_notice() -> None:
+    t = Listening()
+    reply = t.agent_speaking()
+    t.feed(dx.ReplyPlayingOut(reply))
+    assert t.machine.active_response_id == reply and t.machine.phase is dx.Phase.AGENT_SPEAKING
+    assert t.feed(dx.ReplyPlayingOut("resp_gone")) == [], "a reply no longer live: nothing to do"
+    assert of(t.feed(dx.ReplyFinished(reply)), dx.CompleteReply) == [dx.CompleteReply(reply, "completed")]

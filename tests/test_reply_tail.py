@@ -7,6 +7,7 @@ import base64
 from typing import Any
 
 import numpy as np
+import pytest
 
 from bargein.audio.codecs import float_to_int16
 from bargein.engines.base import Engines
@@ -77,10 +78,13 @@ async def test_a_cough_while_the_client_plays_a_finished_reply_resumes_it_from_t
     await h.session.close()
 
 
-async def test_a_question_while_the_client_plays_a_finished_reply_cancels_it_where_it_was_heard() -> None:
-    full = await _full_reply(Engines(FakeVad(), FakeRecognizer(("what time is it",)), FakeLanguageModel(),
-                                     FakeSynthesizer()))
-    h = Harness(Engines(FakeVad(), FakeRecognizer(("what time is it",)), FakeLanguageModel(), FakeSynthesizer()))
+@pytest.mark.parametrize("words", ["what time is it", "yes"])
+async def test_words_while_the_client_plays_a_finished_reply_cancel_it_where_it_was_heard_and_are_answered(
+        words: str) -> None:
+    """A question, or a "yes" overlapping the reply's last second (an answer to the agent, not an acknowledgement:
+    the agent's words were all out)."""
+    full = await _full_reply(Engines(FakeVad(), FakeRecognizer((words,)), FakeLanguageModel(), FakeSynthesizer()))
+    h = Harness(Engines(FakeVad(), FakeRecognizer((words,)), FakeLanguageModel(), FakeSynthesizer()))
     response_id, item_id = await _all_sent(h, full)
     await _speak(h, float_to_int16((0.3 * np.sin(np.arange(24_000) / 4)).astype(np.float32)).tobytes())
     await h.drain(until="bargein.reply.paused")

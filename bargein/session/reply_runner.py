@@ -172,6 +172,8 @@ class ReplyRunner:
         heard. A reply the client stopped by itself (a truncate short of its end) ends at once; one the client still
         plays past the wait (a long lead) is followed by :class:`~bargein.session.play_out.PlayingOut`."""
         item = reply.state.item
+        if reply.state.audio and not reply.ended:
+            self.feed(v.ReplyPlayingOut(reply.response_id))
         loop = asyncio.get_running_loop()
         deadline: float | None = None
         while reply.state.audio and not reply.ended:

@@ -50,7 +50,7 @@ class DuplexMachine(ClientRequests):
                 self._on_classified(event.item_id, event.decision, event.verdict)
             case v.SegmentTranscribed():
                 if event.item_id in self._awaiting and (verdict := self.segments.judge(
-                        event.item_id, event.transcript, during_reply=self._reply is not None, primed=event.primed,
+                        event.item_id, event.transcript, during_reply=self._over_reply, primed=event.primed,
                         primed_pending=event.primed_pending)) is not None:
                     self._on_classified(event.item_id, verdict.decision, verdict)
             case v.PauseTimerFired():
@@ -75,6 +75,9 @@ class DuplexMachine(ClientRequests):
                 if how == "forward" and reply is not None and isinstance(event, v.ReplyAudio):
                     reply.has_audio = True
                 self._emit(admit(event, how))
+            case v.ReplyPlayingOut():
+                if self._reply is not None and self._reply.response_id == event.response_id:
+                    self._reply.playing_out = True
             case v.ReplyFinished():
                 self._on_reply_finished(event)
             case v.IdleTimerFired():
@@ -149,8 +152,9 @@ class DuplexMachine(ClientRequests):
     def _begin_turn(self, onset_ms: float, settings: TurnSettings) -> None:
         reply = self._reply
         start_ms = max(0.0, onset_ms - settings.endpointing.prefix_padding_ms, self._heard_from_ms)
-        turn = self._turn = Turn(self.new_id("item"), onset_ms, start_ms, during_reply=reply is not None)
-        self.segments.begin(turn.item_id, threshold=settings.endpointing.threshold, during_reply=reply is not None,
+        over_reply = self._over_reply
+        turn = self._turn = Turn(self.new_id("item"), onset_ms, start_ms, during_reply=over_reply)
+        self.segments.begin(turn.item_id, threshold=settings.endpointing.threshold, during_reply=over_reply,
                             offset_ms=onset_ms - start_ms)
         self._emit(v.DisarmIdleTimer())
         self._idle.suspend()  # owed again if this turn ends in nothing
@@ -207,7 +211,9 @@ class DuplexMachine(ClientRequests):
             self._maybe_answer()
             return
         self._unanswered = True
-        cuts = reply is not None and owed.during_reply and self.settings.interruption.enabled
+        # a turn begun while the reply played out its last stretch is judged as one after it, but it paused the reply
+        cuts = (reply is not None and (owed.during_reply or (reply.paused and reply.playing_out))
+                and self.settings.interruption.enabled)
         if verdict is not None:
             self._emit(v.ReportSegment(item_id, verdict, "cut the reply and answer" if cuts else
                                        "answer (it cut the reply at its first pause)" if cut_early else "answer"))
@@ -231,7 +237,7 @@ class DuplexMachine(ClientRequests):
         if event.primed is not None or event.transcript is None or not (
                 settings.vad and settings.create_response and settings.speculation.prefetch_reply):
             return  # (the plain guess, which a reply would quote, came first and was weighed then)
-        verdict = self.segments.guess(event.item_id, event.transcript, during_reply=self._reply is not None)
+        verdict = self.segments.guess(event.item_id, event.transcript, during_reply=self._over_reply)
         # over a paused reply too: a query will cancel it at the cut point the prompt is built with
         if verdict is not None and verdict.decision == "query" and (self._reply is None or self._reply.paused):
             self._emit(v.PrefetchReply(event.item_id, event.transcript.text.strip()))

@@ -137,6 +137,12 @@ class MachineBase:
             self._emit(arm)
 
     @property
+    def _over_reply(self) -> bool:
+        """Speech now is spoken over the agent: a reply is live and not merely playing out its last stretch (a turn
+        begun then is judged as one after the reply: "yes" answers the agent, it does not acknowledge it)."""
+        return self._reply is not None and not self._reply.playing_out
+
+    @property
     def _user_busy(self) -> bool:
         """The user is speaking, or a segment of theirs is being judged."""
         return self._turn is not None or bool(self._awaiting)

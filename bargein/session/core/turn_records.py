@@ -32,3 +32,5 @@ class Reply:
     has_audio: bool = False
     paused: bool = False
     generation_done: bool = False
+    playing_out: bool = False
+    """Its words are all out: the client plays the last stretch (the ``ReplyPlayingOut`` event)."""

@@ -104,8 +104,17 @@ class AudioAppended:
 
 
 @dataclass(frozen=True)
+class ReplyPlayingOut:
+    """Every word of a spoken reply is out; the client still plays the audio pacing sent ahead of it. Speech now
+    pauses the reply as before (a cough resumes it from the cut), but is judged as a turn after the reply: an
+    overlapping "yes" answers the agent rather than acknowledging it."""
+
+    response_id: str
+
+
+@dataclass(frozen=True)
 class ReplyFinished:
-    """A reply's generation ended by itself (all its audio has been fed)."""
+    """A reply ended by itself: generated, and (a spoken one) played by the client as far as the server waits for."""
 
     response_id: str
     failed: bool = False
@@ -139,9 +148,9 @@ class PlaybackCut:
 
 
 Event = (VadFrame | AudioAppended | ClientCommit | ClientClear | ClientResponseCreate | ClientResponseCancel
-         | ReplyAudio | ReplyText | ReplyFinished | IdleTimerFired | SettingsChanged | SegmentClassified
-         | SegmentTranscribed | GuessTranscribed | PartialTranscript | PauseTimerFired | TurnEndScored | ToolWait
-         | PlaybackCut)
+         | ReplyAudio | ReplyText | ReplyPlayingOut | ReplyFinished | IdleTimerFired | SettingsChanged
+         | SegmentClassified | SegmentTranscribed | GuessTranscribed | PartialTranscript | PauseTimerFired
+         | TurnEndScored | ToolWait | PlaybackCut)
 
 
 # --- actions (outputs) --------------------------------------------------------------------------------
