@@ -455,3 +455,19 @@ def test_a_reply_playing_out_is_finished_by_its_end_not_by_the_notice() -> None:
     assert t.machine.active_response_id == reply and t.machine.phase is dx.Phase.AGENT_SPEAKING
     assert t.feed(dx.ReplyPlayingOut("resp_gone")) == [], "a reply no longer live: nothing to do"
     assert of(t.feed(dx.ReplyFinished(reply)), dx.CompleteReply) == [dx.CompleteReply(reply, "completed")]
+
+
+def test_answers_overlapping_the_last_stretch_of_replies_are_not_counted_as_barge_ins() -> None:
+    """Quick questions and answers, each "yes" overlapping the agent's last words: three within 10 s cancel three
+    paused tails, but the storm guard counts no barge-in (the agent's words were all out)."""
+    t = Listening()
+    reply = t.agent_speaking()
+    for _ in range(3):
+        t.feed(dx.ReplyPlayingOut(reply))
+        t.frames(0.9, 480, energy_db=-25.0)
+        item = of(t.silence(544), dx.AwaitClassification)[0].item_id
+        decided = t.feed(dx.SegmentTranscribed(item, Transcript("Yes.", avg_logprob=-0.2)))
+        assert of(decided, dx.CancelReply) == [dx.CancelReply(reply, "turn_detected")]
+        reply = of(decided, dx.StartReply)[0].response_id
+        t.feed(dx.ReplyAudio(reply, "a"))
+    assert t.now_ms < 10_000 and not of(t.actions, dx.ModeChanged)

@@ -4,14 +4,16 @@ until it is played, so a cough there resumes it from the cut and a question canc
 from __future__ import annotations
 
 import base64
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import numpy as np
 import pytest
 
 from bargein.audio.codecs import float_to_int16
-from bargein.engines.base import Engines
+from bargein.engines.base import CancelToken, ChatMessage, Engines, GenerationOptions, ReplyPiece
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
+from bargein.engines.think.tool_calls import offered_tools, resolve_call
 from tests.test_session import Harness, SilentRecognizer, _reply_audio
 
 ASK = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "talk"}]}
@@ -45,6 +47,15 @@ async def _all_sent(h: Harness, full: bytes) -> tuple[str, str]:
 async def _speak(h: Harness, sound: bytes) -> None:
     for offset in range(0, len(sound), 960):
         await h.send(type="input_audio_buffer.append", audio=base64.b64encode(sound[offset:offset + 960]).decode())
+
+
+class ToolCallingModel(FakeLanguageModel):
+    """Says it will look, then calls the client's ``get_weather``."""
+
+    async def stream_reply(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
+                           options: GenerationOptions | None = None) -> AsyncIterator[ReplyPiece]:
+        yield "Let me look that up."
+        yield resolve_call('{"city": "Oslo"}', offered_tools(options or GenerationOptions()), name="get_weather")
 
 
 def _done(h: Harness, response_id: str) -> list[dict[str, Any]]:
@@ -113,4 +124,37 @@ async def test_a_client_that_stops_a_finished_reply_by_itself_ends_it_at_once_wh
     reply = next(r for r in h.session.replies.recent if r.response_id == response_id)
     assert reply.playback.heard_ms() < reply.playback.sent_ms, "done before the estimate had it played out"
     assert h.session.conversation.get(item_id).heard_ms == 200
+    await h.session.close()
+
+
+async def test_a_response_create_right_behind_a_truncate_of_a_reply_playing_out_is_served() -> None:
+    """A client that interrupts with a truncate and no ``response.cancel``, then asks at once: the truncate ended the
+    reply playing out, so the new request finds no reply in progress."""
+    full = await _full_reply(Engines(FakeVad(), SilentRecognizer(), FakeLanguageModel(), FakeSynthesizer()))
+    h = Harness(Engines(FakeVad(), SilentRecognizer(), FakeLanguageModel(), FakeSynthesizer()))
+    response_id, item_id = await _all_sent(h, full)
+    await h.send(type="conversation.item.truncate", item_id=item_id, content_index=0, audio_end_ms=100)
+    await h.send(type="conversation.item.create", item=ASK)
+    await h.send(type="response.create")
+    await h.drain(until="response.created", timeout=30)
+    assert not [e for e in h.events if e["type"] == "error"], [e for e in h.events if e["type"] == "error"]
+    (done,) = _done(h, response_id)
+    assert done["response"]["status"] == "completed"
+    await h.session.close()
+
+
+async def test_a_reply_that_calls_a_client_tool_is_done_without_waiting_for_its_playback() -> None:
+    """The client sends the call's output and the next ``response.create`` only at ``response.done``: that must not
+    wait for the spoken preamble to play out."""
+    tools = [{"type": "function", "name": "get_weather", "description": "the weather",
+              "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]
+    h = Harness(Engines(FakeVad(), SilentRecognizer(), ToolCallingModel(), FakeSynthesizer()))
+    await h.send(type="session.update", session={"type": "realtime", "tools": tools})
+    await h.send(type="conversation.item.create", item=ASK)
+    await h.send(type="response.create")
+    await h.drain(until="response.done", timeout=30)
+    done = h.events[-1]["response"]
+    assert [o["type"] for o in done["output"]] == ["message", "function_call"]
+    reply = next(r for r in h.session.replies.recent if r.response_id == done["id"])
+    assert reply.playback.heard_ms() < reply.playback.sent_ms, "done while the client still plays the preamble"
     await h.session.close()

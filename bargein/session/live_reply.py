@@ -58,6 +58,8 @@ class LiveReply:
     gate: asyncio.Event = field(default_factory=asyncio.Event)
     """Set while the pipeline may produce; cleared while paused."""
     ended: bool = False
+    playing_out: bool = False
+    """Every word is out; the reply stays live while the client plays its last stretch."""
 
     def __post_init__(self) -> None:
         self.gate.set()

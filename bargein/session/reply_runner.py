@@ -169,14 +169,18 @@ class ReplyRunner:
         """Keep a spoken reply live while the client plays what pacing sent ahead (its last ``output_lead_ms``), at
         most ``playout_wait_s`` (pauses not counted). Till then the user may still pause it: a cough there resumes
         it from the cut (an OpenAI client stops playing at ``speech_started``), a question cancels it where it was
-        heard. A reply the client stopped by itself (a truncate short of its end) ends at once; one the client still
-        plays past the wait (a long lead) is followed by :class:`~bargein.session.play_out.PlayingOut`."""
+        heard. A reply the client stopped by itself (a truncate short of its end) ends at once (:meth:`truncated`);
+        one the client still plays past the wait (a long lead) is followed by
+        :class:`~bargein.session.play_out.PlayingOut`. A reply that called a client's tools does not wait: the client
+        sends their outputs and asks for the next reply once it has this one's ``response.done``."""
         item = reply.state.item
-        if reply.state.audio and not reply.ended:
-            self.feed(v.ReplyPlayingOut(reply.response_id))
+        if not reply.state.audio or reply.ended or reply.state.calls:
+            return  # a client owes the calls' outputs and asks for the next reply only at this one's response.done
+        self.feed(v.ReplyPlayingOut(reply.response_id))
+        reply.playing_out = True
         loop = asyncio.get_running_loop()
         deadline: float | None = None
-        while reply.state.audio and not reply.ended:
+        while not reply.ended:
             if not reply.gate.is_set():
                 await reply.gate.wait()
                 deadline = None  # resumed: the tail goes out again
@@ -190,6 +194,16 @@ class ReplyRunner:
             if left_s <= 0.001 or now >= deadline:
                 return
             await asyncio.sleep(min(left_s, deadline - now, PLAYOUT_POLL_S))  # a client's truncate ends it
+
+    def truncated(self, item_id: str) -> None:
+        """The client truncated ``item_id``. A reply of it that is only playing out its last stretch, not paused (a
+        pause waits for its verdict), was stopped by the client: it ends now, so a ``response.create`` sent right
+        behind the truncate finds no reply in progress."""
+        for reply in list(self.live.values()):
+            item = reply.state.item
+            if (reply.playing_out and reply.pause is None and item.id == item_id and item.heard_ms is not None
+                    and item.heard_ms < item.audio_ms):
+                self.feed(v.ReplyFinished(reply.response_id))
 
     def _last_user_unheard(self) -> bool:
         user_items = [item for item in self.conversation if item.role == "user"]

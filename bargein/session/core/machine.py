@@ -217,8 +217,10 @@ class DuplexMachine(ClientRequests):
         if verdict is not None:
             self._emit(v.ReportSegment(item_id, verdict, "cut the reply and answer" if cuts else
                                        "answer (it cut the reply at its first pause)" if cut_early else "answer"))
-        if cuts:
+        if cuts and owed.during_reply:
             self._barge_in()
+        elif cuts:  # words over the last stretch the client played: an answer overlapping it, no barge-in to count
+            self._cancel_active("turn_detected")
         self._maybe_answer()
 
     def _barge_in(self) -> None:
