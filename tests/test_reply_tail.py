@@ -158,3 +158,18 @@ async def test_a_reply_that_calls_a_client_tool_is_done_without_waiting_for_its_
     reply = next(r for r in h.session.replies.recent if r.response_id == done["id"])
     assert reply.playback.heard_ms() < reply.playback.sent_ms, "done while the client still plays the preamble"
     await h.session.close()
+
+
+async def test_a_response_create_while_a_reply_plays_out_ends_it_and_starts_the_new_one() -> None:
+    """A client that asks for a reply (a typed message, say) once the last one's words are all out, as it may once the
+    hosted API has said ``response.done``: the reply playing out is done, completed, and the new one starts."""
+    full = await _full_reply(Engines(FakeVad(), SilentRecognizer(), FakeLanguageModel(), FakeSynthesizer()))
+    h = Harness(Engines(FakeVad(), SilentRecognizer(), FakeLanguageModel(), FakeSynthesizer()))
+    response_id, _ = await _all_sent(h, full)
+    await h.send(type="conversation.item.create", item=ASK)
+    await h.send(type="response.create")
+    await h.drain(until="response.created", timeout=30)
+    assert not [e for e in h.events if e["type"] == "error"]
+    (done,) = _done(h, response_id)
+    assert done["response"]["status"] == "completed"
+    await h.session.close()

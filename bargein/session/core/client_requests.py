@@ -38,6 +38,8 @@ class ClientRequests(MachineBase):
             self._maybe_answer()
 
     def _on_client_create(self, event: v.ClientResponseCreate) -> None:
+        if self._reply is not None and self._reply.playing_out and not self._reply.paused:
+            self._complete(self._reply, failed=False)  # only played out, its words all said: done, as clients expect
         if self._reply is not None:
             self._emit(v.Reject(rejections.reply_in_progress(self._reply.response_id, event.event_id)))
             return
