@@ -471,3 +471,35 @@ def test_answers_overlapping_the_last_stretch_of_replies_are_not_counted_as_barg
         reply = of(decided, dx.StartReply)[0].response_id
         t.feed(dx.ReplyAudio(reply, "a"))
     assert t.now_ms < 10_000 and not of(t.actions, dx.ModeChanged)
+
+
+def test_confirm_mode_tells_the_client_of_speech_over_the_reply_only_once_it_pauses_the_reply() -> None:
+    """OpenAI's clients stop playing at ``speech_started``. In confirm mode speech over the agent must last 600 ms to
+    pause it, so its ``speech_started`` waits until then (with its real onset), and a short sound the reply talks
+    through is never told at all: the client plays on, as the server does."""
+    t = Listening()
+    reply = _confirm_mode(t)
+    short_onset = t.now_ms
+    started = of(t.speech(320), dx.SpeechStarted)
+    assert [(a.told, a.cuts_playing) for a in started] == [(False, False)]
+    ended = t.silence(1056)
+    assert [a.told for a in of(ended, dx.SpeechStopped)] == [False] and not of(t.actions, dx.SpeechAnnounced)
+    short = of(ended, dx.AwaitClassification)[0].item_id
+    t.feed(dx.SegmentClassified(short, "query", ListenDecision("query", ("1 words of speech",))))
+    assert t.machine.active_response_id == reply, "ignored: the reply plays on"
+    onset = t.now_ms
+    long = t.speech(736)
+    announced = of(long, dx.SpeechAnnounced)
+    assert [a.audio_start_ms for a in announced] == [onset] and onset > short_onset
+    assert long.index(announced[0]) < long.index(of(long, dx.PauseReply)[0]), "told before the pause"
+    assert [a.told for a in of(t.silence(1056), dx.SpeechStopped)] == [True]
+
+
+def test_speech_held_back_in_confirm_mode_is_told_when_the_reply_it_spoke_over_ends() -> None:
+    t = Listening()
+    reply = _confirm_mode(t)
+    onset = t.now_ms
+    t.speech(320)
+    told = t.feed(dx.ReplyFinished(reply))
+    assert of(told, dx.SpeechAnnounced) == [dx.SpeechAnnounced(of(t.actions, dx.SpeechStarted)[-1].item_id, onset)]
+    assert [a.told for a in of(t.silence(1056), dx.SpeechStopped)] == [True]

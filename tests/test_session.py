@@ -314,6 +314,9 @@ async def test_the_segment_event_reports_what_the_machine_decided_in_confirm_mod
     assert h.events[-1]["item_id"] == segment["item_id"]
     done = [e["response"]["id"] for e in h.events if e["type"] == "response.done"]
     assert playing not in done, "the reply plays on"
+    started = [e["item_id"] for e in h.events if e["type"] in ("input_audio_buffer.speech_started",
+                                                               "input_audio_buffer.speech_stopped")]
+    assert segment["item_id"] not in started, "an OpenAI client, which stops playing at speech_started, plays on too"
     await h.session.close()
 
 

@@ -50,14 +50,18 @@ class ActionExecutor:
     def run(self, action: v.Action) -> None:
         """Carry out one action."""
         match action:
-            case v.SpeechStarted(item_id, start_ms, cuts_playing):
+            case v.SpeechStarted(item_id, start_ms, cuts_playing, told):
                 self.tracker.started(item_id, start_ms)
                 if cuts_playing:
                     self.replies.cut_playing()
+                if told:
+                    self._send("input_audio_buffer.speech_started", audio_start_ms=int(start_ms), item_id=item_id)
+            case v.SpeechAnnounced(item_id, start_ms):
                 self._send("input_audio_buffer.speech_started", audio_start_ms=int(start_ms), item_id=item_id)
-            case v.SpeechStopped(item_id, end_ms):
+            case v.SpeechStopped(item_id, end_ms, told):
                 self.tracker.stopped(item_id)
-                self._send("input_audio_buffer.speech_stopped", audio_end_ms=int(end_ms), item_id=item_id)
+                if told:
+                    self._send("input_audio_buffer.speech_stopped", audio_end_ms=int(end_ms), item_id=item_id)
             case v.SilenceBegan(item_id, at_ms, listen_span, urgent):
                 self.tracker.silence_began(item_id, at_ms, listen_span=listen_span, urgent=urgent)
             case v.ScoreTurnEnd(item_id, at_ms, optional):

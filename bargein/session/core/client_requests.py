@@ -20,6 +20,7 @@ class ClientRequests(MachineBase):
     machine.DuplexMachine`)."""
 
     def _on_client_commit(self, event: v.ClientCommit) -> None:
+        self._tell_speech()  # the client says it is a turn: it hears of the speech first
         turn, self._turn = self._turn, None
         if event.buffered_ms < MIN_COMMIT_MS and turn is None:
             self._emit(v.Reject(rejections.commit_too_small(MIN_COMMIT_MS, event.buffered_ms, event.event_id)))

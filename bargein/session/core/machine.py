@@ -158,7 +158,10 @@ class DuplexMachine(ClientRequests):
                             offset_ms=onset_ms - start_ms)
         self._emit(v.DisarmIdleTimer())
         self._idle.suspend()  # owed again if this turn ends in nothing
-        self._emit(v.SpeechStarted(turn.item_id, onset_ms, settings.interruption.enabled))
+        # confirm mode over the agent's words: no pause at the onset, so OpenAI's clients must not stop playing either
+        turn.told = not (over_reply and reply is not None and not reply.paused and settings.interruption.enabled
+                         and settings.listening.classify and self.storm.mode == "confirm")
+        self._emit(v.SpeechStarted(turn.item_id, onset_ms, settings.interruption.enabled and turn.told, turn.told))
         if reply is None or not settings.interruption.enabled:
             return
         if not settings.listening.classify:
@@ -170,7 +173,8 @@ class DuplexMachine(ClientRequests):
         """Commit the turn; ``unended``: at the longest turn, no endpoint having ended it (nothing says the user has
         finished, so it is judged but never answered)."""
         self._turn, self._heard_from_ms = None, now_ms
-        self._emit(v.SpeechStopped(turn.item_id, now_ms if turn.silence_since_ms is None else turn.silence_since_ms))
+        self._emit(v.SpeechStopped(turn.item_id, now_ms if turn.silence_since_ms is None else turn.silence_since_ms,
+                                   turn.told))
         span = self.segments.listen_span(turn.item_id, turn.onset_ms) if settings.listening.classify else None
         paused = self._reply if self._reply is not None and self._reply.paused else None  # it waits for the verdict
         self._emit(v.CommitBuffer(turn.item_id, turn.start_ms, now_ms, listen_span=span, urgent=paused is not None))

@@ -110,7 +110,15 @@ class MachineBase:
         self._emit(v.DisarmIdleTimer())
         self._emit(v.StartReply(self._reply.response_id, trigger, params))
 
+    def _tell_speech(self) -> None:
+        """The turn being spoken, held back from the client in confirm mode, is told now (it pauses the reply, the
+        reply ended, or the client committed it)."""
+        if (turn := self._turn) is not None and not turn.told:
+            turn.told = True
+            self._emit(v.SpeechAnnounced(turn.item_id, turn.onset_ms))
+
     def _pause(self, reply: Reply, turn: Turn) -> None:
+        self._tell_speech()
         reply.paused = True
         self._emit(v.PauseReply(reply.response_id, turn.item_id))
 
@@ -122,6 +130,7 @@ class MachineBase:
 
     def _complete(self, reply: Reply, *, failed: bool) -> None:
         self._reply = None
+        self._tell_speech()
         self._finished.append(reply.response_id)
         self._emit(v.CompleteReply(reply.response_id, "failed" if failed else "completed"))
         if not self._tool_wait:  # a tool's output owed is no silence
@@ -151,6 +160,7 @@ class MachineBase:
         assert self._reply is not None
         response_id = self._reply.response_id
         self._reply = None
+        self._tell_speech()
         self._finished.append(response_id)
         self._emit(v.CancelReply(response_id, reason))
 

@@ -22,6 +22,8 @@ class Turn:
     """The end-of-turn model was asked about the current silence."""
     heard: TurnEvidence = field(default_factory=TurnEvidence)
     speech_ms: float = 0.0
+    told: bool = True
+    """The client has been told of its ``speech_started`` (confirm mode holds it back over a live reply)."""
 
 
 @dataclass

@@ -165,6 +165,18 @@ class SpeechStarted:
     cuts_playing: bool = True
     """Speech interrupts the agent (``interrupt_response``): a finished reply the client may still be playing is
     cut where its playback stands. Off, the client plays it on and the history keeps all of it."""
+    told: bool = True
+    """The client hears of it now. Not in confirm mode over the agent's live reply, which the speech does not pause
+    at its onset: OpenAI's clients stop playing at ``speech_started``, so it is told (:class:`SpeechAnnounced`) only
+    once the speech pauses the reply, or the reply ends, and never for a cough the reply talks through."""
+
+
+@dataclass(frozen=True)
+class SpeechAnnounced:
+    """Emit the ``input_audio_buffer.speech_started`` a :class:`SpeechStarted` held back, with its onset."""
+
+    item_id: str
+    audio_start_ms: float
 
 
 @dataclass(frozen=True)
@@ -220,10 +232,11 @@ class SegmentAbandoned:
 
 @dataclass(frozen=True)
 class SpeechStopped:
-    """Emit ``input_audio_buffer.speech_stopped``."""
+    """Emit ``input_audio_buffer.speech_stopped`` (``told``: unless its ``speech_started`` was never told)."""
 
     item_id: str
     audio_end_ms: float
+    told: bool = True
 
 
 @dataclass(frozen=True)
@@ -388,8 +401,8 @@ class ModeChanged:
     reason: str
 
 
-Action = (SpeechStarted | SilenceBegan | ScoreTurnEnd | VoiceEnded | SpeechResumed | SegmentAbandoned | SpeechStopped
-          | CommitBuffer | ClearBuffer | TrimBuffer | StartReply | CancelReply | ForwardAudio | DropAudio | ForwardText
-          | HoldText | DropText | CompleteReply | ArmIdleTimer | DisarmIdleTimer | IdleTimeout | Reject | PauseReply
-          | HoldAudio | ResumeReply | ArmPauseTimer | AwaitClassification | ReportSegment | DiscardSegment
-          | PrefetchReply | ModeChanged)
+Action = (SpeechStarted | SpeechAnnounced | SilenceBegan | ScoreTurnEnd | VoiceEnded | SpeechResumed
+          | SegmentAbandoned | SpeechStopped | CommitBuffer | ClearBuffer | TrimBuffer | StartReply | CancelReply
+          | ForwardAudio | DropAudio | ForwardText | HoldText | DropText | CompleteReply | ArmIdleTimer
+          | DisarmIdleTimer | IdleTimeout | Reject | PauseReply | HoldAudio | ResumeReply | ArmPauseTimer
+          | AwaitClassification | ReportSegment | DiscardSegment | PrefetchReply | ModeChanged)
