@@ -74,3 +74,44 @@ async def test_the_drain_waits_for_the_answer_to_a_turn_that_had_just_ended() ->
     waited_s, what = drain.timeline[1]
     assert what == "replies finished" and waited_s >= 0.6, drain.timeline
     assert [event.event["error"]["code"] for event in session.outbound] == ["server_shutting_down"]
+
+
+class _Socket:
+    """A WebSocket that records when it was closed, against what the session had sent by then."""
+
+    def __init__(self, session: _Session) -> None:
+        self.session = session
+        self.sent_at_close: list[str] | None = None
+        self.scope: dict[str, Any] = {}
+
+    async def close(self, code: int, reason: str) -> None:
+        self.sent_at_close = [item.event["type"] for item in self.session.outbound]
+
+
+class _CancellingSession(_Session):
+    """A session whose client's ``response.cancel`` the drain sends is carried out by the machine."""
+
+    async def handle_message(self, text: str) -> None:
+        if (response_id := self.machine.active_response_id) is not None:
+            self.machine.feed(dx.ClientResponseCancel(response_id, None))
+            self.outbound.put(SimpleNamespace(event={"type": "response.done", "response": {"id": response_id}}))
+
+
+async def test_a_reply_begun_just_before_the_close_frame_is_cut_before_it() -> None:
+    """A turn judged while the session's last events were leaving starts a reply in the drain's final moments: the
+    reply is cancelled, its ``response.done`` out, before the close frame; never a reply left without an end."""
+    t, item_id = _turn_just_ended()
+    t.feed(dx.SegmentClassified(item_id, "noise"))  # nothing owed: the drain closes at once
+    session = _CancellingSession(t.machine)
+    socket = _Socket(session)
+    drain = Drain(SimpleNamespace(live={session}, sockets={session: socket}), drain_s=10.0)
+
+    async def a_turn_judged_meanwhile() -> None:
+        await asyncio.sleep(0.03)  # during the wait for the writer's last send
+        t.speech(640)
+        late = of(t.silence(544), dx.CommitBuffer)[0].item_id
+        assert of(t.feed(dx.SegmentClassified(late, "query")), dx.StartReply)
+
+    await asyncio.gather(drain.run(), a_turn_judged_meanwhile())
+    assert socket.sent_at_close == ["error", "response.done"], socket.sent_at_close
+    assert t.machine.active_response_id is None

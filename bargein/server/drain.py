@@ -44,6 +44,8 @@ GOING_AWAY = 1001
 FLUSH_S = 1.0
 """Longest wait for a session's queued events (the final error among them) to reach the socket."""
 SHUTDOWN_MESSAGE = "the server is shutting down; reconnect to continue"
+LAST_LOOKS = 5
+"""Most times a closing session is looked at again for a reply begun while its last events left (each one is cut)."""
 
 
 DRAIN_FLAG_FILE = "draining"
@@ -137,7 +139,12 @@ class Drain:
         # before the close frame instead of the client being left with a reply that never ends
         if await _cancel_reply(session):
             await _flush(session)
-        await asyncio.sleep(0.05)  # the writer's last send leaves before the close frame
+        for _ in range(LAST_LOOKS):
+            await asyncio.sleep(0.05)  # the writer's last send leaves before the close frame
+            # a reply begun during that wait is cut too; with no reply, nothing awaits between this look and the close
+            if not await _cancel_reply(session):
+                break
+            await _flush(session)
         if websocket is not None:
             try:
                 # a client that reads nothing has left the server's writes paused: the close frame would wait for it
