@@ -1,10 +1,11 @@
-"""How the executor carries out the machine's actions when a setting says not to interrupt (fake engines)."""
+"""How the executor carries out the machine's actions when a setting says not to interrupt, and the idle timer over a
+reply the client still plays (fake engines)."""
 
 from __future__ import annotations
 
 from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
-from tests.test_session import Harness, _say
+from tests.test_session import Harness, SilentRecognizer, _say
 
 TALK = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "talk"}]}
 FILLER = "and then it goes on for a good while longer so that there is plenty to interrupt."
@@ -75,4 +76,20 @@ async def test_the_idle_timeout_counts_from_a_truncate_that_cuts_the_replys_play
     await h.send(type="conversation.item.truncate", item_id=item_id, content_index=0, audio_end_ms=300)
     await h.drain(until="conversation.item.truncated")
     assert armed[-1] == 5000, (armed, audio_ms)
+    await h.session.close()
+
+
+async def test_a_late_truncate_of_a_reply_the_user_already_cut_does_not_restart_the_idle_timeout() -> None:
+    """The user coughed over a finished reply the client still played (the server took its playback as stopped
+    there), the cough was judged noise and the idle timer armed from that verdict; the client's truncate comes after
+    all that: the agent fell silent at the cough, not at the truncate, so the timer is not started over."""
+    h = Harness(Engines(FakeVad(), SilentRecognizer(), FakeLanguageModel(filler=FILLER), FakeSynthesizer()))
+    armed, item_id, _ = await _idle_timer_over_a_reply_still_playing(h)
+    await _say(h, 0.2, 0.8)
+    await h.drain(until="bargein.listen.segment")
+    assert h.events[-1]["decision"] == "noise" and armed[-1] == 5000, armed
+    before = list(armed)
+    await h.send(type="conversation.item.truncate", item_id=item_id, content_index=0, audio_end_ms=300)
+    await h.drain(until="conversation.item.truncated")
+    assert armed == before, (armed, before)
     await h.session.close()

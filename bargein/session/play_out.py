@@ -33,6 +33,8 @@ class PlayingOut:
         self.heard = heard
         self.replies: dict[str, LiveReply] = {}
         self._due: dict[str, asyncio.TimerHandle] = {}
+        self._cut: set[str] = set()
+        """Replies held here whose playback the server already took as stopped where the user spoke."""
 
     def add(self, reply: LiveReply) -> None:
         """``reply`` closed not cut short: it is heard in full only once the client has played it all."""
@@ -68,6 +70,7 @@ class PlayingOut:
             return
         if (due := self._due.pop(reply.response_id, None)) is not None:
             due.cancel()  # a play-out timer: the reply no longer plays to its end
+        self._cut.add(reply.response_id)
         self._due[reply.response_id] = asyncio.get_running_loop().call_later(CUT_GRACE_S, self.played, reply,
                                                                              heard_ms)
 
@@ -75,6 +78,7 @@ class PlayingOut:
         """The client's playback of ``reply`` ended (played out or cut) with ``heard_ms`` played: told once."""
         if self.replies.pop(reply.response_id, None) is None:
             return
+        self._cut.discard(reply.response_id)
         if (due := self._due.pop(reply.response_id, None)) is not None:
             due.cancel()
         if self.heard is not None:
@@ -89,12 +93,13 @@ class PlayingOut:
 
     def truncated(self, item_id: str) -> bool:
         """The client truncated ``item_id`` to its playback cursor: a reply it was playing was cut there. True when
-        it was one of the replies held here (its playback ended now, not where its audio ends)."""
+        it was one of the replies held here and the server had not already taken its playback as stopped where the
+        user spoke (its playback ended now, not where its audio ends: the idle timeout counts from now)."""
         cut = False
         for reply in list(self.replies.values()):
             if reply.state.item.id == item_id and reply.state.item.heard_ms is not None:
+                cut = cut or reply.response_id not in self._cut
                 self.played(reply, reply.state.item.heard_ms)
-                cut = True
         return cut
 
     def close(self) -> None:
