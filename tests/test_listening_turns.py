@@ -503,3 +503,27 @@ def test_speech_held_back_in_confirm_mode_is_told_when_the_reply_it_spoke_over_e
     told = t.feed(dx.ReplyFinished(reply))
     assert of(told, dx.SpeechAnnounced) == [dx.SpeechAnnounced(of(t.actions, dx.SpeechStarted)[-1].item_id, onset)]
     assert [a.told for a in of(t.silence(1056), dx.SpeechStopped)] == [True]
+
+
+def test_short_speech_held_back_in_confirm_mode_stays_ignored_when_the_reply_ends_before_its_verdict() -> None:
+    """The client never heard of it: answering it would cancel nothing it was told of and answer a sound it never
+    saw begin. It is ignored, as confirm mode ignores speech too short to pause the reply."""
+    t = Listening()
+    reply = _confirm_mode(t)
+    t.speech(320)
+    short = of(t.silence(1056), dx.AwaitClassification)[0].item_id
+    t.feed(dx.ReplyFinished(reply))
+    verdict = ListenDecision("query", ("1 words of speech",))
+    decided = t.feed(dx.SegmentClassified(short, "query", verdict))
+    assert decided == [dx.ReportSegment(short, verdict, "ignore (confirm mode: too short to interrupt)"),
+                       dx.DiscardSegment(short)]
+    assert not of(t.actions, dx.SpeechAnnounced)
+
+
+def test_confirm_mode_holds_back_speech_over_a_reply_playing_out_until_the_reply_ends() -> None:
+    t = Listening()
+    reply = _confirm_mode(t)
+    t.feed(dx.ReplyPlayingOut(reply))
+    onset = t.now_ms
+    assert [a.told for a in of(t.speech(320), dx.SpeechStarted)] == [False]
+    assert of(t.feed(dx.ReplyFinished(reply)), dx.SpeechAnnounced)[0].audio_start_ms == onset

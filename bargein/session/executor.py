@@ -56,7 +56,9 @@ class ActionExecutor:
                     self.replies.cut_playing()
                 if told:
                     self._send("input_audio_buffer.speech_started", audio_start_ms=int(start_ms), item_id=item_id)
-            case v.SpeechAnnounced(item_id, start_ms):
+            case v.SpeechAnnounced(item_id, start_ms, cuts_playing):
+                if cuts_playing:
+                    self.replies.cut_playing()
                 self._send("input_audio_buffer.speech_started", audio_start_ms=int(start_ms), item_id=item_id)
             case v.SpeechStopped(item_id, end_ms, told):
                 self.tracker.stopped(item_id)

@@ -158,8 +158,8 @@ class DuplexMachine(ClientRequests):
                             offset_ms=onset_ms - start_ms)
         self._emit(v.DisarmIdleTimer())
         self._idle.suspend()  # owed again if this turn ends in nothing
-        # confirm mode over the agent's words: no pause at the onset, so OpenAI's clients must not stop playing either
-        turn.told = not (over_reply and reply is not None and not reply.paused and settings.interruption.enabled
+        # confirm mode over the agent's reply: no pause at the onset, so OpenAI's clients must not stop playing either
+        turn.told = not (reply is not None and not reply.paused and settings.interruption.enabled
                          and settings.listening.classify and self.storm.mode == "confirm")
         self._emit(v.SpeechStarted(turn.item_id, onset_ms, settings.interruption.enabled and turn.told, turn.told))
         if reply is None or not settings.interruption.enabled:
@@ -186,6 +186,8 @@ class DuplexMachine(ClientRequests):
             self._maybe_answer()
             return
         self._awaiting.expect(turn.item_id, during_reply=turn.during_reply)
+        if not turn.told:  # it never paused the reply, which outlived it: ignored, as confirm mode ignores such speech
+            self._awaiting.mark_untold(turn.item_id)
         self._emit(v.AwaitClassification(turn.item_id))
         if paused is not None:
             self._emit(v.ArmPauseTimer(paused.response_id, settings.interruption.false_interruption_timeout_ms))
@@ -198,8 +200,8 @@ class DuplexMachine(ClientRequests):
             return  # cleared, or decided already: a late answer changes nothing
         answered_elsewhere = owed.not_owed if decision == "query" else None  # kept in the conversation, not answered
         reply = self._reply
-        confirm_ignores = (owed.during_reply and reply is not None and not reply.paused
-                           and self.storm.mode == "confirm")
+        confirm_ignores = owed.untold or (owed.during_reply and reply is not None and not reply.paused
+                                          and self.storm.mode == "confirm")
         cut_early = owed.cut_early  # the reply is gone: dropping the segment would leave silence
         kept = decision == "query" and owed.unended and not cut_early  # no pause ended it: no answer
         if (decision == "noise" and not cut_early) or confirm_ignores or kept or owed.not_owed:

@@ -115,7 +115,7 @@ class MachineBase:
         reply ended, or the client committed it)."""
         if (turn := self._turn) is not None and not turn.told:
             turn.told = True
-            self._emit(v.SpeechAnnounced(turn.item_id, turn.onset_ms))
+            self._emit(v.SpeechAnnounced(turn.item_id, turn.onset_ms, self.settings.interruption.enabled))
 
     def _pause(self, reply: Reply, turn: Turn) -> None:
         self._tell_speech()

@@ -32,6 +32,8 @@ class Owed:
     """It cut the reply at its first pause: answered whatever the verdict."""
     unended: bool
     """Committed at the longest turn, no pause having ended it: judged, never answered."""
+    untold: bool = False
+    """Its speech was never told to the client (confirm mode held it back over a reply it did not pause)."""
 
 
 @dataclass
@@ -44,6 +46,7 @@ class AwaitedVerdicts:
     """The client's reply (response id) that answered a segment before its verdict."""
     _cut_early: deque[str] = field(default_factory=lambda: deque(maxlen=MARKS_KEPT))
     _unended: deque[str] = field(default_factory=lambda: deque(maxlen=MARKS_KEPT))
+    _untold: deque[str] = field(default_factory=lambda: deque(maxlen=MARKS_KEPT))
 
     def __bool__(self) -> bool:
         return bool(self._during_reply)
@@ -58,6 +61,10 @@ class AwaitedVerdicts:
     def mark_unended(self, item_id: str) -> None:
         """``item_id`` was committed at the longest turn, no pause having ended it."""
         self._unended.append(item_id)
+
+    def mark_untold(self, item_id: str) -> None:
+        """``item_id``'s speech was never told to the client."""
+        self._untold.append(item_id)
 
     def mark_cut_early(self, item_id: str) -> None:
         """``item_id`` cut the reply at its first pause."""
@@ -90,7 +97,8 @@ class AwaitedVerdicts:
         if self._answered_by.pop(item_id, None) is not None:
             not_owed = ANSWERED_AHEAD  # whatever else happened while it waited, a reply had its words
         return Owed(during_reply=self._during_reply.pop(item_id), not_owed=not_owed,
-                    cut_early=item_id in self._cut_early, unended=item_id in self._unended)
+                    cut_early=item_id in self._cut_early, unended=item_id in self._unended,
+                    untold=item_id in self._untold)
 
 
 def answers_the_user(trigger: str, params: ResponseParams | None) -> bool:

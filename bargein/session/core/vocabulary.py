@@ -177,6 +177,8 @@ class SpeechAnnounced:
 
     item_id: str
     audio_start_ms: float
+    cuts_playing: bool = True
+    """As :attr:`SpeechStarted.cuts_playing`: the client stops a finished reply it still plays here."""
 
 
 @dataclass(frozen=True)
