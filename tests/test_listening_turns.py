@@ -527,3 +527,13 @@ def test_confirm_mode_holds_back_speech_over_a_reply_playing_out_until_the_reply
     onset = t.now_ms
     assert [a.told for a in of(t.speech(320), dx.SpeechStarted)] == [False]
     assert of(t.feed(dx.ReplyFinished(reply)), dx.SpeechAnnounced)[0].audio_start_ms == onset
+
+
+def test_speech_told_because_its_reply_ended_follows_that_reply_s_close() -> None:
+    """The reply's ``response.done`` goes out first, then the held-back ``speech_started``: the shell can then cut
+    what the client still plays of that closed reply where the speech began."""
+    t = Listening()
+    reply = _confirm_mode(t)
+    t.speech(320)
+    told = t.feed(dx.ReplyFinished(reply))
+    assert [type(a) for a in told][:2] == [dx.CompleteReply, dx.SpeechAnnounced]

@@ -172,6 +172,8 @@ class DuplexMachine(ClientRequests):
     def _end_turn(self, turn: Turn, settings: TurnSettings, now_ms: float, *, unended: bool) -> None:
         """Commit the turn; ``unended``: at the longest turn, no endpoint having ended it (nothing says the user has
         finished, so it is judged but never answered)."""
+        if not settings.listening.classify:
+            self._tell_speech()  # listening switched off mid-turn: the turn is answered, so the client hears of it
         self._turn, self._heard_from_ms = None, now_ms
         self._emit(v.SpeechStopped(turn.item_id, now_ms if turn.silence_since_ms is None else turn.silence_since_ms,
                                    turn.told))
@@ -239,6 +241,7 @@ class DuplexMachine(ClientRequests):
     def _on_guess(self, event: v.GuessTranscribed) -> None:
         settings, reply = self.settings, self._reply
         if (reply is not None and reply.paused and settings.interruption.enabled and self.storm.mode == "normal"
+                and not self._awaiting.untold(event.item_id)  # the client never heard of that speech
                 and self.segments.spots_command(event.item_id, event.transcript, event.primed)):
             self._barge_in()  # "stop" heard at the first pause (either way): cut now, not after the endpoint
             self._awaiting.mark_cut_early(event.item_id)

@@ -130,9 +130,9 @@ class MachineBase:
 
     def _complete(self, reply: Reply, *, failed: bool) -> None:
         self._reply = None
-        self._tell_speech()
         self._finished.append(reply.response_id)
         self._emit(v.CompleteReply(reply.response_id, "failed" if failed else "completed"))
+        self._tell_speech()  # after the close: the client stops playing what it still holds of it there
         if not self._tool_wait:  # a tool's output owed is no silence
             self._idle_again()
         self._maybe_answer()
@@ -160,9 +160,9 @@ class MachineBase:
         assert self._reply is not None
         response_id = self._reply.response_id
         self._reply = None
-        self._tell_speech()
         self._finished.append(response_id)
         self._emit(v.CancelReply(response_id, reason))
+        self._tell_speech()
 
     def _emit(self, action: v.Action) -> None:
         self._actions.append(action)

@@ -66,6 +66,10 @@ class AwaitedVerdicts:
         """``item_id``'s speech was never told to the client."""
         self._untold.append(item_id)
 
+    def untold(self, item_id: str) -> bool:
+        """``item_id`` is waiting and its speech was never told to the client."""
+        return item_id in self._during_reply and item_id in self._untold
+
     def mark_cut_early(self, item_id: str) -> None:
         """``item_id`` cut the reply at its first pause."""
         self._cut_early.append(item_id)
