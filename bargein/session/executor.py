@@ -52,14 +52,10 @@ class ActionExecutor:
         match action:
             case v.SpeechStarted(item_id, start_ms, cuts_playing, told):
                 self.tracker.started(item_id, start_ms)
-                if cuts_playing:
-                    self.replies.cut_playing()
                 if told:
-                    self._send("input_audio_buffer.speech_started", audio_start_ms=int(start_ms), item_id=item_id)
+                    self._speech_started(item_id, start_ms, cuts_playing=cuts_playing)
             case v.SpeechAnnounced(item_id, start_ms, cuts_playing):
-                if cuts_playing:
-                    self.replies.cut_playing()
-                self._send("input_audio_buffer.speech_started", audio_start_ms=int(start_ms), item_id=item_id)
+                self._speech_started(item_id, start_ms, cuts_playing=cuts_playing)
             case v.SpeechStopped(item_id, end_ms, told):
                 self.tracker.stopped(item_id)
                 if told:
@@ -154,6 +150,12 @@ class ActionExecutor:
         max_tokens = config.max_output_tokens
         return messages, generation_options(None if max_tokens == "inf" else max_tokens,
                                             tools or self.replies.default_tools(), config.truncation_options())
+
+    def _speech_started(self, item_id: str, start_ms: float, *, cuts_playing: bool) -> None:
+        """Tell the client the user began speaking; a finished reply it still plays is cut there."""
+        if cuts_playing:
+            self.replies.cut_playing()
+        self._send("input_audio_buffer.speech_started", audio_start_ms=int(start_ms), item_id=item_id)
 
     def _send(self, kind: str, **fields: object) -> None:
         self.emit(Outgoing(event(kind, **fields)))

@@ -1,12 +1,13 @@
-"""Closed spoken replies the client may still be playing, until it has played each or the user cut it.
+"""The client's playback of a reply's last stretch: a live reply waits for it, and closed spoken replies the client may
+still be playing are followed until it has played each or the user cut it.
 
-A reply's ``response.done`` can go out while the client still holds audio of it: the runner keeps a finished
-reply live while it plays for at most ``PLAYOUT_WAIT_S`` (a longer output lead, or a client whose deltas are slow
-to leave, outlasts that), and a failed reply closes at once. How much of it was heard is then not
-known: the user may still cut it. :class:`PlayingOut` keeps such replies and tells how much of each was
-heard once: in full when the client has had time to play its last sample, else where the user cut it
-(the client's truncate, or the server's playback estimate when no truncate follows within a grace period),
-else what it had played when the session ended.
+Pacing sends a reply's end up to ``output_lead_ms`` before it is played; :func:`last_stretch_played` keeps the reply
+live meanwhile (at most ``PLAYOUT_WAIT_S``), so speech there still pauses it. A reply's ``response.done`` can still
+go out while the client holds audio of it (a longer output lead, a client whose deltas are slow to leave, a failed
+reply). How much of it was heard is then not known: the user may still cut it. :class:`PlayingOut` keeps such
+replies and tells how much of each was heard once: in full when the client has had time to play its last sample,
+else where the user cut it (the client's truncate, or the server's playback estimate when no truncate follows within
+a grace period), else what it had played when the session ended.
 """
 
 from __future__ import annotations
@@ -24,6 +25,30 @@ CUT_GRACE_S = 2.0
 (an OpenAI client sends it once it has stopped its playback, after ``speech_started``)."""
 Heard = Callable[[str, float], None]
 """``(response_id, heard_ms)``: a reply closed while the client played it was played out or cut."""
+PLAYOUT_WAIT_S = 2.0
+"""How long a reply whose words are all out stays live while the client plays its audio, by default (the default lead
+is 1 s; a client that stops reading, or a longer lead, ends it before its playback does)."""
+
+
+async def last_stretch_played(reply: LiveReply, wait_s: float) -> None:
+    """Return once the client has had time to play ``reply``'s last sample, or ``wait_s`` has passed (pauses not
+    counted: a resume sends the tail again), or the reply has ended (cancelled, or stopped by the client's truncate,
+    :meth:`~bargein.session.reply_runner.ReplyRunner.truncated`)."""
+    item = reply.state.item
+    loop = asyncio.get_running_loop()
+    deadline: float | None = None
+    while not reply.ended:
+        if not reply.gate.is_set():
+            await reply.gate.wait()
+            deadline = None
+            continue
+        left_s = (item.audio_ms - reply.playback.heard_ms()) / 1000.0
+        now = loop.time()
+        if deadline is None:
+            deadline = now + wait_s
+        if left_s <= 0.001 or now >= deadline:
+            return
+        await asyncio.sleep(min(left_s, deadline - now))
 
 
 class PlayingOut:

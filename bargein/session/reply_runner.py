@@ -26,7 +26,7 @@ from bargein.session.core import vocabulary as v
 from bargein.session.history import Conversation, Item, response_input_items
 from bargein.session.live_reply import AudioPiece, LiveReply, Pause, restarted_clocks, resumption
 from bargein.session.outbound import Outbound, Outgoing
-from bargein.session.play_out import Heard, PlayingOut
+from bargein.session.play_out import PLAYOUT_WAIT_S, Heard, PlayingOut, last_stretch_played
 from bargein.session.playback import Pacer
 from bargein.session.reply_pipeline import ReplyPipeline, ReplyPlan, generation_options
 from bargein.session.reply_sink import ReplySink
@@ -45,10 +45,6 @@ Progress = Callable[[str, str, int], None]
 Closed = Callable[[str, str, float, float, bool, bool], None]
 """``(response_id, status, sent_ms, heard_ms, output_queued, playing)``: a reply's ``response.done`` went out
 (:meth:`~bargein.session.observers.SessionObserver.on_reply_closed`)."""
-PLAYOUT_WAIT_S = 2.0
-"""How long a reply whose words are all out stays live while the client plays its audio, by default (the default lead
-is 1 s; a client that stops reading, or a longer lead, ends it before its playback does)."""
-PLAYOUT_POLL_S = 0.05
 TIMED_OUT = "(no result: the client did not answer the call in time)"
 
 
@@ -166,34 +162,15 @@ class ReplyRunner:
                 self.feed(v.ReplyFinished(reply.response_id, failed=failed))
 
     async def _played_out(self, reply: LiveReply) -> None:
-        """Keep a spoken reply live while the client plays what pacing sent ahead (its last ``output_lead_ms``), at
-        most ``playout_wait_s`` (pauses not counted). Till then the user may still pause it: a cough there resumes
-        it from the cut (an OpenAI client stops playing at ``speech_started``), a question cancels it where it was
-        heard. A reply the client stopped by itself (a truncate short of its end) ends at once (:meth:`truncated`);
-        one the client still plays past the wait (a long lead) is followed by
-        :class:`~bargein.session.play_out.PlayingOut`. A reply that called a client's tools does not wait: the client
-        sends their outputs and asks for the next reply once it has this one's ``response.done``."""
-        item = reply.state.item
+        """Keep a spoken reply live while the client plays what pacing sent ahead (``last_stretch_played``): till then
+        the user may still pause it, a cough resumes it from the cut and a question cancels it where it was heard.
+        A reply that called a client's tools does not wait: the client sends their outputs and asks for the next
+        reply once it has this one's ``response.done``."""
         if not reply.state.audio or reply.ended or reply.state.calls:
-            return  # a client owes the calls' outputs and asks for the next reply only at this one's response.done
+            return
         self.feed(v.ReplyPlayingOut(reply.response_id))
         reply.playing_out = True
-        loop = asyncio.get_running_loop()
-        deadline: float | None = None
-        while not reply.ended:
-            if not reply.gate.is_set():
-                await reply.gate.wait()
-                deadline = None  # resumed: the tail goes out again
-                continue
-            if item.heard_ms is not None and item.heard_ms < item.audio_ms:
-                return
-            left_s = (item.audio_ms - reply.playback.heard_ms()) / 1000.0
-            now = loop.time()
-            if deadline is None:
-                deadline = now + self.playout_wait_s
-            if left_s <= 0.001 or now >= deadline:
-                return
-            await asyncio.sleep(min(left_s, deadline - now, PLAYOUT_POLL_S))  # a client's truncate ends it
+        await last_stretch_played(reply, self.playout_wait_s)
 
     def truncated(self, item_id: str) -> None:
         """The client truncated ``item_id``. A reply of it that is only playing out its last stretch, not paused (a

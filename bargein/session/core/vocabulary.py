@@ -22,6 +22,14 @@ from bargein.session.core.listen_vocabulary import ReportSegment as ReportSegmen
 from bargein.session.core.listen_vocabulary import SegmentClassified as SegmentClassified
 from bargein.session.core.listen_vocabulary import SegmentTranscribed as SegmentTranscribed
 from bargein.session.core.settings import TurnSettings
+from bargein.session.core.speech_vocabulary import ScoreTurnEnd as ScoreTurnEnd
+from bargein.session.core.speech_vocabulary import SegmentAbandoned as SegmentAbandoned
+from bargein.session.core.speech_vocabulary import SilenceBegan as SilenceBegan
+from bargein.session.core.speech_vocabulary import SpeechAnnounced as SpeechAnnounced
+from bargein.session.core.speech_vocabulary import SpeechResumed as SpeechResumed
+from bargein.session.core.speech_vocabulary import SpeechStarted as SpeechStarted
+from bargein.session.core.speech_vocabulary import SpeechStopped as SpeechStopped
+from bargein.session.core.speech_vocabulary import VoiceEnded as VoiceEnded
 from bargein.session.core.tool_wait import ToolWait as ToolWait
 
 
@@ -154,91 +162,6 @@ Event = (VadFrame | AudioAppended | ClientCommit | ClientClear | ClientResponseC
 
 
 # --- actions (outputs) --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SpeechStarted:
-    """Emit ``input_audio_buffer.speech_started``; the user item will be ``item_id``."""
-
-    item_id: str
-    audio_start_ms: float
-    cuts_playing: bool = True
-    """Speech interrupts the agent (``interrupt_response``): a finished reply the client may still be playing is
-    cut where its playback stands. Off, the client plays it on and the history keeps all of it."""
-    told: bool = True
-    """The client hears of it now. Not in confirm mode over the agent's live reply, which the speech does not pause
-    at its onset: OpenAI's clients stop playing at ``speech_started``, so it is told (:class:`SpeechAnnounced`) only
-    once the speech pauses the reply, or the reply ends, and never for a cough the reply talks through."""
-
-
-@dataclass(frozen=True)
-class SpeechAnnounced:
-    """Emit the ``input_audio_buffer.speech_started`` a :class:`SpeechStarted` held back, with its onset."""
-
-    item_id: str
-    audio_start_ms: float
-    cuts_playing: bool = True
-    """As :attr:`SpeechStarted.cuts_playing`: the client stops a finished reply it still plays here."""
-
-
-@dataclass(frozen=True)
-class SilenceBegan:
-    """The VAD first saw silence in a turn: speculative recognition may start."""
-
-    item_id: str
-    at_ms: float
-    listen_span: tuple[float, float] | None = None
-    """A turn over the agent's reply: its loud stretch so far, recognised a second time primed (as
-    :class:`CommitBuffer`'s ``listen_span``), at once, and fed back as ``GuessTranscribed.primed``."""
-    urgent: bool = False
-    """A paused reply waits for these words: the recogniser serves them before other work."""
-
-
-@dataclass(frozen=True)
-class ScoreTurnEnd:
-    """The silence that began at ``at_ms`` has lasted long enough to be worth judging: the end-of-turn model
-    scores the turn up to it (the audio :class:`SilenceBegan` saw), fed back as :class:`TurnEndScored`."""
-
-    item_id: str
-    at_ms: float
-    optional: bool = False
-    """The turn can end without it (the default endpoint, which then waits plain silence): the shared model
-    may refuse it when it has no CPU to spare. ``semantic_vad``'s scores are not optional."""
-
-
-@dataclass(frozen=True)
-class VoiceEnded:
-    """Over a paused reply, the segment's loud stretch (the user's own voice) ended while the VAD still hears
-    speech (the room's quieter talker): recognise that stretch primed, urgently, as at a :class:`SilenceBegan`,
-    and feed it back as ``GuessTranscribed`` with only ``primed``."""
-
-    item_id: str
-    at_ms: float
-    listen_span: tuple[float, float]
-
-
-@dataclass(frozen=True)
-class SpeechResumed:
-    """Speech came back before the endpoint: speculative work for ``item_id`` is stale."""
-
-    item_id: str
-
-
-@dataclass(frozen=True)
-class SegmentAbandoned:
-    """``item_id`` was being spoken when turn detection was turned off or the client cleared the buffer: its
-    partials, guesses and end-of-turn score stop (none of them can count any more)."""
-
-    item_id: str
-
-
-@dataclass(frozen=True)
-class SpeechStopped:
-    """Emit ``input_audio_buffer.speech_stopped`` (``told``: unless its ``speech_started`` was never told)."""
-
-    item_id: str
-    audio_end_ms: float
-    told: bool = True
 
 
 @dataclass(frozen=True)
