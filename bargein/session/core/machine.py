@@ -17,6 +17,7 @@ from bargein.session.core.machine_base import IllegalTransition
 from bargein.session.core.segment_book import ignored_action
 from bargein.session.core.settings import TurnSettings
 from bargein.session.core.turn_records import Turn
+from bargein.session.core.voice_fade import VoiceFade, silence_counted_from
 
 HYSTERESIS = 0.15
 """Speech ends below ``threshold - HYSTERESIS`` (Silero's recommended offset threshold)."""
@@ -110,24 +111,31 @@ class DuplexMachine(ClientRequests):
         if self.storm.tick(frame.end_ms) == "normal":
             self._emit(v.ModeChanged("normal", f"no barge-in for {settings.listening.storm_window_ms / 1000:.0f} s"))
         threshold = settings.endpointing.threshold
-        speech = frame.probability >= threshold
-        silence = frame.probability < max(threshold - HYSTERESIS, 0.01)
+        voiced = frame.probability >= threshold
+        silent = frame.probability < max(threshold - HYSTERESIS, 0.01)
         turn = self._turn
         if turn is None:
-            if speech:
-                self._begin_turn(frame.start_ms, settings)
+            if voiced:
+                self._hear_fade(self._begin_turn(frame.start_ms, settings), frame, voiced=True)
             return
+        fade = self._hear_fade(turn, frame, voiced=voiced)
+        speech = voiced and not fade.quiet  # Silero's slow decay over the room's level is not the voice
         if speech:
             turn.speech_ms += frame.end_ms - frame.start_ms
+        if voiced:
+            turn.vad_silent_since_ms = None
+        elif silent and turn.vad_silent_since_ms is None:
+            turn.vad_silent_since_ms = frame.start_ms
         reply = self._reply
         waits = reply is not None and reply.paused  # for the user's words: recognised both ways, urgently
         if speech and turn.silence_since_ms is not None:
             turn.silence_since_ms = None
             self._emit(v.SpeechResumed(turn.item_id))
-        elif silence and turn.silence_since_ms is None:
-            turn.silence_since_ms, turn.scored = frame.start_ms, False
-            turn.heard.silence(frame.start_ms)
-            self._emit(v.SilenceBegan(turn.item_id, frame.start_ms,
+        elif turn.silence_since_ms is None and (silent or fade.faded(frame.end_ms)):
+            began_ms = fade.quiet_since_ms if fade.quiet_since_ms is not None else frame.start_ms
+            turn.silence_since_ms, turn.scored = began_ms, False
+            turn.heard.silence(began_ms)
+            self._emit(v.SilenceBegan(turn.item_id, began_ms,
                                       self.segments.listen_span(turn.item_id, turn.onset_ms) if waits else None, waits))
         elif waits and turn.silence_since_ms is None and (
                 span := self.segments.voice_faded(turn.item_id, turn.onset_ms)):  # the room talks on after it
@@ -142,14 +150,23 @@ class DuplexMachine(ClientRequests):
                                       optional=settings.endpointing.eagerness is None))
         self._check_endpoint(turn, frame.end_ms)
 
+    def _hear_fade(self, turn: Turn, frame: v.VadFrame, *, voiced: bool) -> VoiceFade:
+        fade = turn.fade
+        if not self.settings.endpointing.voice_fade:
+            return fade  # never quiet: Silero alone decides
+        fade.frame(frame.start_ms, frame.energy_db, self.segments.noise_floor.level_db, voiced=voiced)
+        return fade
+
     def _check_endpoint(self, turn: Turn, now_ms: float) -> None:
         endpointing = self.settings.endpointing
-        ended = turn.silence_since_ms is not None and now_ms - turn.silence_since_ms >= endpointing.silence_ms(
+        since = (silence_counted_from(turn.silence_since_ms, turn.vad_silent_since_ms)
+                 if turn.silence_since_ms is not None else None)
+        ended = since is not None and now_ms - since >= endpointing.silence_ms(
             turn.heard, confirm=self.storm.mode == "confirm")
         if ended or now_ms - turn.onset_ms >= endpointing.max_turn_ms:  # endless "speech": commit what there is
             self._end_turn(turn, self.settings, now_ms, unended=not ended)
 
-    def _begin_turn(self, onset_ms: float, settings: TurnSettings) -> None:
+    def _begin_turn(self, onset_ms: float, settings: TurnSettings) -> Turn:
         reply = self._reply
         start_ms = max(0.0, onset_ms - settings.endpointing.prefix_padding_ms, self._heard_from_ms)
         over_reply = self._over_reply
@@ -163,11 +180,12 @@ class DuplexMachine(ClientRequests):
                          and settings.listening.classify and self.storm.mode == "confirm")
         self._emit(v.SpeechStarted(turn.item_id, onset_ms, settings.interruption.enabled and turn.told, turn.told))
         if reply is None or not settings.interruption.enabled:
-            return
+            return turn
         if not settings.listening.classify:
             self._cancel_active("turn_detected")
         elif self.storm.mode == "normal" and not reply.paused:
             self._pause(reply, turn)
+        return turn
 
     def _end_turn(self, turn: Turn, settings: TurnSettings, now_ms: float, *, unended: bool) -> None:
         """Commit the turn; ``unended``: at the longest turn, no endpoint having ended it (nothing says the user has

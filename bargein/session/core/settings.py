@@ -31,6 +31,9 @@ class Endpointing:
     """A turn that has gone on this long without an endpoint is committed as it stands (and the next speech
     begins a new one). A television or a fan the VAD hears as endless speech would otherwise hold one turn
     open until the input buffer is full, after which every append is refused and the session hears nothing."""
+    voice_fade: bool = True
+    """Count a turn's silence from where the voice fell to the room's level (:mod:`~bargein.session.core.voice_fade`)
+    rather than from where Silero's slowly decaying probability fell under the offset threshold."""
     eagerness: Eagerness | None = None
     """Set for ``semantic_vad``: the endpoint silence then follows the end-of-turn model and the words."""
     tiers: TieredPreset | None = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from bargein.session.core.endpointing import TurnEvidence
+from bargein.session.core.voice_fade import VoiceFade
 
 
 @dataclass
@@ -18,6 +19,10 @@ class Turn:
     already committed or cleared."""
     during_reply: bool
     silence_since_ms: float | None = None
+    """Where its current silence began: where the voice faded to the room's level, or Silero's silence."""
+    vad_silent_since_ms: float | None = None
+    """Where Silero's probability fell under the offset threshold in this silence (the endpoint needs it)."""
+    fade: VoiceFade = field(default_factory=VoiceFade)
     scored: bool = False
     """The end-of-turn model was asked about the current silence."""
     heard: TurnEvidence = field(default_factory=TurnEvidence)
