@@ -6,16 +6,16 @@ Replays the real :class:`~bargein.session.core.machine.DuplexMachine` (plain 500
 the tiered default's middle tier) over the endpoint set (``bench.endpoint_set``, built on first use), with real
 Silero probabilities and frame levels, twice: the silence counted from Silero's offset (``voice_fade`` off, as
 before) and from where the voice fell to the room's level (on, the default). Per split (the held-out voices of
-``bench.endpoint_tiers``: Flite ``slt`` and real recorded speech; nothing here is fitted, the training voices
-are shown for comparison) and per room:
+``bench.endpoint_tiers``: Flite ``slt`` and real recorded speech; ``CLEAR_VOICE_DB`` was chosen with
+``--clear-db`` on the training voices, whose rows are shown for comparison) and per room:
 
 * **complete clips**: the commit's delay after the last word's end (the set's ``speech_end_s``), and clips
   committed more than 50 ms before it (cut);
 * **paused clips** with the pause trimmed to 300, 400, 500 and 600 ms of true silence (the set's 600 to
   1,200 ms pauses, shortened in their middle): the share committed inside the pause (a false cut-off).
 
-Rooms: the set as recorded (a -65 dBFS hiss), and white noise 20 and 10 dB under the speech's level (at 10 dB
-the voice does not stand 24 dB clear of the floor, so the fade should change nothing there).
+Rooms: the set as recorded (a -65 dBFS hiss), and white noise 20 and 10 dB under the speech's level (at 10 and
+20 dB the voice does not stand ``CLEAR_VOICE_DB`` clear of the floor, so the fade should change nothing there).
 """
 
 from __future__ import annotations
@@ -113,9 +113,10 @@ def run(clips: list[Clip], model: SileroModel) -> dict[str, Any]:
                     found = commits(frames, fade=fade)
                     tally = tallies.setdefault((split, room, fade), {})
                     if kind == "complete":
-                        first = next((c for c in found if c >= clip.speech_end_s * 1000 - 50), None)
-                        tally.setdefault("cut", []).append(float(any(c < mark_ms - 50 for c in found)))
-                        if first is not None and not any(c < mark_ms - 50 for c in found):
+                        first = next((c for c in found if c >= mark_ms - 50), None)
+                        cut = any(c < mark_ms - 50 for c in found)
+                        tally.setdefault("cut", []).append(float(cut))
+                        if first is not None and not cut:
                             tally.setdefault("delay", []).append(first - mark_ms)
                     else:
                         inside = any(clip.pause_start_s * 1000 <= c < mark_ms for c in found)
