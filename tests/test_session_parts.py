@@ -156,6 +156,47 @@ async def test_partials_feed_the_machine_send_only_what_extends_the_transcript_a
     assert len(fed) == 3, "no partials once the segment ended"
 
 
+class GatedRecognizer(ScriptedRecognizer):
+    """A scripted recogniser whose partials (speculation disabled, so every call is one) wait for ``gate``."""
+
+    def __init__(self, *texts: str) -> None:
+        super().__init__(*texts)
+        self.gate = asyncio.Event()
+        self.calls = 0
+
+    async def transcribe(self, audio: Any, *, language: str | None = None, prompt: str | None = None) -> Transcript:
+        self.calls += 1
+        await self.gate.wait()
+        return await super().transcribe(audio, language=language, prompt=prompt)
+
+
+async def test_no_partials_in_a_silence_and_one_in_flight_when_it_began_is_withdrawn() -> None:
+    fed: list[v.Event] = []
+    warmed: list[str] = []
+    asr = GatedRecognizer("what time", "what time is it")
+    buffer = InputBuffer()
+    buffer.append(np.zeros(16_000 * 6, np.float32))
+    tracker = SegmentTracker(asr, buffer, Speculator(asr, None, enabled=False),  # type: ignore[arg-type]
+                             feed=fed.append, emit=lambda _o: None, padding_ms=lambda: 300,
+                             heard_so_far=warmed.append)
+    tracker.started("item_1", 0.0)
+    tracker.frame(v.VadFrame(968.0, 1000.0, 0.9))
+    await _settle()
+    assert asr.calls == 1, "a partial is due after a second of speech"
+    tracker.silence_began("item_1", 1200.0)
+    asr.gate.set()
+    await _settle()
+    for at_ms in (2300.0, 3400.0):
+        tracker.frame(v.VadFrame(at_ms - 32, at_ms, 0.1))
+        await _settle()
+    assert asr.calls == 1, "the guess hears the silence's audio: no partial competes with it"
+    assert fed == [] and warmed == [], "the partial running when the silence began reports nothing"
+    tracker.resumed("item_1")
+    tracker.frame(v.VadFrame(4468.0, 4500.0, 0.9))
+    await _settle()
+    assert asr.calls == 2 and fed == [v.PartialTranscript("item_1", "what time")], "partials again once speech resumes"
+
+
 async def test_a_guess_at_the_pause_is_fed_to_the_machine() -> None:
     fed: list[v.Event] = []
     asr = ScriptedRecognizer("what time is it")

@@ -69,6 +69,7 @@ class ActionExecutor:
             case v.SpeechResumed(item_id):
                 self.speculator.drop(item_id)  # whatever was guessed for this turn is waste
                 self.tracker.drop_score(item_id)
+                self.tracker.resumed(item_id)
             case v.SegmentAbandoned(item_id):
                 self.speculator.abandon(item_id)
                 self.tracker.stopped(item_id)

@@ -2,12 +2,14 @@
 
 While the user speaks, partial recognition runs at most once a second (``input_audio_transcription.delta``
 and the words semantic endpointing needs, fed to the machine as :class:`PartialTranscript`). When the
-machine sees the first silence it asks for speculative recognition (:class:`SilenceBegan`); the guess is
-fed back as :class:`GuessTranscribed`, and the machine decides whether a reply is worth prefetching (or,
-over a paused reply, whether the words cut it; then the turn's loud stretch is also recognised primed, and
-fed back as a second :class:`GuessTranscribed` with both). For
-semantic and tiered endpointing it also asks for the end-of-turn model's score when the machine says
-(:class:`ScoreTurnEnd`), fed back as :class:`TurnEndScored`.
+machine sees the first silence it asks for speculative recognition (:class:`SilenceBegan`), and partials
+stop until the speech resumes: the guess hears everything a partial would, and a partial (and the prompt
+warming its words start) would only compete with the guess and the reply prefetched from it for the CPU.
+The guess is fed back as :class:`GuessTranscribed`, and the machine decides whether a reply is worth
+prefetching (or, over a paused reply, whether the words cut it; then the turn's loud stretch is also
+recognised primed, and fed back as a second :class:`GuessTranscribed` with both). For semantic and tiered
+endpointing it also asks for the end-of-turn model's score when the machine says (:class:`ScoreTurnEnd`),
+fed back as :class:`TurnEndScored`.
 Nothing here decides anything about the turn.
 """
 
@@ -69,6 +71,8 @@ class SegmentTracker:
         self._speaking: str | None = None
         self._onset_ms = 0.0
         self._partial_task: asyncio.Task[None] | None = None
+        self._silent = False
+        """The speaking segment is in a silence (since :meth:`silence_began`, until :meth:`resumed`)."""
         self._partial_at_ms = 0.0
         self._partial_sent = ""
         """The partial transcript already sent for the speaking segment (deltas extend it)."""
@@ -80,7 +84,7 @@ class SegmentTracker:
 
     def frame(self, frame: v.VadFrame) -> None:
         """Every VAD frame: start partial recognition when one is due."""
-        if self._speaking is None:
+        if self._speaking is None or self._silent:
             return
         if (self.partials and frame.end_ms - self._partial_at_ms >= PARTIAL_EVERY_MS
                 and (self._partial_task is None or self._partial_task.done())):
@@ -90,9 +94,15 @@ class SegmentTracker:
     def started(self, item_id: str, onset_ms: float) -> None:
         """Speech began: a new segment."""
         self._speaking = item_id
+        self._silent = False
         self._onset_ms = onset_ms
         self._partial_at_ms = onset_ms
         self._partial_sent = ""
+
+    def resumed(self, item_id: str) -> None:
+        """The segment's speech came back after a silence: partials are due again."""
+        if self._speaking == item_id:
+            self._silent = False
 
     def stopped(self, item_id: str) -> None:
         """The endpoint came (or the turn was dropped): no more partials or scores for this segment."""
@@ -164,6 +174,9 @@ class SegmentTracker:
         the primed one is still reported if the user speaks on (a command in it cuts the paused reply)."""
         if self._speaking != item_id:
             return
+        self._silent = True
+        if self._partial_task is not None and not self._partial_task.done():
+            self._partial_task.cancel()  # withdrawn if still queued; its words would come after the guess's
         if at_ms - self._onset_ms > MAX_GUESS_MS:
             return  # a long segment is recognised once, in slices, when it is committed
         task = self.speculator.recognise(item_id, self.audio(at_ms + FRAME_MS), urgent=urgent)
