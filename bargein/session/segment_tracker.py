@@ -3,8 +3,9 @@
 While the user speaks, partial recognition runs at most once a second (``input_audio_transcription.delta``
 and the words semantic endpointing needs, fed to the machine as :class:`PartialTranscript`). When the
 machine sees the first silence it asks for speculative recognition (:class:`SilenceBegan`), and partials
-stop until the speech resumes: the guess hears everything a partial would, and a partial (and the prompt
-warming its words start) would only compete with the guess and the reply prefetched from it for the CPU.
+stop until the speech resumes: the guess hears everything a new partial would, and one would only compete
+with the guess and the reply prefetched from it for the CPU (a partial already running finishes: the prompt
+warming its words start saves the prefetch most of its prompt).
 The guess is fed back as :class:`GuessTranscribed`, and the machine decides whether a reply is worth
 prefetching (or, over a paused reply, whether the words cut it; then the turn's loud stretch is also
 recognised primed, and fed back as a second :class:`GuessTranscribed` with both). For semantic and tiered
@@ -174,9 +175,7 @@ class SegmentTracker:
         the primed one is still reported if the user speaks on (a command in it cuts the paused reply)."""
         if self._speaking != item_id:
             return
-        self._silent = True
-        if self._partial_task is not None and not self._partial_task.done():
-            self._partial_task.cancel()  # withdrawn if still queued; its words would come after the guess's
+        self._silent = True  # a partial running now goes on: its words warm the prompt the prefetch will read
         if at_ms - self._onset_ms > MAX_GUESS_MS:
             return  # a long segment is recognised once, in slices, when it is committed
         task = self.speculator.recognise(item_id, self.audio(at_ms + FRAME_MS), urgent=urgent)
