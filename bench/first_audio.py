@@ -12,6 +12,8 @@ send time is logged, so stream positions map to wall time.
 
 * **first audio** (docs/design.md): from the chunk holding the last sample of user speech (found offline by
   frame energy) leaving the client, to the client receiving the first non-silent agent sample.
+* **first sound played**: the same, to when a client that plays each audio delta as it arrives (back to back)
+  plays that first non-silent sample: first audio plus the silence the reply's audio opens with.
 * **beyond endpoint**: from the chunk that completes the server's endpoint (its ``speech_stopped``
   ``audio_end_ms`` plus the silence, rounded up to whole 32 ms VAD frames) leaving the client, to the
   same first audible sample: what bargein adds on top of the endpoint silence. With ``--engines
@@ -168,6 +170,8 @@ async def _turn(mic: Microphone, observer: Observer, clip: SpeechClip, index: in
     assert reply.audible_at is not None
     result.response_id = reply.response_id
     result.first_audio_ms = 1000 * (reply.audible_at - end_at)
+    if (played_at := reply.audible_played_at()) is not None:
+        result.first_sound_ms = 1000 * (played_at - end_at)
     stopped = observer.last_speech_stopped(before=reply.audible_at)
     if stopped is not None:
         result.vad_end_lag_ms = stopped - 1000 * end_pos / WIRE_RATE
@@ -236,6 +240,7 @@ def _summary(results: list[TurnResult], observer: Observer, engines: str,
         print(f"{label:34s} {len(values):4d} {' '.join(cells)} {fmt_ms(max(values) if values else math.nan)}")
 
     row("first audio", first)
+    row("first sound played (the reply's lead-in)", [r.first_sound_ms for r in results if r.first_sound_ms is not None])
     if silence_ms is not None:
         row(f"first audio - silence ({silence_ms} ms)", [v - silence_ms for v in first])
     row("VAD end - energy end (stream ms)", [r.vad_end_lag_ms for r in results if r.vad_end_lag_ms is not None])
@@ -266,7 +271,8 @@ def _summary(results: list[TurnResult], observer: Observer, engines: str,
             print(f"  {key:28s} {value:8.1f} ms")
     else:
         print("server ledger: no bargein.turn.metrics events received")
-    return {"first": first, "beyond": beyond, "barge": barge, "stages": stages}
+    return {"first": first, "first_sound": [r.first_sound_ms for r in results if r.first_sound_ms is not None],
+            "beyond": beyond, "barge": barge, "stages": stages}
 
 
 PER_TURN_STAGES = ("endpoint_ms", "asr_final_ms", "llm_first_token_ms", "tts_first_audio_ms", "first_delta_sent_ms",

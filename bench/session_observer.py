@@ -22,6 +22,10 @@ class ReplyStats:
     first_delta_at: float | None = None
     audible_at: float | None = None
     """Arrival of the delta holding the reply's first non-silent sample."""
+    audible_delta: int | None = None
+    """That delta's index in :attr:`deltas`."""
+    audible_offset_ms: float = 0.0
+    """Where that sample lies in that delta (the silence the client plays before it)."""
     done_at: float | None = None
     status: str | None = None
     audio_ms: float = 0.0
@@ -30,6 +34,16 @@ class ReplyStats:
     """(arrival, ms of audio) of every audio delta."""
     paused_at: float | None = None
     """Arrival of ``bargein.reply.paused`` (the server holds a reply while it decides about an onset)."""
+
+    def audible_played_at(self) -> float | None:
+        """When a client that plays every delta on arrival, back to back, plays the first non-silent sample
+        (a delta that arrives after the one before it has played starts on arrival)."""
+        if self.audible_delta is None:
+            return None
+        free_at = 0.0  # when the player has played everything before the delta in hand
+        for arrival, ms in self.deltas[:self.audible_delta]:
+            free_at = max(arrival, free_at) + ms / 1000
+        return max(self.deltas[self.audible_delta][0], free_at) + self.audible_offset_ms / 1000
 
     def audio_after(self, at: float) -> float:
         """Ms of this reply's audio that arrived after ``at``."""
@@ -46,6 +60,9 @@ class TurnResult:
     """The reply this turn's speech cut into, if any."""
     response_id: str | None = None
     first_audio_ms: float | None = None
+    first_sound_ms: float | None = None
+    """End of speech to the client *playing* the reply's first non-silent sample (deltas played on arrival, back
+    to back): first audio plus the silence the reply opens with."""
     beyond_endpoint_ms: float | None = None
     vad_end_lag_ms: float | None = None
     """The server's ``speech_stopped`` ``audio_end_ms`` minus the speech end found by energy."""
@@ -65,8 +82,8 @@ class TurnResult:
         def cell(value: float | None) -> str:
             return fmt_ms(float("nan") if value is None else value)
 
-        text = (f"turn {self.index:3d} clip {self.clip}: first audio {cell(self.first_audio_ms)} ms, "
-                f"beyond endpoint {cell(self.beyond_endpoint_ms)} ms")
+        text = (f"turn {self.index:3d} clip {self.clip}: first audio {cell(self.first_audio_ms)} ms "
+                f"(sound played {cell(self.first_sound_ms)} ms), beyond endpoint {cell(self.beyond_endpoint_ms)} ms")
         if self.interrupted:
             text += (f", barge-in stop {cell(self.barge_in_ms)} ms, paused {cell(self.paused_ms)} ms, "
                      f"{cell(self.late_audio_ms)} ms audio after it; reply {self.cut_status or 'not closed'} "
@@ -135,8 +152,8 @@ class Observer:
             reply.deltas.append((at, len(audio) / 48.0))
             if reply.first_delta_at is None:
                 reply.first_delta_at = at
-            if reply.audible_at is None and first_audible(audio) is not None:
-                reply.audible_at = at
+            if reply.audible_at is None and (index := first_audible(audio)) is not None:
+                reply.audible_at, reply.audible_delta, reply.audible_offset_ms = at, len(reply.deltas) - 1, index / 24
         elif kind == "response.created":
             response_id = event["response"]["id"]
             self.responses[response_id] = ReplyStats(response_id, at)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 
 import numpy as np
 
 from bench.realtime_harness import CHUNK_BYTES, CHUNK_SAMPLES, Microphone, first_audible, speech_bounds
+from bench.session_observer import Observer
 from bench.soak import ClientCounts, Sample, SoakReport
 
 RATE = 24_000
@@ -43,6 +45,26 @@ def test_first_audible_skips_leading_silence() -> None:
     samples[123] = 2000
     assert first_audible(samples.tobytes()) == 123
     assert first_audible(bytes(960)) is None
+
+
+def _delta(response_id: str, silent_ms: float, loud_ms: float) -> dict[str, str]:
+    audio = np.concatenate([np.zeros(int(silent_ms * 24), np.int16), np.full(int(loud_ms * 24), 3000, np.int16)])
+    return {"type": "response.output_audio.delta", "response_id": response_id,
+            "delta": base64.b64encode(audio.astype("<i2").tobytes()).decode()}
+
+
+def test_the_first_sound_is_played_after_the_silence_before_it_and_after_an_underrun() -> None:
+    observer = Observer()
+    observer.take({"type": "response.created", "response": {"id": "r1"}}, 10.0)
+    observer.take(_delta("r1", 200, 0), 10.0)  # a whole delta of silence, played 10.0 to 10.2
+    observer.take(_delta("r1", 50, 150), 10.05)  # arrives early: queued behind it, its sound 50 ms in
+    reply = observer.responses["r1"]
+    assert reply.audible_at == 10.05
+    assert abs(reply.audible_played_at() - 10.25) < 1e-9  # type: ignore[operator]
+    observer.take({"type": "response.created", "response": {"id": "r2"}}, 20.0)
+    observer.take(_delta("r2", 100, 0), 20.0)
+    observer.take(_delta("r2", 30, 170), 20.5)  # arrives after the first delta has played: starts at once
+    assert abs(observer.responses["r2"].audible_played_at() - 20.53) < 1e-9  # type: ignore[operator]
 
 
 async def test_microphone_maps_stream_positions_to_the_chunks_that_carried_them() -> None:

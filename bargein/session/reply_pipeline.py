@@ -20,6 +20,7 @@ import numpy as np
 
 from bargein.audio.codecs import AudioFormat, float_to_int16
 from bargein.audio.crossfade import Crossfader
+from bargein.audio.lead_in import trim_lead_in
 from bargein.audio.resample import StreamResampler
 from bargein.engines.base import (
     CancelToken,
@@ -205,6 +206,7 @@ class ReplyPipeline:
                 if crossfader is None:
                     crossfader = Crossfader(chunk.sample_rate)
                     resampler = StreamResampler(chunk.sample_rate, plan.output_format.rate)
+                    chunk = trim_lead_in(chunk)  # the reply's first sound: nothing before it to pause after
                 joined = crossfader.push(chunk)
                 if first_audio:
                     sink.reply_mark(plan.response_id, "tts_first_audio")
