@@ -275,21 +275,21 @@ def _summary(results: list[TurnResult], observer: Observer, engines: str,
             "beyond": beyond, "barge": barge, "stages": stages}
 
 
-PER_TURN_STAGES = ("endpoint_ms", "asr_final_ms", "llm_first_token_ms", "tts_first_audio_ms", "first_delta_sent_ms",
-                   "first_audio_ms")
+PER_TURN_STAGES = ("endpoint_ms", "asr_final_ms", "llm_first_token_ms", "first_clause_ms", "tts_synth_ms",
+                   "first_delta_sent_ms", "first_audio_ms")
 
 
 def _ledger_per_turn(events: list[dict[str, Any]]) -> None:
     """Where each turn's time went, by the server's ledger (ms; see ``bargein/metrics/turn_ledger.py``):
     speech end to commit, commit to the final transcript, the LLM's first token (from the reply's start, or
-    from the final transcript when that came later), the TTS's first audio after that token, the reply's first
-    delta after its start, and speech end to that delta."""
+    from the final transcript when that came later), the rest of the first clause after that token, the TTS's
+    first audio after the clause, the reply's first delta after its start, and speech end to that delta."""
     if not events:
         return
-    names = {"endpoint_ms": "endpoint", "asr_final_ms": "asr", "llm_first_token_ms": "llm", "tts_first_audio_ms": "tts",
-             "first_delta_sent_ms": "delta", "first_audio_ms": "first"}
-    print("server ledger per turn (ms; endpoint, asr final, llm first token, tts first audio, first delta sent, "
-          "first audio):")
+    names = {"endpoint_ms": "endpoint", "asr_final_ms": "asr", "llm_first_token_ms": "llm", "first_clause_ms": "clause",
+             "tts_synth_ms": "tts", "first_delta_sent_ms": "delta", "first_audio_ms": "first"}
+    print("server ledger per turn (ms; endpoint, asr final, llm first token, first clause, tts first audio after "
+          "it, first delta sent, first audio):")
     print("           " + " ".join(f"{names[key]:>8s}" for key in PER_TURN_STAGES))
     for index, metrics in enumerate(events):
         cells = ["-" if (value := metrics.get(key)) is None else f"{value:.0f}" for key in PER_TURN_STAGES]

@@ -62,6 +62,7 @@ class TwoClauses:
 class AudioSink:
     def __init__(self) -> None:
         self.payloads: list[bytes] = []
+        self.marks: list[str] = []
 
     async def wait_for_room(self, response_id: str) -> None:
         return None
@@ -73,7 +74,7 @@ class AudioSink:
         self.payloads.append(payload)
 
     def reply_mark(self, response_id: str, stage: str) -> None:
-        return None
+        self.marks.append(stage)
 
     def reply_tokens(self, response_id: str, count: int) -> None:
         return None
@@ -83,6 +84,7 @@ async def test_a_reply_opens_on_its_voice_but_keeps_the_pause_before_its_second_
     sink = AudioSink()
     plan = ReplyPlan("resp_1", [ChatMessage("user", "hi")], True, None, AudioFormat())
     await ReplyPipeline(TwoClauses(), PaddedSynthesizer()).run(plan, sink, CancelToken())  # type: ignore[arg-type]
+    assert sink.marks == ["llm_first_token", "first_clause", "tts_first_audio"], "the ledger's marks, once each"
     audio = AudioFormat().decode(b"".join(sink.payloads)).astype(np.float32) / 32768.0
     assert first_sound_ms(audio) < LEAD_IN_MS + 5, "the first clause's sound starts within the lead-in"
     frames = audio[:len(audio) // 120 * 120].reshape(-1, 120)  # 5 ms frames

@@ -30,7 +30,8 @@ def scripted_ledger() -> TurnLedger:
     ledger = TurnLedger(item_id="item_1", response_id="resp_1", clock=clock)
     timeline = [("speech_start", 0.0, 1000.0), ("speech_end", 2.0, 3000.0), ("commit", 2.52, None),
                 ("reply_start", 2.521, None), ("asr_final", 2.9, None), ("llm_first_token", 3.2, None),
-                ("tts_first_audio", 3.35, None), ("first_delta_sent", 3.36, None), ("response_done", 6.0, None)]
+                ("first_clause", 3.31, None), ("tts_first_audio", 3.35, None), ("first_delta_sent", 3.36, None),
+                ("response_done", 6.0, None)]
     for stage, at, stream in timeline:
         clock.now = 100.0 + at
         ledger.mark(stage, stream_ms=stream)
@@ -48,6 +49,7 @@ def test_ledger_arithmetic_on_a_scripted_timeline() -> None:
     # the LLM could only start once the words were known (ASR finished after the reply started)
     assert summary["llm_first_token_ms"] == 300.0
     assert summary["tts_first_audio_ms"] == 150.0
+    assert summary["first_clause_ms"] == 110.0 and summary["tts_synth_ms"] == 40.0  # its two parts
     assert summary["first_delta_sent_ms"] == 839.0
     assert summary["first_audio_ms"] == 1360.0
     assert summary["tokens"] == 15

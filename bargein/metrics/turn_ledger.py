@@ -29,7 +29,7 @@ MAX_LEDGERS = 64
 """Turn ledgers kept per session (the newest); older turns live on only in the metrics."""
 
 STAGES = ("speech_start", "speech_end", "commit", "asr_final", "reply_start", "llm_first_token",
-          "tts_first_audio", "first_delta_sent", "barge_in", "response_done")
+          "first_clause", "tts_first_audio", "first_delta_sent", "barge_in", "response_done")
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,10 @@ class TurnLedger:
             "asr_final_ms": _round(span("commit", "asr_final")),
             "llm_first_token_ms": _round(span(llm_start, "llm_first_token")),
             "tts_first_audio_ms": _round(span("llm_first_token", "tts_first_audio")),
+            # its two parts: the LLM writing the rest of the first clause, then the TTS speaking it (or a clause
+            # spoken before the commit being handed over)
+            "first_clause_ms": _round(span("llm_first_token", "first_clause")),
+            "tts_synth_ms": _round(span("first_clause", "tts_first_audio")),
             "first_delta_sent_ms": _round(span("reply_start", "first_delta_sent")),
             "first_audio_ms": _round(span("speech_end", "first_delta_sent")),
             **{key: round(value, 3) for key, value in self.counters.items()},
@@ -217,7 +221,7 @@ class TurnLedgers:
                 self._report(status, waiting)
 
     def on_reply_progress(self, response_id: str, stage: str, count: int) -> None:
-        """Pipeline stages (``llm_first_token``, ``tts_first_audio``) and token counts."""
+        """Pipeline stages (``llm_first_token``, ``first_clause``, ``tts_first_audio``) and token counts."""
         if (ledger := self.for_reply(response_id)) is None:
             return
         if stage == "tokens":

@@ -197,6 +197,8 @@ class ReplyPipeline:
                 continue
             transcript, silent = " ".join([*silent, clause]), []
             spoken_text_sent = False
+            if first_audio:
+                sink.reply_mark(plan.response_id, "first_clause")
             early = (plan.prespoken(clause, plan.voice, plan.speed)
                      if first_audio and plan.prespoken is not None else None)
             async for chunk in early or self.tts.synthesize(clause, voice=plan.voice, cancel=cancel,
