@@ -231,6 +231,7 @@ def _summary(results: list[TurnResult], observer: Observer, engines: str,
     first = [r.first_audio_ms for r in results if r.first_audio_ms is not None]
     beyond = [r.beyond_endpoint_ms for r in results if r.beyond_endpoint_ms is not None]
     barge = [r.barge_in_ms for r in results if r.barge_in_ms is not None]
+    first_sound = [r.first_sound_ms for r in results if r.first_sound_ms is not None]
     print(f"\n1-minute load average at the end: {os.getloadavg()[0]:.2f}")
     print(f"turns: {len(results)}, answered: {len(first)}, interrupted: {sum(1 for r in results if r.interrupted)}")
     print(f"{'':34s} {'n':>4s} {'p50':>6s} {'p95':>6s} {'p99':>6s} {'max':>6s}  (ms)")
@@ -240,7 +241,7 @@ def _summary(results: list[TurnResult], observer: Observer, engines: str,
         print(f"{label:34s} {len(values):4d} {' '.join(cells)} {fmt_ms(max(values) if values else math.nan)}")
 
     row("first audio", first)
-    row("first sound played (the reply's lead-in)", [r.first_sound_ms for r in results if r.first_sound_ms is not None])
+    row("first sound played (the reply's lead-in)", first_sound)
     if silence_ms is not None:
         row(f"first audio - silence ({silence_ms} ms)", [v - silence_ms for v in first])
     row("VAD end - energy end (stream ms)", [r.vad_end_lag_ms for r in results if r.vad_end_lag_ms is not None])
@@ -271,7 +272,7 @@ def _summary(results: list[TurnResult], observer: Observer, engines: str,
             print(f"  {key:28s} {value:8.1f} ms")
     else:
         print("server ledger: no bargein.turn.metrics events received")
-    return {"first": first, "first_sound": [r.first_sound_ms for r in results if r.first_sound_ms is not None],
+    return {"first": first, "first_sound": first_sound,
             "beyond": beyond, "barge": barge, "stages": stages}
 
 

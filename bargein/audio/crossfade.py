@@ -104,7 +104,7 @@ class Crossfader:
         self._tail = joined[len(joined) - keep:].copy()
         self.samples_out += len(out)
         # The chunk's sample 0 sits after ``lead`` in the emitted audio.
-        words = _shift_words(chunk.words, len(lead) * 1000.0 / self.sample_rate,
+        words = shift_words(chunk.words, len(lead) * 1000.0 / self.sample_rate,
                              len(out) * 1000.0 / self.sample_rate)
         return SpeechChunk(audio=out, sample_rate=self.sample_rate, words=words)
 
@@ -119,7 +119,7 @@ class Crossfader:
         return (old * fade_out + new * fade_in).astype(np.float32)
 
 
-def _shift_words(words: Iterable[WordTiming], offset_ms: float, limit_ms: float) -> tuple[WordTiming, ...]:
+def shift_words(words: Iterable[WordTiming], offset_ms: float, limit_ms: float) -> tuple[WordTiming, ...]:
     """Move words by ``offset_ms`` and clamp them to ``[0, limit_ms]``.
 
     Clamping loses at most one overlap at the very end of a chunk, where synthesisers leave silence.

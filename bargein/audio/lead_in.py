@@ -8,10 +8,9 @@ there is nothing to separate it from: that silence only delays the moment the us
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
+from bargein.audio.crossfade import shift_words
 from bargein.engines.base import SpeechChunk
 
 LEAD_IN_MS = 10.0
@@ -30,7 +29,6 @@ def trim_lead_in(chunk: SpeechChunk, *, keep_ms: float = LEAD_IN_MS, level: floa
     cut = max(int(loud[0]) - round(keep_ms * chunk.sample_rate / 1000.0), 0)
     if cut == 0:
         return chunk
-    cut_ms = cut * 1000.0 / chunk.sample_rate
-    words = tuple(replace(w, start_ms=max(w.start_ms - cut_ms, 0.0), end_ms=max(w.end_ms - cut_ms, 0.0))
-                  for w in chunk.words)
-    return SpeechChunk(audio=audio[cut:], sample_rate=chunk.sample_rate, words=words)
+    kept = audio[cut:]
+    words = shift_words(chunk.words, -cut * 1000.0 / chunk.sample_rate, len(kept) * 1000.0 / chunk.sample_rate)
+    return SpeechChunk(audio=kept, sample_rate=chunk.sample_rate, words=words)

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from bargein.audio.lead_in import SOUND_LEVEL
 from bargein.engines.base import CancelToken, Float32Audio, SpeechChunk
 from bargein.engines.fair import FairExecutor
 from bargein.engines.speak.kokoro_align import Part, plan, token_ids, word_timings
@@ -348,7 +349,7 @@ class KokoroSynthesizer:
     def _lead_cut(self, audio: Float32Audio, pad_samples: float) -> int:
         """How much leading silence to drop: the leading pad less ``lead_ms``, and never into sound."""
         cut = max(int(pad_samples) - self.lead_samples, 0)
-        loud = np.flatnonzero(np.abs(audio[:cut]) > 3e-3)  # about -50 dBFS: breath onsets stay
+        loud = np.flatnonzero(np.abs(audio[:cut]) > SOUND_LEVEL)  # breath onsets stay
         if len(loud):
             cut = max(int(loud[0]) - SAMPLE_RATE // 100, 0)
         return cut
