@@ -26,6 +26,7 @@ What the single-sequence engine (:mod:`~bargein.engines.think.llama_llm`) does, 
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import threading
 import time
@@ -47,6 +48,7 @@ from bargein.engines.think.llama_slots import Plan, Slot, SlotTable
 from bargein.engines.think.llama_stats import TurnStats
 from bargein.engines.think.llm_prompt import DEFAULT_SYSTEM_PROMPT
 from bargein.engines.think.llm_sampling import SamplingParams
+from bargein.engines.think.thread_governor import ThreadGovernor
 
 log = logging.getLogger(__name__)
 PROMPT_CHUNK = 128
@@ -94,7 +96,9 @@ class BatchedLlamaLanguageModel(QueuedEngine):
         self.largest_batch = 0
         self.snapshots = KvSnapshots(snapshot_bytes)
         self.recent_stats: deque[TurnStats] = deque(maxlen=64)
-        threads = n_threads or default_threads()
+        # no count given: every core while the others are idle, half of them otherwise (thread_governor.py)
+        self.threads = ThreadGovernor(fewer=n_threads or default_threads(), more=n_threads or (os.cpu_count() or 1))
+        threads = self._threads_set = self.threads.fewer
         # this Llama gives the model, tokenizer and chat template; decoding runs in the context below
         self._llama = llama_cpp.Llama(model_path=str(model_path), n_ctx=256, n_threads=threads, verbose=False)
         params = llama_cpp.llama_context_default_params()
@@ -257,6 +261,16 @@ class BatchedLlamaLanguageModel(QueuedEngine):
         except RuntimeError:
             log.warning("%s: could not keep a conversation's KV cache; it will be evaluated again", self.name)
 
+    def _decode(self) -> int:
+        threads = self.threads.before_eval()
+        if threads != self._threads_set:
+            self._lib.llama_set_n_threads(self._ctx, threads, threads)
+            self._threads_set = threads
+        try:
+            return int(self._lib.llama_decode(self._ctx, self._batch))
+        finally:
+            self.threads.after_eval()
+
     def _step(self, active: list[_Request]) -> list[_Request]:
         """One ``llama_decode`` over every active sequence; returns those still going."""
         rows: list[tuple[_Request, int]] = []
@@ -284,11 +298,11 @@ class BatchedLlamaLanguageModel(QueuedEngine):
         self._batch.n_tokens = count
         self.steps += 1
         self.largest_batch = max(self.largest_batch, count)
-        code = self._lib.llama_decode(self._ctx, self._batch)
+        code = self._decode()
         if code == DECODE_NO_ROOM:  # idle conversations fill the cache: drop them and try once more
             for slot in self._slots.forget_free():
                 self._lib.llama_memory_seq_rm(self._memory, slot.seq, -1, -1)
-            code = self._lib.llama_decode(self._ctx, self._batch)
+            code = self._decode()
         if code != 0:
             error = LanguageModelError(f"{self.name}: llama_decode failed ({code}) on a batch of {count} tokens")
             for request in active:

@@ -162,10 +162,10 @@ def trace_job(log: logging.Logger, engine: str, job: Job, held: int) -> None:
 
     kind = "prefill" if job.prefill_only else "call" if job.calling_tool else "reply"
     log.log(level, "%s job session=%s kind=%s end=%s held=%d waited_ms=%s first_token_ms=%s first_clause_ms=%s "
-            "total_ms=%s prompt=%d reused=%d restored=%s tokens=%d", engine, _short(job.owner), kind,
+            "total_ms=%s prompt=%d reused=%d restored=%s tokens=%d wide_evals=%d/%d", engine, _short(job.owner), kind,
             stats.finish_reason, held, ms(stats.waited_s), ms(stats.first_token_s), ms(stats.first_clause_s),
             ms(stats.total_s), stats.prompt_tokens, stats.reused_tokens, stats.restored_snapshot,
-            stats.completion_tokens)
+            stats.completion_tokens, stats.wide_evaluations, stats.evaluations)
 
 
 def _short(owner: Hashable | None) -> str:

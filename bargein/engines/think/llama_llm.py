@@ -58,6 +58,7 @@ from bargein.engines.think.llama_stats import TurnStats
 from bargein.engines.think.llm_models import describe, resolve_gguf
 from bargein.engines.think.llm_prompt import DEFAULT_SYSTEM_PROMPT
 from bargein.engines.think.llm_sampling import SamplingParams
+from bargein.engines.think.thread_governor import ThreadGovernor
 
 log = logging.getLogger(__name__)
 
@@ -71,11 +72,12 @@ MIN_SNAPSHOT_TOKENS = 32
 
 
 def default_threads() -> int:
-    """Half the CPU cores (at least one).
+    """Half the CPU cores (at least one): the thread count while other work runs.
 
     The other half is left to speech recognition and synthesis, which run at the same time. It also
     avoids llama.cpp's OpenMP threads spinning against each other on a busy machine: measured on 2
-    shared cores, 2 threads decoded ~8x slower than 1 while another process was busy.
+    shared cores, 2 threads decoded 2 to 8 times slower than 1 while another process was busy. While the
+    other cores are idle the model takes them too (:mod:`~bargein.engines.think.thread_governor`).
     """
     return max(1, (os.cpu_count() or 2) // 2)
 
@@ -109,9 +111,13 @@ class LlamaLanguageModel(QueuedEngine):
         """Tokens chosen greedily because the model's logits held NaN or +inf."""
         self.snapshots = KvSnapshots(snapshot_bytes)
         self.recent_stats: deque[TurnStats] = deque(maxlen=64)
-        threads = n_threads or default_threads()
+        # no count given: every core while the others are idle, half of them otherwise (thread_governor.py)
+        self.threads = ThreadGovernor(fewer=n_threads or default_threads(),
+                                      more=n_threads or (os.cpu_count() or 1))
+        self._threads_set = self.threads.fewer
         self._llama = llama_cpp.Llama(model_path=str(model_path), n_ctx=n_ctx, n_batch=256,
-                                      n_threads=threads, n_threads_batch=threads, verbose=False)
+                                      n_threads=self._threads_set, n_threads_batch=self._threads_set,
+                                      verbose=False)
         self._n_vocab = self._llama.n_vocab()
         self._vocab = llama_cpp.llama_model_get_vocab(self._llama.model)
         self._rng = np.random.default_rng(seed)
@@ -289,9 +295,21 @@ class LlamaLanguageModel(QueuedEngine):
         for start in range(kept, target.shape[0], PROMPT_CHUNK):
             if job.stop.is_set() or (job.prefill_only and not self._inbox.empty()):
                 return False
-            llama.eval(target[start:start + PROMPT_CHUNK].tolist())
+            self._eval(target[start:start + PROMPT_CHUNK].tolist(), job)
             self._kv_saved = False
         return True
+
+    def _eval(self, tokens: list[int], job: _Job) -> None:
+        threads = self.threads.before_eval()
+        if threads != self._threads_set:
+            self._lib.llama_set_n_threads(self._llama.ctx, threads, threads)
+            self._threads_set = threads
+        job.stats.evaluations += 1
+        job.stats.wide_evaluations += threads > self.threads.fewer
+        try:
+            self._llama.eval(tokens)
+        finally:
+            self.threads.after_eval()
 
     def _save_current(self) -> None:
         llama = self._llama

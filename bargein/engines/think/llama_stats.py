@@ -22,5 +22,9 @@ class TurnStats:
     waited_s: float | None = None
     """Seconds from submission until the model thread first worked on the reply."""
     total_s: float = 0.0
+    evaluations: int = 0
+    """Model evaluations (prompt chunks and tokens) run for this reply."""
+    wide_evaluations: int = 0
+    """Of those, the ones run on every core (:mod:`~bargein.engines.think.thread_governor`)."""
     tokens_at_cancel: int | None = None
     """Completion tokens already sampled when the cancel was seen by the event loop."""
