@@ -1,4 +1,4 @@
-"""The embedded LLM's thread count: one fixed thread against the governed count, on an idle and on a busy machine.
+"""The embedded LLM's thread count: the old fixed count (half the cores) against the governed one, idle and busy.
 
 ``python -m bench.llm_threads [--model qwen2.5-coder-0.5b] [--rounds 2]`` asks eight short questions per round
 (new each time, so the prompt's tail is evaluated as a turn's would be) and prints the median time to the first
@@ -18,7 +18,7 @@ import statistics
 import time
 
 from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions
-from bargein.engines.think.llama_llm import DEFAULT_LLM, LlamaLanguageModel, load_llama
+from bargein.engines.think.llama_llm import DEFAULT_LLM, LlamaLanguageModel, default_threads, load_llama
 
 QUESTIONS = ("What is the capital of France?", "How do I boil an egg?", "Why is the sky blue?",
              "What should I cook tonight?", "Tell me a joke about cats.", "How far away is the moon?",
@@ -61,11 +61,11 @@ def main() -> None:
         if spinner is not None:
             spinner.start()
         try:
-            for fixed in (1, None) * args.repeat:
+            for fixed in (default_threads(), None) * args.repeat:
                 llm = load_llama(args.model, n_threads=fixed)
                 first, eighth = asyncio.run(_measure(llm, args.rounds))
                 governor = llm.threads
-                print(f"{'busy' if busy else 'idle':8s} {'1' if fixed else 'governed':10s} {first:10.0f} ms "
+                print(f"{'busy' if busy else 'idle':8s} {str(fixed) if fixed else 'governed':10s} {first:10.0f} ms "
                       f"{eighth:7.0f} ms  {governor.raised} (lowered {governor.lowered} times)")
                 llm.close()
         finally:

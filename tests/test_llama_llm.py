@@ -17,6 +17,7 @@ from bargein.engines.think import llm_sampling
 from bargein.engines.think.llama_llm import LanguageModelError, LlamaLanguageModel, load_llama
 from bargein.engines.think.llm_models import LLM_MODELS, SMOLLM2_135M, SingleGguf
 from bargein.engines.think.llm_sampling import Pick, SamplingParams
+from bargein.engines.think.thread_governor import ThreadGovernor
 from bargein.engines.weights import PinnedFile, WeightError
 
 pytestmark = pytest.mark.slow
@@ -272,3 +273,33 @@ async def test_a_sessions_reply_supersedes_its_waiting_prefills() -> None:
     # next job came in; never evaluated to the end
     unrun = [end for end in ends if end in ("superseded", "preempted", "skipped")]
     assert len(unrun) == 3 and "prefilled" not in ends, ends
+
+
+class Alternating(ThreadGovernor):
+    """Switches between one and two threads on every evaluation, whatever the machine does."""
+
+    def before_eval(self) -> int:
+        self.threads = 1 if self.threads == 2 else 2
+        self.raised += self.threads == 2
+        return self.threads
+
+    def after_eval(self) -> None:
+        pass
+
+
+async def test_switching_the_thread_count_mid_reply_changes_no_greedy_token(model: LlamaLanguageModel) -> None:
+    greedy = GenerationOptions(max_tokens=16, temperature=0.0)
+    conversation = [user("Name three colours."), ChatMessage(role="assistant", content="Red, green and blue."),
+                    user("And three animals?")]
+    kept = model.threads
+    try:
+        model.threads = ThreadGovernor(fewer=1, more=1)
+        fixed = await collect(model, conversation, greedy)
+        model.threads = Alternating(fewer=1, more=2)
+        switching = await collect(model, conversation, greedy)
+        assert model.threads.raised >= 4, "both counts ran, several times"
+        model.threads = ThreadGovernor(fewer=1, more=1)
+        again = await collect(model, conversation, greedy)
+    finally:
+        model.threads = kept
+    assert "".join(switching) == "".join(fixed) == "".join(again)

@@ -26,7 +26,6 @@ What the single-sequence engine (:mod:`~bargein.engines.think.llama_llm`) does, 
 from __future__ import annotations
 
 import logging
-import os
 import queue
 import threading
 import time
@@ -48,7 +47,7 @@ from bargein.engines.think.llama_slots import Plan, Slot, SlotTable
 from bargein.engines.think.llama_stats import TurnStats
 from bargein.engines.think.llm_prompt import DEFAULT_SYSTEM_PROMPT
 from bargein.engines.think.llm_sampling import SamplingParams
-from bargein.engines.think.thread_governor import ThreadGovernor
+from bargein.engines.think.thread_governor import ThreadGovernor, available_cores
 
 log = logging.getLogger(__name__)
 PROMPT_CHUNK = 128
@@ -96,8 +95,8 @@ class BatchedLlamaLanguageModel(QueuedEngine):
         self.largest_batch = 0
         self.snapshots = KvSnapshots(snapshot_bytes)
         self.recent_stats: deque[TurnStats] = deque(maxlen=64)
-        # no count given: every core while the others are idle, half of them otherwise (thread_governor.py)
-        self.threads = ThreadGovernor(fewer=n_threads or default_threads(), more=n_threads or (os.cpu_count() or 1))
+        # a second thread pays only while its core is free, and costs twice as much when it is not
+        self.threads = ThreadGovernor(fewer=n_threads or default_threads(), more=n_threads or available_cores())
         threads = self._threads_set = self.threads.fewer
         # this Llama gives the model, tokenizer and chat template; decoding runs in the context below
         self._llama = llama_cpp.Llama(model_path=str(model_path), n_ctx=256, n_threads=threads, verbose=False)

@@ -58,7 +58,7 @@ from bargein.engines.think.llama_stats import TurnStats
 from bargein.engines.think.llm_models import describe, resolve_gguf
 from bargein.engines.think.llm_prompt import DEFAULT_SYSTEM_PROMPT
 from bargein.engines.think.llm_sampling import SamplingParams
-from bargein.engines.think.thread_governor import ThreadGovernor
+from bargein.engines.think.thread_governor import ThreadGovernor, available_cores
 
 log = logging.getLogger(__name__)
 
@@ -111,9 +111,8 @@ class LlamaLanguageModel(QueuedEngine):
         """Tokens chosen greedily because the model's logits held NaN or +inf."""
         self.snapshots = KvSnapshots(snapshot_bytes)
         self.recent_stats: deque[TurnStats] = deque(maxlen=64)
-        # no count given: every core while the others are idle, half of them otherwise (thread_governor.py)
-        self.threads = ThreadGovernor(fewer=n_threads or default_threads(),
-                                      more=n_threads or (os.cpu_count() or 1))
+        # a second thread pays only while its core is free, and costs twice as much when it is not
+        self.threads = ThreadGovernor(fewer=n_threads or default_threads(), more=n_threads or available_cores())
         self._threads_set = self.threads.fewer
         self._llama = llama_cpp.Llama(model_path=str(model_path), n_ctx=n_ctx, n_batch=256,
                                       n_threads=self._threads_set, n_threads_batch=self._threads_set,

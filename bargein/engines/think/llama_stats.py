@@ -23,7 +23,8 @@ class TurnStats:
     """Seconds from submission until the model thread first worked on the reply."""
     total_s: float = 0.0
     evaluations: int = 0
-    """Model evaluations (prompt chunks and tokens) run for this reply."""
+    """Model evaluations (prompt chunks and tokens) run for this reply (the one-sequence engine counts them;
+    the batched engine evaluates many replies at once and leaves both counts at 0)."""
     wide_evaluations: int = 0
     """Of those, the ones run on every core (:mod:`~bargein.engines.think.thread_governor`)."""
     tokens_at_cancel: int | None = None

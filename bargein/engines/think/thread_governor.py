@@ -6,19 +6,21 @@ against 267 ms, a token in 29 against 47 ms). With that core busy elsewhere the 
 for a core the scheduler does not give it, and everything is 2 to 2.4 times *slower* than on one thread. So the
 count follows what the machine is doing, decided before every evaluation call:
 
-* **More threads** only when no other process's thread is runnable at that moment (``procs_running`` in
-  ``/proc/stat``, less this process's own runnable threads: the reader, the event loop passing tokens on, and
-  the model's OpenMP helpers, which spin for 5 to 10 ms after an evaluation on more than one thread). So the
-  engine belongs in a process of its own (the server's default, ``llm_process``); in a process shared with the
-  recogniser it sees the recogniser only through the pressure check below. It is an instant's view, and that
-  is the point: the speculative reply starts the moment the recogniser's guess ends, and any average over the
-  last tens of milliseconds would still see the recogniser. (Letting the helpers sleep at once instead, with
-  ``OMP_WAIT_POLICY=passive``, made two threads as slow as one: llama.cpp's barriers need them awake.)
-* **Back to fewer** as soon as an evaluation on more threads saw tasks waiting for a CPU for much of it (the
-  kernel's CPU pressure, ``/proc/pressure/cpu``, "some", over the call's own interval), and then for
-  :data:`HOLD_S` at least.
+* **More threads** only when no other thread is runnable at that moment (the running count of
+  ``/proc/loadavg``, less this process's own runnable threads: the reader, the model's OpenMP helpers, which
+  spin for 5 to 10 ms after an evaluation on more than one thread, and one more, the thread passing tokens
+  on; a process's threads beyond those, such as a recogniser sharing the process, count as others). It is an
+  instant's view, and that is the point: the speculative reply starts the moment the recogniser's guess ends,
+  and any average over the last tens of milliseconds would still see the recogniser. (Letting the helpers
+  sleep at once instead, with ``OMP_WAIT_POLICY=passive``, made two threads as slow as one: llama.cpp's
+  barriers need them awake.)
+* **Back to fewer** as soon as an evaluation on more threads found this process's threads waiting for a CPU
+  for much of it (their run-queue wait in ``/proc/self/task/*/schedstat``, over the call's own interval), and
+  then for :data:`HOLD_S`, doubled for every contended evaluation in a row (up to :data:`MAX_HOLD_S`), so a
+  competitor that comes and goes costs one slow evaluation in seconds, not one in every hold.
 
-A machine without either file (not Linux, or pressure accounting off) keeps the fewer threads, as before.
+A machine without those files (not Linux, or scheduler statistics off) keeps the fewer threads, as before. In a
+container whose ``/proc/loadavg`` counts the host's threads, the count rarely rises: as before, not worse.
 """
 
 from __future__ import annotations
@@ -29,44 +31,60 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-STALL_SHARE = 0.5
-"""Share of an evaluation's wall time during which some task waited for a CPU that sends the count back down.
-A machine's background (an event loop waking for each audio frame, the VAD) makes 0.1 to 0.2 while the model
-holds both cores, and a token is still a third faster than on one thread then; a thread that really competes
-(a recognition, a synthesis) keeps some task waiting nearly all the time."""
+WAIT_SHARE = 0.3
+"""Run-queue wait of this process's threads, per second of an evaluation, that sends the count back down. With
+both cores held by the model's two threads, one competing thread makes each of them wait about a third of the
+time (0.67 together); an event loop waking for each audio frame makes a few hundredths."""
 HOLD_S = 0.25
 """After a contended evaluation, how long the count stays down before an idle instant may raise it again."""
+MAX_HOLD_S = 4.0
+"""The longest hold, reached after five contended evaluations in a row."""
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity), at least one."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not Linux
+        return max(1, os.cpu_count() or 1)
 
 
 @dataclass(frozen=True)
 class CpuReading:
-    """The machine at one instant, as the kernel counts it."""
+    """The machine and this process at one instant, as the kernel counts them."""
 
-    others_running: int
-    """Runnable threads of other processes."""
-    stall_s: float
-    """Total time some task has waited for a CPU since boot (seconds; only differences mean anything)."""
+    running: int
+    """Runnable threads on the machine, the reader included."""
+    own_running: int
+    """Of those, this process's."""
+    own_wait_s: float
+    """Time this process's threads have spent waiting on a run queue (seconds; only differences mean anything;
+    a thread that ended takes its share with it, which can only make a wait look shorter)."""
 
 
-def read_proc(stat: Path = Path("/proc/stat"), pressure: Path = Path("/proc/pressure/cpu"),
-              own_tasks: Path = Path("/proc/self/task")) -> CpuReading | None:
-    """The reading from ``/proc``, or ``None`` where the kernel does not offer the files."""
+def read_proc(loadavg: Path = Path("/proc/loadavg"), own_tasks: Path = Path("/proc/self/task")) -> CpuReading | None:
+    """The reading from ``/proc``, or ``None`` where the kernel does not offer the files. The machine's count is
+    read before the process's threads, so a thread of ours that starts running in between can hide another's."""
     try:
-        running = next(int(line.split()[1]) for line in stat.read_text().splitlines()
-                       if line.startswith("procs_running"))
-        some = pressure.read_text().splitlines()[0]
-        total_us = int(some.rsplit("total=", 1)[1])
-        own = sum(1 for task in own_tasks.iterdir() if _running(task / "stat"))
-    except (OSError, StopIteration, IndexError, ValueError):
+        running = int(loadavg.read_text().split()[3].split("/")[0])
+        own_running = 0
+        wait_ns = 0
+        for task in own_tasks.iterdir():
+            state, waited = _task(task)
+            own_running += state == "R"
+            wait_ns += waited
+    except (OSError, IndexError, ValueError):
         return None
-    return CpuReading(others_running=max(running - own, 0), stall_s=total_us / 1e6)
+    return CpuReading(running=running, own_running=own_running, own_wait_s=wait_ns / 1e9)
 
 
-def _running(task_stat: Path) -> bool:
-    try:  # "pid (name) state ...", and the name may hold spaces and brackets
-        return task_stat.read_text().rsplit(")", 1)[1].split()[0] == "R"
-    except (OSError, IndexError):  # the thread ended while being looked at
-        return False
+def _task(task: Path) -> tuple[str, int]:
+    """A thread's state letter and its run-queue wait in ns; ``("", 0)`` if it ended while being looked at."""
+    try:  # stat: "pid (name) state ...", and the name may hold spaces and brackets; schedstat: "run wait slices"
+        state = (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        return state, int((task / "schedstat").read_text().split()[1])
+    except FileNotFoundError:
+        return "", 0
 
 
 @dataclass
@@ -77,15 +95,19 @@ class ThreadGovernor:
     """The count on a busy machine (half the cores: the rest is left to recognition and synthesis)."""
     more: int
     """The count while the other cores are idle (every core)."""
-    cores: int = field(default_factory=lambda: os.cpu_count() or 1)
+    cores: int = field(default_factory=available_cores)
+    """The cores the machine gives this process: ``more`` threads need ``more`` of them free."""
     read: Callable[[], CpuReading | None] = read_proc
+    """Where readings come from (``/proc``; scripted in tests)."""
     clock: Callable[[], float] = time.monotonic
     threads: int = field(init=False)
+    """The count chosen for the evaluation running or last run."""
     raised: int = field(default=0, init=False)
     """Evaluations run on :attr:`more` threads."""
     lowered: int = field(default=0, init=False)
     """Times contention sent the count back down."""
     _hold_until: float = field(default=float("-inf"), init=False)
+    _contended_in_a_row: int = field(default=0, init=False)
     _started: tuple[float, float] | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
@@ -101,24 +123,30 @@ class ThreadGovernor:
             return self.threads
         reading = self.read()
         now = self.clock()
-        idle = reading is not None and reading.others_running <= self.cores - self.more
+        idle = False
+        if reading is not None:
+            # the reader, the helpers still spinning from the last call, and the thread passing tokens on
+            own = min(reading.own_running, self.threads + 1)
+            idle = reading.running - own <= self.cores - self.more
         self.threads = self.more if idle and now >= self._hold_until else self.fewer
-        self._started = (now, reading.stall_s) if reading is not None and self.threads > self.fewer else None
+        self._started = (now, reading.own_wait_s) if reading is not None and self.threads > self.fewer else None
         if self.threads > self.fewer:
             self.raised += 1
         return self.threads
 
     def after_eval(self) -> None:
-        """Look at the evaluation that just ran: if it was contended, lower the count and hold it down."""
+        """Look at the evaluation that just ran on more threads: if it was contended, hold the count down."""
         if self._started is None:
             return
-        started, stall_before = self._started
+        started, wait_before = self._started
         self._started = None
         reading = self.read()
         now = self.clock()
         if reading is None or now <= started:
             return
-        if (reading.stall_s - stall_before) / (now - started) > STALL_SHARE:
-            self.threads = self.fewer
-            self._hold_until = now + HOLD_S
+        if (reading.own_wait_s - wait_before) / (now - started) > WAIT_SHARE:
+            self._contended_in_a_row += 1
+            self._hold_until = now + min(HOLD_S * 2 ** (self._contended_in_a_row - 1), MAX_HOLD_S)
             self.lowered += 1
+        else:
+            self._contended_in_a_row = 0
