@@ -160,3 +160,18 @@ def test_read_proc_on_this_machine_counts_the_reader_among_the_runnable() -> Non
         pytest.skip("this kernel offers no /proc/loadavg or scheduler statistics")
     assert reading.own_running >= 1, "the thread reading is running"
     assert reading.running >= 1 and reading.own_wait_s >= 0
+
+
+def test_an_evaluation_applies_a_count_only_when_it_changes_and_is_looked_at_even_when_it_fails() -> None:
+    machine = Machine()
+    threads = governor(machine)
+    applied: list[int] = []
+    for others in (0, 0, 1, 1, 0):
+        machine.others = others
+        with threads.evaluation(applied.append):
+            machine.run(0.03)
+    assert applied == [2, 1, 2], "the context starts on the fewer count and keeps a count until told another"
+    with pytest.raises(RuntimeError), threads.evaluation(applied.append):
+        machine.run(0.1, waiting=1.0)
+        raise RuntimeError("llama_decode failed")
+    assert threads.lowered == 1, "a failed call that was contended still holds the count down"

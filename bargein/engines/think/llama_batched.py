@@ -97,7 +97,7 @@ class BatchedLlamaLanguageModel(QueuedEngine):
         self.recent_stats: deque[TurnStats] = deque(maxlen=64)
         # a second thread pays only while its core is free, and costs twice as much when it is not
         self.threads = ThreadGovernor(fewer=n_threads or default_threads(), more=n_threads or available_cores())
-        threads = self._threads_set = self.threads.fewer
+        threads = self.threads.fewer
         # this Llama gives the model, tokenizer and chat template; decoding runs in the context below
         self._llama = llama_cpp.Llama(model_path=str(model_path), n_ctx=256, n_threads=threads, verbose=False)
         params = llama_cpp.llama_context_default_params()
@@ -261,14 +261,8 @@ class BatchedLlamaLanguageModel(QueuedEngine):
             log.warning("%s: could not keep a conversation's KV cache; it will be evaluated again", self.name)
 
     def _decode(self) -> int:
-        threads = self.threads.before_eval()
-        if threads != self._threads_set:
-            self._lib.llama_set_n_threads(self._ctx, threads, threads)
-            self._threads_set = threads
-        try:
+        with self.threads.evaluation(lambda threads: self._lib.llama_set_n_threads(self._ctx, threads, threads)):
             return int(self._lib.llama_decode(self._ctx, self._batch))
-        finally:
-            self.threads.after_eval()
 
     def _step(self, active: list[_Request]) -> list[_Request]:
         """One ``llama_decode`` over every active sequence; returns those still going."""

@@ -113,9 +113,8 @@ class LlamaLanguageModel(QueuedEngine):
         self.recent_stats: deque[TurnStats] = deque(maxlen=64)
         # a second thread pays only while its core is free, and costs twice as much when it is not
         self.threads = ThreadGovernor(fewer=n_threads or default_threads(), more=n_threads or available_cores())
-        self._threads_set = self.threads.fewer
         self._llama = llama_cpp.Llama(model_path=str(model_path), n_ctx=n_ctx, n_batch=256,
-                                      n_threads=self._threads_set, n_threads_batch=self._threads_set,
+                                      n_threads=self.threads.fewer, n_threads_batch=self.threads.fewer,
                                       verbose=False)
         self._n_vocab = self._llama.n_vocab()
         self._vocab = llama_cpp.llama_model_get_vocab(self._llama.model)
@@ -299,16 +298,13 @@ class LlamaLanguageModel(QueuedEngine):
         return True
 
     def _eval(self, tokens: list[int], job: _Job) -> None:
-        threads = self.threads.before_eval()
-        if threads != self._threads_set:
-            self._lib.llama_set_n_threads(self._llama.ctx, threads, threads)
-            self._threads_set = threads
-        job.stats.evaluations += 1
-        job.stats.wide_evaluations += threads > self.threads.fewer
-        try:
+        with self.threads.evaluation(self._set_threads) as threads:
+            job.stats.evaluations += 1
+            job.stats.wide_evaluations += threads > self.threads.fewer
             self._llama.eval(tokens)
-        finally:
-            self.threads.after_eval()
+
+    def _set_threads(self, threads: int) -> None:
+        self._lib.llama_set_n_threads(self._llama.ctx, threads, threads)
 
     def _save_current(self) -> None:
         llama = self._llama

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -116,6 +117,20 @@ class ThreadGovernor:
         self.threads = self.fewer
         if self.more > self.fewer and self.read() is None:
             self.more = self.fewer  # nothing to decide with: keep the safe count
+
+    @contextmanager
+    def evaluation(self, apply: Callable[[int], None]) -> Iterator[int]:
+        """Around one evaluation: choose its count, ``apply`` it to the model's context when it differs from the
+        count of the evaluation before (the context keeps a count until told another), and look at the call
+        once it is over, whether it succeeded or not."""
+        previous = self.threads
+        threads = self.before_eval()
+        if threads != previous:
+            apply(threads)
+        try:
+            yield threads
+        finally:
+            self.after_eval()
 
     def before_eval(self) -> int:
         """The thread count for the evaluation about to run."""
