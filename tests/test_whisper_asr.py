@@ -74,6 +74,22 @@ async def test_librivox_clips_are_transcribed_accurately(recognizer: WhisperReco
 
 
 @pytest.mark.slow
+def test_a_decoder_on_its_own_threads_hears_exactly_what_one_model_hears(recognizer: WhisperRecognizer) -> None:
+    one_model = load_whisper("tiny.en", decoder_threads=None, warm_up=False)
+    try:
+        split, single = recognizer.core, one_model.core
+        assert split.decoder is not split.model and single.decoder is single.model
+        for clip in CLIPS:
+            ours, theirs = split.transcribe(librivox_clip(clip)), single.transcribe(librivox_clip(clip))
+            assert ours.text == theirs.text and ours.words == theirs.words
+            assert ours.avg_logprob == pytest.approx(theirs.avg_logprob, abs=1e-4)
+            assert ours.no_speech_prob == pytest.approx(theirs.no_speech_prob, abs=1e-4)
+            assert np.allclose(ours.voiced_encoding, theirs.voiced_encoding, atol=1e-5)
+    finally:
+        asyncio.run(one_model.aclose())
+
+
+@pytest.mark.slow
 async def test_short_window_is_as_accurate_as_the_full_30_s_window(recognizer: WhisperRecognizer) -> None:
     references = [librivox_reference(clip) for clip in CLIPS]
     short = [(await recognizer.transcribe(librivox_clip(clip))).text for clip in CLIPS]

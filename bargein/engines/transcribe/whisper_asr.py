@@ -209,23 +209,33 @@ class WhisperRecognizer:
 
 
 def load_whisper(name: str | WhisperSource = "tiny.en", *, allow_network: bool = False,
-                 cache_dir: Path | None = None, cpu_threads: int = 2, compute_type: str = "int8",
-                 final_options: DecodeOptions = FINAL, partial_options: DecodeOptions = PARTIAL,
-                 warm_up: bool = True) -> WhisperRecognizer:
+                 cache_dir: Path | None = None, cpu_threads: int = 2, decoder_threads: int | None = 1,
+                 compute_type: str = "int8", final_options: DecodeOptions = FINAL,
+                 partial_options: DecodeOptions = PARTIAL, warm_up: bool = True) -> WhisperRecognizer:
     """Verify, load and warm up a Whisper model; blocking (seconds), so run it at start-up.
 
     ``name`` is a registry name (``tiny.en``, ``base``), a local CTranslate2 folder, or (with
     ``allow_network``) a hub id. A weight file that fails its pinned sha256 raises
-    :class:`~bargein.engines.weights.WeightError` before anything is loaded.
+    :class:`~bargein.engines.weights.WeightError` before anything is loaded. The encoder runs on
+    ``cpu_threads``; with another ``decoder_threads`` the weights are loaded a second time for the decoder
+    (:attr:`WhisperCore.decoder`); None decodes on the encoder's threads.
     """
     from faster_whisper import WhisperModel  # heavy import, only when a real model is wanted
 
     model_dir = resolve_model(name, allow_network=allow_network, cache_dir=cache_dir)
-    model = WhisperModel(str(model_dir.path), device="cpu", compute_type=compute_type,
-                         cpu_threads=cpu_threads, local_files_only=True)
-    recognizer = WhisperRecognizer(WhisperCore(model), final_options=final_options,
+    def loaded(threads: int) -> WhisperModel:
+        return WhisperModel(str(model_dir.path), device="cpu", compute_type=compute_type, cpu_threads=threads,
+                            local_files_only=True)
+
+    model = loaded(cpu_threads)
+    threads = f"{cpu_threads} threads"
+    decoder = None
+    if decoder_threads is not None and decoder_threads != cpu_threads:
+        decoder = loaded(decoder_threads)
+        threads = f"{cpu_threads} threads encoding, {decoder_threads} decoding"
+    recognizer = WhisperRecognizer(WhisperCore(model, decoder), final_options=final_options,
                                    partial_options=partial_options,
-                                   description=f"{model_dir.origin}, {compute_type}, {cpu_threads} threads")
+                                   description=f"{model_dir.origin}, {compute_type}, {threads}")
     if warm_up:
         # the first call allocates CTranslate2's buffers; pay for it now, not on the first user turn
         tone = np.sin(np.arange(LISTEN_SAMPLE_RATE, dtype=np.float32) * (2 * np.pi * 220 / LISTEN_SAMPLE_RATE))
