@@ -175,3 +175,34 @@ def test_the_fair_queue_hands_over_one_owners_items() -> None:
         queue.put(owner, item)
     assert queue.take("a") == ["a0", "a1"] and queue.take("a") == []
     assert len(queue) == 2 and [queue.pop()[1] for _ in range(2)] == ["b0", "c0"]
+
+
+class _PartialGatedCore(_GatedCore):
+    """Partials (clips marked 3.0) wait for the gate; finals run at once."""
+
+    def transcribe(self, audio: Any, **kwargs: Any) -> Transcript:
+        if float(audio[0]) == 3.0:
+            return super().transcribe(audio, **kwargs)
+        self.order.append(float(audio[0]))
+        return Transcript(text="x")
+
+
+@pytest.mark.parametrize("final_workers", [0, 1])
+def test_a_finals_worker_recognises_a_pause_while_a_partial_runs(final_workers: int) -> None:
+    core = _PartialGatedCore()
+    recognizer = WhisperRecognizer(core, final_workers=final_workers)  # type: ignore[arg-type]
+
+    async def scenario() -> bool:
+        partial = asyncio.ensure_future(recognizer.transcribe_partial(np.full(160, 3.0, np.float32), key="a"))
+        await asyncio.to_thread(core.entered.wait, 10)  # the partial runs and holds its worker
+        final = asyncio.ensure_future(recognizer.transcribe(np.full(160, 1.0, np.float32)))
+        done, _ = await asyncio.wait([final], timeout=0.5)
+        core.gate.set()
+        await asyncio.gather(partial, final)
+        # a second partial is taken by the general worker only: it still runs
+        await recognizer.transcribe_partial(np.full(160, 3.0, np.float32), key="a")
+        await recognizer.aclose()
+        return final in done
+
+    assert asyncio.run(scenario()) is bool(final_workers)
+    assert core.order == ([1.0, 3.0, 3.0] if final_workers else [3.0, 1.0, 3.0])

@@ -1,8 +1,8 @@
-"""Whisper speech recognition shared by every session: one model, one worker thread, a fair queue.
+"""Whisper speech recognition shared by every session: one model, a worker thread or two, a fair queue.
 
 Sessions ``await`` :meth:`WhisperRecognizer.transcribe` (finals) and
 :meth:`WhisperRecognizer.transcribe_partial` (during speech). Both only enqueue a job and await a
-future, so the event loop never blocks. A single worker thread runs the jobs: urgent finals first (asked
+future, so the event loop never blocks. A worker thread runs the jobs: urgent finals first (asked
 for in a :func:`~bargein.engines.fair.urgent_task`: the words of a segment a paused reply waits on), then
 the other finals, each lane's jobs per session in arrival order and the sessions in turn
 (:mod:`bargein.engines.fair`; at most ``max_waiting_per_session`` waiting each, both lanes together),
@@ -10,6 +10,9 @@ then partials in arrival order; a newer partial of the
 same ``key`` (a session) replaces an older one still waiting, and every caller of the replaced one
 gets the newer result.
 Jobs whose callers all went away (a barge-in cancels a speculative final) are skipped unrun.
+With ``final_workers`` (one, as :func:`load_whisper` loads the default models), more threads take the same
+finals but never a partial, so the guess at a pause does not wait for a partial still running (up to 200
+to 300 ms on the 2-core target), and two sessions' finals are recognised at once.
 
 Why no batching: on the two-core target CTranslate2 ran a batch of 4 or 8 short clips no faster
 than the same clips one after another (``bench/asr_latency.py --batch``), so a batch would only make
@@ -75,7 +78,7 @@ class WhisperRecognizer:
     def __init__(self, core: WhisperCore, *, final_options: DecodeOptions = FINAL,
                  partial_options: DecodeOptions = PARTIAL, max_waiting: int = 256,
                  max_waiting_partials: int = 32, max_waiting_per_session: int = 8,
-                 description: str = "whisper") -> None:
+                 final_workers: int = 0, description: str = "whisper") -> None:
         self.core = core
         self.final_options = final_options
         self.partial_options = partial_options
@@ -91,8 +94,12 @@ class WhisperRecognizer:
         self._partial_by_key: dict[Hashable, _Job] = {}
         self._wake = threading.Condition()
         self._closed = False
-        self._thread = threading.Thread(target=self._work, name="whisper-worker", daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._work, name="whisper-worker", daemon=True)]
+        # a worker that takes no partials: the words a turn waits on never queue behind one
+        self._threads += [threading.Thread(target=self._work, args=(False,), name=f"whisper-finals-{index}",
+                                           daemon=True) for index in range(final_workers)]
+        for thread in self._threads:
+            thread.start()
 
     # -- the async face ---------------------------------------------------------------------------
 
@@ -122,7 +129,8 @@ class WhisperRecognizer:
             self._wake.notify_all()
         for job in abandoned:
             self._resolve(job, None, RecognizerClosed("the recognizer was closed"))
-        await asyncio.to_thread(self._thread.join)
+        for thread in self._threads:
+            await asyncio.to_thread(thread.join)
 
     @property
     def languages(self) -> frozenset[str]:
@@ -168,12 +176,12 @@ class WhisperRecognizer:
                                                       + self._urgent.waiting(session) >= self.max_waiting_per_session):
                         raise RecognizerBusy(f"{finals} final transcriptions are already waiting")
                     (self._urgent if urgent() else self._finals).put(session, job)
-                self._wake.notify()
+                self._wake.notify_all()  # a finals-only worker woken for a partial would leave it waiting
         return await future
 
-    def _next_job(self) -> _Job | None:
+    def _next_job(self, partials: bool) -> _Job | None:
         with self._wake:
-            while not self._closed and not self._urgent and not self._finals and not self._partials:
+            while not self._closed and not self._urgent and not self._finals and not (partials and self._partials):
                 self._wake.wait()
             if self._closed:
                 return None
@@ -186,10 +194,11 @@ class WhisperRecognizer:
                 self._partial_by_key.pop(job.key, None)
             return job
 
-    def _work(self) -> None:
-        while (job := self._next_job()) is not None:
+    def _work(self, partials: bool = True) -> None:
+        while (job := self._next_job(partials)) is not None:
             if not job.wanted():
-                self.jobs_skipped += 1
+                with self._wake:
+                    self.jobs_skipped += 1
                 continue
             try:
                 result = self.core.transcribe(job.audio, language=job.language, prompt=job.prompt,
@@ -198,7 +207,8 @@ class WhisperRecognizer:
                 log.exception("whisper transcription failed")
                 self._resolve(job, None, error)
             else:
-                self.jobs_run += 1
+                with self._wake:
+                    self.jobs_run += 1
                 self._resolve(job, result, None)
 
     @staticmethod
@@ -223,18 +233,19 @@ def load_whisper(name: str | WhisperSource = "tiny.en", *, allow_network: bool =
     from faster_whisper import WhisperModel  # heavy import, only when a real model is wanted
 
     model_dir = resolve_model(name, allow_network=allow_network, cache_dir=cache_dir)
-    def loaded(threads: int) -> WhisperModel:
+    def loaded(threads: int, workers: int = 1) -> WhisperModel:
         return WhisperModel(str(model_dir.path), device="cpu", compute_type=compute_type, cpu_threads=threads,
-                            local_files_only=True)
+                            num_workers=workers, local_files_only=True)
 
     model = loaded(cpu_threads)
     threads = f"{cpu_threads} threads"
     decoder = None
     if decoder_threads is not None and decoder_threads != cpu_threads:
-        decoder = loaded(decoder_threads)
-        threads = f"{cpu_threads} threads encoding, {decoder_threads} decoding"
+        # two decoders share the weights: a final decodes while a partial does
+        decoder = loaded(decoder_threads, workers=2)
+        threads = f"{cpu_threads} threads encoding, {decoder_threads} decoding, finals beside partials"
     recognizer = WhisperRecognizer(WhisperCore(model, decoder), final_options=final_options,
-                                   partial_options=partial_options,
+                                   partial_options=partial_options, final_workers=1 if decoder else 0,
                                    description=f"{model_dir.origin}, {compute_type}, {threads}")
     if warm_up:
         # the first call allocates CTranslate2's buffers; pay for it now, not on the first user turn
