@@ -180,8 +180,13 @@ def test_the_fair_queue_hands_over_one_owners_items() -> None:
 class _PartialGatedCore(_GatedCore):
     """Partials (clips marked 3.0) wait for the gate; finals run at once."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.partial_threads: list[str] = []
+
     def transcribe(self, audio: Any, **kwargs: Any) -> Transcript:
         if float(audio[0]) == 3.0:
+            self.partial_threads.append(threading.current_thread().name)
             return super().transcribe(audio, **kwargs)
         self.order.append(float(audio[0]))
         return Transcript(text="x")
@@ -206,3 +211,4 @@ def test_a_finals_worker_recognises_a_pause_while_a_partial_runs(final_workers: 
 
     assert asyncio.run(scenario()) is bool(final_workers)
     assert core.order == ([1.0, 3.0, 3.0] if final_workers else [3.0, 1.0, 3.0])
+    assert core.partial_threads == ["whisper-worker"] * 2  # a finals worker never takes a partial

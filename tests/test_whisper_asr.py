@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import importlib
 import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,7 +19,7 @@ from bargein.engines.base import SpeechRecognizer
 from bargein.engines.transcribe.asr_models import TINY_EN, AssembledFile, WhisperSource, prepare_source, resolve_model
 from bargein.engines.transcribe.wer import normalize, word_error_rate
 from bargein.engines.transcribe.whisper_asr import RecognizerBusy, RecognizerClosed, WhisperRecognizer, load_whisper
-from bargein.engines.transcribe.whisper_decode import FULL_WINDOW, loop_start, window_frames
+from bargein.engines.transcribe.whisper_decode import FULL_WINDOW, WhisperCore, loop_start, window_frames
 from bargein.engines.weights import PinnedFile, WeightError, sha256_of
 from tests.support.speech import librivox_clip, librivox_reference
 
@@ -73,12 +75,30 @@ async def test_librivox_clips_are_transcribed_accurately(recognizer: WhisperReco
         assert all(0 <= w.start_ms <= w.end_ms <= duration_ms for w in transcript.words)
 
 
+class _EncodeOnly:
+    """A CTranslate2 Whisper that encodes and answers attribute reads, but decodes, aligns or detects nothing."""
+
+    def __init__(self, model: Any) -> None:
+        self._model = model
+
+    def encode(self, *args: Any, **kwargs: Any) -> Any:
+        return self._model.encode(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("generate", "align", "detect_language"):
+            raise AssertionError(f"{name} ran on the encoder's copy")
+        return getattr(self._model, name)
+
+
 @pytest.mark.slow
 def test_a_decoder_on_its_own_threads_hears_exactly_what_one_model_hears(recognizer: WhisperRecognizer) -> None:
     one_model = load_whisper("tiny.en", decoder_threads=None, warm_up=False)
     try:
         split, single = recognizer.core, one_model.core
         assert split.decoder is not split.model and single.decoder is single.model
+        encoder_only = copy.copy(split.model)  # the encoder's copy, refusing everything but encoding
+        encoder_only.model = _EncodeOnly(split.model.model)
+        split = WhisperCore(encoder_only, split.decoder)
         for clip in CLIPS:
             ours, theirs = split.transcribe(librivox_clip(clip)), single.transcribe(librivox_clip(clip))
             assert ours.text == theirs.text and ours.words == theirs.words
@@ -144,31 +164,33 @@ async def test_many_sessions_at_once_each_get_their_own_transcript(recognizer: W
 
 @pytest.mark.slow
 async def test_newer_partial_of_a_session_replaces_the_waiting_one(recognizer: WhisperRecognizer) -> None:
+    one_worker = WhisperRecognizer(recognizer.core)  # the same model, one worker thread: a known order
     long_clip, first, newest = librivox_clip("0870"), librivox_clip("0880"), librivox_clip("0930")
-    runs_before = recognizer.jobs_run
     # the final keeps the worker busy while the session's three partials queue up behind it
     final, *partials = await asyncio.gather(
-        recognizer.transcribe(long_clip),
-        *(recognizer.transcribe_partial(clip, key="session-1") for clip in (first, first, newest)))
-    assert recognizer.jobs_run - runs_before == 2
+        one_worker.transcribe(long_clip),
+        *(one_worker.transcribe_partial(clip, key="session-1") for clip in (first, first, newest)))
+    assert one_worker.jobs_run == 2
     expected = recognizer.transcribe_sync(newest, options=recognizer.partial_options).text
     assert [p.text for p in partials] == [expected] * 3
     assert "dashwood" in final.text.lower()
+    await one_worker.aclose()
 
 
 @pytest.mark.slow
 async def test_a_cancelled_request_is_skipped(recognizer: WhisperRecognizer) -> None:
-    skipped_before = recognizer.jobs_skipped
-    busy = asyncio.ensure_future(recognizer.transcribe(librivox_clip("0870")))
-    doomed = asyncio.ensure_future(recognizer.transcribe(librivox_clip("0920")))
+    one_worker = WhisperRecognizer(recognizer.core)  # one worker thread: the second request waits
+    busy = asyncio.ensure_future(one_worker.transcribe(librivox_clip("0870")))
+    doomed = asyncio.ensure_future(one_worker.transcribe(librivox_clip("0920")))
     await asyncio.sleep(0)  # both are queued now
     doomed.cancel()
     assert "dashwood" in (await busy).text.lower()
     for _ in range(100):  # the worker reaches the cancelled job right after the busy one
-        if recognizer.jobs_skipped > skipped_before:
+        if one_worker.jobs_skipped:
             break
         await asyncio.sleep(0.02)
-    assert recognizer.jobs_skipped == skipped_before + 1
+    assert one_worker.jobs_skipped == 1 and one_worker.jobs_run == 1
+    await one_worker.aclose()
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""Whisper speech recognition shared by every session: one model, a worker thread or two, a fair queue.
+"""Whisper speech recognition shared by every session: one model, one or two worker threads, a fair queue.
 
 Sessions ``await`` :meth:`WhisperRecognizer.transcribe` (finals) and
 :meth:`WhisperRecognizer.transcribe_partial` (during speech). Both only enqueue a job and await a
@@ -120,7 +120,7 @@ class WhisperRecognizer:
         return self.core.transcribe(audio, language=language, prompt=prompt, options=options or self.final_options)
 
     async def aclose(self) -> None:
-        """Stop the worker after the job it is running; waiting callers get :class:`RecognizerClosed`."""
+        """Stop the workers after the jobs they are running; waiting callers get :class:`RecognizerClosed`."""
         with self._wake:
             self._closed = True
             abandoned = [*self._urgent.drain(), *self._finals.drain(), *self._partials]
@@ -250,5 +250,12 @@ def load_whisper(name: str | WhisperSource = "tiny.en", *, allow_network: bool =
     if warm_up:
         # the first call allocates CTranslate2's buffers; pay for it now, not on the first user turn
         tone = np.sin(np.arange(LISTEN_SAMPLE_RATE, dtype=np.float32) * (2 * np.pi * 220 / LISTEN_SAMPLE_RATE))
-        recognizer.transcribe_sync((0.1 * tone).astype(np.float32))
+        clip = (0.1 * tone).astype(np.float32)
+        # both decoder workers at once, so each has its buffers before a turn needs it
+        second = threading.Thread(target=recognizer.transcribe_sync, args=(clip,)) if decoder else None
+        if second is not None:
+            second.start()
+        recognizer.transcribe_sync(clip)
+        if second is not None:
+            second.join()
     return recognizer

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import string
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -130,7 +131,9 @@ class WhisperCore:
         """Runs the decoder's side (language detection, decoding, word alignment) on the encoder's output:
         the same weights loaded again on fewer threads. The encoder's large products gain from a second
         thread; the decoder's small per-token steps lose to the threads' synchronisation (tiny.en here: 5.0
-        ms a token on one thread, 6.6 on two), and one thread leaves the other core to the LLM."""
+        ms a token on one thread, 6.6 on two), and one thread leaves the other core to the LLM. Turns over 30
+        s are the exception: faster-whisper's own sliding windows decode them on :attr:`model`."""
+        self._count = threading.Lock()
         self.multilingual = bool(model.model.is_multilingual)
         self.languages = _model_languages(model, self.multilingual)
         """The language codes this model can transcribe (``{"en"}`` for an English-only model)."""
@@ -171,7 +174,8 @@ class WhisperCore:
             prompt = language_row(lang).recognition_prompt if lang != "en" else None
         decoded = self._decode(encoded, tokenizer, prompt, duration, options)
         if decoded.looped and options.loop_guard == "retry" and frames < FULL_FRAMES:
-            self.retries += 1
+            with self._count:  # two workers may retry at once
+                self.retries += 1
             encoded = self._encode(features, content_frames, FULL_FRAMES)
             decoded = self._decode(encoded, tokenizer, prompt, duration, options)
         if decoded.looped:
