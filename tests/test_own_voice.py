@@ -107,6 +107,21 @@ def test_recorded_stop_at_minus_0_8_alone_still_interrupts() -> None:
     assert decide_over_reply(heard, _primed(heard, "Okay.", -0.3, 30.0))[0] == "query"  # not mixed: either cuts
 
 
+def test_recorded_a_user_alone_keeps_the_quiet_first_word_of_their_command() -> None:
+    # festival-kal "Hold on." in a room (training families' live dump): the word timings put "Hold" on the
+    # command's quiet onset, so the loud words were "on.", and the 64 ms loud stretch, primed, came back "Okay."
+    heard = _recorded(transcript="Hold on.", avg_logprob=-0.203, no_speech_prob=0.126, speech_ms=192.0,
+                      mean_probability=0.29, level_above_floor_db=35.7, user_transcript="on.", room_words=1,
+                      user_level_above_floor_db=37.4, below_user_db=-0.5, loud_probability=0.785,
+                      room_speech_ms=96.0)
+    decision, why = decide_over_reply(heard, _primed(heard, "Okay.", -1.103, 36.9))
+    assert decision == "query" and why[0].startswith("'hold'"), why
+    # in a segment mixed with the room the loud words stay the user's: a talker's quiet "hold" is not
+    mixed = {**heard, "transcript": "Hold the line, the council said.", "user_transcript": "the council said.",
+             "room_words": 3, "speech_ms": 1800.0, "room_speech_ms": 900.0}
+    assert decide_over_reply(mixed, _primed(mixed, "Okay.", -0.3, 36.9))[0] == "noise"
+
+
 def test_recorded_a_tone_at_the_user_s_level_over_a_talker_is_no_voice() -> None:
     # noise-tones1 over a talker: the VAD held the segment open on the talker; the tone is its loudest part
     heard = _recorded(transcript="We'll be okay, play next week. Meanwhile the win.", avg_logprob=-0.881,

@@ -32,7 +32,8 @@ when the user spoke at length (:func:`~bargein.listening_model.own_voice.spoke_a
 at the user's own level): the loud stretch was then only part of what they said.
 
 "The user's words" are the loud words of the segment (:mod:`bargein.listening_model.user_words`) when
-the recogniser gave word timings, else the whole transcript.
+the recogniser gave word timings and the segment is mixed with the room (or the room's speech is not measured
+yet), else the whole transcript: a user alone says every word of it, the quiet onset of "Hold on." too.
 """
 
 from __future__ import annotations
@@ -72,8 +73,11 @@ Decision = Literal["query", "noise"]
 
 
 def user_text(features: Mapping[str, Any]) -> str:
-    """The user's words: the loud words if they were placed, else the whole transcript."""
+    """The user's words: the loud words if they were placed, unless the segment holds too little of the room's
+    speech to be mixed with it; else the whole transcript."""
     placed = features.get("user_transcript")
+    if placed is not None and features.get("room_speech_ms") is not None and not mixed_with_room(features):
+        placed = None  # the user alone: a word at the quiet onset of their own speech is still theirs
     return str(placed if placed is not None else features.get("transcript") or "")
 
 
