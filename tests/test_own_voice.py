@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from bargein.engines.base import Transcript
-from bargein.listening_model.decide import decide_over_reply, primed_features
+from bargein.listening_model.decide import decide_over_reply, primed_features, spotted_command
 from bargein.listening_model.own_voice import (
+    ALONE_ROOM_MS,
     MIXED_ROOM_MS,
     loud_speech_probability,
     mixed_with_room,
@@ -116,10 +117,13 @@ def test_recorded_a_user_alone_keeps_the_quiet_first_word_of_their_command() -> 
                       room_speech_ms=96.0)
     decision, why = decide_over_reply(heard, _primed(heard, "Okay.", -1.103, 36.9))
     assert decision == "query" and why[0].startswith("'hold'"), why
-    # in a segment mixed with the room the loud words stay the user's: a talker's quiet "hold" is not
-    mixed = {**heard, "transcript": "Hold the line, the council said.", "user_transcript": "the council said.",
-             "room_words": 3, "speech_ms": 1800.0, "room_speech_ms": 900.0}
-    assert decide_over_reply(mixed, _primed(mixed, "Okay.", -0.3, 36.9))[0] == "noise"
+    # with some of the room's speech in it the loud words stay the user's: a talker's quiet "hold" is not
+    assert spotted_command(heard) == "hold"
+    for room_ms in (ALONE_ROOM_MS + 32, MIXED_ROOM_MS + 400):
+        with_room = {**heard, "transcript": "Hold the line, the council said.", "user_transcript": "the council said.",
+                     "room_words": 3, "speech_ms": 1800.0, "room_speech_ms": room_ms}
+        assert spotted_command(with_room) is None
+    assert spotted_command({**heard, "room_speech_ms": None}) is None  # before the user's level is known
 
 
 def test_recorded_a_tone_at_the_user_s_level_over_a_talker_is_no_voice() -> None:

@@ -32,8 +32,10 @@ when the user spoke at length (:func:`~bargein.listening_model.own_voice.spoke_a
 at the user's own level): the loud stretch was then only part of what they said.
 
 "The user's words" are the loud words of the segment (:mod:`bargein.listening_model.user_words`) when
-the recogniser gave word timings and the segment is mixed with the room (or the room's speech is not measured
-yet), else the whole transcript: a user alone says every word of it, the quiet onset of "Hold on." too.
+the recogniser gave word timings, unless the segment is the user alone (at most 300 ms of the room's speech
+in it, :func:`~bargein.listening_model.own_voice.user_alone`): then the whole transcript, the quiet onset of
+"Hold on." too. (The interruption model's features, :mod:`bargein.listening_model.features`, keep the loud
+words, as they were fitted.)
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from bargein.listening_model.own_voice import (
     loud_stretch_not_speech,
     mixed_with_room,
     spoke_at_length,
+    user_alone,
 )
 
 MIN_SPEECH_MS = 150.0
@@ -73,11 +76,12 @@ Decision = Literal["query", "noise"]
 
 
 def user_text(features: Mapping[str, Any]) -> str:
-    """The user's words: the loud words if they were placed, unless the segment holds too little of the room's
-    speech to be mixed with it; else the whole transcript."""
+    """The user's words: the whole transcript when the segment is the user alone
+    (:func:`~bargein.listening_model.own_voice.user_alone`) or no word timings placed the loud words; else the
+    loud words (a segment with some of the room's speech in it, or one heard before the user's level is known)."""
     placed = features.get("user_transcript")
-    if placed is not None and features.get("room_speech_ms") is not None and not mixed_with_room(features):
-        placed = None  # the user alone: a word at the quiet onset of their own speech is still theirs
+    if placed is not None and user_alone(features):
+        placed = None  # a word at the quiet onset of the user's own speech is still theirs
     return str(placed if placed is not None else features.get("transcript") or "")
 
 

@@ -70,7 +70,9 @@ def _clipped(value: Any, low: float, high: float) -> float | None:
 
 
 def vector(fields: Mapping[str, Any]) -> npt.NDArray[np.float64]:
-    """The feature vector of one segment's decision fields (see the module docstring)."""
+    """The feature vector of one segment's decision fields (see the module docstring). Its words are the loud
+    words wherever they were placed, the user alone included, as the committed weights were fitted; the rules
+    read the whole transcript of a user alone (:func:`bargein.listening_model.decide.user_text`)."""
     placed = fields.get("user_transcript")
     text = fold(str(placed if placed is not None else fields.get("transcript") or ""))
     words = words_of(text)

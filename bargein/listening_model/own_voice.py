@@ -32,6 +32,10 @@ talker's phrases came to 3.5 dB, and passed."""
 MIXED_ROOM_MS = 500.0
 """A segment with this much of the room's speech in it is mixed: its whole recognition holds the room's words.
 Set from the training families' dump: the user alone measures 0-300 ms (onsets and tails)."""
+ALONE_ROOM_MS = 300.0
+"""A segment with at most this much of the room's speech is the user alone: on the training families' dump the user
+alone measured 0-300 ms (a soft onset, a tail). Between this and :data:`MIXED_ROOM_MS` a segment is neither: at
+its first pause a segment the talker will fill may not have reached the mixed line yet."""
 LOUD_SPEECH_PROBABILITY = 0.8
 """In a segment mixed with the room, below this mean speech probability over the loud stretch the loudest sound
 is not a voice. On the training families' live dump, the user's speech in a mixed segment measured 0.91-1.0
@@ -87,6 +91,13 @@ def mixed_with_room(features: Mapping[str, Any]) -> bool:
     """Whether a segment's decision fields say it holds :data:`MIXED_ROOM_MS` of the room's speech."""
     room = features.get("room_speech_ms")
     return room is not None and float(room) >= MIXED_ROOM_MS
+
+
+def user_alone(features: Mapping[str, Any]) -> bool:
+    """Whether a segment's decision fields say it holds no more of the room's speech than the user alone makes
+    (:data:`ALONE_ROOM_MS`); False before the user's level is known (no ``room_speech_ms``)."""
+    room = features.get("room_speech_ms")
+    return room is not None and float(room) <= ALONE_ROOM_MS
 
 
 def spoke_at_length(features: Mapping[str, Any]) -> bool:
