@@ -79,9 +79,8 @@ def user_text(features: Mapping[str, Any]) -> str:
     """The user's words: the whole transcript when the segment is the user alone
     (:func:`~bargein.listening_model.own_voice.user_alone`) or no word timings placed the loud words; else the
     loud words (a segment with some of the room's speech in it, or one heard before the user's level is known)."""
-    placed = features.get("user_transcript")
-    if placed is not None and user_alone(features):
-        placed = None  # a word at the quiet onset of the user's own speech is still theirs
+    # a user alone says every word: the quiet onset of their own speech is still theirs
+    placed = None if user_alone(features) else features.get("user_transcript")
     return str(placed if placed is not None else features.get("transcript") or "")
 
 
