@@ -14,6 +14,9 @@ send time is logged, so stream positions map to wall time.
   frame energy) leaving the client, to the client receiving the first non-silent agent sample.
 * **first sound played**: the same, to when a client that plays each audio delta as it arrives (back to back)
   plays that first non-silent sample: first audio plus the silence the reply's audio opens with.
+* **playback stalls**: for each reply that completed, how long that client, once playing it, waited for audio
+  that had not arrived yet (a later clause synthesised after the one before had played out): a short first
+  clause must not buy first audio with a gap after it.
 * **beyond endpoint**: from the chunk that completes the server's endpoint (its ``speech_stopped``
   ``audio_end_ms`` plus the silence, rounded up to whole 32 ms VAD frames) leaving the client, to the
   same first audible sample: what bargein adds on top of the endpoint silence. With ``--engines
@@ -249,6 +252,11 @@ def _summary(results: list[TurnResult], observer: Observer, engines: str,
     row("barge-in stop", barge)
     row("onset to bargein.reply.paused", [r.paused_ms for r in results if r.paused_ms is not None])
     row("reply audio after speech_started", [r.late_audio_ms for r in results if r.late_audio_ms is not None])
+    stalls = [stall for r in results if (reply := observer.responses.get(r.response_id or "")) is not None
+              and reply.status == "completed" and (stall := reply.playback_stall_ms()) is not None]
+    row("playback stalls per completed reply", stalls)
+    print(f"completed replies whose playback waited for audio after it began: {sum(1 for s in stalls if s > 0)}"
+          f"/{len(stalls)}")
     called = {event.get("response_id") for _at, event in observer.other.get("bargein.tool.call", [])}
     if called:
         # a built-in tool's round trip (the call, the tool, a second LLM prompt) is part of such a turn's first audio

@@ -12,6 +12,9 @@ from typing import Any
 
 from bench.realtime_harness import first_audible, fmt_ms
 
+STALL_JITTER_S = 0.02
+"""A wait for the next delta shorter than this is jitter, not a gap a listener hears."""
+
 
 @dataclass
 class ReplyStats:
@@ -44,6 +47,20 @@ class ReplyStats:
         for arrival, ms in self.deltas[:self.audible_delta]:
             free_at = max(arrival, free_at) + ms / 1000
         return max(self.deltas[self.audible_delta][0], free_at) + self.audible_offset_ms / 1000
+
+    def playback_stall_ms(self) -> float | None:
+        """How long a client that plays every delta on arrival, back to back, waits for audio once the delta with
+        the reply's first non-silent sample is playing: the reply falling behind its own playback (waits under
+        :data:`STALL_JITTER_S` are the network's and the loop's jitter, not counted). ``None`` before it is audible."""
+        if self.audible_delta is None:
+            return None
+        free_at = 0.0
+        waited = 0.0
+        for index, (arrival, ms) in enumerate(self.deltas):
+            if index > self.audible_delta and arrival - free_at > STALL_JITTER_S:
+                waited += arrival - free_at
+            free_at = max(arrival, free_at) + ms / 1000
+        return 1000 * waited
 
     def audio_after(self, at: float) -> float:
         """Ms of this reply's audio that arrived after ``at``."""

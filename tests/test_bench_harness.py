@@ -67,6 +67,18 @@ def test_the_first_sound_is_played_after_the_silence_before_it_and_after_an_unde
     assert abs(observer.responses["r2"].audible_played_at() - 20.53) < 1e-9  # type: ignore[operator]
 
 
+def test_playback_stalls_count_the_waits_once_the_reply_is_heard_not_jitter_or_the_wait_before() -> None:
+    observer = Observer()
+    observer.take({"type": "response.created", "response": {"id": "r1"}}, 10.0)
+    assert observer.responses["r1"].playback_stall_ms() is None  # nothing audible yet
+    observer.take(_delta("r1", 100, 0), 10.0)  # silence before the voice: waiting then is not a stall
+    observer.take(_delta("r1", 0, 300), 10.4)  # the voice: plays 10.4 to 10.7
+    observer.take(_delta("r1", 0, 300), 10.71)  # 10 ms late: jitter, plays 10.71 to 11.01
+    observer.take(_delta("r1", 0, 300), 11.26)  # the next clause came 250 ms after the last one played
+    observer.take(_delta("r1", 0, 300), 11.3)  # ahead of its playback: queued, no wait
+    assert abs(observer.responses["r1"].playback_stall_ms() - 250.0) < 1e-6  # type: ignore[operator]
+
+
 async def test_microphone_maps_stream_positions_to_the_chunks_that_carried_them() -> None:
     sent: list[bytes] = []
 
