@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bargein.engines.base import ChatMessage, GenerationOptions
+from bargein.engines.speak.clauses import FIRST_CLAUSE_WORDS
 from bargein.engines.think.llama_jobs import Job
 
 TOOLS = ({"type": "function", "name": "get_time", "parameters": {"type": "object", "properties": {}}},)
@@ -16,10 +17,11 @@ def job(options: GenerationOptions | None = None, *, prefill_only: bool = False)
 def test_a_reply_is_urgent_until_its_first_clause_is_whole() -> None:
     reply = job()
     assert reply.urgent
-    for piece in ["The", " capital", " of", " France"]:
+    words = ["The", " capital", " city", " of", " France", " is", " Paris"]
+    for piece in words[:FIRST_CLAUSE_WORDS]:
         reply.send_text(piece)
-        assert reply.urgent, piece  # four words, but the fourth is not known to be whole yet
-    reply.send_text(" is")
+        assert reply.urgent, piece  # the clause's words are there, but the last is not known to be whole yet
+    reply.send_text(words[FIRST_CLAUSE_WORDS])
     assert not reply.urgent and reply.stats.first_clause_s is not None
 
 

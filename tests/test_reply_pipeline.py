@@ -69,6 +69,6 @@ async def test_a_slow_first_sentence_is_spoken_from_an_early_phrase() -> None:
 
 async def test_a_fast_first_sentence_keeps_its_natural_end() -> None:
     sink = RecordingSink()
-    await ReplyPipeline(SlowWords("Paris is the capital. It is lovely.", 0.0), FakeSynthesizer()).run(
+    await ReplyPipeline(SlowWords("Paris is lovely. It is the capital.", 0.0), FakeSynthesizer()).run(
         plan(), sink, CancelToken())
-    assert sink.texts[0][1] == "Paris is the capital."
+    assert sink.texts[0][1] == "Paris is lovely."

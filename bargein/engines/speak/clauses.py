@@ -15,7 +15,7 @@ _WORD_START = re.compile(r"(?<!\S)\S")
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _SPOKEN = re.compile(r"[^\W_]")
 """A letter or a digit of any script (Han characters included): something a voice can say."""
-FIRST_CLAUSE_WORDS = 4
+FIRST_CLAUSE_WORDS = 3
 """A reply's first clause, as the session speaks it, ends after this many words at the latest: a few tokens
 decode and synthesise far sooner than a whole sentence, and sound whole enough to start on."""
 HAN_WEIGHT = 3
