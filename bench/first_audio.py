@@ -254,7 +254,7 @@ def _summary(results: list[TurnResult], observer: Observer, engines: str,
     row("reply audio after speech_started", [r.late_audio_ms for r in results if r.late_audio_ms is not None])
     stalls = [stall for r in results if (reply := observer.responses.get(r.response_id or "")) is not None
               and reply.status == "completed" and (stall := reply.playback_stall_ms()) is not None]
-    row("playback stalls per completed reply", stalls)
+    row("playback stalls, completed replies", stalls)
     print(f"completed replies whose playback waited for audio after it began: {sum(1 for s in stalls if s > 0)}"
           f"/{len(stalls)}")
     called = {event.get("response_id") for _at, event in observer.other.get("bargein.tool.call", [])}

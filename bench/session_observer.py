@@ -57,7 +57,7 @@ class ReplyStats:
         free_at = 0.0
         waited = 0.0
         for index, (arrival, ms) in enumerate(self.deltas):
-            if index > self.audible_delta and arrival - free_at > STALL_JITTER_S:
+            if index > self.audible_delta and arrival - free_at >= STALL_JITTER_S:
                 waited += arrival - free_at
             free_at = max(arrival, free_at) + ms / 1000
         return 1000 * waited

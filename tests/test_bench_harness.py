@@ -75,8 +75,10 @@ def test_playback_stalls_count_the_waits_once_the_reply_is_heard_not_jitter_or_t
     observer.take(_delta("r1", 0, 300), 10.4)  # the voice: plays 10.4 to 10.7
     observer.take(_delta("r1", 0, 300), 10.71)  # 10 ms late: jitter, plays 10.71 to 11.01
     observer.take(_delta("r1", 0, 300), 11.26)  # the next clause came 250 ms after the last one played
-    observer.take(_delta("r1", 0, 300), 11.3)  # ahead of its playback: queued, no wait
-    assert abs(observer.responses["r1"].playback_stall_ms() - 250.0) < 1e-6  # type: ignore[operator]
+    observer.take(_delta("r1", 0, 300), 11.3)  # ahead of its playback: queued to 11.56-11.86, no wait
+    observer.take(_delta("r1", 0, 300), 11.8)  # still ahead: queued behind it, no wait
+    observer.take(_delta("r1", 0, 300), 12.2)  # 40 ms after the queue ran dry at 12.16
+    assert abs(observer.responses["r1"].playback_stall_ms() - 290.0) < 1e-6  # type: ignore[operator]
 
 
 async def test_microphone_maps_stream_positions_to_the_chunks_that_carried_them() -> None:

@@ -8,7 +8,8 @@ from collections.abc import AsyncIterator, Sequence
 from bargein.audio.codecs import AudioFormat
 from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, WordTiming
 from bargein.engines.fakes import FakeSynthesizer
-from bargein.session.reply_pipeline import ReplyPipeline, ReplyPlan
+from bargein.engines.speak.clauses import FIRST_CLAUSE_WORDS
+from bargein.session.reply_pipeline import FIRST_PHRASE_WORDS, ReplyPipeline, ReplyPlan
 
 
 class SlowWords:
@@ -56,19 +57,20 @@ def plan() -> ReplyPlan:
 
 
 async def test_a_slow_first_sentence_is_spoken_from_an_early_phrase() -> None:
+    assert FIRST_PHRASE_WORDS < FIRST_CLAUSE_WORDS  # else the clause's own cap always cuts first
     sentence = "The capital city of France is Paris and it is lovely in spring."
-    llm = SlowWords(sentence, 0.1)
+    llm = SlowWords(sentence, 0.15)
     sink = RecordingSink(llm)
-    await ReplyPipeline(llm, FakeSynthesizer(), first_clause_deadline_s=0.3).run(plan(), sink, CancelToken())
+    await ReplyPipeline(llm, FakeSynthesizer(), first_clause_deadline_s=0.2).run(plan(), sink, CancelToken())
     words_written, first = sink.texts[0]
-    # the first phrase went to speech while the LLM was still writing the sentence
-    assert first.split()[:3] == ["The", "capital", "city"]
+    # the deadline passed before the clause's cap: the whole words so far went to speech, and the LLM went on
+    assert first.split() == sentence.split()[:FIRST_PHRASE_WORDS]
     assert words_written < len(sentence.split())
     assert "".join(text for _, text in sink.texts).split() == sentence.split()
 
 
 async def test_a_fast_first_sentence_keeps_its_natural_end() -> None:
     sink = RecordingSink()
-    await ReplyPipeline(SlowWords("Paris is lovely. It is the capital.", 0.0), FakeSynthesizer()).run(
+    await ReplyPipeline(SlowWords("It's Paris. It is the capital.", 0.0), FakeSynthesizer()).run(
         plan(), sink, CancelToken())
-    assert sink.texts[0][1] == "Paris is lovely."
+    assert sink.texts[0][1] == "It's Paris."  # ended by its period, before the clause's word cap

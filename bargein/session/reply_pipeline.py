@@ -39,8 +39,9 @@ from bargein.session.tool_use import ToolSetup, reply_with_tools
 from bargein.tools.registry import ToolOutcome
 
 log = logging.getLogger(__name__)
-FIRST_PHRASE_WORDS = 3
-"""Fewest words spoken as an early first phrase when the first clause is slow to complete."""
+FIRST_PHRASE_WORDS = 2
+"""Fewest words spoken as an early first phrase when the first clause is slow to complete: fewer than the first
+clause's cap (:data:`~bargein.engines.speak.clauses.FIRST_CLAUSE_WORDS`), which would otherwise always cut first."""
 DEFAULT_MAX_TOKENS = 256
 """Reply length when the session sets no ``max_output_tokens`` ("inf")."""
 DELTA_MS = 200.0
