@@ -38,15 +38,23 @@ class ReplyStats:
     paused_at: float | None = None
     """Arrival of ``bargein.reply.paused`` (the server holds a reply while it decides about an onset)."""
 
+    def _playback(self) -> list[tuple[float, float]]:
+        """(start, wait) of every delta for a client that plays each on arrival, back to back: a delta starts when
+        it arrives or when the one before it has played, whichever is later, and ``wait`` is how long the player
+        stood idle for it (both in seconds)."""
+        played: list[tuple[float, float]] = []
+        free_at = 0.0  # when the player has played everything before the delta in hand
+        for arrival, ms in self.deltas:
+            played.append((max(arrival, free_at), max(0.0, arrival - free_at)))
+            free_at = played[-1][0] + ms / 1000
+        return played
+
     def audible_played_at(self) -> float | None:
         """When a client that plays every delta on arrival, back to back, plays the first non-silent sample
         (a delta that arrives after the one before it has played starts on arrival)."""
         if self.audible_delta is None:
             return None
-        free_at = 0.0  # when the player has played everything before the delta in hand
-        for arrival, ms in self.deltas[:self.audible_delta]:
-            free_at = max(arrival, free_at) + ms / 1000
-        return max(self.deltas[self.audible_delta][0], free_at) + self.audible_offset_ms / 1000
+        return self._playback()[self.audible_delta][0] + self.audible_offset_ms / 1000
 
     def playback_stall_ms(self) -> float | None:
         """How long a client that plays every delta on arrival, back to back, waits for audio once the delta with
@@ -54,13 +62,8 @@ class ReplyStats:
         :data:`STALL_JITTER_S` are the network's and the loop's jitter, not counted). ``None`` before it is audible."""
         if self.audible_delta is None:
             return None
-        free_at = 0.0
-        waited = 0.0
-        for index, (arrival, ms) in enumerate(self.deltas):
-            if index > self.audible_delta and arrival - free_at >= STALL_JITTER_S:
-                waited += arrival - free_at
-            free_at = max(arrival, free_at) + ms / 1000
-        return 1000 * waited
+        waits = [wait for _start, wait in self._playback()[self.audible_delta + 1:]]
+        return 1000 * sum(wait for wait in waits if wait >= STALL_JITTER_S)
 
     def audio_after(self, at: float) -> float:
         """Ms of this reply's audio that arrived after ``at``."""
