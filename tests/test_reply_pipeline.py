@@ -1,14 +1,18 @@
-"""The reply pipeline: a slow first clause starts as an early phrase; cancellation stops TTS within a chunk."""
+"""The reply pipeline: a slow first clause starts as an early phrase, a later one is spoken in parts when the
+audio runs short; cancellation stops TTS within a chunk."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 
+import pytest
+
 from bargein.audio.codecs import AudioFormat
 from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, WordTiming
 from bargein.engines.fakes import FakeSynthesizer
 from bargein.engines.speak.clauses import FIRST_CLAUSE_WORDS
+from bargein.session.playback_cushion import HURRY_MIN_WORDS, PlaybackCushion
 from bargein.session.reply_pipeline import FIRST_PHRASE_WORDS, ReplyPipeline, ReplyPlan
 
 
@@ -74,3 +78,42 @@ async def test_a_fast_first_sentence_keeps_its_natural_end() -> None:
     await ReplyPipeline(SlowWords("It's Paris. It is the capital.", 0.0), FakeSynthesizer()).run(
         plan(), sink, CancelToken())
     assert sink.texts[0][1] == "It's Paris."  # ended by its period, before the clause's word cap
+
+
+SECOND = "then you lower the eggs gently into the boiling water and leave them there for nine whole minutes."
+
+
+async def test_a_slow_second_sentence_is_spoken_in_parts_when_the_audio_runs_short() -> None:
+    # the first clause plays for about 0.8 s; the second sentence takes the model 1.2 s to write
+    llm = SlowWords("Boil them first. " + SECOND, 0.06)
+    sink = RecordingSink(llm)
+    await ReplyPipeline(llm, FakeSynthesizer(ms_per_char=50.0)).run(plan(), sink, CancelToken())
+    clauses = [text.strip() for _, text in sink.texts]
+    assert clauses[0] == "Boil them first."
+    words_written, second = sink.texts[1]
+    # released before its sentence was written, as whole words, at least the fewest a hurried clause may have
+    assert words_written < len(llm.text.split())
+    assert HURRY_MIN_WORDS <= len(second.split()) < len(SECOND.split())
+    assert SECOND.startswith(second.strip())
+    assert " ".join(clauses).split() == llm.text.split()
+
+
+async def test_a_second_sentence_waits_for_its_end_while_the_first_still_plays() -> None:
+    # the same writing speed, but the first clause plays for about 8 s: no reason to break the sentence
+    llm = SlowWords("Boil them first. " + SECOND, 0.06)
+    sink = RecordingSink(llm)
+    await ReplyPipeline(llm, FakeSynthesizer(ms_per_char=500.0, chunk_ms=8000.0)).run(plan(), sink, CancelToken())
+    assert [text.strip() for _, text in sink.texts] == ["Boil them first.", SECOND]
+
+
+def test_the_cushion_is_the_audio_sent_less_the_time_played() -> None:
+    now = [10.0]
+    cushion = PlaybackCushion(clock=lambda: now[0])
+    assert cushion.ahead_ms() is None and not cushion.running_short()  # nothing sent: nothing to run out of
+    cushion.sent(600.0)
+    now[0] += 0.1
+    assert cushion.ahead_ms() == pytest.approx(500.0) and not cushion.running_short()
+    now[0] += 0.2
+    assert cushion.running_short()
+    cushion.speaking = True  # a clause is being synthesised: its audio is on its way
+    assert not cushion.running_short()

@@ -35,6 +35,7 @@ from bargein.engines.base import (
 )
 from bargein.engines.fallback import StageFallback
 from bargein.engines.speak.clauses import FIRST_CLAUSE_WORDS, ClauseSplitter, has_words
+from bargein.session.playback_cushion import HURRY_MIN_WORDS, PlaybackCushion
 from bargein.session.tool_use import ToolSetup, reply_with_tools
 from bargein.tools.registry import ToolOutcome
 
@@ -120,11 +121,12 @@ class ReplyPipeline:
     async def run(self, plan: ReplyPlan, sink: ReplySink, cancel: CancelToken) -> None:
         """Produce the whole reply unless cancelled; engine errors propagate to the caller."""
         clauses: asyncio.Queue[str | None] = asyncio.Queue(self.clause_queue)
-        think = asyncio.create_task(self._think(plan, sink, cancel, clauses if plan.audio else None))
+        cushion = PlaybackCushion()
+        think = asyncio.create_task(self._think(plan, sink, cancel, clauses if plan.audio else None, cushion))
         if not plan.audio:
             await think
             return
-        speak = asyncio.create_task(self._speak(plan, sink, cancel, clauses))
+        speak = asyncio.create_task(self._speak(plan, sink, cancel, clauses, cushion))
         try:
             done, _ = await asyncio.wait({think, speak}, return_when=asyncio.FIRST_EXCEPTION)
             for task in done:
@@ -138,7 +140,7 @@ class ReplyPipeline:
                         await task
 
     async def _think(self, plan: ReplyPlan, sink: ReplySink, cancel: CancelToken,
-                     clauses: asyncio.Queue[str | None] | None) -> None:
+                     clauses: asyncio.Queue[str | None] | None, cushion: PlaybackCushion) -> None:
         splitter = ClauseSplitter(first_max_words=FIRST_CLAUSE_WORDS)
         options = generation_options(plan.max_tokens, plan.tools, plan.truncation)
         tokens = 0
@@ -165,11 +167,7 @@ class ReplyPipeline:
                 if clauses is None:
                     sink.reply_text(plan.response_id, token)
                     continue
-                ready = splitter.feed(token)
-                if not ready and splitter.released == 0 and first_token_at is not None \
-                        and time.monotonic() - first_token_at >= self.first_clause_deadline_s \
-                        and (early := splitter.take_words(FIRST_PHRASE_WORDS)) is not None:
-                    ready = [early]  # the LLM is slow today: start speaking at a phrase boundary
+                ready = splitter.feed(token) or self._early(splitter, first_token_at, cushion, clauses)
                 for clause in ready:
                     await clauses.put(clause)
             if clauses is not None:
@@ -182,8 +180,20 @@ class ReplyPipeline:
         finally:
             sink.reply_tokens(plan.response_id, tokens)
 
+    def _early(self, splitter: ClauseSplitter, first_token_at: float | None, cushion: PlaybackCushion,
+               clauses: asyncio.Queue[str | None]) -> list[str]:
+        """The whole words written so far, as a clause before its natural end, when waiting for that end would
+        keep the client's speaker silent: the first clause once the LLM has been slow for the deadline, a later
+        one once the audio still to play runs short with nothing else on its way."""
+        if splitter.released == 0:
+            slow = first_token_at is not None and time.monotonic() - first_token_at >= self.first_clause_deadline_s
+            early = splitter.take_words(FIRST_PHRASE_WORDS) if slow else None
+        else:
+            early = splitter.take_words(HURRY_MIN_WORDS) if clauses.empty() and cushion.running_short() else None
+        return [early] if early is not None else []
+
     async def _speak(self, plan: ReplyPlan, sink: ReplySink, cancel: CancelToken,
-                     clauses: asyncio.Queue[str | None]) -> None:
+                     clauses: asyncio.Queue[str | None], cushion: PlaybackCushion) -> None:
         crossfader: Crossfader | None = None
         resampler: StreamResampler | None = None
         first_audio = True
@@ -196,6 +206,7 @@ class ReplyPipeline:
             if not has_words(clause):
                 silent.append(clause)
                 continue
+            cushion.speaking = True
             transcript, silent = " ".join([*silent, clause]), []
             spoken_text_sent = False
             if first_audio:
@@ -221,19 +232,20 @@ class ReplyPipeline:
                     first_clause = False
                 assert resampler is not None
                 carried = await self._send_audio(plan, sink, cancel, resampler.process(joined.audio),
-                                                 [*carried, *joined.words])
+                                                 [*carried, *joined.words], cushion)
+            cushion.speaking = False  # waiting for the next clause: the think stage may hurry it
         if crossfader is not None and resampler is not None and not cancel.cancelled:
             tail = crossfader.flush()
             audio = np.concatenate([resampler.process(tail.audio), resampler.process(np.zeros(0, np.float32),
                                                                                      last=True)])
             if len(audio):
-                await self._send_audio(plan, sink, cancel, audio, [*carried, *tail.words])
+                await self._send_audio(plan, sink, cancel, audio, [*carried, *tail.words], cushion)
         if silent and not cancel.cancelled:  # the reply ended on them: the transcript still says them, last
             joined_text = " ".join(silent)
             sink.reply_text(plan.response_id, joined_text if first_clause else " " + joined_text)
 
     async def _send_audio(self, plan: ReplyPlan, sink: ReplySink, cancel: CancelToken,
-                          audio: np.ndarray, words: Sequence[WordTiming]) -> list[WordTiming]:
+                          audio: np.ndarray, words: Sequence[WordTiming], cushion: PlaybackCushion) -> list[WordTiming]:
         """Send ``audio`` in deltas with the words that start in each; returns the words timed at or past its
         end, relative to that end: they start in the audio that follows (the crossfader clamps a word that
         starts in the overlap it holds back to the end of what it emits, and a resampler's delay shortens
@@ -252,6 +264,7 @@ class ReplyPipeline:
                            for w in words if start_ms <= w.start_ms < end_ms]
             sink.reply_audio(plan.response_id, plan.output_format.encode(float_to_int16(piece)),
                              end_ms - start_ms, piece_words)
+            cushion.sent(end_ms - start_ms)
         return [WordTiming(w.word, max(0.0, w.start_ms - total_ms), max(0.0, w.end_ms - total_ms))
                 for w in words if w.start_ms >= total_ms]
 
