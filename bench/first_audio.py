@@ -17,6 +17,9 @@ send time is logged, so stream positions map to wall time.
 * **playback stalls**: for each reply that completed, how long that client, once playing it, waited for audio
   that had not arrived yet (a later clause synthesised after the one before had played out): a short first
   clause must not buy first audio with a gap after it.
+* **longest pause heard**: for each reply that completed, the longest stretch between its first and last sound in
+  which that client plays nothing audible: the silence between clauses (Kokoro opens each later clause with 100 ms
+  of it) and any stall, together. A clause released early to avoid a stall adds such a pause; this shows both.
 * **beyond endpoint**: from the chunk that completes the server's endpoint (its ``speech_stopped``
   ``audio_end_ms`` plus the silence, rounded up to whole 32 ms VAD frames) leaving the client, to the
   same first audible sample: what bargein adds on top of the endpoint silence. With ``--engines
@@ -255,6 +258,9 @@ def _summary(results: list[TurnResult], observer: Observer, engines: str,
     stalls = [stall for r in results if (reply := observer.responses.get(r.response_id or "")) is not None
               and reply.status == "completed" and (stall := reply.playback_stall_ms()) is not None]
     row("playback stalls, completed replies", stalls)
+    pauses = [pause for r in results if (reply := observer.responses.get(r.response_id or "")) is not None
+              and reply.status == "completed" and (pause := reply.longest_pause_ms()) is not None]
+    row("longest pause heard, completed replies", pauses)
     print(f"completed replies whose playback waited for audio after it began: {sum(1 for s in stalls if s > 0)}"
           f"/{len(stalls)}")
     called = {event.get("response_id") for _at, event in observer.other.get("bargein.tool.call", [])}

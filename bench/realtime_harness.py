@@ -126,6 +126,15 @@ def first_audible(pcm16: bytes) -> int | None:
     return int(loud[0]) if len(loud) else None
 
 
+def audible_frames(pcm16: bytes, frame_ms: float = 10.0) -> list[tuple[bool, float]]:
+    """(any sample audible, ms) of each ``frame_ms`` frame of an agent audio delta (pcm16 24 kHz); the last may be
+    shorter."""
+    samples = np.abs(np.frombuffer(pcm16[:len(pcm16) // 2 * 2], dtype="<i2").astype(np.int32))
+    step = int(WIRE_RATE * frame_ms / 1000)
+    return [(bool(np.any(samples[start:start + step] > AUDIBLE_INT16)),
+             1000.0 * len(samples[start:start + step]) / WIRE_RATE) for start in range(0, len(samples), step)]
+
+
 class Microphone:
     """Sends 20 ms appends at real-time pace, silence when nothing is queued, and logs send times.
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.realtime_harness import first_audible, fmt_ms
+from bench.realtime_harness import audible_frames, first_audible, fmt_ms
 
 STALL_JITTER_S = 0.02
 """A wait for the next delta shorter than this is jitter, not a gap a listener hears."""
@@ -35,6 +35,8 @@ class ReplyStats:
     """Agent audio received (pcm16 24 kHz)."""
     deltas: list[tuple[float, float]] = field(default_factory=list)
     """(arrival, ms of audio) of every audio delta."""
+    frames: list[list[tuple[bool, float]]] = field(default_factory=list)
+    """Every audio delta's 10 ms frames: (audible, ms)."""
     paused_at: float | None = None
     """Arrival of ``bargein.reply.paused`` (the server holds a reply while it decides about an onset)."""
 
@@ -64,6 +66,23 @@ class ReplyStats:
             return None
         waits = [wait for _start, wait in self._playback()[self.audible_delta + 1:]]
         return 1000 * sum(wait for wait in waits if wait >= STALL_JITTER_S)
+
+    def longest_pause_ms(self) -> float | None:
+        """The longest stretch between the reply's first and last sound in which a client that plays every delta on
+        arrival, back to back, plays nothing audible: silence in the audio (a pause between clauses) and waits for
+        audio (:meth:`playback_stall_ms`, jitter included) together. ``None`` before it is audible."""
+        if self.audible_delta is None:
+            return None
+        longest = quiet = 0.0
+        sounded = False
+        for (_start, wait), frames in zip(self._playback(), self.frames, strict=True):
+            quiet += 1000 * wait if sounded else 0.0
+            for audible, ms in frames:
+                if audible:
+                    longest, quiet, sounded = (max(longest, quiet) if sounded else 0.0), 0.0, True
+                elif sounded:
+                    quiet += ms
+        return longest
 
     def audio_after(self, at: float) -> float:
         """Ms of this reply's audio that arrived after ``at``."""
@@ -170,6 +189,7 @@ class Observer:
             audio = base64.b64decode(event["delta"])
             reply.audio_ms += len(audio) / 48.0
             reply.deltas.append((at, len(audio) / 48.0))
+            reply.frames.append(audible_frames(audio))
             if reply.first_delta_at is None:
                 reply.first_delta_at = at
             if reply.audible_at is None and (index := first_audible(audio)) is not None:

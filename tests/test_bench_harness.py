@@ -81,6 +81,24 @@ def test_playback_stalls_count_the_waits_once_the_reply_is_heard_not_jitter_or_t
     assert abs(observer.responses["r1"].playback_stall_ms() - 290.0) < 1e-6  # type: ignore[operator]
 
 
+def _delta_of(response_id: str, *parts: tuple[float, bool]) -> dict[str, str]:
+    audio = np.concatenate([np.full(int(ms * 24), 3000 if loud else 0, np.int16) for ms, loud in parts])
+    return {"type": "response.output_audio.delta", "response_id": response_id,
+            "delta": base64.b64encode(audio.astype("<i2").tobytes()).decode()}
+
+
+def test_the_longest_pause_heard_joins_silence_and_a_stall_between_the_first_and_last_sound() -> None:
+    observer = Observer()
+    observer.take({"type": "response.created", "response": {"id": "r1"}}, 10.0)
+    assert observer.responses["r1"].longest_pause_ms() is None  # nothing audible yet
+    observer.take(_delta_of("r1", (300, False), (200, True)), 10.0)  # the silence before the voice is no pause
+    observer.take(_delta_of("r1", (100, True), (120, False)), 10.5)  # plays 10.5 to 10.72, ends quiet
+    observer.take(_delta_of("r1", (100, False), (100, True)), 10.9)  # 180 ms stall, then 100 ms of lead-in
+    observer.take(_delta_of("r1", (150, True), (60, False), (50, True)), 11.0)  # a 60 ms gap between words
+    observer.take(_delta_of("r1", (50, True), (500, False)), 11.1)  # the silence after the last sound is no pause
+    assert abs(observer.responses["r1"].longest_pause_ms() - 400.0) < 1e-6  # type: ignore[operator]
+
+
 async def test_microphone_maps_stream_positions_to_the_chunks_that_carried_them() -> None:
     sent: list[bytes] = []
 

@@ -67,6 +67,9 @@ class AudioSink:
     async def wait_for_room(self, response_id: str) -> None:
         return None
 
+    def audio_ahead_ms(self, response_id: str) -> float | None:
+        return None  # no playback clock: clauses keep their natural ends
+
     def reply_text(self, response_id: str, text: str) -> None:
         return None
 

@@ -4,6 +4,7 @@ audio runs short; cancellation stops TTS within a chunk."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Sequence
 
 import pytest
@@ -12,8 +13,12 @@ from bargein.audio.codecs import AudioFormat
 from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, WordTiming
 from bargein.engines.fakes import FakeSynthesizer
 from bargein.engines.speak.clauses import FIRST_CLAUSE_WORDS
-from bargein.session.playback_cushion import HURRY_MIN_WORDS, PlaybackCushion
+from bargein.session.live_reply import LiveReply, Pause
+from bargein.session.playback import Pacer, PlaybackEstimate
+from bargein.session.playback_cushion import CUSHION_LOW_MS, HURRY_MIN_WORDS, PlaybackCushion
 from bargein.session.reply_pipeline import FIRST_PHRASE_WORDS, ReplyPipeline, ReplyPlan
+from bargein.session.reply_sink import ReplySink
+from bargein.session.response_events import ReplyState, assistant_item
 
 
 class SlowWords:
@@ -39,6 +44,7 @@ class RecordingSink:
         self.llm = llm
         self.texts: list[tuple[int, str]] = []
         self.audio_ms = 0.0
+        self.first_audio_at: float | None = None
 
     async def wait_for_room(self, response_id: str) -> None:
         return None
@@ -47,7 +53,15 @@ class RecordingSink:
         self.texts.append((self.llm.yielded if self.llm else 0, text))
 
     def reply_audio(self, response_id: str, payload: bytes, duration_ms: float, words: Sequence[WordTiming]) -> None:
+        if self.first_audio_at is None:
+            self.first_audio_at = time.monotonic()
         self.audio_ms += duration_ms
+
+    def audio_ahead_ms(self, response_id: str) -> float | None:
+        # a client playing each delta on arrival, in real time
+        if self.first_audio_at is None:
+            return None
+        return self.audio_ms - 1000.0 * (time.monotonic() - self.first_audio_at)
 
     def reply_mark(self, response_id: str, stage: str) -> None:
         return None
@@ -106,14 +120,27 @@ async def test_a_second_sentence_waits_for_its_end_while_the_first_still_plays()
     assert [text.strip() for _, text in sink.texts] == ["Boil them first.", SECOND]
 
 
-def test_the_cushion_is_the_audio_sent_less_the_time_played() -> None:
-    now = [10.0]
-    cushion = PlaybackCushion(clock=lambda: now[0])
-    assert cushion.ahead_ms() is None and not cushion.running_short()  # nothing sent: nothing to run out of
-    cushion.sent(600.0)
-    now[0] += 0.1
-    assert cushion.ahead_ms() == pytest.approx(500.0) and not cushion.running_short()
-    now[0] += 0.2
+def test_the_cushion_runs_short_only_while_the_speech_stage_waits_for_text() -> None:
+    ahead: list[float | None] = [None]
+    cushion = PlaybackCushion(lambda: ahead[0])
+    assert not cushion.running_short()  # nothing forwarded yet, or the reply is paused: nothing to run out of
+    ahead[0] = CUSHION_LOW_MS + 100.0
+    assert not cushion.running_short()
+    ahead[0] = CUSHION_LOW_MS - 100.0
     assert cushion.running_short()
     cushion.speaking = True  # a clause is being synthesised: its audio is on its way
     assert not cushion.running_short()
+
+
+def test_the_audio_ahead_is_what_was_forwarded_less_what_played_and_nothing_while_paused() -> None:
+    state = ReplyState("resp_1", assistant_item("item_1", audio=True), True, AudioFormat("audio/pcm", 24_000), "alloy")
+    now = [100.0]
+    reply = LiveReply(state, CancelToken(), Pacer(), playback=PlaybackEstimate(clock=lambda: now[0]))
+    sink = ReplySink(None, reply)  # type: ignore[arg-type]  # the runner is not asked
+    assert sink.audio_ahead_ms("resp_1") is None  # nothing has left yet
+    state.item.audio_ms = 1500.0  # forwarded; 1,000 ms of it has left the socket so far
+    reply.playback.on_sent(1000.0)
+    now[0] += 0.4
+    assert sink.audio_ahead_ms("resp_1") == pytest.approx(1100.0)
+    reply.pause = Pause(cut_ms=400.0, segment_item_id="item_user")
+    assert sink.audio_ahead_ms("resp_1") is None  # paused: nothing plays, nothing to hurry

@@ -70,6 +70,9 @@ class ReplySink(Protocol):
                     words: Sequence[WordTiming]) -> None:
         """A piece of wire audio; word timings are relative to this piece."""
 
+    def audio_ahead_ms(self, response_id: str) -> float | None:
+        """Audio forwarded to the client that it has not played yet (``None`` before any, or while paused)."""
+
     def reply_mark(self, response_id: str, stage: str) -> None:
         """A latency stage was reached (llm_first_token, tts_first_audio)."""
 
@@ -121,7 +124,7 @@ class ReplyPipeline:
     async def run(self, plan: ReplyPlan, sink: ReplySink, cancel: CancelToken) -> None:
         """Produce the whole reply unless cancelled; engine errors propagate to the caller."""
         clauses: asyncio.Queue[str | None] = asyncio.Queue(self.clause_queue)
-        cushion = PlaybackCushion()
+        cushion = PlaybackCushion(lambda: sink.audio_ahead_ms(plan.response_id))
         think = asyncio.create_task(self._think(plan, sink, cancel, clauses if plan.audio else None, cushion))
         if not plan.audio:
             await think
@@ -232,20 +235,20 @@ class ReplyPipeline:
                     first_clause = False
                 assert resampler is not None
                 carried = await self._send_audio(plan, sink, cancel, resampler.process(joined.audio),
-                                                 [*carried, *joined.words], cushion)
+                                                 [*carried, *joined.words])
             cushion.speaking = False  # waiting for the next clause: the think stage may hurry it
         if crossfader is not None and resampler is not None and not cancel.cancelled:
             tail = crossfader.flush()
             audio = np.concatenate([resampler.process(tail.audio), resampler.process(np.zeros(0, np.float32),
                                                                                      last=True)])
             if len(audio):
-                await self._send_audio(plan, sink, cancel, audio, [*carried, *tail.words], cushion)
+                await self._send_audio(plan, sink, cancel, audio, [*carried, *tail.words])
         if silent and not cancel.cancelled:  # the reply ended on them: the transcript still says them, last
             joined_text = " ".join(silent)
             sink.reply_text(plan.response_id, joined_text if first_clause else " " + joined_text)
 
     async def _send_audio(self, plan: ReplyPlan, sink: ReplySink, cancel: CancelToken,
-                          audio: np.ndarray, words: Sequence[WordTiming], cushion: PlaybackCushion) -> list[WordTiming]:
+                          audio: np.ndarray, words: Sequence[WordTiming]) -> list[WordTiming]:
         """Send ``audio`` in deltas with the words that start in each; returns the words timed at or past its
         end, relative to that end: they start in the audio that follows (the crossfader clamps a word that
         starts in the overlap it holds back to the end of what it emits, and a resampler's delay shortens
@@ -264,7 +267,6 @@ class ReplyPipeline:
                            for w in words if start_ms <= w.start_ms < end_ms]
             sink.reply_audio(plan.response_id, plan.output_format.encode(float_to_int16(piece)),
                              end_ms - start_ms, piece_words)
-            cushion.sent(end_ms - start_ms)
         return [WordTiming(w.word, max(0.0, w.start_ms - total_ms), max(0.0, w.end_ms - total_ms))
                 for w in words if w.start_ms >= total_ms]
 

@@ -42,6 +42,14 @@ class ReplySink:
         """A piece of the reply's audio, for the machine to forward or hold."""
         self.runner.feed(v.ReplyAudio(response_id, AudioPiece(payload, duration_ms, words)))
 
+    def audio_ahead_ms(self, response_id: str) -> float | None:
+        """Audio forwarded (queued or sent) that the client has not played yet, by the reply's playback estimate;
+        ``None`` before the first delta has left, and while the reply is paused or over (nothing plays then)."""
+        playback = self.reply.playback
+        if self.reply.ended or self.reply.pause is not None or playback.first_sent_wall_s is None:
+            return None
+        return self.reply.state.item.audio_ms - playback.heard_ms()
+
     def reply_mark(self, response_id: str, stage: str) -> None:
         """A pipeline stage was reached (the turn ledger's marks)."""
         self.runner.progress(response_id, stage, 0)
