@@ -290,25 +290,29 @@ def _summary(results: list[TurnResult], observer: Observer, engines: str,
             "beyond": beyond, "barge": barge, "stages": stages}
 
 
-PER_TURN_STAGES = ("endpoint_ms", "asr_final_ms", "llm_first_token_ms", "first_clause_ms", "tts_synth_ms",
-                   "first_delta_sent_ms", "first_audio_ms")
+PER_TURN_STAGES = ("endpoint_ms", "guess_ms", "asr_final_ms", "llm_first_token_ms", "first_clause_ms",
+                   "tts_synth_ms", "first_delta_sent_ms", "first_audio_ms")
 
 
 def _ledger_per_turn(events: list[dict[str, Any]]) -> None:
     """Where each turn's time went, by the server's ledger (ms; see ``bargein/metrics/turn_ledger.py``):
-    speech end to commit, commit to the final transcript, the LLM's first token (from the reply's start, or
-    from the final transcript when that came later), the rest of the first clause after that token, the TTS's
-    first audio after the clause, the reply's first delta after its start, and speech end to that delta."""
+    speech end to commit, speech end to the speculative guess's words (before the commit), commit to the final
+    transcript, the LLM's first token (from the reply's start, or from the final transcript when that came later),
+    the rest of the first clause after that token, the TTS's first audio after the clause, the reply's first delta
+    after its start, speech end to that delta; and the end-of-turn model's score at the silence."""
     if not events:
         return
-    names = {"endpoint_ms": "endpoint", "asr_final_ms": "asr", "llm_first_token_ms": "llm", "first_clause_ms": "clause",
-             "tts_synth_ms": "tts", "first_delta_sent_ms": "delta", "first_audio_ms": "first"}
-    print("server ledger per turn (ms; endpoint, asr final, llm first token, first clause, tts first audio after "
-          "it, first delta sent, first audio):")
-    print("           " + " ".join(f"{names[key]:>8s}" for key in PER_TURN_STAGES))
+    names = {"endpoint_ms": "endpoint", "guess_ms": "guess", "asr_final_ms": "asr", "llm_first_token_ms": "llm",
+             "first_clause_ms": "clause", "tts_synth_ms": "tts", "first_delta_sent_ms": "delta",
+             "first_audio_ms": "first"}
+    print("server ledger per turn (ms; endpoint, guess back after the speech end, asr final, llm first token, first "
+          "clause, tts first audio after it, first delta sent, first audio; end-of-turn score):")
+    print("           " + " ".join(f"{names[key]:>8s}" for key in PER_TURN_STAGES) + "   p(end)")
     for index, metrics in enumerate(events):
         cells = ["-" if (value := metrics.get(key)) is None else f"{value:.0f}" for key in PER_TURN_STAGES]
-        print(f"  turn {index:2d}: " + " ".join(f"{cell:>8s}" for cell in cells))
+        score = metrics.get("turn_end_probability")
+        print(f"  turn {index:2d}: " + " ".join(f"{cell:>8s}" for cell in cells)
+              + ("        -" if score is None else f"   {score:6.3f}"))
 
 
 def _ledger_medians(events: list[dict[str, Any]]) -> dict[str, float]:

@@ -10,7 +10,15 @@ from typing import Any
 import pytest
 
 from bargein.audio.codecs import AudioFormat
-from bargein.engines.base import CancelToken, ChatMessage, Engines, GenerationOptions, ReplyPiece, ToolCall
+from bargein.engines.base import (
+    CancelToken,
+    ChatMessage,
+    Engines,
+    GenerationOptions,
+    ReplyPiece,
+    ToolCall,
+    Transcript,
+)
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.metrics.prometheus import ServerMetrics
 from bargein.metrics.turn_ledger import TurnLedgers
@@ -450,3 +458,31 @@ async def test_the_client_is_told_the_heard_audio_of_a_finished_reply_cut_while_
     assert item.heard_ms is not None and heard["audio_heard_s"] == pytest.approx(item.heard_ms / 1000, abs=1e-3)
     assert heard["audio_heard_s"] < summary["audio_heard_s"] - 0.5
     await h.session.close()
+
+
+def test_the_guess_and_the_score_reported_are_those_of_the_silence_the_turn_ended_in() -> None:
+    """A turn pauses, goes on and ends: its report has the guess and the end-of-turn score of the last silence (a
+    late score of the first one, or a score after the commit, changes nothing)."""
+    stream = [0.0]
+    ledgers = TurnLedgers(lambda: stream[0], lambda status, summary: None)
+    now = [10.0]
+    ledgers.on_action(v.SpeechStarted("item_1", 100.0))
+    ledger = ledgers.get("item_1")
+    assert ledger is not None
+    ledger.clock = lambda: now[0]
+    ledgers.on_action(v.SilenceBegan("item_1", 700.0))
+    ledgers.on_event(v.GuessTranscribed("item_1", Transcript("I want to book"), at_ms=700.0))
+    ledgers.on_event(v.TurnEndScored("item_1", 700.0, 0.2))
+    ledgers.on_action(v.SilenceBegan("item_1", 1500.0))  # the user went on, then fell silent again
+    ledgers.on_event(v.TurnEndScored("item_1", 700.0, 0.9))  # the first silence's score, late: no longer counts
+    stream[0], now[0] = 1600.0, 10.1
+    ledgers.on_action(v.SpeechStopped("item_1", 1500.0))  # the last speech sample arrived 100 ms ago: 10.0
+    now[0] = 10.25
+    ledgers.on_event(v.GuessTranscribed("item_1", Transcript("I want to book a table."), at_ms=1500.0))
+    ledgers.on_event(v.TurnEndScored("item_1", 1500.0, 0.95))
+    ledgers.on_action(v.CommitBuffer("item_1", 0.0, 1500.0))
+    now[0] = 10.6
+    ledgers.on_event(v.TurnEndScored("item_1", 1500.0, 0.1))  # after the commit: the endpoint did not hear it
+    summary = ledger.summary()
+    assert summary["guess_ms"] == 250.0
+    assert summary["turn_end_probability"] == 0.95

@@ -56,6 +56,12 @@ class TurnLedger:
     heard_pending_s: float | None = None
     """The heard audio told at the reply's close while the client still played it (all of it, unless cut later):
     the metrics count the heard audio only once the playback has ended."""
+    silence_at_ms: float | None = None
+    """Where the turn's latest silence before its commit began (stream ms): what speculation heard."""
+    guess_wall_s: float | None = None
+    """When the speculative recognition made at that silence came back (wall clock), if before the commit."""
+    turn_end_probability: float | None = None
+    """The end-of-turn model's score of that silence, if it came before the commit."""
 
     def mark(self, stage: str, *, stream_ms: float | None = None, wall_s: float | None = None) -> None:
         """Record a stage once; later marks of the same stage are ignored."""
@@ -101,6 +107,12 @@ class TurnLedger:
             "tts_synth_ms": _round(span("first_clause", "tts_first_audio")),
             "first_delta_sent_ms": _round(span("reply_start", "first_delta_sent")),
             "first_audio_ms": _round(span("speech_end", "first_delta_sent")),
+            # before the commit: how long after the speech end the guess the reply was prefetched from came back,
+            # and what the end-of-turn model said (the tier the endpoint took follows from it and the words)
+            "guess_ms": _round(1000.0 * (self.guess_wall_s - self.marks["speech_end"].wall_s)
+                               if self.guess_wall_s is not None and "speech_end" in self.marks else None),
+            "turn_end_probability": (round(self.turn_end_probability, 3)
+                                     if self.turn_end_probability is not None else None),
             **{key: round(value, 3) for key, value in self.counters.items()},
             # False: the client still played the reply, and a follow-up tells what it heard once it is known
             "audio_heard_final": self.heard_pending_s is None,
@@ -148,10 +160,18 @@ class TurnLedgers:
         return ledger
 
     def on_event(self, event: v.Event) -> None:
-        """A committed segment's final transcript is the ``asr_final`` stage."""
+        """A committed segment's final transcript is the ``asr_final`` stage; before the commit, the guess and the
+        end-of-turn score of the turn's latest silence are noted."""
         if isinstance(event, v.SegmentTranscribed) and event.transcript is not None \
                 and (ledger := self.ledgers.get(event.item_id)) is not None:
             ledger.mark("asr_final")
+        elif isinstance(event, v.GuessTranscribed | v.TurnEndScored) \
+                and (ledger := self.ledgers.get(event.item_id)) is not None \
+                and "commit" not in ledger.marks and event.at_ms == ledger.silence_at_ms:
+            if isinstance(event, v.TurnEndScored):
+                ledger.turn_end_probability = event.probability
+            elif event.transcript is not None and ledger.guess_wall_s is None:  # the plain guess, not the primed
+                ledger.guess_wall_s = ledger.clock()
 
     def on_action(self, action: v.Action) -> None:
         """Stages the machine's decisions mark."""
@@ -159,6 +179,9 @@ class TurnLedgers:
             case v.SpeechStarted(item_id, start_ms):
                 self.current = self._keep(item_id, TurnLedger(item_id=item_id))
                 self.current.mark("speech_start", stream_ms=start_ms)
+            case v.SilenceBegan(item_id, at_ms):
+                if (ledger := self.ledgers.get(item_id)) is not None and "commit" not in ledger.marks:
+                    ledger.silence_at_ms, ledger.guess_wall_s, ledger.turn_end_probability = at_ms, None, None
             case v.SpeechStopped(item_id, end_ms):
                 if ledger := self.ledgers.get(item_id):
                     # the last speech sample arrived (stream_now - end) ago for a client streaming in real time
