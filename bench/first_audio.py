@@ -20,6 +20,7 @@ send time is logged, so stream positions map to wall time.
 * **longest pause heard**: for each reply that completed, the longest stretch between its first and last sound in
   which that client plays nothing audible: the silence between clauses (Kokoro opens each later clause with 100 ms
   of it) and any stall, together. A clause released early to avoid a stall adds such a pause; this shows both.
+  Both figures are meant for ``--barge-every 0``: a reply paused by a barge-in and resumed counts its pause too.
 * **beyond endpoint**: from the chunk that completes the server's endpoint (its ``speech_stopped``
   ``audio_end_ms`` plus the silence, rounded up to whole 32 ms VAD frames) leaving the client, to the
   same first audible sample: what bargein adds on top of the endpoint silence. With ``--engines

@@ -45,6 +45,8 @@ class RecordingSink:
         self.texts: list[tuple[int, str]] = []
         self.audio_ms = 0.0
         self.first_audio_at: float | None = None
+        self.playback_clock = False
+        """Answer ``audio_ahead_ms`` as a client playing each delta on arrival (else no cushion: no hurried clause)."""
 
     async def wait_for_room(self, response_id: str) -> None:
         return None
@@ -58,8 +60,7 @@ class RecordingSink:
         self.audio_ms += duration_ms
 
     def audio_ahead_ms(self, response_id: str) -> float | None:
-        # a client playing each delta on arrival, in real time
-        if self.first_audio_at is None:
+        if not self.playback_clock or self.first_audio_at is None:
             return None
         return self.audio_ms - 1000.0 * (time.monotonic() - self.first_audio_at)
 
@@ -94,14 +95,17 @@ async def test_a_fast_first_sentence_keeps_its_natural_end() -> None:
     assert sink.texts[0][1] == "It's Paris."  # ended by its period, before the clause's word cap
 
 
-SECOND = "then you lower the eggs gently into the boiling water and leave them there for nine whole minutes."
+SECOND = "Then you lower the eggs gently into the boiling water and leave them there for nine whole minutes."
 
 
 async def test_a_slow_second_sentence_is_spoken_in_parts_when_the_audio_runs_short() -> None:
     # the first clause plays for about 0.8 s; the second sentence takes the model 1.2 s to write
     llm = SlowWords("Boil them first. " + SECOND, 0.06)
     sink = RecordingSink(llm)
-    await ReplyPipeline(llm, FakeSynthesizer(ms_per_char=50.0)).run(plan(), sink, CancelToken())
+    # the first clause's own deadline is out of the way: only the cushion may hurry a clause here
+    sink.playback_clock = True
+    await ReplyPipeline(llm, FakeSynthesizer(ms_per_char=50.0), first_clause_deadline_s=5.0).run(
+        plan(), sink, CancelToken())
     clauses = [text.strip() for _, text in sink.texts]
     assert clauses[0] == "Boil them first."
     words_written, second = sink.texts[1]
@@ -116,7 +120,9 @@ async def test_a_second_sentence_waits_for_its_end_while_the_first_still_plays()
     # the same writing speed, but the first clause plays for about 8 s: no reason to break the sentence
     llm = SlowWords("Boil them first. " + SECOND, 0.06)
     sink = RecordingSink(llm)
-    await ReplyPipeline(llm, FakeSynthesizer(ms_per_char=500.0, chunk_ms=8000.0)).run(plan(), sink, CancelToken())
+    sink.playback_clock = True
+    await ReplyPipeline(llm, FakeSynthesizer(ms_per_char=500.0, chunk_ms=8000.0), first_clause_deadline_s=5.0).run(
+        plan(), sink, CancelToken())
     assert [text.strip() for _, text in sink.texts] == ["Boil them first.", SECOND]
 
 

@@ -486,3 +486,20 @@ def test_the_guess_and_the_score_reported_are_those_of_the_silence_the_turn_ende
     summary = ledger.summary()
     assert summary["guess_ms"] == 250.0
     assert summary["turn_end_probability"] == 0.95
+
+
+def test_a_turn_committed_while_the_user_speaks_reports_no_guess_or_score() -> None:
+    """The user paused, then spoke on until the client committed: the pause's guess and score were of a silence the
+    user talked past, so the report has neither."""
+    ledgers = TurnLedgers(lambda: 0.0, lambda status, summary: None)
+    ledgers.on_action(v.SpeechStarted("item_1", 100.0))
+    ledgers.on_action(v.SilenceBegan("item_1", 700.0))
+    ledgers.on_event(v.GuessTranscribed("item_1", Transcript("I want to book"), at_ms=700.0))
+    ledgers.on_event(v.TurnEndScored("item_1", 700.0, 0.2))
+    ledgers.on_action(v.SpeechResumed("item_1"))
+    ledgers.on_action(v.SpeechStopped("item_1", 1500.0))
+    ledgers.on_action(v.CommitBuffer("item_1", 0.0, 1500.0))
+    ledger = ledgers.get("item_1")
+    assert ledger is not None
+    summary = ledger.summary()
+    assert summary["guess_ms"] is None and summary["turn_end_probability"] is None

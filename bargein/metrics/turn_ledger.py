@@ -57,9 +57,9 @@ class TurnLedger:
     """The heard audio told at the reply's close while the client still played it (all of it, unless cut later):
     the metrics count the heard audio only once the playback has ended."""
     silence_at_ms: float | None = None
-    """Where the turn's latest silence before its commit began (stream ms): what speculation heard."""
+    """Where the silence the turn is in began (stream ms; ``None`` while the user speaks): what speculation heard."""
     guess_wall_s: float | None = None
-    """When the speculative recognition made at that silence came back (wall clock), if before the commit."""
+    """When the plain speculative recognition made at that silence came back (wall clock), if before the commit."""
     turn_end_probability: float | None = None
     """The end-of-turn model's score of that silence, if it came before the commit."""
 
@@ -107,8 +107,9 @@ class TurnLedger:
             "tts_synth_ms": _round(span("first_clause", "tts_first_audio")),
             "first_delta_sent_ms": _round(span("reply_start", "first_delta_sent")),
             "first_audio_ms": _round(span("speech_end", "first_delta_sent")),
-            # before the commit: how long after the speech end the guess the reply was prefetched from came back,
-            # and what the end-of-turn model said (the tier the endpoint took follows from it and the words)
+            # before the commit: how long after the speech end the plain guess made at the silence the turn ended in
+            # came back (a reply may be prefetched from it), and what the end-of-turn model said: with the words,
+            # that decides which tier the endpoint took
             "guess_ms": _round(1000.0 * (self.guess_wall_s - self.marks["speech_end"].wall_s)
                                if self.guess_wall_s is not None and "speech_end" in self.marks else None),
             "turn_end_probability": (round(self.turn_end_probability, 3)
@@ -182,6 +183,10 @@ class TurnLedgers:
             case v.SilenceBegan(item_id, at_ms):
                 if (ledger := self.ledgers.get(item_id)) is not None and "commit" not in ledger.marks:
                     ledger.silence_at_ms, ledger.guess_wall_s, ledger.turn_end_probability = at_ms, None, None
+            case v.SpeechResumed(item_id) | v.SegmentAbandoned(item_id):
+                # the silence is over: a commit without a new one (the longest turn, a client's commit) had none
+                if (ledger := self.ledgers.get(item_id)) is not None and "commit" not in ledger.marks:
+                    ledger.silence_at_ms, ledger.guess_wall_s, ledger.turn_end_probability = None, None, None
             case v.SpeechStopped(item_id, end_ms):
                 if ledger := self.ledgers.get(item_id):
                     # the last speech sample arrived (stream_now - end) ago for a client streaming in real time

@@ -69,6 +69,10 @@ class LiveReply:
         """The response's id."""
         return self.state.response_id
 
+    def audio_left_ms(self) -> float:
+        """Audio forwarded to the client (queued or sent) that it has not played yet, by the playback estimate."""
+        return self.state.item.audio_ms - self.playback.heard_ms()
+
     def cut_now(self) -> tuple[float, float]:
         """Where a cancel now cuts a spoken reply's item: ``(audio_ms, heard_ms)``, the audio that reached the
         client (purged deltas never did) and how much of it was heard: a client's truncate, else the pause's

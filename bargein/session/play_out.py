@@ -34,7 +34,6 @@ async def last_stretch_played(reply: LiveReply, wait_s: float) -> None:
     """Return once the client has had time to play ``reply``'s last sample, or ``wait_s`` has passed (pauses not
     counted: a resume sends the tail again), or the reply has ended (cancelled, or stopped by the client's truncate,
     :meth:`~bargein.session.reply_runner.ReplyRunner.truncated`)."""
-    item = reply.state.item
     loop = asyncio.get_running_loop()
     deadline: float | None = None
     while not reply.ended:
@@ -42,7 +41,7 @@ async def last_stretch_played(reply: LiveReply, wait_s: float) -> None:
             await reply.gate.wait()
             deadline = None
             continue
-        left_s = (item.audio_ms - reply.playback.heard_ms()) / 1000.0
+        left_s = reply.audio_left_ms() / 1000.0
         now = loop.time()
         if deadline is None:
             deadline = now + wait_s
@@ -77,7 +76,7 @@ class PlayingOut:
         audio_ms = reply.state.item.audio_ms
         if reply.playback.sent_ms < audio_ms - 1.0:
             return  # some deltas still wait in the outbound queue
-        left_ms = audio_ms - reply.playback.heard_ms()
+        left_ms = reply.audio_left_ms()
         if left_ms <= 1.0:
             self.played(reply, audio_ms)
         else:
@@ -112,7 +111,7 @@ class PlayingOut:
     def left_ms(self) -> float:
         """How long the client may still play the replies it holds (0 for one the user cut): the idle timeout
         counts from the end of the agent's audio, not from its ``response.done``."""
-        return max((reply.state.item.audio_ms - reply.playback.heard_ms() for reply in self.replies.values()
+        return max((reply.audio_left_ms() for reply in self.replies.values()
                     if reply.state.item.heard_ms is None or reply.state.item.heard_ms >= reply.state.item.audio_ms),
                    default=0.0)
 

@@ -45,10 +45,9 @@ class ReplySink:
     def audio_ahead_ms(self, response_id: str) -> float | None:
         """Audio forwarded (queued or sent) that the client has not played yet, by the reply's playback estimate;
         ``None`` before the first delta has left, and while the reply is paused or over (nothing plays then)."""
-        playback = self.reply.playback
-        if self.reply.ended or self.reply.pause is not None or playback.first_sent_wall_s is None:
+        if self.reply.ended or self.reply.pause is not None or self.reply.playback.first_sent_wall_s is None:
             return None
-        return self.reply.state.item.audio_ms - playback.heard_ms()
+        return self.reply.audio_left_ms()
 
     def reply_mark(self, response_id: str, stage: str) -> None:
         """A pipeline stage was reached (the turn ledger's marks)."""

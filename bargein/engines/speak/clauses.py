@@ -81,8 +81,9 @@ class ClauseSplitter:
     def take_words(self, min_words: int) -> str | None:
         """Hand out the pending text up to its last complete word, if it holds ``min_words`` words.
 
-        For a first clause that is slow in coming: better a natural-sounding phrase now than a whole
-        sentence after the LLM has crawled through it.
+        For a clause that is slow in coming (a first clause after the LLM's deadline, a later one when the client
+        is about to run out of audio): better a natural-sounding phrase now than a whole sentence after the LLM
+        has crawled through it.
         """
         text = self._pending
         if _HAN.search(text[-1:]):  # Chinese: every character is whole, so all of it can go
