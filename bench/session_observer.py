@@ -79,7 +79,9 @@ class ReplyStats:
             quiet += 1000 * wait if sounded else 0.0
             for audible, ms in frames:
                 if audible:
-                    longest, quiet, sounded = (max(longest, quiet) if sounded else 0.0), 0.0, True
+                    if sounded:
+                        longest = max(longest, quiet)
+                    quiet, sounded = 0.0, True
                 elif sounded:
                     quiet += ms
         return longest

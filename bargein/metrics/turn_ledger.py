@@ -63,6 +63,12 @@ class TurnLedger:
     turn_end_probability: float | None = None
     """The end-of-turn model's score of that silence, if it came before the commit."""
 
+    def silence(self, at_ms: float | None) -> None:
+        """A silence began at ``at_ms`` (``None``: the one the turn was in is over); before the commit only, what was
+        said of an earlier silence no longer counts."""
+        if "commit" not in self.marks:
+            self.silence_at_ms, self.guess_wall_s, self.turn_end_probability = at_ms, None, None
+
     def mark(self, stage: str, *, stream_ms: float | None = None, wall_s: float | None = None) -> None:
         """Record a stage once; later marks of the same stage are ignored."""
         if stage not in STAGES:
@@ -181,12 +187,12 @@ class TurnLedgers:
                 self.current = self._keep(item_id, TurnLedger(item_id=item_id))
                 self.current.mark("speech_start", stream_ms=start_ms)
             case v.SilenceBegan(item_id, at_ms):
-                if (ledger := self.ledgers.get(item_id)) is not None and "commit" not in ledger.marks:
-                    ledger.silence_at_ms, ledger.guess_wall_s, ledger.turn_end_probability = at_ms, None, None
+                if (ledger := self.ledgers.get(item_id)) is not None:
+                    ledger.silence(at_ms)
             case v.SpeechResumed(item_id) | v.SegmentAbandoned(item_id):
                 # the silence is over: a commit without a new one (the longest turn, a client's commit) had none
-                if (ledger := self.ledgers.get(item_id)) is not None and "commit" not in ledger.marks:
-                    ledger.silence_at_ms, ledger.guess_wall_s, ledger.turn_end_probability = None, None, None
+                if (ledger := self.ledgers.get(item_id)) is not None:
+                    ledger.silence(None)
             case v.SpeechStopped(item_id, end_ms):
                 if ledger := self.ledgers.get(item_id):
                     # the last speech sample arrived (stream_now - end) ago for a client streaming in real time
