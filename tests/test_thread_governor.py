@@ -6,14 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from bargein.engines.think.thread_governor import (
-    HOLD_S,
-    MAX_HOLD_S,
-    WAIT_SHARE,
-    CpuReading,
-    ThreadGovernor,
-    read_proc,
-)
+from bargein.engines.cpu_reading import CpuReading, read_proc
+from bargein.engines.think.thread_governor import HOLD_S, MAX_HOLD_S, WAIT_SHARE, ThreadGovernor
 
 
 class Machine:

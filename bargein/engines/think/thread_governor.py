@@ -25,12 +25,12 @@ container whose ``/proc/loadavg`` counts the host's threads, the count rarely ri
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
+
+from bargein.engines.cpu_reading import CpuReading, available_cores, read_proc
 
 WAIT_SHARE = 0.3
 """Run-queue wait of this process's threads, per second of an evaluation, that sends the count back down. With
@@ -40,52 +40,6 @@ HOLD_S = 0.25
 """After a contended evaluation, how long the count stays down before an idle instant may raise it again."""
 MAX_HOLD_S = 4.0
 """The longest hold, reached after five contended evaluations in a row."""
-
-
-def available_cores() -> int:
-    """The cores this process may run on (its CPU affinity), at least one."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # not Linux
-        return max(1, os.cpu_count() or 1)
-
-
-@dataclass(frozen=True)
-class CpuReading:
-    """The machine and this process at one instant, as the kernel counts them."""
-
-    running: int
-    """Runnable threads on the machine, the reader included."""
-    own_running: int
-    """Of those, this process's."""
-    own_wait_s: float
-    """Time this process's threads have spent waiting on a run queue (seconds; only differences mean anything;
-    a thread that ended takes its share with it, which can only make a wait look shorter)."""
-
-
-def read_proc(loadavg: Path = Path("/proc/loadavg"), own_tasks: Path = Path("/proc/self/task")) -> CpuReading | None:
-    """The reading from ``/proc``, or ``None`` where the kernel does not offer the files. The machine's count is
-    read before the process's threads, so a thread of ours that starts running in between can hide another's."""
-    try:
-        running = int(loadavg.read_text().split()[3].split("/")[0])
-        own_running = 0
-        wait_ns = 0
-        for task in own_tasks.iterdir():
-            state, waited = _task(task)
-            own_running += state == "R"
-            wait_ns += waited
-    except (OSError, IndexError, ValueError):
-        return None
-    return CpuReading(running=running, own_running=own_running, own_wait_s=wait_ns / 1e9)
-
-
-def _task(task: Path) -> tuple[str, int]:
-    """A thread's state letter and its run-queue wait in ns; ``("", 0)`` if it ended while being looked at."""
-    try:  # stat: "pid (name) state ...", and the name may hold spaces and brackets; schedstat: "run wait slices"
-        state = (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        return state, int((task / "schedstat").read_text().split()[1])
-    except FileNotFoundError:
-        return "", 0
 
 
 @dataclass

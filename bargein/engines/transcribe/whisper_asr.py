@@ -228,7 +228,8 @@ def load_whisper(name: str | WhisperSource = "tiny.en", *, allow_network: bool =
     ``allow_network``) a hub id. A weight file that fails its pinned sha256 raises
     :class:`~bargein.engines.weights.WeightError` before anything is loaded. The encoder runs on
     ``cpu_threads``; with another ``decoder_threads`` the weights are loaded a second time for the decoder
-    (:attr:`WhisperCore.decoder`); None decodes on the encoder's threads.
+    (:attr:`WhisperCore.decoder`), and finals take the encoder's threads instead where a timing at start-up
+    found them faster (:mod:`.wide_decoding`); None decodes on the encoder's threads.
     """
     from faster_whisper import WhisperModel  # heavy import, only when a real model is wanted
 
@@ -244,7 +245,8 @@ def load_whisper(name: str | WhisperSource = "tiny.en", *, allow_network: bool =
         # two decoders share the weights: a final decodes while a partial does
         decoder = loaded(decoder_threads, workers=2)
         threads = f"{cpu_threads} threads encoding, {decoder_threads} decoding, finals beside partials"
-    recognizer = WhisperRecognizer(WhisperCore(model, decoder), final_options=final_options,
+    core = WhisperCore(model, decoder, encoder_threads=cpu_threads)
+    recognizer = WhisperRecognizer(core, final_options=final_options,
                                    partial_options=partial_options, final_workers=1 if decoder else 0,
                                    description=f"{model_dir.origin}, {compute_type}, {threads}")
     if warm_up:
@@ -258,4 +260,10 @@ def load_whisper(name: str | WhisperSource = "tiny.en", *, allow_network: bool =
         recognizer.transcribe_sync(clip)
         if second is not None:
             second.join()
+        if decoder is not None and final_options.widens:
+            speed_up = core.measure_wide_decoding(clip)
+            where = f"on {cpu_threads} threads when the machine is idle" if core.wide.faster else "on one thread"
+            log.info("whisper: finals decode %s (%.2fx as fast on %d threads at start-up)",
+                     where, speed_up, cpu_threads)
+            recognizer.description += f", finals decoded {where}"
     return recognizer

@@ -18,7 +18,8 @@ from __future__ import annotations
 import math
 import string
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -31,6 +32,7 @@ from faster_whisper.transcribe import get_suppressed_tokens
 from bargein.engines.base import LISTEN_SAMPLE_RATE, Transcript, WordTiming
 from bargein.engines.transcribe.simplified import to_simplified
 from bargein.engines.transcribe.voiced_encoding import voiced_mean
+from bargein.engines.transcribe.wide_decoding import MIN_SPEED_UP, WideDecoding, measure_speed_up
 from bargein.languages import join_units, language_code, text_units
 from bargein.languages import language as language_row
 
@@ -65,6 +67,8 @@ class DecodeOptions:
     """Chinese transcripts in Simplified characters (Whisper writes Traditional about as often)."""
     chinese_tokens_per_s: float = 16.0
     """The same for Chinese: about two tokens a character, four to seven characters a second."""
+    widens: bool = True
+    """Whether the decoding may take the encoder's threads (:mod:`.wide_decoding`): a result someone waits on."""
     encoding_languages: frozenset[str] = frozenset({"zh", "en"})
     """Languages whose transcripts carry the voiced encoding (:mod:`.voiced_encoding`): those with a
     spoken-command model (:mod:`bargein.listening_model.keyword`). English only from an English-only
@@ -73,8 +77,8 @@ class DecodeOptions:
 
 FINAL = DecodeOptions()
 """Finals: short window, looping results decoded again on 30 s, word timings."""
-PARTIAL = DecodeOptions(word_timestamps=False, loop_guard="trim", encoding_languages=frozenset())
-"""Partials during speech: the same window, no second decode, no word timings."""
+PARTIAL = DecodeOptions(word_timestamps=False, loop_guard="trim", widens=False, encoding_languages=frozenset())
+"""Partials during speech: the same window, no second decode, no word timings, always on the decoder copy."""
 FULL_WINDOW = DecodeOptions(min_window_s=FULL_WINDOW_S)
 """Every clip padded to 30 s, as Whisper was trained (slow; the reference for the short window)."""
 
@@ -125,14 +129,18 @@ class WhisperCore:
     """A loaded Whisper model (its decoder side optionally loaded again, :attr:`decoder`) and the decoding rules
     above; thread-safe (CTranslate2 is)."""
 
-    def __init__(self, model: WhisperModel, decoder: WhisperModel | None = None) -> None:
+    def __init__(self, model: WhisperModel, decoder: WhisperModel | None = None, *, encoder_threads: int = 1) -> None:
         self.model = model
         self.decoder = decoder or model
         """Runs the decoder's side (language detection, decoding, word alignment) on the encoder's output:
         the same weights loaded again on fewer threads. The encoder's large products gain from a second
-        thread; the decoder's small per-token steps lose to the threads' synchronisation (tiny.en here: 5.0
-        ms a token on one thread, 6.6 on two), and one thread leaves the other core to the LLM. Turns over 30
-        s are the exception: faster-whisper's own sliding windows decode them on :attr:`model`."""
+        thread; the decoder's small per-token steps lose to the threads' synchronisation on some CPUs (tiny.en
+        on one: 5.0 ms a token on one thread, 6.6 on two; where they gain, a final may take the encoder's
+        threads: :attr:`wide`), and one thread leaves the other core to the LLM. Turns over 30 s are the
+        exception: faster-whisper's own sliding windows decode them on :attr:`model`."""
+        self.wide = WideDecoding(narrow=self.decoder, wide=model, threads=encoder_threads, faster=False)
+        """Where a final decodes: on :attr:`decoder`, or on :attr:`model`'s threads where that was measured
+        faster (:meth:`measure_wide_decoding`) and the machine is idle."""
         self._count = threading.Lock()
         self.multilingual = bool(model.model.is_multilingual)
         self.languages = _model_languages(model, self.multilingual)
@@ -172,17 +180,18 @@ class WhisperCore:
         duration = len(clip) / LISTEN_SAMPLE_RATE
         if prompt is None:  # a prompt in the wanted script steers Whisper towards it (Simplified Chinese)
             prompt = language_row(lang).recognition_prompt if lang != "en" else None
-        decoded = self._decode(encoded, tokenizer, prompt, duration, options)
-        if decoded.looped and options.loop_guard == "retry" and frames < FULL_FRAMES:
-            with self._count:  # two workers may retry at once
-                self.retries += 1
-            encoded = self._encode(features, content_frames, FULL_FRAMES)
-            decoded = self._decode(encoded, tokenizer, prompt, duration, options)
-        if decoded.looped:
-            decoded = self._trim(decoded, tokenizer)
-        words: tuple[WordTiming, ...] = ()
-        if options.word_timestamps and decoded.tokens:
-            words = self._word_timings(tokenizer, decoded.tokens, encoded, content_frames, duration)
+        with self.wide.decoder() if options.widens else nullcontext(self.decoder) as decoder:
+            decoded = self._decode(decoder, encoded, tokenizer, prompt, duration, options)
+            if decoded.looped and options.loop_guard == "retry" and frames < FULL_FRAMES:
+                with self._count:  # two workers may retry at once
+                    self.retries += 1
+                encoded = self._encode(features, content_frames, FULL_FRAMES)
+                decoded = self._decode(decoder, encoded, tokenizer, prompt, duration, options)
+            if decoded.looped:
+                decoded = self._trim(decoded, tokenizer)
+            words: tuple[WordTiming, ...] = ()
+            if options.word_timestamps and decoded.tokens:
+                words = self._word_timings(decoder, tokenizer, decoded.tokens, encoded, content_frames, duration)
         text = decoded.text
         if lang == "zh" and options.simplified:
             text, words = _in_simplified(text, words)
@@ -206,15 +215,38 @@ class WhisperCore:
         best = self.decoder.model.detect_language(encoded)[0][0][0]  # ("<|en|>", probability)
         return str(best)[2:-2]
 
-    def _decode(self, encoded: Any, tokenizer: Tokenizer, prompt: str | None, duration: float,
-                options: DecodeOptions) -> _Decoded:
+    def measure_wide_decoding(self, audio: npt.ArrayLike, *, steps: int = 24, rounds: int = 3) -> float:
+        """Time ``steps`` decoding steps over ``audio``'s encoding on :attr:`decoder` and on :attr:`model`'s
+        threads, alternately; finals decode on :attr:`model` from now on (when idle) if it was
+        :data:`~.wide_decoding.MIN_SPEED_UP` times faster. Returns the speed-up. Blocking: at start-up."""
+        if self.decoder is self.model:
+            return 1.0
+        clip = clean_audio(audio)
+        features = self.model.feature_extractor(clip)
+        content_frames = min(features.shape[-1], len(clip) // HOP_SAMPLES + 1)
+        encoded = self._encode(features, content_frames, window_frames(len(clip), FINAL))
+        tokenizer = self.tokenizer("en" if "en" in self.languages else min(self.languages))
+        start = self.model.get_prompt(tokenizer, [], without_timestamps=True)
+        # the end of text suppressed, so every run decodes exactly ``steps`` tokens, whatever the audio
+        suppressed = [*get_suppressed_tokens(tokenizer, [-1]), tokenizer.eot]
+
+        def decode_on(model: WhisperModel) -> Callable[[], object]:
+            return lambda: model.model.generate(encoded, [start], beam_size=1, max_length=len(start) + steps,
+                                                suppress_tokens=suppressed)
+
+        speed_up = measure_speed_up(decode_on(self.decoder), decode_on(self.model), rounds=rounds)
+        self.wide.faster = speed_up >= MIN_SPEED_UP and self.wide.threads > 1
+        return speed_up
+
+    def _decode(self, decoder: WhisperModel, encoded: Any, tokenizer: Tokenizer, prompt: str | None,
+                duration: float, options: DecodeOptions) -> _Decoded:
         previous = tokenizer.encode(" " + prompt.strip()) if prompt and prompt.strip() else []
         start = self.model.get_prompt(tokenizer, previous, without_timestamps=True)
         spaced = language_row(tokenizer.language_code).spaced
         rate = options.tokens_per_s if spaced else options.chinese_tokens_per_s
         budget = int(16 + rate * duration)
         max_length = min(self.model.max_length, len(start) + budget)
-        result = self.decoder.model.generate(
+        result = decoder.model.generate(
             encoded, [start], beam_size=options.beam_size, max_length=max_length, return_scores=True,
             return_no_speech_prob=True, suppress_blank=True,
             suppress_tokens=get_suppressed_tokens(tokenizer, [-1]),
@@ -237,9 +269,9 @@ class WhisperCore:
         text = " ".join(words[:cut]) if spaced else join_units(words[:cut])
         return _Decoded(tokenizer.encode(" " + text), text, decoded.avg_logprob, decoded.no_speech_prob, True)
 
-    def _word_timings(self, tokenizer: Tokenizer, tokens: list[int], encoded: Any, content_frames: int,
-                      duration: float) -> tuple[WordTiming, ...]:
-        aligned = self.decoder.find_alignment(tokenizer, [tokens], encoded, content_frames)
+    def _word_timings(self, decoder: WhisperModel, tokenizer: Tokenizer, tokens: list[int], encoded: Any,
+                      content_frames: int, duration: float) -> tuple[WordTiming, ...]:
+        aligned = decoder.find_alignment(tokenizer, [tokens], encoded, content_frames)
         spaced = language_row(tokenizer.language_code).spaced
         words: list[WordTiming] = []
         for item in aligned[0] if aligned else []:
