@@ -14,12 +14,23 @@ from typing import Any
 
 import numpy as np
 import pytest
+from faster_whisper.transcribe import get_suppressed_tokens
 
 from bargein.engines.base import SpeechRecognizer
+from bargein.engines.cpu_reading import CpuReading
 from bargein.engines.transcribe.asr_models import TINY_EN, AssembledFile, WhisperSource, prepare_source, resolve_model
 from bargein.engines.transcribe.wer import normalize, word_error_rate
 from bargein.engines.transcribe.whisper_asr import RecognizerBusy, RecognizerClosed, WhisperRecognizer, load_whisper
-from bargein.engines.transcribe.whisper_decode import FULL_WINDOW, WhisperCore, loop_start, window_frames
+from bargein.engines.transcribe.whisper_decode import (
+    FINAL,
+    FULL_WINDOW,
+    PARTIAL,
+    WhisperCore,
+    loop_start,
+    max_length_for,
+    window_frames,
+)
+from bargein.engines.transcribe.wide_decoding import MIN_SPEED_UP
 from bargein.engines.weights import PinnedFile, WeightError, sha256_of
 from tests.support.speech import librivox_clip, librivox_reference
 
@@ -88,6 +99,53 @@ class _EncodeOnly:
         if name in ("generate", "align", "detect_language"):
             raise AssertionError(f"{name} ran on the encoder's copy")
         return getattr(self._model, name)
+
+
+@pytest.mark.slow
+def test_a_decoding_gets_the_whole_token_budget_it_is_given(recognizer: WhisperRecognizer) -> None:
+    core, clip = recognizer.core, librivox_clip("0870")  # 7.1 s, 22 words, about 27 tokens
+    tokenizer = core.tokenizer("en")
+    suppressed = [*get_suppressed_tokens(tokenizer, [-1]), tokenizer.eot]  # no end: the budget ends it
+    encoded = core.model.encode(core.model.feature_extractor(clip))
+    for previous in ([], tokenizer.encode(" Stop. Wait. Hold on. Cancel that. What about tomorrow?")):
+        start = core.model.get_prompt(tokenizer, previous, without_timestamps=True)
+        for tokens in (10, 24):
+            result = core.decoder.model.generate(encoded, [start], beam_size=1, suppress_tokens=suppressed,
+                                                 max_length=max_length_for(len(start), tokens))[0]
+            assert len(result.sequences_ids[0]) == tokens
+    # 3 tokens a second and 16: 37 for this clip, enough; CTranslate2 stops at half of a plain prompt + budget
+    tight = dataclasses.replace(FINAL, tokens_per_s=3.0, loop_guard="trim")
+    heard = core.transcribe(clip, options=tight)
+    assert normalize(heard.text)[-4:] == normalize(librivox_reference("0870"))[-4:] == [
+        "to", "do", "for", "them"]
+
+
+@pytest.mark.slow
+def test_a_final_on_the_encoders_threads_hears_what_the_decoder_copy_hears(recognizer: WhisperRecognizer) -> None:
+    core = recognizer.core
+    timed = WhisperCore(core.model, core.decoder, encoder_threads=2)  # the fixture's own choice stays as loaded
+    speed_up = timed.measure_wide_decoding(librivox_clip("0930"))
+    assert speed_up > 0.0 and timed.wide.faster == (speed_up >= MIN_SPEED_UP and timed.wide.cores >= 2)
+    # each side refuses to decode where it must not: the narrow core on its encoder, the wide one on its copy
+    encoder_only, decoder_refused = copy.copy(core.model), copy.copy(core.decoder)
+    encoder_only.model = _EncodeOnly(core.model.model)
+    decoder_refused.model = _EncodeOnly(core.decoder.model)
+    narrow = WhisperCore(encoder_only, core.decoder, encoder_threads=2)  # never timed: never wide
+    wide = WhisperCore(core.model, decoder_refused, encoder_threads=2)
+    wide.wide.faster, wide.wide.cores = True, 2  # whatever this machine measured, on an idle machine
+    wide.wide.read = lambda: CpuReading(running=1, own_running=1, own_wait_s=0.0)
+    for clip in CLIPS:
+        ours, theirs = wide.transcribe(librivox_clip(clip)), narrow.transcribe(librivox_clip(clip))
+        assert ours.text == theirs.text and len(ours.words) == len(theirs.words) > 3
+        assert [w.word for w in ours.words] == [w.word for w in theirs.words]
+        assert max(abs(a.start_ms - b.start_ms) for a, b in zip(ours.words, theirs.words, strict=True)) <= 40.0
+        assert ours.avg_logprob == pytest.approx(theirs.avg_logprob, abs=0.02)
+    assert wide.wide.widened == len(CLIPS)
+    partial_side = WhisperCore(core.model, core.decoder, encoder_threads=2)
+    partial_side.wide.faster = True
+    partial_side.wide.read = wide.wide.read
+    assert partial_side.transcribe(librivox_clip("0930"), options=PARTIAL).text
+    assert partial_side.wide.widened == 0  # nobody waits on a partial: it leaves the encoder's threads alone
 
 
 @pytest.mark.slow

@@ -19,7 +19,6 @@ import math
 import string
 import threading
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -32,7 +31,7 @@ from faster_whisper.transcribe import get_suppressed_tokens
 from bargein.engines.base import LISTEN_SAMPLE_RATE, Transcript, WordTiming
 from bargein.engines.transcribe.simplified import to_simplified
 from bargein.engines.transcribe.voiced_encoding import voiced_mean
-from bargein.engines.transcribe.wide_decoding import MIN_SPEED_UP, WideDecoding, measure_speed_up
+from bargein.engines.transcribe.wide_decoding import WideDecoding, measure_speed_up
 from bargein.languages import join_units, language_code, text_units
 from bargein.languages import language as language_row
 
@@ -104,6 +103,18 @@ def loop_start(words: Sequence[str], *, max_phrase: int = 8) -> int | None:
     return None
 
 
+def max_length_for(prompt_length: int, tokens: int) -> int:
+    """The ``max_length`` that lets CTranslate2's Whisper decode ``tokens`` tokens after a prompt of
+    ``prompt_length``: it stops after the smaller of half of ``max_length`` and ``max_length`` less the prompt
+    but one (so ``prompt_length + tokens`` alone would halve a short prompt's budget)."""
+    return max(2 * tokens, prompt_length - 1 + tokens)
+
+
+def tokens_allowed(prompt_length: int, max_length: int) -> int:
+    """How many tokens CTranslate2's Whisper decodes at most after a prompt of ``prompt_length``."""
+    return min(max_length // 2, max_length - prompt_length + 1)
+
+
 def window_frames(samples: int, options: DecodeOptions) -> int:
     """Mel frames the encoder gets for a clip of ``samples``: whole seconds, at most 30 s."""
     seconds = max(options.min_window_s, math.ceil(samples / LISTEN_SAMPLE_RATE + options.margin_s))
@@ -172,15 +183,15 @@ class WhisperCore:
         content_frames = min(features.shape[-1], len(clip) // HOP_SAMPLES + 1)
         frames = window_frames(len(clip), options)
         encoded = self._encode(features, content_frames, frames)
-        lang = self._language(encoded, language)
-        tokenizer = self.tokenizer(lang)
-        # taken from the first window: the spoken-command model was fitted on it, not on a retry's 30 s one
-        encodes = lang in options.encoding_languages and (lang != "en" or not self.multilingual)
-        voiced = voiced_mean(encoded, clip) if encodes else ()
-        duration = len(clip) / LISTEN_SAMPLE_RATE
-        if prompt is None:  # a prompt in the wanted script steers Whisper towards it (Simplified Chinese)
-            prompt = language_row(lang).recognition_prompt if lang != "en" else None
-        with self.wide.decoder() if options.widens else nullcontext(self.decoder) as decoder:
+        with self.wide.decoder(widens=options.widens) as decoder:
+            lang = self._language(decoder, encoded, language)
+            tokenizer = self.tokenizer(lang)
+            # taken from the first window: the spoken-command model was fitted on it, not on a retry's 30 s one
+            encodes = lang in options.encoding_languages and (lang != "en" or not self.multilingual)
+            voiced = voiced_mean(encoded, clip) if encodes else ()
+            duration = len(clip) / LISTEN_SAMPLE_RATE
+            if prompt is None:  # a prompt in the wanted script steers Whisper towards it (Simplified Chinese)
+                prompt = language_row(lang).recognition_prompt if lang != "en" else None
             decoded = self._decode(decoder, encoded, tokenizer, prompt, duration, options)
             if decoded.looped and options.loop_guard == "retry" and frames < FULL_FRAMES:
                 with self._count:  # two workers may retry at once
@@ -203,22 +214,23 @@ class WhisperCore:
         window = np.full((features.shape[0], frames), features.max() - 2.0, dtype=np.float32)
         used = min(content_frames, frames)
         window[:, :used] = features[:, :used]
-        return self.model.encode(window)
+        with self.wide.occupancy.working():
+            return self.model.encode(window)
 
-    def _language(self, encoded: Any, language: str | None) -> str:
+    def _language(self, decoder: WhisperModel, encoded: Any, language: str | None) -> str:
         if not self.multilingual:
             return "en"
         if language and language in self.languages:
             return language
         # no language, or one this model does not know ("english", "en-US", "yue" before large-v3): let the
         # model say which
-        best = self.decoder.model.detect_language(encoded)[0][0][0]  # ("<|en|>", probability)
+        best = decoder.model.detect_language(encoded)[0][0][0]  # ("<|en|>", probability)
         return str(best)[2:-2]
 
     def measure_wide_decoding(self, audio: npt.ArrayLike, *, steps: int = 24, rounds: int = 3) -> float:
         """Time ``steps`` decoding steps over ``audio``'s encoding on :attr:`decoder` and on :attr:`model`'s
         threads, alternately; finals decode on :attr:`model` from now on (when idle) if it was
-        :data:`~.wide_decoding.MIN_SPEED_UP` times faster. Returns the speed-up. Blocking: at start-up."""
+        :data:`~.wide_decoding.MIN_SPEED_UP` times as fast. Returns the speed-up. Blocking: at start-up."""
         if self.decoder is self.model:
             return 1.0
         clip = clean_audio(audio)
@@ -229,13 +241,17 @@ class WhisperCore:
         start = self.model.get_prompt(tokenizer, [], without_timestamps=True)
         # the end of text suppressed, so every run decodes exactly ``steps`` tokens, whatever the audio
         suppressed = [*get_suppressed_tokens(tokenizer, [-1]), tokenizer.eot]
+        length = max_length_for(len(start), steps)
 
         def decode_on(model: WhisperModel) -> Callable[[], object]:
-            return lambda: model.model.generate(encoded, [start], beam_size=1, max_length=len(start) + steps,
+            return lambda: model.model.generate(encoded, [start], beam_size=1, max_length=length,
                                                 suppress_tokens=suppressed)
 
+        tokens = decode_on(self.model)()[0].sequences_ids[0]  # type: ignore[index]
+        # the first word alignment allocates its buffers: not in a user's turn
+        self.model.find_alignment(tokenizer, [tokens], encoded, content_frames)
         speed_up = measure_speed_up(decode_on(self.decoder), decode_on(self.model), rounds=rounds)
-        self.wide.faster = speed_up >= MIN_SPEED_UP and self.wide.threads > 1
+        self.wide.set_measured(speed_up)
         return speed_up
 
     def _decode(self, decoder: WhisperModel, encoded: Any, tokenizer: Tokenizer, prompt: str | None,
@@ -245,7 +261,7 @@ class WhisperCore:
         spaced = language_row(tokenizer.language_code).spaced
         rate = options.tokens_per_s if spaced else options.chinese_tokens_per_s
         budget = int(16 + rate * duration)
-        max_length = min(self.model.max_length, len(start) + budget)
+        max_length = min(self.model.max_length, max_length_for(len(start), budget))
         result = decoder.model.generate(
             encoded, [start], beam_size=options.beam_size, max_length=max_length, return_scores=True,
             return_no_speech_prob=True, suppress_blank=True,
@@ -256,7 +272,7 @@ class WhisperCore:
         # the returned score is the length-normalised log-probability; Whisper reports it per token+eot
         avg_logprob = float(result.scores[0]) * len(tokens) / (len(tokens) + 1) if result.scores else 0.0
         words = text.split() if spaced else text_units(text)
-        looped = (len(tokens) >= max_length - len(start) or loop_start(words) is not None
+        looped = (len(tokens) >= tokens_allowed(len(start), max_length) or loop_start(words) is not None
                   or len(words) > 3 + (6 if spaced else 10) * duration)
         return _Decoded(tokens, text, avg_logprob, float(result.no_speech_prob), looped)
 

@@ -6,8 +6,8 @@ AVX-512) the 21 tokens of a LibriVox sentence took 161 ms on one thread and 94 m
 measured once at start-up (:func:`measure_speed_up`), and a final takes the encoder's threads only where they
 were faster by :data:`MIN_SPEED_UP`, only while no other thread wants a core (the speculative guess at a pause,
 while the LLM waits for its words, is the case this is for: a second thread beside a busy core is slower than
-one), and only while no other final holds them (:class:`WideDecoding`). Partials always stay on one thread: they
-are not waited on.
+one), and only while no other recognition of this process runs (:class:`Occupancy`). Partials always stay on
+one thread: nobody waits on them.
 """
 
 from __future__ import annotations
@@ -28,50 +28,102 @@ MIN_SPEED_UP = 1.2
 Model = TypeVar("Model")
 
 
+class Occupancy:
+    """What this process's recognitions are running right now: any number of encodings and decodings on one
+    thread each, or one decoding on several threads alone. Shared by every model of the process (two models'
+    finals compete for the same cores); thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._narrow = 0
+        self._wide = False
+
+    def try_wide(self) -> bool:
+        """Take the cores for one wide decoding, unless anything else runs; :meth:`release_wide` after."""
+        with self._lock:
+            if self._wide or self._narrow:
+                return False
+            self._wide = True
+            return True
+
+    def release_wide(self) -> None:
+        """The wide decoding ended."""
+        with self._lock:
+            self._wide = False
+
+    @contextmanager
+    def working(self) -> Iterator[None]:
+        """Around any other work: a decoding on one thread, or an encoding (whose threads a wide decoding
+        would wait for)."""
+        with self._lock:
+            self._narrow += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._narrow -= 1
+
+
+PROCESS_OCCUPANCY = Occupancy()
+"""The one :class:`Occupancy` of this process."""
+
+
 @dataclass
 class WideDecoding(Generic[Model]):
-    """Chooses, per final, between the decoder copy (``narrow``) and the encoder's model (``wide``, ``threads``
-    threads); thread-safe."""
+    """Chooses, per decoding, between the decoder copy (:attr:`narrow`) and the encoder's model (:attr:`wide`);
+    thread-safe."""
 
     narrow: Model
+    """The decoder copy, on one thread."""
     wide: Model
+    """The encoder's model, on :attr:`threads` threads."""
     threads: int
-    faster: bool
-    """Whether the wide model decoded faster at start-up (:func:`measure_speed_up`); ``False``: never wide."""
+    """The encoder's thread count."""
+    faster: bool = False
+    """Whether the wide model decoded faster at start-up (:meth:`set_measured`); ``False``: never wide."""
     cores: int = field(default_factory=available_cores)
+    """The cores this process may run on: a wide decoding needs :attr:`threads` of them free."""
     read: Callable[[], CpuReading | None] = read_proc
+    """Where readings of the machine come from (``/proc``; scripted in tests)."""
+    occupancy: Occupancy = PROCESS_OCCUPANCY
+    """What else of this process is decoding."""
     widened: int = field(default=0, init=False)
     """Finals decoded wide."""
     kept_narrow: int = field(default=0, init=False)
-    """Finals that could have gone wide but found a core busy or the wide model taken."""
-    _wide_free: threading.Lock = field(default_factory=threading.Lock, init=False)
+    """Finals that could have gone wide but found a core busy or another recognition running."""
 
     def __post_init__(self) -> None:
-        if self.threads <= 1 or self.cores < self.threads:
-            self.faster = False
+        self.set_measured(MIN_SPEED_UP if self.faster else 1.0)
+
+    def set_measured(self, speed_up: float) -> None:
+        """Go wide from now on (when idle) if the start-up timing found the wide model ``speed_up`` times as
+        fast, at least :data:`MIN_SPEED_UP`, and the machine has the cores for it."""
+        self.faster = speed_up >= MIN_SPEED_UP and 1 < self.threads <= self.cores
 
     @contextmanager
-    def decoder(self) -> Iterator[Model]:
-        """The model one final decodes (and aligns its words) on, held for the block."""
-        if not self.faster:
+    def decoder(self, *, widens: bool = True) -> Iterator[Model]:
+        """The model one decoding (with its word alignment) runs on, held for the block; ``widens=False``
+        (a partial) keeps it on one thread."""
+        if widens and self.faster:
+            if self.occupancy.try_wide():
+                if self._idle():
+                    self.widened += 1  # one wide decoding at a time: nobody else counts meanwhile
+                    try:
+                        yield self.wide
+                    finally:
+                        self.occupancy.release_wide()
+                    return
+                self.occupancy.release_wide()
+            self.kept_narrow += 1  # a rough count: two finals may pass here at once
+        with self.occupancy.working():
             yield self.narrow
-            return
-        if self._idle() and self._wide_free.acquire(blocking=False):
-            try:
-                self.widened += 1
-                yield self.wide
-            finally:
-                self._wide_free.release()
-            return
-        self.kept_narrow += 1
-        yield self.narrow
 
     def _idle(self) -> bool:
         reading = self.read()
         if reading is None:  # not Linux: nothing to decide with
             return False
-        # the caller, and the encoder's threads that may still spin from the encoding just before
-        own = min(reading.own_running, self.threads + 1)
+        # the caller, and one of the encoder's threads that may still spin from the encoding just before
+        own = min(reading.own_running, self.threads)
         return reading.running - own <= self.cores - self.threads
 
 
