@@ -1,4 +1,4 @@
-"""Where a final transcript decodes: the encoder's threads only where measured faster, idle, and free."""
+"""Where a final transcript decodes: the encoder's threads only where measured faster, uncontended, and free."""
 
 from __future__ import annotations
 
@@ -7,72 +7,107 @@ from collections.abc import Callable
 import pytest
 
 from bargein.engines.cpu_reading import CpuReading
-from bargein.engines.transcribe.wide_decoding import Occupancy, WideDecoding, measure_speed_up
+from bargein.engines.transcribe.wide_decoding import (
+    WAIT_SHARE,
+    Contention,
+    Occupancy,
+    WideDecoding,
+    measure_speed_up,
+)
+
+QUIET = Contention(wait_share=0.2)
+"""An encoding that hardly waited for a CPU (what an idle machine measures)."""
 
 
-def _choice(*, faster: bool = True, others: int = 0, own: int = 1, threads: int = 2, cores: int = 2,
-            readable: bool = True) -> WideDecoding[str]:
-    def read() -> CpuReading | None:
-        return CpuReading(running=others + own, own_running=own, own_wait_s=0.0) if readable else None
-    return WideDecoding(narrow="narrow", wide="wide", threads=threads, faster=faster, cores=cores, read=read,
-                        occupancy=Occupancy())
+class Machine:
+    """A scripted ``/proc`` and clock: this process's run-queue wait grows at ``share`` per second."""
+
+    def __init__(self, share: float, *, readable: bool = True) -> None:
+        self.share = share
+        self.readable = readable
+        self.now = 0.0
+
+    def read(self) -> CpuReading | None:
+        return CpuReading(running=2, own_running=2, own_wait_s=self.share * self.now) if self.readable else None
+
+    def clock(self) -> float:
+        return self.now
 
 
-def test_an_idle_machine_decodes_a_final_on_the_encoders_threads_where_they_were_faster() -> None:
+def _choice(*, faster: bool = True, threads: int = 2, cores: int = 2,
+            machine: Machine | None = None) -> WideDecoding[str]:
+    machine = machine or Machine(0.0)
+    return WideDecoding(narrow="narrow", wide="wide", threads=threads, faster=faster, cores=cores,
+                        read=machine.read, clock=machine.clock, occupancy=Occupancy())
+
+
+def test_a_final_whose_encoding_hardly_waited_decodes_on_the_encoders_threads_where_they_were_faster() -> None:
     choice = _choice()
-    with choice.decoder() as model:
+    with choice.decoder(encoding=QUIET) as model:
         assert model == "wide"
     assert (choice.widened, choice.kept_narrow) == (1, 0)
 
 
-def test_one_encoder_thread_spinning_after_the_encoding_does_not_count_as_another_thread() -> None:
-    with _choice(own=2).decoder() as model:  # the caller and one of the encoder's threads
-        assert model == "wide"
-    with _choice(own=3).decoder() as model:  # a third thread of ours is work: a partial, say
-        assert model == "narrow"
+def test_an_encoding_that_waited_for_a_cpu_keeps_the_final_on_one_thread() -> None:
+    choice = _choice()
+    for encoding in (Contention(wait_share=WAIT_SHARE + 0.05), Contention(wait_share=None), None):
+        with choice.decoder(encoding=encoding) as model:
+            assert model == "narrow"
+    assert (choice.widened, choice.kept_narrow) == (0, 3)
 
 
-def test_a_thread_of_another_process_keeps_the_final_on_one_thread() -> None:
-    choice = _choice(others=1)
-    with choice.decoder() as model:
-        assert model == "narrow"
-    assert (choice.widened, choice.kept_narrow) == (0, 1)
+def test_watching_an_encoding_measures_its_run_queue_wait_per_second() -> None:
+    machine = Machine(0.5)
+    choice = _choice(machine=machine)
+    with choice.watch() as encoding:
+        assert encoding.wait_share is None  # not before the encoding is over
+        machine.now += 0.12
+    assert encoding.wait_share == pytest.approx(0.5)
+    for unmeasured in (_choice(machine=Machine(0.5, readable=False)), _choice(faster=False, machine=machine)):
+        with unmeasured.watch() as encoding:
+            machine.now += 0.1
+        assert encoding.wait_share is None
 
 
 def test_a_second_final_while_the_first_holds_the_encoders_threads_decodes_on_one() -> None:
     choice = _choice()
-    with choice.decoder() as first, choice.decoder() as second:
+    with choice.decoder(encoding=QUIET) as first, choice.decoder(encoding=QUIET) as second:
         assert (first, second) == ("wide", "narrow")
-    with choice.decoder() as third:  # released again
+    with choice.decoder(encoding=QUIET) as third:  # released again
         assert third == "wide"
 
 
 def test_another_models_wide_final_or_any_running_recognition_keeps_a_final_on_one_thread() -> None:
     english, mandarin = _choice(), _choice()
     mandarin.occupancy = english.occupancy  # one process: the same cores
-    with english.decoder() as first, mandarin.decoder() as second:
+    with english.decoder(encoding=QUIET) as first, mandarin.decoder(encoding=QUIET) as second:
         assert (first, second) == ("wide", "narrow")
-    with english.decoder(widens=False) as partial, mandarin.decoder() as final:
+    with english.decoder(widens=False) as partial, mandarin.decoder(encoding=QUIET) as final:
         assert (partial, final) == ("narrow", "narrow")
-    with english.occupancy.working(), english.decoder() as final:  # an encoding in another worker
+    with english.occupancy.working(), english.decoder(encoding=QUIET) as final:  # an encoding in another worker
         assert final == "narrow"
-    with english.decoder() as final:
+    with english.decoder(encoding=QUIET) as final:
         assert final == "wide"
 
 
 def test_a_failed_wide_decoding_gives_the_cores_back() -> None:
     choice = _choice()
-    with pytest.raises(RuntimeError), choice.decoder():
+    with pytest.raises(RuntimeError), choice.decoder(encoding=QUIET):
         raise RuntimeError("CTranslate2 failed")
-    with choice.decoder() as model:
+    with choice.decoder(encoding=QUIET) as model:
         assert model == "wide"
 
 
 def test_where_two_threads_were_not_faster_or_cannot_be_had_finals_stay_on_one() -> None:
-    for choice in (_choice(faster=False), _choice(readable=False), _choice(threads=1), _choice(cores=1)):
-        with choice.decoder() as model:
+    for choice in (_choice(faster=False), _choice(threads=1), _choice(threads=4, cores=2)):
+        with choice.decoder(encoding=QUIET) as model:
             assert model == "narrow"
         assert choice.widened == 0
+    choice = _choice(faster=False)
+    choice.set_measured(1.1)  # within a timing's swing: not worth it
+    assert not choice.faster
+    choice.set_measured(1.7)
+    assert choice.faster
 
 
 def test_the_speed_up_is_the_ratio_of_the_medians_of_alternating_runs() -> None:

@@ -262,7 +262,8 @@ def load_whisper(name: str | WhisperSource = "tiny.en", *, allow_network: bool =
             second.join()
         if decoder is not None and final_options.widens:
             speed_up = core.measure_wide_decoding(clip)
-            where = f"on {cpu_threads} threads when the machine is idle" if core.wide.faster else "on one thread"
+            where = (f"on {cpu_threads} threads when uncontended" if core.wide.faster
+                     else f"on the decoder copy's {decoder_threads} thread(s)")
             log.info("whisper: finals decode %s (%.2fx as fast on %d threads at start-up)",
                      where, speed_up, cpu_threads)
             recognizer.description += f", finals decoded {where}"

@@ -60,8 +60,9 @@ class DecodeOptions:
     word_timestamps: bool = True
     loop_guard: Literal["retry", "trim"] = "retry"
     """What to do with a looping decode: decode again on the full window, or cut the loop off."""
-    tokens_per_s: float = 8.0
-    """Token budget per second of audio (fast speech is ~5), plus 16: past it the decoder is looping."""
+    tokens_per_s: float = 6.0
+    """Token budget per second of audio (fast speech is ~5), plus 16: past it the decoder is looping. (Until
+    CTranslate2's halving of ``max_length`` was allowed for, :func:`max_length_for`, 8 here gave 9 + 4 a second.)"""
     simplified: bool = True
     """Chinese transcripts in Simplified characters (Whisper writes Traditional about as often)."""
     chinese_tokens_per_s: float = 16.0
@@ -182,8 +183,9 @@ class WhisperCore:
         features = self.model.feature_extractor(clip)
         content_frames = min(features.shape[-1], len(clip) // HOP_SAMPLES + 1)
         frames = window_frames(len(clip), options)
-        encoded = self._encode(features, content_frames, frames)
-        with self.wide.decoder(widens=options.widens) as decoder:
+        with self.wide.watch(widens=options.widens) as encoding:
+            encoded = self._encode(features, content_frames, frames)
+        with self.wide.decoder(widens=options.widens, encoding=encoding) as decoder:
             lang = self._language(decoder, encoded, language)
             tokenizer = self.tokenizer(lang)
             # taken from the first window: the spoken-command model was fitted on it, not on a retry's 30 s one

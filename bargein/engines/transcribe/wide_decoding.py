@@ -4,10 +4,15 @@ Whisper's decoder steps are small products, and whether a second thread speeds t
 one machine tiny.en decoded a token in 5.0 ms on one thread and 6.6 ms on two, on another (an AMD EPYC without
 AVX-512) the 21 tokens of a LibriVox sentence took 161 ms on one thread and 94 ms on two. So the choice is
 measured once at start-up (:func:`measure_speed_up`), and a final takes the encoder's threads only where they
-were faster by :data:`MIN_SPEED_UP`, only while no other thread wants a core (the speculative guess at a pause,
-while the LLM waits for its words, is the case this is for: a second thread beside a busy core is slower than
-one), and only while no other recognition of this process runs (:class:`Occupancy`). Partials always stay on
-one thread: nobody waits on them.
+were faster by :data:`MIN_SPEED_UP`, only where the clip's encoding, on those same threads just before, hardly
+waited for a CPU (the speculative guess at a pause, while the LLM waits for its words, is the case this is for:
+a second thread beside a busy core is slower than one), and only while no other recognition of this process
+runs (:class:`Occupancy`). Partials always stay on one thread: nobody waits on them.
+
+Why the encoding's wait and not the machine at that instant: at a pause some other thread is nearly always
+runnable for a moment (the server's event loop taking a frame, a client, the LLM's helpers), and an instant's
+count kept 18 of 20 guesses on one thread in a live run. The encoding's ~100 ms on both cores say whether
+a second core was really free.
 """
 
 from __future__ import annotations
@@ -24,6 +29,12 @@ from bargein.engines.cpu_reading import CpuReading, available_cores, read_proc
 
 MIN_SPEED_UP = 1.2
 """How much faster the encoder's threads must have decoded at start-up to be used (timings swing ~10 %)."""
+WAIT_SHARE = 0.6
+"""Run-queue wait of this process's threads per second of the encoding above which the decoding stays on one
+thread. A thread competing for the whole encoding makes its two threads wait about 0.67 together. Measured at
+the pauses of a live run (tiny.en, 2 cores): 0.1 to 0.34 with nothing else running, 0.45 to 0.6 while the
+server scored the end of the turn for part of it, 0.64 to 0.96 while the LLM evaluated a prompt (which is when
+a second decoding thread would slow both down)."""
 
 Model = TypeVar("Model")
 
@@ -69,6 +80,14 @@ PROCESS_OCCUPANCY = Occupancy()
 
 
 @dataclass
+class Contention:
+    """How much this process's threads waited for a CPU over one stretch of work (:meth:`WideDecoding.watch`)."""
+
+    wait_share: float | None = None
+    """Run-queue wait per second of the stretch; ``None``: not measured (not Linux, or still running)."""
+
+
+@dataclass
 class WideDecoding(Generic[Model]):
     """Chooses, per decoding, between the decoder copy (:attr:`narrow`) and the encoder's model (:attr:`wide`);
     thread-safe."""
@@ -85,8 +104,10 @@ class WideDecoding(Generic[Model]):
     """The cores this process may run on: a wide decoding needs :attr:`threads` of them free."""
     read: Callable[[], CpuReading | None] = read_proc
     """Where readings of the machine come from (``/proc``; scripted in tests)."""
+    clock: Callable[[], float] = time.monotonic
+    """The clock an encoding is timed by (scripted in tests)."""
     occupancy: Occupancy = PROCESS_OCCUPANCY
-    """What else of this process is decoding."""
+    """What else of this process is running."""
     widened: int = field(default=0, init=False)
     """Finals decoded wide."""
     kept_narrow: int = field(default=0, init=False)
@@ -96,17 +117,29 @@ class WideDecoding(Generic[Model]):
         self.set_measured(MIN_SPEED_UP if self.faster else 1.0)
 
     def set_measured(self, speed_up: float) -> None:
-        """Go wide from now on (when idle) if the start-up timing found the wide model ``speed_up`` times as
+        """Go wide from now on (when uncontended) if the start-up timing found the wide model ``speed_up`` times as
         fast, at least :data:`MIN_SPEED_UP`, and the machine has the cores for it."""
         self.faster = speed_up >= MIN_SPEED_UP and 1 < self.threads <= self.cores
 
     @contextmanager
-    def decoder(self, *, widens: bool = True) -> Iterator[Model]:
-        """The model one decoding (with its word alignment) runs on, held for the block; ``widens=False``
-        (a partial) keeps it on one thread."""
+    def watch(self, *, widens: bool = True) -> Iterator[Contention]:
+        """Around the encoding before a decoding: how much it waited for a CPU, once the block is over (not
+        measured where the decoding cannot widen)."""
+        contention = Contention()
+        before, started = (self.read(), self.clock()) if widens and self.faster else (None, 0.0)
+        yield contention
+        after, ended = (self.read(), self.clock()) if before is not None else (None, 0.0)
+        if before is not None and after is not None and ended > started:
+            contention.wait_share = max(0.0, after.own_wait_s - before.own_wait_s) / (ended - started)
+
+    @contextmanager
+    def decoder(self, *, widens: bool = True, encoding: Contention | None = None) -> Iterator[Model]:
+        """The model one decoding (with its word alignment) runs on, held for the block: wide if ``encoding``
+        (its clip's, :meth:`watch`) hardly waited; ``widens=False`` (a partial) keeps it on one thread."""
         if widens and self.faster:
             if self.occupancy.try_wide():
-                if self._idle():
+                share = encoding.wait_share if encoding is not None else None
+                if share is not None and share <= WAIT_SHARE:
                     self.widened += 1  # one wide decoding at a time: nobody else counts meanwhile
                     try:
                         yield self.wide
@@ -117,14 +150,6 @@ class WideDecoding(Generic[Model]):
             self.kept_narrow += 1  # a rough count: two finals may pass here at once
         with self.occupancy.working():
             yield self.narrow
-
-    def _idle(self) -> bool:
-        reading = self.read()
-        if reading is None:  # not Linux: nothing to decide with
-            return False
-        # the caller, and one of the encoder's threads that may still spin from the encoding just before
-        own = min(reading.own_running, self.threads)
-        return reading.running - own <= self.cores - self.threads
 
 
 def measure_speed_up(decode_narrow: Callable[[], object], decode_wide: Callable[[], object], *,
