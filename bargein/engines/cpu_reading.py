@@ -1,7 +1,8 @@
 """What the machine's CPUs are doing at one instant, as Linux's ``/proc`` tells it.
 
-Models that could run on more threads (the embedded LLM, Whisper's decoder) read it before a call: a second
-thread helps only while a core is free for it, and hurts while another thread holds that core.
+Models that could run on more threads read it: the embedded LLM before each evaluation, Whisper around the
+encoding before a final's decoding. A second thread helps only while a core is free for it, and hurts while
+another thread holds that core.
 """
 
 from __future__ import annotations

@@ -152,7 +152,8 @@ class WhisperCore:
         exception: faster-whisper's own sliding windows decode them on :attr:`model`."""
         self.wide = WideDecoding(narrow=self.decoder, wide=model, threads=encoder_threads, faster=False)
         """Where a final decodes: on :attr:`decoder`, or on :attr:`model`'s threads where that was measured
-        faster (:meth:`measure_wide_decoding`) and the machine is idle."""
+        faster (:meth:`measure_wide_decoding`), the clip's encoding hardly waited for a CPU, and nothing else of
+        this process is recognising."""
         self._count = threading.Lock()
         self.multilingual = bool(model.model.is_multilingual)
         self.languages = _model_languages(model, self.multilingual)
@@ -178,8 +179,9 @@ class WhisperCore:
         if len(clip) < MIN_SPEECH_SAMPLES or float(np.max(np.abs(clip))) < SILENT_PEAK:
             return Transcript(text="", language=fallback_language, no_speech_prob=1.0)
         if len(clip) > FULL_WINDOW_S * LISTEN_SAMPLE_RATE:
-            return self._transcribe_long(clip, language=language if known else None, prompt=prompt,
-                                         options=options)
+            with self.wide.occupancy.working():  # on the encoder's threads: no final goes wide beside it
+                return self._transcribe_long(clip, language=language if known else None, prompt=prompt,
+                                             options=options)
         features = self.model.feature_extractor(clip)
         content_frames = min(features.shape[-1], len(clip) // HOP_SAMPLES + 1)
         frames = window_frames(len(clip), options)
@@ -231,7 +233,7 @@ class WhisperCore:
 
     def measure_wide_decoding(self, audio: npt.ArrayLike, *, steps: int = 24, rounds: int = 3) -> float:
         """Time ``steps`` decoding steps over ``audio``'s encoding on :attr:`decoder` and on :attr:`model`'s
-        threads, alternately; finals decode on :attr:`model` from now on (when idle) if it was
+        threads, alternately; finals decode on :attr:`model` from now on (when uncontended) if it was
         :data:`~.wide_decoding.MIN_SPEED_UP` times as fast. Returns the speed-up. Blocking: at start-up."""
         if self.decoder is self.model:
             return 1.0

@@ -40,9 +40,10 @@ Model = TypeVar("Model")
 
 
 class Occupancy:
-    """What this process's recognitions are running right now: any number of encodings and decodings on one
-    thread each, or one decoding on several threads alone. Shared by every model of the process (two models'
-    finals compete for the same cores); thread-safe."""
+    """What this process's recognitions are running right now, so that a decoding on several threads starts only
+    while nothing else runs (what starts after it is not held back: a partial's encoding then waits for the
+    encoder's model, whose one worker the wide decoding holds). Shared by every model of the process (two
+    models' finals compete for the same cores); thread-safe."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -93,7 +94,7 @@ class WideDecoding(Generic[Model]):
     thread-safe."""
 
     narrow: Model
-    """The decoder copy, on one thread."""
+    """The decoder copy, on its own threads (one by default)."""
     wide: Model
     """The encoder's model, on :attr:`threads` threads."""
     threads: int
@@ -110,16 +111,15 @@ class WideDecoding(Generic[Model]):
     """What else of this process is running."""
     widened: int = field(default=0, init=False)
     """Finals decoded wide."""
-    kept_narrow: int = field(default=0, init=False)
-    """Finals that could have gone wide but found a core busy or another recognition running."""
 
     def __post_init__(self) -> None:
         self.set_measured(MIN_SPEED_UP if self.faster else 1.0)
 
     def set_measured(self, speed_up: float) -> None:
         """Go wide from now on (when uncontended) if the start-up timing found the wide model ``speed_up`` times as
-        fast, at least :data:`MIN_SPEED_UP`, and the machine has the cores for it."""
-        self.faster = speed_up >= MIN_SPEED_UP and 1 < self.threads <= self.cores
+        fast, at least :data:`MIN_SPEED_UP`, the machine has the cores for it, and its run queues can be read
+        (without them no encoding's wait is known, and nothing would ever go wide)."""
+        self.faster = speed_up >= MIN_SPEED_UP and 1 < self.threads <= self.cores and self.read() is not None
 
     @contextmanager
     def watch(self, *, widens: bool = True) -> Iterator[Contention]:
@@ -136,18 +136,14 @@ class WideDecoding(Generic[Model]):
     def decoder(self, *, widens: bool = True, encoding: Contention | None = None) -> Iterator[Model]:
         """The model one decoding (with its word alignment) runs on, held for the block: wide if ``encoding``
         (its clip's, :meth:`watch`) hardly waited; ``widens=False`` (a partial) keeps it on one thread."""
-        if widens and self.faster:
-            if self.occupancy.try_wide():
-                share = encoding.wait_share if encoding is not None else None
-                if share is not None and share <= WAIT_SHARE:
-                    self.widened += 1  # one wide decoding at a time: nobody else counts meanwhile
-                    try:
-                        yield self.wide
-                    finally:
-                        self.occupancy.release_wide()
-                    return
+        share = encoding.wait_share if encoding is not None else None
+        if widens and self.faster and share is not None and share <= WAIT_SHARE and self.occupancy.try_wide():
+            self.widened += 1  # one wide decoding at a time: nobody else counts meanwhile
+            try:
+                yield self.wide
+            finally:
                 self.occupancy.release_wide()
-            self.kept_narrow += 1  # a rough count: two finals may pass here at once
+            return
         with self.occupancy.working():
             yield self.narrow
 
