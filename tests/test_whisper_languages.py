@@ -45,8 +45,8 @@ def test_cantonese_asked_of_a_model_without_it_is_detected_instead() -> None:
     # a caller past the session's check (a direct call) gets the language the model hears, not a decode with no
     # language token labelled Cantonese
     core = WhisperCore(_Model(99))  # type: ignore[arg-type]
-    assert core._language(np.zeros(1), "yue") == "zh"
-    assert core._language(np.zeros(1), "fr") == "fr"
+    assert core._language(core.decoder, np.zeros(1), "yue") == "zh"
+    assert core._language(core.decoder, np.zeros(1), "fr") == "fr"
 
 
 async def test_the_installed_base_model_has_99_languages() -> None:
