@@ -43,7 +43,7 @@ def _choice(*, faster: bool = True, threads: int = 2, cores: int = 2,
 
 def test_a_final_whose_encoding_hardly_waited_decodes_on_the_encoders_threads_where_they_were_faster() -> None:
     choice = _choice()
-    with choice.decoder(encoding=QUIET) as model:
+    with choice.decoder(QUIET) as model:
         assert model == "wide"
     assert choice.widened == 1
 
@@ -51,7 +51,7 @@ def test_a_final_whose_encoding_hardly_waited_decodes_on_the_encoders_threads_wh
 def test_an_encoding_that_waited_for_a_cpu_keeps_the_final_on_one_thread() -> None:
     choice = _choice()
     for encoding in (Contention(wait_share=WAIT_SHARE + 0.05), Contention(wait_share=None), None):
-        with choice.decoder(encoding=encoding) as model:
+        with choice.decoder(encoding) as model:
             assert model == "narrow"
     assert choice.widened == 0
 
@@ -71,32 +71,32 @@ def test_watching_an_encoding_measures_its_run_queue_wait_per_second() -> None:
 
 def test_a_second_final_while_the_first_holds_the_encoders_threads_decodes_on_one() -> None:
     choice = _choice()
-    with choice.decoder(encoding=QUIET) as first, choice.decoder(encoding=QUIET) as second:
+    with choice.decoder(QUIET) as first, choice.decoder(QUIET) as second:
         assert (first, second) == ("wide", "narrow")
-    with choice.decoder(encoding=QUIET) as third:  # released again
+    with choice.decoder(QUIET) as third:  # released again
         assert third == "wide"
 
 
 def test_another_models_wide_final_or_any_running_recognition_keeps_a_final_on_one_thread() -> None:
     english, mandarin = _choice(), _choice()
     mandarin.occupancy = english.occupancy  # one process: the same cores
-    with english.decoder(encoding=QUIET) as first, mandarin.decoder(encoding=QUIET) as second:
+    with english.decoder(QUIET) as first, mandarin.decoder(QUIET) as second:
         assert (first, second) == ("wide", "narrow")
-    with english.decoder(widens=False) as partial, mandarin.decoder(encoding=QUIET) as final:
+    with english.decoder(Contention()) as partial, mandarin.decoder(QUIET) as final:  # a partial: not measured
         assert (partial, final) == ("narrow", "narrow")
-    with english.occupancy.working(), english.decoder(encoding=QUIET) as final:  # an encoding in another worker
+    with english.occupancy.working(), english.decoder(QUIET) as final:  # an encoding in another worker
         assert final == "narrow"
-    with english.decoder(encoding=QUIET) as final:
+    with english.decoder(QUIET) as final:
         assert final == "wide"
 
 
 def test_a_failed_decoding_either_way_gives_the_cores_back() -> None:
     choice = _choice()
-    with pytest.raises(RuntimeError), choice.decoder(encoding=QUIET):
+    with pytest.raises(RuntimeError), choice.decoder(QUIET):
         raise RuntimeError("CTranslate2 failed")
-    with pytest.raises(RuntimeError), choice.decoder(widens=False):
+    with pytest.raises(RuntimeError), choice.decoder(Contention()):
         raise RuntimeError("CTranslate2 failed")
-    with choice.decoder(encoding=QUIET) as model:
+    with choice.decoder(QUIET) as model:
         assert model == "wide"
 
 
@@ -107,13 +107,13 @@ def test_a_failed_encoding_measures_nothing_and_holds_nothing() -> None:
         machine.now += 0.1
         raise RuntimeError("CTranslate2 failed")
     assert encoding.wait_share is None
-    with choice.decoder(encoding=QUIET) as model:
+    with choice.decoder(QUIET) as model:
         assert model == "wide"
 
 
 def test_where_two_threads_were_not_faster_or_cannot_be_had_finals_stay_on_one() -> None:
     for choice in (_choice(faster=False), _choice(threads=1), _choice(threads=4, cores=2)):
-        with choice.decoder(encoding=QUIET) as model:
+        with choice.decoder(QUIET) as model:
             assert model == "narrow"
         assert choice.widened == 0
     choice = _choice(faster=False)

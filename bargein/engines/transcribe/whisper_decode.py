@@ -187,7 +187,7 @@ class WhisperCore:
         frames = window_frames(len(clip), options)
         with self.wide.watch(widens=options.widens) as encoding:
             encoded = self._encode(features, content_frames, frames)
-        with self.wide.decoder(widens=options.widens, encoding=encoding) as decoder:
+        with self.wide.decoder(encoding) as decoder:
             lang = self._language(decoder, encoded, language)
             tokenizer = self.tokenizer(lang)
             # taken from the first window: the spoken-command model was fitted on it, not on a retry's 30 s one

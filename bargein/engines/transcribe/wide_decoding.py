@@ -47,13 +47,13 @@ class Occupancy:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._narrow = 0
+        self._working = 0
         self._wide = False
 
     def try_wide(self) -> bool:
         """Take the cores for one wide decoding, unless anything else runs; :meth:`release_wide` after."""
         with self._lock:
-            if self._wide or self._narrow:
+            if self._wide or self._working:
                 return False
             self._wide = True
             return True
@@ -68,12 +68,12 @@ class Occupancy:
         """Around any other work: a decoding on one thread, or an encoding (whose threads a wide decoding
         would wait for)."""
         with self._lock:
-            self._narrow += 1
+            self._working += 1
         try:
             yield
         finally:
             with self._lock:
-                self._narrow -= 1
+                self._working -= 1
 
 
 PROCESS_OCCUPANCY = Occupancy()
@@ -123,8 +123,8 @@ class WideDecoding(Generic[Model]):
 
     @contextmanager
     def watch(self, *, widens: bool = True) -> Iterator[Contention]:
-        """Around the encoding before a decoding: how much it waited for a CPU, once the block is over (not
-        measured where the decoding cannot widen)."""
+        """Around the encoding before a decoding: how much it waited for a CPU, once the block is over. Not
+        measured where the decoding cannot widen (``widens=False``: a partial), which keeps it on one thread."""
         contention = Contention()
         before, started = (self.read(), self.clock()) if widens and self.faster else (None, 0.0)
         yield contention
@@ -133,11 +133,11 @@ class WideDecoding(Generic[Model]):
             contention.wait_share = max(0.0, after.own_wait_s - before.own_wait_s) / (ended - started)
 
     @contextmanager
-    def decoder(self, *, widens: bool = True, encoding: Contention | None = None) -> Iterator[Model]:
+    def decoder(self, encoding: Contention | None) -> Iterator[Model]:
         """The model one decoding (with its word alignment) runs on, held for the block: wide if ``encoding``
-        (its clip's, :meth:`watch`) hardly waited; ``widens=False`` (a partial) keeps it on one thread."""
+        (its clip's, :meth:`watch`) was measured and hardly waited."""
         share = encoding.wait_share if encoding is not None else None
-        if widens and self.faster and share is not None and share <= WAIT_SHARE and self.occupancy.try_wide():
+        if self.faster and share is not None and share <= WAIT_SHARE and self.occupancy.try_wide():
             self.widened += 1  # one wide decoding at a time: nobody else counts meanwhile
             try:
                 yield self.wide
