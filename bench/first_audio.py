@@ -5,6 +5,7 @@
     python -m bench.first_audio --url 127.0.0.1:8000 --turns 10      # a server you started yourself
     python -m bench.first_audio --engines default --languages en zh   # English and Mandarin, one server
     python -m bench.first_audio --engines default --no-builtin-tools  # a server offering the LLM no tools
+    python -m bench.first_audio --engines default --clips questions  # finished questions, held-out voices
 
 The client behaves like a microphone: one 20 ms append every 20 ms, silence between clips, real
 speech (the LibriVox clips of Debian's pocketsphinx-testdata, resampled to 24 kHz pcm16). Every chunk's
@@ -77,7 +78,11 @@ async def run_session(host_port: str, args: argparse.Namespace,
     """Stream ``args.turns`` clips through one session and measure each turn."""
     from openai import AsyncOpenAI
 
-    if language == "en":
+    if language == "en" and args.clips == "questions":
+        from bench.question_clips import question_clips
+
+        clips = question_clips()
+    elif language == "en":
         clips = load_clips()
     else:
         from bench.mandarin_clips import mandarin_clips
@@ -378,6 +383,9 @@ def main() -> None:
     parser.add_argument("--plot", help="draw a PNG here")
     parser.add_argument("--no-builtin-tools", action="store_true",
                         help="start the server without its built-in tools (the small LLM calls them on non-questions)")
+    parser.add_argument("--clips", default="librivox", choices=["librivox", "questions"],
+                        help="English turns: LibriVox narration cut mid-sentence (the default), or finished questions "
+                             "and sentences in voices the endpoint was not fitted on (bench/question_clips.py)")
     parser.add_argument("--languages", nargs="+", default=["en"], choices=["en", "zh"],
                         help="one session per language, in this order, on one server")
     args = parser.parse_args()

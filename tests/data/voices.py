@@ -136,7 +136,12 @@ def kokoro() -> Callable[[str, np.random.Generator], Audio]:
 
 def asterisk(text: str, rng: np.random.Generator) -> Audio:
     """The recorded prompt that says ``text``."""
-    return _wav_to_24k((ASTERISK / RECORDED[text]).read_bytes())
+    return asterisk_prompt(RECORDED[text])
+
+
+def asterisk_prompt(name: str) -> Audio:
+    """The Asterisk prompt recording ``name`` (a path under :data:`ASTERISK`) at 24 kHz."""
+    return _wav_to_24k((ASTERISK / name).read_bytes())
 
 
 LIBRIVOX = Path("/usr/share/pocketsphinx/test/data/librivox")
