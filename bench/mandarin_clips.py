@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from bargein.audio.codecs import float_to_int16
-from bench.realtime_harness import CHUNK_BYTES, WIRE_RATE, SpeechClip, speech_bounds
+from bench.realtime_harness import SpeechClip, speech_clip
 from tests.support.mandarin_speech import render, say
 
 QUESTIONS = (
@@ -19,11 +18,4 @@ QUESTIONS = (
 async def mandarin_clips(texts: tuple[str, ...] = QUESTIONS) -> list[SpeechClip]:
     """The questions as 24 kHz pcm16 clips with their speech bounds (needs the Mandarin voice the first time)."""
     await render(list(texts))
-    clips = []
-    for index, text in enumerate(texts):
-        audio = say(text)
-        onset, end, pause = speech_bounds(audio, WIRE_RATE)
-        pcm = float_to_int16(audio).tobytes()
-        pcm += bytes(-len(pcm) % CHUNK_BYTES)
-        clips.append(SpeechClip(f"zh{index}", pcm, onset, end, pause))
-    return clips
+    return [speech_clip(f"zh{index}", say(text)) for index, text in enumerate(texts)]

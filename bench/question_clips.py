@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bargein.audio.codecs import float_to_int16
-from bench.realtime_harness import CHUNK_BYTES, WIRE_RATE, SpeechClip, speech_bounds
+from bench.realtime_harness import WIRE_RATE, SpeechClip, speech_clip
 
 SYNTHETIC: tuple[tuple[str, str], ...] = (
     ("flite-slt", "Why is the sky blue?"),
@@ -47,14 +46,8 @@ def question_clips() -> list[SpeechClip]:
     recorded = [(_name("asterisk", text), asterisk_prompt(name)) for name, text in RECORDED.items()]
     order = [spoken[0], recorded[0], spoken[1], spoken[2], recorded[1], spoken[3], recorded[2], spoken[4],
              spoken[5], recorded[3]]
-    clips = []
-    for name, audio in order:
-        onset, end, pause = speech_bounds(audio, WIRE_RATE)
-        lead = np.zeros(int(0.2 * WIRE_RATE), np.float32)  # a recording may start on its first word
-        pcm = float_to_int16(np.concatenate([lead, audio])).tobytes()
-        pcm += bytes(-len(pcm) % CHUNK_BYTES)  # whole chunks, so clip positions map to chunk indexes
-        clips.append(SpeechClip(name, pcm, onset + len(lead), end + len(lead), pause))
-    return clips
+    lead = np.zeros(int(0.2 * WIRE_RATE), np.float32)  # a recording may start on its first word
+    return [speech_clip(name, np.concatenate([lead, audio])) for name, audio in order]
 
 
 def _name(family: str, text: str) -> str:

@@ -101,12 +101,16 @@ def load_clips(numbers: Sequence[str] = ("0880", "0930", "0890", "0920", "0870")
         with wave.open(str(path)) as handle:
             rate = handle.getframerate()
             samples = np.frombuffer(handle.readframes(handle.getnframes()), dtype="<i2")
-        audio = resample(samples.astype(np.float32) / 32768.0, rate, WIRE_RATE)
-        onset, end, pause = speech_bounds(audio, WIRE_RATE)
-        pcm = float_to_int16(audio).tobytes()
-        pcm += bytes(-len(pcm) % CHUNK_BYTES)  # whole chunks, so clip positions map to chunk indexes
-        clips.append(SpeechClip(number, pcm, onset, end, pause))
+        clips.append(speech_clip(number, resample(samples.astype(np.float32) / 32768.0, rate, WIRE_RATE)))
     return clips
+
+
+def speech_clip(name: str, audio: npt.NDArray[np.float32]) -> SpeechClip:
+    """``audio`` (float32 at the wire rate) as a clip of whole 20 ms chunks, with its speech bounds."""
+    onset, end, pause = speech_bounds(audio, WIRE_RATE)
+    pcm = float_to_int16(audio).tobytes()
+    pcm += bytes(-len(pcm) % CHUNK_BYTES)  # whole chunks, so clip positions map to chunk indexes
+    return SpeechClip(name, pcm, onset, end, pause)
 
 
 def percentile(values: Sequence[float], q: float) -> float:
