@@ -8,8 +8,10 @@
     python -m bench.first_audio --engines default --clips questions  # finished questions, held-out voices
 
 The client behaves like a microphone: one 20 ms append every 20 ms, silence between clips, real
-speech (the LibriVox clips of Debian's pocketsphinx-testdata, resampled to 24 kHz pcm16). Every chunk's
-send time is logged, so stream positions map to wall time.
+speech (the LibriVox clips of Debian's pocketsphinx-testdata, resampled to 24 kHz pcm16; with ``--clips
+questions``, ten finished questions and sentences, synthesised and recorded, in voices the default endpoint was
+not fitted on: ``bench/question_clips.py``). Every chunk's send time is logged, so stream positions map to wall
+time.
 
 * **first audio** (docs/design.md): from the chunk holding the last sample of user speech (found offline by
   frame energy) leaving the client, to the client receiving the first non-silent agent sample.
@@ -384,8 +386,8 @@ def main() -> None:
     parser.add_argument("--no-builtin-tools", action="store_true",
                         help="start the server without its built-in tools (the small LLM calls them on non-questions)")
     parser.add_argument("--clips", default="librivox", choices=["librivox", "questions"],
-                        help="English turns: LibriVox narration cut mid-sentence (the default), or finished questions "
-                             "and sentences in voices the endpoint was not fitted on (bench/question_clips.py)")
+                        help="English turns (Mandarin has its own): LibriVox narration cut mid-sentence (the "
+                             "default), or finished questions and sentences in voices the endpoint was not fitted on")
     parser.add_argument("--languages", nargs="+", default=["en"], choices=["en", "zh"],
                         help="one session per language, in this order, on one server")
     args = parser.parse_args()

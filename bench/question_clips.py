@@ -11,11 +11,14 @@ something and stops. These clips are such turns: questions synthesised by Flite'
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+import numpy.typing as npt
 
-from bench.realtime_harness import WIRE_RATE, SpeechClip, speech_clip
+from bench.realtime_harness import SpeechClip, speech_clip
 
-SYNTHETIC: tuple[tuple[str, str], ...] = (
+SYNTHESISED_QUESTIONS: tuple[tuple[str, str], ...] = (
     ("flite-slt", "Why is the sky blue?"),
     ("festival-ked", "How far away is the moon?"),
     ("festival-slt-hts", "What is a good name for a black cat?"),
@@ -23,31 +26,49 @@ SYNTHETIC: tuple[tuple[str, str], ...] = (
     ("festival-ked", "Can you tell me a short joke?"),
     ("festival-slt-hts", "How many legs does a spider have?"),
 )
-"""(voice family, question) of ``tests/data/voices.py``: held-out synthesisers."""
+"""(voice family of ``tests/data/voices.py``, question): held-out synthesisers."""
 
-RECORDED: dict[str, str] = {
-    "vm-savefolder.wav": "Which folder should I save the message to?",
-    "vm-changeto.wav": "Change to which folder?",
-    "vm-sorry.wav": "I'm sorry I did not understand your response.",
-    "tt-weasels.wav": "Weasels have eaten our phone system.",
+ASTERISK_PROMPTS: dict[str, str] = {
+    "Which folder should I save the message to?": "vm-savefolder.wav",
+    "Change to which folder?": "vm-changeto.wav",
+    "I'm sorry I did not understand your response.": "vm-sorry.wav",
+    "Weasels have eaten our phone system.": "tt-weasels.wav",
 }
-"""Recorded human speech (Debian's ``asterisk-core-sounds-en-wav``; its ``core-sounds-en.txt`` gives the words)."""
+"""Recorded human speech, text to file (Debian's ``asterisk-core-sounds-en-wav``; its ``core-sounds-en.txt`` gives
+the words)."""
+
+ORDER = ("s0", "r0", "s1", "s2", "r1", "s3", "r2", "s4", "s5", "r3")
+"""The turns in the order streamed (s: synthesised, r: recorded, by index): no voice speaks two turns in a row."""
 
 SEED = 11
 """The synthesisers' drawn rate and pitch, fixed so every run streams the same audio."""
+LEAD_S = 0.2
+"""Silence put before each turn: a recording may start on its first word."""
 
 
-def question_clips() -> list[SpeechClip]:
-    """Ten finished turns as 24 kHz pcm16 clips with their speech bounds, synthetic and recorded in turn."""
+@dataclass(frozen=True)
+class Turn:
+    """One finished turn: its short name, its words and its audio (float32 at the wire rate, without the lead)."""
+
+    name: str
+    text: str
+    audio: npt.NDArray[np.float32]
+
+
+def question_turns() -> list[Turn]:
+    """The ten turns in :data:`ORDER`, synthesised (deterministically) or read from the recordings."""
     from tests.data.voices import FAMILIES, asterisk_prompt
 
     rng = np.random.default_rng(SEED)
-    spoken = [(_name(family, text), FAMILIES[family].say(text, rng)) for family, text in SYNTHETIC]
-    recorded = [(_name("asterisk", text), asterisk_prompt(name)) for name, text in RECORDED.items()]
-    order = [spoken[0], recorded[0], spoken[1], spoken[2], recorded[1], spoken[3], recorded[2], spoken[4],
-             spoken[5], recorded[3]]
-    lead = np.zeros(int(0.2 * WIRE_RATE), np.float32)  # a recording may start on its first word
-    return [speech_clip(name, np.concatenate([lead, audio])) for name, audio in order]
+    synthesised = [Turn(_name(family, text), text, FAMILIES[family].say(text, rng))
+                   for family, text in SYNTHESISED_QUESTIONS]
+    recorded = [Turn(_name("asterisk", text), text, asterisk_prompt(file)) for text, file in ASTERISK_PROMPTS.items()]
+    return [(synthesised if key[0] == "s" else recorded)[int(key[1:])] for key in ORDER]
+
+
+def question_clips() -> list[SpeechClip]:
+    """The ten turns as clips of 24 kHz pcm16 with their speech bounds, each after :data:`LEAD_S` of silence."""
+    return [speech_clip(turn.name, turn.audio, lead_s=LEAD_S) for turn in question_turns()]
 
 
 def _name(family: str, text: str) -> str:

@@ -105,12 +105,14 @@ def load_clips(numbers: Sequence[str] = ("0880", "0930", "0890", "0920", "0870")
     return clips
 
 
-def speech_clip(name: str, audio: npt.NDArray[np.float32]) -> SpeechClip:
-    """``audio`` (float32 at the wire rate) as a clip of whole 20 ms chunks, with its speech bounds."""
+def speech_clip(name: str, audio: npt.NDArray[np.float32], *, lead_s: float = 0.0) -> SpeechClip:
+    """``audio`` (float32 at the wire rate) as a clip of whole 20 ms chunks, with its speech bounds; ``lead_s`` of
+    digital silence goes before it (after the bounds are found: zeros would lower the clip's noise floor)."""
     onset, end, pause = speech_bounds(audio, WIRE_RATE)
-    pcm = float_to_int16(audio).tobytes()
+    lead = int(lead_s * WIRE_RATE)
+    pcm = float_to_int16(np.concatenate([np.zeros(lead, np.float32), audio])).tobytes()
     pcm += bytes(-len(pcm) % CHUNK_BYTES)  # whole chunks, so clip positions map to chunk indexes
-    return SpeechClip(name, pcm, onset, end, pause)
+    return SpeechClip(name, pcm, onset + lead, end + lead, pause)
 
 
 def percentile(values: Sequence[float], q: float) -> float:
