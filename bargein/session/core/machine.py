@@ -265,7 +265,7 @@ class DuplexMachine(ClientRequests):
             self._awaiting.mark_cut_early(event.item_id)
         if event.primed is not None or event.transcript is None or not (
                 settings.vad and settings.create_response and settings.speculation.prefetch_reply):
-            return  # (the plain guess, which a reply would quote, is also reported alone, and weighed then)
+            return  # (the plain guess, which a reply would quote, came first and was weighed then)
         verdict = self.segments.guess(event.item_id, event.transcript, during_reply=self._over_reply)
         # over a paused reply too: a query will cancel it at the cut point the prompt is built with
         if verdict is not None and verdict.decision == "query" and (self._reply is None or self._reply.paused):
