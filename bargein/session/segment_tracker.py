@@ -7,9 +7,8 @@ stop until the speech resumes: the guess hears everything a new partial would, a
 with the guess and the reply prefetched from it for the CPU (a partial already running finishes: the prompt
 warming its words start saves the prefetch most of its prompt).
 The guess is fed back as :class:`GuessTranscribed`, and the machine decides whether a reply is worth
-prefetching (or, over a paused reply, whether the words cut it). Over a paused reply the turn's loud stretch
-is also recognised primed, asked for before the plain guess, and fed back with whatever of the plain guess is
-back (alone if it came first; the plain guess is then fed back alone, and again with it). For semantic and tiered
+prefetching (or, over a paused reply, whether the words cut it; then the turn's loud stretch is also
+recognised primed, and fed back as a second :class:`GuessTranscribed` with both). For semantic and tiered
 endpointing it also asks for the end-of-turn model's score when the machine says (:class:`ScoreTurnEnd`),
 fed back as :class:`TurnEndScored`.
 Nothing here decides anything about the turn.
@@ -20,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -173,38 +171,33 @@ class SegmentTracker:
                       listen_span: tuple[float, float] | None = None, urgent: bool = False) -> None:
         """Start recognising the turn so far; the machine hears the guess and may prefetch a reply.
         With ``listen_span`` (a turn over a paused reply) its loud stretch so far is also recognised primed with
-        the listening vocabulary, and asked for first: it decides most cuts at a pause, and the recogniser serves
-        urgent work in the order asked. ``urgent``: both go before other recognitions, and the primed one is still
-        reported if the user speaks on (a command in it cuts the paused reply)."""
+        the listening vocabulary, after the plain guess; ``urgent``: both go before other recognitions, and
+        the primed one is still reported if the user speaks on (a command in it cuts the paused reply)."""
         if self._speaking != item_id:
             return
         self._silent = True  # a partial running now goes on: its words warm the prompt the prefetch will read
         if at_ms - self._onset_ms > MAX_GUESS_MS:
-            return
-        report = _PauseReport()
-        if listen_span is not None:
-            self._guess_primed(item_id, at_ms, listen_span, report)
+            return  # a long segment is recognised once, in slices, when it is committed
         task = self.speculator.recognise(item_id, self.audio(at_ms + FRAME_MS), urgent=urgent)
         if task is None:
             return
-        report.plain = task
-        task.add_done_callback(lambda done: self._guessed(item_id, at_ms, done, report))
+        task.add_done_callback(lambda done: self._guessed(item_id, at_ms, done))
+        if listen_span is not None:
+            self._guess_primed(item_id, at_ms, listen_span, task)
 
     def voice_ended(self, item_id: str, at_ms: float, listen_span: tuple[float, float]) -> None:
         """Over a paused reply the user's loud stretch ended while the room talks on: recognise it primed."""
         if self._speaking == item_id:
-            self._guess_primed(item_id, at_ms, listen_span, _PauseReport())
+            self._guess_primed(item_id, at_ms, listen_span, None)
 
     def _guess_primed(self, item_id: str, at_ms: float, span: tuple[float, float],
-                      report: _PauseReport) -> None:
-        """Start the primed recognition of ``span`` and report it when back, unless that stretch was recognised
-        before (it was reported then)."""
+                      plain: asyncio.Task[Transcript] | None) -> None:
         language, prompt = self.hints()
         vocabulary = prompt_for(language, prompt) if vocabulary_prompt(language) else None
         started = (self.speculator.recognise_primed(item_id, span, self.buffer.peek(*span), vocabulary)
                    if vocabulary is not None else None)
-        if started is not None and started[1]:
-            started[0].add_done_callback(lambda done: self._guessed_primed(item_id, at_ms, done, report))
+        if started is not None and started[1]:  # a stretch already recognised was reported then
+            started[0].add_done_callback(lambda done: self._guessed_primed(item_id, at_ms, plain, done))
 
     async def _score(self, item_id: str, at_ms: float, audio: npt.NDArray[np.float32], *, optional: bool) -> None:
         probability: float | None = None
@@ -217,25 +210,21 @@ class SegmentTracker:
                 log.exception("end-of-turn scoring failed")
         self.feed(v.TurnEndScored(item_id, at_ms, probability))
 
-    def _guessed(self, item_id: str, at_ms: float, task: asyncio.Task[Transcript], report: _PauseReport) -> None:
+    def _guessed(self, item_id: str, at_ms: float, task: asyncio.Task[Transcript]) -> None:
         if task.cancelled() or task.exception() is not None:
             return
         transcript = task.result()
         if self._speaking == item_id:
             self._report_partial(item_id, transcript.text.strip())
         self.feed(v.GuessTranscribed(item_id, transcript, at_ms=at_ms))
-        if report.primed_alone is not None:  # the loud stretch came back first: now weigh the two together
-            self.feed(v.GuessTranscribed(item_id, transcript, report.primed_alone, at_ms))
 
-    def _guessed_primed(self, item_id: str, at_ms: float, task: asyncio.Task[Transcript],
-                        report: _PauseReport) -> None:
+    def _guessed_primed(self, item_id: str, at_ms: float, plain: asyncio.Task[Transcript] | None,
+                        task: asyncio.Task[Transcript]) -> None:
         if task.cancelled() or task.exception() is not None:
             return
-        plain = report.plain
+        # the plain guess is asked for first and served first: done, unless it was dropped or failed
         heard = (plain.result() if plain is not None and plain.done() and not plain.cancelled()
                  and plain.exception() is None else None)
-        if heard is None and plain is not None and not plain.done():
-            report.primed_alone = task.result()  # the plain guess, when it comes, is weighed with it
         self.feed(v.GuessTranscribed(item_id, heard, task.result(), at_ms))
 
     def close(self) -> None:
@@ -244,12 +233,3 @@ class SegmentTracker:
             if task is not None:
                 task.cancel()
         self.speculator.close()
-
-
-@dataclass
-class _PauseReport:
-    """One pause's plain guess, and the primed recognition of its loud stretch if that was reported before the
-    plain guess was back (the plain guess is then reported alone, and again with it)."""
-
-    plain: asyncio.Task[Transcript] | None = None
-    primed_alone: Transcript | None = None
