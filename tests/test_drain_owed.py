@@ -52,11 +52,19 @@ class _Outbound(list[Any]):
 
 
 class _Session:
-    """What the drain touches of a session: its machine and its outbound queue."""
+    """What the drain touches of a session: what it owes (read from its machine) and its outbound queue."""
 
     def __init__(self, machine: DuplexMachine) -> None:
         self.machine = machine
         self.outbound = _Outbound()
+
+    @property
+    def replying(self) -> bool:
+        return self.machine.active_response_id is not None
+
+    @property
+    def owes_reply(self) -> bool:
+        return self.machine.owes_reply
 
 
 async def test_the_drain_waits_for_the_answer_to_a_turn_that_had_just_ended() -> None:

@@ -99,6 +99,14 @@ class _Session:
         self.outbound = Outbound()
         self.sent: list[str] = []
 
+    @property
+    def replying(self) -> bool:
+        return self.machine.active_response_id is not None
+
+    @property
+    def owes_reply(self) -> bool:
+        return self.replying
+
     def begin_reply(self) -> None:
         self.machine.active_response_id = "resp_1"
         self.outbound.put(Outgoing({"type": "response.created", "response": {"id": "resp_1"}}))

@@ -71,15 +71,27 @@ class DrainRegistry(Protocol):
     sockets: dict[Any, WebSocket]
 
 
-def replying(session: Any) -> bool:
+class DrainedSession(Protocol):
+    """What the drain reads of a session (:class:`~bargein.session.realtime_session.RealtimeSession`'s public
+    surface, backed by its duplex machine)."""
+
+    @property
+    def replying(self) -> bool:
+        """A reply is in progress."""
+
+    @property
+    def owes_reply(self) -> bool:
+        """A reply is in progress, or owed to a turn that has ended."""
+
+
+def replying(session: DrainedSession) -> bool:
     """True while ``session`` has a reply in progress."""
-    return getattr(session.machine, "active_response_id", None) is not None
+    return session.replying
 
 
-def owes_reply(session: Any) -> bool:
-    """True while ``session`` has a reply in progress or owed to a turn that has ended (the duplex machine's
-    :attr:`~bargein.session.core.machine_base.MachineBase.owes_reply`)."""
-    return bool(getattr(session.machine, "owes_reply", False)) or replying(session)
+def owes_reply(session: DrainedSession) -> bool:
+    """True while ``session`` has a reply in progress or owed to a turn that has ended."""
+    return session.owes_reply
 
 
 class Drain:

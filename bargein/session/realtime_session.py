@@ -109,6 +109,18 @@ class RealtimeSession:
         """Stream time: the position of the newest input sample, in ms since the session began."""
         return self.audio_in.stream_ms
 
+    @property
+    def replying(self) -> bool:
+        """A reply is in progress (the machine's active reply, paused or not)."""
+        return self.machine.active_response_id is not None
+
+    @property
+    def owes_reply(self) -> bool:
+        """A reply is in progress, or one will start without the client asking: a committed turn is still being
+        judged, or waits its turn to be answered (what a graceful drain waits for; the machine's
+        :attr:`~bargein.session.core.machine_base.MachineBase.owes_reply`)."""
+        return self.machine.owes_reply
+
     def observe(self, observer: SessionObserver) -> None:
         """Add an observer of the machine's events and actions and of what is sent."""
         self.observers.append(observer)
