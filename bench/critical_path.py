@@ -39,8 +39,8 @@ import numpy.typing as npt
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from bargein.audio.resample import resample
-from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions
 from bargein.engines.speak.clauses import FIRST_CLAUSE_WORDS, ClauseSplitter
+from bargein.values import CancelToken, ChatMessage, GenerationOptions
 from bench.question_clips import Turn, question_turns
 from bench.realtime_harness import WIRE_RATE, speech_bounds
 

@@ -30,9 +30,9 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bargein.engines.base import Float32Audio, Transcript
 from bargein.session.core import vocabulary as v
 from bargein.session.observers import QuietObserver
+from bargein.values import Float32Audio, Transcript
 
 case_tag: contextvars.ContextVar[str | None] = contextvars.ContextVar("bench_case", default=None)
 """The case a recognition is asked for (set by the task that runs the case; its session's tasks inherit it)."""

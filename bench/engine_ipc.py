@@ -28,11 +28,12 @@ import numpy as np
 import psutil
 
 from bargein.audio.resample import resample
-from bargein.engines.base import CancelToken, SpeechRecognizer, SpeechSynthesizer
+from bargein.engines.base import SpeechRecognizer, SpeechSynthesizer
 from bargein.engines.fakes import FakeRecognizer, FakeSynthesizer
 from bargein.engines.process.wire import WorkerSpec
 from bargein.engines.speak.tts_process import ProcessSynthesizer
 from bargein.engines.transcribe.asr_process import ProcessRecognizer
+from bargein.values import CancelToken
 from bench.llm_ipc import load_average
 
 CLAUSE = "Sure, the capital of France is Paris."

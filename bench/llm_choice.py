@@ -14,9 +14,9 @@ import asyncio
 import os
 import statistics
 
-from bargein.engines.base import GenerationOptions
 from bargein.engines.think.llama_llm import load_llama
 from bargein.engines.think.llm_models import standard_models
+from bargein.values import GenerationOptions
 from bench.llm_questions import QUESTIONS
 from bench.llm_speed import Reply, timed_reply, user
 

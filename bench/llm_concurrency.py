@@ -17,9 +17,9 @@ import os
 import time
 from typing import Any
 
-from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions
 from bargein.engines.think.llama_batched import load_batched_llama
 from bargein.engines.think.llama_llm import DEFAULT_LLM, load_llama
+from bargein.values import CancelToken, ChatMessage, GenerationOptions
 
 QUESTIONS = ("What is the capital of France?", "How do I boil an egg?", "Tell me a fun fact about cats.",
              "Why is the sky blue?", "How far away is the moon?", "What should I cook tonight?",

@@ -20,13 +20,13 @@ import statistics
 import time
 from typing import Any
 
-from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions
 from bargein.engines.fair import current_owner
 from bargein.engines.speak.clauses import FIRST_CLAUSE_WORDS, ClauseSplitter
 from bargein.engines.think.llama_llm import DEFAULT_LLM, load_llama
 from bargein.protocol.session_config import SessionConfig
 from bargein.session.tool_use import tool_setup
 from bargein.tools.registry import default_registry
+from bargein.values import CancelToken, ChatMessage, GenerationOptions
 
 QUESTIONS = ("Why did the family leave Norland Park?", "What is a good name for a dog?",
              "How do I make a cup of tea?", "What should I read next?", "Why is the sea salty?",

@@ -22,9 +22,10 @@ from collections.abc import Sequence
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, LanguageModel
+from bargein.engines.base import LanguageModel
 from bargein.engines.fakes import FakeLanguageModel
 from bargein.engines.think.llm_process import ProcessLanguageModel, WorkerSpec
+from bargein.values import CancelToken, ChatMessage, GenerationOptions
 from bench.llm_questions import QUESTIONS
 
 

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions
 from bargein.engines.speak.clauses import ClauseSplitter
 from bargein.engines.think.llama_llm import LlamaLanguageModel, load_llama
 from bargein.engines.think.llm_models import standard_models
+from bargein.values import CancelToken, ChatMessage, GenerationOptions
 from bench.llm_questions import QUESTIONS
 
 

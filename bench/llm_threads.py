@@ -17,8 +17,8 @@ import os
 import statistics
 import time
 
-from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions
 from bargein.engines.think.llama_llm import DEFAULT_LLM, LlamaLanguageModel, default_threads, load_llama
+from bargein.values import CancelToken, ChatMessage, GenerationOptions
 
 QUESTIONS = ("What is the capital of France?", "How do I boil an egg?", "Why is the sky blue?",
              "What should I cook tonight?", "Tell me a joke about cats.", "How far away is the moon?",

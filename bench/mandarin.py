@@ -25,9 +25,10 @@ from dataclasses import replace
 import numpy as np
 import soxr
 
-from bargein.engines.base import LISTEN_SAMPLE_RATE, CancelToken, Float32Audio, SpeechSynthesizer
+from bargein.engines.base import SpeechSynthesizer
 from bargein.engines.transcribe.wer import character_error_rate
 from bargein.engines.transcribe.whisper_asr import load_whisper
+from bargein.values import LISTEN_SAMPLE_RATE, CancelToken, Float32Audio
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

@@ -29,7 +29,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from bargein.engines.base import Transcript
 from bargein.engines.listen.silero_vad import CONTEXT_SAMPLES, FRAME_SAMPLES, STATE_SHAPE, SileroModel
 from bargein.engines.transcribe.whisper_asr import WhisperRecognizer, load_whisper
 from bargein.listening_model.decide import by_rule
@@ -38,6 +37,7 @@ from bargein.listening_model.over_reply import (
     vocabulary_prompt,
 )
 from bargein.listening_model.user_words import user_words
+from bargein.values import Transcript
 from tests.data.make_family_set import CACHE, build
 
 RATE = 16_000

@@ -70,7 +70,8 @@ from pipecat.utils.time import time_now_iso8601
 from pipecat.workers.runner import WorkerRunner
 
 from bargein.audio.codecs import float_to_int16
-from bargein.engines.base import CancelToken, Engines, SpeechRecognizer, SpeechSynthesizer
+from bargein.engines.base import Engines, SpeechRecognizer, SpeechSynthesizer
+from bargein.values import CancelToken
 from bench.vs_pipecat_engines import (
     ENDPOINT_SILENCE_MS,
     INSTRUCTIONS,

@@ -17,10 +17,10 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 
-from bargein.engines.base import ChatMessage, GenerationOptions
 from bargein.engines.think.llama_context import LlamaPrompt
 from bargein.engines.think.llm_models import resolve_gguf
 from bargein.engines.think.llm_prompt import with_system_prompt
+from bargein.values import ChatMessage, GenerationOptions
 
 OPTIONS = GenerationOptions(max_tokens=256)
 

@@ -22,14 +22,15 @@ import time
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from bargein.config import Settings
-from bargein.engines.base import CancelToken, ChatMessage, Engines, GenerationOptions, LanguageModel
-from bargein.engines.factory import load_llm
+from bargein.engines.base import Engines, LanguageModel
+from bargein.engines.loaders import load_llm
 from bargein.engines.think.tool_calls import reply_pieces
 from bargein.protocol.session_config import SessionConfig
 from bargein.server.warm_up import warm_first_turn
 from bargein.session.reply_pipeline import generation_options
 from bargein.session.tool_use import tool_setup
 from bargein.tools.registry import default_registry
+from bargein.values import CancelToken, ChatMessage, GenerationOptions
 
 SENTENCES = [
     ("He was not an ill", "He was not an ill-disposed young man."),

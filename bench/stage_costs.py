@@ -33,11 +33,11 @@ from bargein.audio.codecs import AudioFormat, decode_base64, encode_base64, floa
 from bargein.audio.framing import Framer
 from bargein.audio.resample import LowDelayResampler
 from bargein.config import Settings
-from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions
 from bargein.engines.factory import load_engines
 from bargein.engines.listen.silero_vad import SileroModel
 from bargein.protocol.client_events import parse_client_event
 from bargein.session.realtime_session import RealtimeSession
+from bargein.values import CancelToken, ChatMessage, GenerationOptions
 from tests.support.speech import chunks_20ms, librivox_clip, pcm16_24k
 
 FRAME_TO_20MS = 20 / 32

@@ -27,11 +27,12 @@ import numpy as np
 
 from bargein.audio.resample import resample
 from bargein.config import Settings
-from bargein.engines.base import CancelToken, ChatMessage, Engines, GenerationOptions
+from bargein.engines.base import Engines
 from bargein.engines.factory import load_engines
 from bargein.engines.listen.silero_vad import SileroModel
 from bargein.engines.transcribe.wer import word_error_rate
 from bargein.session.realtime_session import RealtimeSession
+from bargein.values import CancelToken, ChatMessage, GenerationOptions
 from tests.support.speech import chunks_20ms, librivox_clip, librivox_reference, pcm16_24k
 
 CLIPS = ("0870", "0880", "0890", "0920", "0930")

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, ToolCall
 from bargein.engines.think.llama_llm import DEFAULT_LLM, LlamaLanguageModel, load_llama
 from bargein.session.tool_use import reply_with_tools
 from bargein.tools.registry import ToolOutcome, ToolRegistry, default_registry
+from bargein.values import CancelToken, ChatMessage, GenerationOptions, ToolCall
 from bench.llm_questions import QUESTIONS
 from bench.tool_questions import TOOL_QUESTIONS, TUNING_QUESTIONS, ToolQuestion, is_correct
 

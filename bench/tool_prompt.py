@@ -18,11 +18,11 @@ import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions
 from bargein.engines.think.llama_llm import LlamaLanguageModel, load_llama
 from bargein.protocol.session_config import SessionConfig
 from bargein.session.tool_use import prime_default_prompt, tool_setup
 from bargein.tools.registry import default_registry
+from bargein.values import CancelToken, ChatMessage, GenerationOptions
 from bench.llm_questions import QUESTIONS
 
 

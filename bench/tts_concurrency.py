@@ -19,7 +19,8 @@ import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from bargein.engines.base import CancelToken, SpeechSynthesizer
+from bargein.engines.base import SpeechSynthesizer
+from bargein.values import CancelToken
 
 CLAUSES = ("The capital of France is Paris.", "To boil an egg, put it in boiling water.",
            "Cats sleep for most of the day.", "The sky looks blue because air scatters blue light.",

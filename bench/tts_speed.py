@@ -21,7 +21,8 @@ import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from bargein.engines.base import CancelToken, SpeechSynthesizer
+from bargein.engines.base import SpeechSynthesizer
+from bargein.values import CancelToken
 
 SENTENCES = [
     "Sure, I can help with that.",

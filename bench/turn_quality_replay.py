@@ -27,11 +27,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bargein.engines.base import Transcript
 from bargein.languages import has_han
 from bargein.listening_model import keyword
 from bargein.listening_model.decide import decide_over_reply, primed_features
 from bargein.session.core.classifier import SegmentStats, classify
+from bargein.values import Transcript
 
 FRAME_MS = 32.0
 SPEECH_LEVEL_DB = -20.0

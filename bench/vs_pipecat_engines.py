@@ -22,11 +22,12 @@ from importlib import resources
 from pathlib import Path
 
 from bargein.config import Settings
-from bargein.engines.base import Engines, GenerationOptions
+from bargein.engines.base import Engines
 from bargein.engines.factory import load_engines
 from bargein.engines.listen.silero_vad import SILERO_ONNX
-from bargein.engines.weights import verify_sha256
 from bargein.protocol.session_config import DEFAULT_INSTRUCTIONS
+from bargein.values import GenerationOptions
+from bargein.weights import verify_sha256
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTRUCTIONS = DEFAULT_INSTRUCTIONS

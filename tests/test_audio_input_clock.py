@@ -13,10 +13,11 @@ import pytest
 
 from bargein.audio.codecs import AudioFormat, float_to_int16
 from bargein.audio.resample import resample
-from bargein.engines.base import Engines, Float32Audio, Transcript
+from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.session.audio_input import AudioInput
 from bargein.session.realtime_session import RealtimeSession
+from bargein.values import Float32Audio, Transcript
 from tests.support.speech import librivox_clip
 
 PCM = AudioFormat()

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from bargein.capacity_plan import StageCosts, Traffic, _wait_p95_s, load_costs, plan
-from bargein.engines.base import CancelToken, ChatMessage
 from bargein.engines.remote.clients import RemoteEngineFailure, RemoteLanguageModel, RemoteRecognizer, RemoteVad
+from bargein.values import CancelToken, ChatMessage
 
 
 def test_one_server_queue_matches_m_m_1() -> None:

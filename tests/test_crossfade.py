@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bargein.audio.crossfade import Crossfader, crossfade_all, fade_curves
-from bargein.engines.base import Float32Audio, SpeechChunk, WordTiming
+from bargein.values import Float32Audio, SpeechChunk, WordTiming
 
 SR = 24_000
 

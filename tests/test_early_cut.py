@@ -7,7 +7,6 @@ import asyncio
 
 import numpy as np
 
-from bargein.engines.base import Transcript
 from bargein.engines.fair import urgent
 from bargein.engines.fakes import FakeLanguageModel
 from bargein.listening_model.over_reply import PROMPTS
@@ -18,6 +17,7 @@ from bargein.session.input_buffer import InputBuffer
 from bargein.session.segment_tracker import SegmentTracker
 from bargein.session.speculation import Speculator
 from bargein.session.transcription import Transcriber
+from bargein.values import Transcript
 from tests.test_duplex import Timeline, of
 from tests.test_over_reply import _over_a_talker
 

@@ -10,10 +10,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from bargein.engines.base import LISTEN_SAMPLE_RATE, ChatMessage, GenerationOptions, ReplyPiece, ToolCall
 from bargein.engines.think.llama_context import LlamaPrompt, PromptTooLong
 from bargein.engines.think.tool_calls import ToolCallSplitter
 from bargein.engines.transcribe.whisper_decode import WhisperCore
+from bargein.values import LISTEN_SAMPLE_RATE, ChatMessage, GenerationOptions, ReplyPiece, ToolCall
 
 
 class FakeLlama:

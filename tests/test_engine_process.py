@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from bargein.engines.base import CancelToken
 from bargein.engines.fair import current_owner
 from bargein.engines.process.supervisor import EngineProcess, python_worker
 from bargein.engines.process.wire import WorkerBusy, WorkerDied, WorkerSpec
+from bargein.values import CancelToken
 
 ECHO = WorkerSpec("tests.support.echo_service:EchoService")
 

@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from bargein.engines.base import ChatMessage, Transcript
 from bargein.engines.fair import FairExecutor, FairQueue, current_owner, urgent, urgent_task
 from bargein.engines.think.llm_prompt import TokenCounts, fit_history
 from bargein.engines.transcribe.whisper_asr import RecognizerBusy, WhisperRecognizer
+from bargein.values import ChatMessage, Transcript
 
 
 def test_the_fair_queue_serves_owners_in_turn() -> None:

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from bargein.audio.crossfade import Crossfader
-from bargein.engines.base import CancelToken, SpeechChunk, SpeechSynthesizer
+from bargein.engines.base import SpeechSynthesizer
 from bargein.engines.speak.flite_tts import FliteNotFound, FliteSynthesizer, decode_wav, split_sentences
+from bargein.values import CancelToken, SpeechChunk
 
 pytestmark = [
     pytest.mark.slow,

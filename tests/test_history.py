@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from bargein.engines.base import WordTiming
 from bargein.protocol.errors import ProtocolError
 from bargein.protocol.tool_items import FunctionCallItem, FunctionCallOutputItem
 from bargein.session.history import Conversation, Item, Part, function_item, heard_prefix
+from bargein.values import WordTiming
 
 WORDS = [WordTiming("Sure,", 0, 400), WordTiming("the", 450, 600), WordTiming("weather", 650, 1100),
          WordTiming("is", 1150, 1300), WordTiming("sunny.", 1350, 1900)]

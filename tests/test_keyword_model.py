@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from bargein.engines.base import Transcript
 from bargein.engines.transcribe.voiced_encoding import ENCODER_FRAME_SAMPLES, voiced_mean
 from bargein.listening_model.keyword import (
     MAX_SPEECH_MS,
@@ -25,6 +24,7 @@ from bargein.listening_model.keyword import (
     spoken_command,
 )
 from bargein.session.core.classifier import SegmentStats, classify
+from bargein.values import Transcript
 
 RECORDED = json.loads((Path(__file__).parent / "data" / "keyword_vectors.json").read_text())
 

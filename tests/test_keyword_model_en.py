@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from bargein.engines.base import Transcript
 from bargein.listening_model.keyword import MODELS, load, spoken_command
 from bargein.session.core.classifier import SegmentStats, classify
+from bargein.values import Transcript
 from tests.data.make_family_set import SPLIT_FILE
 
 RECORDED: dict[str, dict[str, Any]] = json.loads(

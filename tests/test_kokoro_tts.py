@@ -15,9 +15,10 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from bargein.audio.crossfade import Crossfader
-from bargein.engines.base import CancelToken, SpeechChunk, SpeechSynthesizer
+from bargein.engines.base import SpeechSynthesizer
 from bargein.engines.speak.kokoro_tts import MODEL_FILES, KokoroSynthesizer, load_kokoro
-from bargein.engines.weights import WeightError
+from bargein.values import CancelToken, SpeechChunk
+from bargein.weights import WeightError
 
 pytestmark = pytest.mark.slow
 

@@ -8,8 +8,8 @@ import numpy as np
 
 from bargein.audio.codecs import AudioFormat
 from bargein.audio.lead_in import LEAD_IN_MS, trim_lead_in
-from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, SpeechChunk, WordTiming
 from bargein.session.reply_pipeline import ReplyPipeline, ReplyPlan
+from bargein.values import CancelToken, ChatMessage, GenerationOptions, SpeechChunk, WordTiming
 
 RATE = 24_000
 PAD_MS = 100.0

@@ -6,10 +6,10 @@ import asyncio
 
 import numpy as np
 
-from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, Transcript
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer
 from bargein.session.core.classifier import NoiseFloor, SegmentStats, classify
 from bargein.session.speculation import Speculator
+from bargein.values import CancelToken, ChatMessage, GenerationOptions, Transcript
 
 
 def speech_stats(speech_ms: float, level_db: float = -20.0) -> SegmentStats:

@@ -7,7 +7,6 @@ import json
 
 import numpy as np
 
-from bargein.engines.base import Transcript, WordTiming
 from bargein.listening_model.decide import by_rule, decide_over_reply
 from bargein.listening_model.features import NAMES, vector
 from bargein.listening_model.model import WEIGHTS, from_json, load
@@ -15,6 +14,7 @@ from bargein.listening_model.user_words import user_words
 from bargein.session import core as dx
 from bargein.session.core.classifier import NoiseFloor, SegmentStats, classify
 from bargein.session.core.segment_book import SegmentBook
+from bargein.values import Transcript, WordTiming
 
 FRAME_MS = 32.0
 

@@ -8,7 +8,6 @@ import time
 
 import numpy as np
 
-from bargein.engines.base import Transcript, WordTiming
 from bargein.listening_model.decide import by_rule, decide_over_reply, spotted_command
 from bargein.listening_model.features import NAMES, vector, words_of
 from bargein.listening_model.keyword import load as load_keyword
@@ -18,6 +17,7 @@ from bargein.listening_model.user_words import user_words, word_level_db
 from bargein.session.core.classifier import SegmentStats, classify, normalise, sound_not_words
 from bargein.session.core.segment_book import SegmentBook
 from bargein.session.core.settings import Endpointing
+from bargein.values import Transcript, WordTiming
 
 FRAME_MS = 32.0
 NAN, INF = float("nan"), float("inf")

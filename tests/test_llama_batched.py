@@ -11,8 +11,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, LanguageModel
+from bargein.engines.base import LanguageModel
 from bargein.engines.think.llama_batched import BatchedLlamaLanguageModel, load_batched_llama
+from bargein.values import CancelToken, ChatMessage, GenerationOptions
 
 pytestmark = pytest.mark.slow
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from bargein.engines.base import ChatMessage, GenerationOptions
 from bargein.engines.speak.clauses import FIRST_CLAUSE_WORDS
 from bargein.engines.think.llama_jobs import Job
+from bargein.values import ChatMessage, GenerationOptions
 
 TOOLS = ({"type": "function", "name": "get_time", "parameters": {"type": "object", "properties": {}}},)
 

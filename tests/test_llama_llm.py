@@ -12,13 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, LanguageModel
+from bargein.engines.base import LanguageModel
 from bargein.engines.think import llm_sampling
 from bargein.engines.think.llama_llm import LanguageModelError, LlamaLanguageModel, load_llama
 from bargein.engines.think.llm_models import LLM_MODELS, SMOLLM2_135M, SingleGguf
 from bargein.engines.think.llm_sampling import Pick, SamplingParams
 from bargein.engines.think.thread_governor import ThreadGovernor
-from bargein.engines.weights import PinnedFile, WeightError
+from bargein.values import CancelToken, ChatMessage, GenerationOptions
+from bargein.weights import PinnedFile, WeightError
 
 pytestmark = pytest.mark.slow
 

@@ -92,8 +92,8 @@ def test_repeat_penalty_lowers_recent_tokens_only() -> None:
 
 
 def test_the_answer_to_a_tool_result_is_sampled_cooler_than_other_replies() -> None:
-    from bargein.engines.base import ChatMessage, GenerationOptions, ToolCall
     from bargein.engines.think.llama_jobs import TOOL_RESULT_TEMPERATURE, Job, reply_sampling
+    from bargein.values import ChatMessage, GenerationOptions, ToolCall
 
     tool = {"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {}}}
     options = GenerationOptions(tools=(tool,), temperature=0.8)

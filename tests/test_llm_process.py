@@ -10,10 +10,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from bargein.engines.base import CancelToken, ChatMessage, Engines
+from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.engines.resilience import LLM_APOLOGY, LLM_CUT_APOLOGY, make_resilient
 from bargein.engines.think.llm_process import ProcessLanguageModel, WorkerDied, WorkerError, WorkerSpec
+from bargein.values import CancelToken, ChatMessage
 from tests.support.server import running_server
 from tests.support.turns import open_session, spoken, text_turn
 

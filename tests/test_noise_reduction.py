@@ -15,9 +15,9 @@ from bargein.audio.noise_suppression import NoiseSuppressor
 from bargein.audio.resample import resample
 from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
-from bargein.engines.weights import WeightError
 from bargein.session import audio_input
 from bargein.session.realtime_session import RealtimeSession
+from bargein.weights import WeightError
 from tests.data.noise_sources import pink
 from tests.support.realtime_client import validate_server_event
 from tests.support.speech import librivox_clip

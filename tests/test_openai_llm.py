@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator, Iterator
 import httpx
 import pytest
 
-from bargein.engines.base import CancelToken, ChatImage, ChatMessage, GenerationOptions
 from bargein.engines.think.llm_models import SMOLLM2_135M
 from bargein.engines.think.llm_prompt import DEFAULT_SYSTEM_PROMPT
 from bargein.engines.think.openai_llm import (
@@ -24,6 +23,7 @@ from bargein.engines.think.openai_llm import (
     parse_sse_data,
     to_openai_messages,
 )
+from bargein.values import CancelToken, ChatImage, ChatMessage, GenerationOptions
 
 PIXEL = ("data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0"
          "gAAAABJRU5ErkJggg==")

@@ -10,10 +10,10 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from bargein.engines.base import CancelToken, ChatMessage
 from bargein.engines.health import StageHealth
 from bargein.engines.resilience import LLM_APOLOGY, Deadlines, ResilientLanguageModel
 from bargein.engines.think.openai_llm import LanguageModelError, OpenAICompatibleLanguageModel
+from bargein.values import CancelToken, ChatMessage
 
 HELLO = [ChatMessage(role="user", content="Hello?")]
 SSE = {"content-type": "text/event-stream"}

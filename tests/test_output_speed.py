@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from bargein.engines.base import CancelToken, Engines, SpeechSynthesizer
+from bargein.engines.base import Engines, SpeechSynthesizer
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.session.realtime_session import RealtimeSession
+from bargein.values import CancelToken
 from tests.support.realtime_client import validate_server_event
 
 

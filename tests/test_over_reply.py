@@ -6,12 +6,12 @@ import asyncio
 
 import numpy as np
 
-from bargein.engines.base import Transcript
 from bargein.listening_model.decide import decide_over_reply, primed_features, spotted_command
 from bargein.listening_model.over_reply import PROMPTS, loud_stretch, prompt_for, vocabulary_prompt
 from bargein.session import core as dx
 from bargein.session.history import Item, Part
 from bargein.session.transcription import Transcriber
+from bargein.values import Transcript
 from tests.test_duplex import Timeline, of
 
 FRAME_MS = 32.0

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from bargein.engines.base import Transcript
 from bargein.listening_model.decide import decide_over_reply, primed_features, spotted_command
 from bargein.listening_model.own_voice import (
     ALONE_ROOM_MS,
@@ -17,6 +16,7 @@ from bargein.listening_model.own_voice import (
     spoke_at_length,
 )
 from bargein.session import core as dx
+from bargein.values import Transcript
 from tests.test_duplex import of
 from tests.test_over_reply import _over_a_talker
 

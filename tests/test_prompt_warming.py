@@ -8,9 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from bargein.engines.base import ChatMessage, Engines, GenerationOptions
+from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.session.speculation import Speculator
+from bargein.values import ChatMessage, GenerationOptions
 from tests.test_session import Harness, _pcm, reply_playing
 
 

@@ -25,9 +25,9 @@ from bargein.config import Settings
 from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.engines.think.openai_llm import OpenAICompatibleLanguageModel
-from bargein.engines.weights import WeightError
 from bargein.session.core import vocabulary as v
 from bargein.session.realtime_session import RealtimeSession
+from bargein.weights import WeightError
 from tests.support.realtime_client import validate_server_event
 from tests.support.server import running_server
 

@@ -13,13 +13,13 @@ from typing import TypeVar
 import numpy as np
 import pytest
 
-from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, SpeechChunk, Transcript
 from bargein.engines.fakes import FakeSynthesizer
 from bargein.engines.health import StageHealth
 from bargein.engines.resilience import LLM_APOLOGY, ResilientLanguageModel, ResilientRecognizer
 from bargein.engines.resilient_speech import ResilientSynthesizer
 from bargein.engines.speak.flite_tts import FliteSynthesizer
 from bargein.engines.stage_calls import Deadlines, StageFailed
+from bargein.values import CancelToken, ChatMessage, GenerationOptions, SpeechChunk, Transcript
 from tests.support.faults import FaultySynthesizer
 
 AUDIO = np.zeros(1600, np.float32)

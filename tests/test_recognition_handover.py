@@ -9,7 +9,6 @@ import itertools
 
 import numpy as np
 
-from bargein.engines.base import Transcript, WordTiming
 from bargein.engines.stage_calls import StageFailed
 from bargein.protocol.session_config import SessionConfig
 from bargein.session import core as dx
@@ -19,6 +18,7 @@ from bargein.session.outbound import Outbound
 from bargein.session.reply_runner import ReplyRunner
 from bargein.session.speculation import MAX_GUESSES, Speculator
 from bargein.session.transcription import Transcriber
+from bargein.values import Transcript, WordTiming
 from tests.test_duplex import of
 
 AUDIO = np.zeros(16_000, np.float32)

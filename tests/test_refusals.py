@@ -14,7 +14,6 @@ from typing import Any, TypeVar
 import numpy as np
 import pytest
 
-from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, SpeechChunk, Transcript
 from bargein.engines.fair import current_owner
 from bargein.engines.fakes import FakeSynthesizer
 from bargein.engines.health import StageHealth
@@ -26,6 +25,7 @@ from bargein.engines.resilience import LLM_APOLOGY, ResilientLanguageModel, Resi
 from bargein.engines.resilient_speech import ResilientSynthesizer
 from bargein.engines.stage_calls import Deadlines, StageFailed
 from bargein.engines.transcribe.whisper_asr import RecognizerBusy, WhisperRecognizer
+from bargein.values import CancelToken, ChatMessage, GenerationOptions, SpeechChunk, Transcript
 
 AUDIO = np.zeros(1600, np.float32)
 ECHO = WorkerSpec("tests.support.echo_service:EchoService")

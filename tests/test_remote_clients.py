@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from bargein.engines.base import CancelToken, ChatMessage
 from bargein.engines.remote.clients import RemoteEngineFailure, RemoteLanguageModel
+from bargein.values import CancelToken, ChatMessage
 
 
 class _StalledGenerator:

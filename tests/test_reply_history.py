@@ -10,19 +10,11 @@ from typing import Any
 import numpy as np
 
 from bargein.audio.codecs import AudioFormat
-from bargein.engines.base import (
-    CancelToken,
-    ChatMessage,
-    Engines,
-    GenerationOptions,
-    ReplyPiece,
-    SpeechChunk,
-    ToolCall,
-    WordTiming,
-)
+from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.session.history import Item, Part
 from bargein.session.reply_pipeline import ReplyPipeline, ReplyPlan
+from bargein.values import CancelToken, ChatMessage, GenerationOptions, ReplyPiece, SpeechChunk, ToolCall, WordTiming
 from tests.test_session import Harness, SilentRecognizer, _say
 
 WEATHER = {"type": "function", "name": "get_weather", "description": "Weather in a city",

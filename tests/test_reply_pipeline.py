@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator, Sequence
 import pytest
 
 from bargein.audio.codecs import AudioFormat
-from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, WordTiming
 from bargein.engines.fakes import FakeSynthesizer
 from bargein.engines.speak.clauses import FIRST_CLAUSE_WORDS
 from bargein.session.live_reply import LiveReply, Pause
@@ -19,6 +18,7 @@ from bargein.session.playback_cushion import CUSHION_LOW_MS, HURRY_MIN_WORDS, Pl
 from bargein.session.reply_pipeline import FIRST_PHRASE_WORDS, ReplyPipeline, ReplyPlan
 from bargein.session.reply_sink import ReplySink
 from bargein.session.response_events import ReplyState, assistant_item
+from bargein.values import CancelToken, ChatMessage, GenerationOptions, WordTiming
 
 
 class SlowWords:

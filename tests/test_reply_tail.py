@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from bargein.audio.codecs import float_to_int16
-from bargein.engines.base import CancelToken, ChatMessage, Engines, GenerationOptions, ReplyPiece
+from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.engines.think.tool_calls import offered_tools, resolve_call
+from bargein.values import CancelToken, ChatMessage, GenerationOptions, ReplyPiece
 from tests.test_session import Harness, SilentRecognizer, _reply_audio
 
 ASK = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "talk"}]}

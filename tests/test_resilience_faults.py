@@ -8,11 +8,11 @@ from collections.abc import AsyncIterator
 import numpy as np
 import pytest
 
-from bargein.engines.base import CancelToken, SpeechChunk
 from bargein.engines.fakes import FakeSynthesizer
 from bargein.engines.health import StageHealth
 from bargein.engines.resilient_speech import ResilientSynthesizer
 from bargein.engines.stage_calls import Deadlines, StageFailed
+from bargein.values import CancelToken, SpeechChunk
 from tests.support.faults import FaultySynthesizer
 
 DEADLINES = Deadlines(tts_first_chunk_s=0.05, tts_next_chunk_s=0.05)

@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
-from bargein.engines.base import CancelToken, Engines, SpeechChunk
+from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.protocol.client_events import ResponseCreate, parse_client_event
 from bargein.protocol.errors import ProtocolError
 from bargein.protocol.voices import unknown_voice
+from bargein.values import CancelToken, SpeechChunk
 from tests.test_session import Harness
 
 

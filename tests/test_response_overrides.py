@@ -13,8 +13,9 @@ import pytest
 from openai.types.realtime import ResponseCreateEvent
 
 from bargein.audio.codecs import AudioFormat
-from bargein.engines.base import CancelToken, Engines, SpeechChunk
+from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
+from bargein.values import CancelToken, SpeechChunk
 from tests.test_session import Harness
 
 PCM = {"type": "audio/pcm", "rate": 24000}

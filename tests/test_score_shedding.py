@@ -9,9 +9,10 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from bargein.engines.base import Engines, Float32Audio
+from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.engines.listen.smart_turn import SmartTurn
+from bargein.values import Float32Audio
 from tests.support.tones import quiet, stream, tone
 from tests.test_session import Harness
 

@@ -11,10 +11,11 @@ from typing import Any
 import numpy as np
 
 from bargein.audio.codecs import AudioFormat, float_to_int16
-from bargein.engines.base import CancelToken, ChatMessage, Engines, GenerationOptions
+from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.session.realtime_session import RealtimeSession
 from bargein.tools.registry import ToolRegistry
+from bargein.values import CancelToken, ChatMessage, GenerationOptions
 from tests.support.realtime_client import validate_server_event
 
 
@@ -165,7 +166,7 @@ class SilentRecognizer:
     """Hears no words in anything: every segment is noise."""
 
     async def transcribe(self, audio: Any, *, language: str | None = None, prompt: str | None = None) -> Any:
-        from bargein.engines.base import Transcript
+        from bargein.values import Transcript
 
         return Transcript("", no_speech_prob=0.9)
 
@@ -236,7 +237,7 @@ class RecordingRecognizer:
         self.calls: list[tuple[str | None, str | None]] = []
 
     async def transcribe(self, audio: Any, *, language: str | None = None, prompt: str | None = None) -> Any:
-        from bargein.engines.base import Transcript
+        from bargein.values import Transcript
 
         self.calls.append((language, prompt))
         return Transcript("hola")

@@ -17,7 +17,7 @@ from websockets.sync.client import connect
 
 from bargein.audio.codecs import AudioFormat
 from bargein.config import Settings
-from bargein.engines.base import ChatMessage, Engines, Transcript
+from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.engines.think.llm_prompt import HistoryTooLong, fit_history
 from bargein.protocol.errors import ProtocolError
@@ -27,6 +27,7 @@ from bargein.session.history import Conversation, Item, Part
 from bargein.session.outbound import Outbound, OutboundClosed, Outgoing
 from bargein.session.realtime_session import RealtimeSession
 from bargein.session.transcription import SLICE_S, Transcriber
+from bargein.values import ChatMessage, Transcript
 from tests.support.server import free_port, running_server
 
 

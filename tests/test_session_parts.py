@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from bargein.audio.codecs import AudioFormat
-from bargein.engines.base import Transcript, WordTiming
 from bargein.metrics.turn_ledger import TurnLedgers
 from bargein.session.core import vocabulary as v
 from bargein.session.core.segment_book import MAX_OPEN_SEGMENTS, SegmentBook
@@ -21,6 +20,7 @@ from bargein.session.playback import Pacer, PlaybackEstimate
 from bargein.session.segment_tracker import SegmentTracker
 from bargein.session.speculation import Speculator
 from bargein.session.transcription import Transcriber
+from bargein.values import Transcript, WordTiming
 from tests.test_metrics import FakeClock
 
 PCM24 = AudioFormat("audio/pcm", 24_000)

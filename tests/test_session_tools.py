@@ -9,12 +9,13 @@ import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from bargein.engines.base import CancelToken, ChatMessage, Engines, GenerationOptions, ReplyPiece
+from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.engines.think.tool_calls import offered_tools, resolve_call
 from bargein.session.realtime_session import RealtimeSession
 from bargein.session.tool_use import MAX_SERVER_ROUNDS
 from bargein.tools.registry import ToolRegistry, default_registry
+from bargein.values import CancelToken, ChatMessage, GenerationOptions, ReplyPiece
 from tests.support.realtime_client import validate_server_event
 
 WEATHER = {"type": "function", "name": "get_weather", "description": "Weather in a city",
@@ -210,7 +211,7 @@ class SureRecognizer:
     """Hears every clip as two words, each with the recogniser's confidence."""
 
     async def transcribe(self, audio: Any, *, language: str | None = None, prompt: str | None = None) -> Any:
-        from bargein.engines.base import Transcript, WordTiming
+        from bargein.values import Transcript, WordTiming
 
         return Transcript("hello there", words=(WordTiming("hello", 0, 300, 0.9), WordTiming("there", 300, 600, 0.5)))
 

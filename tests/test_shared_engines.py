@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from bargein.engines.base import CancelToken
 from bargein.engines.fair import current_owner
 from bargein.engines.process.shared import SHARED_DIR_ENV, EngineHub, shared_socket, socket_path
 from bargein.engines.process.spawn import Launch, python_worker
 from bargein.engines.process.supervisor import EngineProcess
 from bargein.engines.process.wire import WorkerBusy, WorkerDied, WorkerSpec
+from bargein.values import CancelToken
 
 ECHO = WorkerSpec("tests.support.echo_service:EchoService")
 

@@ -28,7 +28,7 @@ from bargein.engines.listen.smart_turn_file import (
     extract_from_wheel,
     smart_turn_path,
 )
-from bargein.engines.weights import WeightError
+from bargein.weights import WeightError
 
 
 def test_a_missing_model_names_the_file_the_package_and_the_fix(tmp_path: Path) -> None:

@@ -9,11 +9,12 @@ from collections.abc import AsyncIterator
 import numpy as np
 import pytest
 
-from bargein.engines.base import CancelToken, ChatMessage, Engines, GenerationOptions, SpeechChunk
+from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.session import realtime_session
 from bargein.session.outbound import Outbound, Outgoing
 from bargein.session.speculation import PrefetchedReply
+from bargein.values import CancelToken, ChatMessage, GenerationOptions, SpeechChunk
 from tests.support.tones import quiet, stream, tone
 from tests.test_session import Harness, reply_playing
 

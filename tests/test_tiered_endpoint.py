@@ -15,13 +15,14 @@ import pytest
 
 from bargein.audio.codecs import float_to_int16
 from bargein.config import Settings
-from bargein.engines.base import Engines, Transcript
+from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeEndOfTurn, FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.session import core as dx
 from bargein.session import realtime_session
 from bargein.session.core.endpointing import DEFAULT_TIERS, reads_finished, trails_off
 from bargein.session.core.settings import plain_silence_after
 from bargein.session.outbound import Outbound, Outgoing
+from bargein.values import Transcript
 from tests.support.realtime_client import EventLog, collect, openai_client, stream_realtime
 from tests.support.server import free_port, running_server
 from tests.support.tones import quiet, stream, tone

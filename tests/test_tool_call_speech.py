@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from bargein.engines.base import ToolCall
 from bargein.engines.think.tool_calls import ToolCallSplitter
 from bargein.tools.registry import default_registry
+from bargein.values import ToolCall
 
 TOOLS = tuple(default_registry().definitions())
 CALL = '{"name": "calculate", "arguments": {"expression": "17 * 23"}}'
@@ -87,8 +87,8 @@ def test_prose_that_quotes_name_is_spoken_as_it_streams() -> None:
 
 
 async def _split_without_tools(text: str) -> list[object]:
-    from bargein.engines.base import CancelToken, GenerationOptions
     from bargein.engines.think.tool_calls import split_calls
+    from bargein.values import CancelToken, GenerationOptions
 
     async def stream() -> AsyncIterator[str]:
         for start in range(0, len(text), 3):

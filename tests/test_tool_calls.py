@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, ToolCall
 from bargein.engines.think.llama_prompt import fold_tool_results, forced_prefix
 from bargein.engines.think.openai_llm import OpenAICompatibleLanguageModel, to_openai_messages
 from bargein.engines.think.tool_calls import (
@@ -22,6 +21,7 @@ from bargein.engines.think.tool_calls import (
 )
 from bargein.tools.arguments import ArgumentError, parse_arguments
 from bargein.tools.registry import default_registry
+from bargein.values import CancelToken, ChatMessage, GenerationOptions, ToolCall
 
 TOOLS = tuple(default_registry().definitions())
 

@@ -13,12 +13,13 @@ from collections.abc import AsyncIterator, Sequence
 import numpy as np
 import pytest
 
-from bargein.engines.base import CancelToken, ChatMessage, Engines, GenerationOptions, ReplyPiece, ToolCall
+from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.session.speculation import PrefetchedReply
 from bargein.session.tool_use import reply_with_tools, ungrounded_call
 from bargein.tools.grounding import grounded
 from bargein.tools.registry import default_registry
+from bargein.values import CancelToken, ChatMessage, GenerationOptions, ReplyPiece, ToolCall
 from tests.support.tones import quiet, stream, tone
 from tests.test_session import Harness
 

@@ -14,8 +14,9 @@ import pytest
 from bargein.audio.codecs import float_to_int16
 from bargein.audio.resample import resample
 from bargein.config import Settings
-from bargein.engines.base import CancelToken, Engines
+from bargein.engines.base import Engines
 from bargein.engines.factory import load_engines
+from bargein.values import CancelToken
 from tests.support.realtime_client import SERVER_EVENT, openai_client, stream_realtime
 from tests.support.server import running_server
 

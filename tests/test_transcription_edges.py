@@ -9,12 +9,13 @@ from typing import Any
 
 import numpy as np
 
-from bargein.engines.base import Engines, Transcript, WordTiming
+from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.session.history import Item, Part
 from bargein.session.outbound import Outgoing
 from bargein.session.realtime_session import RealtimeSession
 from bargein.session.transcription import SLICE_S, Transcriber
+from bargein.values import Transcript, WordTiming
 
 
 class GatedRecognizer:

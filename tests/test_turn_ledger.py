@@ -10,15 +10,7 @@ from typing import Any
 import pytest
 
 from bargein.audio.codecs import AudioFormat
-from bargein.engines.base import (
-    CancelToken,
-    ChatMessage,
-    Engines,
-    GenerationOptions,
-    ReplyPiece,
-    ToolCall,
-    Transcript,
-)
+from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.metrics.prometheus import ServerMetrics
 from bargein.metrics.turn_ledger import TurnLedgers
@@ -27,6 +19,7 @@ from bargein.session import play_out
 from bargein.session.core import vocabulary as v
 from bargein.session.outbound import Outgoing
 from bargein.session.response_events import ReplyState, assistant_item
+from bargein.values import CancelToken, ChatMessage, GenerationOptions, ReplyPiece, ToolCall, Transcript
 from tests.test_reply_history import WEATHER
 from tests.test_session import CountingLanguageModel, Harness, SilentRecognizer, _say
 

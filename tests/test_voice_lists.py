@@ -136,7 +136,7 @@ SPELLINGS = ["alloy", "cedar", "heart", "HEART", "af_heart", "kore", "af_kore", 
 @pytest.mark.parametrize("tts_engine", ["kokoro", "flite"])
 def test_the_default_set_ups_worker_takes_the_names_its_voice_takes_in_process(tts_engine: str) -> None:
     from bargein.config import Settings
-    from bargein.engines.factory import load_voice
+    from bargein.engines.loaders import load_voice
 
     settings = Settings(tts_engine=tts_engine)
     try:
@@ -144,7 +144,7 @@ def test_the_default_set_ups_worker_takes_the_names_its_voice_takes_in_process(t
     except Exception as error:  # Kokoro's weights are not installed here
         pytest.skip(f"{tts_engine} cannot load here: {error}")
     # what load_tts(settings, worker_process=True) starts for Kokoro (flite runs in process there; here too)
-    in_worker = ProcessSynthesizer(WorkerSpec("bargein.engines.factory:load_voice", {"settings": settings}))
+    in_worker = ProcessSynthesizer(WorkerSpec("bargein.engines.loaders:load_voice", {"settings": settings}))
     try:
         assert in_worker.voices == in_process.voices  # type: ignore[attr-defined]
         for voice in SPELLINGS:

@@ -30,7 +30,7 @@ from bargein.engines.transcribe.whisper_decode import (
     max_length_for,
     window_frames,
 )
-from bargein.engines.weights import PinnedFile, WeightError, sha256_of
+from bargein.weights import PinnedFile, WeightError, sha256_of
 from tests.support.speech import librivox_clip, librivox_reference
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the models come from installed packages, never the hub

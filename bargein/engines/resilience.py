@@ -37,18 +37,11 @@ from typing import Any
 import numpy as np
 
 from bargein.engines.base import (
-    CancelToken,
-    ChatMessage,
     Engines,
-    Float32Audio,
-    GenerationOptions,
     LanguageModel,
-    ReplyPiece,
     SpeechRecognizer,
     SpeechSynthesizer,
-    ToolCall,
     ToolCallingModel,
-    Transcript,
     VadStream,
     VoiceActivityDetector,
 )
@@ -56,6 +49,7 @@ from bargein.engines.fallback import llm_apology
 from bargein.engines.health import Health, StageHealth
 from bargein.engines.resilient_speech import ResilientSynthesizer
 from bargein.engines.stage_calls import Deadlines, StageFailed, next_within, record_failed_call
+from bargein.values import CancelToken, ChatMessage, Float32Audio, GenerationOptions, ReplyPiece, ToolCall, Transcript
 
 log = logging.getLogger(__name__)
 LLM_APOLOGY = "Sorry, I can't answer that right now. Please try again in a moment."

@@ -10,9 +10,10 @@ from typing import Any
 import numpy as np
 
 from bargein.audio.resample import resample
-from bargein.engines.base import CancelToken, SpeechChunk, SpeechSynthesizer
+from bargein.engines.base import SpeechSynthesizer
 from bargein.engines.health import StageHealth
 from bargein.engines.stage_calls import Deadlines, StageFailed, next_within, record_failed_call, what_failed
+from bargein.values import CancelToken, SpeechChunk
 
 log = logging.getLogger(__name__)
 

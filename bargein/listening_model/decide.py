@@ -44,7 +44,6 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from bargein.engines.base import Transcript
 from bargein.listening_model import keyword
 from bargein.listening_model.features import finite, fold, words_of
 from bargein.listening_model.lexicon import BACKCHANNELS, COMMAND_WORDS, QUESTION_WORDS, spells_a_sound
@@ -56,6 +55,7 @@ from bargein.listening_model.own_voice import (
     spoke_at_length,
     user_alone,
 )
+from bargein.values import Transcript
 
 MIN_SPEECH_MS = 150.0
 """A one-syllable "No." can hold under 250 ms of VAD speech; below this it is a click or a breath."""

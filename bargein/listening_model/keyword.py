@@ -35,7 +35,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from bargein.engines.base import Transcript
+from bargein.values import Transcript
 
 Role = Literal["adds_cuts", "keeps_reply"]
 

@@ -14,7 +14,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bargein.engines.base import WordTiming
+from bargein.values import WordTiming
 
 QUIETER_THAN_USER_DB = 7.0
 """A word this far under the loudest word of its segment is the room's, not the user's."""

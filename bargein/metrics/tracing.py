@@ -11,12 +11,10 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from opentelemetry import trace
-
-if TYPE_CHECKING:
-    from bargein.metrics.turn_ledger import TurnLedger
 
 log = logging.getLogger(__name__)
 _tracer: trace.Tracer | None = None
@@ -63,7 +61,27 @@ def flush_tracing(timeout_s: float = 5.0) -> None:
         _provider.force_flush(int(timeout_s * 1000))
 
 
-def export_turn(ledger: TurnLedger, status: str, summary: dict[str, Any]) -> None:
+class StageMark(Protocol):
+    """When one stage of a turn happened: wall clock (s) and stream position (ms, if it has one)."""
+
+    @property
+    def wall_s(self) -> float: ...
+
+    @property
+    def stream_ms(self) -> float | None: ...
+
+
+class MarkedTurn(Protocol):
+    """What a span is made of: a turn's stage marks and the clock they were read from (a turn ledger)."""
+
+    @property
+    def marks(self) -> Mapping[str, StageMark]: ...
+
+    @property
+    def clock(self) -> Callable[[], float]: ...
+
+
+def export_turn(ledger: MarkedTurn, status: str, summary: dict[str, Any]) -> None:
     """Emit the turn as a span with its stage marks as events (no-op unless configured)."""
     if _tracer is None or not ledger.marks:
         return

@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 
 def _load(settings: Settings) -> list[ProcessClient]:
-    from bargein.engines.factory import load_asr, load_llm
+    from bargein.engines.loaders import load_asr, load_llm
 
     engines: list[object] = []
     if settings.asr_process and "asr" not in settings.ray_stages:
@@ -41,7 +41,7 @@ def _load(settings: Settings) -> list[ProcessClient]:
         with contextlib.suppress(ImportError):  # Kokoro missing: each session worker falls back to flite
             import bargein.engines.speak.kokoro_tts  # noqa: F401
 
-            engines.append(ProcessSynthesizer(WorkerSpec("bargein.engines.factory:load_voice", {"settings": settings})))
+            engines.append(ProcessSynthesizer(WorkerSpec("bargein.engines.loaders:load_voice", {"settings": settings})))
     return [engine for engine in engines if isinstance(engine, ProcessClient)]
 
 

@@ -16,11 +16,12 @@ import time
 
 import numpy as np
 
-from bargein.engines.base import LISTEN_SAMPLE_RATE, CancelToken, ChatMessage, Engines, GenerationOptions
+from bargein.engines.base import Engines
 from bargein.engines.think.tool_calls import reply_pieces
 from bargein.protocol.session_config import SessionConfig
 from bargein.session.tool_use import tool_setup
 from bargein.tools.registry import ToolRegistry
+from bargein.values import LISTEN_SAMPLE_RATE, CancelToken, ChatMessage, GenerationOptions
 
 log = logging.getLogger(__name__)
 WARM_UP_TIMEOUT_S = 180.0

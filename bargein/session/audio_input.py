@@ -18,10 +18,11 @@ from bargein.audio.codecs import AudioFormat, AudioFormatError, int16_to_float
 from bargein.audio.framing import Framer
 from bargein.audio.noise_suppression import NoiseSuppressor
 from bargein.audio.resample import LowDelayResampler, resample
-from bargein.engines.base import LISTEN_SAMPLE_RATE, VoiceActivityDetector
+from bargein.engines.base import VoiceActivityDetector
 from bargein.protocol.errors import ProtocolError
 from bargein.session.core.vocabulary import VadFrame
 from bargein.session.input_buffer import MS_PER_SAMPLE, InputBuffer
+from bargein.values import LISTEN_SAMPLE_RATE
 
 SUPPRESS_INLINE_S = 0.2
 """Appends up to 200 ms are denoised on the event loop (about 0.5 ms per 20 ms here); longer ones go to a

@@ -11,7 +11,6 @@ from collections.abc import Callable
 from functools import partial
 from typing import assert_never
 
-from bargein.engines.base import LISTEN_SAMPLE_RATE, ChatMessage, GenerationOptions
 from bargein.protocol.server_events import error_event, event
 from bargein.protocol.session_config import SessionConfig
 from bargein.session.core import vocabulary as v
@@ -26,6 +25,7 @@ from bargein.session.speculation import Speculator
 from bargein.session.timers import Timers
 from bargein.session.tool_use import ToolSetup, ungrounded_call
 from bargein.session.transcription import Transcriber
+from bargein.values import LISTEN_SAMPLE_RATE, ChatMessage, GenerationOptions
 
 SAMPLES_PER_MS = LISTEN_SAMPLE_RATE / 1000
 

@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from bargein.engines.base import ChatImage, ChatMessage, ToolCall, WordTiming
 from bargein.languages import has_han, join_units
 from bargein.protocol import client_events as ce
 from bargein.protocol.errors import ProtocolError
@@ -24,6 +23,7 @@ from bargein.protocol.tool_items import (
     function_call_item,
     function_call_output_item,
 )
+from bargein.values import ChatImage, ChatMessage, ToolCall, WordTiming
 
 Role = Literal["user", "assistant", "system"]
 MAX_ITEMS = 2_000

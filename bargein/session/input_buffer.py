@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from bargein.audio.codecs import float_to_int16, int16_to_float
-from bargein.engines.base import LISTEN_SAMPLE_RATE
+from bargein.values import LISTEN_SAMPLE_RATE
 
 MS_PER_SAMPLE = 1000.0 / LISTEN_SAMPLE_RATE
 

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from bargein.audio.codecs import AudioFormat
-from bargein.engines.base import CancelToken, ToolCall, WordTiming
 from bargein.session.playback import Pacer, PlaybackEstimate
 from bargein.session.response_events import ReplyState
+from bargein.values import CancelToken, ToolCall, WordTiming
 
 RESEND_PIECE_MS = 200.0
 """A resumed reply re-sends its audio after the cut point in pieces of this length."""

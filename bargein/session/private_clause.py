@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from bargein.engines.base import CancelToken, SpeechChunk, SpeechSynthesizer
+from bargein.engines.base import SpeechSynthesizer
 from bargein.engines.speak.clauses import has_words
+from bargein.values import CancelToken, SpeechChunk
 
 
 class PrivateClause:

@@ -18,8 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from bargein.audio.codecs import AudioFormatError, decode_base64
-from bargein.engines.base import Engines, Float32Audio, Transcript
-from bargein.engines.weights import WeightError
+from bargein.engines.base import Engines
 from bargein.languages import unsupported_language
 from bargein.metrics.prometheus import ServerMetrics
 from bargein.metrics.turn_ledger import TurnLedgers
@@ -45,6 +44,8 @@ from bargein.session.timers import Timers
 from bargein.session.tool_use import check_params
 from bargein.session.transcription import Transcriber
 from bargein.tools.registry import ToolRegistry
+from bargein.values import Float32Audio, Transcript
+from bargein.weights import WeightError
 
 log = logging.getLogger(__name__)
 FRAMES_PER_TURN = 64

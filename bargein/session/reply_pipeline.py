@@ -22,22 +22,13 @@ from bargein.audio.codecs import AudioFormat, float_to_int16
 from bargein.audio.crossfade import Crossfader
 from bargein.audio.lead_in import trim_lead_in
 from bargein.audio.resample import StreamResampler
-from bargein.engines.base import (
-    CancelToken,
-    ChatMessage,
-    GenerationOptions,
-    LanguageModel,
-    ReplyPiece,
-    SpeechChunk,
-    SpeechSynthesizer,
-    ToolCall,
-    WordTiming,
-)
+from bargein.engines.base import LanguageModel, SpeechSynthesizer
 from bargein.engines.fallback import StageFallback
 from bargein.engines.speak.clauses import FIRST_CLAUSE_WORDS, ClauseSplitter, has_words
 from bargein.session.playback_cushion import HURRY_MIN_WORDS, PlaybackCushion
 from bargein.session.tool_use import ToolSetup, reply_with_tools
 from bargein.tools.registry import ToolOutcome
+from bargein.values import CancelToken, ChatMessage, GenerationOptions, ReplyPiece, SpeechChunk, ToolCall, WordTiming
 
 log = logging.getLogger(__name__)
 FIRST_PHRASE_WORDS = 2

@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from typing import Literal
 
-from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, ToolCall
 from bargein.engines.fallback import StageFallback
 from bargein.protocol import client_events as ce
 from bargein.protocol.errors import EngineFailure, ProtocolError, fallback_error
@@ -34,6 +33,7 @@ from bargein.session.response_events import reply_state
 from bargein.session.speculation import PrefetchedReply
 from bargein.session.tool_use import PendingCalls, ToolSetup, tool_setup
 from bargein.tools.registry import ToolOutcome, ToolRegistry
+from bargein.values import CancelToken, ChatMessage, GenerationOptions, ToolCall
 
 log = logging.getLogger(__name__)
 DIDNT_CATCH = "Sorry, I didn't catch that. Could you say it again?"

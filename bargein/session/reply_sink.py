@@ -8,11 +8,11 @@ import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from bargein.engines.base import ToolCall, WordTiming
 from bargein.engines.fallback import StageFallback
 from bargein.session.core import vocabulary as v
 from bargein.session.live_reply import AudioPiece, LiveReply
 from bargein.tools.registry import ToolOutcome
+from bargein.values import ToolCall, WordTiming
 
 if TYPE_CHECKING:
     from bargein.session.reply_runner import ReplyRunner

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from bargein.audio.codecs import AudioFormat, encode_base64
-from bargein.engines.base import ToolCall, WordTiming
 from bargein.protocol import client_events as ce
 from bargein.protocol.server_events import DEFAULT_CONVERSATION, event, new_id, response_object, usage_object
 from bargein.protocol.session_config import SessionConfig
@@ -21,6 +20,7 @@ from bargein.protocol.tool_items import argument_deltas, arguments_delta, argume
 from bargein.protocol.wire_formats import format_wire, to_audio_format
 from bargein.session.history import Conversation, Item, Part
 from bargein.session.outbound import Outgoing
+from bargein.values import ToolCall, WordTiming
 
 Emit = Callable[[Outgoing], None]
 Status = Literal["completed", "cancelled", "failed", "incomplete"]

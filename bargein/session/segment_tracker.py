@@ -23,7 +23,7 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from bargein.engines.base import LISTEN_SAMPLE_RATE, EndOfTurnModel, SpeechRecognizer, Transcript, TurnModelBusy
+from bargein.engines.base import EndOfTurnModel, SpeechRecognizer, TurnModelBusy
 from bargein.listening_model.over_reply import prompt_for, vocabulary_prompt
 from bargein.protocol.server_events import event
 from bargein.session.core import vocabulary as v
@@ -31,6 +31,7 @@ from bargein.session.input_buffer import InputBuffer
 from bargein.session.outbound import Outgoing
 from bargein.session.speculation import Speculator
 from bargein.session.transcription import Hints
+from bargein.values import LISTEN_SAMPLE_RATE, Transcript
 
 log = logging.getLogger(__name__)
 PARTIAL_EVERY_MS = 1000.0

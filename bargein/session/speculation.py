@@ -19,23 +19,13 @@ from dataclasses import dataclass, field
 
 import numpy.typing as npt
 
-from bargein.engines.base import (
-    CancelToken,
-    ChatMessage,
-    GenerationOptions,
-    LanguageModel,
-    ReplyPiece,
-    SpeechChunk,
-    SpeechRecognizer,
-    SpeechSynthesizer,
-    ToolCall,
-    Transcript,
-)
+from bargein.engines.base import LanguageModel, SpeechRecognizer, SpeechSynthesizer
 from bargein.engines.fair import urgent_task
 from bargein.engines.speak.clauses import FIRST_CLAUSE_WORDS, ClauseSplitter
 from bargein.engines.think.tool_calls import reply_pieces
 from bargein.session.private_clause import PrivateClause
 from bargein.session.tool_use import answered_in_words
+from bargein.values import CancelToken, ChatMessage, GenerationOptions, ReplyPiece, SpeechChunk, ToolCall, Transcript
 
 log = logging.getLogger(__name__)
 MAX_GUESSES = 8

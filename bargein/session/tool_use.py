@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
-from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, LanguageModel, ReplyPiece, ToolCall
+from bargein.engines.base import LanguageModel
 from bargein.engines.think.tool_calls import close_stream, forced_tool, reply_pieces
 from bargein.protocol import client_events as ce
 from bargein.protocol.errors import ProtocolError
@@ -24,6 +24,7 @@ from bargein.protocol.session_config import SessionConfig
 from bargein.protocol.tool_items import validate_tool_choice, validate_tools
 from bargein.tools.grounding import grounded
 from bargein.tools.registry import ToolOutcome, ToolRegistry
+from bargein.values import CancelToken, ChatMessage, GenerationOptions, ReplyPiece, ToolCall
 
 log = logging.getLogger(__name__)
 MAX_SERVER_ROUNDS = 3

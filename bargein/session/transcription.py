@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from bargein.engines.base import LISTEN_SAMPLE_RATE, SpeechRecognizer, Transcript, WordTiming
+from bargein.engines.base import SpeechRecognizer
 from bargein.engines.fair import urgent_task
 from bargein.languages import join_units
 from bargein.listening_model.over_reply import prompt_for, vocabulary_prompt
@@ -24,6 +24,7 @@ from bargein.protocol.errors import EngineFailure
 from bargein.protocol.server_events import event, transcription_usage
 from bargein.session.history import Item
 from bargein.session.outbound import Outgoing
+from bargein.values import LISTEN_SAMPLE_RATE, Transcript, WordTiming
 
 log = logging.getLogger(__name__)
 MIN_PRIMED_SAMPLES = 1600

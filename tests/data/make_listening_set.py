@@ -207,7 +207,7 @@ class Voice:
         """``text`` spoken at ``speed``; blocking."""
         import asyncio
 
-        from bargein.engines.base import CancelToken
+        from bargein.values import CancelToken
 
         async def render() -> Audio:
             self.tts.speed = speed

@@ -7,8 +7,8 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from bargein.engines.base import CancelToken
 from bargein.engines.fair import current_owner
+from bargein.values import CancelToken
 
 
 class EchoService:

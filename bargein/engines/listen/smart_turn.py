@@ -27,10 +27,11 @@ import numpy as np
 import numpy.typing as npt
 import onnxruntime as ort
 
-from bargein.engines.base import LISTEN_SAMPLE_RATE, Float32Audio, TurnModelBusy
+from bargein.engines.base import TurnModelBusy
 from bargein.engines.batching import MicroBatcher
 from bargein.engines.cpu_budget import CpuBudget
 from bargein.engines.listen.smart_turn_file import smart_turn_path
+from bargein.values import LISTEN_SAMPLE_RATE, Float32Audio
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from bargein.engines.weights import WeightError, cache_dir, verify_sha256
+from bargein.weights import WeightError, cache_dir, verify_sha256
 
 SMART_TURN_FILENAME = "smart-turn-v3.2-cpu.onnx"
 SMART_TURN_SHA256 = "2bb026316b14a660486a75b1733cd3fbab8c2fd0314dc9af7be49f8cca967e4f"

@@ -22,9 +22,9 @@ from collections.abc import AsyncIterator
 from multiprocessing.connection import Connection
 from typing import Any, Protocol, runtime_checkable
 
-from bargein.engines.base import CancelToken
 from bargein.engines.fair import current_owner
 from bargein.engines.process.wire import FD_ENV, WorkerSpec
+from bargein.values import CancelToken
 
 log = logging.getLogger(__name__)
 

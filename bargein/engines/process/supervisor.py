@@ -38,11 +38,11 @@ from collections.abc import AsyncIterator, Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
-from bargein.engines.base import CancelToken
 from bargein.engines.fair import owner, refusal_text
 from bargein.engines.process.shared import connect, shut
 from bargein.engines.process.spawn import Launch, Worker, python_worker, spawn, stop, tail
 from bargein.engines.process.wire import WorkerBusy, WorkerDied, WorkerError
+from bargein.values import CancelToken
 
 __all__ = ["EngineProcess", "Launch", "python_worker"]
 log = logging.getLogger(__name__)

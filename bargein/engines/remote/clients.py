@@ -17,7 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from bargein.engines.base import (
+from bargein.engines.base import VadStream
+from bargein.engines.fair import EngineBusy, refused
+from bargein.engines.listen.silero_vad import CONTEXT_SAMPLES, FRAME_SAMPLES, STATE_SHAPE
+from bargein.engines.speak.voice_list import ListedVoices
+from bargein.values import (
     CancelToken,
     ChatMessage,
     Float32Audio,
@@ -26,11 +30,7 @@ from bargein.engines.base import (
     SpeechChunk,
     ToolCall,
     Transcript,
-    VadStream,
 )
-from bargein.engines.fair import EngineBusy, refused
-from bargein.engines.listen.silero_vad import CONTEXT_SAMPLES, FRAME_SAMPLES, STATE_SHAPE
-from bargein.engines.speak.voice_list import ListedVoices
 
 log = logging.getLogger(__name__)
 VAD_FAILURE_LOG_EVERY_S = 5.0

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import logging
 import socket
+from dataclasses import dataclass
 from typing import Any
 
 from bargein.config import Settings, Stage
-from bargein.engines.factory import RemoteStages
+from bargein.engines.base import LanguageModel, SpeechRecognizer, SpeechSynthesizer, VoiceActivityDetector
 from bargein.engines.remote.clients import (
     RemoteLanguageModel,
     RemoteRecognizer,
@@ -30,6 +31,16 @@ VAD_TIMEOUT_SHARE = 0.1
 
 class RemoteEngineConfigError(RuntimeError):
     """A remote stage is misconfigured; the message names the setting."""
+
+
+@dataclass
+class RemoteStages:
+    """The engines that are clients of remote deployments (``None``: load that stage here)."""
+
+    vad: VoiceActivityDetector | None = None
+    asr: SpeechRecognizer | None = None
+    llm: LanguageModel | None = None
+    tts: SpeechSynthesizer | None = None
 
 
 def connect_remote_stages(settings: Settings, description: dict[str, str]) -> RemoteStages:

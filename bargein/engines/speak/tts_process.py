@@ -18,12 +18,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from bargein.engines.base import CancelToken, SpeechChunk, SpeechSynthesizer
+from bargein.engines.base import SpeechSynthesizer
 from bargein.engines.process.child import EngineService
 from bargein.engines.process.client import ProcessClient
 from bargein.engines.process.supervisor import EngineProcess, python_worker
 from bargein.engines.process.wire import WorkerSpec
 from bargein.engines.speak.voice_list import ListedVoices, voice_listing
+from bargein.values import CancelToken, SpeechChunk
 
 
 class ProcessSynthesizer(ListedVoices, ProcessClient):

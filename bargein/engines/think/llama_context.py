@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from bargein.engines.base import ChatMessage, GenerationOptions
 from bargein.engines.think.llama_prompt import CHATML, render
 from bargein.engines.think.llm_prompt import HistoryTooLong, TokenCounts, fit_history, with_system_prompt
+from bargein.values import ChatMessage, GenerationOptions
 
 CHARS_PER_TOKEN_CAP = 8
 """A message is cut to ``n_ctx * 8`` characters (its start and its end) before tokenising: more could never fit."""

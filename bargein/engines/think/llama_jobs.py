@@ -20,13 +20,13 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
-from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions
 from bargein.engines.fair import owner
 from bargein.engines.speak.clauses import FIRST_CLAUSE_WORDS, ClauseSplitter
 from bargein.engines.think.llama_prompt import TemplateToolCalling
 from bargein.engines.think.llama_stats import TurnStats
 from bargein.engines.think.llm_sampling import SamplingParams
 from bargein.engines.think.tool_calls import forced_tool
+from bargein.values import CancelToken, ChatMessage, GenerationOptions
 
 END = object()
 """The last item a job sends: the reply is complete (or was cancelled)."""

@@ -40,7 +40,6 @@ from typing import Any
 
 import numpy as np
 
-from bargein.engines.base import ChatMessage, GenerationOptions
 from bargein.engines.cpu_reading import available_cores
 from bargein.engines.fair import FairQueue
 from bargein.engines.think import llm_sampling
@@ -60,6 +59,7 @@ from bargein.engines.think.llm_models import describe, resolve_gguf
 from bargein.engines.think.llm_prompt import DEFAULT_SYSTEM_PROMPT
 from bargein.engines.think.llm_sampling import SamplingParams
 from bargein.engines.think.thread_governor import ThreadGovernor
+from bargein.values import ChatMessage, GenerationOptions
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, ReplyPiece
 from bargein.engines.think.tool_calls import (
     OPEN_TAG,
     after_tool_result,
@@ -23,6 +22,7 @@ from bargein.engines.think.tool_calls import (
     offered_tools,
     split_calls,
 )
+from bargein.values import CancelToken, ChatMessage, GenerationOptions, ReplyPiece
 
 CHATML = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"

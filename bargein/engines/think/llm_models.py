@@ -23,8 +23,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from bargein.engines.weights import PinnedFile, WeightError, verify_sha256
-from bargein.engines.weights import cache_dir as cache_dir  # re-exported: the GGUF cache is the models cache
+from bargein.weights import PinnedFile, WeightError, verify_sha256
+from bargein.weights import cache_dir as cache_dir  # re-exported: the GGUF cache is the models cache
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 :class:`ProcessLanguageModel` is a client of :class:`~bargein.engines.process.supervisor.EngineProcess`:
 each reply is one request (the messages, options and whether tools are offered) whose items are the
-reply's pieces (text, or a whole :class:`~bargein.engines.base.ToolCall`). A reply's cancel reaches the
+reply's pieces (text, or a whole :class:`~bargein.values.ToolCall`). A reply's cancel reaches the
 worker as a message and the model's own cancel flag stops it within one token; the server side stops
 yielding at once. :class:`LanguageModelService` is the worker's side: it builds the real model from a
 :class:`WorkerSpec` and streams its replies.
@@ -17,19 +17,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from bargein.engines.base import (
-    CancelToken,
-    ChatMessage,
-    GenerationOptions,
-    LanguageModel,
-    ReplyPiece,
-    ToolCall,
-    ToolCallingModel,
-)
+from bargein.engines.base import LanguageModel, ToolCallingModel
 from bargein.engines.process.child import EngineService
 from bargein.engines.process.client import ProcessClient
 from bargein.engines.process.supervisor import EngineProcess, python_worker
 from bargein.engines.process.wire import WorkerDied, WorkerError, WorkerSpec
+from bargein.values import CancelToken, ChatMessage, GenerationOptions, ReplyPiece, ToolCall
 
 __all__ = ["LanguageModelService", "ProcessLanguageModel", "WorkerDied", "WorkerError", "WorkerSpec"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 
-from bargein.engines.base import ChatMessage
+from bargein.values import ChatMessage
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a friendly voice assistant having a spoken conversation: everything you write is read "

@@ -19,9 +19,9 @@ from typing import Any, TypeVar
 
 import httpx
 
-from bargein.engines.base import CancelToken, ChatMessage, GenerationOptions, ReplyPiece, ToolCall
 from bargein.engines.think.llm_prompt import DEFAULT_SYSTEM_PROMPT, with_system_prompt
 from bargein.engines.think.tool_calls import chat_tool, offered_tools, resolve_call
+from bargein.values import CancelToken, ChatMessage, GenerationOptions, ReplyPiece, ToolCall
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)

@@ -19,15 +19,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from bargein.engines.base import (
-    CancelToken,
-    ChatMessage,
-    GenerationOptions,
-    LanguageModel,
-    ReplyPiece,
-    ToolCall,
-    ToolCallingModel,
-)
+from bargein.engines.base import LanguageModel, ToolCallingModel
 from bargein.engines.think.call_markup import CLOSE_TAG as CLOSE_TAG
 from bargein.engines.think.call_markup import (
     FENCE,
@@ -41,6 +33,7 @@ from bargein.engines.think.call_markup import (
 from bargein.engines.think.call_markup import MAX_CALL_CHARS as MAX_CALL_CHARS
 from bargein.engines.think.call_markup import OPEN_TAG as OPEN_TAG
 from bargein.tools.arguments import ArgumentError, check_arguments, parse_arguments
+from bargein.values import CancelToken, ChatMessage, GenerationOptions, ReplyPiece, ToolCall
 
 log = logging.getLogger(__name__)
 

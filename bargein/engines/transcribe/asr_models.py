@@ -16,7 +16,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from bargein.engines.weights import PinnedFile, WeightError, sha256_of, verify_sha256
+from bargein.weights import PinnedFile, WeightError, sha256_of, verify_sha256
 
 log = logging.getLogger(__name__)
 

@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from bargein.engines.base import CancelToken, Float32Audio, Transcript
 from bargein.engines.fair import current_urgent, urgent
 from bargein.engines.process.child import EngineService
 from bargein.engines.process.client import ProcessClient
 from bargein.engines.process.supervisor import EngineProcess, python_worker
 from bargein.engines.process.wire import WorkerError, WorkerSpec
+from bargein.values import CancelToken, Float32Audio, Transcript
 
 
 @dataclass(frozen=True)

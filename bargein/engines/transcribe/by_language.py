@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from bargein.engines.base import Float32Audio, SpeechRecognizer, Transcript
+from bargein.engines.base import SpeechRecognizer
 from bargein.languages import language_code
+from bargein.values import Float32Audio, Transcript
 
 
 class RecognizerRouter:

@@ -33,10 +33,10 @@ from pathlib import Path
 
 import numpy as np
 
-from bargein.engines.base import LISTEN_SAMPLE_RATE, Float32Audio, Transcript
 from bargein.engines.fair import EngineBusy, FairQueue, owner, urgent
 from bargein.engines.transcribe.asr_models import WhisperSource, resolve_model
 from bargein.engines.transcribe.whisper_decode import FINAL, PARTIAL, DecodeOptions, WhisperCore
+from bargein.values import LISTEN_SAMPLE_RATE, Float32Audio, Transcript
 
 log = logging.getLogger(__name__)
 
@@ -226,7 +226,7 @@ def load_whisper(name: str | WhisperSource = "tiny.en", *, allow_network: bool =
 
     ``name`` is a registry name (``tiny.en``, ``base``), a local CTranslate2 folder, or (with
     ``allow_network``) a hub id. A weight file that fails its pinned sha256 raises
-    :class:`~bargein.engines.weights.WeightError` before anything is loaded. The encoder runs on
+    :class:`~bargein.weights.WeightError` before anything is loaded. The encoder runs on
     ``cpu_threads``; with another ``decoder_threads`` the weights are loaded a second time for the decoder
     (:attr:`WhisperCore.decoder`), and finals take the encoder's threads instead where a timing at start-up
     found them faster (:mod:`.wide_decoding`); None decodes on the encoder's threads.

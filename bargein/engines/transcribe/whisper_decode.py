@@ -28,12 +28,12 @@ from faster_whisper import WhisperModel
 from faster_whisper.tokenizer import Tokenizer
 from faster_whisper.transcribe import get_suppressed_tokens
 
-from bargein.engines.base import LISTEN_SAMPLE_RATE, Transcript, WordTiming
 from bargein.engines.transcribe.simplified import to_simplified
 from bargein.engines.transcribe.voiced_encoding import voiced_mean
 from bargein.engines.transcribe.wide_decoding import WideDecoding, measure_speed_up
 from bargein.languages import join_units, language_code, text_units
 from bargein.languages import language as language_row
+from bargein.values import LISTEN_SAMPLE_RATE, Transcript, WordTiming
 
 HOP_SAMPLES = 160
 """One mel frame is 10 ms; the encoder halves the frame count."""

@@ -23,7 +23,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from bargein.engines.base import Transcript
 from bargein.languages import is_backchannel, is_command, language, text_units
 from bargein.listening_model.decide import ANNOTATION, decide_over_reply, primed_features, spotted_command
 from bargein.listening_model.features import fold
@@ -31,6 +30,7 @@ from bargein.listening_model.keyword import spoken_command
 from bargein.listening_model.over_reply import loud_level_db
 from bargein.listening_model.own_voice import own_voice_fields
 from bargein.listening_model.user_words import user_words
+from bargein.values import Transcript
 
 BACKCHANNELS = frozenset({
     "uh-huh", "uh huh", "uhhuh", "mhm", "mm-hmm", "mm hmm", "mmhmm", "mm", "hmm", "hm", "mmm", "yeah", "yep",

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from bargein.engines.base import Transcript
 from bargein.session.core.classifier import ListenDecision
+from bargein.values import Transcript
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import overload
 
-from bargein.engines.base import Transcript
 from bargein.listening_model.over_reply import SPAN_MARGIN_MS, loud_stretch, reference_loud_level_db
 from bargein.listening_model.own_voice import mixed_with_room
 from bargein.session.core.classifier import ListenDecision, NoiseFloor, SegmentStats, classify
 from bargein.session.core.early_cut import cuts_early, stretch_just_ended
+from bargein.values import Transcript
 
 USER_LEVEL_RATE = 0.5
 """Each answered turn moves the user's reference level halfway to its own."""
