@@ -125,6 +125,19 @@ class Settings(BaseSettings):
     max_outbound_bytes: int = Field(32 * 1024 * 1024, ge=64 * 1024)
     """Bytes of server events a session may leave unread; past this the client is closed (policy)."""
 
+    # --- memory budgets of the history, and who may read the operator pages ------------------------------
+    max_history_bytes: int = Field(32 * 1024 * 1024, ge=64 * 1024)
+    """Memory one session's conversation history may hold (the strings' real size, so a character outside
+    Latin-1 counts its 2 or 4 bytes); past it the oldest items are forgotten."""
+    max_history_bytes_per_client: int = Field(128 * 1024 * 1024, ge=64 * 1024)
+    """History memory all the sessions of one client address may hold on one worker; past it that client's new
+    items are refused (``history_budget_exceeded``)."""
+    max_history_bytes_per_worker: int = Field(1024 * 1024 * 1024, ge=64 * 1024)
+    """History memory all the sessions of one worker may hold; past it new client items are refused."""
+    metrics_key: str | None = Field(None, min_length=1)
+    """A key (``Authorization: Bearer``) that reads ``/metrics`` and the details of ``/healthz`` besides the API
+    keys, e.g. for a Prometheus scraper that must not open sessions. Prefer ``BARGEIN_METRICS_KEY`` to the flag."""
+
     @field_validator("api_keys")
     @classmethod
     def _no_empty_keys(cls, keys: list[str]) -> list[str]:

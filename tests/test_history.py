@@ -101,3 +101,59 @@ def test_function_calls_and_outputs_count_against_the_byte_cap() -> None:
                for item in history)
     assert kept <= 10_000 and history.bytes <= 10_000 and history.forgotten >= 20
     assert history.last_id() == "o19"
+
+
+def _wide_text(i: int) -> str:
+    """7 MiB of ASCII with one emoji: CPython stores the whole string at 4 bytes a character (28 MiB)."""
+    return "a" * (7 * 1024 * 1024 - 2) + "\U0001f600" + chr(ord("0") + i)
+
+
+def test_the_byte_cap_counts_memory_not_characters() -> None:
+    """Four 7 MiB texts with one emoji each are 28 M characters (under a 32 M character cap) but 112 MiB of
+    memory: the history must keep no more than its cap's worth of memory."""
+    import sys
+
+    from bargein.session.history import MAX_HISTORY_BYTES
+
+    history = Conversation()
+    for i in range(4):
+        history.add(Item(f"wide{i}", "user", [Part("input_text", _wide_text(i))]))
+    held = sum(sys.getsizeof(part.text) for item in history for part in item.parts)
+    assert held <= MAX_HISTORY_BYTES and history.bytes <= MAX_HISTORY_BYTES
+    assert history.bytes >= held and history.last_id() == "wide3" and history.forgotten == 3
+
+
+def test_a_client_item_over_the_session_cap_is_refused_and_the_history_kept() -> None:
+    history = Conversation(max_bytes=1024 * 1024)
+    history.add(Item("small", "user", [Part("input_text", "hello")]), from_client=True)
+    with pytest.raises(ProtocolError) as refused:
+        history.add(Item("big", "user", [Part("input_text", "\U0001f600" * 300_000)]), from_client=True)
+    assert refused.value.code == "history_budget_exceeded"
+    assert [item.id for item in history] == ["small"]
+
+
+def test_the_client_and_worker_budgets_refuse_client_items_and_are_refunded() -> None:
+    from bargein.server.history_budget import HistoryLedger
+
+    ledger = HistoryLedger(per_client=3_000_000, per_worker=5_000_000)
+    one, two = Conversation(account=ledger.account("10.0.0.1")), Conversation(account=ledger.account("10.0.0.1"))
+    other = Conversation(account=ledger.account("10.0.0.2"))
+    wide = "\U0001f600" * 500_000  # 2 MB of memory in half a million characters
+    one.add(Item("a", "user", [Part("input_text", wide)]), from_client=True)
+    with pytest.raises(ProtocolError) as per_client:
+        two.add(Item("b", "user", [Part("input_text", wide)]), from_client=True)
+    assert per_client.value.code == "history_budget_exceeded" and "client" in per_client.value.message
+    other.add(Item("c", "user", [Part("input_text", wide)]), from_client=True)
+    third = Conversation(account=ledger.account("10.0.0.3"))
+    with pytest.raises(ProtocolError) as per_worker:
+        third.add(Item("d", "user", [Part("input_text", wide)]), from_client=True)
+    assert "per worker" in per_worker.value.message and len(third) == 0 and ledger.refused == 2
+    # the server's own items are counted, never refused
+    other.add(Item("e", "assistant", [Part("output_text", wide)]))
+    assert ledger.total > ledger.per_worker
+    one.release()
+    two.add(Item("b", "user", [Part("input_text", "short")]), from_client=True)
+    other.delete("e")
+    other.release()
+    two.release()
+    assert ledger.total == 0 and not ledger.by_address

@@ -237,3 +237,25 @@ def test_endless_speech_is_committed_in_turns_and_never_fills_the_input_buffer()
     assert all(end - started[item] <= 60_000 + 32 for item, end in stopped)
     committed = [e for e in events if e["type"] == "input_audio_buffer.committed"]
     assert len(committed) == len(stopped)
+
+
+def test_one_clients_sessions_together_hold_at_most_its_history_budget() -> None:
+    """Sessions x history per session multiply: one address's sessions share one budget of history memory, and
+    an item over it is refused with an error event while the session goes on."""
+    settings = Settings(port=free_port(), max_history_bytes_per_client=48 * 1024 * 1024, events_per_s=1e6,
+                        event_burst=10**6)
+    item = {"type": "conversation.item.create", "item": {"type": "message", "role": "user", "content": [
+        {"type": "input_text", "text": "a" * (7 * 1024 * 1024 - 2) + "\U0001f600"}]}}
+    with running_server(fake_engines(), settings) as host:
+        url = f"ws://{host}/v1/realtime"
+        with connect(url, max_size=None) as first, connect(url, max_size=None) as second:
+            for ws in (first, second):
+                assert json.loads(ws.recv(timeout=5))["type"] == "session.created"
+            first.send(json.dumps(item))
+            assert json.loads(first.recv(timeout=30))["type"] == "conversation.item.added"
+            second.send(json.dumps(item))
+            refused = json.loads(second.recv(timeout=30))
+            assert refused["type"] == "error" and refused["error"]["code"] == "history_budget_exceeded"
+            second.send(json.dumps({"type": "conversation.item.create", "item": {
+                "type": "message", "role": "user", "content": [{"type": "input_text", "text": "still here"}]}}))
+            assert json.loads(second.recv(timeout=5))["type"] == "conversation.item.added"

@@ -28,6 +28,7 @@ from bargein.metrics.tracing import configure_tracing, flush_tracing
 from bargein.server.auth import RealPeer
 from bargein.server.client_secrets import ClientSecrets, secrets_path
 from bargein.server.drain import Drain, shared_drain_flag
+from bargein.server.history_budget import HistoryLedger
 from bargein.server.load import LoadLimits, LoadMonitor
 from bargein.server.realtime_ws import SessionRegistry, refuse_session, serve_realtime
 from bargein.server.secrets_api import add_client_secret_route
@@ -50,7 +51,9 @@ class ServerState:
         self.engines: Engines | None = None
         self.load_error: str | None = None
         self.load_seconds: float | None = None
-        self.registry = SessionRegistry(settings.max_sessions, settings.max_connections_per_client)
+        self.registry = SessionRegistry(settings.max_sessions, settings.max_connections_per_client,
+                                        HistoryLedger(settings.max_history_bytes_per_client,
+                                                      settings.max_history_bytes_per_worker))
         runtime_directory = os.environ.get(WORKER_DIR_ENV)  # shared by the workers of ``--workers N``
         self.client_secrets = ClientSecrets(secrets_path(runtime_directory))
         self.drain = Drain(self.registry, settings.drain_s, shared_flag=shared_drain_flag(runtime_directory))

@@ -34,8 +34,10 @@ from bargein.protocol.server_events import error_event
 from bargein.protocol.session_config import SessionConfig
 from bargein.server.auth import SOCKET_SCOPE_KEY, authorize, client_address, peer_address
 from bargein.server.client_secrets import INVALID_SECRET, ClientSecrets, check_offered_secret
+from bargein.server.history_budget import HistoryLedger
 from bargein.server.limits import AddressCounter, EventRateLimiter
 from bargein.server.serving import abort_connection
+from bargein.session.history import MAX_HISTORY_BYTES
 from bargein.session.outbound import OutboundClosed, Outgoing
 from bargein.session.realtime_session import RealtimeSession
 from bargein.tools.registry import default_registry
@@ -51,10 +53,12 @@ FAREWELL_TIMEOUT_S = 1.0
 class SessionRegistry:
     """The live sessions of this server (bounded by ``max_sessions``, and per client address)."""
 
-    def __init__(self, max_sessions: int, per_address: int = 16) -> None:
+    def __init__(self, max_sessions: int, per_address: int = 16, history: HistoryLedger | None = None) -> None:
         self.max_sessions = max_sessions
         self.live: set[RealtimeSession] = set()
         self.addresses = AddressCounter(per_address)
+        self.history = history or HistoryLedger(MAX_HISTORY_BYTES * per_address, MAX_HISTORY_BYTES * max_sessions)
+        """The history memory of this worker's sessions, per client address and in all."""
         self.sockets: dict[RealtimeSession, WebSocket] = {}
         """Each live session's socket (the drain closes them)."""
 
@@ -113,6 +117,7 @@ async def serve_realtime(websocket: WebSocket, settings: Settings, engines: Engi
                                   builtin_tools=default_registry() if settings.builtin_tools else None,
                                   semantic_default=settings.turn_detection == "semantic_vad",
                                   tiered_default=settings.tiered_endpoint)
+        session.conversation.bind_budget(settings.max_history_bytes, registry.history.account(address))
         # every task the session starts inherits this: shared engines serve sessions in turn by it
         current_owner.set(session)
         registry.live.add(session)
@@ -125,6 +130,7 @@ async def serve_realtime(websocket: WebSocket, settings: Settings, engines: Engi
             registry.live.discard(session)
             registry.sockets.pop(session, None)
             await session.close()
+            session.conversation.release()
     finally:
         registry.addresses.release(address)
 

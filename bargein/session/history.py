@@ -8,10 +8,11 @@ is never thrown away.
 
 from __future__ import annotations
 
+import sys
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from bargein.languages import has_han, join_units
 from bargein.protocol import client_events as ce
@@ -29,8 +30,11 @@ Role = Literal["user", "assistant", "system"]
 MAX_ITEMS = 2_000
 """Oldest items are forgotten past this, so a long session's history stays bounded."""
 MAX_HISTORY_BYTES = 32 * 1024 * 1024
-"""Oldest items are also forgotten once the history's text and images pass this many bytes (whatever
-the session's ``truncation``, which decides what the model sees, not what the server keeps)."""
+"""Oldest items are also forgotten once the history's text and images hold this many bytes of memory (whatever
+the session's ``truncation``, which decides what the model sees, not what the server keeps). Memory, not
+characters: one character outside Latin-1 makes CPython store its whole string at 2 or 4 bytes a character."""
+ITEM_OVERHEAD_BYTES = 64
+"""What an item costs beyond its strings (its objects, the history's entries), so empty items are not free."""
 UNANSWERED = "(no result: the call was not answered)"
 """What the model is told of a function call the client never answered."""
 
@@ -78,10 +82,13 @@ class Item:
 
     @property
     def size(self) -> int:
-        """Characters of text and image data the item holds (its weight in the history's byte cap), a function
-        call's name and arguments and a function call output's text included."""
-        call = len(self.call.name) + len(self.call.arguments) if self.call is not None else 0
-        return sum(len(p.text) + len(p.image_url or "") for p in self.parts) + call + len(self.output) + 64
+        """Bytes of memory its text and image data occupy (its weight in the history's caps), a function call's
+        name and arguments and a function call output's text included: each string's real size
+        (``sys.getsizeof``, constant time), so a 7 MiB text with one emoji weighs 28 MiB, as it does in memory."""
+        strings = [p.text for p in self.parts] + [p.image_url for p in self.parts if p.image_url]
+        if self.call is not None:
+            strings += [self.call.name, self.call.arguments]
+        return sum(sys.getsizeof(text) for text in strings) + sys.getsizeof(self.output) + ITEM_OVERHEAD_BYTES
 
     @property
     def is_assistant_audio(self) -> bool:
@@ -182,18 +189,46 @@ def response_input_items(specs: list[Any], conversation: Conversation, *, event_
     return items
 
 
+class HistoryAccount(Protocol):
+    """Where a session's history memory is also counted beyond the session: its client address's and its worker's
+    budgets (``bargein.server.history_budget``)."""
+
+    def charge(self, size: int, *, refusable: bool) -> str | None:
+        """Count ``size`` more bytes; a refusable charge over a budget is not counted and says why."""
+
+    def refund(self, size: int) -> None:
+        """``size`` bytes were let go."""
+
+
 class Conversation:
     """The items of one session, in order."""
 
-    def __init__(self, max_items: int = MAX_ITEMS, max_bytes: int = MAX_HISTORY_BYTES) -> None:
+    def __init__(self, max_items: int = MAX_ITEMS, max_bytes: int = MAX_HISTORY_BYTES,
+                 account: HistoryAccount | None = None) -> None:
         self._items: OrderedDict[str, Item] = OrderedDict()
         self.max_items = max_items
         self.max_bytes = max_bytes
+        self.account = account
         self._sizes: dict[str, int] = {}
         """Each item's size when it was added (text that grows later, a reply's, is short)."""
         self.bytes = 0
         self.forgotten = 0
         """Items dropped to stay within the caps."""
+
+    def bind_budget(self, max_bytes: int, account: HistoryAccount | None) -> None:
+        """Set the session's byte cap and the shared account (the server does, before the session gets any item)."""
+        if self.account is not None:
+            self.account.refund(self.bytes)
+        self.max_bytes = max_bytes
+        self.account = account
+        if account is not None:
+            account.charge(self.bytes, refusable=False)
+
+    def release(self) -> None:
+        """The session ended: give its bytes back to the shared account (the items stay until collected)."""
+        if self.account is not None:
+            self.account.refund(self.bytes)
+            self.account = None
 
     def __len__(self) -> int:
         return len(self._items)
@@ -217,11 +252,24 @@ class Conversation:
         """Id of the newest item."""
         return next(reversed(self._items), None) if self._items else None
 
-    def add(self, item: Item, *, previous_item_id: str | None = None, event_id: str | None = None) -> str | None:
-        """Insert after ``previous_item_id`` (default: at the end); returns the id it follows."""
+    def add(self, item: Item, *, previous_item_id: str | None = None, event_id: str | None = None,
+            from_client: bool = False) -> str | None:
+        """Insert after ``previous_item_id`` (default: at the end); returns the id it follows.
+
+        A client's item (``from_client``) that would take its address or its worker over their history budgets is
+        refused (``history_budget_exceeded``); the server's own items (transcripts, replies) are always kept.
+        """
         if item.id in self._items:
             raise ProtocolError(f"an item with id {item.id!r} already exists", code="item_already_exists",
                                 param="item.id", event_id=event_id)
+        if previous_item_id not in (None, "root"):
+            self.get(previous_item_id, event_id=event_id)
+        size = item.size
+        if size > self.max_bytes and from_client:
+            raise ProtocolError(f"the item holds {size} bytes in memory, over this session's history cap of "
+                                f"{self.max_bytes} bytes", code="history_budget_exceeded", param="item",
+                                event_id=event_id)
+        self._charge(size, from_client=from_client, event_id=event_id)
         if previous_item_id is None or previous_item_id == self.last_id():
             previous = self.last_id()
             self._items[item.id] = item
@@ -230,25 +278,37 @@ class Conversation:
             self._items[item.id] = item
             self._items.move_to_end(item.id, last=False)
         else:
-            self.get(previous_item_id, event_id=event_id)
             entries = list(self._items.items())
             index = next(i for i, (key, _) in enumerate(entries) if key == previous_item_id)
             entries.insert(index + 1, (item.id, item))
             self._items = OrderedDict(entries)
             previous = previous_item_id
-        self._sizes[item.id] = item.size
-        self.bytes += self._sizes[item.id]
+        self._sizes[item.id] = size
+        self.bytes += size
         while len(self._items) > 1 and (len(self._items) > self.max_items or self.bytes > self.max_bytes):
             oldest, _ = self._items.popitem(last=False)
-            self.bytes -= self._sizes.pop(oldest, 0)
+            self._let_go(self._sizes.pop(oldest, 0))
             self.forgotten += 1
         return previous
+
+    def _charge(self, size: int, *, from_client: bool, event_id: str | None) -> None:
+        if self.account is None:
+            return
+        refusal = self.account.charge(size, refusable=from_client)
+        if refusal is not None:
+            raise ProtocolError(f"the item was not added: {refusal}; delete items or start a new session later",
+                                code="history_budget_exceeded", param="item", event_id=event_id)
+
+    def _let_go(self, size: int) -> None:
+        self.bytes -= size
+        if self.account is not None:
+            self.account.refund(size)
 
     def delete(self, item_id: str, *, event_id: str | None = None) -> None:
         """Remove an item; unknown ids are a protocol error."""
         self.get(item_id, event_id=event_id)
         del self._items[item_id]
-        self.bytes -= self._sizes.pop(item_id, 0)
+        self._let_go(self._sizes.pop(item_id, 0))
 
     def truncate(self, item_id: str, content_index: int, audio_end_ms: float, *,
                  event_id: str | None = None) -> float:

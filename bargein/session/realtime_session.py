@@ -277,7 +277,7 @@ class RealtimeSession:
         item, clips = client_item(message.item, lambda audio: self._decode_item_audio(audio, message.event_id),
                                   event_id=message.event_id)
         previous = self.conversation.add(item, previous_item_id=message.previous_item_id,
-                                         event_id=message.event_id)
+                                         event_id=message.event_id, from_client=True)
         self.outbound.put(Outgoing(event("conversation.item.added", previous_item_id=previous, item=item.wire())))
         if not clips:
             self.outbound.put(Outgoing(event("conversation.item.done", previous_item_id=previous,
@@ -307,7 +307,8 @@ class RealtimeSession:
                    for other in self.conversation):
                 raise ProtocolError(f"the function call {call_id!r} already has an output", code="invalid_value",
                                     param="item.call_id", event_id=message.event_id)
-        previous = self.conversation.add(item, previous_item_id=message.previous_item_id, event_id=message.event_id)
+        previous = self.conversation.add(item, previous_item_id=message.previous_item_id, event_id=message.event_id,
+                                         from_client=True)
         if item.type == "function_call_output" and item.call is not None:  # in the conversation: now it is answered
             self.replies.pending.answer(item.call.call_id)
         self.outbound.put(Outgoing(event("conversation.item.added", previous_item_id=previous, item=item.wire())))
