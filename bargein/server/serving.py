@@ -10,6 +10,10 @@ thousand half-open sockets cannot use up the server's file descriptors.
 WebSocket connections are tracked by peer so the app can :func:`abort_connection` a client that does
 not read (uvicorn would otherwise keep reading it for 10 s after the close frame, and keep its
 unsent output until the peer reads it).
+
+uvicorn offers no public hook for these, so the subclasses read three private attributes of its protocols
+(``cycle``, ``conn.data_to_send``, ``read_paused``): pyproject.toml holds uvicorn below its next minor release,
+and ``tests/test_uvicorn_internals.py`` names whichever a newer uvicorn lacks.
 """
 
 from __future__ import annotations
