@@ -199,7 +199,7 @@ def test_storm_guard_enters_confirm_mode_and_calms_down() -> None:
     short = of(t.silence(1056), dx.AwaitClassification)[0].item_id
     assert t.feed(dx.SegmentClassified(short, "query")) == [dx.DiscardSegment(short)]
     # a query-length segment does pause it
-    assert of(t.speech(640), dx.PauseReply) == [dx.PauseReply(reply, t.machine._turn.item_id)]  # type: ignore[union-attr]
+    assert of(t.speech(640), dx.PauseReply) == [dx.PauseReply(reply, t.machine.turn.item_id)]  # type: ignore[union-attr]
     t.silence(1056)
     t.feed(dx.PauseTimerFired(reply))
     # ten calm seconds later the session is back to normal

@@ -119,7 +119,7 @@ class RealtimeSession:
     def owes_reply(self) -> bool:
         """A reply is in progress, or one will start without the client asking: a committed turn is still being
         judged, or waits its turn to be answered (what a graceful drain waits for; the machine's
-        :attr:`~bargein.session.core.machine_base.MachineBase.owes_reply`)."""
+        :attr:`~bargein.session.core.machine.DuplexMachine.owes_reply`)."""
         return self.machine.owes_reply
 
     def observe(self, observer: SessionObserver) -> None:

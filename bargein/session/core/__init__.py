@@ -4,8 +4,7 @@ Nothing here does I/O or reads a clock; ``from bargein.session import core`` giv
 """
 
 from bargein.session.core.client_requests import MIN_COMMIT_MS
-from bargein.session.core.machine import DuplexMachine
-from bargein.session.core.machine_base import IllegalTransition
+from bargein.session.core.machine import DuplexMachine, IllegalTransition
 from bargein.session.core.settings import Endpointing, Interruption, Listening, Speculation, TurnSettings
 from bargein.session.core.vocabulary import *  # noqa: F403 - the machine's vocabulary is part of its interface
 

@@ -1,285 +1,310 @@
 """The duplex turn-taking state machine: pure, no I/O, no clock of its own (sans-I/O, as h11/wsproto).
+
 The shell ``feed``s small frozen events (VAD frames, client events, reply output, transcripts, timers) and
 ``take_actions`` returns what is due. Time is stream time carried by the events, so a scripted timeline replays
-exactly. All of turn-taking is decided by the machine (turns, endpoints, verdicts, pause/cancel/resume, output
-admission, speculation, the idle-buffer trim; see docs/design.md): this module's transitions, the client's requests
-(``client_requests.py``) and the state and reply life they share (``machine_base.py``)."""
+exactly. All of turn-taking is decided here (turns, endpoints, verdicts, pause/cancel/resume, output admission,
+speculation, the idle-buffer trim; see docs/design.md).
+
+One machine, its sub-states named. :class:`DuplexMachine` owns these records, each with its own states:
+
+``turn``: the turn being spoken (:class:`~bargein.session.core.turn_records.Turn`, ``None`` when nobody speaks)
+    none -> speaking (a voiced frame) <-> silent (``silence_since_ms`` set: the voice faded or Silero fell
+    silent; speech resumes it) -> none (committed at the endpoint or the longest turn, committed by the client,
+    or abandoned by a clear or manual turns). ``scored``: the end-of-turn model was asked about this silence;
+    ``told``: the client heard of its ``speech_started`` (confirm mode holds it back over a live reply).
+``reply``: the live reply (:class:`~bargein.session.core.turn_records.Reply`, ``None`` when none is live)
+    none -> thinking (started) -> speaking (its first audio forwarded) <-> paused (the user talked over it)
+    -> none (completed, failed or cancelled: remembered in ``ended_replies``). ``generation_done``: all its
+    words came while it was paused (it completes once resumed); ``playing_out``: its words are all out and the
+    client plays the last stretch.
+``awaiting``: the verdicts awaited (:class:`~bargein.session.core.verdicts.AwaitedVerdicts`)
+    per committed segment: expected -> settled (its verdict came) or dropped (cleared); marked meanwhile
+    cut_early, unended, untold, answered by a client's reply, or owing no answer.
+``answer_owed``: a judged query or a committed turn waits to be answered: no -> owed -> no (a reply starts).
+``storm``: the storm mode (:class:`~bargein.session.core.storm_guard.StormGuard`)
+    normal -> confirm (too many barge-ins within the window) -> normal (a calm window).
+``idle``: the idle prompt (:class:`~bargein.session.core.idle_prompt.IdlePrompt`)
+    off -> armed (a reply ended) -> suspended (the user speaks or is judged) -> armed (that turn led to no
+    reply) | off (a reply started, turns became manual) | client (a turn left to the client to answer).
+``tools``: the tool wait (:class:`~bargein.session.core.tool_wait.ToolOutputs`)
+    none <-> owed (the client owes function call outputs: the session waits on it, it is not idle).
+``segments``: the listening book (:class:`~bargein.session.core.segment_book.SegmentBook`): each
+    segment from onset to verdict, the noise floor and the user's own level.
+
+The phase seen from outside is a table over these (:data:`PHASES`). The transitions: this module's (dispatch,
+the reply's life, what follows its end), :mod:`~bargein.session.core.voice_activity` (turns from VAD frames),
+:mod:`~bargein.session.core.listening_decisions` (what a verdict or a guess does) and
+:mod:`~bargein.session.core.client_requests` (the client's own requests); each is a function of the machine.
+"""
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Literal, assert_never
 
+from bargein.protocol.client_events import ResponseParams
+from bargein.session.core import client_requests, listening_decisions, voice_activity
 from bargein.session.core import vocabulary as v
 from bargein.session.core.admission import admission, admit
-from bargein.session.core.classifier import ListenDecision
-from bargein.session.core.client_requests import ClientRequests
-from bargein.session.core.machine_base import IllegalTransition
-from bargein.session.core.segment_book import ignored_action
+from bargein.session.core.idle_prompt import IdlePrompt
+from bargein.session.core.segment_book import SegmentBook
 from bargein.session.core.settings import TurnSettings
-from bargein.session.core.turn_records import Turn
-from bargein.session.core.voice_fade import VoiceFade, silence_counted_from
+from bargein.session.core.storm_guard import StormGuard
+from bargein.session.core.tool_wait import ToolOutputs
+from bargein.session.core.turn_records import Reply, ReplyStage, Turn
+from bargein.session.core.verdicts import AwaitedVerdicts, answers_the_user
 
-HYSTERESIS = 0.15
-"""Speech ends below ``threshold - HYSTERESIS`` (Silero's recommended offset threshold)."""
+RECENT_FINISHED = 64
+"""Ended replies remembered, so their generation task finishing late is recognised as harmless."""
+
+PHASES: tuple[tuple[bool | None, ReplyStage | None, bool | None, v.Phase], ...] = (
+    # user speaking, live reply, tool outputs owed -> phase (the first row that matches; None matches anything)
+    (True, None, None, v.Phase.USER_SPEAKING),
+    (False, "none", False, v.Phase.LISTENING),
+    (False, "none", True, v.Phase.AWAITING_TOOL),
+    (False, "thinking", None, v.Phase.THINKING),
+    (False, "speaking", None, v.Phase.AGENT_SPEAKING),
+    (False, "paused", None, v.Phase.PAUSED),
+)
+"""The phase as a table of the sub-states: who speaks, the live reply's stage, whether a tool's output is owed."""
 
 
-class DuplexMachine(ClientRequests):
-    """Turn-taking and reply admission for one session: ``feed`` dispatches every event to its transition (the
-    voice activity, listening decisions and reply output here, the client's requests in
-    :class:`~bargein.session.core.client_requests.ClientRequests`, the state and the reply's life they share in
-    :class:`~bargein.session.core.machine_base.MachineBase`).
+class IllegalTransition(RuntimeError):
+    """The shell fed something impossible (a programming error, never a client error)."""
+
+
+@dataclass
+class DuplexMachine:
+    """Turn-taking and reply admission for one session: ``feed`` dispatches every event to its transition, and
+    the sub-states listed in this module's header say where everything stands (read them; only the machine's
+    transitions change them).
 
     ``new_id(prefix)`` supplies item and response ids (deterministic in tests).
     """
+
+    new_id: Callable[[str], str]
+    settings: TurnSettings = field(default_factory=TurnSettings)
+    storm: StormGuard = field(default_factory=StormGuard)
+    segments: SegmentBook = field(default_factory=SegmentBook)
+    turn: Turn | None = field(default=None, init=False)
+    reply: Reply | None = field(default=None, init=False)
+    awaiting: AwaitedVerdicts = field(default_factory=AwaitedVerdicts, init=False)
+    """Committed segments waiting for the classifier, and what each verdict owes."""
+    answer_owed: bool = field(default=False, init=False)
+    idle: IdlePrompt = field(default_factory=IdlePrompt, init=False)
+    tools: ToolOutputs = field(default_factory=ToolOutputs, init=False)
+    last_ms: float = field(default=0.0, init=False)
+    """Stream time of the last VAD frame."""
+    heard_from_ms: float = field(default=0.0, init=False)
+    """Stream time before which the input buffer holds nothing (the last commit's or clear's end)."""
+    ended_replies: deque[str] = field(default_factory=lambda: deque(maxlen=RECENT_FINISHED), init=False)
+    _actions: list[v.Action] = field(default_factory=list, init=False)
+
+    def __post_init__(self) -> None:
+        self.storm = StormGuard(self.settings.listening.storm_barge_ins, self.settings.listening.storm_window_ms)
 
     def feed(self, event: v.Event) -> None:
         """Take one event; its consequences are queued for :meth:`take_actions`."""
         match event:
             case v.VadFrame():
-                self._on_vad_frame(event)
+                if event.end_ms < self.last_ms or event.end_ms < event.start_ms:
+                    raise IllegalTransition(f"VAD frame {event} goes back in stream time (at {self.last_ms})")
+                voice_activity.on_vad_frame(self, event)
             case v.AudioAppended():
-                if self.settings.vad and self._turn is None:
-                    self._emit(v.TrimBuffer(event.stream_ms - self.settings.buffer_keep_ms))
+                if self.settings.vad and self.turn is None:
+                    self.emit(v.TrimBuffer(event.stream_ms - self.settings.buffer_keep_ms))
             case v.PartialTranscript() | v.TurnEndScored() | v.GuessTranscribed():
-                if (turn := self._turn) is not None and turn.item_id == event.item_id:
+                if (turn := self.turn) is not None and turn.item_id == event.item_id:
                     turn.heard.take(event)
                 if isinstance(event, v.GuessTranscribed):
-                    self._on_guess(event)
-                if turn is not None and self._turn is turn and self.settings.vad:
-                    self._check_endpoint(turn, self._last_ms)  # the evidence may end a silence already long enough
+                    listening_decisions.on_guess(self, event)
+                if turn is not None and self.turn is turn and self.settings.vad:
+                    voice_activity.check_endpoint(self, turn, self.last_ms)  # a silence already long enough ends
             case v.SegmentClassified():
-                self._on_classified(event.item_id, event.decision, event.verdict)
+                listening_decisions.on_classified(self, event.item_id, event.decision, event.verdict)
             case v.SegmentTranscribed():
-                if event.item_id in self._awaiting and (verdict := self.segments.judge(
-                        event.item_id, event.transcript, during_reply=self._over_reply, primed=event.primed,
+                if event.item_id in self.awaiting and (verdict := self.segments.judge(
+                        event.item_id, event.transcript, during_reply=self.over_reply, primed=event.primed,
                         primed_pending=event.primed_pending)) is not None:
-                    self._on_classified(event.item_id, verdict.decision, verdict)
+                    listening_decisions.on_classified(self, event.item_id, verdict.decision, verdict)
             case v.PauseTimerFired():
-                reply = self._reply
+                reply = self.reply
                 if reply is not None and reply.response_id == event.response_id and reply.paused \
-                        and self._turn is None:  # else decided meanwhile, or the user is speaking again
-                    self._resume(reply)
+                        and self.turn is None:  # else decided meanwhile, or the user is speaking again
+                    self.resume(reply)
             case v.ClientCommit():
-                self._on_client_commit(event)
+                client_requests.on_commit(self, event)
             case v.ClientClear():
-                self._heard_from_ms = self._last_ms
-                self._abandon_turn(then=v.ClearBuffer())
+                self.heard_from_ms = self.last_ms
+                client_requests.abandon_turn(self, then=v.ClearBuffer())
             case v.ClientResponseCreate():
-                self._on_client_create(event)
+                client_requests.on_create(self, event)
             case v.ClientResponseCancel():
-                self._on_client_cancel(event)
+                client_requests.on_cancel(self, event)
             case v.PlaybackCut():
-                self._on_playback_cut()
+                client_requests.on_playback_cut(self)
             case v.ReplyAudio() | v.ReplyText():
-                reply = self._reply
+                reply = self.reply
                 how = admission(reply.response_id if reply else None, bool(reply and reply.paused), event.response_id)
                 if how == "forward" and reply is not None and isinstance(event, v.ReplyAudio):
                     reply.has_audio = True
-                self._emit(admit(event, how))
+                self.emit(admit(event, how))
             case v.ReplyPlayingOut():
-                if self._reply is not None and self._reply.response_id == event.response_id:
-                    self._reply.playing_out = True
+                if self.reply is not None and self.reply.response_id == event.response_id:
+                    self.reply.playing_out = True
             case v.ReplyFinished():
                 self._on_reply_finished(event)
             case v.IdleTimerFired():
-                if self._idle.due(self.settings.idle_prompt_ms, user_busy=self._user_busy,
-                                  agent_busy=self._reply is not None or self._tool_wait):
+                if self.idle.due(self.settings.idle_prompt_ms, user_busy=self.user_busy,
+                                 agent_busy=self.reply is not None or self.tools.owed):
                     item_id = self.new_id("item")
-                    self._emit(v.IdleTimeout(item_id, event.at_ms, event.at_ms))
-                    self._start_reply("idle_timeout")
+                    self.emit(v.IdleTimeout(item_id, event.at_ms, event.at_ms))
+                    self.start_reply("idle_timeout")
             case v.SettingsChanged():
-                self._on_settings(event.settings)
+                client_requests.on_settings(self, event.settings)
             case v.ToolWait(owed):
-                self._tool_wait = owed
-                if not owed and self._reply is None:  # nothing owed: idle again
-                    self._idle_again()
+                self.tools.owed = owed
+                if not owed and self.reply is None:  # nothing owed: idle again
+                    self.idle_again()
             case _:
                 assert_never(event)
 
-    # -- voice activity -----------------------------------------------------------------------------
+    def take_actions(self) -> list[v.Action]:
+        """Everything due since the last call, in order."""
+        actions, self._actions = self._actions, []
+        return actions
 
-    def _on_vad_frame(self, frame: v.VadFrame) -> None:
-        if frame.end_ms < self._last_ms or frame.end_ms < frame.start_ms:
-            raise IllegalTransition(f"VAD frame {frame} goes back in stream time (at {self._last_ms})")
-        self._last_ms = frame.end_ms
-        if self.settings.vad:
-            self._detect_turn(frame, self.settings)
-        speaking = self._turn.item_id if self._turn is not None else None
-        self.segments.frame(speaking, frame.probability, frame.energy_db, frame.end_ms - frame.start_ms)
+    def emit(self, action: v.Action) -> None:
+        """Queue ``action`` for :meth:`take_actions` (the machine's transitions only)."""
+        self._actions.append(action)
 
-    def _detect_turn(self, frame: v.VadFrame, settings: TurnSettings) -> None:
-        if self.storm.tick(frame.end_ms) == "normal":
-            self._emit(v.ModeChanged("normal", f"no barge-in for {settings.listening.storm_window_ms / 1000:.0f} s"))
-        threshold = settings.endpointing.threshold
-        voiced = frame.probability >= threshold
-        silent = frame.probability < max(threshold - HYSTERESIS, 0.01)
-        turn = self._turn
-        if turn is None:
-            if voiced:
-                self._hear_fade(self._begin_turn(frame.start_ms, settings), frame, voiced=True)
+    # -- what the sub-states say --------------------------------------------------------------------
+
+    @property
+    def phase(self) -> v.Phase:
+        """The current phase: the first row of :data:`PHASES` that the sub-states match."""
+        key = (self.turn is not None, self.reply.stage if self.reply is not None else "none", self.tools.owed)
+        for row in PHASES:
+            if all(want is None or want == have for want, have in zip(row[:3], key, strict=True)):
+                return row[3]
+        raise AssertionError(f"no phase for {key}")  # the table covers every combination
+
+    @property
+    def active_response_id(self) -> str | None:
+        """The only reply whose output may reach the client (while it is not paused)."""
+        return self.reply.response_id if self.reply else None
+
+    @property
+    def owes_reply(self) -> bool:
+        """A reply is in progress, or one will start without the client asking for it: a committed turn is still
+        being judged, or is judged and waits its turn to be answered (what a graceful drain waits for)."""
+        if self.reply is not None:
+            return True
+        automatic = self.settings.vad and self.settings.create_response
+        return automatic and (self.answer_owed or bool(self.awaiting))
+
+    @property
+    def over_reply(self) -> bool:
+        """Speech now is spoken over the agent: a reply is live and not merely playing out its last stretch (a turn
+        begun then is judged as one after the reply: "yes" answers the agent, it does not acknowledge it)."""
+        return self.reply is not None and not self.reply.playing_out
+
+    @property
+    def user_busy(self) -> bool:
+        """The user is speaking, or a segment of theirs is being judged."""
+        return self.turn is not None or bool(self.awaiting)
+
+    # -- the live reply's life, and what follows its end --------------------------------------------
+
+    def maybe_answer(self) -> None:
+        """Start the answer owed once nothing stands in its way (a turn spoken or judged, a live reply); with
+        nothing owed, arm the idle prompt that turns ending in nothing left owed."""
+        settings = self.settings
+        if not (settings.vad and settings.create_response):
+            if self.answer_owed:  # the client answers this turn, or lets it be: that silence is not the user's
+                self.idle.leave_to_client()
+            self.answer_owed = False  # no automatic reply now, so none owed once they are switched on again
+        if self.turn is not None or self.reply is not None or self.awaiting:
             return
-        fade = self._hear_fade(turn, frame, voiced=voiced)
-        speech = voiced and not fade.quiet  # Silero's slow decay over the room's level is not the voice
-        if speech:
-            turn.speech_ms += frame.end_ms - frame.start_ms
-        if voiced:
-            turn.vad_silent_since_ms = None
-        elif silent and turn.vad_silent_since_ms is None:
-            turn.vad_silent_since_ms = frame.start_ms
-        reply = self._reply
-        waits = reply is not None and reply.paused  # for the user's words: recognised both ways, urgently
-        if speech and turn.silence_since_ms is not None:
-            turn.silence_since_ms = None
-            self._emit(v.SpeechResumed(turn.item_id))
-        elif turn.silence_since_ms is None and (silent or fade.faded(frame.end_ms)):
-            began_ms = fade.quiet_since_ms if fade.quiet_since_ms is not None else frame.start_ms
-            turn.silence_since_ms, turn.scored = began_ms, False
-            turn.heard.silence(began_ms)
-            self._emit(v.SilenceBegan(turn.item_id, began_ms,
-                                      self.segments.listen_span(turn.item_id, turn.onset_ms) if waits else None, waits))
-        elif waits and turn.silence_since_ms is None and (
-                span := self.segments.voice_faded(turn.item_id, turn.onset_ms)):  # the room talks on after it
-            self._emit(v.VoiceEnded(turn.item_id, frame.start_ms, span))
-        if (turn.during_reply and reply is not None and not reply.paused and settings.interruption.enabled
-                and settings.listening.classify and turn.speech_ms >= settings.interruption.confirm_query_ms):
-            self._pause(reply, turn)  # confirm mode: a query-length segment may interrupt (a verdict will decide)
-        if (settings.endpointing.scores and turn.silence_since_ms is not None and not turn.scored
-                and frame.end_ms - turn.silence_since_ms >= settings.endpointing.score_after_ms):
-            turn.scored = True  # a pause the speech resumes from sooner is never scored
-            self._emit(v.ScoreTurnEnd(turn.item_id, turn.silence_since_ms,
-                                      optional=settings.endpointing.eagerness is None))
-        self._check_endpoint(turn, frame.end_ms)
+        if self.answer_owed:
+            self.start_reply("turn_detected")
+        elif self.idle.state == "suspended" and not self.tools.owed:
+            self.idle_again()  # the turns that disarmed the idle timer led to no reply: else no prompt ever comes
 
-    def _hear_fade(self, turn: Turn, frame: v.VadFrame, *, voiced: bool) -> VoiceFade:
-        fade = turn.fade
-        if not self.settings.endpointing.voice_fade:
-            return fade  # never quiet: Silero alone decides
-        fade.frame(frame.start_ms, frame.energy_db, self.segments.noise_floor.level_db, voiced=voiced)
-        return fade
+    def start_reply(self, trigger: Literal["turn_detected", "client", "idle_timeout"],
+                    params: ResponseParams | None = None) -> None:
+        """A reply starts (none is live): the answer owed is paid, the idle prompt is off."""
+        self.answer_owed = False
+        self.reply = Reply(self.new_id("resp"))
+        if trigger == "client" and answers_the_user(trigger, params):
+            self.awaiting.answered_by(self.reply.response_id)
+        self.idle.stop()
+        self.emit(v.DisarmIdleTimer())
+        self.emit(v.StartReply(self.reply.response_id, trigger, params))
 
-    def _check_endpoint(self, turn: Turn, now_ms: float) -> None:
-        endpointing = self.settings.endpointing
-        since = (silence_counted_from(turn.silence_since_ms, turn.vad_silent_since_ms)
-                 if turn.silence_since_ms is not None else None)
-        ended = since is not None and now_ms - since >= endpointing.silence_ms(
-            turn.heard, confirm=self.storm.mode == "confirm")
-        if ended or now_ms - turn.onset_ms >= endpointing.max_turn_ms:  # endless "speech": commit what there is
-            self._end_turn(turn, self.settings, now_ms, unended=not ended)
+    def tell_speech(self) -> None:
+        """The turn being spoken, held back from the client in confirm mode, is told now (it pauses the reply, the
+        reply ended, or the client committed it)."""
+        if (turn := self.turn) is not None and not turn.told:
+            turn.told = True
+            self.emit(v.SpeechAnnounced(turn.item_id, turn.onset_ms, self.settings.interruption.enabled))
 
-    def _begin_turn(self, onset_ms: float, settings: TurnSettings) -> Turn:
-        reply = self._reply
-        start_ms = max(0.0, onset_ms - settings.endpointing.prefix_padding_ms, self._heard_from_ms)
-        over_reply = self._over_reply
-        turn = self._turn = Turn(self.new_id("item"), onset_ms, start_ms, during_reply=over_reply)
-        self.segments.begin(turn.item_id, threshold=settings.endpointing.threshold, during_reply=over_reply,
-                            offset_ms=onset_ms - start_ms)
-        self._emit(v.DisarmIdleTimer())
-        self._idle.suspend()  # owed again if this turn ends in nothing
-        # confirm mode over the agent's reply: no pause at the onset, so OpenAI's clients must not stop playing either
-        turn.told = not (reply is not None and not reply.paused and settings.interruption.enabled
-                         and settings.listening.classify and self.storm.mode == "confirm")
-        self._emit(v.SpeechStarted(turn.item_id, onset_ms, settings.interruption.enabled and turn.told, turn.told))
-        if reply is None or not settings.interruption.enabled:
-            return turn
-        if not settings.listening.classify:
-            self._cancel_active("turn_detected")
-        elif self.storm.mode == "normal" and not reply.paused:
-            self._pause(reply, turn)
-        return turn
+    def pause(self, reply: Reply, turn: Turn) -> None:
+        """The user's ``turn`` pauses the live ``reply`` (a verdict or a timer will end the pause)."""
+        self.tell_speech()
+        reply.paused = True
+        self.emit(v.PauseReply(reply.response_id, turn.item_id))
 
-    def _end_turn(self, turn: Turn, settings: TurnSettings, now_ms: float, *, unended: bool) -> None:
-        """Commit the turn; ``unended``: at the longest turn, no endpoint having ended it (nothing says the user has
-        finished, so it is judged but never answered)."""
-        if not settings.listening.classify:
-            self._tell_speech()  # listening switched off mid-turn: the turn is answered, so the client hears of it
-        self._turn, self._heard_from_ms = None, now_ms
-        self._emit(v.SpeechStopped(turn.item_id, now_ms if turn.silence_since_ms is None else turn.silence_since_ms,
-                                   turn.told))
-        span = self.segments.listen_span(turn.item_id, turn.onset_ms) if settings.listening.classify else None
-        paused = self._reply if self._reply is not None and self._reply.paused else None  # it waits for the verdict
-        self._emit(v.CommitBuffer(turn.item_id, turn.start_ms, now_ms, listen_span=span, urgent=paused is not None))
-        if unended:
-            self._awaiting.mark_unended(turn.item_id)
-        if not settings.listening.classify:
-            self.segments.forget(turn.item_id)
-            self._unanswered = self._unanswered or not unended
-            self._maybe_answer()
-            return
-        self._awaiting.expect(turn.item_id, during_reply=turn.during_reply)
-        if not turn.told:  # it never paused the reply, which outlived it: ignored, as confirm mode ignores such speech
-            self._awaiting.mark_untold(turn.item_id)
-        self._emit(v.AwaitClassification(turn.item_id))
-        if paused is not None:
-            self._emit(v.ArmPauseTimer(paused.response_id, settings.interruption.false_interruption_timeout_ms))
+    def resume(self, reply: Reply) -> None:
+        """The paused ``reply`` goes on; one whose words all came meanwhile completes."""
+        reply.paused = False
+        self.emit(v.ResumeReply(reply.response_id))
+        if reply.generation_done:
+            self.complete(reply, failed=False)
 
-    # -- listening decisions ------------------------------------------------------------------------
+    def complete(self, reply: Reply, *, failed: bool) -> None:
+        """The live ``reply`` ended by itself: the idle prompt or the answer owed follows."""
+        self.reply = None
+        self.ended_replies.append(reply.response_id)
+        self.emit(v.CompleteReply(reply.response_id, "failed" if failed else "completed"))
+        self.tell_speech()  # after the close: the client stops playing what it still holds of it there
+        if not self.tools.owed:  # a tool's output owed is no silence
+            self.idle_again()
+        self.maybe_answer()
 
-    def _on_classified(self, item_id: str, decision: Literal["query", "noise"],
-                       verdict: ListenDecision | None) -> None:
-        if (owed := self._awaiting.settle(item_id)) is None:
-            return  # cleared, or decided already: a late answer changes nothing
-        answered_elsewhere = owed.not_owed if decision == "query" else None  # kept in the conversation, not answered
-        reply = self._reply
-        confirm_ignores = owed.untold or (owed.during_reply and reply is not None and not reply.paused
-                                          and self.storm.mode == "confirm")
-        cut_early = owed.cut_early  # the reply is gone: dropping the segment would leave silence
-        kept = decision == "query" and owed.unended and not cut_early  # no pause ended it: no answer
-        if (decision == "noise" and not cut_early) or confirm_ignores or kept or owed.not_owed:
-            resumes = reply is not None and reply.paused and self._turn is None and not self._awaiting
-            if verdict is not None:
-                self._emit(v.ReportSegment(item_id, verdict, answered_elsewhere or ignored_action(
-                    reply is not None and reply.paused, resumes, confirm_ignores, kept=kept)))
-            if not kept and not answered_elsewhere:
-                self._emit(v.DiscardSegment(item_id))
-            if resumes:
-                assert reply is not None
-                self._resume(reply)
-            self._maybe_answer()
-            return
-        self._unanswered = True
-        # a turn begun while the reply played out its last stretch is judged as one after it, but it paused the reply
-        cuts = (reply is not None and (owed.during_reply or (reply.paused and reply.playing_out))
-                and self.settings.interruption.enabled)
-        if verdict is not None:
-            self._emit(v.ReportSegment(item_id, verdict, "cut the reply and answer" if cuts else
-                                       "answer (it cut the reply at its first pause)" if cut_early else "answer"))
-        if cuts and owed.during_reply:
-            self._barge_in()
-        elif cuts:  # words over the last stretch the client played: an answer overlapping it, no barge-in to count
-            self._cancel_active("turn_detected")
-        self._maybe_answer()
+    def cancel_active(self, reason: Literal["turn_detected", "client_cancelled"]) -> None:
+        """The live reply is cancelled (the user cut it, or the client did)."""
+        assert self.reply is not None
+        response_id = self.reply.response_id
+        self.reply = None
+        self.ended_replies.append(response_id)
+        self.emit(v.CancelReply(response_id, reason))
+        self.tell_speech()
 
-    def _barge_in(self) -> None:
+    def barge_in(self) -> None:
         """The user cut the reply short: cancel it, and count the barge-in for the storm guard."""
-        self._cancel_active("turn_detected")
-        if self.storm.barge_in(self._last_ms) == "confirm":
-            self._emit(v.ModeChanged("confirm", f"{self.storm.capacity} barge-ins within "
-                                                f"{self.storm.window_ms / 1000:.0f} s"))
+        self.cancel_active("turn_detected")
+        if self.storm.barge_in(self.last_ms) == "confirm":
+            self.emit(v.ModeChanged("confirm", f"{self.storm.capacity} barge-ins within "
+                                               f"{self.storm.window_ms / 1000:.0f} s"))
 
-    def _on_guess(self, event: v.GuessTranscribed) -> None:
-        settings, reply = self.settings, self._reply
-        if (reply is not None and reply.paused and settings.interruption.enabled and self.storm.mode == "normal"
-                and not self._awaiting.untold(event.item_id)  # the client never heard of that speech
-                and self.segments.spots_command(event.item_id, event.transcript, event.primed)):
-            self._barge_in()  # "stop" heard at the first pause (either way): cut now, not after the endpoint
-            self._awaiting.mark_cut_early(event.item_id)
-        if event.primed is not None or event.transcript is None or not (
-                settings.vad and settings.create_response and settings.speculation.prefetch_reply):
-            return  # (the plain guess, which a reply would quote, came first and was weighed then)
-        verdict = self.segments.guess(event.item_id, event.transcript, during_reply=self._over_reply)
-        # over a paused reply too: a query will cancel it at the cut point the prompt is built with
-        if verdict is not None and verdict.decision == "query" and (self._reply is None or self._reply.paused):
-            self._emit(v.PrefetchReply(event.item_id, event.transcript.text.strip()))
-
-    # -- reply output -------------------------------------------------------------------------------
+    def idle_again(self) -> None:
+        """The agent owes nothing: the idle prompt is armed, or owed once the turn being spoken or judged
+        leads to no reply. Manual turns have none."""
+        if not self.settings.vad:
+            return
+        if arm := self.idle.again(self.settings.idle_prompt_ms, user_busy=self.user_busy):
+            self.emit(arm)
 
     def _on_reply_finished(self, event: v.ReplyFinished) -> None:
-        reply = self._reply
+        reply = self.reply
         if reply is None or reply.response_id != event.response_id:
-            if event.response_id not in self._finished:
+            if event.response_id not in self.ended_replies:
                 raise IllegalTransition(f"reply {event.response_id} finished but was never started")
             return  # it was cancelled; its response.done is already out
         if reply.paused and not event.failed:
             reply.generation_done = True  # it completes once resumed, or is cancelled
             return
-        self._complete(reply, failed=event.failed)
+        self.complete(reply, failed=event.failed)

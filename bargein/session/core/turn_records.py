@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from bargein.session.core.endpointing import TurnEvidence
 from bargein.session.core.voice_fade import VoiceFade
@@ -41,3 +42,14 @@ class Reply:
     generation_done: bool = False
     playing_out: bool = False
     """Its words are all out: the client plays the last stretch (the ``ReplyPlayingOut`` event)."""
+
+    @property
+    def stage(self) -> ReplyStage:
+        """Where the reply stands: ``thinking`` (no audio forwarded yet), ``speaking`` or ``paused``."""
+        if self.paused:
+            return "paused"
+        return "speaking" if self.has_audio else "thinking"
+
+
+ReplyStage = Literal["none", "thinking", "speaking", "paused"]
+"""The live reply's stage (``none``: no reply is live), one column of the machine's phase table."""
