@@ -7,20 +7,16 @@ each moves the sub-states listed in the machine module's header."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from bargein.session.core import rejections
 from bargein.session.core import vocabulary as v
+from bargein.session.core.machine_state import MachineState
 from bargein.session.core.settings import TurnSettings
-
-if TYPE_CHECKING:
-    from bargein.session.core.machine import DuplexMachine
 
 MIN_COMMIT_MS = 100.0
 """Shortest buffer a commit accepts (the OpenAI Realtime API's rule)."""
 
 
-def on_commit(m: DuplexMachine, event: v.ClientCommit) -> None:
+def on_commit(m: MachineState, event: v.ClientCommit) -> None:
     """``input_audio_buffer.commit``: the client says the buffer is a turn (no classification); a reply the
     speech paused is cancelled."""
     m.tell_speech()  # the client says it is a turn: it hears of the speech first
@@ -41,7 +37,7 @@ def on_commit(m: DuplexMachine, event: v.ClientCommit) -> None:
         m.maybe_answer()
 
 
-def on_create(m: DuplexMachine, event: v.ClientResponseCreate) -> None:
+def on_create(m: MachineState, event: v.ClientResponseCreate) -> None:
     """``response.create``: a reply starts, unless one is live (rejected); one only playing out is done."""
     if m.reply is not None and m.reply.playing_out and not m.reply.paused:
         m.complete(m.reply, failed=False)  # only played out, its words all said: done, as clients expect
@@ -51,7 +47,7 @@ def on_create(m: DuplexMachine, event: v.ClientResponseCreate) -> None:
     m.start_reply("client", event.params)
 
 
-def on_cancel(m: DuplexMachine, event: v.ClientResponseCancel) -> None:
+def on_cancel(m: MachineState, event: v.ClientResponseCancel) -> None:
     """``response.cancel``: the live reply is cancelled (rejected with none, or another one named)."""
     reply = m.reply
     if reply is None or (event.response_id is not None and event.response_id != reply.response_id):
@@ -67,7 +63,7 @@ def on_cancel(m: DuplexMachine, event: v.ClientResponseCancel) -> None:
         m.idle_again()
 
 
-def on_playback_cut(m: DuplexMachine) -> None:
+def on_playback_cut(m: MachineState) -> None:
     """``conversation.item.truncate`` of a reply the client still played: a running idle timer counts from now."""
     # the timer armed at the reply's end counts from where its audio would have finished playing; the user
     # stopped it now, so the silence the idle timeout measures began now
@@ -75,7 +71,7 @@ def on_playback_cut(m: DuplexMachine) -> None:
         m.emit(arm)
 
 
-def on_settings(m: DuplexMachine, settings: TurnSettings) -> None:
+def on_settings(m: MachineState, settings: TurnSettings) -> None:
     """``session.update`` of the turn settings: the storm guard's limits, manual turns (the turn being spoken is
     abandoned), a new idle delay."""
     idle_was_ms, m.settings = m.settings.idle_prompt_ms, settings
@@ -88,7 +84,7 @@ def on_settings(m: DuplexMachine, settings: TurnSettings) -> None:
         m.emit(retimed)
 
 
-def abandon_turn(m: DuplexMachine, *, then: v.Action) -> None:
+def abandon_turn(m: MachineState, *, then: v.Action) -> None:
     """The turn being spoken will never reach an endpoint: its recognition and score stop (``then`` follows),
     and a paused reply resumes, unless a committed segment is still being judged (then its verdict decides);
     an answer that waited only for this turn to end starts."""

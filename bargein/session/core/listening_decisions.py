@@ -7,18 +7,16 @@ the segment book, and *why* a segment is a query or noise is the listening polic
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from bargein.session.core import vocabulary as v
 from bargein.session.core.classifier import ListenDecision
+from bargein.session.core.machine_state import MachineState
 from bargein.session.core.segment_book import ignored_action
 from bargein.session.core.verdicts import Owed
 
-if TYPE_CHECKING:
-    from bargein.session.core.machine import DuplexMachine
 
-
-def on_classified(m: DuplexMachine, item_id: str, decision: Literal["query", "noise"],
+def on_classified(m: MachineState, item_id: str, decision: Literal["query", "noise"],
                   verdict: ListenDecision | None) -> None:
     """The verdict on ``item_id`` arrived (``verdict``: with its evidence, reported; ``None`` from a timeline)."""
     if (owed := m.awaiting.settle(item_id)) is None:
@@ -45,7 +43,7 @@ def on_classified(m: DuplexMachine, item_id: str, decision: Literal["query", "no
     m.maybe_answer()
 
 
-def _unanswered(m: DuplexMachine, item_id: str, decision: Literal["query", "noise"], verdict: ListenDecision | None,
+def _unanswered(m: MachineState, item_id: str, decision: Literal["query", "noise"], verdict: ListenDecision | None,
                 owed: Owed, *, confirm_ignores: bool, kept: bool) -> None:
     """A verdict that owes no answer: the segment is reported and dropped (a query kept in the conversation stays),
     and a reply it paused resumes once nothing else is being judged."""
@@ -63,7 +61,7 @@ def _unanswered(m: DuplexMachine, item_id: str, decision: Literal["query", "nois
     m.maybe_answer()
 
 
-def on_guess(m: DuplexMachine, event: v.GuessTranscribed) -> None:
+def on_guess(m: MachineState, event: v.GuessTranscribed) -> None:
     """A speculative transcript of the turn being spoken (plain or primed) came back at a pause."""
     settings, reply = m.settings, m.reply
     if (reply is not None and reply.paused and settings.interruption.enabled and m.storm.mode == "normal"

@@ -34,7 +34,8 @@ One machine, its sub-states named. :class:`DuplexMachine` owns these records, ea
 The phase seen from outside is a table over these (:data:`PHASES`). The transitions: this module's (dispatch,
 the reply's life, what follows its end), :mod:`~bargein.session.core.voice_activity` (turns from VAD frames),
 :mod:`~bargein.session.core.listening_decisions` (what a verdict or a guess does) and
-:mod:`~bargein.session.core.client_requests` (the client's own requests); each is a function of the machine.
+:mod:`~bargein.session.core.client_requests` (the client's own requests); each is a function of the machine, seen
+through :class:`~bargein.session.core.machine_state.MachineState` (so none of them imports this module).
 """
 
 from __future__ import annotations

@@ -6,20 +6,16 @@ the ``turn`` sub-state is what they move (its states are listed in the machine m
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from bargein.session.core import vocabulary as v
+from bargein.session.core.machine_state import MachineState
 from bargein.session.core.turn_records import Turn
 from bargein.session.core.voice_fade import VoiceFade, silence_counted_from
-
-if TYPE_CHECKING:
-    from bargein.session.core.machine import DuplexMachine
 
 HYSTERESIS = 0.15
 """Speech ends below ``threshold - HYSTERESIS`` (Silero's recommended offset threshold)."""
 
 
-def on_vad_frame(m: DuplexMachine, frame: v.VadFrame) -> None:
+def on_vad_frame(m: MachineState, frame: v.VadFrame) -> None:
     """One VAD frame (the machine has checked it moves stream time on): the turn detection (with turns on),
     then the segment book (every frame)."""
     m.last_ms = frame.end_ms
@@ -29,7 +25,7 @@ def on_vad_frame(m: DuplexMachine, frame: v.VadFrame) -> None:
     m.segments.frame(speaking, frame.probability, frame.energy_db, frame.end_ms - frame.start_ms)
 
 
-def detect_turn(m: DuplexMachine, frame: v.VadFrame) -> None:
+def detect_turn(m: MachineState, frame: v.VadFrame) -> None:
     """The frame's meaning for the turn being spoken: it begins one, is speech or silence in it, and may end it."""
     settings = m.settings
     if m.storm.tick(frame.end_ms) == "normal":
@@ -62,7 +58,7 @@ def detect_turn(m: DuplexMachine, frame: v.VadFrame) -> None:
     check_endpoint(m, turn, frame.end_ms)
 
 
-def _speech_or_silence(m: DuplexMachine, turn: Turn, frame: v.VadFrame, fade: VoiceFade, *, speech: bool,
+def _speech_or_silence(m: MachineState, turn: Turn, frame: v.VadFrame, fade: VoiceFade, *, speech: bool,
                        silent: bool) -> None:
     """Speech resumes the turn from its silence; a silent frame or the voice's fade begins one; over a paused
     reply, the end of the user's loud stretch while the room talks on is heard too."""
@@ -82,7 +78,7 @@ def _speech_or_silence(m: DuplexMachine, turn: Turn, frame: v.VadFrame, fade: Vo
         m.emit(v.VoiceEnded(turn.item_id, frame.start_ms, span))
 
 
-def hear_fade(m: DuplexMachine, turn: Turn, frame: v.VadFrame, *, voiced: bool) -> VoiceFade:
+def hear_fade(m: MachineState, turn: Turn, frame: v.VadFrame, *, voiced: bool) -> VoiceFade:
     """The turn's voice fade after ``frame`` (never quiet when the fade is switched off: Silero alone decides)."""
     fade = turn.fade
     if not m.settings.endpointing.voice_fade:
@@ -91,7 +87,7 @@ def hear_fade(m: DuplexMachine, turn: Turn, frame: v.VadFrame, *, voiced: bool) 
     return fade
 
 
-def check_endpoint(m: DuplexMachine, turn: Turn, now_ms: float) -> None:
+def check_endpoint(m: MachineState, turn: Turn, now_ms: float) -> None:
     """End ``turn`` if its silence is long enough by now (or it has lasted the longest turn)."""
     endpointing = m.settings.endpointing
     since = (silence_counted_from(turn.silence_since_ms, turn.vad_silent_since_ms)
@@ -102,7 +98,7 @@ def check_endpoint(m: DuplexMachine, turn: Turn, now_ms: float) -> None:
         end_turn(m, turn, now_ms, unended=not ended)
 
 
-def begin_turn(m: DuplexMachine, onset_ms: float) -> Turn:
+def begin_turn(m: MachineState, onset_ms: float) -> Turn:
     """A turn begins at ``onset_ms``: the client hears of it (unless confirm mode holds it back), and a live reply
     is paused (or cancelled, with listening off)."""
     settings, reply = m.settings, m.reply
@@ -126,7 +122,7 @@ def begin_turn(m: DuplexMachine, onset_ms: float) -> Turn:
     return turn
 
 
-def end_turn(m: DuplexMachine, turn: Turn, now_ms: float, *, unended: bool) -> None:
+def end_turn(m: MachineState, turn: Turn, now_ms: float, *, unended: bool) -> None:
     """Commit the turn; ``unended``: at the longest turn, no endpoint having ended it (nothing says the user has
     finished, so it is judged but never answered)."""
     settings = m.settings
