@@ -43,6 +43,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--forwarded-allow-ips",
                        help="proxy addresses whose X-Forwarded-* headers are believed (default: none)")
     serve.add_argument("--api-docs", action="store_const", const=True, help="serve /docs and /openapi.json")
+    serve.add_argument("--metrics-key", help="a Bearer key that reads /metrics and /healthz's details besides the "
+                       "API keys (prefer BARGEIN_METRICS_KEY: flags show in ps)")
     serve.add_argument("--handshake-timeout", dest="handshake_timeout_s", type=float,
                        help="seconds a connection may take to send its request (default 10)")
     serve.add_argument("--max-connections-per-client", type=int,

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from fastapi import FastAPI, WebSocket
+from fastapi import FastAPI, Request, WebSocket
 from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
@@ -30,6 +30,13 @@ from bargein.server.client_secrets import ClientSecrets, secrets_path
 from bargein.server.drain import Drain, shared_drain_flag
 from bargein.server.history_budget import HistoryLedger
 from bargein.server.load import LoadLimits, LoadMonitor
+from bargein.server.operator_pages import (
+    LOAD_FAILED,
+    WITHHELD,
+    operator_allowed,
+    redacted_description,
+    redacted_stages,
+)
 from bargein.server.realtime_ws import SessionRegistry, refuse_session, serve_realtime
 from bargein.server.secrets_api import add_client_secret_route
 from bargein.server.warm_up import warm_first_turn
@@ -92,6 +99,20 @@ def _maxima() -> frozenset[str]:
     return maxima(shared_engines=bool(os.environ.get(SHARED_DIR_ENV)), shared_llm=shared_socket("llm") is not None)
 
 
+def _health_details(state: ServerState) -> dict[str, object]:
+    """What ``/healthz`` tells an operator beyond ready and draining: URLs without secrets, errors by kind."""
+    engines = state.engines
+    details: dict[str, object] = {
+        "sessions": len(state.registry.live), "local_only": state.settings.local_only,
+        "engines": redacted_description(engines.description) if engines else {},
+        "error": None if state.load_error is None else f"{state.load_error} ({LOAD_FAILED}; {WITHHELD})",
+        "load": state.load.snapshot().as_dict()}
+    if engines is not None and engines.health is not None:
+        details["status"] = engines.health.overall
+        details["stages"] = redacted_stages(engines.health.snapshot())
+    return details
+
+
 class _OutboundDepth:
     def __init__(self, registry: SessionRegistry) -> None:
         self.registry = registry
@@ -120,14 +141,14 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None,
             try:
                 state.engines = await asyncio.to_thread(loader, settings)
             except Exception as error:
-                state.load_error = f"{type(error).__name__}: {error}"
+                state.load_error = type(error).__name__  # the message may quote a URL or an upstream reply
                 raise
             state.load_seconds = time.perf_counter() - started
         if state.engines is not None:
             state.metrics.watch_llm(state.engines.llm)
             if state.engines.turn is not None:
                 state.metrics.watch_turn_model(state.engines.turn)
-            state.metrics.describe_engines(state.engines.description)
+            state.metrics.describe_engines(redacted_description(state.engines.description))
             if state.engines.health is not None:
                 state.metrics.watch_health(state.engines.health)
             warm_s = await warm_first_turn(state.engines, default_registry() if settings.builtin_tools else None)
@@ -168,19 +189,20 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None,
     app.add_middleware(RealPeer)  # added last, so it runs first: the socket's address before any rewrite
 
     @app.get("/healthz")
-    async def healthz() -> JSONResponse:
+    async def healthz(request: Request) -> JSONResponse:
         ready = state.engines is not None and not state.drain.draining
-        body = {"ready": ready, "draining": state.drain.draining, "sessions": len(state.registry.live),
-                "local_only": settings.local_only,
-                "engines": state.engines.description if state.engines else {}, "error": state.load_error,
-                "load": state.load.snapshot().as_dict()}
-        if state.engines is not None and state.engines.health is not None:
-            body["status"] = state.engines.health.overall
-            body["stages"] = state.engines.health.snapshot()
+        body: dict[str, object] = {"ready": ready, "draining": state.drain.draining}
+        if operator_allowed(request, settings):  # the rest is the operator's, never a stranger's
+            body.update(_health_details(state))
         return JSONResponse(body, status_code=200 if ready else 503)
 
     @app.get("/metrics")
-    async def metrics() -> Response:
+    async def metrics(request: Request) -> Response:
+        if not operator_allowed(request, settings):
+            return JSONResponse({"error": {"message": "/metrics needs an API key or the metrics key "
+                                           "(Authorization: Bearer)", "type": "invalid_request_error",
+                                           "code": "invalid_api_key"}},
+                                status_code=401, headers={"WWW-Authenticate": "Bearer"})
         live = state.board.gather(state.figures(), _maxima())
         body = merged_exposition(live, shared_engines=bool(os.environ.get(SHARED_DIR_ENV)),
                                  shared_llm=shared_socket("llm") is not None, retired=state.board.retired())
