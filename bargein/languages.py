@@ -10,9 +10,8 @@ are characters). English keeps its own lists in the listening classifier; the ro
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
-
-from bargein.listening_model.features import fold
 
 _HAN_CLASS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 """Han characters: CJK unified ideographs, their extension A, compatibility ideographs."""
@@ -20,6 +19,13 @@ _CJK = re.compile(f"[{_HAN_CLASS}]")
 _OTHER_WORD = f"[^\\W_{_HAN_CLASS}]+(?:['’-][^\\W_{_HAN_CLASS}]+)*"
 _CJK_OR_WORD = re.compile(f"[{_HAN_CLASS}]|{_OTHER_WORD}")
 """Units of text: a single Han character, or a run of other letters and digits (a Latin word)."""
+_FOLD = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\u2010": "-", "\u2011": "-"})
+
+
+def fold(text: str) -> str:
+    """``text`` as the lexicons spell it: compatibility forms folded (NFKC: "ＳＴＯＰ！" is "STOP!"), curly
+    apostrophes and Unicode hyphens made ASCII ("don’t" is "don't", "uh‐huh" one word as "uh-huh" is)."""
+    return unicodedata.normalize("NFKC", text).translate(_FOLD)
 
 
 @dataclass(frozen=True)
@@ -157,7 +163,7 @@ def text_units(text: str) -> list[str]:
 
 def normalise_utterance(text: str) -> str:
     """An utterance as the phrase lists spell it: Unicode forms folded as the English lexicons fold them
-    (:func:`~bargein.listening_model.features.fold`: "ＳＴＯＰ！" is "stop", "uh‐huh" is "uh-huh"), lower case,
+    (:func:`fold`: "ＳＴＯＰ！" is "stop", "uh‐huh" is "uh-huh"), lower case,
     punctuation and spaces gone between Han characters ("嗯，嗯。" -> "嗯嗯", "Stop!" -> "stop")."""
     # folded first: a compatibility ideograph (U+F967 for 不) or a Kangxi radical (U+2F00 for 一) would
     # otherwise be a unit of its own, or no unit at all, and the phrase lists would never match it

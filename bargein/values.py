@@ -73,7 +73,8 @@ class Transcript:
     words: tuple[WordTiming, ...] = ()
     voiced_encoding: tuple[float, ...] = ()
     """Whisper's encoder output averaged over the clip's voiced frames, where the recogniser computes it
-    (English and Mandarin finals): what the spoken-command model reads (:mod:`bargein.listening_model.keyword`)."""
+    (English and Mandarin finals): what the spoken-command model reads
+    (:mod:`bargein.session.core.listening.keyword`)."""
 
 
 # --- what a language model reads and writes ------------------------------------------------------------

@@ -6,7 +6,7 @@ What ``python -m bench.fit_keyword_en`` fits the English spoken-command model on
 the family set (``tests/data/make_family_set.py``: a command, a full query, a backchannel, a vocal sound or
 a noise landing on a live reply, in a room, over a background talker or on a telephone line) goes through
 the Silero VAD as the session's endpointing would (``bench.over_reply_probe``); the segment holding the
-case's sound is cut to its *loud stretch* (the user's own voice, :func:`~bargein.listening_model.over_reply.
+case's sound is cut to its *loud stretch* (the user's own voice, :func:`~bargein.session.core.listening.over_reply.
 loud_stretch`, with 150 ms either side) and recognised by Whisper tiny.en primed with the vocabulary, as
 the session's second recognition is at the endpoint. The row keeps what the session's decision would
 read: the loud stretch's voiced encoding (:mod:`bargein.engines.transcribe.voiced_encoding`), the
@@ -29,7 +29,7 @@ from typing import Any
 from bargein.engines.listen.silero_vad import FRAME_SAMPLES, SileroModel
 from bargein.engines.transcribe.whisper_asr import load_whisper
 from bargein.engines.transcribe.whisper_decode import FINAL, WhisperCore
-from bargein.listening_model.over_reply import SPAN_MARGIN_MS, loud_level_db, loud_stretch, vocabulary_prompt
+from bargein.session.core.listening.over_reply import SPAN_MARGIN_MS, loud_level_db, loud_stretch, vocabulary_prompt
 from bench.over_reply_probe import FRAME_MS, PADDING_MS, RATE, floor_db, load_wav, segments, vad_frames
 from tests.data.make_family_set import CACHE, build
 

@@ -33,7 +33,7 @@ import soxr
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from bargein.listening_model.keyword import MODELS, KeywordModel
+from bargein.session.core.listening.keyword import MODELS, KeywordModel
 
 SPLIT = Path(__file__).resolve().parent.parent / "tests" / "data" / "keyword_split.json"
 COMMANDS = ("停", "停一下", "等一下", "别说了", "不对", "停停", "停下", "等等", "暂停")
@@ -143,7 +143,7 @@ def main() -> None:
     """Recognise (or reuse ``--rows``), choose, fit on training voices, report held-out, maybe write."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=Path, help="recognised rows: those there are reused, new ones added")
-    parser.add_argument("--write", action="store_true", help="write bargein/listening_model/keyword_zh.json")
+    parser.add_argument("--write", action="store_true", help="write bargein/session/core/listening/keyword_zh.json")
     args = parser.parse_args()
     print(f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}", flush=True)
     split = json.loads(SPLIT.read_text())

@@ -9,7 +9,7 @@ encoding): the training families (``tests/data/listening_split.json``) rendered 
 benchmark's own, and 8 and 9: fresh voice variants, beds, SNRs and talker placements), and the held-out
 families with seed 7. A command or a full query must cut (1); a backchannel, a vocal sound or a noise must
 not (0). Only rows the model would judge in a session are used: 150 ms to the language's longest speech
-(:data:`bargein.listening_model.keyword.MODELS`), the loud stretch at least 8 dB above the room (the
+(:data:`bargein.session.core.listening.keyword.MODELS`), the loud stretch at least 8 dB above the room (the
 probe knows no user level, so the session's "not 6 dB under the user" gate is not applied).
 
 The model is :mod:`bench.fit_keyword`'s L2 logistic regression. Its penalty and threshold are chosen by
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from bargein.listening_model.keyword import MIN_LEVEL_DB, MIN_SPEECH_MS, MODELS
+from bargein.session.core.listening.keyword import MIN_LEVEL_DB, MIN_SPEECH_MS, MODELS
 from bench.command_encodings import recognise_rows
 from bench.fit_keyword import PENALTIES, Array, fit, out_of_fold
 from tests.data.make_family_set import SPLIT_FILE
@@ -77,7 +77,7 @@ def main() -> None:
     """Hear (or reuse ``--rows``), choose, fit on the training families, report the held-out ones, maybe write."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=Path, required=True, help="heard rows: reused, extended")
-    parser.add_argument("--write", action="store_true", help="write bargein/listening_model/keyword_en.json")
+    parser.add_argument("--write", action="store_true", help="write bargein/session/core/listening/keyword_en.json")
     args = parser.parse_args()
     print(f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}", flush=True)
     split = json.loads(SPLIT_FILE.read_text())

@@ -1,9 +1,9 @@
-"""Fit the interruption model on the TRAINING voice families, and write ``bargein/listening_model/weights.json``.
+"""Fit the interruption model on the TRAINING voice families, and write ``bargein/session/core/listening/weights.json``.
 
     python -m bench.turn_quality --split train --timeline-speed 1.5 --dump train.json   # features, ~30 min
     python -m bench.fit_listening train.json [--write]
 
-Every ``bargein.listen.segment`` of the dump is a row: its features (``bargein/listening_model/features.py``)
+Every ``bargein.listen.segment`` of the dump is a row: its features (``bargein/session/core/listening/features.py``)
 and a label. A segment that overlaps the case's sound (from ``speech_started`` to ``speech_stopped``)
 is labelled by the case's category (command or query: 1; backchannel, vocal sound, noise: 0); a segment
 that does not (the background talker, alone) is 0. Only segments heard while the agent was speaking
@@ -15,7 +15,7 @@ regularisation and the threshold are chosen by **leave-one-family-out** cross-va
 training families (each family is predicted by a model fitted on the others), which is also what is
 printed as the expected error; the held-out families of ``tests/data/listening_split.json`` are never
 read here. Words the recogniser wrote for a command in the training families that are not yet in the
-lexicon are listed, as candidates for :data:`bargein.listening_model.lexicon.MISHEARD`.
+lexicon are listed, as candidates for :data:`bargein.session.core.listening.lexicon.MISHEARD`.
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ import numpy.typing as npt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bargein.listening_model.decide import by_rule, command_model_keeps
-from bargein.listening_model.features import NAMES, vector, words_of
-from bargein.listening_model.lexicon import BACKCHANNELS, COMMAND_WORDS, MISHEARD, QUESTION_WORDS
-from bargein.listening_model.model import WEIGHTS, InterruptionModel
+from bargein.session.core.listening.decide import by_rule, command_model_keeps
+from bargein.session.core.listening.features import NAMES, vector, words_of
+from bargein.session.core.listening.lexicon import BACKCHANNELS, COMMAND_WORDS, MISHEARD, QUESTION_WORDS
+from bargein.session.core.listening.model import WEIGHTS, InterruptionModel
 from tests.data.make_family_set import split_families
 
 MISS_COST = 3.0

@@ -6,7 +6,7 @@
 A quick look at recognition alone, without sessions or real time: each case's audio goes through the
 Silero VAD as the session's endpointing would (500 ms of silence ends a segment, 300 ms of prefix
 padding), the segment that holds the case's sound is recognised by every setup, and the transcript is
-sorted by the listening rules that need no model (:func:`bargein.listening_model.decide.by_rule` on the
+sorted by the listening rules that need no model (:func:`bargein.session.core.listening.decide.by_rule` on the
 transcript with the segment's level): *cut* (a command or a question word), *keep* (no words, a sound, a
 backchannel) or *model* (left to the fitted model). For choosing a recognition setup on the **training**
 families; the held-out figures come from ``bench.turn_quality`` only.
@@ -31,12 +31,12 @@ import numpy.typing as npt
 
 from bargein.engines.listen.silero_vad import CONTEXT_SAMPLES, FRAME_SAMPLES, STATE_SHAPE, SileroModel
 from bargein.engines.transcribe.whisper_asr import WhisperRecognizer, load_whisper
-from bargein.listening_model.decide import by_rule
-from bargein.listening_model.over_reply import (
+from bargein.session.core.listening.decide import by_rule
+from bargein.session.core.listening.over_reply import (
     loud_stretch,
     vocabulary_prompt,
 )
-from bargein.listening_model.user_words import user_words
+from bargein.session.core.listening.user_words import user_words
 from bargein.values import Transcript
 from tests.data.make_family_set import CACHE, build
 

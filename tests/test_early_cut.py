@@ -9,9 +9,9 @@ import numpy as np
 
 from bargein.engines.fair import urgent
 from bargein.engines.fakes import FakeLanguageModel
-from bargein.listening_model.over_reply import PROMPTS
 from bargein.session import core as dx
 from bargein.session.core.endpointing import TurnEvidence
+from bargein.session.core.listening.over_reply import PROMPTS
 from bargein.session.history import Item, Part
 from bargein.session.input_buffer import InputBuffer
 from bargein.session.segment_tracker import SegmentTracker

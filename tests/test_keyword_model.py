@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from bargein.engines.transcribe.voiced_encoding import ENCODER_FRAME_SAMPLES, voiced_mean
-from bargein.listening_model.keyword import (
+from bargein.session.core.listening.classifier import SegmentStats, classify
+from bargein.session.core.listening.keyword import (
     MAX_SPEECH_MS,
     KeywordFileError,
     KeywordModel,
@@ -23,7 +24,6 @@ from bargein.listening_model.keyword import (
     load,
     spoken_command,
 )
-from bargein.session.core.classifier import SegmentStats, classify
 from bargein.values import Transcript
 
 RECORDED = json.loads((Path(__file__).parent / "data" / "keyword_vectors.json").read_text())
@@ -57,7 +57,7 @@ def test_the_packaged_model_reads_whisper_base_encodings_and_says_what_it_was_fi
     assert model is not None and model.coef.shape == (512,)
     english = load("en")  # tiny.en's encoder: another width, so never read from Whisper base
     assert english is not None and english.coef.shape == (384,)
-    about = json.loads(Path("bargein/listening_model/keyword_zh.json").read_text())
+    about = json.loads(Path("bargein/session/core/listening/keyword_zh.json").read_text())
     assert not set(about["fitted_on"]) & set(about["held_out"])
     assert set(RECORDED) <= set(about["held_out"]), "the pinned vectors must come from held-out voices"
     assert model.probability([0.0] * 3) is None  # another model's width: no verdict rather than a wrong one

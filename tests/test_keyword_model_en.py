@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from bargein.listening_model.keyword import MODELS, load, spoken_command
-from bargein.session.core.classifier import SegmentStats, classify
+from bargein.session.core.listening.classifier import SegmentStats, classify
+from bargein.session.core.listening.keyword import MODELS, load, spoken_command
 from bargein.values import Transcript
 from tests.data.make_family_set import SPLIT_FILE
 
@@ -119,7 +119,7 @@ def test_tiny_en_hands_over_the_encoding_that_tells_a_held_out_stop_from_a_sneez
 
     from bargein.engines.transcribe.whisper_asr import load_whisper
     from bargein.engines.transcribe.whisper_decode import PARTIAL
-    from bargein.listening_model.over_reply import vocabulary_prompt
+    from bargein.session.core.listening.over_reply import vocabulary_prompt
     from tests.data.make_family_set import RATE
     from tests.data.voices import FAMILIES
 

@@ -79,7 +79,7 @@ def test_a_question_is_neither_and_english_lists_live_in_the_classifier() -> Non
 ])
 def test_utterances_are_folded_as_the_english_lexicons_fold_them(heard: str, spoken: str) -> None:
     """Fullwidth forms, compatibility ideographs, Kangxi radicals, curly apostrophes and Unicode hyphens spell
-    the phrase lists' words, as :func:`~bargein.listening_model.features.fold` has the English lexicons read them."""
+    the phrase lists' words, as :func:`~bargein.languages.fold` has the English lexicons read them."""
     assert normalise_utterance(heard) == spoken
 
 

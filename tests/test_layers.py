@@ -12,7 +12,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "bargein"
 
-LOWER_LAYERS = ("bargein.audio", "bargein.listening_model", "bargein.session.core", "bargein.metrics")
+LOWER_LAYERS = ("bargein.audio", "bargein.session.core", "bargein.metrics")
 """Packages below the engines: they may import the ground floor, never ``bargein.engines``."""
 
 CIRCLES_BEING_BROKEN = (

@@ -7,13 +7,13 @@ import json
 
 import numpy as np
 
-from bargein.listening_model.decide import by_rule, decide_over_reply
-from bargein.listening_model.features import NAMES, vector
-from bargein.listening_model.model import WEIGHTS, from_json, load
-from bargein.listening_model.user_words import user_words
 from bargein.session import core as dx
-from bargein.session.core.classifier import NoiseFloor, SegmentStats, classify
-from bargein.session.core.segment_book import SegmentBook
+from bargein.session.core.listening.classifier import NoiseFloor, SegmentStats, classify
+from bargein.session.core.listening.decide import by_rule, decide_over_reply
+from bargein.session.core.listening.features import NAMES, vector
+from bargein.session.core.listening.model import WEIGHTS, from_json, load
+from bargein.session.core.listening.segment_book import SegmentBook
+from bargein.session.core.listening.user_words import user_words
 from bargein.values import Transcript, WordTiming
 
 FRAME_MS = 32.0
@@ -81,7 +81,7 @@ def test_a_backchannel_over_a_background_talker_does_not_cut_but_a_command_does(
 def test_the_packaged_model_matches_the_feature_code_and_was_fitted_on_training_families_only() -> None:
     raw = json.loads(WEIGHTS.read_text())
     assert tuple(raw["features"]) == NAMES
-    split = json.loads((WEIGHTS.parents[2] / "tests" / "data" / "listening_split.json").read_text())
+    split = json.loads((WEIGHTS.parents[4] / "tests" / "data" / "listening_split.json").read_text())
     assert set(raw["fitted_on"]) == set(split["train"])
     assert not set(raw["fitted_on"]) & set(split["held_out"])
     model = from_json(WEIGHTS.read_text())

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from bargein.session import core as dx
-from bargein.session.core.classifier import ListenDecision
 from bargein.session.core.endpointing import SEMANTIC_PRESETS, TurnEvidence, endpoint_silence_ms
+from bargein.session.core.listening.classifier import ListenDecision
 from bargein.session.core.storm_guard import StormGuard
 from bargein.values import Transcript
 from tests.test_duplex import Timeline, of

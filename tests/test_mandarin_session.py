@@ -5,7 +5,7 @@ from __future__ import annotations
 from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.languages import MANDARIN, spoken_units
-from bargein.session.core.classifier import SegmentStats, classify
+from bargein.session.core.listening.classifier import SegmentStats, classify
 from bargein.session.history import heard_prefix
 from bargein.values import Transcript, WordTiming
 from tests.test_session import Harness

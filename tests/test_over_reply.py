@@ -6,9 +6,9 @@ import asyncio
 
 import numpy as np
 
-from bargein.listening_model.decide import decide_over_reply, primed_features, spotted_command
-from bargein.listening_model.over_reply import PROMPTS, loud_stretch, prompt_for, vocabulary_prompt
 from bargein.session import core as dx
+from bargein.session.core.listening.decide import decide_over_reply, primed_features, spotted_command
+from bargein.session.core.listening.over_reply import PROMPTS, loud_stretch, prompt_for, vocabulary_prompt
 from bargein.session.history import Item, Part
 from bargein.session.transcription import Transcriber
 from bargein.values import Transcript

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from bargein.listening_model.decide import decide_over_reply, primed_features, spotted_command
-from bargein.listening_model.own_voice import (
+from bargein.session import core as dx
+from bargein.session.core.listening.decide import decide_over_reply, primed_features, spotted_command
+from bargein.session.core.listening.own_voice import (
     ALONE_ROOM_MS,
     MIXED_ROOM_MS,
     loud_speech_probability,
@@ -15,7 +16,6 @@ from bargein.listening_model.own_voice import (
     room_speech_ms,
     spoke_at_length,
 )
-from bargein.session import core as dx
 from bargein.values import Transcript
 from tests.test_duplex import of
 from tests.test_over_reply import _over_a_talker

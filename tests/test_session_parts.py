@@ -11,7 +11,7 @@ import pytest
 from bargein.audio.codecs import AudioFormat
 from bargein.metrics.turn_ledger import TurnLedgers
 from bargein.session.core import vocabulary as v
-from bargein.session.core.segment_book import MAX_OPEN_SEGMENTS, SegmentBook
+from bargein.session.core.listening.segment_book import MAX_OPEN_SEGMENTS, SegmentBook
 from bargein.session.history import Item, Part
 from bargein.session.input_buffer import InputBuffer
 from bargein.session.live_reply import RESEND_PIECE_MS, resumption

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from bargein.protocol.client_events import ResponseParams
 from bargein.session import core as dx
-from bargein.session.core.classifier import ListenDecision
+from bargein.session.core.listening.classifier import ListenDecision
 from tests.test_duplex import NO_CLASSIFIER, of
 from tests.test_listening_turns import Listening
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bargein.listening_model import keyword
+from bargein.session.core.listening import keyword
 from bench.turn_quality_replay import judge
 
 OVER_REPLY: dict[str, Any] = {"speech_ms": 700.0, "mean_probability": 0.9, "peak_probability": 0.99,

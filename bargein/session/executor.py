@@ -14,7 +14,7 @@ from typing import assert_never
 from bargein.protocol.server_events import error_event, event
 from bargein.protocol.session_config import SessionConfig
 from bargein.session.core import vocabulary as v
-from bargein.session.core.classifier import segment_event_fields
+from bargein.session.core.listening.classifier import segment_event_fields
 from bargein.session.history import Conversation, Item, Part
 from bargein.session.input_buffer import InputBuffer
 from bargein.session.outbound import Outgoing

@@ -24,9 +24,9 @@ import numpy as np
 import numpy.typing as npt
 
 from bargein.engines.base import EndOfTurnModel, SpeechRecognizer, TurnModelBusy
-from bargein.listening_model.over_reply import prompt_for, vocabulary_prompt
 from bargein.protocol.server_events import event
 from bargein.session.core import vocabulary as v
+from bargein.session.core.listening.over_reply import prompt_for, vocabulary_prompt
 from bargein.session.input_buffer import InputBuffer
 from bargein.session.outbound import Outgoing
 from bargein.session.speculation import Speculator

@@ -19,9 +19,9 @@ import numpy.typing as npt
 from bargein.engines.base import SpeechRecognizer
 from bargein.engines.fair import urgent_task
 from bargein.languages import join_units
-from bargein.listening_model.over_reply import prompt_for, vocabulary_prompt
 from bargein.protocol.errors import EngineFailure
 from bargein.protocol.server_events import event, transcription_usage
+from bargein.session.core.listening.over_reply import prompt_for, vocabulary_prompt
 from bargein.session.history import Item
 from bargein.session.outbound import Outgoing
 from bargein.values import LISTEN_SAMPLE_RATE, Transcript, WordTiming

@@ -5,7 +5,7 @@ with the command turns 嗯 into 停 as well; yet its encoder, which has already 
 tells the two apart. One encoder frame covers 20 ms (two 10 ms mel frames); the frames whose 20 ms of
 audio lie within :data:`VOICED_WITHIN_DB` of the clip's loudest are the voiced stretch (the recognised
 clip carries padding and endpoint silence either side), and their mean is the vector that
-:mod:`bargein.listening_model.keyword` weighs. Pure numpy; no model call here.
+:mod:`bargein.session.core.listening.keyword` weighs. Pure numpy; no model call here.
 """
 
 from __future__ import annotations

@@ -71,7 +71,7 @@ class DecodeOptions:
     """Whether the decoding may take the encoder's threads (:mod:`.wide_decoding`): a result someone waits on."""
     encoding_languages: frozenset[str] = frozenset({"zh", "en"})
     """Languages whose transcripts carry the voiced encoding (:mod:`.voiced_encoding`): those with a
-    spoken-command model (:mod:`bargein.listening_model.keyword`). English only from an English-only
+    spoken-command model (:mod:`bargein.session.core.listening.keyword`). English only from an English-only
     model: the English model reads tiny.en's encoder, and multilingual tiny's is as wide but another."""
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from bargein.session.core.classifier import ListenDecision
+from bargein.session.core.listening.classifier import ListenDecision
 from bargein.values import Transcript
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Literal
 
 from bargein.session.core import vocabulary as v
-from bargein.session.core.classifier import ListenDecision
+from bargein.session.core.listening.classifier import ListenDecision
+from bargein.session.core.listening.segment_book import ignored_action
 from bargein.session.core.machine_state import MachineState
-from bargein.session.core.segment_book import ignored_action
 from bargein.session.core.verdicts import Owed
 
 

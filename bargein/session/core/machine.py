@@ -28,7 +28,7 @@ One machine, its sub-states named. :class:`DuplexMachine` owns these records, ea
     reply) | off (a reply started, turns became manual) | client (a turn left to the client to answer).
 ``tools``: the tool wait (:class:`~bargein.session.core.tool_wait.ToolOutputs`)
     none <-> owed (the client owes function call outputs: the session waits on it, it is not idle).
-``segments``: the listening book (:class:`~bargein.session.core.segment_book.SegmentBook`): each
+``segments``: the listening book (:class:`~bargein.session.core.listening.segment_book.SegmentBook`): each
     segment from onset to verdict, the noise floor and the user's own level.
 
 The phase seen from outside is a table over these (:data:`PHASES`). The transitions: this module's (dispatch,
@@ -50,7 +50,7 @@ from bargein.session.core import client_requests, listening_decisions, voice_act
 from bargein.session.core import vocabulary as v
 from bargein.session.core.admission import admission, admit
 from bargein.session.core.idle_prompt import IdlePrompt
-from bargein.session.core.segment_book import SegmentBook
+from bargein.session.core.listening.segment_book import SegmentBook
 from bargein.session.core.settings import TurnSettings
 from bargein.session.core.storm_guard import StormGuard
 from bargein.session.core.tool_wait import ToolOutputs

@@ -12,7 +12,7 @@ from typing import Literal, Protocol
 from bargein.protocol.client_events import ResponseParams
 from bargein.session.core import vocabulary as v
 from bargein.session.core.idle_prompt import IdlePrompt
-from bargein.session.core.segment_book import SegmentBook
+from bargein.session.core.listening.segment_book import SegmentBook
 from bargein.session.core.settings import TurnSettings
 from bargein.session.core.storm_guard import StormGuard
 from bargein.session.core.tool_wait import ToolOutputs

@@ -175,7 +175,7 @@ class CommitBuffer:
     listen_span: tuple[float, float] | None = None
     """A turn over the agent's reply: the stretch (stream ms) of the user's own voice, which the shell
     recognises a second time primed with the language's vocabulary of commands and acknowledgements
-    (:mod:`bargein.listening_model.over_reply`) and feeds back as ``SegmentTranscribed.primed``."""
+    (:mod:`bargein.session.core.listening.over_reply`) and feeds back as ``SegmentTranscribed.primed``."""
     urgent: bool = False
     """A paused reply waits for the verdict: recognitions not already done are served before other work."""
 

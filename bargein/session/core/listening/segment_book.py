@@ -2,7 +2,7 @@
 learns from them: the noise floor and how loud the user's own voice is.
 
 The machine owns one :class:`SegmentBook`; every VAD frame goes in, and a committed segment comes out
-judged by :func:`~bargein.session.core.classifier.classify`.
+judged by :func:`~bargein.session.core.listening.classifier.classify`.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import overload
 
-from bargein.listening_model.over_reply import SPAN_MARGIN_MS, loud_stretch, reference_loud_level_db
-from bargein.listening_model.own_voice import mixed_with_room
-from bargein.session.core.classifier import ListenDecision, NoiseFloor, SegmentStats, classify
-from bargein.session.core.early_cut import cuts_early, stretch_just_ended
+from bargein.session.core.listening.classifier import ListenDecision, NoiseFloor, SegmentStats, classify
+from bargein.session.core.listening.early_cut import cuts_early, stretch_just_ended
+from bargein.session.core.listening.over_reply import SPAN_MARGIN_MS, loud_stretch, reference_loud_level_db
+from bargein.session.core.listening.own_voice import mixed_with_room
 from bargein.values import Transcript
 
 USER_LEVEL_RATE = 0.5
@@ -42,10 +42,11 @@ class SegmentBook:
         """How loud the user's own turns were (those answered while the agent was silent): a voice well
         under it while the agent speaks is the room's (a television, another talker)."""
         self.user_loud_level_db: float | None = None
-        """The same turns' loud stretches (:func:`~bargein.listening_model.over_reply.reference_loud_level_db`): the
-        measure a segment's loud stretch is held against, like with like (a loud stretch reads louder than
-        the whole of the same speech, so against :attr:`user_level_db` a talker 10 dB under the user passed
-        for a voice at the user's level)."""
+        """The same turns' loud stretches
+        (:func:`~bargein.session.core.listening.over_reply.reference_loud_level_db`): the measure a segment's
+        loud stretch is held against, like with like (a loud stretch reads louder than the whole of the same
+        speech, so against :attr:`user_level_db` a talker 10 dB under the user passed for a voice at the user's
+        level)."""
 
     def begin(self, item_id: str, *, threshold: float, during_reply: bool, offset_ms: float = 0.0) -> None:
         """Speech began: a new segment, judged against the background as it was before it.
@@ -115,7 +116,8 @@ class SegmentBook:
 
     def spots_command(self, item_id: str, transcript: Transcript | None, primed: Transcript | None = None) -> bool:
         """Whether a speculative transcript of a segment over a reply (with ``primed``, its loud stretch so far
-        recognised primed) cuts the reply before the endpoint (:func:`~bargein.session.core.early_cut.cuts_early`)."""
+        recognised primed) cuts the reply before the endpoint
+        (:func:`~bargein.session.core.listening.early_cut.cuts_early`)."""
         verdict = self.guess(item_id, transcript, during_reply=True, primed=primed)
         segment = self._segments.get(item_id)
         return verdict is not None and segment is not None and cuts_early(verdict.features, verdict.reasons,
@@ -124,7 +126,7 @@ class SegmentBook:
 
     def listen_span(self, item_id: str, onset_ms: float) -> tuple[float, float] | None:
         """For a segment heard over a reply: the stream time of its loud stretch (the user's own voice, see
-        :func:`~bargein.listening_model.over_reply.loud_stretch`) with a margin; ``None`` for other segments."""
+        :func:`~bargein.session.core.listening.over_reply.loud_stretch`) with a margin; ``None`` for other segments."""
         segment = self._segments.get(item_id)
         if segment is None or not segment.during_reply or not segment.stats.levels_db:
             return None
@@ -134,7 +136,7 @@ class SegmentBook:
 
     def voice_faded(self, item_id: str, onset_ms: float) -> tuple[float, float] | None:
         """For a segment over a reply: the span of its loud stretch (as :meth:`listen_span`) once, when that
-        stretch ended though the segment goes on (:func:`~bargein.session.core.early_cut.stretch_just_ended`:
+        stretch ended though the segment goes on (:func:`~bargein.session.core.listening.early_cut.stretch_just_ended`:
         the room's quieter talker still speaks, the user's "Stop." is over); ``None`` at every other frame."""
         segment = self._segments.get(item_id)
         if segment is None or not segment.during_reply or not stretch_just_ended(segment.stats.levels_db,

@@ -1,7 +1,7 @@
 """The feature vector of one segment, from what the listening classifier already measures.
 
 The words are the user's (the loud words of the segment, ``user_transcript``, when the recogniser gave
-word timings; see :mod:`bargein.listening_model.user_words`), and so is the level.
+word timings; see :mod:`bargein.session.core.listening.user_words`), and so is the level.
 
 The input is the ``features`` mapping of a listening decision (the body of a ``bargein.listen.segment``
 event): the VAD's view (speech duration, mean and peak speech probability), the level above the
@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import math
 import re
-import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from bargein.listening_model.lexicon import (
+from bargein.languages import fold
+from bargein.session.core.listening.lexicon import (
     BACKCHANNELS,
     COMMAND_WORDS,
     QUESTION_WORDS,
@@ -30,7 +30,6 @@ from bargein.listening_model.lexicon import (
 )
 
 _WORDS = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")
-_FOLD = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\u2010": "-", "\u2011": "-"})
 
 NAMES: tuple[str, ...] = (
     "log_speech_ms", "mean_probability", "level_above_floor_db", "log_words",
@@ -40,12 +39,6 @@ NAMES: tuple[str, ...] = (
 )
 """Feature names, in vector order (the weights file lists them too, and must match). The VAD's peak
 probability is left out: real speech pins it at 0.99-1.0, so the model learnt a cliff from it."""
-
-
-def fold(text: str) -> str:
-    """``text`` as the lexicons spell it: compatibility forms folded (NFKC: "ＳＴＯＰ！" is "STOP!"), curly
-    apostrophes and Unicode hyphens made ASCII ("don’t" is "don't", "uh‐huh" one word as "uh-huh" is)."""
-    return unicodedata.normalize("NFKC", text).translate(_FOLD)
 
 
 def words_of(text: str) -> list[str]:
@@ -72,7 +65,7 @@ def _clipped(value: Any, low: float, high: float) -> float | None:
 def vector(fields: Mapping[str, Any]) -> npt.NDArray[np.float64]:
     """The feature vector of one segment's decision fields (see the module docstring). Its words are the loud
     words wherever they were placed, the user alone included, as the committed weights were fitted; the rules
-    read the whole transcript of a user alone (:func:`bargein.listening_model.decide.user_text`)."""
+    read the whole transcript of a user alone (:func:`bargein.session.core.listening.decide.user_text`)."""
     placed = fields.get("user_transcript")
     text = fold(str(placed if placed is not None else fields.get("transcript") or ""))
     words = words_of(text)

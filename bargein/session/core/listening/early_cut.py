@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bargein.listening_model.over_reply import loud_level_db, loud_stretch
-from bargein.listening_model.own_voice import mixed_with_room
+from bargein.session.core.listening.over_reply import loud_level_db, loud_stretch
+from bargein.session.core.listening.own_voice import mixed_with_room
 
 FADE_FRAMES = 4
 """Frames under the loud line after the user's loud stretch before it counts as ended while the room talks on."""
@@ -22,7 +22,7 @@ and the talker's phrases alone 6.7 dB and more). A quieter one waits for the end
 
 
 def stretch_just_ended(levels_db: Sequence[float], frame_ms: float) -> bool:
-    """Whether the segment's loud stretch (:func:`~bargein.listening_model.over_reply.loud_stretch`) ended
+    """Whether the segment's loud stretch (:func:`~bargein.session.core.listening.over_reply.loud_stretch`) ended
     exactly :data:`FADE_FRAMES` frames ago though the segment goes on: true once per such end."""
     if not FADE_FRAMES < len(levels_db) <= FADE_MAX_FRAMES:
         return False  # (a longer segment is the room's talk, not a command: not looked at every frame)
@@ -40,7 +40,7 @@ def as_loud_as_the_user(levels_db: Sequence[float], user_loud_level_db: float | 
 def cuts_early(features: Mapping[str, Any], reasons: Sequence[str], levels_db: Sequence[float],
                user_loud_level_db: float | None) -> bool:
     """Whether a verdict on a segment's speculative transcripts cuts the paused reply before the endpoint: a
-    command or question word clearly above the room, by the rules of :mod:`bargein.listening_model.decide` on
+    command or question word clearly above the room, by the rules of :mod:`bargein.session.core.listening.decide` on
     either recognition, as the endpoint's verdict would find on the same two transcripts (never the fitted
     model's guess), in a segment :func:`as_loud_as_the_user`. In a segment mixed with the room only the primed
     recognition's command counts (the reasons say "primed:"): the whole segment's command may be the room's."""

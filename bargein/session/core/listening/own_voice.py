@@ -9,7 +9,7 @@ the VAD's speech probabilities), both pure:
   background talker's phrase runs into the user's "okay", the VAD makes one segment of both and the
   whole-segment recognition writes the talker's words ("Why London are ... Okay"); such a segment is
   *mixed with the room*, and the recognition of its loud stretch alone (the primed one,
-  :mod:`bargein.listening_model.over_reply`) is the user's;
+  :mod:`bargein.session.core.listening.over_reply`) is the user's;
 * :func:`loud_speech_probability`: the VAD's mean speech probability over the segment's loud stretch.
   When the loudest thing in a mixed segment is a tone, a chord or a burst at the user's level with a
   talker under it, the VAD holds the segment open on the talker while the loud stretch itself is not speech.
@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bargein.listening_model.over_reply import loud_stretch
+from bargein.session.core.listening.over_reply import loud_stretch
 
 QUIETER_THAN_USER_DB = 6.0
 """Speech this far under the level of the user's own answered turns is another voice in the room (set, not

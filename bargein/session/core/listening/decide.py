@@ -9,32 +9,32 @@ dump can be re-judged without audio. In order:
    The same for speech more than 6 dB **quieter than the user's own turns** (the session learns how loud
    the user is from the turns it answered while the agent was silent): another voice in the room; and a
    segment mixed with the room whose loudest stretch the VAD scores under 0.8 (a tone or a burst at the
-   user's level, over a talker the VAD heard): see :mod:`bargein.listening_model.own_voice`;
+   user's level, over a talker the VAD heard): see :mod:`bargein.session.core.listening.own_voice`;
 2. **a sound, not words** is noise: the user's words spell a laugh, "ahem", a hum (no vowel), or a word
    that is never a whole utterance ("you", "um");
 3. **a backchannel** is noise: the user's words are only "uh-huh", "okay", "sure", "I see" ...;
 4. **a command or a question word, clearly louder than the room** interrupts, whatever the
    recogniser's confidence: "Stop." at average log-probability -0.8 is still "stop" (issue 10);
-5. otherwise the **interruption model** (:mod:`bargein.listening_model.model`) decides; it cuts nearly
+5. otherwise the **interruption model** (:mod:`bargein.session.core.listening.model`) decides; it cuts nearly
    every worded segment left to it (recall first), so a cut of a short segment also needs the
-   **spoken-command model** (:mod:`bargein.listening_model.keyword`) not to say "no command": it reads
+   **spoken-command model** (:mod:`bargein.session.core.listening.keyword`) not to say "no command": it reads
    the encoder's view of the segment's loud stretch (``command_probability``, from the primed
    recognition), and a groan or an "uh-huh" that the transcript turned into near words ("It hurts.",
    "I'm tired.") lets the reply go on.
 
 Over a reply the shell also recognises the segment's loud stretch a second time, primed with the
-vocabulary of commands and acknowledgements (:mod:`bargein.listening_model.over_reply`); steps 1-4 run on
+vocabulary of commands and acknowledgements (:mod:`bargein.session.core.listening.over_reply`); steps 1-4 run on
 both recognitions, and a cut by either wins over a keep by either, which wins over the model. A segment
-*mixed with the room* (:func:`~bargein.listening_model.own_voice.mixed_with_room`: over 500 ms of speech well
+*mixed with the room* (:func:`~bargein.session.core.listening.own_voice.mixed_with_room`: over 500 ms of speech well
 under the user's level) is the exception: its whole recognition holds the room's words, so a rule on the
 primed one (its loud stretch, the user's) decides first. A keep by the primed recognition does not count
-when the user spoke at length (:func:`~bargein.listening_model.own_voice.spoke_at_length`: 2.5 s of speech
+when the user spoke at length (:func:`~bargein.session.core.listening.own_voice.spoke_at_length`: 2.5 s of speech
 at the user's own level): the loud stretch was then only part of what they said.
 
-"The user's words" are the loud words of the segment (:mod:`bargein.listening_model.user_words`) when
+"The user's words" are the loud words of the segment (:mod:`bargein.session.core.listening.user_words`) when
 the recogniser gave word timings, unless the segment is the user alone (at most 300 ms of the room's speech
-in it, :func:`~bargein.listening_model.own_voice.user_alone`): then the whole transcript, the quiet onset of
-"Hold on." too. (The interruption model's features, :mod:`bargein.listening_model.features`, keep the loud
+in it, :func:`~bargein.session.core.listening.own_voice.user_alone`): then the whole transcript, the quiet onset of
+"Hold on." too. (The interruption model's features, :mod:`bargein.session.core.listening.features`, keep the loud
 words, as they were fitted.)
 """
 
@@ -44,11 +44,12 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from bargein.listening_model import keyword
-from bargein.listening_model.features import finite, fold, words_of
-from bargein.listening_model.lexicon import BACKCHANNELS, COMMAND_WORDS, QUESTION_WORDS, spells_a_sound
-from bargein.listening_model.model import load
-from bargein.listening_model.own_voice import (
+from bargein.languages import fold
+from bargein.session.core.listening import keyword
+from bargein.session.core.listening.features import finite, words_of
+from bargein.session.core.listening.lexicon import BACKCHANNELS, COMMAND_WORDS, QUESTION_WORDS, spells_a_sound
+from bargein.session.core.listening.model import load
+from bargein.session.core.listening.own_voice import (
     QUIETER_THAN_USER_DB,
     loud_stretch_not_speech,
     mixed_with_room,
@@ -77,7 +78,7 @@ Decision = Literal["query", "noise"]
 
 def user_text(features: Mapping[str, Any]) -> str:
     """The user's words: the whole transcript when the segment is the user alone
-    (:func:`~bargein.listening_model.own_voice.user_alone`) or no word timings placed the loud words; else the
+    (:func:`~bargein.session.core.listening.own_voice.user_alone`) or no word timings placed the loud words; else the
     loud words (a segment with some of the room's speech in it, or one heard before the user's level is known)."""
     # a user alone says every word: the quiet onset of their own speech is still theirs
     placed = None if user_alone(features) else features.get("user_transcript")

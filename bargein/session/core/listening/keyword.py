@@ -13,7 +13,7 @@ The two languages use it the opposite way round (:data:`MODELS`):
 * **Mandarin adds a cut**: a segment the rules keep is cut when the model's probability reaches its
   threshold (a bare 停 the transcript lost);
 * **English keeps the reply**: over a reply, a segment that only the recall-first interruption model
-  (:mod:`bargein.listening_model.model`) would cut is let go on when the model, reading the encoding of
+  (:mod:`bargein.session.core.listening.model`) would cut is let go on when the model, reading the encoding of
   the segment's loud stretch (the primed recognition's clip), scores it under its threshold: a groan or
   an "uh-huh" that the transcript turned into near words. The transcript rules still cut any command
   they spell.

@@ -1,4 +1,4 @@
-"""The fitted interruption model: logistic regression over :mod:`bargein.listening_model.features`.
+"""The fitted interruption model: logistic regression over :mod:`bargein.session.core.listening.features`.
 
 The weights live in ``weights.json`` beside this module, written by ``bench/fit_listening.py`` from the
 *training* voice families of the listening benchmark (``tests/data/listening_split.json``); loading
@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from bargein.listening_model.features import NAMES, vector
+from bargein.session.core.listening.features import NAMES, vector
 
 WEIGHTS = Path(__file__).with_name("weights.json")
 

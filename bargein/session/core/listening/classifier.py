@@ -23,13 +23,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from bargein.languages import is_backchannel, is_command, language, text_units
-from bargein.listening_model.decide import ANNOTATION, decide_over_reply, primed_features, spotted_command
-from bargein.listening_model.features import fold
-from bargein.listening_model.keyword import spoken_command
-from bargein.listening_model.over_reply import loud_level_db
-from bargein.listening_model.own_voice import own_voice_fields
-from bargein.listening_model.user_words import user_words
+from bargein.languages import fold, is_backchannel, is_command, language, text_units
+from bargein.session.core.listening.decide import ANNOTATION, decide_over_reply, primed_features, spotted_command
+from bargein.session.core.listening.keyword import spoken_command
+from bargein.session.core.listening.over_reply import loud_level_db
+from bargein.session.core.listening.own_voice import own_voice_fields
+from bargein.session.core.listening.user_words import user_words
 from bargein.values import Transcript
 
 BACKCHANNELS = frozenset({
