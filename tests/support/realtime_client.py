@@ -15,7 +15,7 @@ from openai import AsyncOpenAI
 from openai.types.realtime.realtime_server_event import RealtimeServerEvent
 from pydantic import TypeAdapter
 
-from tests.support.speech import chunks_20ms
+from testdata.speech import chunks_20ms
 
 SERVER_EVENT = TypeAdapter(RealtimeServerEvent)
 

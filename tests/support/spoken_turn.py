@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from bargein.engines.transcribe.wer import word_error_rate
+from testdata.speech import librivox_clip, librivox_reference, pcm16_24k
 from tests.support.realtime_client import (
     BARGEIN_EVENTS,
     EventLog,
@@ -16,7 +17,6 @@ from tests.support.realtime_client import (
     stream_realtime,
     validate_server_event,
 )
-from tests.support.speech import librivox_clip, librivox_reference, pcm16_24k
 
 
 async def spoken_turn(host: str, clip: str, *, timeout: float = 120) -> tuple[EventLog, dict[str, Any]]:

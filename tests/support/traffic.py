@@ -16,7 +16,7 @@ from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeEndOfTurn, FakeLanguageModel, FakeRecognizer, FakeSynthesizer
 from bargein.engines.listen.silero_vad import SileroVad
 from bargein.session.realtime_session import RealtimeSession
-from tests.support.speech import librivox_clip, pcm16_24k
+from testdata.speech import librivox_clip, pcm16_24k
 
 CLIENT_EVENT: TypeAdapter[Any] = TypeAdapter(RealtimeClientEvent)
 SERVER_EVENT: TypeAdapter[Any] = TypeAdapter(RealtimeServerEvent)

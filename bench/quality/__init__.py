@@ -1,0 +1,1 @@
+"""Benchmarks of how well the agent listens, hears and answers: turn quality, endpoints, recognition, replies."""

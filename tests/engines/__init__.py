@@ -1,0 +1,1 @@
+"""Tests of bargein.engines shared by every stage: fairness, queues, refusals, resilience, batching, long inputs."""

@@ -1,0 +1,1 @@
+"""Tests of the VAD and end-of-turn models (bargein.engines.listen)."""

@@ -1,0 +1,1 @@
+"""Tests of engines in supervised worker processes (bargein.engines.process)."""

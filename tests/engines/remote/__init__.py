@@ -1,0 +1,1 @@
+"""Tests of the Ray Serve engine clients (bargein.engines.remote) with fake handles."""

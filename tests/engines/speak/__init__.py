@@ -1,0 +1,1 @@
+"""Tests of the speech synthesisers and their clause feed (bargein.engines.speak)."""

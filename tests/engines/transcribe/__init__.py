@@ -1,0 +1,1 @@
+"""Tests of the speech recognisers (bargein.engines.transcribe)."""

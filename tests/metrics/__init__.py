@@ -1,0 +1,1 @@
+"""Tests of bargein.metrics: the per-turn ledger, /metrics and traces."""

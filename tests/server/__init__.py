@@ -1,0 +1,1 @@
+"""Tests of the server layer (bargein.server): auth, client secrets, limits, drain, workers, metrics totals."""

@@ -1,0 +1,1 @@
+"""Tests of the session shell (bargein.session) in process: replies, history, speculation, transcription, tools."""

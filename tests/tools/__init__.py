@@ -1,0 +1,1 @@
+"""Tests of the built-in tools (bargein.tools): calculator, units, clock, grounding, input bounds."""
