@@ -26,6 +26,7 @@ from bargein.metrics.gc_pauses import GcPauseWatch
 from bargein.metrics.prometheus import ServerMetrics, watch_event_loop
 from bargein.metrics.tracing import configure_tracing, flush_tracing
 from bargein.server.auth import RealPeer
+from bargein.server.client_counts import session_counts
 from bargein.server.client_secrets import ClientSecrets, secrets_path
 from bargein.server.drain import Drain, shared_drain_flag
 from bargein.server.history_budget import HistoryLedger
@@ -58,10 +59,11 @@ class ServerState:
         self.engines: Engines | None = None
         self.load_error: str | None = None
         self.load_seconds: float | None = None
+        runtime_directory = os.environ.get(WORKER_DIR_ENV)  # shared by the workers of ``--workers N``
         self.registry = SessionRegistry(settings.max_sessions, settings.max_connections_per_client,
                                         HistoryLedger(settings.max_history_bytes_per_client,
-                                                      settings.max_history_bytes_per_worker))
-        runtime_directory = os.environ.get(WORKER_DIR_ENV)  # shared by the workers of ``--workers N``
+                                                      settings.max_history_bytes_per_worker),
+                                        session_counts(runtime_directory, settings.max_connections_per_client))
         self.client_secrets = ClientSecrets(secrets_path(runtime_directory))
         self.drain = Drain(self.registry, settings.drain_s, shared_flag=shared_drain_flag(runtime_directory))
         self.metrics = ServerMetrics(self.queue_sources)

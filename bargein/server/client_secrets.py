@@ -12,6 +12,7 @@ or logged. A connection the server turns away (still loading, full, draining) do
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import os
@@ -19,8 +20,9 @@ import secrets
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.websockets import WebSocket
@@ -37,9 +39,16 @@ MAX_TTL_S = 7200
 MAX_SECRETS = 10_000
 """Unredeemed secrets kept at once; the oldest go first (they expire within two hours anyway)."""
 SECRETS_FILE = "client-secrets.sqlite3"
-BUSY_TIMEOUT_S = 5.0
-"""How long a worker waits for another worker's write to the shared table (each takes microseconds)."""
+BUSY_TIMEOUT_S = 0.5
+"""How long a worker waits for another worker's write to the shared table (each takes microseconds): the wait
+is in a thread, never on the event loop, and a table held longer answers "busy, retry" instead."""
+_T = TypeVar("_T")
 INVALID_SECRET = "invalid, expired or already used client secret"
+BUSY_SECRETS = "the client secrets store is busy; retry shortly"
+
+
+class ClientSecretsBusy(Exception):
+    """The shared table stayed locked past :data:`BUSY_TIMEOUT_S` (another worker's write)."""
 
 
 class ExpiresAfter(BaseModel):
@@ -156,6 +165,18 @@ class ClientSecrets:
                                     (digest,)).fetchall()
         return self._live(rows[0] if rows else None, digest)
 
+    async def mint_async(self, config: SessionConfig, ttl_s: int = DEFAULT_TTL_S) -> tuple[str, int]:
+        """:meth:`mint` off the event loop; :class:`ClientSecretsBusy` if the table stayed locked."""
+        return await _off_loop(self.mint, config, ttl_s)
+
+    async def peek_async(self, offered: str) -> SessionConfig | None:
+        """:meth:`peek` off the event loop; :class:`ClientSecretsBusy` if the table stayed locked."""
+        return await _off_loop(self.peek, offered)
+
+    async def redeem_async(self, offered: str) -> SessionConfig | None:
+        """:meth:`redeem` off the event loop; :class:`ClientSecretsBusy` if the table stayed locked."""
+        return await _off_loop(self.redeem, offered)
+
     def close(self) -> None:
         """Close the database connection."""
         with self._lock:
@@ -169,6 +190,14 @@ class ClientSecrets:
         if row is None or not hmac.compare_digest(row[0], digest) or row[2] <= self._clock():
             return None
         return SessionConfig.model_validate_json(row[1])
+
+
+async def _off_loop(call: Callable[..., _T], *args: Any) -> _T:
+    """Run one table operation in a thread: another worker's lock must never stall this worker's sessions."""
+    try:
+        return await asyncio.to_thread(call, *args)
+    except sqlite3.OperationalError as error:
+        raise ClientSecretsBusy(str(error)) from None
 
 
 def secrets_path(runtime_directory: str | None) -> str | None:
@@ -192,7 +221,8 @@ class SecretOffer:
     """Spent (:meth:`ClientSecrets.redeem`) only once the server admits the session."""
 
 
-def check_offered_secret(websocket: WebSocket, store: ClientSecrets | None, settings: Settings) -> SecretOffer | None:
+async def check_offered_secret(websocket: WebSocket, store: ClientSecrets | None,
+                               settings: Settings) -> SecretOffer | None:
     """The decision for a connection offering a client secret, and the session it is bound to.
 
     None when no secret is offered, or the Host or Origin is refused (the usual checks then apply and
@@ -204,7 +234,10 @@ def check_offered_secret(websocket: WebSocket, store: ClientSecrets | None, sett
         return None
     if not (host_allowed(websocket.scope, settings) and origin_allowed(websocket.scope, settings)):
         return None
-    config = store.peek(key)
+    try:
+        config = await store.peek_async(key)
+    except ClientSecretsBusy:
+        return SecretOffer(AuthResult(False, BUSY_SECRETS))
     if config is None:
         # every key is compared, so the time taken does not tell which one (or whether any) matched
         if any([hmac.compare_digest(key.encode("utf-8", "replace"), k.encode()) for k in settings.api_keys]):

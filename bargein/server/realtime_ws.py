@@ -33,9 +33,16 @@ from bargein.protocol.errors import ProtocolError
 from bargein.protocol.server_events import error_event
 from bargein.protocol.session_config import SessionConfig
 from bargein.server.auth import SOCKET_SCOPE_KEY, authorize, client_address, peer_address
-from bargein.server.client_secrets import INVALID_SECRET, ClientSecrets, check_offered_secret
+from bargein.server.client_counts import CountsBusy, LocalSessionCounts, SessionCounts
+from bargein.server.client_secrets import (
+    BUSY_SECRETS,
+    INVALID_SECRET,
+    ClientSecrets,
+    ClientSecretsBusy,
+    check_offered_secret,
+)
 from bargein.server.history_budget import HistoryLedger
-from bargein.server.limits import AddressCounter, EventRateLimiter
+from bargein.server.limits import EventRateLimiter
 from bargein.server.serving import abort_connection
 from bargein.session.history import MAX_HISTORY_BYTES
 from bargein.session.outbound import OutboundClosed, Outgoing
@@ -53,10 +60,12 @@ FAREWELL_TIMEOUT_S = 1.0
 class SessionRegistry:
     """The live sessions of this server (bounded by ``max_sessions``, and per client address)."""
 
-    def __init__(self, max_sessions: int, per_address: int = 16, history: HistoryLedger | None = None) -> None:
+    def __init__(self, max_sessions: int, per_address: int = 16, history: HistoryLedger | None = None,
+                 addresses: SessionCounts | None = None) -> None:
         self.max_sessions = max_sessions
         self.live: set[RealtimeSession] = set()
-        self.addresses = AddressCounter(per_address)
+        self.addresses = addresses or LocalSessionCounts(per_address)
+        """Open sessions per client address (across the workers of one server when they share a directory)."""
         self.history = history or HistoryLedger(MAX_HISTORY_BYTES * per_address, MAX_HISTORY_BYTES * max_sessions)
         """The history memory of this worker's sessions, per client address and in all."""
         self.sockets: dict[RealtimeSession, WebSocket] = {}
@@ -83,7 +92,7 @@ async def serve_realtime(websocket: WebSocket, settings: Settings, engines: Engi
     A client secret (``client_secrets``) stands in for the API key once, and brings its session's settings;
     it is spent only when the session starts, so a connection refused for load leaves it usable.
     """
-    offer = check_offered_secret(websocket, client_secrets, settings)
+    offer = await check_offered_secret(websocket, client_secrets, settings)
     decision = authorize(websocket, settings) if offer is None else offer.decision
     if not decision.allowed:
         log.warning("refused a realtime connection from %s: %s", peer_address(websocket.scope), decision.reason)
@@ -99,16 +108,22 @@ async def serve_realtime(websocket: WebSocket, settings: Settings, engines: Engi
             metrics.refused.labels("loading" if engines is None else "load").inc()
         await _farewell(websocket, Ending("server_unavailable", message, TRY_LATER_CLOSE))
         return
-    if not registry.addresses.acquire(address):
+    try:
+        admitted = await registry.addresses.acquire(address)
+    except CountsBusy:
+        await _farewell(websocket, Ending("server_unavailable", "the server is busy; retry shortly", TRY_LATER_CLOSE))
+        return
+    if not admitted:
         await _farewell(websocket, Ending("too_many_sessions",
                                           f"at most {registry.addresses.per_address} sessions per client address",
                                           POLICY_CLOSE))
         return
     try:
-        if offer is not None and offer.secret is not None and client_secrets is not None \
-                and client_secrets.redeem(offer.secret) is None:  # spent or expired meanwhile (another worker)
-            await _farewell(websocket, Ending("invalid_client_secret", INVALID_SECRET, POLICY_CLOSE))
-            return
+        if offer is not None and offer.secret is not None and client_secrets is not None:
+            ending = await _spend(client_secrets, offer.secret)
+            if ending is not None:
+                await _farewell(websocket, ending)
+                return
         model = websocket.query_params.get("model") or "bargein"
         config = SessionConfig.for_language(settings.language, model=model[:200]) \
             if offer is None or offer.config is None else offer.config
@@ -132,7 +147,17 @@ async def serve_realtime(websocket: WebSocket, settings: Settings, engines: Engi
             await session.close()
             session.conversation.release()
     finally:
-        registry.addresses.release(address)
+        await registry.addresses.release(address)
+
+
+async def _spend(client_secrets: ClientSecrets, secret: str) -> Ending | None:
+    """Redeem the session's secret: None once spent here, else why the session cannot start."""
+    try:
+        if await client_secrets.redeem_async(secret) is None:  # spent or expired meanwhile (another worker)
+            return Ending("invalid_client_secret", INVALID_SECRET, POLICY_CLOSE)
+    except ClientSecretsBusy:
+        return Ending("server_unavailable", BUSY_SECRETS, TRY_LATER_CLOSE)
+    return None
 
 
 async def refuse_session(websocket: WebSocket, message: str) -> None:

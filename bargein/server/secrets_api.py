@@ -13,7 +13,14 @@ from bargein.config import Settings
 from bargein.protocol.client_events import read_json_object
 from bargein.protocol.errors import ProtocolError
 from bargein.server.auth import host_allowed, is_loopback, origin_allowed, peer_address
-from bargein.server.client_secrets import ClientSecretError, ClientSecrets, parse_request, response_body
+from bargein.server.client_secrets import (
+    BUSY_SECRETS,
+    ClientSecretError,
+    ClientSecrets,
+    ClientSecretsBusy,
+    parse_request,
+    response_body,
+)
 
 log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 256 * 1024
@@ -63,6 +70,11 @@ def add_client_secret_route(app: FastAPI, settings: Settings, store: ClientSecre
             return _error(400, error.message, code=error.code)
         except ClientSecretError as error:
             return _error(400, str(error), param=error.param, code="invalid_value")
-        value, expires_at = store.mint(config, ttl_s)
+        try:
+            value, expires_at = await store.mint_async(config, ttl_s)
+        except ClientSecretsBusy:
+            response = _error(503, BUSY_SECRETS, type_="server_error", code="server_busy")
+            response.headers["Retry-After"] = "1"
+            return response
         log.info("minted a client secret valid for %d s", ttl_s)
         return JSONResponse(response_body(value, expires_at, config))

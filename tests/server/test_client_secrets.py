@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+from pathlib import Path
 
 import httpx
 import openai
@@ -24,6 +25,10 @@ KEY = "sk-server-key"
 
 def fake_engines() -> Engines:
     return Engines(FakeVad(), FakeRecognizer(), FakeLanguageModel(), FakeSynthesizer())
+
+
+def _bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
 
 
 def refused(url: str, **kwargs: object) -> bool:
@@ -249,7 +254,7 @@ def test_a_secret_minted_by_one_worker_opens_one_session_on_any_worker() -> None
         text = ""
         while "bargein_workers 2.0" not in text and time.monotonic() < deadline:
             with contextlib.suppress(httpx.HTTPError):
-                text = httpx.get(f"http://{host}/metrics", timeout=2).text
+                text = httpx.get(f"http://{host}/metrics", headers=_bearer(KEY), timeout=2).text
             time.sleep(0.3)
         assert "bargein_workers 2.0" in text, "two workers did not come up"
         minted = [_mint(host, f"Session {n}.") for n in range(8)]
@@ -261,7 +266,7 @@ def test_a_secret_minted_by_one_worker_opens_one_session_on_any_worker() -> None
             assert created["session"]["instructions"] == f"Session {n}."
         per_worker: list[float] = []
         while time.monotonic() < deadline + 15:  # each worker publishes its figures once a second
-            lines = httpx.get(f"http://{host}/metrics", timeout=5).text.splitlines()
+            lines = httpx.get(f"http://{host}/metrics", headers=_bearer(KEY), timeout=5).text.splitlines()
             per_worker = [float(line.split()[-1]) for line in lines if line.startswith("bargein_worker_sessions{")]
             if sum(per_worker) == len(minted):
                 break
@@ -274,3 +279,40 @@ def test_a_secret_minted_by_one_worker_opens_one_session_on_any_worker() -> None
             ws.close()
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_a_held_write_lock_on_the_shared_table_does_not_stall_the_event_loop(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another worker (here: another connection) holding the secrets table's write lock delays only the mint that
+    needs it, which then answers 503 busy; the event loop, and every other request and session, goes on."""
+    import sqlite3
+    import threading
+    import time
+
+    from bargein.server.app import WORKER_DIR_ENV
+    from bargein.server.client_secrets import SECRETS_FILE
+
+    monkeypatch.setenv(WORKER_DIR_ENV, str(tmp_path))  # the store is then the workers' shared file
+    with running_server(fake_engines(), Settings(api_keys=[KEY])) as host:
+        _mint(host)  # the table exists
+        blocker = sqlite3.connect(tmp_path / SECRETS_FILE, isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")
+        answers: dict[str, httpx.Response] = {}
+
+        def mint() -> None:
+            answers["mint"] = httpx.post(f"http://{host}/v1/realtime/client_secrets", headers=_bearer(KEY),
+                                         json={"session": {"type": "realtime"}}, timeout=30)
+
+        minting = threading.Thread(target=mint)
+        minting.start()
+        time.sleep(0.1)
+        began = time.monotonic()
+        assert httpx.get(f"http://{host}/healthz", timeout=30).status_code == 200
+        health_s = time.monotonic() - began
+        minting.join(timeout=30)
+        blocker.execute("ROLLBACK")
+        blocker.close()
+        assert health_s < 0.3, f"the event loop stalled {health_s:.2f} s behind the lock"
+        assert answers["mint"].status_code == 503, answers["mint"].text
+        assert answers["mint"].json()["error"]["code"] == "server_busy"
+        assert _mint(host).startswith("ek_"), "once the lock is released, minting works again"

@@ -135,11 +135,11 @@ def test_the_board_skips_dead_and_stale_workers(tmp_path: Path) -> None:
         alive.wait()
 
 
-def _serve_two_workers(port: int) -> subprocess.Popen[bytes]:
+def _serve_two_workers(port: int, *flags: str) -> subprocess.Popen[bytes]:
     """``bargein serve`` with instant engines and two worker processes on ``port``."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     return subprocess.Popen([sys.executable, "-m", "bargein", "serve", "--engines", "instant", "--workers", "2",
-                             "--port", str(port), "--log-level", "warning"], env=env,
+                             "--port", str(port), "--log-level", "warning", *flags], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -229,3 +229,42 @@ def _worker_pids(port: int) -> set[int]:
             time.sleep(0.2)
     return {int(line.split('worker="')[1].split('"')[0]) for line in text.splitlines()
             if line.startswith("bargein_worker_sessions{")}
+
+
+def test_the_per_client_session_cap_holds_across_workers() -> None:
+    """``--workers 2``: one address gets ``--max-connections-per-client`` sessions from the server, not that many
+    from each worker (the workers share the counts)."""
+    port = free_port()
+    server = _serve_two_workers(port, "--max-connections-per-client", "3")
+    sockets = []
+    try:
+        _wait_for_workers(port, 2)
+        first_events = []
+        for _ in range(12):
+            ws = connect(f"ws://127.0.0.1:{port}/v1/realtime")
+            sockets.append(ws)
+            first_events.append(json.loads(ws.recv(timeout=10)))
+        created = [event for event in first_events if event["type"] == "session.created"]
+        refused = [event["error"]["code"] for event in first_events if event["type"] == "error"]
+        per_worker: list[float] = []
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:  # each worker publishes its figures once a second
+            text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+            per_worker = [float(line.split()[-1]) for line in text.splitlines()
+                          if line.startswith("bargein_worker_sessions{")]
+            if len(per_worker) == 2 and sum(per_worker) == len(created):
+                break
+            time.sleep(0.3)
+        assert len(created) == 3 and refused == ["too_many_sessions"] * 9, (len(created), refused, per_worker)
+        for ws in sockets:
+            ws.close()
+        sockets.clear()
+        time.sleep(1.0)  # the closed sessions are counted out on whichever worker held them
+        again = connect(f"ws://127.0.0.1:{port}/v1/realtime")
+        sockets.append(again)
+        assert json.loads(again.recv(timeout=10))["type"] == "session.created"
+    finally:
+        for ws in sockets:
+            ws.close()
+        server.terminate()
+        server.wait(timeout=30)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+from pathlib import Path
 
 import httpx
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
@@ -62,3 +64,31 @@ def test_shared_engines_llm_worker_figures_are_not_summed_across_session_workers
     assert "bargein_llm_nonfinite_fallbacks 6.0" in own_llm
     apart = merged_exposition(workers).decode()  # each worker its own LLM process: the total is the sum
     assert "bargein_llm_worker_resident_memory_bytes 2000.0" in apart
+
+
+def test_shared_session_counts_cap_an_address_across_workers_and_forget_dead_ones(tmp_path: Path) -> None:
+    """Two workers (two pids) count into one table: the cap is the server's; a dead worker's counts lapse."""
+    import asyncio
+    import subprocess
+    import sys
+
+    from bargein.server.client_counts import SharedSessionCounts
+
+    path = str(tmp_path / "counts.sqlite3")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    mine, other, gone = (SharedSessionCounts(path, 3, pid=pid) for pid in (os.getpid(), os.getppid(), dead.pid))
+
+    async def scenario() -> None:
+        assert await mine.acquire("10.0.0.1") and await other.acquire("10.0.0.1") and await mine.acquire("10.0.0.1")
+        assert not await other.acquire("10.0.0.1") and not await mine.acquire("10.0.0.1")
+        assert await other.acquire("10.0.0.2"), "another address is not affected"
+        await mine.release("10.0.0.1")
+        assert await other.acquire("10.0.0.1")
+        assert mine.open_sessions("10.0.0.1") == 3
+        await mine.release("10.0.0.1")
+        assert await gone.acquire("10.0.0.1")  # a worker that then dies with the session open
+        assert mine.open_sessions("10.0.0.1") == 3
+        assert await mine.acquire("10.0.0.1"), "the dead worker's session is not counted any more"
+
+    asyncio.run(scenario())
