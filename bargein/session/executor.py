@@ -100,10 +100,10 @@ class ActionExecutor:
                 self.replies.start(response_id, trigger, params)
             case v.CancelReply(response_id, reason):
                 self.replies.cancel(response_id, reason)
-                self.timers.disarm_pause(response_id)
+                self.timers.disarm_reply(response_id)
             case v.CompleteReply(response_id, status):
                 self.replies.finish(response_id, status)
-                self.timers.disarm_pause(response_id)
+                self.timers.disarm_reply(response_id)
             case v.ForwardAudio(response_id, payload):
                 self.replies.forward(response_id, payload)
             case v.ForwardText(response_id, text):
@@ -123,6 +123,8 @@ class ActionExecutor:
                 self.replies.resume(response_id)
             case v.ArmPauseTimer(response_id, delay_ms):
                 self.timers.arm_pause(response_id, delay_ms)
+            case v.ArmPlayOutTimer(response_id, delay_ms, arm):
+                self.timers.arm_play_out(response_id, delay_ms, arm)
             case v.ArmIdleTimer(delay_ms):  # counted from when the client has played the agent's last sample
                 self.timers.arm_idle(delay_ms + round(max(0.0, self.replies.playing.left_ms())))
             case v.DisarmIdleTimer():

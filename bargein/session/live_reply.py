@@ -58,6 +58,8 @@ class LiveReply:
     gate: asyncio.Event = field(default_factory=asyncio.Event)
     """Set while the pipeline may produce; cleared while paused."""
     ended: bool = False
+    over: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set once the reply has ended: wakes a wait for its play-out."""
     playing_out: bool = False
     """Every word is out; the reply stays live while the client plays its last stretch."""
 
@@ -87,6 +89,7 @@ class LiveReply:
         self.ended = True
         self.forwarded = bytearray()
         self.gate.set()
+        self.over.set()
 
 
 @dataclass(frozen=True)

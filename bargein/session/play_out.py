@@ -2,7 +2,8 @@
 still be playing are followed until it has played each or the user cut it.
 
 Pacing sends a reply's end up to ``output_lead_ms`` before it is played; :func:`last_stretch_played` keeps the reply
-live meanwhile (at most ``PLAYOUT_WAIT_S``), so speech there still pauses it. A reply's ``response.done`` can still
+live meanwhile (the machine's play-out timer, :mod:`bargein.session.core.play_out`, bounds that wait), so speech there
+still pauses it. A reply's ``response.done`` can still
 go out while the client holds audio of it (a longer output lead, a client whose deltas are slow to leave, a failed
 reply). How much of it was heard is then not known: the user may still cut it. :class:`PlayingOut` keeps such
 replies and tells how much of each was heard once: in full when the client has had time to play its last sample,
@@ -13,6 +14,7 @@ a grace period), else what it had played when the session ended.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 
 from bargein.session.live_reply import LiveReply
@@ -25,29 +27,21 @@ CUT_GRACE_S = 2.0
 (an OpenAI client sends it once it has stopped its playback, after ``speech_started``)."""
 Heard = Callable[[str, float], None]
 """``(response_id, heard_ms)``: a reply closed while the client played it was played out or cut."""
-PLAYOUT_WAIT_S = 2.0
-"""How long a reply whose words are all out stays live while the client plays its audio, by default (the default lead
-is 1 s; a client that stops reading, or a longer lead, ends it before its playback does)."""
 
 
-async def last_stretch_played(reply: LiveReply, wait_s: float) -> None:
-    """Return once the client has had time to play ``reply``'s last sample, or ``wait_s`` has passed (pauses not
-    counted: a resume sends the tail again), or the reply has ended (cancelled, or stopped by the client's truncate,
-    :meth:`~bargein.session.reply_runner.ReplyRunner.truncated`)."""
-    loop = asyncio.get_running_loop()
-    deadline: float | None = None
+async def last_stretch_played(reply: LiveReply) -> None:
+    """Return once the client has had time to play ``reply``'s last sample (a pause waits: a resume sends the tail
+    again), or the reply has ended (cancelled, ended by the machine's play-out timer, or stopped by the client's
+    truncate, :meth:`~bargein.session.reply_runner.ReplyRunner.truncated`)."""
     while not reply.ended:
         if not reply.gate.is_set():
             await reply.gate.wait()
-            deadline = None
             continue
         left_s = reply.audio_left_ms() / 1000.0
-        now = loop.time()
-        if deadline is None:
-            deadline = now + wait_s
-        if left_s <= 0.001 or now >= deadline:
+        if left_s <= 0.001:
             return
-        await asyncio.sleep(min(left_s, deadline - now))
+        with contextlib.suppress(TimeoutError):  # the estimate moves as queued deltas leave: look again
+            await asyncio.wait_for(reply.over.wait(), left_s)
 
 
 class PlayingOut:

@@ -25,7 +25,7 @@ from bargein.session.core import vocabulary as v
 from bargein.session.history import Conversation, Item, response_input_items
 from bargein.session.live_reply import AudioPiece, LiveReply, Pause, restarted_clocks, resumption
 from bargein.session.outbound import Outbound, Outgoing
-from bargein.session.play_out import PLAYOUT_WAIT_S, Heard, PlayingOut, last_stretch_played
+from bargein.session.play_out import Heard, PlayingOut, last_stretch_played
 from bargein.session.playback import Pacer
 from bargein.session.reply_pipeline import ReplyPipeline, ReplyPlan, generation_options
 from bargein.session.reply_sink import ReplySink
@@ -70,8 +70,6 @@ class ReplyRunner:
         self.progress = progress
         self.closed = closed
         self.output_lead_ms = output_lead_ms
-        self.playout_wait_s = PLAYOUT_WAIT_S
-        """How long a reply whose words are all out stays live while the client plays it (pauses not counted)."""
         self.live: dict[str, LiveReply] = {}
         self.recent: deque[LiveReply] = deque(maxlen=RECENT_REPLIES)
         self.tasks: set[asyncio.Task[None]] = set()
@@ -170,7 +168,7 @@ class ReplyRunner:
             return
         self.feed(v.ReplyPlayingOut(reply.response_id))
         reply.playing_out = True
-        await last_stretch_played(reply, self.playout_wait_s)
+        await last_stretch_played(reply)  # or the machine's play-out timer ends it
 
     def truncated(self, item_id: str) -> None:
         """The client truncated ``item_id``. A reply of it that is only playing out its last stretch, not paused (a

@@ -1,4 +1,5 @@
-"""The session's timers: the idle timer and the false-interruption timer of a paused reply.
+"""The session's timers: the idle timer, the false-interruption timer of a paused reply and the play-out timer of a
+reply playing out its last stretch.
 
 They turn the machine's ``Arm…`` actions into events fed back after a delay; the machine checks on
 arrival whether a timer is stale, so disarming is only housekeeping.
@@ -13,13 +14,14 @@ from bargein.session.core import vocabulary as v
 
 
 class Timers:
-    """The idle timer and the pause timers of one session."""
+    """The idle timer, the pause timers and the play-out timers of one session."""
 
     def __init__(self, feed: Callable[[v.Event], None], stream_ms: Callable[[], float]) -> None:
         self.feed = feed
         self.stream_ms = stream_ms
         self._idle: asyncio.TimerHandle | None = None
         self._pauses: dict[str, asyncio.TimerHandle] = {}
+        self._play_outs: dict[str, asyncio.TimerHandle] = {}
 
     def arm_idle(self, delay_ms: int) -> None:
         """Fire ``IdleTimerFired`` after ``delay_ms`` (replacing any armed idle timer)."""
@@ -44,9 +46,26 @@ class Timers:
         if (timer := self._pauses.pop(response_id, None)) is not None:
             timer.cancel()
 
+    def arm_play_out(self, response_id: str, delay_ms: int, arm: int) -> None:
+        """Fire ``PlayOutTimerFired`` (with ``arm``) for a reply playing out after ``delay_ms``."""
+        self._forget(self._play_outs, response_id)
+        self._play_outs[response_id] = asyncio.get_running_loop().call_later(
+            delay_ms / 1000, lambda: self.feed(v.PlayOutTimerFired(response_id, arm)))
+
+    def disarm_reply(self, response_id: str) -> None:
+        """Forget a reply's pause and play-out timers (it ended)."""
+        self.disarm_pause(response_id)
+        self._forget(self._play_outs, response_id)
+
+    @staticmethod
+    def _forget(timers: dict[str, asyncio.TimerHandle], response_id: str) -> None:
+        if (timer := timers.pop(response_id, None)) is not None:
+            timer.cancel()
+
     def close(self) -> None:
         """Cancel everything (the session is ending)."""
         self.disarm_idle()
-        for timer in self._pauses.values():
-            timer.cancel()
-        self._pauses.clear()
+        for timers in (self._pauses, self._play_outs):
+            for timer in timers.values():
+                timer.cancel()
+            timers.clear()

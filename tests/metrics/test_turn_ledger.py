@@ -236,7 +236,7 @@ async def test_audio_heard_of_a_completed_reply_is_what_the_client_played() -> N
     h = Harness(Engines(FakeVad(), FakeRecognizer(("stop",)), FakeLanguageModel(filler=filler), FakeSynthesizer()))
     metrics = with_metrics(h)
     h.session.replies.output_lead_ms = 60_000.0  # the whole reply is sent at once: the client has it all to play
-    h.session.replies.playout_wait_s = 0.0  # closed while the client still plays it
+    h.no_play_out_wait()  # closed while the client still plays it
     await h.send(type="conversation.item.create", item=TALK)
     await h.send(type="response.create")
     await h.drain(until="bargein.turn.metrics")
@@ -274,7 +274,7 @@ async def test_audio_heard_of_a_completed_reply_the_client_truncated_is_its_curs
     h = Harness(Engines(FakeVad(), FakeRecognizer(("stop",)), FakeLanguageModel(filler=filler), FakeSynthesizer()))
     metrics = with_metrics(h)
     h.session.replies.output_lead_ms = 60_000.0
-    h.session.replies.playout_wait_s = 0.0  # closed while the client still plays it
+    h.no_play_out_wait()  # closed while the client still plays it
     await h.send(type="conversation.item.create", item=TALK)
     await h.send(type="response.create")
     await h.drain(until="bargein.turn.metrics")
@@ -301,7 +301,7 @@ async def test_a_truncate_after_the_user_spoke_over_a_finished_reply_is_what_cou
                             FakeSynthesizer()))
         metrics = with_metrics(h)
         h.session.replies.output_lead_ms = 60_000.0
-        h.session.replies.playout_wait_s = 0.0  # closed while the client still plays it
+        h.no_play_out_wait()  # closed while the client still plays it
         await h.send(type="conversation.item.create", item=TALK)
         await h.send(type="response.create")
         await h.drain(until="bargein.turn.metrics")
@@ -436,7 +436,7 @@ async def test_the_client_is_told_the_heard_audio_of_a_finished_reply_cut_while_
     filler = "and then it goes on for a good while longer so that there is plenty to interrupt."
     h = Harness(Engines(FakeVad(), FakeRecognizer(("stop",)), FakeLanguageModel(filler=filler), FakeSynthesizer()))
     h.session.replies.output_lead_ms = 60_000.0
-    h.session.replies.playout_wait_s = 0.0  # closed while the client still plays it
+    h.no_play_out_wait()  # closed while the client still plays it
     await h.send(type="conversation.item.create", item=TALK)
     await h.send(type="response.create")
     await h.drain(until="bargein.turn.metrics")

@@ -15,7 +15,7 @@ async def _finished_reply_still_playing(h: Harness, session: dict[str, object]) 
     """``session`` set, a reply sent whole at once (the client has all of it still to play): its item's id."""
     await h.send(type="session.update", session=session)
     h.session.replies.output_lead_ms = 60_000.0
-    h.session.replies.playout_wait_s = 0.0  # closed while the client still plays it
+    h.no_play_out_wait()  # closed while the client still plays it
     await h.send(type="conversation.item.create", item=TALK)
     await h.send(type="response.create")
     await h.drain(until="response.done")

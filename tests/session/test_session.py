@@ -6,6 +6,7 @@ import asyncio
 import base64
 import json
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -13,6 +14,7 @@ import numpy as np
 from bargein.audio.codecs import AudioFormat, float_to_int16
 from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
+from bargein.session.core import vocabulary as v
 from bargein.session.realtime_session import RealtimeSession
 from bargein.tools.registry import ToolRegistry
 from bargein.values import CancelToken, ChatMessage, GenerationOptions
@@ -64,6 +66,13 @@ class Harness:
 
     def types(self) -> list[str]:
         return [e["type"] for e in self.events]
+
+    def no_play_out_wait(self) -> None:
+        """A reply whose words are all out closes at once, while the client may still be playing it (the
+        machine's play-out wait set to nothing, as a server setting would)."""
+        settings = self.session.machine.settings
+        self.session.feed(v.SettingsChanged(replace(
+            settings, interruption=replace(settings.interruption, playout_wait_ms=0))))
 
 
 async def reply_playing(h: Harness, played_s: float = 0.6) -> str:

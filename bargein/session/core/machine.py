@@ -28,6 +28,9 @@ One machine, its sub-states named. :class:`DuplexMachine` owns these records, ea
     reply) | off (a reply started, turns became manual) | client (a turn left to the client to answer).
 ``tools``: the tool wait (:class:`~bargein.session.core.tool_wait.ToolOutputs`)
     none <-> owed (the client owes function call outputs: the session waits on it, it is not idle).
+``play_out``: the play-out timer (:class:`~bargein.session.core.play_out.PlayOutWait`) of a reply playing out
+    unarmed -> armed (its words all out, unpaused; armed afresh at a resume) -> fired (it completes the reply) or
+    stale (the reply paused, resumed, or ended since: a firing of an earlier arming changes nothing).
 ``segments``: the listening book (:class:`~bargein.session.core.listening.segment_book.SegmentBook`): each
     segment from onset to verdict, the noise floor and the user's own level.
 
@@ -51,6 +54,7 @@ from bargein.session.core import vocabulary as v
 from bargein.session.core.admission import admission, admit
 from bargein.session.core.idle_prompt import IdlePrompt
 from bargein.session.core.listening.segment_book import SegmentBook
+from bargein.session.core.play_out import PlayOutWait
 from bargein.session.core.settings import TurnSettings
 from bargein.session.core.storm_guard import StormGuard
 from bargein.session.core.tool_wait import ToolOutputs
@@ -96,6 +100,7 @@ class DuplexMachine:
     answer_owed: bool = field(default=False, init=False)
     idle: IdlePrompt = field(default_factory=IdlePrompt, init=False)
     tools: ToolOutputs = field(default_factory=ToolOutputs, init=False)
+    play_out: PlayOutWait = field(default_factory=PlayOutWait, init=False)
     last_ms: float = field(default=0.0, init=False)
     """Stream time of the last VAD frame."""
     heard_from_ms: float = field(default=0.0, init=False)
@@ -153,8 +158,13 @@ class DuplexMachine:
                     reply.has_audio = True
                 self.emit(admit(event, how))
             case v.ReplyPlayingOut():
-                if self.reply is not None and self.reply.response_id == event.response_id:
-                    self.reply.playing_out = True
+                if (reply := self.reply) is not None and reply.response_id == event.response_id:
+                    reply.playing_out = True
+                    self._arm_play_out(reply)
+            case v.PlayOutTimerFired():
+                if self.play_out.due(event, reply := self.reply):
+                    assert reply is not None
+                    self.complete(reply, failed=False)  # as if its last sample had been played
             case v.ReplyFinished():
                 self._on_reply_finished(event)
             case v.IdleTimerFired():
@@ -264,6 +274,8 @@ class DuplexMachine:
         self.emit(v.ResumeReply(reply.response_id))
         if reply.generation_done:
             self.complete(reply, failed=False)
+        else:
+            self._arm_play_out(reply)  # a resume sends the tail again: its wait starts afresh
 
     def complete(self, reply: Reply, *, failed: bool) -> None:
         """The live ``reply`` ended by itself: the idle prompt or the answer owed follows."""
@@ -297,6 +309,11 @@ class DuplexMachine:
         if not self.settings.vad:
             return
         if arm := self.idle.again(self.settings.idle_prompt_ms, user_busy=self.user_busy):
+            self.emit(arm)
+
+    def _arm_play_out(self, reply: Reply) -> None:
+        wait_ms = self.settings.interruption.playout_wait_ms
+        if wait_ms is not None and (arm := self.play_out.arm(reply, wait_ms)) is not None:
             self.emit(arm)
 
     def _on_reply_finished(self, event: v.ReplyFinished) -> None:

@@ -15,6 +15,9 @@ from bargein.protocol.session_config import SemanticVad, ServerVad, SessionConfi
 from bargein.session.core.endpointing import EAGERNESS_SILENCE_MS, TieredPreset, TurnEvidence, endpoint_silence_ms
 
 Eagerness = Literal["low", "medium", "high", "auto"]
+PLAYOUT_WAIT_MS = 2000
+"""How long a session's reply whose words are all out stays live while the client plays it (the default output lead
+is 1 s; a client that stops reading, or a longer lead, ends it before its playback does)."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,11 @@ class Interruption:
     """A paused reply resumes if no query is recognised this long after the segment ends."""
     confirm_query_ms: int = 600
     """In confirm mode, speech must last this long before it may pause a reply."""
+    playout_wait_ms: int | None = None
+    """A reply whose words are all out stays live at most this long (pauses not counted) while the client plays
+    the audio pacing sent ahead, so speech there still pauses it (:mod:`~bargein.session.core.play_out`); every
+    session has :data:`PLAYOUT_WAIT_MS`. ``None`` (a bare ``TurnSettings``, as scripted timelines use): no timer, the
+    reply waits for the shell's report that its last sample was played."""
 
 
 @dataclass(frozen=True)
@@ -108,7 +116,7 @@ class TurnSettings:
     @classmethod
     def manual(cls) -> TurnSettings:
         """Manual turns (``turn_detection: null``)."""
-        return cls(mode="manual", create_response=False)
+        return cls(mode="manual", create_response=False, interruption=Interruption(playout_wait_ms=PLAYOUT_WAIT_MS))
 
     @property
     def vad(self) -> bool:
@@ -139,14 +147,16 @@ def settings_from_config(config: SessionConfig, *, listen: bool = True,
             create_response=detection.create_response and answers, idle_timeout_ms=detection.idle_timeout_ms,
             endpointing=Endpointing(detection.threshold, detection.prefix_padding_ms, detection.silence_duration_ms,
                                     tiers=tiers),
-            interruption=Interruption(enabled=detection.interrupt_response), listening=listening,
+            interruption=Interruption(enabled=detection.interrupt_response, playout_wait_ms=PLAYOUT_WAIT_MS),
+            listening=listening,
             speculation=speculation)
     if isinstance(detection, SemanticVad):
         return TurnSettings(
             create_response=detection.create_response and answers,
             endpointing=Endpointing(silence_duration_ms=EAGERNESS_SILENCE_MS[detection.eagerness],
                                     eagerness=detection.eagerness),
-            interruption=Interruption(enabled=detection.interrupt_response), listening=listening,
+            interruption=Interruption(enabled=detection.interrupt_response, playout_wait_ms=PLAYOUT_WAIT_MS),
+            listening=listening,
             speculation=speculation)
     return TurnSettings.manual()
 

@@ -31,6 +31,8 @@ from bargein.session.core.speech_vocabulary import SpeechStarted as SpeechStarte
 from bargein.session.core.speech_vocabulary import SpeechStopped as SpeechStopped
 from bargein.session.core.speech_vocabulary import VoiceEnded as VoiceEnded
 from bargein.session.core.tool_wait import ToolWait as ToolWait
+from bargein.session.core.work_vocabulary import ArmPlayOutTimer as ArmPlayOutTimer
+from bargein.session.core.work_vocabulary import PlayOutTimerFired as PlayOutTimerFired
 
 
 class Phase(enum.Enum):
@@ -158,7 +160,7 @@ class PlaybackCut:
 Event = (VadFrame | AudioAppended | ClientCommit | ClientClear | ClientResponseCreate | ClientResponseCancel
          | ReplyAudio | ReplyText | ReplyPlayingOut | ReplyFinished | IdleTimerFired | SettingsChanged
          | SegmentClassified | SegmentTranscribed | GuessTranscribed | PartialTranscript | PauseTimerFired
-         | TurnEndScored | ToolWait | PlaybackCut)
+         | TurnEndScored | ToolWait | PlaybackCut | PlayOutTimerFired)
 
 
 # --- actions (outputs) --------------------------------------------------------------------------------
@@ -330,4 +332,4 @@ Action = (SpeechStarted | SpeechAnnounced | SilenceBegan | ScoreTurnEnd | VoiceE
           | SegmentAbandoned | SpeechStopped | CommitBuffer | ClearBuffer | TrimBuffer | StartReply | CancelReply
           | ForwardAudio | DropAudio | ForwardText | HoldText | DropText | CompleteReply | ArmIdleTimer
           | DisarmIdleTimer | IdleTimeout | Reject | PauseReply | HoldAudio | ResumeReply | ArmPauseTimer
-          | AwaitClassification | ReportSegment | DiscardSegment | PrefetchReply | ModeChanged)
+          | AwaitClassification | ReportSegment | DiscardSegment | PrefetchReply | ModeChanged | ArmPlayOutTimer)
