@@ -17,7 +17,18 @@ from pathlib import Path
 
 import numpy as np
 
-from testdata.endpoint_set import LEAD_S, PAUSES_MS, RATE, Audio, Clip, Family, _frame_db, _loud_bounds, _place, _write
+from testdata.endpoint_clips import (
+    LEAD_S,
+    PAUSES_MS,
+    RATE,
+    Audio,
+    Clip,
+    Family,
+    frame_db,
+    loud_bounds,
+    place,
+    write_clip,
+)
 
 DATA = Path("/usr/share/pocketsphinx/test/data")
 LIBRIVOX = ("0870", "0880", "0890", "0920", "0930")
@@ -54,7 +65,7 @@ _MODEL = None
 
 def _quietest(audio: Audio, near_s: float, window_s: float = 0.08) -> int:
     """The sample at the start of the quietest 10 ms frame within ``window_s`` of ``near_s``."""
-    db = _frame_db(audio)
+    db = frame_db(audio)
     frame = RATE // 100
     centre = int(near_s * 100)
     low, high = max(1, centre - int(window_s * 100)), min(len(db) - 1, centre + int(window_s * 100) + 1)
@@ -66,7 +77,7 @@ def speech_end(audio: Audio) -> int:
     the recording's own noise floor (its 10th percentile) and within 40 dB of its loudest (a recording's
     noise lies above the synthetic families' fixed 40 dB floor; the median ignores lone clicks). An
     estimate: a soft final consonant or a breath can move it by a few hundred ms."""
-    db = _frame_db(audio)
+    db = frame_db(audio)
     level = np.median(np.lib.stride_tricks.sliding_window_view(np.pad(db, 2, mode="edge"), 5), axis=1)
     loud = np.flatnonzero(level >= max(db.max() - 40.0, float(np.percentile(db, 10)) + 12.0))
     return int((loud[-1] + 1) * (RATE // 100))
@@ -77,15 +88,15 @@ def build_real(out: Path) -> list[Clip]:
     clips: list[Clip] = []
     for index, name in enumerate(LIBRIVOX + COMMANDS):
         raw = _recording(name)
-        start, _ = _loud_bounds(raw)
+        start, _ = loud_bounds(raw)
         speech = raw[start:]  # the recording's own quiet tail stays: its noise is part of the test
         end = speech_end(speech)
         rng = np.random.default_rng(7_000 + index)
         words = _words(speech[:end])
         text = " ".join(word for word, _, _ in words)
         slug = f"{FAMILY}-{name}"
-        clips.append(_write(out, Clip(f"{slug}-complete", FAMILY, name, index, text, "complete", 0, 0.0,
-                                      LEAD_S + end / RATE, f"{slug}-complete.wav"), _place(speech, rng)))
+        clips.append(write_clip(out, Clip(f"{slug}-complete", FAMILY, name, index, text, "complete", 0, 0.0,
+                                          LEAD_S + end / RATE, f"{slug}-complete.wav"), place(speech, rng)))
         if name in COMMANDS:
             continue
         for cut in range(2, len(words) - 1):
@@ -94,7 +105,7 @@ def build_real(out: Path) -> list[Clip]:
             gap = np.zeros(int(pause_ms * RATE / 1000), np.float32)
             spliced = np.concatenate([speech[:at], gap, speech[at:]])
             said = " ".join(w for w, _, _ in words[:cut]) + "... " + " ".join(w for w, _, _ in words[cut:])
-            clips.append(_write(out, Clip(f"{slug}-paused{cut:02d}", FAMILY, name, index, said, "paused",
-                                          pause_ms, LEAD_S + at / RATE, LEAD_S + (end + len(gap)) / RATE,
-                                          f"{slug}-paused{cut:02d}.wav"), _place(spliced, rng)))
+            clips.append(write_clip(out, Clip(f"{slug}-paused{cut:02d}", FAMILY, name, index, said, "paused",
+                                              pause_ms, LEAD_S + at / RATE, LEAD_S + (end + len(gap)) / RATE,
+                                              f"{slug}-paused{cut:02d}.wav"), place(spliced, rng)))
     return clips

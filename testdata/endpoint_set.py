@@ -23,25 +23,29 @@ from __future__ import annotations
 import json
 import subprocess
 import tempfile
-import wave
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
-import numpy.typing as npt
 
 from bargein.audio.resample import resample
+from testdata.endpoint_clips import (
+    LEAD_S,
+    PAUSES_MS,
+    RATE,
+    Audio,
+    Clip,
+    Family,
+    frame_db,
+    loud_bounds,
+    place,
+    wav_samples,
+    write_clip,
+)
+from testdata.endpoint_real import build_real
 
-Audio = npt.NDArray[np.float32]
-RATE = 16_000
 VERSION = 1
 DEFAULT_DIR = Path("~/.cache/bargein/endpoint-set").expanduser()
-LEAD_S = 0.5
-TAIL_S = 2.5
-HISS_DB = -65.0
-PAUSES_MS = (600, 900, 1200)
-Family = Literal["kokoro", "flite", "espeak", "librivox"]
 SYNTHETIC: tuple[Family, ...] = ("kokoro", "flite", "espeak")
 FAMILIES: tuple[Family, ...] = (*SYNTHETIC, "librivox")
 """The synthetic families, then real recorded speech (testdata/endpoint_real.py)."""
@@ -81,25 +85,6 @@ VOICES: dict[Family, tuple[str, ...]] = {
 }
 
 
-@dataclass(frozen=True)
-class Clip:
-    """One recording of the set; ``file`` is relative to the set's folder."""
-
-    id: str
-    family: Family
-    voice: str
-    sentence: int
-    text: str
-    kind: Literal["complete", "paused"]
-    pause_ms: int
-    """Silence inserted at the hesitation point (0 for a complete clip)."""
-    pause_start_s: float
-    """Where that silence starts (the end of the first part); 0 for a complete clip."""
-    speech_end_s: float
-    """Where the last word really ends."""
-    file: str
-
-
 def _speak_kokoro(text: str, voice: str) -> Audio:
     from testdata.make_listening_set import Voice
 
@@ -113,13 +98,6 @@ def _speak_kokoro(text: str, voice: str) -> Audio:
 _KOKORO = None
 
 
-def _wav_samples(path: Path) -> Audio:
-    with wave.open(str(path)) as handle:
-        rate = handle.getframerate()
-        pcm = np.frombuffer(handle.readframes(handle.getnframes()), dtype="<i2")
-    return resample(pcm.astype(np.float32) / 32768.0, rate, RATE)
-
-
 def _speak_program(family: Family, text: str, voice: str) -> Audio:
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "say.wav"
@@ -128,33 +106,20 @@ def _speak_program(family: Family, text: str, voice: str) -> Audio:
         else:
             command = ["espeak-ng", "-v", voice, "-s", "165", "-w", str(out), text]
         subprocess.run(command, check=True, capture_output=True)
-        return _wav_samples(out)
+        return wav_samples(out)
 
 
 def speak(family: Family, text: str, voice: str) -> Audio:
     """``text`` in one voice of a family, at 16 kHz, leading and trailing silence trimmed."""
     audio = _speak_kokoro(text, voice) if family == "kokoro" else _speak_program(family, text, voice)
-    start, end = _loud_bounds(audio)
+    start, end = loud_bounds(audio)
     return audio[start:end]
-
-
-def _frame_db(audio: Audio, frame: int = RATE // 100) -> npt.NDArray[np.float64]:
-    count = len(audio) // frame
-    power = np.mean(np.square(audio[:count * frame].reshape(count, frame), dtype=np.float64), axis=1)
-    return np.asarray(10 * np.log10(power + 1e-12), dtype=np.float64)
-
-
-def _loud_bounds(audio: Audio, floor_db: float = 40.0) -> tuple[int, int]:
-    db = _frame_db(audio)
-    loud = np.flatnonzero(db >= db.max() - floor_db)
-    frame = RATE // 100
-    return int(loud[0] * frame), int((loud[-1] + 1) * frame)
 
 
 def comma_pause(audio: Audio, near: float, floor_db: float = 35.0) -> tuple[int, int] | None:
     """The quiet stretch the TTS made at the comma: the longest run of quiet 10 ms frames nearest the
     fraction ``near`` of the clip (the comma's place in the text), as sample bounds; None if none."""
-    db = _frame_db(audio)
+    db = frame_db(audio)
     quiet = db < db.max() - floor_db
     runs: list[tuple[int, int]] = []
     index = 0
@@ -177,14 +142,6 @@ def comma_pause(audio: Audio, near: float, floor_db: float = 35.0) -> tuple[int,
     return start * frame, end * frame
 
 
-def _place(speech: Audio, rng: np.random.Generator) -> Audio:
-    lead = np.zeros(int(LEAD_S * RATE), np.float32)
-    tail = np.zeros(int(TAIL_S * RATE), np.float32)
-    audio = np.concatenate([lead, speech, tail])
-    hiss = rng.standard_normal(len(audio)).astype(np.float32) * np.float32(10 ** (HISS_DB / 20))
-    return (audio + hiss).astype(np.float32)
-
-
 def build(out: Path = DEFAULT_DIR, *, families: tuple[Family, ...] = FAMILIES, quick: bool = False) -> list[Clip]:
     """Make (or load from ``out``) every clip of the set; a family missing from the cache is added to it."""
     manifest = out / "manifest.json"
@@ -202,8 +159,6 @@ def build(out: Path = DEFAULT_DIR, *, families: tuple[Family, ...] = FAMILIES, q
                 for number, sentence in enumerate(sentences):
                     clips += _sentence_clips(out, family, voice, voice_index, number, sentence)
         if "librivox" in families and "librivox" not in have:
-            from testdata.endpoint_real import build_real
-
             clips += build_real(out)
         manifest.write_text(json.dumps({"version": VERSION, "quick": quick, "clips": [asdict(c) for c in clips]}))
     return [clip for clip in clips if clip.family in families]
@@ -215,8 +170,8 @@ def _sentence_clips(out: Path, family: Family, voice: str, voice_index: int, num
     rng = np.random.default_rng(number * 131 + voice_index * 17 + FAMILIES.index(family))
     whole = speak(family, f"{first} {second}", voice)
     slug = f"{family}-{voice.replace('@', '_').replace('+', '_')}-{number:02d}"
-    clips = [_write(out, Clip(f"{slug}-complete", family, voice, number, f"{first} {second}", "complete",
-                              0, 0.0, LEAD_S + len(whole) / RATE, f"{slug}-complete.wav"), _place(whole, rng))]
+    clips = [write_clip(out, Clip(f"{slug}-complete", family, voice, number, f"{first} {second}", "complete",
+                                  0, 0.0, LEAD_S + len(whole) / RATE, f"{slug}-complete.wav"), place(whole, rng))]
     hesitant = speak(family, f"{first}, {second}", voice)
     pause = comma_pause(hesitant, near=len(first) / (len(first) + len(second) + 2))
     if pause is None:
@@ -225,22 +180,7 @@ def _sentence_clips(out: Path, family: Family, voice: str, voice_index: int, num
     pause_ms = PAUSES_MS[(number + voice_index) % len(PAUSES_MS)]
     gap = np.zeros(int(pause_ms * RATE / 1000), np.float32)
     speech = np.concatenate([hesitant[:start], gap, hesitant[end:]])
-    clips.append(_write(out, Clip(f"{slug}-paused", family, voice, number, f"{first}... {second}", "paused",
-                                  pause_ms, LEAD_S + start / RATE, LEAD_S + len(speech) / RATE,
-                                  f"{slug}-paused.wav"), _place(speech, rng)))
+    clips.append(write_clip(out, Clip(f"{slug}-paused", family, voice, number, f"{first}... {second}", "paused",
+                                      pause_ms, LEAD_S + start / RATE, LEAD_S + len(speech) / RATE,
+                                      f"{slug}-paused.wav"), place(speech, rng)))
     return clips
-
-
-def _write(out: Path, clip: Clip, audio: Audio) -> Clip:
-    pcm = (np.clip(audio, -1.0, 1.0) * 32767).astype("<i2")
-    with wave.open(str(out / clip.file), "wb") as handle:
-        handle.setnchannels(1)
-        handle.setsampwidth(2)
-        handle.setframerate(RATE)
-        handle.writeframes(pcm.tobytes())
-    return clip
-
-
-def load(out: Path, clip: Clip) -> Audio:
-    """A clip's samples, float32 at 16 kHz."""
-    return _wav_samples(out / clip.file)

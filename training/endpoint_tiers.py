@@ -38,19 +38,13 @@ from typing import Any
 import numpy as np
 
 from bargein.session.core.endpointing import DEFAULT_TIERS, SEMANTIC_PRESETS, SemanticPreset, TieredPreset
-from bench.quality.endpoint_quality import SilenceRun, score_all, wilson
-from testdata.endpoint_set import DEFAULT_DIR, Clip, build
+from bench.harness.endpoint_runs import SilenceRun, score_all, wilson
+from testdata.endpoint_clips import HELD_OUT_VOICES, Clip, held_out
+from testdata.endpoint_set import DEFAULT_DIR, build
 
-HELD_OUT_VOICES = frozenset({"slt"})
-"""Synthetic voices never fitted on (with the whole ``librivox`` family)."""
 SHORT_PAUSE_MS = 468.0
 BUDGET_PCT = 5.0
 Wait = Callable[[SilenceRun], float]
-
-
-def held_out(clip: Clip) -> bool:
-    """True for the clips no threshold is fitted on."""
-    return clip.family == "librivox" or clip.voice in HELD_OUT_VOICES
 
 
 def _pause_run(clip: Clip, runs: list[SilenceRun]) -> int | None:

@@ -197,7 +197,7 @@ def run_step(host_port: str, pid: int | None, mode: str, sessions: int, args: ar
 
 def _measured_barge_ins(host_port: str, turns: int, into: list[float]) -> None:
     """One session of ``bench/latency/first_audio.py`` that interrupts every reply; its barge-in stop times."""
-    from bench.latency.first_audio import run_session
+    from bench.harness.spoken_session import run_session
 
     plan = argparse.Namespace(turns=turns, barge_every=1, silence_ms=None, semantic=False, reply_timeout_s=30.0,
                               max_reply_s=3.0)

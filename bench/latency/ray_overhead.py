@@ -27,7 +27,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from bench.harness.realtime_harness import ServerProcess
-from bench.latency.first_audio import run_session
+from bench.harness.spoken_session import run_session
 
 LAYOUTS = {"in process": [], "asr,llm,tts on Ray": ["--ray-stages", "asr,llm,tts"],
            "all on Ray": ["--ray-stages", "vad,asr,llm,tts"]}

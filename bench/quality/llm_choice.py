@@ -18,7 +18,7 @@ from bargein.engines.think.llama_llm import load_llama
 from bargein.engines.think.llm_models import standard_models
 from bargein.values import GenerationOptions
 from bench.harness.llm_questions import QUESTIONS
-from bench.latency.llm_speed import Reply, timed_reply, user
+from bench.harness.llm_replies import Reply, timed_reply, user
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

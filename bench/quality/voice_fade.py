@@ -36,9 +36,9 @@ from bargein.session.core import vocabulary as v
 from bargein.session.core import voice_fade
 from bargein.session.core.machine import DuplexMachine
 from bargein.session.core.settings import TurnSettings
-from bench.quality.endpoint_quality import wilson
-from testdata.endpoint_set import DEFAULT_DIR, Clip, build, load
-from training.endpoint_tiers import held_out
+from bench.harness.endpoint_runs import wilson
+from testdata.endpoint_clips import Clip, held_out, load
+from testdata.endpoint_set import DEFAULT_DIR, build
 
 RATE = 16_000
 FRAME = 512

@@ -8,9 +8,9 @@ import pytest
 
 from bench.harness.question_clips import ASTERISK_PROMPTS, LEAD_S, ORDER, SYNTHESISED_QUESTIONS, question_clips
 from bench.harness.realtime_harness import WIRE_RATE
+from testdata.endpoint_clips import HELD_OUT_VOICES
 from testdata.endpoint_set import SENTENCES, VOICES
 from testdata.voices import ASTERISK, FAMILIES
-from training.endpoint_tiers import HELD_OUT_VOICES
 
 
 def test_no_question_is_spoken_by_a_voice_or_in_words_the_endpoint_was_fitted_on() -> None:
