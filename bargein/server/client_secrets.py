@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import json
 import os
 import secrets
 import sqlite3
@@ -31,6 +32,7 @@ from bargein.config import Settings
 from bargein.protocol.server_events import new_id
 from bargein.protocol.session_config import SessionConfig
 from bargein.server.auth import AuthResult, host_allowed, offered_key, origin_allowed
+from bargein.server.session_locks import LockRequest, SessionLocks
 
 SECRET_PREFIX = "ek_"
 DEFAULT_TTL_S = 600
@@ -65,6 +67,16 @@ class ClientSecretRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     expires_after: ExpiresAfter = Field(default_factory=ExpiresAfter)
     session: dict[str, Any] = Field(default_factory=dict)
+    bargein: LockRequest | None = None
+    """bargein's own: fields the session may not change (:mod:`bargein.server.session_locks`)."""
+
+
+@dataclass(frozen=True)
+class BoundSession:
+    """What a secret opens: the session's configuration and what its backend locked."""
+
+    config: SessionConfig
+    locks: SessionLocks = field(default_factory=SessionLocks)
 
 
 class ClientSecretError(ValueError):
@@ -77,6 +89,12 @@ class ClientSecretError(ValueError):
 
 def parse_request(body: Any) -> tuple[int, SessionConfig]:
     """The lifetime in seconds and the session configuration a request asks for."""
+    ttl_s, bound = parse_mint(body)
+    return ttl_s, bound.config
+
+
+def parse_mint(body: Any) -> tuple[int, BoundSession]:
+    """The lifetime in seconds, the session configuration and the locks a request asks for."""
     try:
         request = ClientSecretRequest.model_validate(body if body is not None else {})
     except ValidationError as error:
@@ -96,7 +114,7 @@ def parse_request(body: Any) -> tuple[int, SessionConfig]:
         first = error.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise ClientSecretError(f"invalid session: session.{where}: {first['msg']}", f"session.{where}") from None
-    return request.expires_after.seconds, config
+    return request.expires_after.seconds, BoundSession(config, SessionLocks.of(request.bargein))
 
 
 def _digest(value: str) -> bytes:
@@ -124,22 +142,24 @@ class ClientSecrets:
             # secrets live minutes and die with the server's runtime directory: no need to survive a power cut
             self._db.execute("PRAGMA synchronous=OFF")
             self._db.execute("CREATE TABLE IF NOT EXISTS client_secrets (digest BLOB PRIMARY KEY, "
-                             "config TEXT NOT NULL, expires_at REAL NOT NULL)")
+                             "config TEXT NOT NULL, expires_at REAL NOT NULL, locks TEXT NOT NULL DEFAULT '{}')")
 
     def __len__(self) -> int:
         with self._lock:
             (count,) = self._db.execute("SELECT count(*) FROM client_secrets").fetchone()
         return int(count)
 
-    def mint(self, config: SessionConfig, ttl_s: int = DEFAULT_TTL_S) -> tuple[str, int]:
-        """A new secret for ``config`` and its expiry (epoch seconds)."""
+    def mint(self, config: SessionConfig, ttl_s: int = DEFAULT_TTL_S,
+             locks: SessionLocks | None = None) -> tuple[str, int]:
+        """A new secret for ``config`` (with what its backend ``locks``) and its expiry (epoch seconds)."""
         value = SECRET_PREFIX + secrets.token_urlsafe(32)
         now = self._clock()
         expires_at = now + ttl_s
         with self._lock:
             self._db.execute("DELETE FROM client_secrets WHERE expires_at <= ?", (now,))
-            self._db.execute("INSERT INTO client_secrets (digest, config, expires_at) VALUES (?, ?, ?)",
-                             (_digest(value), config.model_dump_json(), expires_at))
+            self._db.execute("INSERT INTO client_secrets (digest, config, expires_at, locks) VALUES (?, ?, ?, ?)",
+                             (_digest(value), config.model_dump_json(), expires_at,
+                              json.dumps((locks or SessionLocks()).as_json())))
             # the oldest go first past the bound (they expire within two hours anyway)
             self._db.execute("DELETE FROM client_secrets WHERE rowid IN (SELECT rowid FROM client_secrets "
                              "ORDER BY rowid DESC LIMIT -1 OFFSET ?)", (self._max,))
@@ -147,35 +167,45 @@ class ClientSecrets:
 
     def peek(self, offered: str) -> SessionConfig | None:
         """The bound configuration if ``offered`` is a live secret; it is not spent (see :meth:`redeem`)."""
-        digest = self._offered_digest(offered)
-        if digest is None:
-            return None
-        with self._lock:
-            row = self._db.execute("SELECT digest, config, expires_at FROM client_secrets WHERE digest = ?",
-                                   (digest,)).fetchone()
-        return self._live(row, digest)
+        bound = self.peek_bound(offered)
+        return None if bound is None else bound.config
 
     def redeem(self, offered: str) -> SessionConfig | None:
         """Spend ``offered``: its bound configuration if it was live (on any worker, once), else None."""
+        bound = self.redeem_bound(offered)
+        return None if bound is None else bound.config
+
+    def peek_bound(self, offered: str) -> BoundSession | None:
+        """:meth:`peek`, with the locks."""
         digest = self._offered_digest(offered)
         if digest is None:
             return None
         with self._lock:
-            rows = self._db.execute("DELETE FROM client_secrets WHERE digest = ? RETURNING digest, config, expires_at",
-                                    (digest,)).fetchall()
+            row = self._db.execute("SELECT digest, config, expires_at, locks FROM client_secrets WHERE digest = ?",
+                                   (digest,)).fetchone()
+        return self._live(row, digest)
+
+    def redeem_bound(self, offered: str) -> BoundSession | None:
+        """:meth:`redeem`, with the locks."""
+        digest = self._offered_digest(offered)
+        if digest is None:
+            return None
+        with self._lock:
+            rows = self._db.execute("DELETE FROM client_secrets WHERE digest = ? "
+                                    "RETURNING digest, config, expires_at, locks", (digest,)).fetchall()
         return self._live(rows[0] if rows else None, digest)
 
-    async def mint_async(self, config: SessionConfig, ttl_s: int = DEFAULT_TTL_S) -> tuple[str, int]:
+    async def mint_async(self, bound: BoundSession, ttl_s: int = DEFAULT_TTL_S) -> tuple[str, int]:
         """:meth:`mint` off the event loop; :class:`ClientSecretsBusy` if the table stayed locked."""
-        return await _off_loop(self.mint, config, ttl_s)
+        return await _off_loop(self.mint, bound.config, ttl_s, bound.locks)
 
-    async def peek_async(self, offered: str) -> SessionConfig | None:
-        """:meth:`peek` off the event loop; :class:`ClientSecretsBusy` if the table stayed locked."""
-        return await _off_loop(self.peek, offered)
+    async def peek_async(self, offered: str) -> BoundSession | None:
+        """:meth:`peek_bound` off the event loop; :class:`ClientSecretsBusy` if the table stayed locked."""
+        return await _off_loop(self.peek_bound, offered)
 
-    async def redeem_async(self, offered: str) -> SessionConfig | None:
-        """:meth:`redeem` off the event loop; :class:`ClientSecretsBusy` if the table stayed locked."""
-        return await _off_loop(self.redeem, offered)
+    async def redeem_async(self, offered: str) -> BoundSession | None:
+        """:meth:`redeem_bound` off the event loop; :class:`ClientSecretsBusy` if the table stayed locked."""
+        return await _off_loop(self.redeem_bound, offered)
 
     def close(self) -> None:
         """Close the database connection."""
@@ -186,10 +216,11 @@ class ClientSecrets:
     def _offered_digest(offered: str) -> bytes | None:
         return _digest(offered) if offered.startswith(SECRET_PREFIX) else None
 
-    def _live(self, row: tuple[bytes, str, float] | None, digest: bytes) -> SessionConfig | None:
+    def _live(self, row: tuple[bytes, str, float, str] | None, digest: bytes) -> BoundSession | None:
         if row is None or not hmac.compare_digest(row[0], digest) or row[2] <= self._clock():
             return None
-        return SessionConfig.model_validate_json(row[1])
+        locks = SessionLocks.of(LockRequest.model_validate_json(row[3]))
+        return BoundSession(SessionConfig.model_validate_json(row[1]), locks)
 
 
 async def _off_loop(call: Callable[..., _T], *args: Any) -> _T:
@@ -217,6 +248,7 @@ class SecretOffer:
 
     decision: AuthResult
     config: SessionConfig | None = None
+    locks: SessionLocks = field(default_factory=SessionLocks)
     secret: str | None = field(default=None, repr=False)
     """Spent (:meth:`ClientSecrets.redeem`) only once the server admits the session."""
 
@@ -235,13 +267,13 @@ async def check_offered_secret(websocket: WebSocket, store: ClientSecrets | None
     if not (host_allowed(websocket.scope, settings) and origin_allowed(websocket.scope, settings)):
         return None
     try:
-        config = await store.peek_async(key)
+        bound = await store.peek_async(key)
     except ClientSecretsBusy:
         return SecretOffer(AuthResult(False, BUSY_SECRETS))
-    if config is None:
+    if bound is None:
         # every key is compared, so the time taken does not tell which one (or whether any) matched
         if any([hmac.compare_digest(key.encode("utf-8", "replace"), k.encode()) for k in settings.api_keys]):
             return None  # a server key that happens to look like a secret
         return SecretOffer(AuthResult(False, INVALID_SECRET))
     subprotocol = "realtime" if "realtime" in websocket.scope.get("subprotocols", []) else None
-    return SecretOffer(AuthResult(True, subprotocol=subprotocol), config, key)
+    return SecretOffer(AuthResult(True, subprotocol=subprotocol), bound.config, locks=bound.locks, secret=key)

@@ -44,6 +44,7 @@ from bargein.server.client_secrets import (
 from bargein.server.history_budget import HistoryLedger
 from bargein.server.limits import EventRateLimiter
 from bargein.server.serving import abort_connection
+from bargein.server.session_locks import SessionLocks
 from bargein.session.history import MAX_HISTORY_BYTES
 from bargein.session.outbound import OutboundClosed, Outgoing
 from bargein.session.realtime_session import RealtimeSession
@@ -133,6 +134,9 @@ async def serve_realtime(websocket: WebSocket, settings: Settings, engines: Engi
                                   semantic_default=settings.turn_detection == "semantic_vad",
                                   tiered_default=settings.tiered_endpoint)
         session.conversation.bind_budget(settings.max_history_bytes, registry.history.account(address))
+        locks = offer.locks if offer is not None else SessionLocks()
+        if locks.locked:
+            session.message_guard = locks.check
         # every task the session starts inherits this: shared engines serve sessions in turn by it
         current_owner.set(session)
         registry.live.add(session)
@@ -140,7 +144,7 @@ async def serve_realtime(websocket: WebSocket, settings: Settings, engines: Engi
         try:
             session.start()
             own_events = websocket.query_params.get("bargein_events", "").lower() in ("1", "true", "yes")
-            await _Connection(websocket, session, settings, metrics, own_events=own_events).run()
+            await _Connection(websocket, session, settings, metrics, own_events=own_events, locks=locks).run()
         finally:
             registry.live.discard(session)
             registry.sockets.pop(session, None)
@@ -169,8 +173,9 @@ async def refuse_session(websocket: WebSocket, message: str) -> None:
 
 class _Connection:
     def __init__(self, websocket: WebSocket, session: RealtimeSession, settings: Settings,
-                 metrics: ServerMetrics | None, *, own_events: bool) -> None:
+                 metrics: ServerMetrics | None, *, own_events: bool, locks: SessionLocks | None = None) -> None:
         self.websocket = websocket
+        self.locks = locks or SessionLocks()
         self.session = session
         self.settings = settings
         self.metrics = metrics
@@ -256,7 +261,7 @@ class _Connection:
                 self.session.on_sent(item)  # the session's bookkeeping of what left is the same either way
                 continue
             try:
-                await self.websocket.send_text(item.wire)
+                await self.websocket.send_text(self.locks.visible(item.wire, item.event["type"], item.event))
             except (WebSocketDisconnect, RuntimeError, OSError):
                 return None
             self.last_heard = time.monotonic()  # a session whose reply is still playing is not idle

@@ -18,7 +18,7 @@ from bargein.server.client_secrets import (
     ClientSecretError,
     ClientSecrets,
     ClientSecretsBusy,
-    parse_request,
+    parse_mint,
     response_body,
 )
 
@@ -65,16 +65,16 @@ def add_client_secret_route(app: FastAPI, settings: Settings, store: ClientSecre
             return _error(413, f"request body over {MAX_BODY_BYTES} bytes")
         try:
             body: Any = read_json_object(raw, "the body") if raw.strip() not in (b"", b"null") else {}
-            ttl_s, config = parse_request(body)
+            ttl_s, bound = parse_mint(body)
         except ProtocolError as error:  # not JSON, or JSON no session could hold (NaN, a lone surrogate, ...)
             return _error(400, error.message, code=error.code)
         except ClientSecretError as error:
             return _error(400, str(error), param=error.param, code="invalid_value")
         try:
-            value, expires_at = await store.mint_async(config, ttl_s)
+            value, expires_at = await store.mint_async(bound, ttl_s)
         except ClientSecretsBusy:
             response = _error(503, BUSY_SECRETS, type_="server_error", code="server_busy")
             response.headers["Retry-After"] = "1"
             return response
         log.info("minted a client secret valid for %d s", ttl_s)
-        return JSONResponse(response_body(value, expires_at, config))
+        return JSONResponse(response_body(value, expires_at, bound.config))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from pydantic import ValidationError
@@ -73,6 +73,9 @@ class RealtimeSession:
                                        prefer_semantic=semantic_default)
         self.outbound = Outbound(max_bytes=outbound_bytes)
         self.conversation = Conversation()
+        self.message_guard: Callable[[ce.ClientEvent, SessionConfig], None] | None = None
+        """Sees each client event before it is handled, and may refuse it with a ProtocolError (the server's
+        client-secret locks)."""
         detection = self.config.audio.input.turn_detection
         self.plain_silence = isinstance(detection, ServerVad) and detection.silence_duration_ms != 500
         """The client set server_vad's silence itself: plain silence, never the tiered default endpoint (a
@@ -137,6 +140,8 @@ class RealtimeSession:
         message: ce.ClientEvent | None = None
         try:
             message = ce.parse_client_event(raw)
+            if self.message_guard is not None:
+                self.message_guard(message, self.config)
             await self._dispatch(message)
         except ProtocolError as error:
             self.outbound.put(Outgoing(error_event(error)))
