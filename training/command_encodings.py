@@ -29,7 +29,8 @@ from typing import Any
 from bargein.engines.listen.silero_vad import FRAME_SAMPLES, SileroModel
 from bargein.engines.transcribe.whisper_asr import load_whisper
 from bargein.engines.transcribe.whisper_decode import FINAL, WhisperCore
-from bargein.session.core.listening.over_reply import SPAN_MARGIN_MS, loud_level_db, loud_stretch, vocabulary_prompt
+from bargein.session.core.listening.over_reply import loud_level_db, loud_stretch, vocabulary_prompt
+from bargein.session.core.listening.thresholds import SPAN_MARGIN_MS
 from bench.harness.offline_segments import FRAME_MS, PADDING_MS, RATE, floor_db, load_wav, segments, vad_frames
 from testdata.make_family_set import CACHE, build
 

@@ -32,7 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from bargein.session.core.listening.keyword import MIN_LEVEL_DB, MIN_SPEECH_MS, MODELS
+from bargein.session.core.listening.keyword import MODELS
+from bargein.session.core.listening.thresholds import SPOKEN_COMMAND_MIN_LEVEL_DB, SPOKEN_COMMAND_MIN_SPEECH_MS
 from testdata.make_family_set import SPLIT_FILE
 from training.command_encodings import recognise_rows
 from training.fit_keyword import PENALTIES, Array, fit, out_of_fold
@@ -45,8 +46,8 @@ MAX_MISSED_SHARE = 0.0
 
 def judged(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rows a session's model would judge (an encoding, and speech of a length it reads)."""
-    return [row for row in rows if row.get("encoding") and row["loud_above_floor_db"] >= MIN_LEVEL_DB
-            and MIN_SPEECH_MS <= row["speech_ms"] <= MODELS["en"].max_speech_ms]
+    return [row for row in rows if row.get("encoding") and row["loud_above_floor_db"] >= SPOKEN_COMMAND_MIN_LEVEL_DB
+            and SPOKEN_COMMAND_MIN_SPEECH_MS <= row["speech_ms"] <= MODELS["en"].max_speech_ms]
 
 
 def choose(scored: dict[float, Array], y: Array, thresholds: list[float]) -> tuple[float, float]:

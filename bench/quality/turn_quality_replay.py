@@ -29,8 +29,9 @@ from typing import Any
 
 from bargein.languages import has_han
 from bargein.session.core.listening import keyword
-from bargein.session.core.listening.classifier import SegmentStats, classify
+from bargein.session.core.listening.classifier import classify
 from bargein.session.core.listening.decide import decide_over_reply, primed_features
+from bargein.session.core.listening.segment_stats import SegmentStats
 from bargein.values import Transcript
 
 FRAME_MS = 32.0

@@ -5,7 +5,8 @@ from __future__ import annotations
 from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.languages import MANDARIN, spoken_units
-from bargein.session.core.listening.classifier import SegmentStats, classify
+from bargein.session.core.listening.classifier import classify
+from bargein.session.core.listening.segment_stats import SegmentStats
 from bargein.session.history import heard_prefix
 from bargein.values import Transcript, WordTiming
 from tests.session.test_session import Harness

@@ -15,15 +15,16 @@ import numpy as np
 import pytest
 
 from bargein.engines.transcribe.voiced_encoding import ENCODER_FRAME_SAMPLES, voiced_mean
-from bargein.session.core.listening.classifier import SegmentStats, classify
+from bargein.session.core.listening.classifier import classify
 from bargein.session.core.listening.keyword import (
-    MAX_SPEECH_MS,
     KeywordFileError,
     KeywordModel,
     from_json,
     load,
     spoken_command,
 )
+from bargein.session.core.listening.segment_stats import SegmentStats
+from bargein.session.core.listening.thresholds import MANDARIN_COMMAND_MAX_SPEECH_MS as MAX_SPEECH_MS
 from bargein.values import Transcript
 from testdata import DATA_DIR
 

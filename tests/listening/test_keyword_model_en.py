@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from bargein.session.core.listening.classifier import SegmentStats, classify
+from bargein.session.core.listening.classifier import classify
 from bargein.session.core.listening.keyword import MODELS, load, spoken_command
+from bargein.session.core.listening.segment_stats import SegmentStats
 from bargein.values import Transcript
 from testdata import DATA_DIR
 from testdata.make_family_set import SPLIT_FILE

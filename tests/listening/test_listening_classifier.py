@@ -7,7 +7,8 @@ import asyncio
 import numpy as np
 
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer
-from bargein.session.core.listening.classifier import NoiseFloor, SegmentStats, classify
+from bargein.session.core.listening.classifier import classify
+from bargein.session.core.listening.segment_stats import NoiseFloor, SegmentStats
 from bargein.session.speculation import Speculator
 from bargein.values import CancelToken, ChatMessage, GenerationOptions, Transcript
 

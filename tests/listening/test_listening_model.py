@@ -8,11 +8,12 @@ import json
 import numpy as np
 
 from bargein.session import core as dx
-from bargein.session.core.listening.classifier import NoiseFloor, SegmentStats, classify
+from bargein.session.core.listening.classifier import classify
 from bargein.session.core.listening.decide import by_rule, decide_over_reply
 from bargein.session.core.listening.features import NAMES, vector
 from bargein.session.core.listening.model import WEIGHTS, from_json, load
 from bargein.session.core.listening.segment_book import SegmentBook
+from bargein.session.core.listening.segment_stats import NoiseFloor, SegmentStats
 from bargein.session.core.listening.user_words import user_words
 from bargein.values import Transcript, WordTiming
 from testdata.make_family_set import SPLIT_FILE

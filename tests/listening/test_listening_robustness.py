@@ -8,13 +8,14 @@ import time
 
 import numpy as np
 
-from bargein.session.core.listening.classifier import SegmentStats, classify, normalise, sound_not_words
+from bargein.session.core.listening.classifier import classify, normalise, sound_not_words
 from bargein.session.core.listening.decide import by_rule, decide_over_reply, spotted_command
 from bargein.session.core.listening.features import NAMES, vector, words_of
 from bargein.session.core.listening.keyword import load as load_keyword
 from bargein.session.core.listening.over_reply import loud_level_db, loud_stretch
 from bargein.session.core.listening.own_voice import loud_speech_probability
 from bargein.session.core.listening.segment_book import SegmentBook
+from bargein.session.core.listening.segment_stats import SegmentStats
 from bargein.session.core.listening.user_words import user_words, word_level_db
 from bargein.session.core.settings import Endpointing
 from bargein.values import Transcript, WordTiming

@@ -8,14 +8,13 @@ from typing import Any
 from bargein.session import core as dx
 from bargein.session.core.listening.decide import decide_over_reply, primed_features, spotted_command
 from bargein.session.core.listening.own_voice import (
-    ALONE_ROOM_MS,
-    MIXED_ROOM_MS,
     loud_speech_probability,
     mixed_with_room,
     own_voice_fields,
     room_speech_ms,
     spoke_at_length,
 )
+from bargein.session.core.listening.thresholds import ALONE_ROOM_MS, MIXED_ROOM_MS
 from bargein.values import Transcript
 from tests.core.test_duplex import of
 from tests.listening.test_over_reply import _over_a_talker

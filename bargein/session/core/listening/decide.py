@@ -5,7 +5,7 @@ dump can be re-judged without audio. In order:
 
 1. **nothing to go on** is noise: recognition failed, no words, a description in brackets
    ("(laughs)"), a short segment the recogniser doubts is speech (no-speech probability over 0.6 with
-   average log-probability under -0.7), under :data:`MIN_SPEECH_MS` of speech, or under 3 dB above the floor;
+   average log-probability under -0.7), under 150 ms of speech, or under 3 dB above the floor;
    The same for speech more than 6 dB **quieter than the user's own turns** (the session learns how loud
    the user is from the turns it answered while the agent was silent): another voice in the room; and a
    segment mixed with the room whose loudest stretch the VAD scores under 0.8 (a tone or a burst at the
@@ -50,23 +50,24 @@ from bargein.session.core.listening.features import finite, words_of
 from bargein.session.core.listening.lexicon import BACKCHANNELS, COMMAND_WORDS, QUESTION_WORDS, spells_a_sound
 from bargein.session.core.listening.model import load
 from bargein.session.core.listening.own_voice import (
-    QUIETER_THAN_USER_DB,
     loud_stretch_not_speech,
     mixed_with_room,
     spoke_at_length,
     user_alone,
 )
+from bargein.session.core.listening.thresholds import (
+    COMMAND_LEVEL_DB,
+    COMMAND_MAX_WORDS,
+    COMMAND_WITHIN_WORDS,
+    OVER_REPLY_MIN_LEVEL_DB,
+    OVER_REPLY_MIN_SPEECH_MS,
+    QUIETER_THAN_USER_DB,
+    UNSURE_LOGPROB,
+    UNSURE_MAX_MS,
+    UNSURE_NO_SPEECH_PROB,
+)
 from bargein.values import Transcript
 
-MIN_SPEECH_MS = 150.0
-"""A one-syllable "No." can hold under 250 ms of VAD speech; below this it is a click or a breath."""
-MIN_LEVEL_DB = 3.0
-UNSURE_MAX_MS = 1000.0
-"""The recogniser's "no speech here" is trusted on short segments only: over a long one that merged the
-user with a background talker it doubts the whole and would throw the user's command away."""
-COMMAND_LEVEL_DB = 8.0
-"""A command word in a segment this far above the noise floor interrupts on its own."""
-COMMAND_MAX_WORDS = 6
 ANNOTATION = re.compile(r"^\s*(?:(?:\([^)]*\)|\[[^\]]*\]|\*[^*]*\*|♪)[\s.,!?]*)+$")
 """A transcript that only describes sounds: "(laughs)", "[Music]", "*coughs*", "♪♪". Each step of the repeat
 can be read one way only (a note is one note, space only after a mark): a nested repeat ("♪+" in a repeat,
@@ -97,7 +98,7 @@ def spotted_command(features: Mapping[str, Any]) -> str | None:
     level_db = level_of(features)
     if len(words) > COMMAND_MAX_WORDS or level_db < COMMAND_LEVEL_DB or " ".join(words) in BACKCHANNELS:
         return None
-    return next((w for w in words[:3] if w in COMMAND_WORDS or w in QUESTION_WORDS), None)
+    return next((w for w in words[:COMMAND_WITHIN_WORDS] if w in COMMAND_WORDS or w in QUESTION_WORDS), None)
 
 
 def primed_features(features: Mapping[str, Any], primed: Transcript, level_above_floor_db: float,
@@ -169,12 +170,12 @@ def by_rule(features: Mapping[str, Any]) -> tuple[Decision, tuple[str, ...]] | N
     if ANNOTATION.match(fold(str(features.get("transcript")))):
         return "noise", (f"the recogniser describes a sound ({features.get('transcript')!r})",)
     no_speech, logprob = features.get("no_speech_prob"), features.get("avg_logprob")
-    if (no_speech is not None and logprob is not None and no_speech > 0.6 and logprob < -0.7
-            and speech_ms < UNSURE_MAX_MS):
+    if (no_speech is not None and logprob is not None and no_speech > UNSURE_NO_SPEECH_PROB
+            and logprob < UNSURE_LOGPROB and speech_ms < UNSURE_MAX_MS):
         return "noise", (f"recogniser unsure it was speech (no_speech {no_speech:.2f})",)
-    if speech_ms < MIN_SPEECH_MS:
+    if speech_ms < OVER_REPLY_MIN_SPEECH_MS:
         return "noise", (f"too short ({speech_ms:.0f} ms of speech)",)
-    if level_db < MIN_LEVEL_DB:
+    if level_db < OVER_REPLY_MIN_LEVEL_DB:
         return "noise", (f"too faint ({level_db:.1f} dB above the noise floor)",)
     below_user = features.get("below_user_db")
     if below_user is not None and float(below_user) > QUIETER_THAN_USER_DB:

@@ -8,17 +8,7 @@ from typing import Any
 
 from bargein.session.core.listening.over_reply import loud_level_db, loud_stretch
 from bargein.session.core.listening.own_voice import mixed_with_room
-
-FADE_FRAMES = 4
-"""Frames under the loud line after the user's loud stretch before it counts as ended while the room talks on."""
-FADE_MAX_FRAMES = 320
-"""Segments are watched for the end of their loud stretch up to 10 s (each frame costs one pass over them)."""
-EARLY_CUT_BELOW_USER_DB = 3.0
-"""A command spotted before the endpoint cuts only if the segment's loud stretch is at most this far under the
-loud stretches of the user's own turns (set on the training families, when the reference was the user's whole
-speech: commands in a room measured -3.4 to 2.9 dB, the background talker's phrases that cut early 3.4 to 6 dB;
-held like with like, their live dump measures commands and full queries -3.3 to 4.7 dB, 206 of 208 under 3 dB,
-and the talker's phrases alone 6.7 dB and more). A quieter one waits for the endpoint's verdict."""
+from bargein.session.core.listening.thresholds import EARLY_CUT_BELOW_USER_DB, FADE_FRAMES, FADE_MAX_FRAMES
 
 
 def stretch_just_ended(levels_db: Sequence[float], frame_ms: float) -> bool:

@@ -19,7 +19,8 @@ The two languages use it the opposite way round (:data:`MODELS`):
   they spell.
 
 Either way it judges only a segment that is short (the language's ``max_speech_ms``), clearly louder
-than the room (:data:`MIN_LEVEL_DB`) and not much quieter than the user's own turns. Pure, numpy only.
+than the room and not much quieter than the user's own turns (the thresholds of
+:mod:`~bargein.session.core.listening.thresholds`). Pure, numpy only.
 """
 
 from __future__ import annotations
@@ -35,6 +36,13 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from bargein.session.core.listening.thresholds import (
+    ENGLISH_COMMAND_MAX_SPEECH_MS,
+    MANDARIN_COMMAND_MAX_SPEECH_MS,
+    SPOKEN_COMMAND_MIN_LEVEL_DB,
+    SPOKEN_COMMAND_MIN_SPEECH_MS,
+    SPOKEN_COMMAND_QUIETER_THAN_USER_DB,
+)
 from bargein.values import Transcript
 
 Role = Literal["adds_cuts", "keeps_reply"]
@@ -51,18 +59,10 @@ class Packaged:
 
 
 MODELS = {
-    "zh": Packaged(Path(__file__).with_name("keyword_zh.json"), "adds_cuts", 1200.0),
-    "en": Packaged(Path(__file__).with_name("keyword_en.json"), "keeps_reply", 1600.0),
+    "zh": Packaged(Path(__file__).with_name("keyword_zh.json"), "adds_cuts", MANDARIN_COMMAND_MAX_SPEECH_MS),
+    "en": Packaged(Path(__file__).with_name("keyword_en.json"), "keeps_reply", ENGLISH_COMMAND_MAX_SPEECH_MS),
 }
-"""The languages that have a spoken-command model. English judges up to 1.6 s of speech: over a background
-talker the segment holds the talker's phrase as well as the user's "okay" (the model reads the loud
-stretch)."""
-MAX_SPEECH_MS = MODELS["zh"].max_speech_ms
-"""Mandarin's longest judged segment (the name callers and tests used before English had a model)."""
-MIN_SPEECH_MS = 150.0
-MIN_LEVEL_DB = 8.0
-"""As for a command word in the transcript: a command must be clearly above the room."""
-QUIETER_THAN_USER_DB = 6.0
+"""The languages that have a spoken-command model, and the longest segment each judges."""
 
 
 class KeywordFileError(RuntimeError):
@@ -132,8 +132,9 @@ def spoken_command(transcript: Transcript | None, features: Mapping[str, Any],
     speech_ms = float(features.get("speech_ms") or 0.0)
     level = features.get("user_level_above_floor_db", features.get("level_above_floor_db"))
     below_user = features.get("below_user_db")
-    if (not MIN_SPEECH_MS <= speech_ms <= packaged.max_speech_ms or level is None or float(level) < MIN_LEVEL_DB
-            or (below_user is not None and float(below_user) > QUIETER_THAN_USER_DB)):
+    if (not SPOKEN_COMMAND_MIN_SPEECH_MS <= speech_ms <= packaged.max_speech_ms or level is None
+            or float(level) < SPOKEN_COMMAND_MIN_LEVEL_DB
+            or (below_user is not None and float(below_user) > SPOKEN_COMMAND_QUIETER_THAN_USER_DB)):
         return None
     probability = model.probability(transcript.voiced_encoding)
     return None if probability is None else (probability, model.threshold)

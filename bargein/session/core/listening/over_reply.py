@@ -17,14 +17,13 @@ import math
 from collections.abc import Sequence
 
 from bargein.languages import language_code
-
-LOUD_WITHIN_DB = 8.0
-"""Frames within this much of the segment's loudest (smoothed) level are the user's voice."""
-LOUD_GAP_MS = 320.0
-"""Loud runs this close together are one utterance ("No, stop." has a pause inside)."""
-SMOOTH_FRAMES = 3
-SPAN_MARGIN_MS = 150.0
-"""Audio kept either side of the loud stretch when it is recognised (a word's soft onset and tail)."""
+from bargein.session.core.listening.thresholds import (
+    LOUD_GAP_MS,
+    LOUD_WITHIN_DB,
+    SMOOTH_FRAMES,
+    TRANSIENT_FRAMES,
+    TRANSIENT_OVER_DB,
+)
 
 PROMPTS: dict[str, str] = {
     "en": "Uh-huh. Stop. Okay. Wait. Mm-hmm. No. Yeah. Hold on. Sure. Why? Right. Pause.",
@@ -57,12 +56,6 @@ def loud_level_db(levels_db: Sequence[float]) -> float:
     return 10 * math.log10(max(sum(loud) / len(loud), 1e-10))
 
 
-TRANSIENT_FRAMES = 3
-"""At most this many of a turn's loudest speech frames may be a transient (a plosive's pop, a bump of the
-microphone lasts a frame or two): :func:`reference_loud_level_db`."""
-TRANSIENT_OVER_DB = 6.0
-"""A frame this far over the loudest frame that is not a transient stands out as one; a voice's own loudest
-frames lie within a few dB of each other, so clean speech loses none."""
 
 
 def reference_loud_level_db(levels_db: Sequence[float], probabilities: Sequence[float],

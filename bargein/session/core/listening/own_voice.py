@@ -21,35 +21,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bargein.session.core.listening.over_reply import loud_stretch
-
-QUIETER_THAN_USER_DB = 6.0
-"""Speech this far under the level of the user's own answered turns is another voice in the room (set, not
-fitted: a television or a second talker sits 10 dB or more under a user at the microphone). A loud stretch (the
-primed recognition's) is held against the user's own loud stretches: on the training families' live dump the
-user's commands, queries, backchannels and vocal sounds over a reply measure at most 5.8 dB under them by that
-measure, the background talker's phrases alone at least 6.7 dB; against the user's whole speech, as before, the
-talker's phrases came to 3.5 dB, and passed."""
-MIXED_ROOM_MS = 500.0
-"""A segment with this much of the room's speech in it is mixed: its whole recognition holds the room's words.
-Set from the training families' dump: the user alone measures 0-300 ms (onsets and tails)."""
-ALONE_ROOM_MS = 300.0
-"""A segment with at most this much of the room's speech is the user alone: on the training families' dump the user
-alone measured 0-300 ms (a soft onset, a tail). Between this and :data:`MIXED_ROOM_MS` a segment is neither: at
-its first pause a segment the talker will fill may not have reached the mixed line yet."""
-LOUD_SPEECH_PROBABILITY = 0.8
-"""In a segment mixed with the room, below this mean speech probability over the loud stretch the loudest sound
-is not a voice. On the training families' live dump, the user's speech in a mixed segment measured 0.91-1.0
-there, a tone, a chord or pink noise at the user's level over a talker 0.16-0.73 in 3 of 8 mixed cases (the
-others 0.89-0.97: the talker fills the loud stretch too). Outside a mixed segment the measure is not used:
-Silero's probability lags a short word's onset, and a clean "Why?" scored 0.56 there."""
-
-LONGEST_ASIDE_MS = 2500.0
-"""Speech at the user's own level (a segment's speech less the room's) beyond this is more than a backchannel
-or a vocal sound: the user said something. On the training families' live dump the cases that must let the
-reply go on held at most 1,568 ms of it (a talker's phrase near the user's level joined to an "okay"), and
-1,792 ms on the held-out families' dump; full queries up to 4.7 s. Set with a margin over those, not fitted.
-It exists for clean read speech whose quieter stretches count as the room's: a 5.6 s sentence held 1,376 ms
-of them, and its loud stretch alone, recognised primed, came back "Okay."."""
+from bargein.session.core.listening.thresholds import (
+    ALONE_ROOM_MS,
+    LONGEST_ASIDE_MS,
+    LOUD_SPEECH_PROBABILITY,
+    MIXED_ROOM_MS,
+    QUIETER_THAN_USER_DB,
+)
 
 
 def room_speech_ms(levels_db: Sequence[float], probabilities: Sequence[float], frame_ms: float, threshold: float,

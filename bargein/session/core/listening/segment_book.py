@@ -10,14 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import overload
 
-from bargein.session.core.listening.classifier import ListenDecision, NoiseFloor, SegmentStats, classify
+from bargein.session.core.listening.classifier import ListenDecision, classify
 from bargein.session.core.listening.early_cut import cuts_early, stretch_just_ended
-from bargein.session.core.listening.over_reply import SPAN_MARGIN_MS, loud_stretch, reference_loud_level_db
+from bargein.session.core.listening.over_reply import loud_stretch, reference_loud_level_db
 from bargein.session.core.listening.own_voice import mixed_with_room
+from bargein.session.core.listening.segment_stats import NoiseFloor, SegmentStats
+from bargein.session.core.listening.thresholds import SPAN_MARGIN_MS, USER_LEVEL_RATE
 from bargein.values import Transcript
 
-USER_LEVEL_RATE = 0.5
-"""Each answered turn moves the user's reference level halfway to its own."""
 MAX_OPEN_SEGMENTS = 32
 """Segments whose statistics are kept while they wait for their transcript (older ones are forgotten)."""
 

@@ -14,10 +14,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from bargein.session.core.listening.thresholds import ROOM_WORD_BELOW_LOUDEST_DB
 from bargein.values import WordTiming
-
-QUIETER_THAN_USER_DB = 7.0
-"""A word this far under the loudest word of its segment is the room's, not the user's."""
 
 
 @dataclass(frozen=True)
@@ -57,7 +55,7 @@ def user_words(levels_db: Sequence[float], frame_ms: float, offset_ms: float,
     if not placed:
         return None
     loudest = max(level for _, level in placed)
-    mine = [(w, level) for w, level in placed if level >= loudest - QUIETER_THAN_USER_DB]
+    mine = [(w, level) for w, level in placed if level >= loudest - ROOM_WORD_BELOW_LOUDEST_DB]
     power = sum(10 ** (level / 10) for _, level in mine) / len(mine)
     text = " ".join(w.word.strip() for w, _ in mine)
     return UserWords(text, 10 * math.log10(max(power, 1e-10)), len(words) - len(mine))
