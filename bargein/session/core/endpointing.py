@@ -10,7 +10,7 @@ speculative recognition gives the words so far. The turn ends after a short sile
 says finished *and* the words do not lead on ("a table for", "and", "the"); otherwise, or while either
 witness has not answered yet, it waits a long silence; a sound the model is unsure about (between two
 thresholds) waits a middle silence. Eagerness sets the thresholds and the silences; the medium preset
-is the one fitted by ``bench/endpoint_quality.py`` (on Kokoro voices; reported on flite and espeak-ng
+is the one fitted by ``bench/quality/endpoint_quality.py`` (on Kokoro voices; reported on flite and espeak-ng
 voices and real recorded speech it never saw). Confirm mode (storm guard) doubles the wait. Pure code.
 """
 
@@ -127,7 +127,7 @@ class TieredPreset:
 
 
 DEFAULT_TIERS = TieredPreset(high=0.93, low=0.91, min_words=4, short_ms=200, middle_ms=500, long_ms=1500)
-"""Fitted by ``bench/endpoint_tiers.py`` on the training voices of the endpoint set (the middle and long
+"""Fitted by ``training/endpoint_tiers.py`` on the training voices of the endpoint set (the middle and long
 silences given: server_vad's 500 ms and semantic_vad's 1.5 s); held-out figures in docs/benchmarks.md."""
 
 

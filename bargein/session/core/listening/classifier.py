@@ -21,7 +21,7 @@ In decision order (:func:`classify`):
 
 Vocal sounds (a laugh, a sneeze, a throat clearing, a hum, a sigh) are the hard case: the VAD takes
 them for speech and the recogniser turns them into a word or two ("Hahaha", "A chew", "Aham",
-"Few"). Three rules catch most of them, measured on the listening set (``bench/turn_quality.py``):
+"Few"). Three rules catch most of them, measured on the listening set (``bench/quality/turn_quality.py``):
 text that spells a sound rather than words (laughter, "ahem", words without a vowel), a lone word
 that is never a whole utterance ("you", "um"), and a short fragment the recogniser is unsure of
 (:func:`unsure_fragment`). Every number the rules compare with is named in

@@ -4,7 +4,7 @@ The recogniser's transcript cannot always tell: Whisper base writes a lone 停 a
 as 冬 or 谢谢; Whisper tiny.en writes a sigh as "It hurts." and "Enough." as "I don't know.". Its encoder,
 which has already run for the transcript, tells them apart better. The recogniser hands over its encoder
 output averaged over the voiced stretch (:mod:`bargein.engines.transcribe.voiced_encoding`), and a
-logistic regression fitted offline (``bench/fit_keyword.py`` for Mandarin, ``bench/fit_keyword_en.py``
+logistic regression fitted offline (``training/fit_keyword.py`` for Mandarin, ``training/fit_keyword_en.py``
 for English) weighs it: standardise, dot product, squash. Each weights file (``keyword_<language>.json``
 beside this module) says which voices it was fitted on and which were held out.
 
@@ -66,7 +66,7 @@ MODELS = {
 
 
 class KeywordFileError(RuntimeError):
-    """The weights file is malformed (refit with ``python -m bench.fit_keyword`` or ``bench.fit_keyword_en``)."""
+    """The weights file is malformed (refit with ``python -m training.fit_keyword`` or ``training.fit_keyword_en``)."""
 
 
 @dataclass(frozen=True)

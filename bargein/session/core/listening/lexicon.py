@@ -2,7 +2,7 @@
 
 Whisper tiny.en often turns a short command said over a noisy line into a near word ("Cancel that." as
 "Council that", "Pause." as "Pies."). :data:`MISHEARD` lists such slips, collected from the *training*
-voice families only (``bench/fit_listening.py`` prints the candidates it sees); a word there counts as
+voice families only (``training/fit_listening.py`` prints the candidates it sees); a word there counts as
 the command it stands for, but only as a feature the model weighs, never alone.
 """
 

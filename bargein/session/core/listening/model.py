@@ -1,6 +1,6 @@
 """The fitted interruption model: logistic regression over :mod:`bargein.session.core.listening.features`.
 
-The weights live in ``weights.json`` beside this module, written by ``bench/fit_listening.py`` from the
+The weights live in ``weights.json`` beside this module, written by ``training/fit_listening.py`` from the
 *training* voice families of the listening benchmark (``tests/data/listening_split.json``); loading
 needs numpy only. The file also says what it was fitted on and the threshold that was chosen there.
 """
@@ -24,7 +24,7 @@ WEIGHTS = Path(__file__).with_name("weights.json")
 
 
 class ModelFileError(RuntimeError):
-    """The weights file does not match the feature code (refit with ``bench/fit_listening.py``)."""
+    """The weights file does not match the feature code (refit with ``training/fit_listening.py``)."""
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ def from_json(text: str) -> InterruptionModel:
     names = tuple(raw["features"])
     if names != NAMES:
         raise ModelFileError(f"weights are for features {names}, the code computes {NAMES}: "
-                             f"refit with python -m bench.fit_listening")
+                             f"refit with python -m training.fit_listening")
     return InterruptionModel(names, np.array(raw["mean"], float), np.array(raw["scale"], float),
                              np.array(raw["coef"], float), float(raw["intercept"]), float(raw["threshold"]))
 
