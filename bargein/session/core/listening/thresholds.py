@@ -2,8 +2,9 @@
 
 Set by hand from measurements (the listening benchmark's training voice families,
 ``bench/quality/turn_quality.py``), not fitted, unless a docstring says otherwise; the fitted weights live in the
-JSON files beside this module. The rules that read them are in :mod:`~bargein.session.core.listening.classifier` (any segment) and
-:mod:`~bargein.session.core.listening.decide` (a segment over a reply in English), in decision order.
+JSON files beside this module. The rules that read them are in :mod:`~bargein.session.core.listening.classifier`
+(any segment) and :mod:`~bargein.session.core.listening.decide` (a segment over a reply in English), in decision
+order.
 """
 
 from __future__ import annotations
