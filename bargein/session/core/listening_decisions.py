@@ -11,7 +11,6 @@ from typing import Literal
 
 from bargein.session.core import vocabulary as v
 from bargein.session.core.listening.classifier import ListenDecision
-from bargein.session.core.listening.segment_book import ignored_action
 from bargein.session.core.machine_state import MachineState
 from bargein.session.core.verdicts import Owed
 
@@ -76,3 +75,14 @@ def on_guess(m: MachineState, event: v.GuessTranscribed) -> None:
     # over a paused reply too: a query will cancel it at the cut point the prompt is built with
     if verdict is not None and verdict.decision == "query" and (m.reply is None or m.reply.paused):
         m.emit(v.PrefetchReply(event.item_id, event.transcript.text.strip()))
+
+
+def ignored_action(paused: bool, resumes: bool, confirm_ignores: bool, *, kept: bool = False) -> str:
+    """How a segment that does not get an answer is reported (``bargein.listen.segment``'s ``action``); ``kept``:
+    a query committed at the longest turn, kept in the conversation but not answered."""
+    if kept:
+        then = "; resume the reply" if resumes else "; keep the reply paused" if paused else ""
+        return f"keep, unanswered (no pause ended it){then}"
+    if resumes or paused:
+        return "resume the reply" if resumes else "keep the reply paused"
+    return "ignore (confirm mode: too short to interrupt)" if confirm_ignores else "ignore"

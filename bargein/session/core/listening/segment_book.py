@@ -152,14 +152,3 @@ class SegmentBook:
 def _towards(reference: float | None, level: float) -> float:
     """The user's reference level after one more answered turn at ``level`` (:data:`USER_LEVEL_RATE`)."""
     return level if reference is None else reference + USER_LEVEL_RATE * (level - reference)
-
-
-def ignored_action(paused: bool, resumes: bool, confirm_ignores: bool, *, kept: bool = False) -> str:
-    """How a segment that does not get an answer is reported (``bargein.listen.segment``'s ``action``); ``kept``:
-    a query committed at the longest turn, kept in the conversation but not answered."""
-    if kept:
-        then = "; resume the reply" if resumes else "; keep the reply paused" if paused else ""
-        return f"keep, unanswered (no pause ended it){then}"
-    if resumes or paused:
-        return "resume the reply" if resumes else "keep the reply paused"
-    return "ignore (confirm mode: too short to interrupt)" if confirm_ignores else "ignore"
