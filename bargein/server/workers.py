@@ -4,10 +4,12 @@ One Python process holds the GIL for everything its sessions do, so one process 
 ``--workers N`` uvicorn's supervisor starts N worker processes that accept on the same listening socket
 (the kernel hands each new connection to whichever worker accepts first, so a busy worker takes fewer),
 restarts a worker that dies, and each worker builds the app below from the settings the parent passed
-in its environment. The stages that run in worker processes (Whisper, the embedded LLM, Kokoro) are
-loaded once, in this parent, and shared by every session worker (:mod:`bargein.server.shared_engines`;
-``--engines-per-worker`` has each session worker load its own); each worker admits
-sessions against its own load, and publishes its figures so that any worker's ``/metrics`` covers all.
+in its environment, less the keys: those (the API keys, the LLM's key, the shared engines' hub key)
+travel in uvicorn's configuration, which reaches each worker over its spawn pipe (:class:`WorkerConfig`),
+so no worker's environment or command line holds a key. The stages that run in worker processes (Whisper,
+the embedded LLM, Kokoro) are loaded once, in this parent, and shared by every session worker
+(:mod:`bargein.server.shared_engines`; ``--engines-per-worker`` has each session worker load its own); each
+worker admits sessions against its own load, and publishes its figures so that any worker's ``/metrics`` covers all.
 """
 
 from __future__ import annotations
@@ -19,25 +21,51 @@ import shutil
 import socket
 import tempfile
 from collections.abc import Iterator
+from typing import Any
 
 from fastapi import FastAPI
 from uvicorn import Config
 from uvicorn.supervisors.multiprocess import Multiprocess
 
 from bargein.config import Settings
+from bargein.engines.process.hub_link import hub_key, set_hub_key
+from bargein.engines.process.wire import SECRET_SETTINGS
 from bargein.server.app import WORKER_DIR_ENV, ServerState, create_app
 from bargein.server.drain import raise_drain_flag
 
 SETTINGS_ENV = "BARGEIN_WORKER_SETTINGS"
-"""The parent's settings as JSON, for the workers (flags are not passed to spawned processes)."""
+"""The parent's settings as JSON, for the workers (flags are not passed to spawned processes), without the
+keys (:data:`~bargein.engines.process.wire.SECRET_SETTINGS`: see :class:`WorkerConfig`)."""
+KEY_ENVIRONMENT = tuple(f"BARGEIN_{name.upper()}" for name in sorted(SECRET_SETTINGS))
+"""The keys' own environment variables, which the parent's environment loses while the workers run."""
+_secrets: dict[str, Any] = {}
+"""This worker's keys, from its configuration (:meth:`WorkerConfig.load`)."""
 WORKER_HEALTHCHECK_S = 60
 """How long the supervisor waits for a worker's health answer before it counts it hung (loading models
 and a loaded loop both delay the answer; a crashed worker is noticed at once regardless)."""
 
 
 def worker_settings() -> Settings:
-    """The settings the parent passed to this worker process."""
-    return Settings.model_validate_json(os.environ[SETTINGS_ENV])
+    """The settings the parent passed to this worker process (with the keys its configuration brought)."""
+    return Settings.model_validate_json(os.environ[SETTINGS_ENV]).model_copy(update=_secrets)
+
+
+class WorkerConfig(Config):
+    """uvicorn's configuration with the keys the workers need: uvicorn pickles it to each worker it spawns,
+    over the spawn pipe, and each worker's first step with it is :meth:`load`, which installs them."""
+
+    def __init__(self, app: str, *, worker_secrets: dict[str, Any], **options: Any) -> None:
+        super().__init__(app, **options)
+        self.worker_secrets = worker_secrets
+
+    def load(self) -> None:
+        """Install the keys (the API keys and the LLM's key for the app, the hub key for the shared engines),
+        then load as uvicorn does."""
+        secrets = dict(self.worker_secrets)
+        set_hub_key(secrets.pop("hub_key"))
+        _secrets.clear()
+        _secrets.update(secrets)
+        super().load()
 
 
 def worker_app() -> FastAPI:
@@ -92,11 +120,14 @@ def _announce_worker(state: ServerState) -> None:
 
 @contextlib.contextmanager
 def worker_environment(settings: Settings) -> Iterator[str]:
-    """Settings and a figures directory in the environment the workers inherit; removed afterwards."""
+    """Settings (without the keys) and a figures directory in the environment the workers inherit, and the
+    keys' own variables out of it; all restored afterwards."""
     directory = tempfile.mkdtemp(prefix="bargein-workers-")
-    saved = {key: os.environ.get(key) for key in (SETTINGS_ENV, WORKER_DIR_ENV)}
-    os.environ[SETTINGS_ENV] = settings.model_dump_json()
+    saved = {key: os.environ.get(key) for key in (SETTINGS_ENV, WORKER_DIR_ENV, *KEY_ENVIRONMENT)}
+    os.environ[SETTINGS_ENV] = settings.model_dump_json(exclude=set(SECRET_SETTINGS))
     os.environ[WORKER_DIR_ENV] = directory
+    for key in KEY_ENVIRONMENT:
+        os.environ.pop(key, None)
     try:
         yield directory
     finally:
@@ -113,9 +144,11 @@ def worker_config(settings: Settings, log_level: str) -> Config:
     single-process server (the wrappers as import strings, resolved in each worker)."""
     from bargein.server.serving import safe_uvicorn_options
 
-    return Config("bargein.server.workers:worker_app", factory=True, workers=settings.workers, host=settings.host,
-                  port=settings.port, log_level=log_level, http=HTTP_PROTOCOL_IMPORT, ws=WS_PROTOCOL_IMPORT,
-                  timeout_worker_healthcheck=WORKER_HEALTHCHECK_S, **safe_uvicorn_options(settings))
+    secrets = {**settings.model_dump(include=set(SECRET_SETTINGS)), "hub_key": hub_key()}
+    return WorkerConfig("bargein.server.workers:worker_app", worker_secrets=secrets, factory=True,
+                        workers=settings.workers, host=settings.host, port=settings.port, log_level=log_level,
+                        http=HTTP_PROTOCOL_IMPORT, ws=WS_PROTOCOL_IMPORT,
+                        timeout_worker_healthcheck=WORKER_HEALTHCHECK_S, **safe_uvicorn_options(settings))
 
 
 def run_workers(settings: Settings, log_level: str) -> None:

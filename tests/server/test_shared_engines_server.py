@@ -22,6 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bargein.engines.process.hub_link import HUB_KEY_FD_ENV, hub_key
 from bargein.engines.process.shared import SHARED_DIR_ENV, EngineHub, socket_path
 from bargein.engines.process.wire import WorkerSpec
 from bargein.engines.resilience import LLM_APOLOGY, LLM_CUT_APOLOGY
@@ -61,10 +62,14 @@ def test_two_session_workers_share_one_llm_process_and_survive_its_death(
         shared_llm: tuple[ProcessLanguageModel, EngineHub], tmp_path: Path) -> None:
     llm, hub = shared_llm
     port = free_port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", SHARED_DIR_ENV: str(tmp_path)}
+    key_in, key_out = os.pipe()  # the hub's key reaches the server on an inherited pipe, never in its environment
+    os.write(key_out, hub_key())
+    os.close(key_out)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", SHARED_DIR_ENV: str(tmp_path), HUB_KEY_FD_ENV: str(key_in)}
     server = subprocess.Popen([sys.executable, "-m", "bargein", "serve", "--engines", "fake", "--workers", "2",
-                               "--port", str(port), "--log-level", "warning"], env=env,
+                               "--port", str(port), "--log-level", "warning"], env=env, pass_fds=(key_in,),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    os.close(key_in)
     try:
         _wait(lambda: hub.clients == 2, f"two session workers did not connect (clients: {hub.clients})")
         _wait(lambda: metric(port, "bargein_workers ") == 2.0, "two session workers did not come up")

@@ -5,6 +5,7 @@ configuration uvicorn hands each worker, without spawning any."""
 from __future__ import annotations
 
 import asyncio
+import os
 import pickle
 from typing import Any
 
@@ -80,3 +81,19 @@ def _server_state() -> Any:
     from uvicorn.server import ServerState
 
     return ServerState()
+
+
+def test_the_keys_reach_a_worker_through_its_configuration_never_its_environment(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BARGEIN_API_KEYS", '["sk-client-key"]')
+    monkeypatch.setenv("BARGEIN_LLM_API_KEY", "sk-llm-key")
+    settings = Settings(workers=2)
+    assert settings.api_keys == ["sk-client-key"] and settings.llm_api_key == "sk-llm-key"
+    config = pickle.loads(pickle.dumps(workers.worker_config(settings, "warning")))  # as uvicorn's spawn pipe
+    monkeypatch.setattr(workers, "WORKER_PROTOCOLS", workers.WorkerProtocols())
+    with workers.worker_environment(settings):
+        assert not any("sk-" in value for value in os.environ.values()), "a worker would inherit a key"
+        config.load()
+        in_worker = workers.worker_settings()
+    assert in_worker.api_keys == ["sk-client-key"] and in_worker.llm_api_key == "sk-llm-key"
+    assert os.environ["BARGEIN_API_KEYS"] == '["sk-client-key"]'  # the parent's own environment is restored

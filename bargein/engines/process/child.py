@@ -23,6 +23,7 @@ from multiprocessing.connection import Connection
 from typing import Any, Protocol, runtime_checkable
 
 from bargein.engines.fair import current_owner
+from bargein.engines.process import wire
 from bargein.engines.process.wire import FD_ENV, WorkerSpec
 from bargein.values import CancelToken
 
@@ -61,15 +62,15 @@ def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s[worker]: %(message)s")
     conn = Connection(int(os.environ[FD_ENV]))
     try:
-        kind, spec = conn.recv()
+        kind, spec = wire.receive(conn)
         assert kind == "spec" and isinstance(spec, WorkerSpec), f"expected a spec, got {kind!r}"
         service = spec.build()
     except BaseException as error:
         with contextlib.suppress(OSError, ValueError):
-            conn.send(("failed", f"{type(error).__name__}: {error}"))
+            wire.send(conn, ("failed", f"{type(error).__name__}: {error}"))
         raise
     describe = getattr(service, "describe", None)
-    conn.send(("ready", describe() if describe is not None else {}))
+    wire.send(conn, ("ready", describe() if describe is not None else {}))
     asyncio.run(serve(service, conn))
     return 0
 
@@ -84,8 +85,8 @@ async def serve(service: Service, conn: Connection) -> None:
     cancel_task = bool(getattr(service, "cancel_task", False))
 
     def send(message: tuple[Any, ...]) -> None:
-        with contextlib.suppress(OSError, ValueError):
-            conn.send(message)
+        with contextlib.suppress(OSError):  # the server is gone; a value the wire cannot carry raises (WireError)
+            wire.send(conn, message)
 
     async def run(request_id: int, session: int | None, request: Any, cancel: CancelToken) -> None:
         current_owner.set(session)  # this task's own context: the engine's fair queue sees the session
@@ -123,8 +124,8 @@ async def serve(service: Service, conn: Connection) -> None:
     def read() -> None:
         while True:
             try:
-                message = conn.recv()
-            except (EOFError, OSError):  # the server is gone: so are we
+                message = wire.receive(conn)
+            except (EOFError, OSError, ValueError):  # the server is gone (or garbled): so are we
                 loop.call_soon_threadsafe(stopped.set)
                 return
             loop.call_soon_threadsafe(dispatch, message)

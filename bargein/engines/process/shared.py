@@ -3,8 +3,9 @@
 With ``bargein serve --workers N`` the parent of the session workers starts each stage's
 :class:`~bargein.engines.process.supervisor.EngineProcess` once (so each model is loaded once) and an
 :class:`EngineHub` beside it, listening on ``<directory>/<stage>.sock`` in a private directory (mode 0700).
-A session worker's engine connects there instead of spawning a worker of its own (see :func:`shared_socket`
-and :func:`connect`) and speaks the same wire messages. The hub answers the handshake with ``ready`` once
+A session worker's engine connects there instead of spawning a worker of its own (see
+:mod:`~bargein.engines.process.hub_link`: both ends first prove they hold the server's hub key) and speaks
+the same wire messages. The hub answers the handshake with ``ready`` once
 the engine is ready (with the engine worker's pid and restart count), renumbers each request
 (its key is the client and the client's request id) and sends it on with the owner ``(client, session)``,
 so the engine's fair queues take turns between the sessions of every session worker; items come back to
@@ -24,69 +25,28 @@ import itertools
 import logging
 import os
 import queue
-import socket
 import threading
 from collections.abc import Hashable
 from dataclasses import dataclass, field
-from multiprocessing.connection import Client, Connection, Listener
-from typing import TYPE_CHECKING, Any
+from multiprocessing.connection import Connection, Listener
+from typing import Any
 
+from bargein.engines.process import wire
+from bargein.engines.process.hub_link import (
+    SHARED_DIR_ENV,
+    authenticate_client,
+    connect,
+    hub_key,
+    shared_socket,
+    shut,
+    socket_path,
+)
+from bargein.engines.process.supervisor import EngineProcess
 from bargein.engines.process.wire import WorkerBusy, WorkerDied
 
-if TYPE_CHECKING:
-    from bargein.engines.process.supervisor import EngineProcess
-
 log = logging.getLogger(__name__)
-SHARED_DIR_ENV = "BARGEIN_SHARED_ENGINE_DIR"
-"""The directory of the shared engines' sockets, for the session workers (unset: each loads its own; not a
-setting, though it has their prefix: no setting is named ``shared_engine_dir``)."""
+__all__ = ["SHARED_DIR_ENV", "EngineHub", "connect", "shared_socket", "shut", "socket_path"]
 _TERMINAL = frozenset({"end", "error", "died"})
-
-
-def socket_path(directory: str, label: str) -> str:
-    """Where the hub of the engine labelled ``label`` (``asr``, ``llm``, ``tts``) listens."""
-    return os.path.join(directory, f"{label}.sock")
-
-
-def shared_socket(label: str) -> str | None:
-    """The socket of a shared engine for ``label`` this process should connect to (None: spawn its own)."""
-    directory = os.environ.get(SHARED_DIR_ENV)
-    if not directory:
-        return None
-    path = socket_path(directory, label)
-    return path if os.path.exists(path) else None
-
-
-def connect(path: str, *, name: str, timeout_s: float) -> tuple[Connection, dict[str, Any]]:
-    """Connect to a hub and wait for its ``ready`` (the engine's info, with its ``pid`` and ``restarts``)."""
-    try:
-        conn = Client(path, family="AF_UNIX")
-    except OSError as error:
-        raise WorkerDied(f"{name}: the shared engine at {path} is unreachable ({error})") from error
-    try:
-        if not conn.poll(timeout_s):
-            raise WorkerDied(f"{name}: the shared engine was not ready in {timeout_s:.0f} s")
-        kind, info = conn.recv()
-    except (EOFError, OSError) as error:
-        conn.close()
-        raise WorkerDied(f"{name}: the shared engine closed the connection ({error})") from error
-    except WorkerDied:
-        conn.close()
-        raise
-    if kind != "ready":
-        conn.close()
-        raise WorkerDied(f"{name}: the shared engine refused the connection: {info}")
-    return conn, dict(info)
-
-
-def shut(conn: Connection) -> None:
-    """Shut a connection both ways, so a thread blocked reading it wakes with an error (close is not enough)."""
-    with contextlib.suppress(OSError, ValueError):
-        duplicate = socket.socket(fileno=os.dup(conn.fileno()))
-        try:
-            duplicate.shutdown(socket.SHUT_RDWR)
-        finally:
-            duplicate.close()
 
 
 @dataclass(eq=False)
@@ -163,6 +123,7 @@ class EngineHub:
         writer = threading.Thread(target=self._write, args=(client,), daemon=True,
                                   name=f"{self.process.name}-client{client.number}-out")
         try:
+            authenticate_client(client.conn, hub_key())
             if not self.process.wait_ready(self.process.start_timeout_s) or self._closed.is_set():
                 return
             with self._lock:
@@ -171,15 +132,14 @@ class EngineHub:
             client.post(("ready", {**self.process.info, "pid": self.process.pid, "restarts": self.process.restarts}))
             while not client.gone:
                 try:
-                    message = client.conn.recv()
-                except (EOFError, OSError, TypeError, ValueError):
+                    message = wire.receive(client.conn)
+                except (EOFError, OSError, TypeError, ValueError):  # gone, or a frame that does not parse
                     return
-                except Exception:  # a request that will not unpickle here: dropped, the client lives
-                    log.exception("%s hub: unreadable message from client %d", self.process.name, client.number)
-                    continue
                 if message is None:  # the session worker is closing its engine
                     return
                 self._dispatch(client, message)
+        except (EOFError, OSError) as error:  # no key (HubAuthenticationError), or gone during the handshake
+            log.warning("%s hub: refused client %d: %s", self.process.name, client.number, error)
         finally:
             with self._lock:
                 self._connections -= 1
@@ -191,7 +151,7 @@ class EngineHub:
     def _write(self, client: _Client) -> None:
         while (message := client.outbox.get()) is not None:
             try:
-                client.conn.send(message)
+                wire.send(client.conn, message)
             except (OSError, ValueError):
                 client.gone = True
                 return

