@@ -6,6 +6,8 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import uvicorn
 from pydantic import ValidationError
@@ -33,7 +35,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="uvicorn's WebSocket implementation (default auto)")
     serve.add_argument("--ray-stages", type=_stages, help="stages served by Ray Serve, e.g. asr,llm,tts")
     serve.add_argument("--api-key", dest="api_keys", action="append",
-                       help="accepted API key (repeatable); none = local-only mode")
+                       help="accepted API key (repeatable; ps shows it to every user of the machine: prefer "
+                            "--api-key-file or BARGEIN_API_KEYS); none = local-only mode")
+    serve.add_argument("--api-key-file", type=Path,
+                       help="file of accepted API keys, one a line (blank lines and # comments skipped)")
     serve.add_argument("--no-listen", dest="listen", action="store_const", const=False,
                        help="cancel a reply at any speech onset instead of pausing it until the segment is classified")
     serve.add_argument("--drain-s", type=float,
@@ -125,6 +130,26 @@ def _ray_deploy(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def api_keys_from_file(path: Path) -> list[str]:
+    """The keys of an ``--api-key-file``: one a line; blank lines and lines starting with ``#`` are skipped."""
+    lines = (line.strip() for line in path.read_text(encoding="utf-8").splitlines())
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def _key_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The keys the command line gives (a file's, then any ``--api-key``'s), warning about the latter."""
+    if getattr(args, "api_keys", None):
+        print("bargein: warning: --api-key puts a key on the command line, where ps shows it to every user of "
+              "this machine; use --api-key-file or BARGEIN_API_KEYS instead", file=sys.stderr, flush=True)
+    path: Path | None = getattr(args, "api_key_file", None)
+    if path is None:
+        return {"api_keys": args.api_keys} if getattr(args, "api_keys", None) else {}
+    keys = api_keys_from_file(path)
+    if not keys:  # an operator who named a key file wants keys: not the local-only mode no key means
+        raise OSError(f"{path} holds no key")
+    return {"api_keys": [*keys, *(args.api_keys or [])]}
+
+
 def _announce(state: ServerState) -> None:
     settings = state.settings
     host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
@@ -143,10 +168,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "capacity":
         return run_capacity(args)
-    local = ("command", "log_level", "stages", "replicas")
+    local = ("command", "log_level", "stages", "replicas", "api_keys", "api_key_file")
     overrides = {key: value for key, value in vars(args).items() if key not in local and value is not None}
     try:
-        settings = Settings(**overrides)
+        settings = Settings(**overrides, **_key_overrides(args))
+    except OSError as error:
+        print(f"bargein: --api-key-file: {error}", file=sys.stderr)
+        return 2
     except ValidationError as error:
         for problem in error.errors():
             print(f"bargein: {'.'.join(map(str, problem['loc']))}: {problem['msg']}", file=sys.stderr)

@@ -88,3 +88,45 @@ def test_serve_exits_2_on_a_bad_size_before_loading_anything(flags: list[str], c
 def test_settings_keep_their_boundaries() -> None:
     settings = Settings(port=0, workers=1, max_sessions=1, max_queue_depth=0)
     assert (settings.port, settings.workers, settings.max_sessions, settings.max_queue_depth) == (0, 1, 1, 0)
+
+
+class _Served(Exception):
+    """Raised by a stand-in for the app factory, carrying the settings the command would serve with."""
+
+
+def _served_settings(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> Settings:
+    def capture(settings: Settings, **_kwargs: object) -> None:
+        raise _Served(settings)
+
+    monkeypatch.setattr("bargein.cli.create_app", capture)
+    with pytest.raises(_Served) as served:
+        main(argv)
+    settings = served.value.args[0]
+    assert isinstance(settings, Settings)
+    return settings
+
+
+def test_keys_come_from_a_file_and_the_command_line_holds_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    keys = tmp_path / "keys"
+    keys.write_text("# the backend's key\nsk-one\n\n  sk-two  \n")
+    settings = _served_settings(["serve", "--engines", "fake", "--api-key-file", str(keys)], monkeypatch)
+    assert settings.api_keys == ["sk-one", "sk-two"]
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_a_key_on_the_command_line_is_warned_about(monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    settings = _served_settings(["serve", "--engines", "fake", "--api-key", "sk-visible"], monkeypatch)
+    assert settings.api_keys == ["sk-visible"]
+    assert "--api-key-file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content", [None, "# no key here\n\n"])
+def test_a_missing_or_empty_key_file_refuses_to_start(content: str | None, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    keys = tmp_path / "keys"
+    if content is not None:
+        keys.write_text(content)
+    assert main(["serve", "--engines", "fake", "--api-key-file", str(keys)]) == 2  # not local-only mode
+    assert "--api-key-file" in capsys.readouterr().err
