@@ -77,13 +77,13 @@ class WorkerSpec:
 
 
 WIRE_TYPES: dict[str, str] = {
-    "ChatImage": "bargein.engines.base:ChatImage",
-    "ChatMessage": "bargein.engines.base:ChatMessage",
-    "GenerationOptions": "bargein.engines.base:GenerationOptions",
-    "SpeechChunk": "bargein.engines.base:SpeechChunk",
-    "ToolCall": "bargein.engines.base:ToolCall",
-    "Transcript": "bargein.engines.base:Transcript",
-    "WordTiming": "bargein.engines.base:WordTiming",
+    "ChatImage": "bargein.values:ChatImage",
+    "ChatMessage": "bargein.values:ChatMessage",
+    "GenerationOptions": "bargein.values:GenerationOptions",
+    "SpeechChunk": "bargein.values:SpeechChunk",
+    "ToolCall": "bargein.values:ToolCall",
+    "Transcript": "bargein.values:Transcript",
+    "WordTiming": "bargein.values:WordTiming",
     "RecognitionRequest": "bargein.engines.transcribe.asr_process:RecognitionRequest",
     "WorkerSpec": "bargein.engines.process.wire:WorkerSpec",
     "Settings": "bargein.config:Settings",

@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 
 from bargein.config import Settings
-from bargein.engines.base import ChatMessage, GenerationOptions, SpeechChunk, ToolCall, Transcript, WordTiming
 from bargein.engines.process import frames, wire
 from bargein.engines.process.shared import EngineHub, socket_path
 from bargein.engines.process.spawn import Launch, python_worker
 from bargein.engines.process.supervisor import EngineProcess
 from bargein.engines.process.wire import WorkerDied, WorkerSpec
+from bargein.values import ChatMessage, GenerationOptions, SpeechChunk, ToolCall, Transcript, WordTiming
 
-HOSTILE = Path(__file__).parent / "support" / "hostile_worker.py"
+HOSTILE = Path(__file__).resolve().parents[2] / "support" / "hostile_worker.py"
 ECHO = WorkerSpec("tests.support.echo_service:EchoService")
 
 
