@@ -76,6 +76,15 @@ PHASES: tuple[tuple[bool | None, ReplyStage | None, bool | None, v.Phase], ...] 
 """The phase as a table of the sub-states: who speaks, the live reply's stage, whether a tool's output is owed."""
 
 
+def phase_of(user_speaking: bool, reply: ReplyStage, tool_owed: bool) -> v.Phase:
+    """The first row of :data:`PHASES` that the sub-states match."""
+    key = (user_speaking, reply, tool_owed)
+    for row in PHASES:
+        if all(want is None or want == have for want, have in zip(row[:3], key, strict=True)):
+            return row[3]
+    raise AssertionError(f"no phase for {key}")  # the table covers every combination (tests/core)
+
+
 class IllegalTransition(RuntimeError):
     """The shell fed something impossible (a programming error, never a client error)."""
 
@@ -195,12 +204,8 @@ class DuplexMachine:
 
     @property
     def phase(self) -> v.Phase:
-        """The current phase: the first row of :data:`PHASES` that the sub-states match."""
-        key = (self.turn is not None, self.reply.stage if self.reply is not None else "none", self.tools.owed)
-        for row in PHASES:
-            if all(want is None or want == have for want, have in zip(row[:3], key, strict=True)):
-                return row[3]
-        raise AssertionError(f"no phase for {key}")  # the table covers every combination
+        """The current phase (:data:`PHASES`)."""
+        return phase_of(self.turn is not None, self.reply.stage if self.reply is not None else "none", self.tools.owed)
 
     @property
     def active_response_id(self) -> str | None:
