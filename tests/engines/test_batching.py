@@ -1,17 +1,14 @@
-"""Edges of the micro-batcher and the Ray Serve clients (fakes only, no models, no Ray cluster)."""
+"""Edges of the micro-batcher (fakes only, no models): a failed delivery, a close with a batch in hand."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 from dataclasses import dataclass, field
-from typing import Any
 
-import numpy as np
 import pytest
 
 from bargein.engines.batching import MicroBatcher
-from bargein.engines.remote.clients import RemoteEngineFailure, RemoteRecognizer, RemoteVad
 
 
 @dataclass
@@ -87,59 +84,3 @@ async def test_closing_the_batcher_fails_the_batch_in_hand_and_the_queue() -> No
                 task.result()
     finally:
         batcher.release.set()
-
-
-class _Response:
-    """A Serve DeploymentResponse whose replica never answers; records ``cancel()``."""
-
-    def __init__(self) -> None:
-        self.cancelled = False
-
-    def __await__(self) -> Any:
-        return asyncio.get_running_loop().create_future().__await__()  # never resolved
-
-    def cancel(self) -> None:
-        self.cancelled = True
-
-
-class _Method:
-    def __init__(self) -> None:
-        self.responses: list[_Response] = []
-
-    def remote(self, *_: Any) -> _Response:
-        self.responses.append(_Response())
-        return self.responses[-1]
-
-
-class _Handle:
-    def __init__(self) -> None:
-        self.transcribe = _Method()
-        self.step = _Method()
-
-
-async def test_a_remote_asr_call_past_its_deadline_is_cancelled_on_the_replica() -> None:
-    handle = _Handle()
-    asr = RemoteRecognizer(handle, timeout_s=0.05)
-    with pytest.raises(RemoteEngineFailure, match="TimeoutError"):
-        await asr.transcribe(np.zeros(1600, np.float32))
-    assert handle.transcribe.responses[0].cancelled
-    assert asr.queue_depth == 0
-
-
-async def test_a_remote_asr_call_whose_caller_gives_up_is_cancelled_on_the_replica() -> None:
-    """The stage's own deadline (shorter than ``ray_timeout_s``) or a closed session cancels the caller."""
-    handle = _Handle()
-    asr = RemoteRecognizer(handle, timeout_s=3600)
-    with pytest.raises(TimeoutError):
-        async with asyncio.timeout(0.05):
-            await asr.transcribe(np.zeros(1600, np.float32))
-    assert handle.transcribe.responses[0].cancelled
-    assert asr.queue_depth == 0
-
-
-async def test_a_lost_remote_vad_frame_is_cancelled_on_the_replica() -> None:
-    handle = _Handle()
-    vad = RemoteVad(handle, timeout_s=0.05)
-    stream = vad.open_stream()
-    assert await stream.probability(np.zeros(vad.frame_samples, np.float32)) == 0.0
-    assert handle.step.responses[0].cancelled and vad.failures == 1

@@ -1,4 +1,5 @@
-"""The language table: codes, Mandarin phrase lists, units of text without spaces, Chinese numbers."""
+"""The language table: codes (two-letter, BCP 47 and ISO 639-2 tags), Mandarin phrase lists, units of text without
+spaces, Chinese numbers."""
 
 from __future__ import annotations
 
@@ -125,3 +126,18 @@ def test_traditional_characters_become_simplified() -> None:
     assert available(), "opencc-python-reimplemented is part of the multilingual extra"
     assert to_simplified("中國有多少個省？頭髮") == "中国有多少个省？头发"
     assert to_simplified("Hello, world.") == "Hello, world."
+
+
+@pytest.mark.parametrize("requested, code", [
+    ("cmn-Hans-CN", "zh"), ("cmn-CN", "zh"), ("CMN_hans", "zh"), ("yue-HK", "yue"),
+    ("eng", "en"), ("zho", "zh"), ("chi", "zh"), ("english-us", "en"),
+    ("EN", "en"), ("zh-CN", "zh"), ("fr-FR", "fr"), ("xyz-ab", "xyz-ab"),
+])
+def test_language_tags_normalise(requested: str, code: str) -> None:
+    assert language_code(requested) == code
+
+
+def test_a_bcp47_mandarin_tag_is_mandarin_and_supported() -> None:
+    # before: "cmn" was Mandarin but "cmn-Hans-CN" (Google's and Azure's spelling) was refused as unknown
+    assert language("cmn-Hans-CN").code == "zh"
+    assert unsupported_language("cmn-Hans-CN", frozenset({"en", "zh"})) is None

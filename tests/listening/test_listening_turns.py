@@ -1,13 +1,11 @@
-"""Listening and turn-taking timelines: pause then decide, storm guard, speculation, semantic endpoints."""
+"""Listening and turn-taking timelines: pause then decide, abandoned interruptions, speculation, answers over a
+reply playing out."""
 
 from __future__ import annotations
 
 import pytest
 
 from bargein.session import core as dx
-from bargein.session.core.endpointing import SEMANTIC_PRESETS, TurnEvidence, endpoint_silence_ms
-from bargein.session.core.listening.classifier import ListenDecision
-from bargein.session.core.storm_guard import StormGuard
 from bargein.values import Transcript
 from tests.core.test_duplex import Timeline, of
 
@@ -172,41 +170,6 @@ def test_a_second_segment_keeps_the_pause_until_both_are_decided() -> None:
         dx.CancelReply(reply, "turn_detected")]
 
 
-def _three_barge_ins(t: Listening) -> None:
-    for _ in range(3):
-        t.agent_speaking()
-        t.speech(640)
-        item = of(t.silence(544), dx.AwaitClassification)[0].item_id
-        t.feed(dx.SegmentClassified(item, "query"))
-        # the new reply to this barge-in ends normally before the next round
-        active = t.machine.active_response_id
-        assert active is not None
-        t.feed(dx.ReplyFinished(active))
-
-
-def test_storm_guard_enters_confirm_mode_and_calms_down() -> None:
-    t = Listening()
-    _three_barge_ins(t)
-    assert of(t.actions, dx.ModeChanged) == [dx.ModeChanged("confirm", "3 barge-ins within 10 s")]
-    t.speech(640)
-    # confirm mode waits for a longer silence before it answers (1000 ms instead of 500)
-    assert not of(t.silence(800), dx.AwaitClassification)
-    item = of(t.silence(256), dx.AwaitClassification)[0].item_id
-    reply = of(t.feed(dx.SegmentClassified(item, "query")), dx.StartReply)[0].response_id
-    t.feed(dx.ReplyAudio(reply, "a0"))
-    # confirm mode: a short burst during the reply does not pause it, nor cut it once classified
-    assert not of(t.speech(320), dx.PauseReply)
-    short = of(t.silence(1056), dx.AwaitClassification)[0].item_id
-    assert t.feed(dx.SegmentClassified(short, "query")) == [dx.DiscardSegment(short)]
-    # a query-length segment does pause it
-    assert of(t.speech(640), dx.PauseReply) == [dx.PauseReply(reply, t.machine.turn.item_id)]  # type: ignore[union-attr]
-    t.silence(1056)
-    t.feed(dx.PauseTimerFired(reply))
-    # ten calm seconds later the session is back to normal
-    t.silence(10_000)
-    assert of(t.actions, dx.ModeChanged)[-1] == dx.ModeChanged("normal", "no barge-in for 10 s")
-
-
 def test_speculation_starts_at_first_silence_and_is_voided_when_speech_resumes() -> None:
     t = Listening()
     t.speech(640)
@@ -216,138 +179,6 @@ def test_speculation_starts_at_first_silence_and_is_voided_when_speech_resumes()
     assert resumed == [dx.SpeechResumed("item_1")]
     # no reply of any kind exists for a turn that continued
     assert not of(t.actions, dx.StartReply) and not of(t.actions, dx.CommitBuffer)
-
-
-SEMANTIC = dx.TurnSettings(endpointing=dx.Endpointing(eagerness="auto"))
-# end-of-turn probabilities and words recorded by bench/quality/endpoint_quality.py on Kokoro clips (voice heart)
-COMPLETE = (0.9897, "Set an alarm for 7.30.")
-"""'Set an alarm for seven thirty.' said whole, at its first silence."""
-PAUSED = (0.6788, "Set an alarm for.")
-"""'Set an alarm for... seven thirty.' at the hesitation: Smart Turn is unsure, the words lead on."""
-UNSURE = (0.1605, "How long does it take to?")
-
-
-def hear(t: Listening, item_id: str, recorded: tuple[float, str]) -> None:
-    """The shell's answers to SilenceBegan and ScoreTurnEnd: the end-of-turn score, then the speculative words."""
-    began = of(t.actions, dx.SilenceBegan)[-1]
-    assert of(t.actions, dx.ScoreTurnEnd)[-1] == dx.ScoreTurnEnd(item_id, began.at_ms), "semantic_vad scores at once"
-    t.feed(dx.TurnEndScored(item_id, began.at_ms, recorded[0]))
-    t.feed(dx.GuessTranscribed(item_id, Transcript(recorded[1])))
-
-
-def test_semantic_endpoint_commits_early_on_a_complete_utterance() -> None:
-    t = Listening(SEMANTIC)
-    t.speech(1600)
-    t.silence(32)
-    hear(t, "item_1", COMPLETE)
-    assert of(t.silence(96), dx.AwaitClassification), "finished by sound and words: 100 ms of silence ends it"
-
-
-def test_semantic_endpoint_waits_through_a_pause_in_an_unfinished_utterance() -> None:
-    for recorded in (PAUSED, UNSURE):
-        t = Listening(SEMANTIC)
-        t.speech(1280)
-        t.silence(32)
-        hear(t, "item_1", recorded)
-        assert not of(t.silence(1200), dx.CommitBuffer), f"{recorded[1]!r} goes on: no cut-off in 1.2 s"
-        t.speech(800)  # "... seven thirty."
-        t.silence(32)
-        hear(t, "item_1", COMPLETE)
-        commit = of(t.silence(96), dx.CommitBuffer)
-        assert [c.item_id for c in commit] == ["item_1"], "the whole utterance is one turn"
-
-
-def test_semantic_endpoint_waits_until_both_witnesses_have_answered() -> None:
-    t = Listening(SEMANTIC)
-    t.speech(1280)
-    t.silence(32)
-    began = of(t.actions, dx.SilenceBegan)[-1]
-    t.feed(dx.TurnEndScored("item_1", began.at_ms, COMPLETE[0]))
-    assert not of(t.silence(640), dx.CommitBuffer), "no words yet: the sound alone does not end the turn"
-    t.feed(dx.PartialTranscript("item_1", COMPLETE[1]))
-    assert not of(t.silence(32), dx.CommitBuffer), "a partial may predate the silence: not the words of it"
-    commit = of(t.feed(dx.GuessTranscribed("item_1", Transcript(COMPLETE[1]))), dx.CommitBuffer)
-    assert commit and commit[0].end_ms == t.now_ms, "the silence is long enough already: it ends at the answer"
-
-
-def test_a_score_for_an_earlier_silence_does_not_count() -> None:
-    t = Listening(SEMANTIC)
-    t.speech(640)
-    t.silence(64)
-    stale = of(t.actions, dx.SilenceBegan)[-1]
-    t.speech(320)
-    t.silence(32)
-    t.feed(dx.TurnEndScored("item_1", stale.at_ms, 0.99))  # late answer about the first pause
-    t.feed(dx.GuessTranscribed("item_1", Transcript("Turn off the lights.")))
-    assert not of(t.silence(640), dx.CommitBuffer)
-
-
-def test_server_vad_keeps_plain_silence_and_asks_for_no_score() -> None:
-    t = Listening()
-    t.speech(640)
-    assert of(t.silence(32), dx.SilenceBegan)
-    assert of(t.silence(480), dx.CommitBuffer) and not of(t.actions, dx.ScoreTurnEnd)
-
-
-def test_endpoint_silence_policy() -> None:
-    finished = TurnEvidence(0.0, 0.99, "What time is it?")
-    leads_on = TurnEvidence(0.0, 0.99, "I want to book a table for.")
-    assert endpoint_silence_ms(500, eagerness=None, evidence=finished, confirm=False) == 500
-    assert endpoint_silence_ms(500, eagerness="auto", evidence=finished, confirm=False) == 100
-    assert endpoint_silence_ms(500, eagerness="auto", evidence=leads_on, confirm=False) == 1500
-    assert endpoint_silence_ms(500, eagerness="auto", evidence=TurnEvidence(), confirm=False) == 1500
-    assert endpoint_silence_ms(500, eagerness="low", evidence=finished, confirm=False) == 300
-    assert endpoint_silence_ms(500, eagerness="high", evidence=leads_on, confirm=False) == 1200
-    assert endpoint_silence_ms(500, eagerness=None, evidence=None, confirm=True) == 1000
-    unsure = TurnEvidence(0.0, 0.7, "Could you turn the volume")
-    doubtful = TurnEvidence(0.0, 0.3, "Could you turn the volume")
-    assert endpoint_silence_ms(500, eagerness="high", evidence=unsure, confirm=False) == 500, "the middle wait"
-    assert endpoint_silence_ms(500, eagerness="high", evidence=doubtful, confirm=False) == 1200
-    assert endpoint_silence_ms(500, eagerness="auto", evidence=unsure, confirm=False) == 1500
-    assert endpoint_silence_ms(500, eagerness="low", evidence=unsure, confirm=False) == 1000
-
-
-def test_graded_wait_orders_the_silences() -> None:
-    for name, preset in SEMANTIC_PRESETS.items():
-        assert preset.low <= preset.high and preset.short_ms <= preset.middle_ms <= preset.long_ms, name
-        assert preset.silence_ms(preset.high, "What time is it?") == preset.short_ms
-        assert preset.silence_ms(preset.low, "What time is it?") in (preset.middle_ms, preset.short_ms)
-        assert preset.silence_ms(0.0, "What time is it?") == preset.long_ms
-        assert preset.silence_ms(1.0, "a table for") == preset.long_ms, "words that lead on always wait long"
-        assert preset.silence_ms(None, "What time is it?") == preset.long_ms
-        assert preset.silence_ms(1.0, None) == preset.long_ms
-
-
-def test_storm_guard_counts_barge_ins_within_the_window() -> None:
-    guard = StormGuard(capacity=3, window_ms=10_000)
-    assert guard.barge_in(0) is None and guard.barge_in(1000) is None
-    # the first barge-in left the window before the third came: still two within 10 s
-    assert guard.barge_in(10_500) is None and guard.recent == 2
-    assert guard.barge_in(10_900) == "confirm"
-    assert guard.tick(20_899) is None
-    assert guard.tick(20_900) == "normal" and guard.recent == 0
-
-
-def _confirm_mode(t: Listening) -> str:
-    """Three barge-ins in a row: returns the reply playing once the storm guard is in confirm mode."""
-    _three_barge_ins(t)
-    t.speech(640)
-    item = of(t.silence(1056), dx.AwaitClassification)[0].item_id
-    reply = of(t.feed(dx.SegmentClassified(item, "query")), dx.StartReply)[0].response_id
-    t.feed(dx.ReplyAudio(reply, "a0"))
-    return reply
-
-
-def test_the_segment_report_says_a_short_query_was_ignored_in_confirm_mode() -> None:
-    t = Listening()
-    reply = _confirm_mode(t)
-    t.speech(320)
-    short = of(t.silence(1056), dx.AwaitClassification)[0].item_id
-    verdict = ListenDecision("query", ("1 words of speech",))
-    decided = t.feed(dx.SegmentClassified(short, "query", verdict))
-    assert decided == [dx.ReportSegment(short, verdict, "ignore (confirm mode: too short to interrupt)"),
-                       dx.DiscardSegment(short)]
-    assert t.machine.active_response_id == reply
 
 
 def test_the_machine_classifies_a_transcribed_segment_with_its_own_statistics() -> None:
@@ -455,85 +286,3 @@ def test_a_reply_playing_out_is_finished_by_its_end_not_by_the_notice() -> None:
     assert t.machine.active_response_id == reply and t.machine.phase is dx.Phase.AGENT_SPEAKING
     assert t.feed(dx.ReplyPlayingOut("resp_gone")) == [], "a reply no longer live: nothing to do"
     assert of(t.feed(dx.ReplyFinished(reply)), dx.CompleteReply) == [dx.CompleteReply(reply, "completed")]
-
-
-def test_answers_overlapping_the_last_stretch_of_replies_are_not_counted_as_barge_ins() -> None:
-    """Quick questions and answers, each "yes" overlapping the agent's last words: three within 10 s cancel three
-    paused tails, but the storm guard counts no barge-in (the agent's words were all out)."""
-    t = Listening()
-    reply = t.agent_speaking()
-    for _ in range(3):
-        t.feed(dx.ReplyPlayingOut(reply))
-        t.frames(0.9, 480, energy_db=-25.0)
-        item = of(t.silence(544), dx.AwaitClassification)[0].item_id
-        decided = t.feed(dx.SegmentTranscribed(item, Transcript("Yes.", avg_logprob=-0.2)))
-        assert of(decided, dx.CancelReply) == [dx.CancelReply(reply, "turn_detected")]
-        reply = of(decided, dx.StartReply)[0].response_id
-        t.feed(dx.ReplyAudio(reply, "a"))
-    assert t.now_ms < 10_000 and not of(t.actions, dx.ModeChanged)
-
-
-def test_confirm_mode_tells_the_client_of_speech_over_the_reply_only_once_it_pauses_the_reply() -> None:
-    """OpenAI's clients stop playing at ``speech_started``. In confirm mode speech over the agent must last 600 ms to
-    pause it, so its ``speech_started`` waits until then (with its real onset), and a short sound the reply talks
-    through is never told at all: the client plays on, as the server does."""
-    t = Listening()
-    reply = _confirm_mode(t)
-    short_onset = t.now_ms
-    started = of(t.speech(320), dx.SpeechStarted)
-    assert [(a.told, a.cuts_playing) for a in started] == [(False, False)]
-    ended = t.silence(1056)
-    assert [a.told for a in of(ended, dx.SpeechStopped)] == [False] and not of(t.actions, dx.SpeechAnnounced)
-    short = of(ended, dx.AwaitClassification)[0].item_id
-    t.feed(dx.SegmentClassified(short, "query", ListenDecision("query", ("1 words of speech",))))
-    assert t.machine.active_response_id == reply, "ignored: the reply plays on"
-    onset = t.now_ms
-    long = t.speech(736)
-    announced = of(long, dx.SpeechAnnounced)
-    assert [a.audio_start_ms for a in announced] == [onset] and onset > short_onset
-    assert long.index(announced[0]) < long.index(of(long, dx.PauseReply)[0]), "told before the pause"
-    assert [a.told for a in of(t.silence(1056), dx.SpeechStopped)] == [True]
-
-
-def test_speech_held_back_in_confirm_mode_is_told_when_the_reply_it_spoke_over_ends() -> None:
-    t = Listening()
-    reply = _confirm_mode(t)
-    onset = t.now_ms
-    t.speech(320)
-    told = t.feed(dx.ReplyFinished(reply))
-    assert of(told, dx.SpeechAnnounced) == [dx.SpeechAnnounced(of(t.actions, dx.SpeechStarted)[-1].item_id, onset)]
-    assert [a.told for a in of(t.silence(1056), dx.SpeechStopped)] == [True]
-
-
-def test_short_speech_held_back_in_confirm_mode_stays_ignored_when_the_reply_ends_before_its_verdict() -> None:
-    """The client never heard of it: answering it would cancel nothing it was told of and answer a sound it never
-    saw begin. It is ignored, as confirm mode ignores speech too short to pause the reply."""
-    t = Listening()
-    reply = _confirm_mode(t)
-    t.speech(320)
-    short = of(t.silence(1056), dx.AwaitClassification)[0].item_id
-    t.feed(dx.ReplyFinished(reply))
-    verdict = ListenDecision("query", ("1 words of speech",))
-    decided = t.feed(dx.SegmentClassified(short, "query", verdict))
-    assert decided == [dx.ReportSegment(short, verdict, "ignore (confirm mode: too short to interrupt)"),
-                       dx.DiscardSegment(short)]
-    assert not of(t.actions, dx.SpeechAnnounced)
-
-
-def test_confirm_mode_holds_back_speech_over_a_reply_playing_out_until_the_reply_ends() -> None:
-    t = Listening()
-    reply = _confirm_mode(t)
-    t.feed(dx.ReplyPlayingOut(reply))
-    onset = t.now_ms
-    assert [a.told for a in of(t.speech(320), dx.SpeechStarted)] == [False]
-    assert of(t.feed(dx.ReplyFinished(reply)), dx.SpeechAnnounced)[0].audio_start_ms == onset
-
-
-def test_speech_told_because_its_reply_ended_follows_that_reply_s_close() -> None:
-    """The reply's ``response.done`` goes out first, then the held-back ``speech_started``: the shell can then cut
-    what the client still plays of that closed reply where the speech began."""
-    t = Listening()
-    reply = _confirm_mode(t)
-    t.speech(320)
-    told = t.feed(dx.ReplyFinished(reply))
-    assert [type(a) for a in told][:2] == [dx.CompleteReply, dx.SpeechAnnounced]

@@ -1,13 +1,15 @@
-"""The Ray Serve clients with a fake deployment handle (no Ray): cancel while a replica stalls."""
+"""The Ray Serve clients with fake deployment handles (no Ray): cancel while a replica stalls, calls past their
+deadline or given up by their caller cancelled on the replica."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
+import numpy as np
 import pytest
 
-from bargein.engines.remote.clients import RemoteEngineFailure, RemoteLanguageModel
+from bargein.engines.remote.clients import RemoteEngineFailure, RemoteLanguageModel, RemoteRecognizer, RemoteVad
 from bargein.values import CancelToken, ChatMessage
 
 
@@ -124,3 +126,59 @@ async def test_a_replica_refusing_for_load_leaves_the_stage_up() -> None:
             await asr.transcribe(np.zeros(1600, np.float32))
     assert health.state == "ok" and health.refusals == 3 and health.failures == 0
     health.close()
+
+
+class _Response:
+    """A Serve DeploymentResponse whose replica never answers; records ``cancel()``."""
+
+    def __init__(self) -> None:
+        self.cancelled = False
+
+    def __await__(self) -> Any:
+        return asyncio.get_running_loop().create_future().__await__()  # never resolved
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class _Method:
+    def __init__(self) -> None:
+        self.responses: list[_Response] = []
+
+    def remote(self, *_: Any) -> _Response:
+        self.responses.append(_Response())
+        return self.responses[-1]
+
+
+class _TranscribeAndStepHandle:
+    def __init__(self) -> None:
+        self.transcribe = _Method()
+        self.step = _Method()
+
+
+async def test_a_remote_asr_call_past_its_deadline_is_cancelled_on_the_replica() -> None:
+    handle = _TranscribeAndStepHandle()
+    asr = RemoteRecognizer(handle, timeout_s=0.05)
+    with pytest.raises(RemoteEngineFailure, match="TimeoutError"):
+        await asr.transcribe(np.zeros(1600, np.float32))
+    assert handle.transcribe.responses[0].cancelled
+    assert asr.queue_depth == 0
+
+
+async def test_a_remote_asr_call_whose_caller_gives_up_is_cancelled_on_the_replica() -> None:
+    """The stage's own deadline (shorter than ``ray_timeout_s``) or a closed session cancels the caller."""
+    handle = _TranscribeAndStepHandle()
+    asr = RemoteRecognizer(handle, timeout_s=3600)
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.05):
+            await asr.transcribe(np.zeros(1600, np.float32))
+    assert handle.transcribe.responses[0].cancelled
+    assert asr.queue_depth == 0
+
+
+async def test_a_lost_remote_vad_frame_is_cancelled_on_the_replica() -> None:
+    handle = _TranscribeAndStepHandle()
+    vad = RemoteVad(handle, timeout_s=0.05)
+    stream = vad.open_stream()
+    assert await stream.probability(np.zeros(vad.frame_samples, np.float32)) == 0.0
+    assert handle.step.responses[0].cancelled and vad.failures == 1
