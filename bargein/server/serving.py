@@ -13,7 +13,7 @@ unsent output until the peer reads it).
 
 uvicorn offers no public hook for these, so the subclasses read three private attributes of its protocols
 (``cycle``, ``conn.data_to_send``, ``read_paused``): pyproject.toml holds uvicorn below its next minor release,
-and ``tests/test_uvicorn_internals.py`` names whichever a newer uvicorn lacks.
+and ``tests/server/test_uvicorn_internals.py`` names whichever a newer uvicorn lacks.
 """
 
 from __future__ import annotations

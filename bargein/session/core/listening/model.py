@@ -1,7 +1,7 @@
 """The fitted interruption model: logistic regression over :mod:`bargein.session.core.listening.features`.
 
 The weights live in ``weights.json`` beside this module, written by ``training/fit_listening.py`` from the
-*training* voice families of the listening benchmark (``tests/data/listening_split.json``); loading
+*training* voice families of the listening benchmark (``testdata/listening_split.json``); loading
 needs numpy only. The file also says what it was fitted on and the threshold that was chosen there.
 """
 
