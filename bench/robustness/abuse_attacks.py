@@ -4,6 +4,7 @@ live server.
 Every attack connects from 127.0.0.2 (still loopback, so local-only mode lets it in) while the honest
 session of the benchmark uses 127.0.0.1: per-address limits then bite the attacker, as they would
 on a real network. Each returns whether the server's defence held and a short note of what was seen.
+The attacks on who may connect are in ``access_attacks.py``; :data:`ATTACKS` lists them all, in the order run.
 """
 
 from __future__ import annotations
@@ -12,63 +13,25 @@ import asyncio
 import base64
 import contextlib
 import json
-import os
 import socket
-import subprocess
-import sys
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidMessage, InvalidStatus
 
-ATTACKER = "127.0.0.2"
-
-
-@dataclass
-class Target:
-    """The server under attack."""
-
-    host_port: str
-    outside_ip: str | None
-    """A non-loopback address of this machine the server also listens on (None: not reachable so)."""
-    idle_timeout_s: float
-    handshake_timeout_s: float
-    per_client: int
-    duration_s: float
-    events_per_s: float = 200.0
-
-
-@dataclass
-class Outcome:
-    """What an attack found: did the defence hold, and what happened."""
-
-    held: bool
-    note: str
-
-
-Attack = Callable[[Target], Awaitable[Outcome]]
-
-
-def _url(target: Target) -> str:
-    return f"ws://{target.host_port}/v1/realtime?model=abuse"
-
-
-async def _open(target: Target, *, max_queue: int | None = 64, **kwargs: Any) -> ClientConnection:
-    ws = await connect(_url(target), local_addr=(ATTACKER, 0), max_size=None, max_queue=max_queue,
-                       open_timeout=10, **kwargs)
-    return ws
-
-
-async def _next_of(ws: ClientConnection, kind: str, timeout_s: float = 10.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        event = json.loads(await asyncio.wait_for(ws.recv(), max(0.01, deadline - time.monotonic())))
-        if event["type"] == kind:
-            return event  # type: ignore[no-any-return]
+from bench.robustness.access_attacks import cross_origin, dns_rebinding, empty_api_key, forwarded_loopback, public_docs
+from bench.robustness.attack_target import (
+    ATTACKER,
+    Attack,
+    Outcome,
+    Target,
+    attack_url,
+    next_event_of,
+    open_as_attacker,
+)
 
 
 async def baseline(target: Target) -> Outcome:
@@ -84,7 +47,7 @@ async def _flood_unread(target: Target, message: Callable[[int], str], rate: flo
     end = time.monotonic() + target.duration_s
     while time.monotonic() < end:
         try:
-            ws = await _open(target, max_queue=1)  # the client library stops reading once one event waits
+            ws = await open_as_attacker(target, max_queue=1)  # the client library stops reading once one event waits
         except (InvalidStatus, OSError, TimeoutError) as error:
             closes.append(f"refused ({type(error).__name__})")
             await asyncio.sleep(0.2)
@@ -125,7 +88,7 @@ async def invalid_json_unread(target: Target) -> Outcome:
 async def rate_flood_reading(target: Target) -> Outcome:
     """Valid no-op events as fast as possible while reading: served at most at the event rate, told, and
     closed (policy) once held back for the tolerance (unless the server itself is slower than the rate)."""
-    ws = await _open(target)
+    ws = await open_as_attacker(target)
     codes: set[str] = set()
     answers = 0
 
@@ -154,10 +117,10 @@ async def rate_flood_reading(target: Target) -> Outcome:
 
 async def pcmu_buffer_fill(target: Target) -> Outcome:
     """G.711 input, manual turns: fill the input buffer to its cap (15 MiB of wire audio)."""
-    async with await _open(target) as ws:
+    async with await open_as_attacker(target) as ws:
         await ws.send(json.dumps({"type": "session.update", "session": {"audio": {"input": {
             "format": {"type": "audio/pcmu"}, "turn_detection": None}}}}))
-        await _next_of(ws, "session.updated")
+        await next_event_of(ws, "session.updated")
         chunk = base64.b64encode(bytes([0x55]) * (1 << 20)).decode()
         codes: list[str] = []
         with contextlib.suppress(ConnectionClosed):
@@ -177,7 +140,7 @@ async def pcmu_buffer_fill(target: Target) -> Outcome:
 
 async def huge_text_items(target: Target) -> Outcome:
     """Ten 7 MiB text items, then response.create."""
-    async with await _open(target) as ws:
+    async with await open_as_attacker(target) as ws:
         text = "word " * (7 * (1 << 20) // 5)
         errors = []
         with contextlib.suppress(ConnectionClosed):
@@ -198,13 +161,13 @@ async def huge_text_items(target: Target) -> Outcome:
 
 async def long_history(target: Target) -> Outcome:
     """400 history items of 500 characters, then response.create."""
-    async with await _open(target) as ws:
+    async with await open_as_attacker(target) as ws:
         for i in range(400):
             await ws.send(json.dumps({"type": "conversation.item.create", "item": {
                 "type": "message", "role": "user" if i % 2 else "assistant",
                 "content": [{"type": "input_text" if i % 2 else "output_text", "text": f"{i} " + "a" * 498}]}}))
         await ws.send('{"type":"response.create","response":{"output_modalities":["text"]}}')
-        await _next_of(ws, "response.done", 60)
+        await next_event_of(ws, "response.done", 60)
     return Outcome(True, "reply done")
 
 
@@ -215,12 +178,12 @@ async def deep_tools(target: Target) -> Outcome:
     for _ in range(300):
         inner["a"] = {}
         inner = inner["a"]
-    async with await _open(target) as ws:
-        await _next_of(ws, "session.created")
+    async with await open_as_attacker(target) as ws:
+        await next_event_of(ws, "session.created")
         await ws.send(json.dumps({"type": "session.update", "session": {"tools": [nested]}}))
-        first = await _next_of(ws, "error")
+        first = await next_event_of(ws, "error")
         await ws.send(json.dumps({"type": "session.update", "session": {"instructions": "Be brief."}}))
-        updated = await _next_of(ws, "session.updated")
+        updated = await next_event_of(ws, "session.updated")
     held = updated["session"]["instructions"] == "Be brief."
     return Outcome(held, f"deep update: {first['error']['code']}; next update applied: {held}")
 
@@ -228,10 +191,10 @@ async def deep_tools(target: Target) -> Outcome:
 async def silent_client(target: Target) -> Outcome:
     """Connects, answers pings, sends nothing."""
     began = time.monotonic()
-    async with await _open(target) as ws:
+    async with await open_as_attacker(target) as ws:
         code = None
         with contextlib.suppress(ConnectionClosed, TimeoutError):
-            error = await _next_of(ws, "error", target.idle_timeout_s + 5)
+            error = await next_event_of(ws, "error", target.idle_timeout_s + 5)
             code = error["error"]["code"]
         with contextlib.suppress(ConnectionClosed, TimeoutError):
             await asyncio.wait_for(ws.recv(), 5)
@@ -255,7 +218,7 @@ async def half_open_handshakes(target: Target) -> Outcome:
         sockets.append(sock)
     async with httpx.AsyncClient() as client:
         health = (await client.get(f"http://{target.host_port}/healthz", timeout=5)).status_code
-    async with connect(_url(target), open_timeout=5) as honest:  # from 127.0.0.1
+    async with connect(attack_url(target), open_timeout=5) as honest:  # from 127.0.0.1
         fresh = json.loads(await asyncio.wait_for(honest.recv(), 5))["type"]
     await asyncio.sleep(target.handshake_timeout_s + 1.5)
     still_open = 0
@@ -278,7 +241,7 @@ async def sessions_per_address(target: Target) -> Outcome:
     refused = 0
     for _ in range(40):
         try:
-            ws = await _open(target)
+            ws = await open_as_attacker(target)
         except (InvalidStatus, InvalidMessage, OSError):  # refused while handshaking
             refused += 1
             continue
@@ -293,65 +256,12 @@ async def sessions_per_address(target: Target) -> Outcome:
     return Outcome(len(opened) <= target.per_client, f"{len(opened)} accepted, {refused} refused")
 
 
-async def _refused(url: str, **kwargs: Any) -> str:
-    try:
-        async with connect(url, open_timeout=5, **kwargs) as ws:
-            return f"accepted ({json.loads(await asyncio.wait_for(ws.recv(), 5))['type']})"
-    except InvalidStatus as error:
-        return f"HTTP {error.response.status_code}"
-
-
-async def cross_origin(target: Target) -> Outcome:
-    """A web page at another origin opens a session to the local server."""
-    evil = await _refused(_url(target), origin="http://evil.example")  # type: ignore[arg-type]
-    own = await _refused(_url(target), origin=f"http://{target.host_port}")  # type: ignore[arg-type]
-    return Outcome(evil.startswith("HTTP 403") and own.startswith("accepted"),
-                   f"evil.example: {evil}; own origin: {own}")
-
-
-async def dns_rebinding(target: Target) -> Outcome:
-    """A page whose name was rebound to 127.0.0.1: same-origin to the browser, wrong Host to us."""
-    port = target.host_port.split(":")[1]
-    verdict = await _refused(_url(target), origin=f"http://evil.example:{port}",  # type: ignore[arg-type]
-                             additional_headers={"Host": f"evil.example:{port}"})
-    return Outcome(verdict.startswith("HTTP 403"), verdict)
-
-
-async def forwarded_loopback(target: Target) -> Outcome:
-    """From another address, claiming 127.0.0.1 in X-Forwarded-For (server run with FORWARDED_ALLOW_IPS=*)."""
-    if target.outside_ip is None:
-        return Outcome(True, "skipped: no non-loopback address on this machine")
-    port = target.host_port.split(":")[1]
-    url = f"ws://{target.outside_ip}:{port}/v1/realtime"
-    forged = await _refused(url, additional_headers={"X-Forwarded-For": "127.0.0.1"})
-    plain = await _refused(url)
-    return Outcome(forged.startswith("HTTP 403") and plain.startswith("HTTP 403"),
-                   f"forged: {forged}; plain (auth before accept): {plain}")
-
-
-async def empty_api_key(target: Target) -> Outcome:
-    """``bargein serve --api-key ""``."""
-    command = [sys.executable, "-m", "bargein", "serve", "--engines", "instant", "--port", "1", "--api-key", ""]
-    done = await asyncio.to_thread(subprocess.run, command, capture_output=True, text=True, timeout=60,
-                                   env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    said = done.stderr.strip().splitlines()[-1][:90] if done.stderr.strip() else ""
-    return Outcome(done.returncode != 0 and "empty" in done.stderr, f"exit {done.returncode}: {said}")
-
-
-async def public_docs(target: Target) -> Outcome:
-    """GET /docs and /openapi.json."""
-    async with httpx.AsyncClient() as client:
-        codes = [(await client.get(f"http://{target.host_port}{path}")).status_code
-                 for path in ("/docs", "/openapi.json")]
-    return Outcome(codes == [404, 404], f"/docs {codes[0]}, /openapi.json {codes[1]}")
-
-
 async def malformed_events(target: Target) -> Outcome:
     """(held before) 200 malformed events, bad audio and a 9 MiB message, reading every answer."""
     bad = ["{oops", "[1]", '{"type": 5}', '{"type":"input_audio_buffer.append","audio":"%%%"}',
            json.dumps({"type": "input_audio_buffer.append", "audio": base64.b64encode(b"\x01\x02\x03").decode()})]
-    async with await _open(target) as ws:
-        await _next_of(ws, "session.created")
+    async with await open_as_attacker(target) as ws:
+        await next_event_of(ws, "session.created")
         errors = 0
         for i in range(200):
             await ws.send(bad[i % len(bad)])
@@ -367,23 +277,23 @@ async def malformed_events(target: Target) -> Outcome:
 
 async def response_create_x1000(target: Target) -> Outcome:
     """(held before) 1,000 response.create in a row."""
-    async with await _open(target) as ws:
-        await _next_of(ws, "session.created")
+    async with await open_as_attacker(target) as ws:
+        await next_event_of(ws, "session.created")
         for _ in range(1000):
             await ws.send('{"type":"response.create","response":{"output_modalities":["text"]}}')
         await ws.send('{"type":"session.update","session":{},"event_id":"probe"}')
-        await _next_of(ws, "session.updated", 60)
+        await next_event_of(ws, "session.updated", 60)
     return Outcome(ws.close_code in (None, 1000), f"session alive after the burst (close {ws.close_code})")
 
 
 async def abrupt_disconnects(target: Target) -> Outcome:
     """(held before) 20 clients that drop the TCP connection in the middle of a reply."""
     for i in range(20):
-        ws = await _open(target)
+        ws = await open_as_attacker(target)
         await ws.send(json.dumps({"type": "conversation.item.create", "item": {
             "type": "message", "role": "user", "content": [{"type": "input_text", "text": f"tell me a story {i}"}]}}))
         await ws.send('{"type":"response.create"}')
-        await _next_of(ws, "response.output_audio.delta")
+        await next_event_of(ws, "response.output_audio.delta")
         ws.transport.abort()
     await asyncio.sleep(1.0)
     async with httpx.AsyncClient() as client:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from bench.harness.realtime_harness import WIRE_RATE
-from bench.latency.vs_pipecat import Episode, Link, _barge, _paired
+from bench.latency.vs_pipecat import _paired
+from bench.latency.vs_pipecat_episode import Episode, Link, _barge
 
 
 def pcm(ms: float, *, loud_from_ms: float | None = None) -> bytes:
