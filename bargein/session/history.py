@@ -256,8 +256,10 @@ class Conversation:
             from_client: bool = False) -> str | None:
         """Insert after ``previous_item_id`` (default: at the end); returns the id it follows.
 
-        A client's item (``from_client``) that would take its address or its worker over their history budgets is
-        refused (``history_budget_exceeded``); the server's own items (transcripts, replies) are always kept.
+        Past the session's caps the oldest items are forgotten. A client's item (``from_client``) that would take
+        its address or its worker over their history budgets (what it adds net of what it makes the session
+        forget) is refused (``history_budget_exceeded``) and the history left as it was; the server's own items
+        (transcripts, replies) are always kept.
         """
         if item.id in self._items:
             raise ProtocolError(f"an item with id {item.id!r} already exists", code="item_already_exists",
@@ -269,35 +271,57 @@ class Conversation:
             raise ProtocolError(f"the item holds {size} bytes in memory, over this session's history cap of "
                                 f"{self.max_bytes} bytes", code="history_budget_exceeded", param="item",
                                 event_id=event_id)
-        self._charge(size, from_client=from_client, event_id=event_id)
+        before = self.bytes
+        previous = self._insert(item, previous_item_id)
+        self._sizes[item.id] = size
+        self.bytes += size
+        forgotten: list[tuple[str, Item, int]] = []
+        while len(self._items) > 1 and (len(self._items) > self.max_items or self.bytes > self.max_bytes):
+            key, old = self._items.popitem(last=False)
+            forgotten.append((key, old, self._sizes.pop(key, 0)))
+            self.bytes -= forgotten[-1][2]
+        refusal = self._settle(self.bytes - before, from_client=from_client)
+        if refusal is not None:
+            self._undo(item, forgotten, before)
+            raise ProtocolError(f"the item was not added: {refusal}; delete items or start a new session later",
+                                code="history_budget_exceeded", param="item", event_id=event_id)
+        self.forgotten += len(forgotten)
+        return previous
+
+    def _insert(self, item: Item, previous_item_id: str | None) -> str | None:
         if previous_item_id is None or previous_item_id == self.last_id():
             previous = self.last_id()
             self._items[item.id] = item
-        elif previous_item_id == "root":
-            previous = None
-            self._items[item.id] = item
+            return previous
+        self._items[item.id] = item
+        if previous_item_id == "root":
             self._items.move_to_end(item.id, last=False)
-        else:
-            entries = list(self._items.items())
-            index = next(i for i, (key, _) in enumerate(entries) if key == previous_item_id)
-            entries.insert(index + 1, (item.id, item))
-            self._items = OrderedDict(entries)
-            previous = previous_item_id
-        self._sizes[item.id] = size
-        self.bytes += size
-        while len(self._items) > 1 and (len(self._items) > self.max_items or self.bytes > self.max_bytes):
-            oldest, _ = self._items.popitem(last=False)
-            self._let_go(self._sizes.pop(oldest, 0))
-            self.forgotten += 1
-        return previous
+            return None
+        entries = list(self._items.items())[:-1]
+        index = next(i for i, (key, _) in enumerate(entries) if key == previous_item_id)
+        entries.insert(index + 1, (item.id, item))
+        self._items = OrderedDict(entries)
+        return previous_item_id
 
-    def _charge(self, size: int, *, from_client: bool, event_id: str | None) -> None:
-        if self.account is None:
-            return
-        refusal = self.account.charge(size, refusable=from_client)
-        if refusal is not None:
-            raise ProtocolError(f"the item was not added: {refusal}; delete items or start a new session later",
-                                code="history_budget_exceeded", param="item", event_id=event_id)
+    def _settle(self, grown: int, *, from_client: bool) -> str | None:
+        """Tell the shared account what the history grew (or shrank) by; a refusal for a client item."""
+        if self.account is None or grown == 0:
+            return None
+        if grown < 0:
+            self.account.refund(-grown)
+            return None
+        return self.account.charge(grown, refusable=from_client)
+
+    def _undo(self, item: Item, forgotten: list[tuple[str, Item, int]], before: int) -> None:
+        """Put the history back as it was before ``item`` was added (and made ``forgotten`` go)."""
+        self._items.pop(item.id, None)
+        self._sizes.pop(item.id, None)
+        for key, old, size in reversed(forgotten):
+            if key != item.id:
+                self._items[key] = old
+                self._items.move_to_end(key, last=False)
+                self._sizes[key] = size
+        self.bytes = before
 
     def _let_go(self, size: int) -> None:
         self.bytes -= size

@@ -6,7 +6,7 @@
 Starts ``bargein serve --engines instant`` (the real Silero VAD, instant fake ASR/LLM/TTS) listening on
 all interfaces in local-only mode, with ``FORWARDED_ALLOW_IPS=*`` in its environment (which must change
 nothing), a 4 s idle timeout, a 3 s handshake timeout and a 5 s rate-limit tolerance, so that those attacks
-finish quickly. A
+finish quickly, and a 64 MiB history budget per client address (:mod:`bench.robustness.abuse_caps`). A
 separate process keeps one honest session open from 127.0.0.1 and measures round trips (a no-op
 ``session.update`` every 50 ms to its ``session.updated``); the attacks run one after another from
 127.0.0.2 (:mod:`bench.robustness.abuse_attacks`). For each attack the table gives whether the defence held (the
@@ -39,7 +39,11 @@ import httpx
 import psutil
 
 from bench.harness.realtime_harness import ServerProcess, percentile
-from bench.robustness.abuse_attacks import ATTACKS, Target
+from bench.robustness.abuse_attacks import ATTACKS as BASE_ATTACKS
+from bench.robustness.abuse_attacks import Target
+from bench.robustness.abuse_caps import CAP_ATTACKS, server_environment
+
+ATTACKS = {**BASE_ATTACKS, **CAP_ATTACKS}
 
 RSS_LIMIT_MB = 150.0
 RTT_LIMIT_MS = 100.0
@@ -168,6 +172,7 @@ def main() -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, 4096)), hard))
     os.environ["FORWARDED_ALLOW_IPS"] = "*"
+    os.environ.update(server_environment())
     print(f"load average before: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}", flush=True)
     extra = ["--host", "0.0.0.0", "--idle-timeout", str(IDLE_TIMEOUT_S),
              "--handshake-timeout", str(HANDSHAKE_TIMEOUT_S), "--max-connections-per-client", str(PER_CLIENT),

@@ -157,3 +157,21 @@ def test_the_client_and_worker_budgets_refuse_client_items_and_are_refunded() ->
     other.release()
     two.release()
     assert ledger.total == 0 and not ledger.by_address
+
+
+def test_an_item_that_makes_its_session_forget_is_charged_only_what_it_adds_and_a_refusal_changes_nothing() -> None:
+    from bargein.server.history_budget import HistoryLedger
+
+    ledger = HistoryLedger(per_client=2_500_000, per_worker=10_000_000)
+    history = Conversation(max_bytes=2_100_000, account=ledger.account("10.0.0.1"))
+    wide = "\U0001f600" * 500_000  # 2 MB each: the session holds one
+    history.add(Item("a", "user", [Part("input_text", wide)]), from_client=True)
+    history.add(Item("b", "user", [Part("input_text", wide + "b")]), from_client=True)  # "a" goes: net ~0
+    assert [item.id for item in history] == ["b"] and ledger.total == history.bytes and history.forgotten == 1
+    neighbour = Conversation(account=ledger.account("10.0.0.1"))
+    neighbour.add(Item("n", "user", [Part("input_text", "x" * 450_000)]), from_client=True)
+    before = (ledger.total, history.bytes)
+    with pytest.raises(ProtocolError):  # forgetting "b" frees 2.0 MB; the new 2.09 MB passes the client's budget
+        history.add(Item("c", "user", [Part("input_text", "\U0001f600" * 522_000)]), from_client=True)
+    assert [item.id for item in history] == ["b"] and (ledger.total, history.bytes) == before
+    assert history.forgotten == 1
