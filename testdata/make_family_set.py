@@ -1,6 +1,6 @@
 """Generate the listening benchmark's family set: many voices, a fixed training / held-out split.
 
-    python testdata/make_family_set.py [--split held_out|train] [--out DIR]
+    python -m testdata.make_family_set [--split held_out|train] [--out DIR]
 
 Every case is a *timeline*: a sound that lands while the agent is speaking (2 s of background into a
 long reply, the sound, then 1.5 s). What it must do depends on its category:

@@ -1,6 +1,6 @@
 """Generate the labelled listening set: queries and noise, mixed over backgrounds, alone and over a reply.
 
-    python testdata/make_listening_set.py [--out DIR] [--quick]
+    python -m testdata.make_listening_set [--out DIR] [--quick]
 
 Nothing generated goes into git: audio and ``manifest.json`` are written to ``DIR`` (default
 ``~/.cache/bargein/listening-set``), as 24 kHz mono pcm16 WAV files, the Realtime wire rate.
