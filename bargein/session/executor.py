@@ -98,6 +98,8 @@ class ActionExecutor:
                                                             server_side=tools.server_side))
             case v.StartReply(response_id, trigger, params):
                 self.replies.start(response_id, trigger, params)
+            case v.GenerateReply():
+                self.replies.generate(action)
             case v.CancelReply(response_id, reason):
                 self.replies.cancel(response_id, reason)
                 self.timers.disarm_reply(response_id)

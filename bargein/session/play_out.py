@@ -1,23 +1,22 @@
 """The client's playback of a reply's last stretch: a live reply waits for it, and closed spoken replies the client may
 still be playing are followed until it has played each or the user cut it.
 
-Pacing sends a reply's end up to ``output_lead_ms`` before it is played; :func:`last_stretch_played` keeps the reply
-live meanwhile (the machine's play-out timer, :mod:`bargein.session.core.play_out`, bounds that wait), so speech there
-still pauses it. A reply's ``response.done`` can still
-go out while the client holds audio of it (a longer output lead, a client whose deltas are slow to leave, a failed
-reply). How much of it was heard is then not known: the user may still cut it. :class:`PlayingOut` keeps such
-replies and tells how much of each was heard once: in full when the client has had time to play its last sample,
-else where the user cut it (the client's truncate, or the server's playback estimate when no truncate follows within
-a grace period), else what it had played when the session ended.
+Pacing sends a reply's end up to ``output_lead_ms`` before it is played; its handle keeps the reply live meanwhile
+(:meth:`~bargein.session.reply_handle.ReplyHandle.played_out`; the machine's play-out timer,
+:mod:`bargein.session.core.play_out`, bounds that wait), so speech there still pauses it. A reply's ``response.done``
+can still go out while the client holds audio of it (a longer output lead, a client whose deltas are slow to leave,
+a failed reply). How much of it was heard is then not known: the user may still cut it. :class:`PlayingOut` keeps
+such replies and tells how much of each was heard once: in full when the client has had time to play its last
+sample, else where the user cut it (the client's truncate, or the server's playback estimate when no truncate follows
+within a grace period), else what it had played when the session ended.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 
-from bargein.session.live_reply import LiveReply
+from bargein.session.reply_handle import ReplyHandle
 
 MAX_PLAYING = 8
 """Closed replies kept waiting for their playback to end; an older one (whose deltas a cut purged, say) is then
@@ -29,32 +28,17 @@ Heard = Callable[[str, float], None]
 """``(response_id, heard_ms)``: a reply closed while the client played it was played out or cut."""
 
 
-async def last_stretch_played(reply: LiveReply) -> None:
-    """Return once the client has had time to play ``reply``'s last sample (a pause waits: a resume sends the tail
-    again), or the reply has ended (cancelled, ended by the machine's play-out timer, or stopped by the client's
-    truncate, :meth:`~bargein.session.reply_runner.ReplyRunner.truncated`)."""
-    while not reply.ended:
-        if not reply.gate.is_set():
-            await reply.gate.wait()
-            continue
-        left_s = reply.audio_left_ms() / 1000.0
-        if left_s <= 0.001:
-            return
-        with contextlib.suppress(TimeoutError):  # the estimate moves as queued deltas leave: look again
-            await asyncio.wait_for(reply.over.wait(), left_s)
-
-
 class PlayingOut:
     """The closed replies whose playback has not ended, each told to ``heard`` once when it does."""
 
     def __init__(self, heard: Heard | None) -> None:
         self.heard = heard
-        self.replies: dict[str, LiveReply] = {}
+        self.replies: dict[str, ReplyHandle] = {}
         self._due: dict[str, asyncio.TimerHandle] = {}
         self._cut: set[str] = set()
         """Replies held here whose playback the server already took as stopped where the user spoke."""
 
-    def add(self, reply: LiveReply) -> None:
+    def add(self, reply: ReplyHandle) -> None:
         """``reply`` closed not cut short: it is heard in full only once the client has played it all."""
         self.replies[reply.response_id] = reply
         while len(self.replies) > MAX_PLAYING:
@@ -62,7 +46,7 @@ class PlayingOut:
             self.played(oldest, _so_far(oldest))
         self.watch(reply)
 
-    def watch(self, reply: LiveReply) -> None:
+    def watch(self, reply: ReplyHandle) -> None:
         """Once all of ``reply`` has left (call again as its deltas leave), it is heard in full when the client
         has had time to play its last sample."""
         if reply.response_id not in self.replies or reply.response_id in self._due:
@@ -77,11 +61,11 @@ class PlayingOut:
             self._due[reply.response_id] = asyncio.get_running_loop().call_later(left_ms / 1000.0, self._due_now,
                                                                                  reply)
 
-    def _due_now(self, reply: LiveReply) -> None:
+    def _due_now(self, reply: ReplyHandle) -> None:
         self._due.pop(reply.response_id, None)
         self.watch(reply)  # the estimate has reached the end by now (it moves only as deltas leave)
 
-    def cut(self, reply: LiveReply, heard_ms: float) -> None:
+    def cut(self, reply: ReplyHandle, heard_ms: float) -> None:
         """The user spoke over ``reply`` about ``heard_ms`` into it (the server's estimate): told after
         :data:`CUT_GRACE_S`, unless the client's truncate says first where its playback stopped."""
         if reply.response_id not in self.replies:
@@ -92,7 +76,7 @@ class PlayingOut:
         self._due[reply.response_id] = asyncio.get_running_loop().call_later(CUT_GRACE_S, self.played, reply,
                                                                              heard_ms)
 
-    def played(self, reply: LiveReply, heard_ms: float) -> None:
+    def played(self, reply: ReplyHandle, heard_ms: float) -> None:
         """The client's playback of ``reply`` ended (played out or cut) with ``heard_ms`` played: told once."""
         if self.replies.pop(reply.response_id, None) is None:
             return
@@ -127,7 +111,7 @@ class PlayingOut:
             self.played(reply, _so_far(reply))
 
 
-def _so_far(reply: LiveReply) -> float:
+def _so_far(reply: ReplyHandle) -> float:
     """How much of ``reply`` was heard if its playback stopped now: to its cut if the user cut it (the estimate's
     clock runs on past the cut, as if the client had kept playing), else as far as it had played."""
     item, cut_at = reply.state.item, reply.state.item.heard_ms

@@ -49,34 +49,34 @@ def generation_options(max_tokens: int | None, tools: ToolSetup | None = None,
 
 
 class ReplySink(Protocol):
-    """Where a reply's output goes; implemented by the session's reply runner."""
+    """Where one reply's output goes (:class:`~bargein.session.reply_sink.HandleSink` in a session); a sink serves
+    one reply, so nothing here names it."""
 
-    async def wait_for_room(self, response_id: str) -> None:
+    async def wait_for_room(self) -> None:
         """Backpressure from the client connection and real-time pacing."""
 
-    def reply_text(self, response_id: str, text: str) -> None:
+    def reply_text(self, text: str) -> None:
         """A piece of the reply's text (transcript of audio about to be sent, or text output)."""
 
-    def reply_audio(self, response_id: str, payload: bytes, duration_ms: float,
-                    words: Sequence[WordTiming]) -> None:
+    def reply_audio(self, payload: bytes, duration_ms: float, words: Sequence[WordTiming]) -> None:
         """A piece of wire audio; word timings are relative to this piece."""
 
-    def audio_ahead_ms(self, response_id: str) -> float | None:
+    def audio_ahead_ms(self) -> float | None:
         """Audio forwarded to the client that it has not played yet (``None`` before any, or while paused)."""
 
-    def reply_mark(self, response_id: str, stage: str) -> None:
+    def reply_mark(self, stage: str) -> None:
         """A latency stage was reached (llm_first_token, tts_first_audio)."""
 
-    def reply_tokens(self, response_id: str, count: int) -> None:
+    def reply_tokens(self, count: int) -> None:
         """Tokens the LLM produced."""
 
-    def reply_tool_call(self, response_id: str, call: ToolCall) -> None:
+    def reply_tool_call(self, call: ToolCall) -> None:
         """The model called one of the client's tools (or wrote a call that was refused)."""
 
-    def reply_server_call(self, response_id: str, call: ToolCall, outcome: ToolOutcome) -> None:
+    def reply_server_call(self, call: ToolCall, outcome: ToolOutcome) -> None:
         """The model called a built-in tool, which the server ran."""
 
-    def reply_fallback(self, response_id: str, fallback: StageFallback) -> None:
+    def reply_fallback(self, fallback: StageFallback) -> None:
         """The reply's text is a failed stage's stand-in (the LLM's apology), spoken all the same."""
 
 
@@ -115,7 +115,7 @@ class ReplyPipeline:
     async def run(self, plan: ReplyPlan, sink: ReplySink, cancel: CancelToken) -> None:
         """Produce the whole reply unless cancelled; engine errors propagate to the caller."""
         clauses: asyncio.Queue[str | None] = asyncio.Queue(self.clause_queue)
-        cushion = PlaybackCushion(lambda: sink.audio_ahead_ms(plan.response_id))
+        cushion = PlaybackCushion(lambda: sink.audio_ahead_ms())
         think = asyncio.create_task(self._think(plan, sink, cancel, clauses if plan.audio else None, cushion))
         if not plan.audio:
             await think
@@ -142,24 +142,24 @@ class ReplyPipeline:
         try:
             source = reply_with_tools(
                 self.llm, plan.messages, cancel=cancel, options=options, server_side=plan.tools.server_side,
-                report=lambda call, outcome: sink.reply_server_call(plan.response_id, call, outcome),
+                report=lambda call, outcome: sink.reply_server_call(call, outcome),
                 first=plan.prefetched)
             async for token in source:
                 if cancel.cancelled:
                     break
                 if isinstance(token, ToolCall):
                     if tokens == 0:  # a reply that is only a client call still had a first token (marks count once)
-                        sink.reply_mark(plan.response_id, "llm_first_token")
-                    sink.reply_tool_call(plan.response_id, token)
+                        sink.reply_mark("llm_first_token")
+                    sink.reply_tool_call(token)
                     continue
                 if isinstance(token, StageFallback):  # told before it is spoken, so before response.done
-                    sink.reply_fallback(plan.response_id, token)
+                    sink.reply_fallback(token)
                 if tokens == 0:
-                    sink.reply_mark(plan.response_id, "llm_first_token")
+                    sink.reply_mark("llm_first_token")
                     first_token_at = time.monotonic()
                 tokens += 1
                 if clauses is None:
-                    sink.reply_text(plan.response_id, token)
+                    sink.reply_text(token)
                     continue
                 ready = splitter.feed(token) or self._early(splitter, first_token_at, cushion, clauses)
                 for clause in ready:
@@ -172,7 +172,7 @@ class ReplyPipeline:
                         await clauses.put(rest)
                     await clauses.put(None)
         finally:
-            sink.reply_tokens(plan.response_id, tokens)
+            sink.reply_tokens(tokens)
 
     def _early(self, splitter: ClauseSplitter, first_token_at: float | None, cushion: PlaybackCushion,
                clauses: asyncio.Queue[str | None]) -> list[str]:
@@ -204,7 +204,7 @@ class ReplyPipeline:
             transcript, silent = " ".join([*silent, clause]), []
             spoken_text_sent = False
             if first_audio:
-                sink.reply_mark(plan.response_id, "first_clause")
+                sink.reply_mark("first_clause")
             early = (plan.prespoken(clause, plan.voice, plan.speed)
                      if first_audio and plan.prespoken is not None else None)
             async for chunk in early or self.tts.synthesize(clause, voice=plan.voice, cancel=cancel,
@@ -217,11 +217,11 @@ class ReplyPipeline:
                     chunk = trim_lead_in(chunk)  # the reply's first sound: nothing before it to pause after
                 joined = crossfader.push(chunk)
                 if first_audio:
-                    sink.reply_mark(plan.response_id, "tts_first_audio")
+                    sink.reply_mark("tts_first_audio")
                     first_audio = False
                 if not spoken_text_sent:
                     # the transcript of a clause goes out with its first audio, so text never runs ahead
-                    sink.reply_text(plan.response_id, transcript if first_clause else " " + transcript)
+                    sink.reply_text(transcript if first_clause else " " + transcript)
                     spoken_text_sent = True
                     first_clause = False
                 assert resampler is not None
@@ -236,7 +236,7 @@ class ReplyPipeline:
                 await self._send_audio(plan, sink, cancel, audio, [*carried, *tail.words])
         if silent and not cancel.cancelled:  # the reply ended on them: the transcript still says them, last
             joined_text = " ".join(silent)
-            sink.reply_text(plan.response_id, joined_text if first_clause else " " + joined_text)
+            sink.reply_text(joined_text if first_clause else " " + joined_text)
 
     async def _send_audio(self, plan: ReplyPlan, sink: ReplySink, cancel: CancelToken,
                           audio: np.ndarray, words: Sequence[WordTiming]) -> list[WordTiming]:
@@ -248,7 +248,7 @@ class ReplyPipeline:
         step = int(rate * DELTA_MS / 1000)
         total_ms = 1000.0 * len(audio) / rate
         for offset in range(0, len(audio), step):
-            await sink.wait_for_room(plan.response_id)
+            await sink.wait_for_room()
             if cancel.cancelled:
                 return []
             piece = audio[offset:offset + step]
@@ -256,7 +256,7 @@ class ReplyPipeline:
             end_ms = 1000.0 * (offset + len(piece)) / rate  # the last piece ends exactly at total_ms: no word twice
             piece_words = [WordTiming(w.word, w.start_ms - start_ms, w.end_ms - start_ms)
                            for w in words if start_ms <= w.start_ms < end_ms]
-            sink.reply_audio(plan.response_id, plan.output_format.encode(float_to_int16(piece)),
+            sink.reply_audio(plan.output_format.encode(float_to_int16(piece)),
                              end_ms - start_ms, piece_words)
         return [WordTiming(w.word, max(0.0, w.start_ms - total_ms), max(0.0, w.end_ms - total_ms))
                 for w in words if w.start_ms >= total_ms]

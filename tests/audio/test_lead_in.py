@@ -64,22 +64,22 @@ class AudioSink:
         self.payloads: list[bytes] = []
         self.marks: list[str] = []
 
-    async def wait_for_room(self, response_id: str) -> None:
+    async def wait_for_room(self) -> None:
         return None
 
-    def audio_ahead_ms(self, response_id: str) -> float | None:
+    def audio_ahead_ms(self) -> float | None:
         return None  # no playback clock: clauses keep their natural ends
 
-    def reply_text(self, response_id: str, text: str) -> None:
+    def reply_text(self, text: str) -> None:
         return None
 
-    def reply_audio(self, response_id: str, payload: bytes, duration_ms: float, words: Sequence[WordTiming]) -> None:
+    def reply_audio(self, payload: bytes, duration_ms: float, words: Sequence[WordTiming]) -> None:
         self.payloads.append(payload)
 
-    def reply_mark(self, response_id: str, stage: str) -> None:
+    def reply_mark(self, stage: str) -> None:
         self.marks.append(stage)
 
-    def reply_tokens(self, response_id: str, count: int) -> None:
+    def reply_tokens(self, count: int) -> None:
         return None
 
 

@@ -25,7 +25,7 @@ from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthes
 from bargein.engines.health import Health
 from bargein.engines.resilience import LLM_APOLOGY, LLM_CUT_APOLOGY, Deadlines, make_resilient
 from bargein.engines.resilient_speech import unspoken
-from bargein.session.reply_runner import DIDNT_CATCH
+from bargein.session.core.reply_course import DIDNT_CATCH
 from tests.support.faults import FaultyLanguageModel, FaultyRecognizer, FaultySynthesizer, FaultyVad
 from tests.support.server import running_server
 from tests.support.turns import events_until_done, open_session, spoken, text_turn

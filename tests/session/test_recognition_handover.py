@@ -12,8 +12,8 @@ import numpy as np
 from bargein.engines.stage_calls import StageFailed
 from bargein.protocol.session_config import SessionConfig
 from bargein.session import core as dx
+from bargein.session.core.vocabulary import AudioPiece
 from bargein.session.history import Conversation, Item, Part
-from bargein.session.live_reply import AudioPiece
 from bargein.session.outbound import Outbound
 from bargein.session.reply_runner import ReplyRunner
 from bargein.session.speculation import MAX_GUESSES, Speculator

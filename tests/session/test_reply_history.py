@@ -153,30 +153,30 @@ class WordSink:
         self.audio_ms = 0.0
         self.words: list[WordTiming] = []
 
-    async def wait_for_room(self, response_id: str) -> None:
+    async def wait_for_room(self) -> None:
         return None
 
-    def audio_ahead_ms(self, response_id: str) -> float | None:
+    def audio_ahead_ms(self) -> float | None:
         return None  # no playback clock: clauses keep their natural ends
 
-    def reply_text(self, response_id: str, text: str) -> None:
+    def reply_text(self, text: str) -> None:
         self.text += text
 
-    def reply_audio(self, response_id: str, payload: bytes, duration_ms: float,
+    def reply_audio(self, payload: bytes, duration_ms: float,
                     words: Sequence[WordTiming]) -> None:
         self.words += [WordTiming(w.word, w.start_ms + self.audio_ms, w.end_ms + self.audio_ms) for w in words]
         self.audio_ms += duration_ms
 
-    def reply_mark(self, response_id: str, stage: str) -> None:
+    def reply_mark(self, stage: str) -> None:
         return None
 
-    def reply_tokens(self, response_id: str, count: int) -> None:
+    def reply_tokens(self, count: int) -> None:
         return None
 
-    def reply_tool_call(self, response_id: str, call: ToolCall) -> None:
+    def reply_tool_call(self, call: ToolCall) -> None:
         return None
 
-    def reply_server_call(self, response_id: str, call: ToolCall, outcome: Any) -> None:
+    def reply_server_call(self, call: ToolCall, outcome: Any) -> None:
         return None
 
 

@@ -12,12 +12,15 @@ import pytest
 from bargein.audio.codecs import AudioFormat
 from bargein.engines.fakes import FakeSynthesizer
 from bargein.engines.speak.clauses import FIRST_CLAUSE_WORDS
-from bargein.session.live_reply import LiveReply, Pause
-from bargein.session.playback import Pacer, PlaybackEstimate
+from bargein.session.history import Conversation
+from bargein.session.outbound import Outbound
+from bargein.session.playback import PlaybackEstimate
 from bargein.session.playback_cushion import CUSHION_LOW_MS, HURRY_MIN_WORDS, PlaybackCushion
+from bargein.session.reply_handle import Pause, ReplyHandle, ReplyWiring
 from bargein.session.reply_pipeline import FIRST_PHRASE_WORDS, ReplyPipeline, ReplyPlan
-from bargein.session.reply_sink import ReplySink
+from bargein.session.reply_sink import HandleSink
 from bargein.session.response_events import ReplyState, assistant_item
+from bargein.session.tool_use import PendingCalls
 from bargein.values import CancelToken, ChatMessage, GenerationOptions, WordTiming
 
 
@@ -48,26 +51,26 @@ class RecordingSink:
         self.playback_clock = False
         """Answer ``audio_ahead_ms`` as a client playing each delta on arrival (else no cushion: no hurried clause)."""
 
-    async def wait_for_room(self, response_id: str) -> None:
+    async def wait_for_room(self) -> None:
         return None
 
-    def reply_text(self, response_id: str, text: str) -> None:
+    def reply_text(self, text: str) -> None:
         self.texts.append((self.llm.yielded if self.llm else 0, text))
 
-    def reply_audio(self, response_id: str, payload: bytes, duration_ms: float, words: Sequence[WordTiming]) -> None:
+    def reply_audio(self, payload: bytes, duration_ms: float, words: Sequence[WordTiming]) -> None:
         if self.first_audio_at is None:
             self.first_audio_at = time.monotonic()
         self.audio_ms += duration_ms
 
-    def audio_ahead_ms(self, response_id: str) -> float | None:
+    def audio_ahead_ms(self) -> float | None:
         if not self.playback_clock or self.first_audio_at is None:
             return None
         return self.audio_ms - 1000.0 * (time.monotonic() - self.first_audio_at)
 
-    def reply_mark(self, response_id: str, stage: str) -> None:
+    def reply_mark(self, stage: str) -> None:
         return None
 
-    def reply_tokens(self, response_id: str, count: int) -> None:
+    def reply_tokens(self, count: int) -> None:
         return None
 
 
@@ -141,12 +144,13 @@ def test_the_cushion_runs_short_only_while_the_speech_stage_waits_for_text() -> 
 def test_the_audio_ahead_is_what_was_forwarded_less_what_played_and_nothing_while_paused() -> None:
     state = ReplyState("resp_1", assistant_item("item_1", audio=True), True, AudioFormat("audio/pcm", 24_000), "alloy")
     now = [100.0]
-    reply = LiveReply(state, CancelToken(), Pacer(), playback=PlaybackEstimate(clock=lambda: now[0]))
-    sink = ReplySink(None, reply)  # type: ignore[arg-type]  # the runner is not asked
-    assert sink.audio_ahead_ms("resp_1") is None  # nothing has left yet
+    wiring = ReplyWiring(Outbound(), Conversation(), PendingCalls(lambda call_id: None))
+    reply = ReplyHandle(state, wiring, playback=PlaybackEstimate(clock=lambda: now[0]))
+    sink = HandleSink(reply, feed=lambda event: None, progress=lambda *told: None)
+    assert sink.audio_ahead_ms() is None  # nothing has left yet
     state.item.audio_ms = 1500.0  # forwarded; 1,000 ms of it has left the socket so far
     reply.playback.on_sent(1000.0)
     now[0] += 0.4
-    assert sink.audio_ahead_ms("resp_1") == pytest.approx(1100.0)
-    reply.pause = Pause(cut_ms=400.0, segment_item_id="item_user")
-    assert sink.audio_ahead_ms("resp_1") is None  # paused: nothing plays, nothing to hurry
+    assert sink.audio_ahead_ms() == pytest.approx(1100.0)
+    reply.paused = Pause(cut_ms=400.0, segment_item_id="item_user")
+    assert sink.audio_ahead_ms() is None  # paused: nothing plays, nothing to hurry

@@ -14,9 +14,9 @@ from bargein.session.core import vocabulary as v
 from bargein.session.core.listening.segment_book import MAX_OPEN_SEGMENTS, SegmentBook
 from bargein.session.history import Item, Part
 from bargein.session.input_buffer import InputBuffer
-from bargein.session.live_reply import RESEND_PIECE_MS, resumption
 from bargein.session.outbound import Outgoing
 from bargein.session.playback import Pacer, PlaybackEstimate
+from bargein.session.resumption import RESEND_PIECE_MS, resumption
 from bargein.session.segment_tracker import SegmentTracker
 from bargein.session.speculation import Speculator
 from bargein.session.transcription import Transcriber

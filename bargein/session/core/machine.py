@@ -16,7 +16,8 @@ One machine, its sub-states named. :class:`DuplexMachine` owns these records, ea
     none -> thinking (started) -> speaking (its first audio forwarded) <-> paused (the user talked over it)
     -> none (completed, failed or cancelled: remembered in ``ended_replies``). ``generation_done``: all its
     words came while it was paused (it completes once resumed); ``playing_out``: its words are all out and the
-    client plays the last stretch.
+    client plays the last stretch (a client's truncate then ends it); ``trigger``: what started it (once its input
+    is known, a reply to the user's turn that holds no words ends, and one whose words were lost says so).
 ``awaiting``: the verdicts awaited (:class:`~bargein.session.core.verdicts.AwaitedVerdicts`)
     per committed segment: expected -> settled (its verdict came) or dropped (cleared); marked meanwhile
     cut_early, unended, untold, answered by a client's reply, or owing no answer.
@@ -36,7 +37,8 @@ One machine, its sub-states named. :class:`DuplexMachine` owns these records, ea
 
 The phase seen from outside is a table over these (:data:`PHASES`). The transitions: this module's (dispatch,
 the reply's life, what follows its end), :mod:`~bargein.session.core.voice_activity` (turns from VAD frames),
-:mod:`~bargein.session.core.listening_decisions` (what a verdict or a guess does) and
+:mod:`~bargein.session.core.listening_decisions` (what a verdict or a guess does),
+:mod:`~bargein.session.core.reply_course` (what a reply does once its input is known, or the client cut it) and
 :mod:`~bargein.session.core.client_requests` (the client's own requests); each is a function of the machine, seen
 through :class:`~bargein.session.core.machine_state.MachineState` (so none of them imports this module).
 """
@@ -49,7 +51,7 @@ from dataclasses import dataclass, field
 from typing import Literal, assert_never
 
 from bargein.protocol.client_events import ResponseParams
-from bargein.session.core import client_requests, listening_decisions, voice_activity
+from bargein.session.core import client_requests, listening_decisions, reply_course, voice_activity
 from bargein.session.core import vocabulary as v
 from bargein.session.core.admission import admission, admit
 from bargein.session.core.idle_prompt import IdlePrompt
@@ -176,6 +178,10 @@ class DuplexMachine:
                     self.complete(reply, failed=False)  # as if its last sample had been played
             case v.ReplyFinished():
                 self._on_reply_finished(event)
+            case v.ReplyInputReady():
+                reply_course.on_input_ready(self, event)
+            case v.ReplyTruncated():
+                reply_course.on_truncated(self, event)
             case v.IdleTimerFired():
                 if self.idle.due(self.settings.idle_prompt_ms, user_busy=self.user_busy,
                                  agent_busy=self.reply is not None or self.tools.owed):
@@ -253,7 +259,7 @@ class DuplexMachine:
                     params: ResponseParams | None = None) -> None:
         """A reply starts (none is live): the answer owed is paid, the idle prompt is off."""
         self.answer_owed = False
-        self.reply = Reply(self.new_id("resp"))
+        self.reply = Reply(self.new_id("resp"), trigger)
         if trigger == "client" and answers_the_user(trigger, params):
             self.awaiting.answered_by(self.reply.response_id)
         self.idle.stop()

@@ -37,6 +37,8 @@ class Reply:
     """The live reply: the only one whose output may reach the client."""
 
     response_id: str
+    trigger: Literal["turn_detected", "client", "idle_timeout"] = "client"
+    """What started it: a reply to the user's turn answers their words (none: nothing to answer; lost: say so)."""
     has_audio: bool = False
     paused: bool = False
     generation_done: bool = False

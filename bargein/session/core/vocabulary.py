@@ -1,6 +1,6 @@
 """The vocabulary of the duplex machine: the events it takes and the actions it returns.
 
-All are small frozen dataclasses; payloads the machine does not interpret (audio) travel as ``object``.
+All are small frozen dataclasses; the audio the machine does not read travels as an :class:`AudioPiece`.
 Every event is named for what happened, every action for what the shell must do.
 """
 
@@ -21,6 +21,11 @@ from bargein.session.core.listen_vocabulary import PrefetchReply as PrefetchRepl
 from bargein.session.core.listen_vocabulary import ReportSegment as ReportSegment
 from bargein.session.core.listen_vocabulary import SegmentClassified as SegmentClassified
 from bargein.session.core.listen_vocabulary import SegmentTranscribed as SegmentTranscribed
+from bargein.session.core.reply_vocabulary import AudioPiece as AudioPiece
+from bargein.session.core.reply_vocabulary import GenerateReply as GenerateReply
+from bargein.session.core.reply_vocabulary import ReplyInputReady as ReplyInputReady
+from bargein.session.core.reply_vocabulary import ReplyTruncated as ReplyTruncated
+from bargein.session.core.reply_vocabulary import UserWords as UserWords
 from bargein.session.core.settings import TurnSettings
 from bargein.session.core.speech_vocabulary import ScoreTurnEnd as ScoreTurnEnd
 from bargein.session.core.speech_vocabulary import SegmentAbandoned as SegmentAbandoned
@@ -92,10 +97,10 @@ class ClientResponseCancel:
 
 @dataclass(frozen=True)
 class ReplyAudio:
-    """A reply produced a chunk of audio (``payload`` is opaque to the machine)."""
+    """A reply produced a chunk of audio (the machine never reads the ``payload``)."""
 
     response_id: str
-    payload: object = None
+    payload: AudioPiece
 
 
 @dataclass(frozen=True)
@@ -160,7 +165,8 @@ class PlaybackCut:
 Event = (VadFrame | AudioAppended | ClientCommit | ClientClear | ClientResponseCreate | ClientResponseCancel
          | ReplyAudio | ReplyText | ReplyPlayingOut | ReplyFinished | IdleTimerFired | SettingsChanged
          | SegmentClassified | SegmentTranscribed | GuessTranscribed | PartialTranscript | PauseTimerFired
-         | TurnEndScored | ToolWait | PlaybackCut | PlayOutTimerFired)
+         | TurnEndScored | ToolWait | PlaybackCut | PlayOutTimerFired
+         | ReplyInputReady | ReplyTruncated)
 
 
 # --- actions (outputs) --------------------------------------------------------------------------------
@@ -212,7 +218,7 @@ class ForwardAudio:
     """Send this chunk of the active reply to the client."""
 
     response_id: str
-    payload: object
+    payload: AudioPiece
 
 
 @dataclass(frozen=True)
@@ -302,7 +308,7 @@ class HoldAudio:
     """Audio of a paused reply: keep it, in order, until the reply resumes or is cancelled."""
 
     response_id: str
-    payload: object
+    payload: AudioPiece
 
 
 @dataclass(frozen=True)
@@ -332,4 +338,5 @@ Action = (SpeechStarted | SpeechAnnounced | SilenceBegan | ScoreTurnEnd | VoiceE
           | SegmentAbandoned | SpeechStopped | CommitBuffer | ClearBuffer | TrimBuffer | StartReply | CancelReply
           | ForwardAudio | DropAudio | ForwardText | HoldText | DropText | CompleteReply | ArmIdleTimer
           | DisarmIdleTimer | IdleTimeout | Reject | PauseReply | HoldAudio | ResumeReply | ArmPauseTimer
-          | AwaitClassification | ReportSegment | DiscardSegment | PrefetchReply | ModeChanged | ArmPlayOutTimer)
+          | AwaitClassification | ReportSegment | DiscardSegment | PrefetchReply | ModeChanged | ArmPlayOutTimer
+          | GenerateReply)

@@ -32,7 +32,7 @@ from bargein.engines.resilient_speech import ResilientSynthesizer
 from bargein.engines.speak.tts_process import ProcessSynthesizer
 from bargein.engines.transcribe.asr_process import ProcessRecognizer
 from bargein.engines.transcribe.wer import word_error_rate
-from bargein.session.reply_runner import DIDNT_CATCH
+from bargein.session.core.reply_course import DIDNT_CATCH
 from testdata.speech import librivox_clip, librivox_reference, pcm16_24k
 from tests.server.test_faults import FALLBACK_AMPLITUDE, PRIMARY_AMPLITUDE, peak, spoken_turn
 from tests.support.server import running_server
