@@ -1,4 +1,4 @@
-// The @openai/agents-realtime SDK, unmodified, as a bargein client (run by tests/test_agents_js.py).
+// The @openai/agents-realtime SDK, unmodified, as a bargein client (run by tests/e2e/test_agents_js.py).
 // Usage: node agents_realtime_client.mjs WS_URL PCM_FILE
 // Streams PCM_FILE (pcm16 24 kHz) at real-time pace to a RealtimeAgent with one function tool, and prints
 // one JSON line per event: {"server": event} for every raw server event, {"tool": ...} when the tool runs,
