@@ -10,8 +10,9 @@ What the single-sequence engine (:mod:`~bargein.engines.think.llama_llm`) does, 
 
 * **KV kept between turns.** A finished reply's sequence keeps its cache; the session's next prompt
   starts where it left off (:mod:`~bargein.engines.think.llama_slots` chooses the sequence by the tokens
-  it holds). Any prefix another sequence holds (the system prompt and tools every session shares) is
-  copied, which in a unified cache shares cells and moves no data. A conversation pushed out of its
+  it holds). The public prefix another session's sequence holds (the system prompt and tools, which no
+  user wrote; never more of another's conversation) is copied, which in a unified cache shares cells and
+  moves no data. A conversation pushed out of its
   sequence is kept as a host-memory snapshot (:mod:`~bargein.engines.think.llama_kv`) and restored when
   its session speaks again.
 * **The same prompt trimming** (:class:`~bargein.engines.think.llama_context.LlamaPrompt`), against one
@@ -65,6 +66,8 @@ SLOW_FIRST_TOKEN_S = 2.0
 class _Request(Job):
     slot: Slot | None = None
     prompt: list[int] = field(default_factory=list)
+    public: int = 0
+    """How many of the prompt's first tokens no user wrote (another session's cache may serve those)."""
     fed: int = 0
     """Prompt tokens in the sequence's cache."""
     pending: bool = False
@@ -79,7 +82,8 @@ class BatchedLlamaLanguageModel(QueuedEngine):
     def __init__(self, model_path: str | Path, *, name: str | None = None, n_seq: int = 4,
                  n_ctx_per_seq: int = 4096, n_threads: int | None = None,
                  system_prompt: str | None = DEFAULT_SYSTEM_PROMPT, sampling: SamplingParams | None = None,
-                 seed: int | None = None, snapshot_bytes: int = 256 << 20) -> None:
+                 seed: int | None = None, snapshot_bytes: int = 256 << 20,
+                 snapshot_share_bytes: int | None = None) -> None:
         import llama_cpp
 
         from bargein.engines.think.llama_llm import default_threads
@@ -94,7 +98,7 @@ class BatchedLlamaLanguageModel(QueuedEngine):
         """Tokens chosen greedily because the model's logits held NaN or +inf."""
         self.steps = 0
         self.largest_batch = 0
-        self.snapshots = KvSnapshots(snapshot_bytes)
+        self.snapshots = KvSnapshots(snapshot_bytes, snapshot_share_bytes or snapshot_bytes // 2)
         self.recent_stats: deque[TurnStats] = deque(maxlen=64)
         # a second thread pays only while its core is free, and costs twice as much when it is not
         self.threads = ThreadGovernor(fewer=n_threads or default_threads(), more=n_threads or available_cores())
@@ -215,15 +219,17 @@ class BatchedLlamaLanguageModel(QueuedEngine):
         """Give ``request`` a sequence holding as much of its prompt as any cache does; False on failure."""
         try:
             try:
-                request.prompt = self._prompt.fit(request.messages, request.options)
+                request.prompt, request.public = self._prompt.fit_public(request.messages, request.options)
             except PromptTooLong as error:
                 raise LanguageModelError(str(error)) from None
             room = self.n_ctx_per_seq - len(request.prompt)
             request.options = replace(request.options, max_tokens=min(request.options.max_tokens, room))
-            snapshot, shared = self.snapshots.best(np.asarray(request.prompt, dtype=np.intc))
-            plan = self._slots.plan(request.prompt, shared if snapshot is not None else 0)
+            snapshot, shared = self.snapshots.best(np.asarray(request.prompt, dtype=np.intc), request.owner,
+                                                   request.public)
+            plan = self._slots.plan(request.prompt, shared if snapshot is not None else 0, request.owner,
+                                    request.public)
             try:
-                self._carry_out(plan, snapshot)
+                self._carry_out(plan, snapshot, request.owner)
             except Exception:
                 self._lib.llama_memory_seq_rm(self._memory, plan.target.seq, -1, -1)
                 plan.target.tokens = []
@@ -239,10 +245,11 @@ class BatchedLlamaLanguageModel(QueuedEngine):
         request.stats.restored_snapshot = plan.from_snapshot
         return True
 
-    def _carry_out(self, plan: Plan, snapshot: KvSnapshot | None) -> None:
+    def _carry_out(self, plan: Plan, snapshot: KvSnapshot | None, owner: Hashable | None) -> None:
         slot, memory, lib = plan.target, self._memory, self._lib
         if plan.save_evicted:
             self._save(slot)
+        slot.owner = owner
         if plan.from_snapshot and snapshot is not None:
             restore_sequence(lib, self._ctx, snapshot, slot.seq)
             slot.tokens = snapshot.tokens.tolist()
@@ -257,7 +264,8 @@ class BatchedLlamaLanguageModel(QueuedEngine):
 
     def _save(self, slot: Slot) -> None:
         try:
-            self.snapshots.add(save_sequence(self._lib, self._ctx, np.asarray(slot.tokens, dtype=np.intc), slot.seq))
+            self.snapshots.add(save_sequence(self._lib, self._ctx, np.asarray(slot.tokens, dtype=np.intc), slot.seq,
+                                             slot.owner))
         except RuntimeError:
             log.warning("%s: could not keep a conversation's KV cache; it will be evaluated again", self.name)
 

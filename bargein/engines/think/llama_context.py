@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from bargein.engines.think.llama_prompt import CHATML, render
+from bargein.engines.think.llama_slots import shared_prefix
 from bargein.engines.think.llm_prompt import HistoryTooLong, TokenCounts, fit_history, with_system_prompt
 from bargein.values import ChatMessage, GenerationOptions
 
@@ -26,6 +27,10 @@ the room that is left."""
 INSTRUCTIONS_SHARE = 0.5
 """When the instructions alone leave no room, they are cut to this share of the prompt's budget together
 (the rest is the conversation's and the question's)."""
+
+
+PUBLIC_RENDERS = 16
+"""Renders of instructions and tools kept to find prompts' public prefixes (sessions mostly share a few)."""
 
 
 class PromptTooLong(RuntimeError):
@@ -53,10 +58,17 @@ class LlamaPrompt:
         extra = (len(self.render([*base, probe], GenerationOptions())) - len(self.render(base, GenerationOptions()))
                  - self._text_tokens("hello"))
         self._per_message = max(0, extra) + 2
+        self._public: dict[tuple[object, ...], list[int]] = {}
 
     def fit(self, messages: Sequence[ChatMessage], options: GenerationOptions) -> list[int]:
         """Prompt tokens for ``messages`` (oldest dropped first, as ``options`` allow) leaving
         ``options.max_tokens`` for the reply, or half the context when that is more."""
+        return self.fit_public(messages, options)[0]
+
+    def fit_public(self, messages: Sequence[ChatMessage], options: GenerationOptions) -> tuple[list[int], int]:
+        """:meth:`fit`'s tokens, and how many of them no user wrote: the prompt's public prefix, as long as
+        it agrees with the rendering of the instructions and the offered tools alone (the KV caches another
+        session may reuse; see :mod:`~bargein.engines.think.llama_kv`)."""
         n_ctx = self.n_ctx
         limit = n_ctx * CHARS_PER_TOKEN_CAP
         history = [m if len(m.content) <= limit else replace(m, content=f"{m.content[:limit // 2]} … "
@@ -86,7 +98,25 @@ class LlamaPrompt:
             history = shortened
         if len(tokens) >= n_ctx:
             raise PromptTooLong(f"the prompt ({len(tokens)} tokens) does not fit the context")
-        return tokens
+        return tokens, self._public_length(history, options, tokens)
+
+    def _public_length(self, history: list[ChatMessage], options: GenerationOptions, tokens: list[int]) -> int:
+        leading: list[ChatMessage] = []
+        for message in history:
+            if message.role != "system":
+                break
+            leading.append(ChatMessage(role="system", content=message.content))
+        key = (tuple(message.content for message in leading), repr(options.tools), repr(options.tool_choice))
+        public = self._public.get(key)
+        if public is None:
+            try:
+                public = self.render(leading, options) if leading or options.tools else []
+            except Exception:  # a template that cannot render instructions alone: nothing counts as public
+                public = []
+            if len(self._public) >= PUBLIC_RENDERS:
+                self._public.pop(next(iter(self._public)))
+            self._public[key] = public
+        return shared_prefix(public, tokens)
 
     def _cap_instructions(self, history: list[ChatMessage], budget: int) -> list[ChatMessage] | None:
         """``history`` with its system messages cut to :data:`INSTRUCTIONS_SHARE` of ``budget`` together, each

@@ -15,7 +15,9 @@ another session's jobs, nor for stale prefills. Set ``BARGEIN_LLM_TRACE=1`` to l
 first clause and prompt reuse (jobs whose first clause took over 1.5 s are always logged).
 The context holds one conversation's KV cache at a time; switching conversations copies the outgoing
 one's cache out to host memory (:mod:`bargein.engines.think.llama_kv`) and the incoming one's back in, so
-every turn evaluates only the tokens its conversation has not seen (KV prefix reuse across turns).
+every turn evaluates only the tokens its conversation has not seen (KV prefix reuse across turns). Another
+session's cache (in the context or a snapshot) is reused only up to the prompt's public prefix (the
+instructions and tools, which no user wrote), so no session can time how another's conversation began.
 Jobs are interleaved, not batched: throughput is one model's, latency is shared fairly.
 
 The session side (:mod:`~bargein.engines.think.llama_jobs`) is shared with the batched engine: tokens
@@ -33,7 +35,7 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -86,6 +88,8 @@ def default_threads() -> int:
 @dataclass
 class _Job(Job):
     tokens: list[int] = field(default_factory=list)
+    public: int = 0
+    """How many of the prompt's first tokens no user wrote (another session's cache may serve those)."""
     started: bool = False
     synced: bool = False
 
@@ -100,7 +104,8 @@ class LlamaLanguageModel(QueuedEngine):
     def __init__(self, model_path: str | Path, *, name: str | None = None, n_ctx: int = 4096,
                  n_threads: int | None = None, system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
                  sampling: SamplingParams | None = None, seed: int | None = None,
-                 slice_tokens: int = 16, snapshot_bytes: int = 256 << 20) -> None:
+                 slice_tokens: int = 16, snapshot_bytes: int = 256 << 20,
+                 snapshot_share_bytes: int | None = None) -> None:
         import llama_cpp  # imported here so the fast tests and the OpenAI engine never need it
 
         self._lib = llama_cpp
@@ -110,7 +115,7 @@ class LlamaLanguageModel(QueuedEngine):
         self.slice_tokens = slice_tokens
         self.nonfinite_fallbacks = 0
         """Tokens chosen greedily because the model's logits held NaN or +inf."""
-        self.snapshots = KvSnapshots(snapshot_bytes)
+        self.snapshots = KvSnapshots(snapshot_bytes, snapshot_share_bytes or snapshot_bytes // 2)
         self.recent_stats: deque[TurnStats] = deque(maxlen=64)
         # a second thread pays only while its core is free, and costs twice as much when it is not
         self.threads = ThreadGovernor(fewer=n_threads or default_threads(), more=n_threads or available_cores())
@@ -122,6 +127,8 @@ class LlamaLanguageModel(QueuedEngine):
         self._rng = np.random.default_rng(seed)
         self._prompt = LlamaPrompt(self._llama, system_prompt)
         self._kv_saved = True  # nothing worth copying out yet
+        self._kv_owner: Hashable | None = None
+        """The session whose conversation the context holds."""
         self._inbox: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._active_count = 0
         self._worker = threading.Thread(target=self._serve, name=f"llm-{self.name}", daemon=True)
@@ -257,7 +264,7 @@ class LlamaLanguageModel(QueuedEngine):
     def _prompt_tokens(self, job: _Job) -> list[int]:
         """The prompt, without the oldest exchanges that do not fit; the reply gets the room left."""
         try:
-            tokens = self._prompt.fit(job.messages, job.options)
+            tokens, job.public = self._prompt.fit_public(job.messages, job.options)
         except PromptTooLong as error:
             raise LanguageModelError(str(error)) from None
         room = self._llama.n_ctx() - len(tokens)
@@ -273,7 +280,9 @@ class LlamaLanguageModel(QueuedEngine):
         target: Tokens = np.asarray(job.tokens, dtype=np.intc)
         last = target.shape[0] - 1  # at least the last token is evaluated, for its logits
         kept = min(common_prefix(llama.input_ids[: llama.n_tokens], target), last)
-        snapshot, shared = self.snapshots.best(target)
+        if self._kv_owner != job.owner:  # another session's conversation: only the public prefix serves
+            kept = min(kept, job.public)
+        snapshot, shared = self.snapshots.best(target, job.owner, job.public)
         shared = min(shared, last)
         first_sync = not job.synced
         job.synced = True
@@ -291,6 +300,7 @@ class LlamaLanguageModel(QueuedEngine):
         if first_sync:
             job.stats.reused_tokens = kept
         llama.n_tokens = kept
+        self._kv_owner = job.owner
         for start in range(kept, target.shape[0], PROMPT_CHUNK):
             if job.stop.is_set() or (job.prefill_only and not self._inbox.empty()):
                 return False
@@ -312,7 +322,7 @@ class LlamaLanguageModel(QueuedEngine):
         if self._kv_saved or llama.n_tokens < MIN_SNAPSHOT_TOKENS:
             return
         tokens = np.array(llama.input_ids[: llama.n_tokens], dtype=np.intc)
-        self.snapshots.add(save_sequence(self._lib, llama.ctx, tokens))
+        self.snapshots.add(save_sequence(self._lib, llama.ctx, tokens, owner=self._kv_owner))
         self._kv_saved = True
 
 

@@ -2,9 +2,11 @@
 
 The batched engine's context holds ``n_seq`` sequences. A sequence whose reply has ended keeps its KV
 cache (its *resident* tokens: the prompt and the reply so far), so the session's next turn, whose prompt
-starts with the same words, evaluates only what is new. Conversations are found by their tokens, not by
-a session id, exactly as :class:`~bargein.engines.think.llama_kv.KvSnapshots` does for the single-sequence
-engine. A new reply's plan (:meth:`SlotTable.plan`):
+starts with the same words, evaluates only what is new. Conversations are found by their tokens, as
+:class:`~bargein.engines.think.llama_kv.KvSnapshots` does for the single-sequence engine, and each
+sequence remembers its session (``owner``): a sequence holding another session's conversation lends only
+the new prompt's public prefix (``public``: the instructions and tools no user wrote), so no session can
+time how another's conversation began. A new reply's plan (:meth:`SlotTable.plan`):
 
 * the **target**: the free sequence whose resident tokens it extends (losing fewer than
   ``keep_threshold`` of them), else the free sequence used least recently (its conversation is worth a
@@ -17,7 +19,7 @@ Pure bookkeeping, no model: unit-tested with token lists.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
 
@@ -39,6 +41,8 @@ class Slot:
     tokens: list[int] = field(default_factory=list)
     busy: bool = False
     last_used: int = 0
+    owner: Hashable | None = None
+    """The session whose conversation ``tokens`` are."""
 
 
 @dataclass(frozen=True)
@@ -71,8 +75,10 @@ class SlotTable:
         """Sequences no reply is using."""
         return sum(1 for slot in self.slots if not slot.busy)
 
-    def plan(self, prompt: Sequence[int], snapshot_shared: int = 0) -> Plan:
-        """Where ``prompt`` should decode; ``snapshot_shared`` is the best host snapshot's common prefix.
+    def plan(self, prompt: Sequence[int], snapshot_shared: int = 0, owner: Hashable | None = None,
+             public: int | None = None) -> Plan:
+        """Where ``prompt`` should decode for the session ``owner``; ``snapshot_shared`` is the best host
+        snapshot's usable prefix; a sequence of another session lends at most ``public`` tokens (None: any).
 
         At least the prompt's last token is always left to evaluate (its logits pick the first reply token).
         Raises LookupError when every sequence is busy.
@@ -81,7 +87,9 @@ class SlotTable:
         if not free:
             raise LookupError("every sequence is busy")
         limit = max(0, len(prompt) - 1)
-        shared = {slot.seq: min(shared_prefix(slot.tokens, prompt), limit) for slot in self.slots}
+        shared = {slot.seq: min(shared_prefix(slot.tokens, prompt), limit,
+                                limit if public is None or slot.owner == owner else public)
+                  for slot in self.slots}
         own = [slot for slot in free if len(slot.tokens) - shared[slot.seq] < self.keep_threshold]
         if own:
             target = max(own, key=lambda slot: (shared[slot.seq], -slot.last_used))

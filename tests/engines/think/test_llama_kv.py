@@ -57,3 +57,26 @@ def test_a_snapshot_larger_than_the_budget_is_not_kept() -> None:
     store = KvSnapshots(max_bytes=5)
     store.add(_snap((1,), size=10))
     assert len(store) == 0
+
+
+SYSTEM = (1, 2, 3)  # the public prefix: instructions and tools, which no user wrote
+
+
+def test_another_sessions_snapshot_serves_only_the_public_prefix() -> None:
+    store = KvSnapshots(max_bytes=1000)
+    store.add(KvSnapshot(_tokens(*SYSTEM, 40, 41, 42), bytes(10), owner="a"))  # A began with a secret
+    guess = _tokens(*SYSTEM, 40, 41, 42, 43)
+    assert store.best(guess, owner="b", public=len(SYSTEM))[1] == len(SYSTEM), \
+        "session B's first-token time would tell it how session A's conversation began"
+    assert store.best(guess, owner="a", public=len(SYSTEM))[1] == 6  # A's own conversation: whole
+
+
+def test_one_session_cannot_push_another_sessions_snapshots_out_past_its_share() -> None:
+    store = KvSnapshots(max_bytes=100, owner_share_bytes=50)
+    store.add(KvSnapshot(_tokens(*SYSTEM, 7), bytes(30), owner="a"))
+    for turn in range(10):  # B floods the store with conversations of its own
+        store.add(KvSnapshot(_tokens(*SYSTEM, 100 + turn), bytes(20), owner="b"))
+    assert store.held_by("b") <= 50
+    assert store.best(_tokens(*SYSTEM, 7), owner="a", public=3)[1] == 4, "B's flood pushed A's snapshot out"
+    store.add(KvSnapshot(_tokens(*SYSTEM, 9), bytes(40), owner="c"))  # over the budget: the largest holder pays
+    assert store.held_by("a") == 30 and store.held_by("c") == 40 and store.nbytes <= 100

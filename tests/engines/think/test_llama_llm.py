@@ -15,6 +15,7 @@ import pytest
 from bargein.engines.base import LanguageModel
 from bargein.engines.think import llm_sampling
 from bargein.engines.think.llama_llm import LanguageModelError, LlamaLanguageModel, load_llama
+from bargein.engines.think.llama_stats import TurnStats
 from bargein.engines.think.llm_models import LLM_MODELS, SMOLLM2_135M, SingleGguf
 from bargein.engines.think.llm_sampling import Pick, SamplingParams
 from bargein.engines.think.thread_governor import ThreadGovernor
@@ -304,3 +305,22 @@ async def test_switching_the_thread_count_mid_reply_changes_no_greedy_token(mode
     finally:
         model.threads = kept
     assert "".join(switching) == "".join(fixed) == "".join(again)
+
+
+async def test_another_session_reuses_the_instructions_never_a_conversation(model: LlamaLanguageModel) -> None:
+    from bargein.engines.fair import current_owner
+
+    secret = [user("My bank PIN is 4921, my dog is called Rex and I live at 12 Elm Street.")]
+
+    async def as_session(name: str) -> TurnStats:
+        current_owner.set(name)
+        await collect(model, secret)
+        assert model.last_stats is not None
+        return model.last_stats
+
+    first = await asyncio.create_task(as_session("a"))
+    guess = await asyncio.create_task(as_session("b"))  # B guesses how A's conversation began, word for word
+    assert 0 < guess.reused_tokens <= first.prompt_tokens - 10, \
+        "session B's first-token time would tell it how session A's conversation began"
+    again = await asyncio.create_task(as_session("a"))
+    assert again.reused_tokens == again.prompt_tokens - 1  # A's own conversation comes back whole

@@ -79,3 +79,12 @@ def test_a_full_cache_forgets_only_idle_conversations() -> None:
     table.take(table.slots[0])
     assert [slot.seq for slot in table.forget_free()] == [1]
     assert table.slots[0].tokens == [1, 2] and table.slots[1].tokens == []
+
+
+def test_another_sessions_sequence_lends_only_the_public_prefix() -> None:
+    table = SlotTable(2, keep_threshold=8)
+    table.slots[0].tokens, table.slots[0].owner = [*SYSTEM, 5, 6, 7, 8], "a"  # A began with a secret
+    plan = table.plan([*SYSTEM, 5, 6, 7, 8, 9], owner="b", public=len(SYSTEM))
+    assert plan.kept == len(SYSTEM), "session B's first-token time would tell it how session A's conversation began"
+    plan = table.plan([*SYSTEM, 5, 6, 7, 8, 9], owner="a", public=len(SYSTEM))
+    assert plan.kept == 44 and plan.source_seq == 0  # A's own: whole
