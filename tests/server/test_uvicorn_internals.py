@@ -24,20 +24,21 @@ async def _app(scope: Any, receive: Any, send: Any) -> None:
 
 
 def _built(protocol: Any) -> Any:
+    """The protocol as uvicorn builds it, on the running loop (a test before may have closed the default one)."""
     config = Config(app=_app, lifespan="off", log_config=None)
     config.load()
     return protocol(config=config, server_state=ServerState(), app_state={})
 
 
 @pytest.mark.parametrize("protocol", sorted({AutoHTTPProtocol, H11Protocol}, key=lambda cls: cls.__name__))
-def test_the_http_protocol_has_a_request_cycle(protocol: Any) -> None:
+async def test_the_http_protocol_has_a_request_cycle(protocol: Any) -> None:
     built = _built(protocol)
     assert hasattr(built, "cycle"), f"uvicorn's {protocol.__name__} has no 'cycle' attribute any more: " \
         "serving.guarded_protocol tells a handshake from a request by it"
     assert built.cycle is None  # no request yet: what the guard reads as "still handshaking"
 
 
-def test_the_websocket_protocol_has_what_serving_reads() -> None:
+async def test_the_websocket_protocol_has_what_serving_reads() -> None:
     assert AutoWebSocketsProtocol is not None
     built = _built(AutoWebSocketsProtocol)
     name = AutoWebSocketsProtocol.__name__
