@@ -172,7 +172,7 @@ class RealtimeSession:
                     self.feed(v.PlaybackCut())  # the idle timer counted from the end of all of its audio
                 self.outbound.put(Outgoing(event("conversation.item.truncated", item_id=message.item_id,
                                                  content_index=message.content_index, audio_end_ms=int(clamped))))
-                self.replies.truncated(message.item_id)  # a reply playing out ends: its response.done follows
+                self.replies.truncated(message.item_id)  # the machine ends a reply playing out (response.done)
             case ce.ConversationItemDelete():
                 deleted = self.conversation.get(message.item_id, event_id=message.event_id)
                 self.conversation.delete(message.item_id, event_id=message.event_id)
