@@ -51,28 +51,32 @@ class ActionExecutor:
         """Carry out one action."""
         match action:
             case v.SpeechStarted(item_id, start_ms, cuts_playing, told):
-                self.tracker.started(item_id, start_ms)
                 if told:
                     self._speech_started(item_id, start_ms, cuts_playing=cuts_playing)
             case v.SpeechAnnounced(item_id, start_ms, cuts_playing):
                 self._speech_started(item_id, start_ms, cuts_playing=cuts_playing)
             case v.SpeechStopped(item_id, end_ms, told):
-                self.tracker.stopped(item_id)
+                self.tracker.drop_score(item_id)
                 if told:
                     self._send("input_audio_buffer.speech_stopped", audio_end_ms=int(end_ms), item_id=item_id)
-            case v.SilenceBegan(item_id, at_ms, listen_span, urgent):
-                self.tracker.silence_began(item_id, at_ms, listen_span=listen_span, urgent=urgent)
-            case v.ScoreTurnEnd(item_id, at_ms, optional):
-                self.tracker.score(item_id, at_ms, optional=optional)
+            case v.SilenceBegan():
+                self.tracker.silence_began(action)
+            case v.ScoreTurnEnd():
+                self.tracker.score(action)
             case v.VoiceEnded(item_id, at_ms, listen_span):
                 self.tracker.voice_ended(item_id, at_ms, listen_span)
             case v.SpeechResumed(item_id):
                 self.speculator.drop(item_id)  # whatever was guessed for this turn is waste
                 self.tracker.drop_score(item_id)
-                self.tracker.resumed(item_id)
             case v.SegmentAbandoned(item_id):
                 self.speculator.abandon(item_id)
-                self.tracker.stopped(item_id)
+                self.tracker.drop_score(item_id)
+            case v.RecognisePartial():
+                self.tracker.recognise_partial(action)
+            case v.ReportPartial(item_id, text):
+                self.tracker.report_partial(item_id, text)
+            case v.WarmPrompt(_, text):
+                self.speculator.warm(*self._prompt(self.config(), text))
             case v.CommitBuffer(item_id, start_ms, end_ms, _, listen_span, urgent):
                 self._commit(item_id, start_ms, end_ms, listen_span, urgent=urgent)
             case v.ClearBuffer():
@@ -140,11 +144,6 @@ class ActionExecutor:
                 self._send("bargein.turn.mode", mode=mode, reason=reason)
             case _:
                 assert_never(action)
-
-    def warm_prompt(self, text: str) -> None:
-        """A partial transcript of the turn being spoken: have the LLM evaluate the prompt a reply to the words
-        so far would get, so that the reply's prompt at the endpoint has only its last words left to read."""
-        self.speculator.warm(*self._prompt(self.config(), text))
 
     def _prompt(self, config: SessionConfig, text: str,
                 tools: ToolSetup | None = None) -> tuple[list[ChatMessage], GenerationOptions]:

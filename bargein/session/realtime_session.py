@@ -93,9 +93,7 @@ class RealtimeSession:
                                        logprobs=lambda: "item.input_audio_transcription.logprobs"
                                        in (self.config.include or ()), present=self.conversation.holds)
         tracker = SegmentTracker(engines.asr, self.audio_in.buffer, speculator, feed=self.feed, emit=emit,
-                                 padding_ms=lambda: self.machine.settings.endpointing.prefix_padding_ms,
-                                 hints=self._transcription_hints, turn_model=engines.turn,
-                                 heard_so_far=self._heard_so_far)
+                                 hints=self._transcription_hints, turn_model=engines.turn)
         self.replies = ReplyRunner(
             ReplyPipeline(engines.llm, engines.tts), outbound=self.outbound, conversation=self.conversation,
             feed=self.feed, config=lambda: self.config, wait_for_words=self.transcriber.wait_all,
@@ -217,7 +215,6 @@ class RealtimeSession:
             return
         for index, frame in enumerate(frames):
             self.feed(frame)
-            self.tracker.frame(frame)
             if index % FRAMES_PER_TURN == FRAMES_PER_TURN - 1:
                 await asyncio.sleep(0)
 
@@ -341,15 +338,6 @@ class RealtimeSession:
     def _transcribed(self, item: Item, transcript: Transcript | None, primed: Transcript | None,
                      pending: bool) -> None:
         self.feed(v.SegmentTranscribed(item.id, transcript, primed, pending))
-
-    def _heard_so_far(self, text: str) -> None:
-        """A partial transcript of the turn being spoken: warm the LLM's prompt with it when a speculative
-        reply would follow this turn: after silence, or over a paused reply (the prompt then holds that reply
-        cut where it paused, as the prefetch's will); not over a reply still playing, whose end is not known."""
-        settings = self.machine.settings
-        if settings.vad and settings.create_response and settings.speculation.prefetch_reply and \
-                self.replies.all_paused():
-            self.executor.warm_prompt(text)
 
     def _transcription_hints(self) -> tuple[str | None, str | None]:
         settings = self.config.audio.input.transcription

@@ -126,9 +126,8 @@ def test_the_shell_guesses_both_ways_at_the_pause_and_the_commit_reuses_them() -
         speculator = Speculator(asr, FakeLanguageModel(), hints=lambda: ("en", None))  # type: ignore[arg-type]
         fed: list[dx.Event] = []
         tracker = SegmentTracker(asr, buffer, speculator, feed=fed.append, emit=lambda _o: None,  # type: ignore[arg-type]
-                                 padding_ms=lambda: 300, hints=lambda: ("en", None), partials=False)
-        tracker.started("item_1", 500.0)
-        tracker.silence_began("item_1", 1200.0, listen_span=(650.0, 1300.0), urgent=True)
+                                 hints=lambda: ("en", None))
+        tracker.silence_began(dx.SilenceBegan("item_1", 1200.0, (650.0, 1300.0), urgent=True, start_ms=200.0))
         await asyncio.sleep(0.05)
         decided: list[tuple[str, str | None]] = []
         transcriber = Transcriber(asr, lambda _e: None,  # type: ignore[arg-type]

@@ -55,12 +55,16 @@ async def test_no_warming_over_a_live_reply() -> None:
     llm = PrefillingModel()
     llm.filler = " ".join(["and so on"] * 200)  # a long reply, still live while the next turn is spoken
     h = Harness(Engines(FakeVad(), FakeRecognizer(("what time is it",)), llm, FakeSynthesizer()))
+    # speech does not interrupt: the reply plays on while the next turn is spoken, and its end is not known
+    await h.send(type="session.update", session={"audio": {"input": {"turn_detection": {
+        "type": "server_vad", "interrupt_response": False}}}})
     await h.send(type="conversation.item.create", item={"type": "message", "role": "user",
                                                         "content": [{"type": "input_text", "text": "talk"}]})
     await h.send(type="response.create")
     await h.drain(until="response.output_audio.delta")
+    await _say(h, 2.5, 0.0)
+    await h.drain(until="conversation.item.input_audio_transcription.delta")  # a partial of the turn came back
     assert h.session.replies.live
-    h.session._heard_so_far("what time")
     assert llm.prefilled == []
     await h.session.close()
 

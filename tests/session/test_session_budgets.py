@@ -176,9 +176,10 @@ def test_a_long_input_audio_item_over_the_cap_is_refused() -> None:
 
 
 def test_partials_of_a_long_segment_hear_a_bounded_window_and_long_segments_are_not_guessed() -> None:
-    from bargein.session.core.vocabulary import VadFrame
+    from bargein.session.core.partials import PARTIAL_WINDOW_MS
+    from bargein.session.core.vocabulary import RecognisePartial, SilenceBegan
     from bargein.session.input_buffer import InputBuffer
-    from bargein.session.segment_tracker import PARTIAL_WINDOW_MS, SegmentTracker
+    from bargein.session.segment_tracker import SegmentTracker
     from bargein.session.speculation import Speculator
 
     asr = _CountingAsr()
@@ -186,15 +187,13 @@ def test_partials_of_a_long_segment_hear_a_bounded_window_and_long_segments_are_
 
     async def scenario() -> None:
         speculator = Speculator(asr, FakeLanguageModel(), hints=lambda: (None, None))
-        tracker = SegmentTracker(asr, buffer, speculator, feed=lambda event: None, emit=lambda item: None,
-                                 padding_ms=lambda: 300)
-        tracker.started("seg", 0.0)
-        for second in range(1, 61):  # a minute of speech, one partial a second
+        tracker = SegmentTracker(asr, buffer, speculator, feed=lambda event: None, emit=lambda item: None)
+        for second in range(1, 61):  # a minute of speech, one partial a second (as the machine asks)
             buffer.append(np.full(16_000, 0.1, np.float32))
-            tracker.frame(VadFrame(second * 1000.0 - 32, second * 1000.0, 0.9))
+            tracker.recognise_partial(RecognisePartial("seg", 0.0, second * 1000.0, PARTIAL_WINDOW_MS))
             await asyncio.sleep(0)
             await asyncio.sleep(0)
-        tracker.silence_began("seg", 60_000.0)
+        tracker.silence_began(SilenceBegan("seg", 60_000.0, guess=False))  # the machine's word on a long turn
         await asyncio.sleep(0.05)
         tracker.close()
 

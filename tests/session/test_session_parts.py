@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from typing import Any
 
 import numpy as np
@@ -10,8 +11,11 @@ import pytest
 
 from bargein.audio.codecs import AudioFormat
 from bargein.metrics.turn_ledger import TurnLedgers
+from bargein.protocol.session_config import SessionConfig
 from bargein.session.core import vocabulary as v
 from bargein.session.core.listening.segment_book import MAX_OPEN_SEGMENTS, SegmentBook
+from bargein.session.core.machine import DuplexMachine
+from bargein.session.core.settings import settings_from_config
 from bargein.session.history import Item, Part
 from bargein.session.input_buffer import InputBuffer
 from bargein.session.outbound import Outgoing
@@ -134,25 +138,60 @@ async def _settle() -> None:
         await asyncio.sleep(0)
 
 
+class _Loop:
+    """A session's machine (its settings from ``detection``) with the tracker carrying out its recognitions: VAD
+    frames in stream time go to the machine, what it asks of the tracker is done, what the tracker feeds back goes
+    to the machine (and is kept in ``fed``); ``warmed`` keeps the prompts the machine has warmed."""
+
+    def __init__(self, asr: Any, buffer: InputBuffer, *, emit: Any = lambda _o: None,
+                 hints: Any = lambda: (None, None), detection: dict[str, Any] | None = None) -> None:
+        config = SessionConfig()
+        if detection is not None:
+            config = config.updated({"audio": {"input": {"turn_detection": detection}}})
+        counter = itertools.count(1)
+        self.machine = DuplexMachine(lambda prefix: f"{prefix}_{next(counter)}", settings_from_config(config))
+        self.fed: list[v.Event] = []
+        self.warmed: list[str] = []
+        self.tracker = SegmentTracker(asr, buffer, Speculator(asr, None, enabled=False),  # type: ignore[arg-type]
+                                      feed=self.feed, emit=emit, hints=hints)
+        self.now_ms = 0.0
+
+    def feed(self, event: v.Event) -> None:
+        if not isinstance(event, v.VadFrame):
+            self.fed.append(event)
+        self.machine.feed(event)
+        for action in self.machine.take_actions():
+            match action:
+                case v.RecognisePartial():
+                    self.tracker.recognise_partial(action)
+                case v.ReportPartial(item_id, text):
+                    self.tracker.report_partial(item_id, text)
+                case v.WarmPrompt(_, text):
+                    self.warmed.append(text)
+
+    async def frames(self, probability: float, until_ms: float) -> None:
+        while self.now_ms < until_ms:
+            self.feed(v.VadFrame(self.now_ms, self.now_ms + 32.0, probability))
+            self.now_ms += 32.0
+        await _settle()
+
+
 async def test_partials_feed_the_machine_send_only_what_extends_the_transcript_and_use_the_hints() -> None:
-    fed: list[v.Event] = []
     sent: list[Outgoing] = []
     asr = ScriptedRecognizer("what", "what time", "what time")
     buffer = InputBuffer()
     buffer.append(np.zeros(16_000 * 4, np.float32))
-    tracker = SegmentTracker(asr, buffer, Speculator(asr, None, enabled=False),  # type: ignore[arg-type]
-                             feed=fed.append, emit=sent.append, padding_ms=lambda: 300, hints=lambda: ("es", "hola"))
-    tracker.started("item_1", 0.0)
-    for at_ms in (1000.0, 2000.0, 3000.0):
-        tracker.frame(v.VadFrame(at_ms - 32, at_ms, 0.9))
-        await _settle()
+    loop = _Loop(asr, buffer, emit=sent.append, hints=lambda: ("es", "hola"))
+    for at_ms in (1000.0, 2000.0, 3000.0):  # a partial is due each second of speech
+        await loop.frames(0.9, at_ms + 96.0)
+    fed = loop.fed
     assert fed == [v.PartialTranscript("item_1", "what"), v.PartialTranscript("item_1", "what time"),
                    v.PartialTranscript("item_1", "what time")]
     assert [o.event["delta"] for o in sent] == ["what", " time"]
     assert asr.hints == [("es", "hola")] * 3, "partials recognise in the session's language, with its prompt"
-    tracker.stopped("item_1")
-    tracker.frame(v.VadFrame(4000.0, 4032.0, 0.9))
-    await _settle()
+    await loop.frames(0.05, 4000.0)  # the endpoint
+    assert loop.machine.turn is None
+    await loop.frames(0.9, 4032.0)
     assert len(fed) == 3, "no partials once the segment ended"
 
 
@@ -171,30 +210,22 @@ class GatedRecognizer(ScriptedRecognizer):
 
 
 async def test_no_new_partial_in_a_silence_but_the_one_running_when_it_began_still_warms_the_prompt() -> None:
-    fed: list[v.Event] = []
-    warmed: list[str] = []
     asr = GatedRecognizer("what time", "what time is it")
     buffer = InputBuffer()
     buffer.append(np.zeros(16_000 * 6, np.float32))
-    tracker = SegmentTracker(asr, buffer, Speculator(asr, None, enabled=False),  # type: ignore[arg-type]
-                             feed=fed.append, emit=lambda _o: None, padding_ms=lambda: 300,
-                             heard_so_far=warmed.append)
-    tracker.started("item_1", 0.0)
-    tracker.frame(v.VadFrame(968.0, 1000.0, 0.9))
-    await _settle()
+    loop = _Loop(asr, buffer, detection={"type": "server_vad", "silence_duration_ms": 3000})  # a long pause
+    await loop.frames(0.9, 1000.0)
     assert asr.calls == 1, "a partial is due after a second of speech"
-    tracker.silence_began("item_1", 1200.0)
+    await loop.frames(0.05, 1200.0)  # the silence begins
     asr.gate.set()
     await _settle()
+    fed, warmed = loop.fed, loop.warmed
     assert fed == [v.PartialTranscript("item_1", "what time")] and warmed == ["what time"], \
         "the partial running when the silence began is reported and warms the prompt"
     for at_ms in (2300.0, 3400.0):
-        tracker.frame(v.VadFrame(at_ms - 32, at_ms, 0.1))
-        await _settle()
+        await loop.frames(0.1, at_ms)
     assert asr.calls == 1, "the guess hears the silence's audio: no new partial competes with it"
-    tracker.resumed("item_1")
-    tracker.frame(v.VadFrame(4468.0, 4500.0, 0.9))
-    await _settle()
+    await loop.frames(0.9, 4500.0)  # the speech resumes
     assert asr.calls == 2 and fed[-1] == v.PartialTranscript("item_1", "what time is it"), \
         "partials again once speech resumes"
 
@@ -205,10 +236,8 @@ async def test_a_guess_at_the_pause_is_fed_to_the_machine() -> None:
     buffer = InputBuffer()
     buffer.append(np.zeros(16_000, np.float32))
     speculator = Speculator(asr, None)  # type: ignore[arg-type]
-    tracker = SegmentTracker(asr, buffer, speculator, feed=fed.append, emit=lambda _o: None,
-                             padding_ms=lambda: 300, partials=False)
-    tracker.started("item_1", 100.0)
-    tracker.silence_began("item_1", 800.0)
+    tracker = SegmentTracker(asr, buffer, speculator, feed=fed.append, emit=lambda _o: None)
+    tracker.silence_began(v.SilenceBegan("item_1", 800.0))  # a turn spoken from 100 ms (less the padding: 0)
     await _settle()
     assert fed[-1] == v.GuessTranscribed("item_1", Transcript("what time is it"), at_ms=800.0)
     assert speculator.counts.asr_started == 1

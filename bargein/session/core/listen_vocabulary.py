@@ -52,10 +52,13 @@ class GuessTranscribed:
 
 @dataclass(frozen=True)
 class PartialTranscript:
-    """Words recognised so far in the segment being spoken (drives semantic endpointing)."""
+    """A partial recognition (:class:`~bargein.session.core.work_vocabulary.RecognisePartial`) of the segment being
+    spoken came back with its words so far (empty when it failed): the next partial may start."""
 
     item_id: str
     text: str
+    whole: bool = True
+    """It heard the whole segment, not only its last ``window_ms``: its words may warm the reply's prompt."""
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,9 @@ One machine, its sub-states named. :class:`DuplexMachine` owns these records, ea
 ``play_out``: the play-out timer (:class:`~bargein.session.core.play_out.PlayOutWait`) of a reply playing out
     unarmed -> armed (its words all out, unpaused; armed afresh at a resume) -> fired (it completes the reply) or
     stale (the reply paused, resumed, or ended since: a firing of an earlier arming changes nothing).
+``partials``: the partial recognitions (:class:`~bargein.session.core.partials.Partials`) of the turn being spoken
+    idle -> running (``RecognisePartial``: at most one a session, every ``partial_every_ms`` of speech, none in a
+    silence) -> idle (its ``PartialTranscript`` came back: reported while the turn is spoken, ``WarmPrompt`` too).
 ``segments``: the listening book (:class:`~bargein.session.core.listening.segment_book.SegmentBook`): each
     segment from onset to verdict, the noise floor and the user's own level.
 
@@ -56,6 +59,7 @@ from bargein.session.core import vocabulary as v
 from bargein.session.core.admission import admission, admit
 from bargein.session.core.idle_prompt import IdlePrompt
 from bargein.session.core.listening.segment_book import SegmentBook
+from bargein.session.core.partials import Partials
 from bargein.session.core.play_out import PlayOutWait
 from bargein.session.core.settings import TurnSettings
 from bargein.session.core.storm_guard import StormGuard
@@ -112,6 +116,7 @@ class DuplexMachine:
     idle: IdlePrompt = field(default_factory=IdlePrompt, init=False)
     tools: ToolOutputs = field(default_factory=ToolOutputs, init=False)
     play_out: PlayOutWait = field(default_factory=PlayOutWait, init=False)
+    partials: Partials = field(default_factory=Partials, init=False)
     last_ms: float = field(default=0.0, init=False)
     """Stream time of the last VAD frame."""
     heard_from_ms: float = field(default=0.0, init=False)
@@ -135,6 +140,9 @@ class DuplexMachine:
             case v.PartialTranscript() | v.TurnEndScored() | v.GuessTranscribed():
                 if (turn := self.turn) is not None and turn.item_id == event.item_id:
                     turn.heard.take(event)
+                if not isinstance(event, v.TurnEndScored):  # words: reported, and they may warm the prompt
+                    for said in self.partials.heard(event, turn, self.reply, self.settings):
+                        self.emit(said)
                 if isinstance(event, v.GuessTranscribed):
                     listening_decisions.on_guess(self, event)
                 if turn is not None and self.turn is turn and self.settings.vad:

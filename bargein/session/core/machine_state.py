@@ -13,6 +13,7 @@ from bargein.protocol.client_events import ResponseParams
 from bargein.session.core import vocabulary as v
 from bargein.session.core.idle_prompt import IdlePrompt
 from bargein.session.core.listening.segment_book import SegmentBook
+from bargein.session.core.partials import Partials
 from bargein.session.core.settings import TurnSettings
 from bargein.session.core.storm_guard import StormGuard
 from bargein.session.core.tool_wait import ToolOutputs
@@ -32,6 +33,7 @@ class MachineState(Protocol):
     answer_owed: bool
     idle: IdlePrompt
     tools: ToolOutputs
+    partials: Partials
     last_ms: float
     heard_from_ms: float
 

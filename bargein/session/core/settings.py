@@ -15,6 +15,8 @@ from bargein.protocol.session_config import SemanticVad, ServerVad, SessionConfi
 from bargein.session.core.endpointing import EAGERNESS_SILENCE_MS, TieredPreset, TurnEvidence, endpoint_silence_ms
 
 Eagerness = Literal["low", "medium", "high", "auto"]
+PARTIAL_EVERY_MS = 1000
+"""How often a session's turn being spoken is recognised, at most (and never twice at once)."""
 PLAYOUT_WAIT_MS = 2000
 """How long a session's reply whose words are all out stays live while the client plays it (the default output lead
 is 1 s; a client that stops reading, or a longer lead, ends it before its playback does)."""
@@ -96,6 +98,10 @@ class Speculation:
 
     prefetch_reply: bool = True
     """Start the reply's LLM privately when speculative recognition of a turn reads as a query."""
+    partial_every_ms: int | None = None
+    """Recognise the turn being spoken at most this often (:mod:`~bargein.session.core.partials`), and report its
+    words so far (the partials' and the guess's) to the client; every session has :data:`PARTIAL_EVERY_MS`.
+    ``None`` (a bare ``TurnSettings``, as scripted timelines use): no partials, no words reported before the commit."""
 
 
 @dataclass(frozen=True)
@@ -141,7 +147,8 @@ def settings_from_config(config: SessionConfig, *, listen: bool = True,
     detection = config.audio.input.turn_detection
     listening = Listening(classify=listen)
     answers = config.type == "realtime"  # a transcription session transcribes turns and never replies
-    speculation = Speculation(prefetch_reply=answers and "audio" in config.output_modalities)
+    speculation = Speculation(prefetch_reply=answers and "audio" in config.output_modalities,
+                              partial_every_ms=PARTIAL_EVERY_MS)
     if isinstance(detection, ServerVad):
         return TurnSettings(
             create_response=detection.create_response and answers, idle_timeout_ms=detection.idle_timeout_ms,

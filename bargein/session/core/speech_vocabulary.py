@@ -8,7 +8,7 @@ module stays small.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,11 @@ class SilenceBegan:
     ``CommitBuffer``'s ``listen_span``), at once, and fed back as ``GuessTranscribed.primed``."""
     urgent: bool = False
     """A paused reply waits for these words: the recogniser serves them before other work."""
+    guess: bool = True
+    """Recognise the turn so far speculatively (its audio from ``start_ms`` to ``at_ms``): not for a turn too long
+    for one (:data:`~bargein.session.core.partials.MAX_GUESS_MS`), whose final recognition runs in slices."""
+    start_ms: float = field(default=0.0, compare=False)
+    """Where the turn's audio begins (its onset less the prefix padding; derived from the turn, not compared)."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,8 @@ class ScoreTurnEnd:
     optional: bool = False
     """The turn can end without it (the default endpoint, which then waits plain silence): the shared model
     may refuse it when it has no CPU to spare. ``semantic_vad``'s scores are not optional."""
+    start_ms: float = field(default=0.0, compare=False)
+    """Where the turn's audio begins (its onset less the prefix padding; derived from the turn, not compared)."""
 
 
 @dataclass(frozen=True)

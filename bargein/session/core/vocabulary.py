@@ -38,6 +38,9 @@ from bargein.session.core.speech_vocabulary import VoiceEnded as VoiceEnded
 from bargein.session.core.tool_wait import ToolWait as ToolWait
 from bargein.session.core.work_vocabulary import ArmPlayOutTimer as ArmPlayOutTimer
 from bargein.session.core.work_vocabulary import PlayOutTimerFired as PlayOutTimerFired
+from bargein.session.core.work_vocabulary import RecognisePartial as RecognisePartial
+from bargein.session.core.work_vocabulary import ReportPartial as ReportPartial
+from bargein.session.core.work_vocabulary import WarmPrompt as WarmPrompt
 
 
 class Phase(enum.Enum):
@@ -339,4 +342,4 @@ Action = (SpeechStarted | SpeechAnnounced | SilenceBegan | ScoreTurnEnd | VoiceE
           | ForwardAudio | DropAudio | ForwardText | HoldText | DropText | CompleteReply | ArmIdleTimer
           | DisarmIdleTimer | IdleTimeout | Reject | PauseReply | HoldAudio | ResumeReply | ArmPauseTimer
           | AwaitClassification | ReportSegment | DiscardSegment | PrefetchReply | ModeChanged | ArmPlayOutTimer
-          | GenerateReply)
+          | GenerateReply | RecognisePartial | ReportPartial | WarmPrompt)

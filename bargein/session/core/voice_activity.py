@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from bargein.session.core import vocabulary as v
 from bargein.session.core.machine_state import MachineState
+from bargein.session.core.partials import audio_start_ms, guess_due
 from bargein.session.core.turn_records import Turn
 from bargein.session.core.voice_fade import VoiceFade, silence_counted_from
 
@@ -21,6 +22,8 @@ def on_vad_frame(m: MachineState, frame: v.VadFrame) -> None:
     m.last_ms = frame.end_ms
     if m.settings.vad:
         detect_turn(m, frame)
+        if (partial := m.partials.due(m.turn, frame.end_ms, m.settings)) is not None:
+            m.emit(partial)
     speaking = m.turn.item_id if m.turn is not None else None
     m.segments.frame(speaking, frame.probability, frame.energy_db, frame.end_ms - frame.start_ms)
 
@@ -54,7 +57,8 @@ def detect_turn(m: MachineState, frame: v.VadFrame) -> None:
     if (settings.endpointing.scores and turn.silence_since_ms is not None and not turn.scored
             and frame.end_ms - turn.silence_since_ms >= settings.endpointing.score_after_ms):
         turn.scored = True  # a pause the speech resumes from sooner is never scored
-        m.emit(v.ScoreTurnEnd(turn.item_id, turn.silence_since_ms, optional=settings.endpointing.eagerness is None))
+        m.emit(v.ScoreTurnEnd(turn.item_id, turn.silence_since_ms, optional=settings.endpointing.eagerness is None,
+                              start_ms=audio_start_ms(turn, settings)))
     check_endpoint(m, turn, frame.end_ms)
 
 
@@ -72,7 +76,8 @@ def _speech_or_silence(m: MachineState, turn: Turn, frame: v.VadFrame, fade: Voi
         turn.silence_since_ms, turn.scored = began_ms, False
         turn.heard.silence(began_ms)
         m.emit(v.SilenceBegan(turn.item_id, began_ms,
-                              m.segments.listen_span(turn.item_id, turn.onset_ms) if waits else None, waits))
+                              m.segments.listen_span(turn.item_id, turn.onset_ms) if waits else None, waits,
+                              guess=guess_due(turn, began_ms), start_ms=audio_start_ms(turn, m.settings)))
     elif waits and turn.silence_since_ms is None and (
             span := m.segments.voice_faded(turn.item_id, turn.onset_ms)):  # the room talks on after it
         m.emit(v.VoiceEnded(turn.item_id, frame.start_ms, span))
