@@ -4,6 +4,7 @@ of its window: the event loop's lag histogram and how many end-of-turn scores ra
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 
 
@@ -15,12 +16,19 @@ class ServerReading:
     scores: dict[str, float] = field(default_factory=dict)
 
 
+def metrics_headers() -> dict[str, str]:
+    """``Authorization`` for ``/metrics`` of a server with keys: ``BARGEIN_METRICS_KEY`` from the environment, if
+    set (a local-only server answers loopback without one)."""
+    key = os.environ.get("BARGEIN_METRICS_KEY")
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
 def read_server(host_port: str) -> ServerReading:
     """Scrape ``/metrics`` once (an empty reading when the server does not answer)."""
     import httpx
 
     try:
-        return parse_metrics(httpx.get(f"http://{host_port}/metrics", timeout=5).text)
+        return parse_metrics(httpx.get(f"http://{host_port}/metrics", headers=metrics_headers(), timeout=5).text)
     except httpx.HTTPError:
         return ServerReading()
 

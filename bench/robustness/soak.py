@@ -2,7 +2,8 @@
 
     python -m bench.robustness.soak                               (50 sessions, --engines instant, 10 minutes)
     python -m bench.robustness.soak --engines default --sessions 3 --minutes 10
-    python -m bench.robustness.soak --url ws://host:port   (a server you started; RSS etc. read from its /metrics)
+    python -m bench.robustness.soak --url ws://host:port   (a server you started; RSS etc. read from its /metrics,
+                                                            with BARGEIN_METRICS_KEY if it has keys)
 
 Each simulated user connects, streams real speech at real-time pace (a 20 ms append every 20 ms,
 silence between clips, through the official ``openai`` client), waits for the reply to start, and then
@@ -30,6 +31,7 @@ import httpx
 import numpy as np
 
 from bench.harness.realtime_harness import Microphone, SpeechClip, append_sender, load_clips, server_or_url
+from bench.harness.server_scrape import metrics_headers
 
 _SAMPLE = re.compile(r'^(\w+)(?:\{([^}]*)\})? ([0-9.eE+-]+|NaN|\+Inf)$')
 
@@ -144,7 +146,7 @@ class MetricsReader:
 
     async def sample(self, http: httpx.AsyncClient, at_s: float) -> Sample:
         """One reading."""
-        series = _parse_metrics((await http.get(self.url, timeout=10)).text)
+        series = _parse_metrics((await http.get(self.url, headers=metrics_headers(), timeout=10)).text)
         buckets = _lag_buckets(series)
         previous = dict(self._last_buckets)
         deltas = [(bound, count - previous.get(bound, 0.0)) for bound, count in buckets]

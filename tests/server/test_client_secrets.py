@@ -363,3 +363,27 @@ async def test_a_secret_locks_what_its_backend_bound_and_can_hide_it() -> None:
             ws.send(json.dumps({"type": "session.update", "session": {"audio": {"output": {"voice": "verse"}}}}))
             updated = _events_until(ws, "session.updated")["session"]
             assert not {"instructions", "tools", "tool_choice"} & set(updated)  # type: ignore[arg-type]
+
+
+def test_locks_compare_what_an_update_would_make_of_the_field() -> None:
+    """Locking ``audio`` locks its nested settings (a partial update that changes one is refused); an invalid
+    value of a locked field is refused as a change; unlocked fields and unchanged values pass."""
+    from bargein.protocol import client_events as ce
+    from bargein.protocol.errors import ProtocolError
+    from bargein.server.session_locks import LockRequest, SessionLocks
+
+    locks = SessionLocks.of(LockRequest(locked=["audio", "max_output_tokens"]))
+    config = SessionConfig()
+
+    def update(session: dict[str, object]) -> ce.ClientEvent:
+        return ce.parse_client_event(json.dumps({"type": "session.update", "session": session}))
+
+    locks.check(update({"instructions": "anything", "audio": {"output": {"voice": config.audio.output.voice}}}),
+                config)
+    for refused_update in ({"audio": {"output": {"voice": "verse"}}}, {"audio": {"input": {"turn_detection": None}}},
+                           {"max_output_tokens": "not a number"}):
+        with pytest.raises(ProtocolError) as refused_change:
+            locks.check(update(refused_update), config)
+        assert refused_change.value.code == "session_field_locked"
+    with pytest.raises(ValueError, match="cannot lock"):
+        LockRequest(locked=["type"])
