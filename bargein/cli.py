@@ -107,6 +107,9 @@ def _engine_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also recognise and speak Mandarin (needs scripts/setup.sh serve --mandarin)")
     parser.add_argument("--ray-address", help="Ray cluster of the remote stages: auto, HOST:6379, ray://HOST:10001")
     parser.add_argument("--ray-app-prefix", help="Serve application names are PREFIX-vad, PREFIX-asr, ...")
+    parser.add_argument("--ray-insecure", action="store_const", const=True,
+                        help="accept a Ray cluster without token authentication (anyone who reaches it can run "
+                             "code on it; default: refuse it)")
 
 
 def _stages(text: str) -> list[str]:
@@ -121,10 +124,17 @@ def _ray_deploy(args: argparse.Namespace, settings: Settings) -> int:
     import ray
 
     from bargein.engines.remote.deployments import deploy
+    from bargein.engines.remote.ray_auth import RayAuthError, check_cluster
 
     pairs = (item.partition("=") for item in args.replicas.split(",") if item)
     replicas = {name.strip(): int(count) for name, _, count in pairs}
-    ray.init(address=settings.ray_address or "auto", namespace="serve", log_to_driver=False)
+    address = settings.ray_address or "auto"
+    try:
+        check_cluster(address, insecure=settings.ray_insecure)
+    except RayAuthError as error:
+        print(f"bargein: {error}", file=sys.stderr)
+        return 2
+    ray.init(address=address, namespace="serve", log_to_driver=False)
     deploy(settings, _stages(args.stages), replicas)  # type: ignore[arg-type]
     print(f"deployed {args.stages} as Ray Serve applications {settings.ray_app_prefix}-<stage>", flush=True)
     return 0

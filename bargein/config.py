@@ -70,6 +70,9 @@ class Settings(BaseSettings):
     """Ray Serve application names: ``<prefix>-vad``, ``<prefix>-asr``, ``<prefix>-llm``, ``<prefix>-tts``."""
     ray_timeout_s: float = Field(30.0, gt=0)
     """Longest one remote call may take (a VAD frame: a tenth of it) before that turn is given up."""
+    ray_insecure: bool = False
+    """Join (or deploy to) a Ray cluster that answers clients without a token. Off, bargein refuses such a
+    cluster: anyone who can reach it can run code on it (``bargein/engines/remote/ray_auth.py``)."""
     builtin_tools: bool = True
     """Offer bargein's own tools (clock, calendar, calculator, units) to sessions that bring no tools."""
     turn_detection: Literal["server_vad", "semantic_vad"] = "server_vad"

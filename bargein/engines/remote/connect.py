@@ -1,9 +1,10 @@
 """Start-up of the remote stages: reach the Ray cluster, find each stage's application, check it.
 
 Every failure here stops the server before it accepts a session, with a message that names the
-setting to fix: an unreachable ``ray_address``, a stage in ``ray_stages`` with no application under
-``ray_app_prefix``, or an application that serves another model than ``asr_model`` / ``llm_model`` /
-``tts_engine`` say.
+setting to fix: an unreachable ``ray_address``, a cluster that answers clients without a token (refused
+unless ``ray_insecure``: :mod:`~bargein.engines.remote.ray_auth`), a stage in ``ray_stages`` with no
+application under ``ray_app_prefix``, or an application that serves another model than ``asr_model`` /
+``llm_model`` / ``tts_engine`` say.
 """
 
 from __future__ import annotations
@@ -71,15 +72,26 @@ def _init_ray(settings: Settings) -> None:
     if not address:
         raise RemoteEngineConfigError(f"ray_stages {settings.ray_stages} need a Ray cluster: set --ray-address "
                                       "(BARGEIN_RAY_ADDRESS), e.g. 'auto' or 'HOST:6379'")
-    if ray.is_initialized():
+    if ray.is_initialized():  # connected already (a test's local cluster): still never an open one
+        _checked(ray.get_runtime_context().gcs_address, settings, joining=False)
         return
     _reachable(address)
+    _checked(address, settings, joining=True)
     try:
         ray.init(address=address, namespace="serve", log_to_driver=False, ignore_reinit_error=True,
                  logging_level=logging.WARNING)
     except Exception as error:
         raise RemoteEngineConfigError(f"--ray-address {address!r} (BARGEIN_RAY_ADDRESS): cannot join the Ray "
                                       f"cluster: {type(error).__name__}: {error}"[:600]) from error
+
+
+def _checked(address: str, settings: Settings, *, joining: bool) -> None:
+    from bargein.engines.remote.ray_auth import RayAuthError, check_cluster
+
+    try:
+        check_cluster(address, insecure=settings.ray_insecure, joining=joining)
+    except RayAuthError as error:
+        raise RemoteEngineConfigError(str(error)) from error
 
 
 def _reachable(address: str) -> None:

@@ -1,7 +1,9 @@
 """The Ray Serve deployments: one application per stage, each replica holding that stage's engine.
 
 Each replica builds its engine from the same :class:`~bargein.config.Settings` (and the same loaders)
-as an in-process server would, so a stage behaves the same wherever it runs. Only the VAD is batched
+as an in-process server would, so a stage behaves the same wherever it runs; it receives only the settings
+its stage reads (:data:`STAGE_SETTINGS`), never a key: an LLM stage that calls an OpenAI-compatible server
+takes that server's key from its own environment (``BARGEIN_LLM_API_KEY`` on the Ray nodes). Only the VAD is batched
 with ``@serve.batch``: Silero is a pure step function over explicit per-stream state, so frames of
 every session on every bargein worker can share one inference (35 to 40 us a frame in batches of 32
 against 90 us alone). Whisper, llama.cpp and Kokoro keep their own queues and threads inside the
@@ -13,6 +15,7 @@ reply is cancelled, and the replica stops at the next token or chunk.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -33,6 +36,23 @@ VadRequest = tuple[npt.NDArray[np.float32], npt.NDArray[np.float32], npt.NDArray
 VAD_MAX_BATCH = 256
 VAD_BATCH_WAIT_S = 0.002
 """How long the first frame of a batch waits for more: 2 ms of a 32 ms frame."""
+STAGE_SETTINGS: dict[Stage, frozenset[str]] = {
+    "vad": frozenset({"engines"}),
+    "asr": frozenset({"engines", "asr_model", "language", "mandarin"}),
+    "llm": frozenset({"engines", "llm_model", "llm_url", "llm_sequences"}),
+    "tts": frozenset({"engines", "tts_engine", "language", "mandarin"}),
+}
+"""The settings each stage's replicas read; nothing else of the server's settings reaches the cluster."""
+
+
+def stage_settings_json(settings: Settings, stage: Stage) -> str:
+    """What a ``stage`` replica is deployed with: its settings, as JSON."""
+    return settings.model_dump_json(include=set(STAGE_SETTINGS[stage]))
+
+
+def replica_settings(settings_json: str) -> Settings:
+    """A replica's settings: those it was deployed with, the rest from its own environment (a key, say)."""
+    return Settings(**json.loads(settings_json))
 
 
 @serve.deployment(max_ongoing_requests=1024)
@@ -42,7 +62,7 @@ class VadDeployment:
     def __init__(self, settings_json: str) -> None:
         from bargein.engines.listen.silero_vad import SileroModel
 
-        self.settings = Settings.model_validate_json(settings_json)
+        self.settings = replica_settings(settings_json)
         self.model = SileroModel()
 
     def describe(self) -> dict[str, str]:
@@ -66,7 +86,7 @@ class AsrDeployment:
     def __init__(self, settings_json: str) -> None:
         from bargein.engines.loaders import load_asr
 
-        self.settings = Settings.model_validate_json(settings_json)
+        self.settings = replica_settings(settings_json)
         self.engine, self.origin = load_asr(self.settings)
 
     def describe(self) -> dict[str, str]:
@@ -87,7 +107,7 @@ class LlmDeployment:
     def __init__(self, settings_json: str) -> None:
         from bargein.engines.loaders import load_llm
 
-        self.settings = Settings.model_validate_json(settings_json)
+        self.settings = replica_settings(settings_json)
         self.engine, self.origin = load_llm(self.settings)
 
     def describe(self) -> dict[str, Any]:
@@ -125,7 +145,7 @@ class TtsDeployment:
     def __init__(self, settings_json: str) -> None:
         from bargein.engines.loaders import load_tts
 
-        self.settings = Settings.model_validate_json(settings_json)
+        self.settings = replica_settings(settings_json)
         self.engine, self.origin = load_tts(self.settings)
 
     def describe(self) -> dict[str, Any]:
@@ -160,5 +180,6 @@ def deploy(settings: Settings, stages: Sequence[Stage], replicas: dict[str, int]
     for stage in stages:
         count = (replicas or {}).get(stage, 1)
         deployment = DEPLOYMENTS[stage].options(num_replicas=count, ray_actor_options={"num_cpus": 0})
-        serve.run(deployment.bind(settings.model_dump_json()), name=app_name(settings, stage), route_prefix=None)
+        serve.run(deployment.bind(stage_settings_json(settings, stage)), name=app_name(settings, stage),
+                  route_prefix=None)
         log.info("Ray Serve application %s: %d replica(s)", app_name(settings, stage), count)
