@@ -29,6 +29,7 @@ from uvicorn.supervisors.multiprocess import Multiprocess
 
 from bargein.config import Settings
 from bargein.engines.process.hub_link import hub_key, set_hub_key
+from bargein.engines.process.spawn import CHILD_ENVIRONMENT
 from bargein.engines.process.wire import SECRET_SETTINGS
 from bargein.server.app import WORKER_DIR_ENV, ServerState, create_app
 from bargein.server.drain import raise_drain_flag
@@ -38,6 +39,14 @@ SETTINGS_ENV = "BARGEIN_WORKER_SETTINGS"
 keys (:data:`~bargein.engines.process.wire.SECRET_SETTINGS`: see :class:`WorkerConfig`)."""
 KEY_ENVIRONMENT = tuple(f"BARGEIN_{name.upper()}" for name in sorted(SECRET_SETTINGS))
 """The keys' own environment variables, which the parent's environment loses while the workers run."""
+WORKER_ENVIRONMENT = CHILD_ENVIRONMENT | {
+    "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE"}
+"""What a session worker inherits besides ``LC_*``, ``BARGEIN_*`` (not the keys), ``OTEL_*`` (its traces'
+exporter) and ``RAY_*`` (joining the cluster of ``--ray-address``): an engine child's allow-list, and what
+reaches an ``--llm-url`` (proxies, certificates). The rest of the parent's environment (another service's
+key, a cloud's credentials) is out of it while the workers run."""
+_WORKER_PREFIXES = ("LC_", "BARGEIN_", "OTEL_", "RAY_")
 _secrets: dict[str, Any] = {}
 """This worker's keys, from its configuration (:meth:`WorkerConfig.load`)."""
 WORKER_HEALTHCHECK_S = 60
@@ -120,13 +129,15 @@ def _announce_worker(state: ServerState) -> None:
 
 @contextlib.contextmanager
 def worker_environment(settings: Settings) -> Iterator[str]:
-    """Settings (without the keys) and a figures directory in the environment the workers inherit, and the
-    keys' own variables out of it; all restored afterwards."""
+    """Settings (without the keys) and a figures directory in the environment the workers inherit, and
+    everything else but :data:`WORKER_ENVIRONMENT` out of it; all restored afterwards."""
     directory = tempfile.mkdtemp(prefix="bargein-workers-")
-    saved = {key: os.environ.get(key) for key in (SETTINGS_ENV, WORKER_DIR_ENV, *KEY_ENVIRONMENT)}
+    dropped = [key for key in os.environ if key in KEY_ENVIRONMENT
+               or not (key in WORKER_ENVIRONMENT or key.startswith(_WORKER_PREFIXES))]
+    saved = {key: os.environ.get(key) for key in (SETTINGS_ENV, WORKER_DIR_ENV, *dropped)}
     os.environ[SETTINGS_ENV] = settings.model_dump_json(exclude=set(SECRET_SETTINGS))
     os.environ[WORKER_DIR_ENV] = directory
-    for key in KEY_ENVIRONMENT:
+    for key in dropped:
         os.environ.pop(key, None)
     try:
         yield directory

@@ -87,13 +87,17 @@ def test_the_keys_reach_a_worker_through_its_configuration_never_its_environment
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BARGEIN_API_KEYS", '["sk-client-key"]')
     monkeypatch.setenv("BARGEIN_LLM_API_KEY", "sk-llm-key")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-another-services-key")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     settings = Settings(workers=2)
     assert settings.api_keys == ["sk-client-key"] and settings.llm_api_key == "sk-llm-key"
     config = pickle.loads(pickle.dumps(workers.worker_config(settings, "warning")))  # as uvicorn's spawn pipe
     monkeypatch.setattr(workers, "WORKER_PROTOCOLS", workers.WorkerProtocols())
     with workers.worker_environment(settings):
         assert not any("sk-" in value for value in os.environ.values()), "a worker would inherit a key"
+        assert os.environ["HF_HUB_OFFLINE"] == "1"  # what the workers need still reaches them
         config.load()
         in_worker = workers.worker_settings()
     assert in_worker.api_keys == ["sk-client-key"] and in_worker.llm_api_key == "sk-llm-key"
     assert os.environ["BARGEIN_API_KEYS"] == '["sk-client-key"]'  # the parent's own environment is restored
+    assert os.environ["OPENAI_API_KEY"] == "sk-another-services-key"
