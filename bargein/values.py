@@ -153,3 +153,14 @@ class SpeechChunk:
     audio: Float32Audio
     sample_rate: int
     words: tuple[WordTiming, ...] = field(default=())
+
+
+# --- where an engine runs ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WorkerProcess:
+    """The worker process an engine runs in: its pid (None while none runs) and how often it was restarted."""
+
+    pid: int | None
+    restarts: int

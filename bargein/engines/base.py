@@ -1,13 +1,19 @@
-"""The narrow interfaces every engine implements.
+"""The narrow interfaces every engine implements, and the abilities each declares.
 
 A session never touches a model directly: it talks to these protocols, so the real embedded models,
 an OpenAI-compatible server and the deterministic fakes of the unit tests are interchangeable.
 Heavy models are shared by all sessions; whatever blocks runs off the event loop.
+
+What an engine can do beyond the minimum is declared, never probed: each protocol has a ``capabilities``
+value (:class:`ASRCapabilities`, :class:`LLMCapabilities`, :class:`TTSCapabilities`) and every member a
+caller may use, with a default that fits an engine without the ability (a partial recognition that is a
+final one, a prefill that does nothing, no voices of its own). An engine subclasses its protocol to inherit
+those defaults and overrides what it does better; callers read the declaration and call the members.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -19,10 +25,31 @@ from bargein.values import (
     ReplyPiece,
     SpeechChunk,
     Transcript,
+    WorkerProcess,
 )
 
 if TYPE_CHECKING:
     from bargein.engines.health import Health
+
+
+class SharedEngine(Protocol):
+    """What every engine shared by the sessions offers, whatever its stage (defaults for one without them)."""
+
+    @property
+    def queue_depth(self) -> int | None:
+        """Work waiting for the engine (the ``bargein_queue_depth`` gauge and the admission check read it);
+        None: it keeps no queue of its own (and is left out of the gauge)."""
+        return None
+
+    @property
+    def worker(self) -> WorkerProcess | None:
+        """The supervised worker process the engine runs in; None when it runs in this process."""
+        return None
+
+    async def aclose(self) -> None:
+        """Release the engine's resources (threads, worker processes); nothing to release by default."""
+        return None
+
 
 # --- voice activity -----------------------------------------------------------------------------------
 
@@ -43,7 +70,7 @@ class VadStream(Protocol):
         ...
 
 
-class VoiceActivityDetector(Protocol):
+class VoiceActivityDetector(SharedEngine, Protocol):
     """A VAD model shared by every session."""
 
     frame_samples: int
@@ -55,7 +82,7 @@ class VoiceActivityDetector(Protocol):
 
 
 @runtime_checkable
-class EndOfTurnModel(Protocol):
+class EndOfTurnModel(SharedEngine, Protocol):
     """Judges from the sound of the speech whether the speaker has finished, shared by every session."""
 
     window_seconds: int
@@ -66,6 +93,11 @@ class EndOfTurnModel(Protocol):
         request may be refused with :class:`TurnModelBusy` when the shared model has no CPU to spare."""
         ...
 
+    @property
+    def score_counts(self) -> tuple[int, int] | None:
+        """Scores run, and optional ones shed for want of CPU (the end-of-turn gauges); None: it does not count."""
+        return None
+
 
 class TurnModelBusy(Exception):
     """The shared end-of-turn model refused an optional score: it has spent the CPU share it may use."""
@@ -74,47 +106,113 @@ class TurnModelBusy(Exception):
 # --- speech recognition -------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class ASRCapabilities:
+    """What a recogniser can do beyond recognising a whole clip."""
+
+    partial: bool = False
+    """:meth:`SpeechRecognizer.transcribe_partial` is a quicker path of its own (else it is a final recognition)."""
+    languages: frozenset[str] | None = None
+    """The language codes it transcribes (a session asking for another gets an error); None: it does not say."""
+
+
 @runtime_checkable
-class SpeechRecognizer(Protocol):
+class SpeechRecognizer(SharedEngine, Protocol):
     """Speech to text on 16 kHz mono audio, shared by every session."""
+
+    @property
+    def capabilities(self) -> ASRCapabilities:
+        """What it can do beyond :meth:`transcribe` (by default: nothing, and it does not name its languages)."""
+        return ASRCapabilities()
 
     async def transcribe(self, audio: Float32Audio, *, language: str | None = None,
                          prompt: str | None = None) -> Transcript:
         """Recognise a whole clip (final transcript)."""
         ...
 
+    async def transcribe_partial(self, audio: Float32Audio, *, language: str | None = None,
+                                 prompt: str | None = None, key: Hashable | None = None) -> Transcript:
+        """A quick transcript of the speech so far; with a ``key`` (the session), a newer partial of that key may
+        replace one still waiting. Without ``capabilities.partial``: the final recognition of the clip."""
+        return await self.transcribe(audio, language=language, prompt=prompt)
+
 
 # --- language model -----------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class LLMCapabilities:
+    """What a language model can do beyond streaming a reply."""
+
+    tools: bool = False
+    """It can be offered tools (``options.tools``) and answer with calls to them
+    (:meth:`LanguageModel.stream_reply`)."""
+    prefill: bool = False
+    """:meth:`LanguageModel.prefill` evaluates a prompt ahead of the turn, to be reused when the reply is asked for."""
+
+
 @runtime_checkable
-class LanguageModel(Protocol):
+class LanguageModel(SharedEngine, Protocol):
     """Streams a reply token by token; stops within one token of ``cancel``."""
+
+    @property
+    def nonfinite_fallbacks(self) -> int:
+        """Samplings that fell back to greedy because the distribution was not finite (a gauge); 0 by default."""
+        return 0
+
+    @property
+    def capabilities(self) -> LLMCapabilities:
+        """What it can do beyond :meth:`stream` (by default: nothing)."""
+        return LLMCapabilities()
 
     def stream(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
                options: GenerationOptions | None = None) -> AsyncIterator[str]:
         """Yield text pieces (tokens) of the reply until done or cancelled (tools are not offered)."""
         ...
 
-
-@runtime_checkable
-class ToolCallingModel(LanguageModel, Protocol):
-    """A language model that can be offered tools (``options.tools``) and answer with calls to them."""
-
     def stream_reply(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
                      options: GenerationOptions | None = None) -> AsyncIterator[ReplyPiece]:
-        """Yield reply text pieces and, where the model calls a tool, a :class:`ToolCall` each."""
-        ...
+        """Yield reply text pieces and, where the model calls a tool (``capabilities.tools``), a
+        :class:`~bargein.values.ToolCall` each; without tools, the text of :meth:`stream`."""
+        return self.stream(messages, cancel=cancel, options=options)
+
+    def prefill(self, messages: Sequence[ChatMessage], options: GenerationOptions | None = None) -> None:
+        """Evaluate ``messages`` ahead of the turn where ``capabilities.prefill`` says it can (else nothing)."""
+        return None
+
+
 
 
 # --- speech synthesis ---------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class TTSCapabilities:
+    """The voices a synthesiser names, so a session can refuse a name it cannot speak."""
+
+    voices: tuple[str, ...] | None = None
+    """Its own voice names; None: it lists none, and any name is taken."""
+    default_voice: str | None = None
+    """The voice a name it does not know falls back to, where :meth:`SpeechSynthesizer.resolve_voice` maps other
+    spellings of its voices; None: it takes its own names only."""
+    voice_spellings: tuple[str, ...] = ()
+    """Other names it maps to its voices (Kokoro's ids, the Realtime names), for a listing made elsewhere."""
+
+
 @runtime_checkable
-class SpeechSynthesizer(Protocol):
+class SpeechSynthesizer(SharedEngine, Protocol):
     """Text to speech. Yields audio as it is made; stops within one chunk of ``cancel``."""
 
     sample_rate: int
+
+    @property
+    def capabilities(self) -> TTSCapabilities:
+        """Its voices (by default it names none and takes any name)."""
+        return TTSCapabilities()
+
+    def resolve_voice(self, voice: str | None) -> str | None:
+        """The voice it speaks for ``voice``; None where it cannot say (``capabilities.default_voice`` unset)."""
+        return None
 
     def synthesize(self, text: str, *, voice: str | None, cancel: CancelToken,
                    speed: float = 1.0) -> AsyncIterator[SpeechChunk]:
@@ -145,6 +243,5 @@ class Engines:
         if self.health is not None:
             self.health.close()
         for engine in (self.vad, self.asr, self.llm, self.tts, self.turn):
-            closer = getattr(engine, "aclose", None)
-            if closer is not None:
-                await closer()
+            if engine is not None:
+                await engine.aclose()

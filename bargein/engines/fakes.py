@@ -13,6 +13,15 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 
 import numpy as np
 
+from bargein.engines.base import (
+    ASRCapabilities,
+    EndOfTurnModel,
+    LanguageModel,
+    LLMCapabilities,
+    SpeechRecognizer,
+    SpeechSynthesizer,
+    VoiceActivityDetector,
+)
 from bargein.languages import language_code
 from bargein.values import (
     CancelToken,
@@ -29,7 +38,7 @@ MAX_KNOWN_UTTERANCES = 256
 """Utterances the fake recogniser remembers (the oldest are forgotten)."""
 
 
-class FakeRecognizer:
+class FakeRecognizer(SpeechRecognizer):
     """The n-th distinct utterance gets the n-th scripted transcript (then the last one again).
 
     An utterance is known by its first 300 ms of samples, so partial, speculative and final
@@ -48,6 +57,11 @@ class FakeRecognizer:
         self.min_speech_s = min_speech_s
         self.calls = 0
 
+    @property
+    def capabilities(self) -> ASRCapabilities:
+        """The languages it claims to know; no partial path of its own."""
+        return ASRCapabilities(languages=self.languages)
+
     async def transcribe(self, audio: Float32Audio, *, language: str | None = None,
                          prompt: str | None = None) -> Transcript:
         """The transcript scripted for this utterance, or '' for too little or silent audio."""
@@ -65,7 +79,7 @@ class FakeRecognizer:
         return Transcript(text=self._known[key], language=language_code(language) or "en")
 
 
-class FakeLanguageModel:
+class FakeLanguageModel(LanguageModel):
     """Replies ``You said: <last user text>.`` followed by ``filler``, one word per token.
 
     Offered tools (:meth:`stream_reply`), it calls ``calls[word]`` (a tool name and JSON arguments)
@@ -73,6 +87,11 @@ class FakeLanguageModel:
     and that tool is offered; after a tool's output it replies
     ``The tool said: <output>.``
     """
+
+    @property
+    def capabilities(self) -> LLMCapabilities:
+        """It calls the tools it is offered."""
+        return LLMCapabilities(tools=True)
 
     def __init__(self, *, filler: str = "", token_delay_s: float = 0.0, fail: bool = False,
                  calls: Mapping[str, tuple[str, str]] | None = None) -> None:
@@ -133,7 +152,7 @@ class FakeLanguageModel:
             yield word if index == 0 else " " + word
 
 
-class FakeSynthesizer:
+class FakeSynthesizer(SpeechSynthesizer):
     """Speaks any text as a quiet 220 Hz tone, ``ms_per_char`` long, in chunks of ``chunk_ms``."""
 
     sample_rate = 24_000
@@ -177,7 +196,7 @@ def _proportional_words(text: str, total_ms: float) -> list[WordTiming]:
     return timings
 
 
-class FakeVad:
+class FakeVad(VoiceActivityDetector):
     """Calls a frame speech when its RMS exceeds ``rms_threshold``: for scripted-audio tests."""
 
     frame_samples = 512
@@ -205,7 +224,7 @@ class _FakeVadStream:
         """Stateless."""
 
 
-class FakeEndOfTurn:
+class FakeEndOfTurn(EndOfTurnModel):
     """Answers scripted end-of-turn probabilities: the n-th call gets the n-th (then the last again).
 
     Recorded probabilities of real clips make endpoint timelines reproducible without the model.

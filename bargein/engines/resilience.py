@@ -31,17 +31,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Hashable, Sequence
 
 import numpy as np
 
 from bargein.engines.base import (
+    ASRCapabilities,
     Engines,
     LanguageModel,
+    LLMCapabilities,
     SpeechRecognizer,
     SpeechSynthesizer,
-    ToolCallingModel,
     VadStream,
     VoiceActivityDetector,
 )
@@ -49,15 +49,25 @@ from bargein.engines.fallback import llm_apology
 from bargein.engines.health import Health, StageHealth
 from bargein.engines.resilient_speech import ResilientSynthesizer
 from bargein.engines.stage_calls import Deadlines, StageFailed, next_within, record_failed_call
-from bargein.values import CancelToken, ChatMessage, Float32Audio, GenerationOptions, ReplyPiece, ToolCall, Transcript
+from bargein.values import (
+    CancelToken,
+    ChatMessage,
+    Float32Audio,
+    GenerationOptions,
+    ReplyPiece,
+    ToolCall,
+    Transcript,
+    WorkerProcess,
+)
 
 log = logging.getLogger(__name__)
 LLM_APOLOGY = "Sorry, I can't answer that right now. Please try again in a moment."
 LLM_CUT_APOLOGY = " Sorry, I lost my train of thought."
 
 
-class ResilientLanguageModel:
-    """The LLM with deadlines; a failure becomes a spoken apology instead of silence."""
+class ResilientLanguageModel(LanguageModel):
+    """The LLM with deadlines; a failure becomes a spoken apology instead of silence. What it can do, its
+    queue, its worker and its counters are the inner model's."""
 
     def __init__(self, inner: LanguageModel, health: StageHealth, deadlines: Deadlines) -> None:
         self.inner = inner
@@ -65,8 +75,33 @@ class ResilientLanguageModel:
         self.deadlines = deadlines
         health.probe = self._probe
 
-    def __getattr__(self, name: str) -> Any:  # queue_depth, nonfinite_fallbacks, pid...
-        return getattr(self.inner, name)
+    @property
+    def capabilities(self) -> LLMCapabilities:
+        """The inner model's."""
+        return self.inner.capabilities
+
+    @property
+    def queue_depth(self) -> int | None:
+        """The inner model's."""
+        return self.inner.queue_depth
+
+    @property
+    def worker(self) -> WorkerProcess | None:
+        """The inner model's."""
+        return self.inner.worker
+
+    @property
+    def nonfinite_fallbacks(self) -> int:
+        """The inner model's."""
+        return self.inner.nonfinite_fallbacks
+
+    def prefill(self, messages: Sequence[ChatMessage], options: GenerationOptions | None = None) -> None:
+        """The inner model's prefill (no deadline: it never waits)."""
+        self.inner.prefill(messages, options)
+
+    async def aclose(self) -> None:
+        """Close the inner model."""
+        await self.inner.aclose()
 
     async def stream(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
                      options: GenerationOptions | None = None) -> AsyncIterator[str]:
@@ -89,7 +124,7 @@ class ResilientLanguageModel:
         inner_cancel = CancelToken()
         link = asyncio.ensure_future(_link(cancel, inner_cancel))
         tokens: AsyncIterator[ReplyPiece]
-        if tools and isinstance(self.inner, ToolCallingModel):
+        if tools and self.inner.capabilities.tools:
             tokens = self.inner.stream_reply(messages, cancel=inner_cancel, options=options)
         else:
             tokens = self.inner.stream(messages, cancel=inner_cancel, options=options)
@@ -146,8 +181,9 @@ async def _link(outer: CancelToken, inner: CancelToken) -> None:
     inner.cancel(outer.reason or "cancelled")
 
 
-class ResilientRecognizer:
-    """The ASR with a deadline; failures raise :class:`StageFailed`."""
+class ResilientRecognizer(SpeechRecognizer):
+    """The ASR with a deadline; failures raise :class:`StageFailed`. What it can do, its queue and its worker
+    are the inner recogniser's."""
 
     def __init__(self, inner: SpeechRecognizer, health: StageHealth, deadlines: Deadlines) -> None:
         self.inner = inner
@@ -155,8 +191,32 @@ class ResilientRecognizer:
         self.deadlines = deadlines
         health.probe = self._probe
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+    @property
+    def capabilities(self) -> ASRCapabilities:
+        """The inner recogniser's."""
+        return self.inner.capabilities
+
+    @property
+    def queue_depth(self) -> int | None:
+        """The inner recogniser's."""
+        return self.inner.queue_depth
+
+    @property
+    def worker(self) -> WorkerProcess | None:
+        """The inner recogniser's."""
+        return self.inner.worker
+
+    async def aclose(self) -> None:
+        """Close the inner recogniser."""
+        await self.inner.aclose()
+
+    async def transcribe_partial(self, audio: Float32Audio, *, language: str | None = None,
+                                 prompt: str | None = None, key: Hashable | None = None) -> Transcript:
+        """The inner recogniser's quick partial as it comes (a guess: no deadline, no health); from one without
+        a partial path, :meth:`transcribe` with its deadline."""
+        if self.inner.capabilities.partial:
+            return await self.inner.transcribe_partial(audio, language=language, prompt=prompt, key=key)
+        return await self.transcribe(audio, language=language, prompt=prompt)
 
     async def transcribe(self, audio: Float32Audio, *, language: str | None = None,
                          prompt: str | None = None) -> Transcript:
@@ -180,8 +240,9 @@ class ResilientRecognizer:
         await asyncio.wait_for(self.inner.transcribe(np.zeros(8000, np.float32)), self.deadlines.asr_s)
 
 
-class ResilientVad:
-    """The VAD with a deadline per frame; failures raise :class:`StageFailed`."""
+class ResilientVad(VoiceActivityDetector):
+    """The VAD with a deadline per frame; failures raise :class:`StageFailed`. Its queue and its worker are
+    the inner model's."""
 
     def __init__(self, inner: VoiceActivityDetector, health: StageHealth, deadlines: Deadlines) -> None:
         self.inner = inner
@@ -190,8 +251,19 @@ class ResilientVad:
         self.frame_samples = inner.frame_samples
         health.probe = self._probe
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+    @property
+    def queue_depth(self) -> int | None:
+        """The inner model's."""
+        return self.inner.queue_depth
+
+    @property
+    def worker(self) -> WorkerProcess | None:
+        """The inner model's."""
+        return self.inner.worker
+
+    async def aclose(self) -> None:
+        """Close the inner model."""
+        await self.inner.aclose()
 
     def open_stream(self) -> VadStream:
         """A per-session stream whose frames have a deadline."""

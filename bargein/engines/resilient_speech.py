@@ -5,15 +5,14 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from typing import Any
 
 import numpy as np
 
 from bargein.audio.resample import resample
-from bargein.engines.base import SpeechSynthesizer
+from bargein.engines.base import SpeechSynthesizer, TTSCapabilities
 from bargein.engines.health import StageHealth
 from bargein.engines.stage_calls import Deadlines, StageFailed, next_within, record_failed_call, what_failed
-from bargein.values import CancelToken, SpeechChunk
+from bargein.values import CancelToken, SpeechChunk, WorkerProcess
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +61,9 @@ def unspoken(text: str, said: Sequence[str]) -> str | None:
     return text[position:]
 
 
-class ResilientSynthesizer:
-    """The TTS with deadlines; a clause the primary cannot speak is spoken by the fallback."""
+class ResilientSynthesizer(SpeechSynthesizer):
+    """The TTS with deadlines; a clause the primary cannot speak is spoken by the fallback. Its voices, its
+    queue and its worker are the primary's."""
 
     def __init__(self, primary: SpeechSynthesizer, fallback: SpeechSynthesizer | None, health: StageHealth,
                  deadlines: Deadlines) -> None:
@@ -76,8 +76,28 @@ class ResilientSynthesizer:
         """Clauses the fallback spoke."""
         health.probe = self._probe
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.primary, name)
+    @property
+    def capabilities(self) -> TTSCapabilities:
+        """The primary's voices."""
+        return self.primary.capabilities
+
+    def resolve_voice(self, voice: str | None) -> str | None:
+        """The primary's voice for ``voice``."""
+        return self.primary.resolve_voice(voice)
+
+    @property
+    def queue_depth(self) -> int | None:
+        """The primary's."""
+        return self.primary.queue_depth
+
+    @property
+    def worker(self) -> WorkerProcess | None:
+        """The primary's."""
+        return self.primary.worker
+
+    async def aclose(self) -> None:
+        """Close the primary (the fallback belongs to whoever made it)."""
+        await self.primary.aclose()
 
     async def synthesize(self, text: str, *, voice: str | None, cancel: CancelToken,
                          speed: float = 1.0) -> AsyncIterator[SpeechChunk]:

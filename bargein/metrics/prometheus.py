@@ -1,7 +1,7 @@
 """Prometheus metrics: per-stage latency histograms, turn outcomes, and the gauges a scheduler sizes pools by.
 
-Queue depths are read from the engines at scrape time (any engine with a ``queue_depth`` attribute or
-method reports it), so the figures are never stale and the hot path pays nothing for them.
+Queue depths are read from the engines at scrape time (every engine declares a ``queue_depth``; one that
+keeps no queue says None and is left out), so the figures are never stale and the hot path pays nothing for them.
 """
 
 from __future__ import annotations
@@ -10,11 +10,13 @@ import asyncio
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from bargein.values import WorkerProcess
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.02, 0.032, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0,
                    1.5, 2.0, 3.0, 5.0, 10.0)
@@ -25,8 +27,36 @@ STAGE_FIELDS = {
 }
 
 
+class StageSource(Protocol):
+    """What the gauges read of one stage (an engine, or the sessions' outbound queues)."""
+
+    @property
+    def queue_depth(self) -> int | None:
+        """Work waiting; None: it keeps no queue of its own."""
+
+    @property
+    def worker(self) -> WorkerProcess | None:
+        """The worker process it runs in; None: it runs in this process."""
+
+
+class LlmSource(StageSource, Protocol):
+    """What the LLM gauges read of the language model."""
+
+    @property
+    def nonfinite_fallbacks(self) -> int:
+        """Samplings that fell back to greedy."""
+
+
+class ScoredTurnModel(Protocol):
+    """What the end-of-turn gauges read of the end-of-turn model."""
+
+    @property
+    def score_counts(self) -> tuple[int, int] | None:
+        """Scores run and shed; None: it does not count them."""
+
+
 class _QueueDepths(Collector):
-    def __init__(self, sources: Callable[[], dict[str, object]]) -> None:
+    def __init__(self, sources: Callable[[], Mapping[str, StageSource]]) -> None:
         self.sources = sources
 
     def collect(self) -> Iterable[GaugeMetricFamily | CounterMetricFamily]:
@@ -40,10 +70,10 @@ class _QueueDepths(Collector):
         memory = GaugeMetricFamily("bargein_engine_worker_resident_memory_bytes", "Resident memory of each "
                                    "stage's engine worker process", labels=["stage"])
         for stage, source in sources.items():
-            count = getattr(source, "restarts", None)
-            if isinstance(count, int) and not isinstance(count, bool):
-                restarts.add_metric([stage], float(count))
-                memory.add_metric([stage], _resident_bytes(getattr(source, "pid", None)))
+            worker = source.worker
+            if worker is not None:
+                restarts.add_metric([stage], float(worker.restarts))
+                memory.add_metric([stage], _resident_bytes(worker.pid))
         yield restarts
         yield memory
 
@@ -72,36 +102,29 @@ class _StageStates(Collector):
 
 
 class _TurnModelScores(Collector):
-    def __init__(self, turn_model: object) -> None:
+    def __init__(self, turn_model: ScoredTurnModel) -> None:
         self.turn_model = turn_model
 
     def collect(self) -> Iterable[CounterMetricFamily]:
         family = CounterMetricFamily("bargein_turn_end_scores", "End-of-turn model scores: run, or shed because "
                                      "the model had spent its CPU share (that pause waited plain silence)",
                                      labels=["outcome"])
-        for outcome, attribute in (("run", "clips_run"), ("shed", "scores_shed")):
-            count = getattr(self.turn_model, attribute, None)
-            if isinstance(count, int) and not isinstance(count, bool):
+        counts = self.turn_model.score_counts
+        if counts is not None:
+            for outcome, count in zip(("run", "shed"), counts, strict=True):
                 family.add_metric([outcome], float(count))
         yield family
 
 
-def queue_depths(sources: Mapping[str, object]) -> dict[str, float]:
-    """Each source's ``queue_depth`` (attribute or method); sources without one are left out."""
-    depths: dict[str, float] = {}
-    for stage, source in sources.items():
-        depth = getattr(source, "queue_depth", None)
-        if callable(depth):
-            depth = depth()
-        if isinstance(depth, int | float) and not isinstance(depth, bool):
-            depths[stage] = float(depth)
-    return depths
+def queue_depths(sources: Mapping[str, StageSource]) -> dict[str, float]:
+    """Each source's ``queue_depth``; sources that keep no queue (None) are left out."""
+    return {stage: float(depth) for stage, source in sources.items() if (depth := source.queue_depth) is not None}
 
 
 class ServerMetrics:
     """All metrics of one server, in their own registry (several servers can share a process in tests)."""
 
-    def __init__(self, queue_sources: Callable[[], dict[str, object]] | None = None) -> None:
+    def __init__(self, queue_sources: Callable[[], Mapping[str, StageSource]] | None = None) -> None:
         self.registry = CollectorRegistry()
         self.stage_latency = Histogram("bargein_stage_latency_seconds", "Latency of each stage of a turn",
                                        ["stage"], buckets=LATENCY_BUCKETS, registry=self.registry)
@@ -143,7 +166,7 @@ class ServerMetrics:
                                          "allocator holds right after the last upkeep pass: objects left behind "
                                          "raise it, native memory (models, the C allocator's heaps) does not",
                                          registry=self.registry)
-        self._llm: object | None = None
+        self._llm: LlmSource | None = None
         if queue_sources is not None:
             self.registry.register(_QueueDepths(queue_sources))
 
@@ -157,13 +180,13 @@ class ServerMetrics:
         ``Health``."""
         self.registry.register(_StageStates(health))
 
-    def watch_llm(self, llm: object) -> None:
+    def watch_llm(self, llm: LlmSource) -> None:
         """Export the LLM's non-finite sampling fallback count, and its worker process's memory if it has one."""
         self._llm = llm
-        self.llm_nonfinite.set_function(lambda: float(getattr(self._llm, "nonfinite_fallbacks", 0)))
-        self.llm_worker_rss.set_function(lambda: _resident_bytes(getattr(self._llm, "pid", None)))
+        self.llm_nonfinite.set_function(lambda: float(llm.nonfinite_fallbacks))
+        self.llm_worker_rss.set_function(lambda: _resident_bytes(None if llm.worker is None else llm.worker.pid))
 
-    def watch_turn_model(self, turn_model: object) -> None:
+    def watch_turn_model(self, turn_model: ScoredTurnModel) -> None:
         """Export how many end-of-turn scores ran and how many were shed for want of CPU."""
         self.registry.register(_TurnModelScores(turn_model))
 

@@ -23,7 +23,7 @@ from bargein.engines.process.shared import SHARED_DIR_ENV, shared_socket
 from bargein.memory_upkeep import keep_memory_flat
 from bargein.metrics.aggregate import WorkerBoard, WorkerFigures, maxima, merged_exposition
 from bargein.metrics.gc_pauses import GcPauseWatch
-from bargein.metrics.prometheus import ServerMetrics, watch_event_loop
+from bargein.metrics.prometheus import ServerMetrics, StageSource, watch_event_loop
 from bargein.metrics.tracing import configure_tracing, flush_tracing
 from bargein.server.auth import RealPeer
 from bargein.server.client_counts import session_counts
@@ -76,9 +76,9 @@ class ServerState:
         """This worker's exposition and load, as published to the other workers."""
         return WorkerFigures(os.getpid(), self.metrics.exposition().decode(), self.load.snapshot().as_dict())
 
-    def queue_sources(self) -> dict[str, object]:
+    def queue_sources(self) -> dict[str, StageSource]:
         """Each stage's queue, for the ``bargein_queue_depth`` gauge."""
-        sources: dict[str, object] = {"outbound": _OutboundDepth(self.registry)}
+        sources: dict[str, StageSource] = {"outbound": _OutboundDepth(self.registry)}
         if self.engines is not None:
             sources.update(vad=self.engines.vad, asr=self.engines.asr, llm=self.engines.llm, tts=self.engines.tts)
         return sources
@@ -116,6 +116,8 @@ def _health_details(state: ServerState) -> dict[str, object]:
 
 
 class _OutboundDepth:
+    worker = None  # the sessions' outbound queues run in this process
+
     def __init__(self, registry: SessionRegistry) -> None:
         self.registry = registry
 

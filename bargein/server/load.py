@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 
-from bargein.metrics.prometheus import queue_depths
+from bargein.metrics.prometheus import StageSource, queue_depths
 
 LAG_WINDOW = 100
 """Loop-lag samples kept: 5 s at the watcher's 50 ms period."""
@@ -55,7 +55,7 @@ class LoadMonitor:
     """Keeps the recent loop-lag samples and decides admission against :class:`LoadLimits`."""
 
     def __init__(self, limits: LoadLimits, sessions: Callable[[], int],
-                 queues: Callable[[], Mapping[str, object]]) -> None:
+                 queues: Callable[[], Mapping[str, StageSource]]) -> None:
         self.limits = limits
         self._sessions = sessions
         self._queues = queues

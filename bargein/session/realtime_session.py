@@ -64,7 +64,7 @@ class RealtimeSession:
         self.tiered_default = tiered_default
         """``server_vad`` follows the tiered endpoint when the server has an end-of-turn model (off: plain
         silence for every session, the server's choice for density)."""
-        self.languages: frozenset[str] | None = getattr(engines.asr, "languages", None)
+        self.languages: frozenset[str] | None = engines.asr.capabilities.languages
         """What the recogniser can transcribe (None: it cannot tell); a session asking for more gets an error."""
         self.synthesiser = engines.tts
         """Whose voices a session or a response may name (:func:`~bargein.protocol.voices.check_voice`)."""

@@ -77,15 +77,13 @@ class SegmentTracker:
 
     async def _partial(self, ask: v.RecognisePartial) -> None:
         language, prompt = self.hints()
-        partial = getattr(self.asr, "transcribe_partial", None)
         text, whole = "", True
         try:
             audio = self.audio(ask.start_ms, window_ms=ask.window_ms)
             whole = len(audio) < ask.window_ms * LISTEN_SAMPLE_RATE / 1000
-            if partial is not None:  # keyed by this session: a newer partial replaces one still waiting
-                transcript: Transcript = await partial(audio, language=language, prompt=prompt, key=self)
-            else:
-                transcript = await self.asr.transcribe(audio, language=language, prompt=prompt)
+            # keyed by this session: a newer partial replaces one still waiting (a recogniser without a quick
+            # partial path recognises the clip as a final)
+            transcript = await self.asr.transcribe_partial(audio, language=language, prompt=prompt, key=self)
             text = transcript.text.strip()
         except Exception:
             log.exception("partial recognition failed")

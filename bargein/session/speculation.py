@@ -224,9 +224,8 @@ class Speculator:
         """Have the LLM evaluate ``messages`` without replying (where it can), so a later prompt that begins
         the same way reuses the work; the words a partial transcript heard so far, typically. Skipped while
         the LLM is serving any reply (another session's): its tokens come first."""
-        prefill = getattr(self.llm, "prefill", None)
-        if self.enabled and prefill is not None and not getattr(self.llm, "queue_depth", 0):
-            prefill(messages, options)
+        if self.enabled and self.llm.capabilities.prefill and not self.llm.queue_depth:
+            self.llm.prefill(messages, options)
             self.counts.prompts_warmed += 1
 
     def drop(self, item_id: str) -> None:

@@ -163,12 +163,11 @@ def ungrounded_call(piece: ReplyPiece, messages: Sequence[ChatMessage], options:
 def prime_default_prompt(llm: LanguageModel, builtins: ToolRegistry | None) -> bool:
     """Have the model evaluate a default session's prompt (instructions and offered tools) ahead of the
     first turn, where it can (``prefill``); the first session then reuses it instead of waiting for it."""
-    prefill = getattr(llm, "prefill", None)
-    if prefill is None:
+    if not llm.capabilities.prefill:
         return False
     config = SessionConfig()
     options = tool_setup(config, None, builtins).apply(GenerationOptions())
-    prefill([ChatMessage("system", config.instructions), ChatMessage("user", "Hello.")], options)
+    llm.prefill([ChatMessage("system", config.instructions), ChatMessage("user", "Hello.")], options)
     return True
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from bargein.audio.codecs import AudioFormat, float_to_int16
 from bargein.audio.resample import resample
-from bargein.engines.base import Engines
+from bargein.engines.base import Engines, VoiceActivityDetector
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.session.audio_input import AudioInput
 from bargein.session.realtime_session import RealtimeSession
@@ -138,7 +138,7 @@ async def test_a_manual_commit_takes_all_the_audio_appended_before_it() -> None:
     assert recognizer.lengths and abs(recognizer.lengths[-1] - 16_000) <= 16  # the whole second, to within 1 ms
 
 
-class _VadFailingAt:
+class _VadFailingAt(VoiceActivityDetector):
     """A VAD whose streams fail on the ``at``-th frame they are asked about (counting every stream's frames)."""
 
     frame_samples = 512

@@ -8,6 +8,7 @@ import numpy as np
 
 from bargein.audio.codecs import AudioFormat
 from bargein.audio.lead_in import LEAD_IN_MS, trim_lead_in
+from bargein.engines.base import LanguageModel, SpeechSynthesizer
 from bargein.session.reply_pipeline import ReplyPipeline, ReplyPlan
 from bargein.values import CancelToken, ChatMessage, GenerationOptions, SpeechChunk, WordTiming
 
@@ -42,7 +43,7 @@ def test_a_chunk_that_starts_with_sound_or_holds_none_is_left_alone() -> None:
     assert trim_lead_in(silent) is silent
 
 
-class PaddedSynthesizer:
+class PaddedSynthesizer(SpeechSynthesizer):
     """Speaks every clause as :func:`padded_tone`: 100 ms of leading silence, as Kokoro's ``lead_ms`` keeps."""
 
     sample_rate = RATE
@@ -52,7 +53,7 @@ class PaddedSynthesizer:
         yield padded_tone()
 
 
-class TwoClauses:
+class TwoClauses(LanguageModel):
     async def stream(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
                      options: GenerationOptions | None = None) -> AsyncIterator[str]:
         for piece in ("Hello there.", " How are you today?"):

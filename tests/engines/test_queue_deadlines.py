@@ -13,6 +13,7 @@ from typing import TypeVar
 import numpy as np
 import pytest
 
+from bargein.engines.base import LanguageModel, SpeechRecognizer, SpeechSynthesizer
 from bargein.engines.fakes import FakeSynthesizer
 from bargein.engines.health import StageHealth
 from bargein.engines.resilience import LLM_APOLOGY, ResilientLanguageModel, ResilientRecognizer
@@ -42,7 +43,7 @@ class _Queue:
         await asyncio.Event().wait()
 
 
-class _BusyRecognizer(_Queue):
+class _BusyRecognizer(_Queue, SpeechRecognizer):
     async def transcribe(self, audio: np.ndarray, *, language: str | None = None,
                          prompt: str | None = None) -> Transcript:
         if language == "other":
@@ -51,7 +52,7 @@ class _BusyRecognizer(_Queue):
         raise AssertionError("never served")
 
 
-class _BusyLanguageModel(_Queue):
+class _BusyLanguageModel(_Queue, LanguageModel):
     async def stream(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
                      options: GenerationOptions | None = None) -> AsyncIterator[str]:
         if messages[-1].content == "other":
@@ -62,7 +63,7 @@ class _BusyLanguageModel(_Queue):
         yield "never"
 
 
-class _BusySynthesizer(_Queue):
+class _BusySynthesizer(_Queue, SpeechSynthesizer):
     sample_rate = 24_000
 
     async def synthesize(self, text: str, *, voice: str | None, cancel: CancelToken,

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import numpy as np
 import pytest
 
+from bargein.engines.base import SpeechRecognizer
 from bargein.engines.fair import current_owner
 from bargein.engines.fakes import FakeSynthesizer
 from bargein.engines.health import StageHealth
@@ -199,7 +200,7 @@ async def test_a_session_filling_its_recogniser_share_does_not_take_asr_down_for
     await recognizer.aclose()
 
 
-class _EchoRecognizer:
+class _EchoRecognizer(SpeechRecognizer):
     """A recogniser that is a request to a worker process (as the Whisper worker's client is)."""
 
     def __init__(self, process: EngineProcess) -> None:

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 import numpy as np
 import pytest
 
+from bargein.engines.base import SpeechSynthesizer
 from bargein.engines.fakes import FakeSynthesizer
 from bargein.engines.health import StageHealth
 from bargein.engines.resilient_speech import ResilientSynthesizer
@@ -39,7 +40,7 @@ async def test_a_failing_fallback_fails_the_clause_with_stage_failed(fault: str)
         await asyncio.wait_for(_speak(tts), timeout=30)
 
 
-class _CancelledThenBroken:
+class _CancelledThenBroken(SpeechSynthesizer):
     """A fallback during which the reply is cancelled (a barge-in), and which then fails."""
 
     sample_rate = 24_000

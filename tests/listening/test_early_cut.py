@@ -7,6 +7,7 @@ import asyncio
 
 import numpy as np
 
+from bargein.engines.base import SpeechRecognizer
 from bargein.engines.fair import urgent
 from bargein.engines.fakes import FakeLanguageModel
 from bargein.session import core as dx
@@ -105,7 +106,7 @@ def test_the_end_of_the_user_s_loud_stretch_is_a_pause_when_the_room_talks_on() 
     assert len(of(ended, dx.SilenceBegan)) == 1 and not of(ended, dx.VoiceEnded)
 
 
-class Recorder:
+class Recorder(SpeechRecognizer):
     """A recogniser that answers by prompt and remembers each call's prompt and urgency, in order."""
 
     def __init__(self) -> None:

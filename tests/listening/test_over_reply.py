@@ -6,6 +6,7 @@ import asyncio
 
 import numpy as np
 
+from bargein.engines.base import SpeechRecognizer
 from bargein.session import core as dx
 from bargein.session.core.listening.decide import decide_over_reply, primed_features, spotted_command
 from bargein.session.core.listening.over_reply import PROMPTS, loud_stretch, prompt_for, vocabulary_prompt
@@ -17,7 +18,7 @@ from tests.core.test_duplex import Timeline, of
 FRAME_MS = 32.0
 
 
-class PromptRecorder:
+class PromptRecorder(SpeechRecognizer):
     """A recogniser that remembers the prompt of every call."""
 
     def __init__(self) -> None:

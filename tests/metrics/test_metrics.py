@@ -114,11 +114,11 @@ def test_queue_depth_is_read_from_any_engine_that_reports_one() -> None:
     from bargein.engines.listen.silero_vad import SileroVad
     from bargein.metrics.prometheus import ServerMetrics
 
-    class Busy:
+    class Busy(FakeRecognizer):
         queue_depth = 3
 
     vad = SileroVad()
-    metrics = ServerMetrics(lambda: {"vad": vad, "asr": Busy(), "tts": object()})
+    metrics = ServerMetrics(lambda: {"vad": vad, "asr": Busy(), "tts": FakeSynthesizer()})  # that keeps no queue
     text = metrics.exposition().decode()
     assert 'bargein_queue_depth{stage="vad"} 0.0' in text
     assert 'bargein_queue_depth{stage="asr"} 3.0' in text

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from bargein.audio.codecs import AudioFormat
-from bargein.engines.base import Engines
+from bargein.engines.base import Engines, LanguageModel, LLMCapabilities
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.metrics.prometheus import ServerMetrics
 from bargein.metrics.turn_ledger import TurnLedgers
@@ -176,8 +176,10 @@ async def test_a_cancelled_reply_s_tokens_are_counted_in_the_metrics() -> None:
     await h.session.close()
 
 
-class CallsATool:
+class CallsATool(LanguageModel):
     """Answers every prompt with one call of ``get_weather`` and no words."""
+
+    capabilities = LLMCapabilities(tools=True)
 
     async def stream(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
                      options: GenerationOptions | None = None) -> AsyncIterator[str]:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bargein.engines.base import Engines
+from bargein.engines.base import Engines, TTSCapabilities
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.protocol.client_events import ResponseCreate, parse_client_event
 from bargein.protocol.errors import ProtocolError
@@ -22,6 +22,7 @@ class Voices(FakeSynthesizer):
 
     voices = ("heart", "kore")
     default_voice = "heart"
+    capabilities = TTSCapabilities(voices=voices, default_voice=default_voice)
 
     def __init__(self) -> None:
         super().__init__()

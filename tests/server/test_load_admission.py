@@ -32,7 +32,7 @@ def test_a_worker_refuses_above_each_limit_and_says_which() -> None:
     sessions = [0]
     queue = _Queue(0)
     monitor = LoadMonitor(LoadLimits(max_sessions=2, max_loop_lag_ms=50, max_queue_depth=10),
-                          lambda: sessions[0], lambda: {"vad": queue, "asr": object()})
+                          lambda: sessions[0], lambda: {"vad": queue, "asr": FakeRecognizer()})  # no queue of its own
     assert monitor.refusal() is None
     sessions[0] = 2
     assert "max_sessions 2" in (monitor.refusal() or "")

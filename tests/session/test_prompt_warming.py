@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from bargein.engines.base import Engines
+from bargein.engines.base import Engines, LLMCapabilities
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.session.speculation import Speculator
 from bargein.values import ChatMessage, GenerationOptions
@@ -17,6 +17,9 @@ from tests.session.test_session import Harness, _pcm, reply_playing
 
 class PrefillingModel(FakeLanguageModel):
     """A fake model that can evaluate a prompt ahead, as the llama.cpp engine can."""
+
+    capabilities = LLMCapabilities(tools=True, prefill=True)
+    queue_depth: int | None = None  # set by a test: another session's reply being generated
 
     def __init__(self) -> None:
         super().__init__()

@@ -9,6 +9,7 @@ import itertools
 
 import numpy as np
 
+from bargein.engines.base import SpeechRecognizer
 from bargein.engines.stage_calls import StageFailed
 from bargein.protocol.session_config import SessionConfig
 from bargein.session import core as dx
@@ -24,7 +25,7 @@ from tests.core.test_duplex import of
 AUDIO = np.zeros(16_000, np.float32)
 
 
-class HeldRecogniser:
+class HeldRecogniser(SpeechRecognizer):
     """Answers every recognition once released (a backlogged shared recogniser)."""
 
     def __init__(self) -> None:
@@ -197,7 +198,7 @@ def test_a_reply_that_fails_while_paused_keeps_only_what_was_heard() -> None:
     asyncio.run(scenario())
 
 
-class FailingGuessRecogniser:
+class FailingGuessRecogniser(SpeechRecognizer):
     """Every recognition but the first (the turn's guess at its pause) hears ``text``; the guess fails."""
 
     def __init__(self, text: str, error: Exception | None = None) -> None:

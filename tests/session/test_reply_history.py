@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from bargein.audio.codecs import AudioFormat
-from bargein.engines.base import Engines
+from bargein.engines.base import Engines, LanguageModel, LLMCapabilities, SpeechSynthesizer
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.session.history import Item, Part
 from bargein.session.reply_pipeline import ReplyPipeline, ReplyPlan
@@ -21,8 +21,10 @@ WEATHER = {"type": "function", "name": "get_weather", "description": "Weather in
            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
 
 
-class LateCaller:
+class LateCaller(LanguageModel):
     """To "talk": says a sentence, then calls ``get_weather`` once ``release`` is set; to anything else: "Fine."."""
+
+    capabilities = LLMCapabilities(tools=True)
 
     def __init__(self) -> None:
         self.release = asyncio.Event()
@@ -108,7 +110,7 @@ async def test_a_tool_call_held_over_a_false_interruption_is_announced_when_the_
     await h.session.close()
 
 
-class FailsMidSentence:
+class FailsMidSentence(LanguageModel):
     """Writes one long clause, then fails while its speech is still being made."""
 
     async def stream(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
@@ -215,7 +217,7 @@ OVERLAP = 192
 """The crossfader's 8 ms at 24 kHz."""
 
 
-class TwoChunks:
+class TwoChunks(SpeechSynthesizer):
     """A 24 kHz synthesiser (no resampling) whose first chunk's last word starts in the held-back overlap."""
 
     sample_rate = CARRY_RATE

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Sequence
 import pytest
 
 from bargein.audio.codecs import AudioFormat
+from bargein.engines.base import LanguageModel
 from bargein.engines.fakes import FakeSynthesizer
 from bargein.engines.speak.clauses import FIRST_CLAUSE_WORDS
 from bargein.session.history import Conversation
@@ -24,7 +25,7 @@ from bargein.session.tool_use import PendingCalls
 from bargein.values import CancelToken, ChatMessage, GenerationOptions, WordTiming
 
 
-class SlowWords:
+class SlowWords(LanguageModel):
     """Yields a fixed sentence one word per ``delay_s``."""
 
     def __init__(self, text: str, delay_s: float) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from bargein.engines.base import Engines
+from bargein.engines.base import EndOfTurnModel, Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.engines.listen.smart_turn import SmartTurn
 from bargein.values import Float32Audio
@@ -17,7 +17,7 @@ from tests.session.test_session import Harness
 from tests.support.tones import quiet, stream, tone
 
 
-class StuckTurnModel:
+class StuckTurnModel(EndOfTurnModel):
     """An end-of-turn model that never answers (a queue too long to reach this request in time)."""
 
     window_seconds = 8

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from bargein.audio.codecs import AudioFormat, float_to_int16
-from bargein.engines.base import Engines
+from bargein.engines.base import Engines, LanguageModel, SpeechRecognizer
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.session.core import vocabulary as v
 from bargein.session.realtime_session import RealtimeSession
@@ -21,7 +21,7 @@ from bargein.values import CancelToken, ChatMessage, GenerationOptions
 from tests.support.realtime_client import validate_server_event
 
 
-class CountingLanguageModel:
+class CountingLanguageModel(LanguageModel):
     """Streams numbered tokens forever, counting those produced after cancellation."""
 
     def __init__(self) -> None:
@@ -171,7 +171,7 @@ async def test_silence_alone_never_starts_a_turn_and_an_empty_transcript_gets_no
     await h.session.close()
 
 
-class SilentRecognizer:
+class SilentRecognizer(SpeechRecognizer):
     """Hears no words in anything: every segment is noise."""
 
     async def transcribe(self, audio: Any, *, language: str | None = None, prompt: str | None = None) -> Any:
@@ -239,7 +239,7 @@ async def test_a_false_interruption_resumes_sample_exact_from_the_cut_point() ->
     await h.session.close()
 
 
-class RecordingRecognizer:
+class RecordingRecognizer(SpeechRecognizer):
     """Remembers the language and prompt it was asked to use."""
 
     def __init__(self) -> None:

@@ -17,7 +17,7 @@ from websockets.sync.client import connect
 
 from bargein.audio.codecs import AudioFormat
 from bargein.config import Settings
-from bargein.engines.base import Engines
+from bargein.engines.base import Engines, SpeechRecognizer
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.engines.think.llm_prompt import HistoryTooLong, fit_history
 from bargein.protocol.errors import ProtocolError
@@ -118,7 +118,7 @@ def test_truncation_auto_disabled_and_retention_ratio() -> None:
             SessionConfig().updated({"truncation": bad})
 
 
-class _CountingAsr:
+class _CountingAsr(SpeechRecognizer):
     def __init__(self) -> None:
         self.lengths: list[int] = []
 

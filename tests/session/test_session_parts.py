@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from bargein.audio.codecs import AudioFormat
+from bargein.engines.base import SpeechRecognizer
 from bargein.metrics.turn_ledger import TurnLedgers
 from bargein.protocol.session_config import SessionConfig
 from bargein.session.core import vocabulary as v
@@ -118,7 +119,7 @@ def test_the_segment_book_is_bounded() -> None:
     assert book.get("item_0") is None and book.get(f"item_{MAX_OPEN_SEGMENTS + 9}") is not None
 
 
-class ScriptedRecognizer:
+class ScriptedRecognizer(SpeechRecognizer):
     """Answers every recognition with the next scripted text."""
 
     def __init__(self, *texts: str, fail: bool = False) -> None:

@@ -9,7 +9,7 @@ import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from bargein.engines.base import Engines
+from bargein.engines.base import Engines, SpeechRecognizer
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.engines.think.tool_calls import offered_tools, resolve_call
 from bargein.session.realtime_session import RealtimeSession
@@ -207,7 +207,7 @@ async def test_out_of_band_response_uses_its_own_input_and_stays_out_of_the_conv
     await h.session.close()
 
 
-class SureRecognizer:
+class SureRecognizer(SpeechRecognizer):
     """Hears every clip as two words, each with the recogniser's confidence."""
 
     async def transcribe(self, audio: Any, *, language: str | None = None, prompt: str | None = None) -> Any:

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from bargein.engines.base import Engines
+from bargein.engines.base import Engines, SpeechRecognizer
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.session.history import Item, Part
 from bargein.session.outbound import Outgoing
@@ -18,7 +18,7 @@ from bargein.session.transcription import SLICE_S, Transcriber
 from bargein.values import Transcript, WordTiming
 
 
-class GatedRecognizer:
+class GatedRecognizer(SpeechRecognizer):
     """The n-th recognition answers ``texts[n]`` once ``gates[n]`` is set (no gate: at once)."""
 
     def __init__(self, texts: list[str], gates: dict[int, asyncio.Event]) -> None:
@@ -34,7 +34,7 @@ class GatedRecognizer:
         return Transcript(self.texts[index])
 
 
-class SliceRecognizer:
+class SliceRecognizer(SpeechRecognizer):
     """Each slice is heard as ``text``, one word a second of audio with a word probability of 0.5."""
 
     def __init__(self, text: str, language: str = "en") -> None:

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Sequence
 import pytest
 
 from bargein.audio.codecs import AudioFormat
+from bargein.engines.base import LanguageModel
 from bargein.engines.fakes import FakeSynthesizer
 from bargein.engines.speak.clauses import has_words
 from bargein.session.private_clause import PrivateClause
@@ -26,7 +27,7 @@ def test_letters_and_digits_of_any_script_are_words(text: str) -> None:
     assert has_words(text)
 
 
-class Fixed:
+class Fixed(LanguageModel):
     """A language model writing a fixed list of tokens."""
 
     def __init__(self, tokens: list[str]) -> None:

@@ -36,7 +36,7 @@ async def strike(fault: str | None, stage: str) -> None:
         await asyncio.sleep(3600)
 
 
-class FaultyLanguageModel:
+class FaultyLanguageModel(LanguageModel):
     """An LLM that fails on command after ``after`` tokens."""
 
     def __init__(self, inner: LanguageModel) -> None:
@@ -59,7 +59,7 @@ class FaultyLanguageModel:
             yield token
 
 
-class FaultySynthesizer:
+class FaultySynthesizer(SpeechSynthesizer):
     """A TTS that fails on command after ``after`` chunks of a clause."""
 
     def __init__(self, inner: SpeechSynthesizer) -> None:
@@ -87,7 +87,7 @@ class FaultySynthesizer:
             yield chunk
 
 
-class FaultyRecognizer:
+class FaultyRecognizer(SpeechRecognizer):
     """An ASR that fails on command."""
 
     def __init__(self, inner: SpeechRecognizer) -> None:
@@ -103,7 +103,7 @@ class FaultyRecognizer:
         return await self.inner.transcribe(audio, language=language, prompt=prompt)
 
 
-class FaultyVad:
+class FaultyVad(VoiceActivityDetector):
     """A VAD whose streams fail on command."""
 
     def __init__(self, inner: VoiceActivityDetector) -> None:

@@ -3,6 +3,7 @@ in a worker process or a replica: what its clients learn of its voices is checke
 
 from __future__ import annotations
 
+from bargein.engines.base import TTSCapabilities
 from bargein.engines.fakes import FakeSynthesizer
 
 IDS = {"af_heart": "heart", "af_kore": "kore", "am_fenrir": "fenrir"}
@@ -16,6 +17,7 @@ class ListingFakeVoice(FakeSynthesizer):
     voices = ("heart", "kore")
     default_voice = "heart"
     voice_spellings = (*IDS, "alloy", "fable")
+    capabilities = TTSCapabilities(voices=voices, default_voice=default_voice, voice_spellings=voice_spellings)
 
     def resolve_voice(self, voice: str | None) -> str:
         """Its own names, its ids, ``fable`` (-> kore); anything else is the default."""

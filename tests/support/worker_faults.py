@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Hashable
 from pathlib import Path
 from typing import Any
 
+from bargein.engines.base import ASRCapabilities, SpeechRecognizer, SpeechSynthesizer
 from bargein.engines.process.wire import WorkerSpec
 from bargein.values import CancelToken, Float32Audio, SpeechChunk, Transcript
 
@@ -25,13 +26,17 @@ def _strike(flag: Path) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-class KillOnFinal:
+class KillOnFinal(SpeechRecognizer):
     """A recogniser that kills its worker on a final transcription while ``flag`` exists."""
 
     def __init__(self, inner: WorkerSpec, flag: str) -> None:
         self.inner: Any = inner.build_engine()[0]
         self.flag = Path(flag)
-        self.languages = getattr(self.inner, "languages", None)
+
+    @property
+    def capabilities(self) -> ASRCapabilities:
+        """The inner recogniser's languages, and its partial path."""
+        return ASRCapabilities(partial=True, languages=self.inner.capabilities.languages)
 
     async def transcribe(self, audio: Float32Audio, *, language: str | None = None,
                          prompt: str | None = None) -> Transcript:
@@ -48,7 +53,7 @@ class KillOnFinal:
         return transcript
 
 
-class KillOnClause:
+class KillOnClause(SpeechSynthesizer):
     """A voice that kills its worker when asked for a clause while ``flag`` exists."""
 
     def __init__(self, inner: WorkerSpec, flag: str) -> None:

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Sequence
 import numpy as np
 import pytest
 
-from bargein.engines.base import Engines
+from bargein.engines.base import Engines, LanguageModel, LLMCapabilities
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.session.speculation import PrefetchedReply
 from bargein.session.tool_use import reply_with_tools, ungrounded_call
@@ -91,8 +91,10 @@ def test_accents_and_thousands_separators_are_read_alike_and_odd_arguments_never
     assert grounded('[{"a": [1, null, true]}, 2.5]', "one thing") and grounded("null", "anything")
 
 
-class TwoCalls:
+class TwoCalls(LanguageModel):
     """A model whose reply opens with a grounded call and then an ungrounded one in the same round."""
+
+    capabilities = LLMCapabilities(tools=True)
 
     def __init__(self) -> None:
         self.seen: list[list[ChatMessage]] = []

@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 import onnxruntime as ort
 
-from bargein.engines.base import VadStream
+from bargein.engines.base import VadStream, VoiceActivityDetector
 from bargein.values import Float32Audio
 from bargein.weights import PinnedFile
 
@@ -93,7 +93,7 @@ class SileroStream:
         """Nothing to release: the stream's slot exists only while it has a frame pending."""
 
 
-class SileroVad:
+class SileroVad(VoiceActivityDetector):
     """Silero VAD shared by all sessions, with continuous micro-batching across them."""
 
     frame_samples = FRAME_SAMPLES

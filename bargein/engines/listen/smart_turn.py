@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 import onnxruntime as ort
 
-from bargein.engines.base import TurnModelBusy
+from bargein.engines.base import EndOfTurnModel, TurnModelBusy
 from bargein.engines.batching import MicroBatcher
 from bargein.engines.cpu_budget import CpuBudget
 from bargein.engines.listen.smart_turn_file import smart_turn_path
@@ -145,7 +145,7 @@ class _Request:
     """CPU seconds held back from the budget for this request (0: not counted against it)."""
 
 
-class SmartTurn(MicroBatcher[_Request]):
+class SmartTurn(MicroBatcher[_Request], EndOfTurnModel):
     """Smart Turn shared by all sessions, with requests batched across them; optional requests are refused
     once ``cpu_share`` of one core is spent (None: no limit)."""
 
@@ -163,6 +163,11 @@ class SmartTurn(MicroBatcher[_Request]):
         self.batches_run = 0
         self.clips_run = 0
         self.scores_shed = 0
+
+    @property
+    def score_counts(self) -> tuple[int, int]:
+        """Clips scored, and optional scores shed for want of CPU."""
+        return self.clips_run, self.scores_shed
 
     async def probability(self, audio: Float32Audio, *, optional: bool = False) -> float:
         """Probability (0 to 1) that the speaker has finished, from the audio up to now. An ``optional``

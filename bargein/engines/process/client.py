@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from bargein.engines.process.supervisor import EngineProcess
+from bargein.values import WorkerProcess
 
 
 class ProcessClient:
@@ -21,6 +22,11 @@ class ProcessClient:
     def restarts(self) -> int:
         """Workers started after the first (each one a crash survived)."""
         return self.process.restarts
+
+    @property
+    def worker(self) -> WorkerProcess:
+        """The worker process: its pid and restarts (the per-stage worker gauges)."""
+        return WorkerProcess(self.process.pid, self.process.restarts)
 
     @property
     def queue_depth(self) -> int:

@@ -17,7 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from bargein.engines.base import VadStream
+from bargein.engines.base import (
+    LanguageModel,
+    LLMCapabilities,
+    SpeechRecognizer,
+    VadStream,
+    VoiceActivityDetector,
+)
 from bargein.engines.fair import EngineBusy, refused
 from bargein.engines.listen.silero_vad import CONTEXT_SAMPLES, FRAME_SAMPLES, STATE_SHAPE
 from bargein.engines.speak.voice_list import ListedVoices
@@ -55,10 +61,15 @@ class _InFlight:
     """Counts calls in flight, the stage's ``queue_depth`` as this worker sees it."""
 
     def __init__(self) -> None:
-        self.queue_depth = 0
+        self.in_flight = 0
+
+    @property
+    def queue_depth(self) -> int:
+        """Calls this worker has in flight to the deployment."""
+        return self.in_flight
 
 
-class RemoteVad(_InFlight):
+class RemoteVad(_InFlight, VoiceActivityDetector):
     """Silero VAD on a Ray Serve deployment; each stream keeps its state here and sends it along."""
 
     frame_samples = FRAME_SAMPLES
@@ -98,7 +109,7 @@ class RemoteVadStream:
             raise ValueError(f"Silero needs frames of {FRAME_SAMPLES} samples, got {frame.shape}")
         frame = frame.astype(np.float32, copy=False)
         owner = self.owner
-        owner.queue_depth += 1
+        owner.in_flight += 1
         try:
             probability, state = await _answer(owner.handle.step.remote((frame, self.context, self.state)),
                                                owner.timeout_s)
@@ -106,7 +117,7 @@ class RemoteVadStream:
             owner.failed(error)
             return 0.0
         finally:
-            owner.queue_depth -= 1
+            owner.in_flight -= 1
         self.state = np.asarray(state, np.float32)
         self.context = frame[-CONTEXT_SAMPLES:].copy()
         return float(probability)
@@ -120,7 +131,7 @@ class RemoteVadStream:
         """Nothing is held remotely between frames."""
 
 
-class RemoteRecognizer(_InFlight):
+class RemoteRecognizer(_InFlight, SpeechRecognizer):
     """Speech recognition on a Ray Serve deployment."""
 
     def __init__(self, handle: Any, timeout_s: float) -> None:
@@ -131,19 +142,19 @@ class RemoteRecognizer(_InFlight):
     async def transcribe(self, audio: Float32Audio, *, language: str | None = None,
                          prompt: str | None = None) -> Transcript:
         """Recognise a clip remotely."""
-        self.queue_depth += 1
+        self.in_flight += 1
         try:
             result = await _answer(self.handle.transcribe.remote(audio, language, prompt), self.timeout_s)
         except Exception as error:
             raise _remote_failure("ASR", error) from error
         finally:
-            self.queue_depth -= 1
+            self.in_flight -= 1
         if not isinstance(result, Transcript):
             raise RemoteEngineFailure(f"remote ASR answered {type(result).__name__}, not a Transcript")
         return result
 
 
-class RemoteLanguageModel(_InFlight):
+class RemoteLanguageModel(_InFlight, LanguageModel):
     """The language model on a Ray Serve deployment, streamed token by token."""
 
     def __init__(self, handle: Any, timeout_s: float) -> None:
@@ -161,6 +172,11 @@ class RemoteLanguageModel(_InFlight):
 class RemoteToolCallingModel(RemoteLanguageModel):
     """A remote language model that can be offered tools (its replica's engine takes them)."""
 
+    @property
+    def capabilities(self) -> LLMCapabilities:
+        """It calls the tools it is offered (its replica's engine does)."""
+        return LLMCapabilities(tools=True)
+
     async def stream_reply(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
                            options: GenerationOptions | None = None) -> AsyncIterator[ReplyPiece]:
         """Reply text and tool calls until done or cancelled."""
@@ -171,7 +187,7 @@ class RemoteToolCallingModel(RemoteLanguageModel):
             yield piece
 
 
-class RemoteSynthesizer(ListedVoices, _InFlight):
+class RemoteSynthesizer(_InFlight, ListedVoices):
     """Speech synthesis on a Ray Serve deployment, streamed chunk by chunk.
 
     ``listing`` is what the replica's ``describe`` said of its voices at start-up
@@ -213,7 +229,7 @@ async def _answer(response: Any, timeout_s: float) -> Any:
 
 async def _remote_stream(owner: Any, generator: Any, cancel: CancelToken, stage: str) -> AsyncIterator[object]:
     """Items of a Serve generator; each must come within the deadline; cancel stops the remote side."""
-    owner.queue_depth += 1
+    owner.in_flight += 1
     iterator = generator.__aiter__()
     cancelled = asyncio.ensure_future(cancel.wait())  # raced with every read: a barge-in does not wait for one
     try:
@@ -238,5 +254,5 @@ async def _remote_stream(owner: Any, generator: Any, cancel: CancelToken, stage:
             yield item
     finally:
         cancelled.cancel()
-        owner.queue_depth -= 1
+        owner.in_flight -= 1
         generator.cancel()

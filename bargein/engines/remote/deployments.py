@@ -25,7 +25,6 @@ import numpy.typing as npt
 from ray import serve
 
 from bargein.config import Settings, Stage
-from bargein.engines.base import ToolCallingModel
 from bargein.engines.speak.voice_list import voice_listing
 from bargein.values import CancelToken, ChatMessage, GenerationOptions, ReplyPiece, SpeechChunk, Transcript
 
@@ -114,7 +113,7 @@ class LlmDeployment:
         """What this replica serves, and whether it can be offered tools (checked by the caller at start-up)."""
         model = "fake" if self.settings.engines != "default" else self.settings.llm_model
         return {"stage": "llm", "model": model, "origin": self.origin,
-                "tools": isinstance(self.engine, ToolCallingModel)}
+                "tools": self.engine.capabilities.tools}
 
     async def stream(self, messages: Sequence[ChatMessage], options: GenerationOptions | None) -> AsyncIterator[str]:
         """Tokens of the reply; stops when the caller cancels the generator."""
@@ -128,7 +127,7 @@ class LlmDeployment:
     async def stream_reply(self, messages: Sequence[ChatMessage],
                            options: GenerationOptions | None) -> AsyncIterator[ReplyPiece]:
         """Reply text and tool calls (only for an engine that takes tools)."""
-        if not isinstance(self.engine, ToolCallingModel):
+        if not self.engine.capabilities.tools:
             raise TypeError(f"{self.origin} cannot be offered tools")
         cancel = CancelToken()
         try:

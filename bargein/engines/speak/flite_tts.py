@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import soxr
 
+from bargein.engines.base import SpeechSynthesizer, TTSCapabilities
 from bargein.engines.speak.subprocess_run import run_until_cancelled
 from bargein.engines.stage_calls import serving_started, waiting_in_queue
 from bargein.values import CancelToken, Float32Audio, SpeechChunk, WordTiming
@@ -76,7 +77,7 @@ def proportional_words(text: str, audio: Float32Audio, sample_rate: int) -> tupl
     return tuple(timings)
 
 
-class FliteSynthesizer:
+class FliteSynthesizer(SpeechSynthesizer):
     """:class:`~bargein.engines.base.SpeechSynthesizer` on the flite binary: 24 kHz mono, one chunk per
     sentence, word timings proportional to characters within each chunk (flite's own segment timings
     are not read back), leading silence trimmed to ``lead_ms``.
@@ -112,6 +113,12 @@ class FliteSynthesizer:
     def description(self) -> str:
         """One line for the start-up banner."""
         return f"flite ({self.binary}), voices {', '.join(self.voices)}, default {self.default_voice}"
+
+    @property
+    def capabilities(self) -> TTSCapabilities:
+        """Its voices, the default an unknown name falls back to, and the other spellings it maps."""
+        return TTSCapabilities(voices=tuple(self.voices), default_voice=self.default_voice,
+                               voice_spellings=tuple(self.voice_spellings))
 
     def resolve_voice(self, voice: str | None) -> str:
         """A flite voice for a requested name (flite names and Realtime names); else the default."""

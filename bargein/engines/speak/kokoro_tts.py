@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from bargein.audio.lead_in import SOUND_LEVEL
+from bargein.engines.base import SpeechSynthesizer, TTSCapabilities
 from bargein.engines.fair import FairExecutor
 from bargein.engines.speak.kokoro_align import Part, plan, token_ids, word_timings
 from bargein.values import CancelToken, Float32Audio, SpeechChunk
@@ -136,7 +137,7 @@ class _Model:
     has_durations: bool
 
 
-class KokoroSynthesizer:
+class KokoroSynthesizer(SpeechSynthesizer):
     """:class:`~bargein.engines.base.SpeechSynthesizer` on hibari-tts (Kokoro-82M distilled), 24 kHz mono.
 
     Each :meth:`synthesize` call yields one :class:`SpeechChunk` per sentence, with the next one rendering
@@ -196,6 +197,12 @@ class KokoroSynthesizer:
     def voices(self) -> tuple[str, ...]:
         """Names of the voices available offline (the bundled one and any already cached)."""
         return tuple(self._voice_paths)
+
+    @property
+    def capabilities(self) -> TTSCapabilities:
+        """Its voices, the default an unknown name falls back to, and the other spellings it maps."""
+        return TTSCapabilities(voices=tuple(self.voices), default_voice=self.default_voice,
+                               voice_spellings=tuple(self.voice_spellings))
 
     def resolve_voice(self, voice: str | None) -> str:
         """The available voice for a requested name: hibari names, Kokoro ids and Realtime names map

@@ -27,7 +27,7 @@ from bargein.engines.speak.voice_list import ListedVoices, voice_listing
 from bargein.values import CancelToken, SpeechChunk
 
 
-class ProcessSynthesizer(ListedVoices, ProcessClient):
+class ProcessSynthesizer(ProcessClient, ListedVoices):
     """A :class:`~bargein.engines.base.SpeechSynthesizer` served by a supervised worker process; its
     ``voices`` (None when the worker's voice lists none) are those the worker said when it was ready."""
 

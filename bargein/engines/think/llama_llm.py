@@ -113,7 +113,7 @@ class LlamaLanguageModel(QueuedEngine):
         self.system_prompt = system_prompt
         self.sampling = sampling or SamplingParams()
         self.slice_tokens = slice_tokens
-        self.nonfinite_fallbacks = 0
+        self._nonfinite = 0
         """Tokens chosen greedily because the model's logits held NaN or +inf."""
         self.snapshots = KvSnapshots(snapshot_bytes, snapshot_share_bytes or snapshot_bytes // 2)
         self.recent_stats: deque[TurnStats] = deque(maxlen=64)
@@ -234,7 +234,7 @@ class LlamaLanguageModel(QueuedEngine):
                 recent = np.asarray(job.generated[-self.sampling.repeat_window:], dtype=np.intc)
                 pick = llm_sampling.sample(logits, reply_sampling(self.sampling, job), self._rng, recent)
                 if pick.fell_back:
-                    self.nonfinite_fallbacks += 1
+                    self._nonfinite += 1
                     log.warning("%s produced non-finite logits; took the greedy token", self.name)
                 if pick.token is None or self._lib.llama_vocab_is_eog(self._vocab, pick.token):
                     return self._finish(job, "stop")

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from bargein.engines.base import LanguageModel, LLMCapabilities
 from bargein.engines.think.tool_calls import (
     OPEN_TAG,
     after_tool_result,
@@ -96,9 +97,14 @@ def render(formatter: Any, messages: Sequence[ChatMessage], options: GenerationO
     return prompt + forced_prefix(options)
 
 
-class TemplateToolCalling:
+class TemplateToolCalling(LanguageModel):
     """``stream`` and ``stream_reply`` for an engine whose ``_text`` streams the reply to a prompt built by
     :func:`render`: text only, or with the offered tools and the calls read out of the text."""
+
+    @property
+    def capabilities(self) -> LLMCapabilities:
+        """It calls the tools it is offered (read out of its text)."""
+        return LLMCapabilities(tools=True)
 
     def _text(self, messages: Sequence[ChatMessage], cancel: CancelToken,
               options: GenerationOptions) -> AsyncIterator[str]:

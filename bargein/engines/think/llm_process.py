@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from bargein.engines.base import LanguageModel, ToolCallingModel
+from bargein.engines.base import LanguageModel, LLMCapabilities
 from bargein.engines.process.child import EngineService
 from bargein.engines.process.client import ProcessClient
 from bargein.engines.process.supervisor import EngineProcess, python_worker
@@ -27,18 +27,23 @@ from bargein.values import CancelToken, ChatMessage, GenerationOptions, ReplyPie
 __all__ = ["LanguageModelService", "ProcessLanguageModel", "WorkerDied", "WorkerError", "WorkerSpec"]
 
 
-class ProcessLanguageModel(ProcessClient):
+class ProcessLanguageModel(ProcessClient, LanguageModel):
     """A :class:`~bargein.engines.base.LanguageModel` served by a supervised worker process."""
 
     def __init__(self, spec: WorkerSpec, *, name: str = "llm", start_timeout_s: float = 600.0,
                  ready_wait_s: float = 60.0, restart_backoff_s: float = 0.5) -> None:
         self.spec = spec
         self.name = name
-        self.nonfinite_fallbacks = 0
+        self._nonfinite = 0
         self.process = EngineProcess(
             python_worker(WorkerSpec("bargein.engines.think.llm_process:LanguageModelService", {"model": spec}), "llm"),
             name=name, start_timeout_s=start_timeout_s, ready_wait_s=ready_wait_s,
             restart_backoff_s=restart_backoff_s)
+
+    @property
+    def capabilities(self) -> LLMCapabilities:
+        """Tool calls and prefills go to the worker, which passes on what its model can do."""
+        return LLMCapabilities(tools=True, prefill=True)
 
     async def stream(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
                      options: GenerationOptions | None = None) -> AsyncIterator[str]:
@@ -63,8 +68,13 @@ class ProcessLanguageModel(ProcessClient):
         async for piece in self.process.stream(request, cancel, on_end=self._ended):
             yield piece if isinstance(piece, ToolCall) else str(piece)
 
+    @property
+    def nonfinite_fallbacks(self) -> int:
+        """The worker model's count, as its last reply's end said."""
+        return self._nonfinite
+
     def _ended(self, nonfinite_fallbacks: Any) -> None:
-        self.nonfinite_fallbacks = max(self.nonfinite_fallbacks, int(nonfinite_fallbacks or 0))
+        self._nonfinite = max(self._nonfinite, int(nonfinite_fallbacks or 0))
 
 
 class LanguageModelService(EngineService):
@@ -81,7 +91,7 @@ class LanguageModelService(EngineService):
                      cancel: CancelToken) -> AsyncIterator[ReplyPiece]:
         """The reply's pieces (tool calls too when asked and the model can make them)."""
         messages, options, tools = request
-        if tools and isinstance(self.engine, ToolCallingModel):
+        if tools and self.engine.capabilities.tools:
             pieces: AsyncIterator[ReplyPiece] = self.engine.stream_reply(messages, cancel=cancel, options=options)
         else:
             pieces = self.engine.stream(messages, cancel=cancel, options=options)
@@ -90,10 +100,9 @@ class LanguageModelService(EngineService):
 
     def notify(self, payload: tuple[list[ChatMessage], GenerationOptions]) -> None:
         """A prefill hint: queued on the model's own thread, where the model can prefill."""
-        prefill = getattr(self.engine, "prefill", None)
-        if prefill is not None:
-            prefill(*payload)
+        if self.engine.capabilities.prefill:
+            self.engine.prefill(*payload)
 
     def summary(self) -> int:
         """Sent with each ``end``: how often the model fell back from non-finite logits."""
-        return int(getattr(self.engine, "nonfinite_fallbacks", 0))
+        return int(self.engine.nonfinite_fallbacks)

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 import httpx
 
+from bargein.engines.base import LanguageModel, LLMCapabilities
 from bargein.engines.think.llm_prompt import DEFAULT_SYSTEM_PROMPT, with_system_prompt
 from bargein.engines.think.tool_calls import chat_tool, offered_tools, resolve_call
 from bargein.values import CancelToken, ChatMessage, GenerationOptions, ReplyPiece, ToolCall
@@ -116,7 +117,7 @@ class ToolCallDeltas:
                 for _, call in sorted(self.calls.items())]
 
 
-class OpenAICompatibleLanguageModel:
+class OpenAICompatibleLanguageModel(LanguageModel):
     """Streams replies from ``{base_url}/chat/completions``; one HTTP connection pool shared by all sessions.
 
     Concurrency is the server's business: each session's request is an independent stream, so a
@@ -134,6 +135,11 @@ class OpenAICompatibleLanguageModel:
         self._client = client or httpx.AsyncClient(
             headers=headers, timeout=httpx.Timeout(timeout_s, connect=5.0))
         self._owns_client = client is None
+
+    @property
+    def capabilities(self) -> LLMCapabilities:
+        """It offers tools to the server (which calls them or not); it has no prefill."""
+        return LLMCapabilities(tools=True)
 
     def _body(self, messages: Sequence[ChatMessage], options: GenerationOptions) -> dict[str, Any]:
         wire = to_openai_messages(with_system_prompt(messages, self.system_prompt))

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from bargein.engines.base import LanguageModel, ToolCallingModel
+from bargein.engines.base import LanguageModel
 from bargein.engines.think.call_markup import CLOSE_TAG as CLOSE_TAG
 from bargein.engines.think.call_markup import (
     FENCE,
@@ -306,7 +306,7 @@ class ToolCallSplitter:
 async def reply_pieces(llm: LanguageModel, messages: Sequence[ChatMessage], *, cancel: CancelToken,
                        options: GenerationOptions) -> AsyncIterator[ReplyPiece]:
     """The model's reply with tool calls when it can make them; plain text from any other model."""
-    if isinstance(llm, ToolCallingModel) and offered_tools(options):
+    if llm.capabilities.tools and offered_tools(options):
         async for piece in llm.stream_reply(messages, cancel=cancel, options=options):
             yield piece
         return

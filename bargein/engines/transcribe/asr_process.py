@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from bargein.engines.base import ASRCapabilities, SpeechRecognizer
 from bargein.engines.fair import current_urgent, urgent
 from bargein.engines.process.child import EngineService
 from bargein.engines.process.client import ProcessClient
@@ -47,7 +48,7 @@ class RecognitionRequest:
     """Asked for in an :func:`~bargein.engines.fair.urgent_task`: the worker's queue serves it first."""
 
 
-class ProcessRecognizer(ProcessClient):
+class ProcessRecognizer(ProcessClient, SpeechRecognizer):
     """A :class:`~bargein.engines.base.SpeechRecognizer` served by a supervised worker process."""
 
     def __init__(self, spec: WorkerSpec, *, name: str = "asr", start_timeout_s: float = 300.0,
@@ -62,6 +63,12 @@ class ProcessRecognizer(ProcessClient):
         """The language codes the worker's recogniser transcribes (None: it does not say)."""
         known = self.process.info.get("languages")
         return None if known is None else frozenset(known)
+
+    @property
+    def capabilities(self) -> ASRCapabilities:
+        """The worker's languages; partials go to the worker, which takes its recogniser's quick path where it
+        has one."""
+        return ASRCapabilities(partial=True, languages=self.languages)
 
     @property
     def description(self) -> str:
@@ -104,19 +111,19 @@ class RecognizerService(EngineService):
     def __init__(self, recognizer: WorkerSpec) -> None:
         engine, self.what = recognizer.build_engine()
         self.engine: Any = engine  # a SpeechRecognizer; options pass to it as they came
+        self.capabilities: ASRCapabilities = engine.capabilities
 
     def describe(self) -> dict[str, Any]:
         """Sent with ``ready``: the languages (for the sessions' ``unsupported_language`` check) and a banner."""
-        languages = getattr(self.engine, "languages", None)
+        languages = self.capabilities.languages
         return {"languages": None if languages is None else sorted(languages), "description": self.what}
 
     async def handle(self, request: RecognitionRequest, cancel: CancelToken) -> AsyncIterator[Transcript]:
         """Recognise the clip (a partial through the recogniser's partial path, where it has one)."""
-        partial = getattr(self.engine, "transcribe_partial", None)
         current_urgent.set(request.urgent)  # this request's own task: the recogniser's queue sees it
-        if request.partial and partial is not None:
-            transcript: Transcript = await partial(request.audio, language=request.language, prompt=request.prompt,
-                                                   key=request.key, **request.options)
+        if request.partial and self.capabilities.partial:
+            transcript: Transcript = await self.engine.transcribe_partial(
+                request.audio, language=request.language, prompt=request.prompt, key=request.key, **request.options)
         else:
             transcript = await self.engine.transcribe(request.audio, language=request.language,
                                                       prompt=request.prompt, **request.options)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from bargein.engines.base import SpeechRecognizer
+from bargein.engines.base import ASRCapabilities, SpeechRecognizer
 from bargein.languages import language_code
 from bargein.values import Float32Audio, Transcript
 
 
-class RecognizerRouter:
+class RecognizerRouter(SpeechRecognizer):
     """A :class:`~bargein.engines.base.SpeechRecognizer` that keeps English sessions on the small
     English-only Whisper (tiny.en: faster, and what they had before Mandarin was enabled) and sends
     every other language to the multilingual one. A session that names no language goes to
@@ -20,8 +20,13 @@ class RecognizerRouter:
         self.english = english
         self.multilingual = multilingual
         self.unset = unset
-        known: frozenset[str] | None = getattr(multilingual, "languages", None)
+        known = multilingual.capabilities.languages
         self.languages = None if known is None else known | {"en"}
+
+    @property
+    def capabilities(self) -> ASRCapabilities:
+        """Both models' languages; a partial recognition is a final one (the router has no quick path)."""
+        return ASRCapabilities(languages=self.languages)
 
     def recognizer_for(self, language: str | None) -> SpeechRecognizer:
         """The model that transcribes ``language``."""
@@ -39,11 +44,9 @@ class RecognizerRouter:
     @property
     def queue_depth(self) -> int:
         """Recognitions waiting in either model."""
-        return sum(int(getattr(engine, "queue_depth", 0)) for engine in (self.english, self.multilingual))
+        return (self.english.queue_depth or 0) + (self.multilingual.queue_depth or 0)
 
     async def aclose(self) -> None:
         """Close both models."""
         for engine in (self.english, self.multilingual):
-            closer = getattr(engine, "aclose", None)
-            if closer is not None:
-                await closer()
+            await engine.aclose()

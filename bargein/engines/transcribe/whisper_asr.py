@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bargein.engines.base import ASRCapabilities, SpeechRecognizer
 from bargein.engines.fair import EngineBusy, FairQueue, owner, urgent
 from bargein.engines.transcribe.asr_models import WhisperSource, resolve_model
 from bargein.engines.transcribe.whisper_decode import FINAL, PARTIAL, DecodeOptions, WhisperCore
@@ -72,7 +73,7 @@ def _settle(future: asyncio.Future[Transcript], result: Transcript | None, error
         future.set_result(result)
 
 
-class WhisperRecognizer:
+class WhisperRecognizer(SpeechRecognizer):
     """A :class:`~bargein.engines.base.SpeechRecognizer` on faster-whisper (CTranslate2, int8, CPU)."""
 
     def __init__(self, core: WhisperCore, *, final_options: DecodeOptions = FINAL,
@@ -136,6 +137,11 @@ class WhisperRecognizer:
     def languages(self) -> frozenset[str]:
         """The language codes the loaded model can transcribe; a session asking for another gets an error."""
         return self.core.languages
+
+    @property
+    def capabilities(self) -> ASRCapabilities:
+        """A quick partial path of its own, and the model's languages."""
+        return ASRCapabilities(partial=True, languages=self.core.languages)
 
     @property
     def waiting(self) -> int:

@@ -91,7 +91,7 @@ def test_the_language_router_takes_the_default_voices_names(voice: str, known: b
 
 def test_a_router_over_a_worker_process_lists_the_workers_voices(in_worker: ProcessSynthesizer) -> None:
     router = LanguageRouter(in_worker, FakeSynthesizer())
-    assert router.voices == ("heart", "kore") and unknown_voice("nobody", router) is not None
+    assert router.capabilities.voices == ("heart", "kore") and unknown_voice("nobody", router) is not None
 
 
 def test_a_router_whose_default_voice_lists_none_takes_any_name() -> None:
