@@ -3,9 +3,9 @@ at most the session's wait (pauses not counted), and a stale firing changes noth
 
 from __future__ import annotations
 
-from bargein.engines.base import Transcript
 from bargein.session import core as dx
 from bargein.session.core.settings import PLAYOUT_WAIT_MS
+from bargein.values import Transcript
 from tests.core.test_duplex import of
 from tests.listening.test_listening_turns import Listening
 
