@@ -27,6 +27,7 @@ from bargein.protocol.errors import EngineFailure, ProtocolError
 from bargein.protocol.server_events import error_event, event, new_id
 from bargein.protocol.session_config import SemanticVad, ServerVad, SessionConfig
 from bargein.protocol.voices import check_voice
+from bargein.see.eyes import SessionEyes
 from bargein.session.audio_input import AudioInput
 from bargein.session.core import vocabulary as v
 from bargein.session.core.endpointing import DEFAULT_TIERS
@@ -62,8 +63,7 @@ class RealtimeSession:
                  semantic_default: bool = False, tiered_default: bool = True) -> None:
         self.listen = listen
         self.tiered_default = tiered_default
-        """``server_vad`` follows the tiered endpoint when the server has an end-of-turn model (off: plain
-        silence for every session, the server's choice for density)."""
+        """``server_vad`` follows the tiered endpoint when there is an end-of-turn model (off: plain silence)."""
         self.languages: frozenset[str] | None = engines.asr.capabilities.languages
         """What the recogniser can transcribe (None: it cannot tell); a session asking for more gets an error."""
         self.synthesiser = engines.tts
@@ -74,8 +74,7 @@ class RealtimeSession:
         self.outbound = Outbound(max_bytes=outbound_bytes)
         self.conversation = Conversation()
         self.message_guard: Callable[[ce.ClientEvent, SessionConfig], None] | None = None
-        """Sees each client event before it is handled, and may refuse it with a ProtocolError (the server's
-        client-secret locks)."""
+        """Sees each client event before it is handled, may refuse it with a ProtocolError (client-secret locks)."""
         detection = self.config.audio.input.turn_detection
         self.plain_silence = isinstance(detection, ServerVad) and detection.silence_duration_ms != 500
         """The client set server_vad's silence itself: plain silence, never the tiered default endpoint (a
@@ -85,7 +84,8 @@ class RealtimeSession:
         self.audio_in = AudioInput(engines.vad, self.config.input_format)
         self.audio_in.set_noise_reduction(self.config.audio.input.noise_reduction is not None)
         self.ledgers = TurnLedgers(lambda: self.stream_ms, self._report_turn, metrics=metrics, heard=self._report_heard)
-        self.observers: list[SessionObserver] = [self.ledgers, *observers]
+        self.eyes = SessionEyes()
+        self.observers: list[SessionObserver] = [self.ledgers, self.eyes, *observers]
         emit = self.outbound.put
         speculator = Speculator(engines.asr, engines.llm, engines.tts, hints=self._transcription_hints)
         self.speculation = speculator.counts
@@ -118,9 +118,8 @@ class RealtimeSession:
 
     @property
     def owes_reply(self) -> bool:
-        """A reply is in progress, or one will start without the client asking: a committed turn is still being
-        judged, or waits its turn to be answered (what a graceful drain waits for; the machine's
-        :attr:`~bargein.session.core.machine.DuplexMachine.owes_reply`)."""
+        """A reply is in progress, or one will start unasked: a committed turn is being judged or waits its answer
+        (what a graceful drain waits for; :attr:`~bargein.session.core.machine.DuplexMachine.owes_reply`)."""
         return self.machine.owes_reply
 
     def observe(self, observer: SessionObserver) -> None:
@@ -162,6 +161,7 @@ class RealtimeSession:
                 await self._hear(self.audio_in.held())  # cleared with the rest, not heard after the clear
                 self.feed(v.ClientClear())
             case ce.ConversationItemCreate():
+                await self.eyes.take_item(message, self.stream_ms)  # a bad image is refused before the item is added
                 self._create_item(message)
             case ce.ConversationItemTruncate():
                 clamped = self.conversation.truncate(message.item_id, message.content_index,
