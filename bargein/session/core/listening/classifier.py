@@ -15,9 +15,12 @@ In decision order (:func:`classify`):
 2. over a reply in English, :mod:`~bargein.session.core.listening.decide` decides alone (its own rules, then the
    fitted interruption model and the spoken-command model), on the plain and the primed recognition;
 3. otherwise every rule of :data:`SEGMENT_RULES` and, for a worded transcript that is not a command phrase of the
-   language table, of :data:`WORD_RULES` is asked; each group gives at most its first reason for noise;
+   language table nor (over a reply) a question or a correction by the named rules of
+   :mod:`~bargein.session.core.listening.turn_words` (Mandarin: 多少钱？, 给谁, 不是这个), of :data:`WORD_RULES` is
+   asked; each group gives at most its first reason for noise;
 4. over a reply in Mandarin, the spoken-command model may overrule those reasons (a bare 停 the transcript lost);
-5. any reason makes the segment noise; none makes it a query.
+5. any reason makes the segment noise; none makes it a query (the reason names the question or correction rule
+   when one decided).
 
 Vocal sounds (a laugh, a sneeze, a throat clearing, a hum, a sigh) are the hard case: the VAD takes
 them for speech and the recogniser turns them into a word or two ("Hahaha", "A chew", "Aham",
@@ -42,6 +45,7 @@ from bargein.session.core.listening.keyword import spoken_command
 from bargein.session.core.listening.over_reply import loud_level_db
 from bargein.session.core.listening.own_voice import own_voice_fields
 from bargein.session.core.listening.segment_stats import SegmentStats
+from bargein.session.core.listening.turn_words import takes_the_turn
 from bargein.session.core.listening.user_words import user_words
 from bargein.values import Transcript
 
@@ -124,6 +128,10 @@ class Heard:
     """A command phrase of the language table, within the language's confidence floor: it cuts the agent short
     even when the recogniser is unsure of it (a one-syllable 停 comes out near -1.1); a backchannel never does."""
     level_above_floor_db: float
+    turn: tuple[str, str] | None
+    """Over a reply, outside English: a question or a correction by the named rules of
+    :mod:`~bargein.session.core.listening.turn_words` (the rule, why), clearly above the room and within the
+    language's confidence floor; it is exempt from :data:`WORD_RULES`, as a command phrase is."""
     loud_db: float
     """The loud stretch's level (:func:`~bargein.session.core.listening.over_reply.loud_level_db`): what the primed
     recognition heard."""
@@ -139,8 +147,14 @@ def hear(stats: SegmentStats, transcript: Transcript | None, *, during_reply: bo
         words = text_units(text)  # Chinese: a character is a word
     command = (transcript is not None and is_command(transcript.text, spoken_in)
                and transcript.avg_logprob >= language(spoken_in).command_min_logprob)
-    return Heard(stats, transcript, text, words, during_reply, spoken_in, command,
-                 stats.speech_level_db - noise_floor_db, loud_level_db(stats.levels_db))
+    level = stats.speech_level_db - noise_floor_db
+    turn = None
+    if (during_reply and transcript is not None and not command and not is_backchannel(transcript.text, spoken_in)
+            and level >= th.TURN_WORDS_LEVEL_DB
+            and transcript.avg_logprob >= language(spoken_in).command_min_logprob):
+        turn = takes_the_turn(transcript.text, spoken_in)
+    return Heard(stats, transcript, text, words, during_reply, spoken_in, command, level, turn,
+                 loud_level_db(stats.levels_db))
 
 
 def measure(h: Heard, *, noise_floor_db: float, user_level_db: float | None,
@@ -284,7 +298,7 @@ first reason."""
 def noise_reasons(h: Heard) -> list[str]:
     """Every reason the rules find for noise (:data:`SEGMENT_RULES`, then :data:`WORD_RULES`)."""
     reasons = [why for group in SEGMENT_RULES if (why := next(filter(None, (rule(h) for rule in group)), None))]
-    if h.transcript is not None and h.words and not h.command:
+    if h.transcript is not None and h.words and not h.command and h.turn is None:
         t = h.transcript
         reasons += [why for group in WORD_RULES if (why := next(filter(None, (rule(h, t) for rule in group)), None))]
     return reasons
@@ -318,6 +332,9 @@ def classify(stats: SegmentStats, transcript: Transcript | None, *, during_reply
         return ListenDecision("noise", tuple(reasons), features)
     if transcript is None:  # speech by every other measure: the user is told the words were lost
         return ListenDecision("query", ("speech the recogniser failed on",), features)
+    if h.turn is not None:
+        return ListenDecision("query", (f"{h.turn[0]}: {h.turn[1]}, {h.level_above_floor_db:.0f} dB above the room: "
+                                        "an interruption",), features)
     return ListenDecision("query", (f"{len(h.words)} words of speech",), features)
 
 

@@ -15,6 +15,11 @@ dump can be re-judged without audio. In order:
 3. **a backchannel** is noise: the user's words are only "uh-huh", "okay", "sure", "I see" ...;
 4. **a command or a question word, clearly louder than the room** interrupts, whatever the
    recogniser's confidence: "Stop." at average log-probability -0.8 is still "stop" (issue 10);
+4b. **a question or a correction** by the named rules of :mod:`~bargein.session.core.listening.turn_words`
+   ("but how does that work?", "for whom?", "nope", "not that one"), clearly louder than the room and said with
+   some confidence (average log-probability -1.0 or more), interrupts whatever the fitted model or the
+   spoken-command model would say of its acoustics (issue 43); it comes after a keep by either recognition (a
+   loud stretch that is an "okay" makes the question in the whole segment the room's, :func:`by_words`);
 5. otherwise the **interruption model** (:mod:`bargein.session.core.listening.model`) decides; it cuts nearly
    every worded segment left to it (recall first), so a cut of a short segment also needs the
    **spoken-command model** (:mod:`bargein.session.core.listening.keyword`) not to say "no command": it reads
@@ -62,10 +67,13 @@ from bargein.session.core.listening.thresholds import (
     OVER_REPLY_MIN_LEVEL_DB,
     OVER_REPLY_MIN_SPEECH_MS,
     QUIETER_THAN_USER_DB,
+    TURN_WORDS_LEVEL_DB,
+    TURN_WORDS_MIN_LOGPROB,
     UNSURE_LOGPROB,
     UNSURE_MAX_MS,
     UNSURE_NO_SPEECH_PROB,
 )
+from bargein.session.core.listening.turn_words import takes_the_turn
 from bargein.values import Transcript
 
 ANNOTATION = re.compile(r"^\s*(?:(?:\([^)]*\)|\[[^\]]*\]|\*[^*]*\*|♪)[\s.,!?]*)+$")
@@ -121,9 +129,11 @@ def decide_over_reply(features: Mapping[str, Any],
     """Query (cut the reply) or noise (let it go on), and why; see the module docstring.
 
     With ``primed`` (:func:`primed_features`): a rule that cuts on either recognition cuts, else a rule that
-    keeps the reply on either keeps it, else the model judges the plain recognition.
+    keeps the reply on either keeps it, else a question or a correction in either (step 4b) cuts, else the model
+    judges the plain recognition.
     """
     ruled = by_rule(features)
+    second = None
     if primed is not None:
         second = by_rule(primed)
         if second is not None and second[0] == "noise" and spoke_at_length(features):
@@ -139,6 +149,31 @@ def decide_over_reply(features: Mapping[str, Any],
                 return chosen
     if ruled is not None:
         return ruled
+    asked = by_words(features, primed)
+    if asked is not None:
+        return asked
+    return by_model(features)
+
+
+def by_words(features: Mapping[str, Any],
+             primed: Mapping[str, Any] | None) -> tuple[Decision, tuple[str, ...]] | None:
+    """Step 4b on recognitions no rule of steps 1-4 decided: a question or a correction cuts the reply. After the
+    keeps of both recognitions: when the user's loud stretch, primed, says "okay", a question in the whole segment
+    is the room's ("and what way in the third year"). In a segment mixed with the room, only the primed one's
+    words count."""
+    whole = None if mixed_with_room(features) else turn_taken(features)
+    if whole is not None:
+        return "query", (f"{whole[0]}: {whole[1]}, {level_of(features):.0f} dB above the room: an interruption",)
+    loud = turn_taken(primed) if primed is not None else None
+    if loud is not None:
+        return "query", (f"primed: {loud[0]}: {loud[1]}, {level_of(primed or {}):.0f} dB above the room: "
+                         "an interruption",)
+    return None
+
+
+def by_model(features: Mapping[str, Any]) -> tuple[Decision, tuple[str, ...]]:
+    """Step 5: the interruption model, whose cut of a short segment stands only if the spoken-command model does
+    not say "no command"."""
     model = load()
     probability = model.probability(features)
     why = f"the interruption model says {probability:.2f} (threshold {model.threshold:.2f})"
@@ -193,3 +228,13 @@ def by_rule(features: Mapping[str, Any]) -> tuple[Decision, tuple[str, ...]] | N
     if command is not None:
         return "query", (f"{command!r}, {level_db:.0f} dB above the room: an interruption",)
     return None
+
+
+def turn_taken(features: Mapping[str, Any]) -> tuple[str, str] | None:
+    """Step 4b: the user's words are a question or a correction (:mod:`~bargein.session.core.listening.turn_words`:
+    the rule's name and why), clearly above the room (:data:`TURN_WORDS_LEVEL_DB`) and not a guess the recogniser
+    doubts (:data:`TURN_WORDS_MIN_LOGPROB`)."""
+    logprob = finite(features.get("avg_logprob"))
+    if level_of(features) < TURN_WORDS_LEVEL_DB or logprob is None or logprob < TURN_WORDS_MIN_LOGPROB:
+        return None
+    return takes_the_turn(user_text(features), "en")

@@ -9,6 +9,7 @@ the command it stands for, but only as a feature the model weighs, never alone.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 BACKCHANNELS = frozenset({
     "uh-huh", "uh huh", "uhhuh", "mhm", "mm-hmm", "mm hmm", "mmhmm", "mm", "hmm", "hm", "mmm", "yeah", "yep",
@@ -49,3 +50,94 @@ def spells_a_sound(words: list[str]) -> bool:
         return True
     latin = all(_LATIN.fullmatch(w) for w in words)
     return latin and not any(_VOWEL.search(w) for w in words) and " ".join(words) not in YES_SOUNDS
+
+
+# -- what the words are: questions and corrections over a reply (turn_words.py reads these) ----------------------
+
+
+@dataclass(frozen=True)
+class TurnWords:
+    """One language's words that make a segment over a reply a turn of its own, whatever its acoustics: a question
+    (a question word, a final question mark, a fragment led by a conjunction or a preposition that continues the
+    conversation) or a bare correction. English and Mandarin rows below (:data:`TURN_WORDS`); a language without a
+    row has no such rule."""
+
+    question_words: frozenset[str]
+    """Words (English) or phrases (Mandarin, matched anywhere in the utterance) that ask."""
+    follow_up_leads: frozenset[str]
+    """Conjunctions and prepositions that lead a follow-up leaning on the reply when it asks ("but how ...",
+    "for whom?", "and then?")."""
+    objecting_leads: frozenset[str]
+    """Leads that take the turn even without a question word or mark: "but ..." objects, "or ..." offers another
+    way ("or maybe tomorrow"); "and ..." or "so ..." alone may only acknowledge ("so true")."""
+    corrections: frozenset[str]
+    """Whole utterances that say "that's wrong" ("nope", "not that one", 不对)."""
+    correction_leads: frozenset[str]
+    """First words (English) or opening phrases (Mandarin) that make a short utterance a correction ("no, the
+    other one"), unless the utterance is one of :attr:`not_corrections`."""
+    not_corrections: frozenset[str]
+    """Set phrases that open like a correction but are not one ("no problem", 没事)."""
+    question_endings: frozenset[str]
+    """Sentence-final particles that ask (Mandarin 吗, 呢); none in English."""
+    invented: frozenset[str]
+    """What the recogniser invents for noise or silence ("thank you", "you", 谢谢观看): never a question, whatever
+    its punctuation."""
+
+
+ENGLISH_TURN_WORDS = TurnWords(
+    question_words=frozenset({
+        "what", "why", "how", "who", "whom", "whose", "where", "when", "which", "what's", "how's", "who's",
+        "where's", "when's", "why's", "whereabouts",
+    }),
+    follow_up_leads=frozenset({
+        "but", "and", "or", "so", "then", "for", "with", "about", "from", "to", "by", "in", "on", "at", "after",
+        "before", "without", "instead", "like", "than", "unless", "because",
+    }),
+    objecting_leads=frozenset({"but", "or", "instead", "except", "although"}),
+    corrections=frozenset({
+        "no", "nope", "nah", "wrong", "incorrect", "not that", "not that one", "not this one", "not this",
+        "not quite", "not really", "not like that", "that's wrong", "that's not right", "that's not it",
+        "that's not what i asked", "that's not what i meant", "that's not what i said", "not what i asked",
+        "not what i meant", "wrong one", "the other one", "no no", "no no no", "nope nope", "you're wrong",
+        "that is wrong", "that isn't right", "that's incorrect",
+    }),
+    correction_leads=frozenset({"no", "nope", "nah", "wrong", "incorrect"}),
+    not_corrections=frozenset({
+        "no problem", "no worries", "no way", "no kidding", "nope that's fine", "no that's fine", "not bad",
+        "no doubt", "no wonder",
+    }),
+    question_endings=frozenset(),
+    invented=frozenset({
+        "you", "thank you", "thanks", "thank you for watching", "thanks for watching", "bye", "so", "the",
+        "please subscribe", "subtitles by the amara.org community", "i'm sorry", "huh", "okay", "thank you so much",
+        "thank you very much", "oh", "uh", "um", "hmm",
+    }),
+)
+"""English: question words, leads of a follow-up, corrections. Written from English grammar, not fitted."""
+
+MANDARIN_TURN_WORDS = TurnWords(
+    question_words=frozenset({
+        "什么", "为什么", "为啥", "怎么", "怎样", "怎么样", "谁", "哪", "哪里", "哪儿", "哪个", "几", "多少", "啥",
+        "何时", "什么时候", "多久", "多长",
+    }),
+    follow_up_leads=frozenset({
+        "但是", "可是", "那", "那么", "还是", "或者", "而且", "然后", "所以", "给", "为了", "跟",
+    }),
+    objecting_leads=frozenset({"但是", "可是", "还是", "或者"}),
+    corrections=frozenset({
+        "不", "不对", "不是", "错了", "不对不对", "不是不是", "不是这个", "不是那个", "不要这个", "搞错了", "说错了",
+        "你错了", "不是这样", "不是这样的", "另一个", "不对吧",
+    }),
+    correction_leads=frozenset({"不对", "不是", "错了", "搞错"}),
+    not_corrections=frozenset({"不是吗", "不错", "不客气", "不用谢", "不好意思"}),
+    question_endings=frozenset({"吗", "呢", "么"}),
+    invented=frozenset({
+        "谢谢", "谢谢观看", "谢谢大家", "谢谢收看", "请不吝点赞订阅转发打赏支持明镜与点点栏目",
+        "字幕由amaraorg社区提供", "明镜与点点栏目", "嗯", "啊",
+    }),
+)
+"""Mandarin: question words and particles, leads of a follow-up, corrections (with the language table's commands
+in :mod:`bargein.languages`, which already cut on 不对, 不是, 错了 and 为什么). Written, not fitted."""
+
+TURN_WORDS: dict[str, TurnWords] = {"en": ENGLISH_TURN_WORDS, "zh": MANDARIN_TURN_WORDS}
+"""The rows by language code."""

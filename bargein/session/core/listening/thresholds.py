@@ -153,3 +153,21 @@ loud stretches of the user's own turns (set on the training families, when the r
 speech: commands in a room measured -3.4 to 2.9 dB, the background talker's phrases that cut early 3.4 to 6 dB;
 held like with like, their live dump measures commands and full queries -3.3 to 4.7 dB, 206 of 208 under 3 dB,
 and the talker's phrases alone 6.7 dB and more). A quieter one waits for the endpoint's verdict."""
+
+# -- questions and corrections over a reply (turn_words.py) --------------------------------------------------------
+
+QUESTION_MAX_WORDS = 12
+"""A question rule judges utterances of at most this many words (Mandarin: characters); a longer one is a request
+of its own, which the fitted model cuts (it cuts nearly every worded segment of that length)."""
+QUESTION_WITHIN_WORDS = 4
+"""A question word counts among the first this many words: "okay, but how?" asks, "tell me what you think about
+it" is a request the model judges."""
+CORRECTION_MAX_WORDS = 6
+"""An utterance opening with "no" or "wrong" of at most this many words is a correction ("no, the other one")."""
+TURN_WORDS_LEVEL_DB = 8.0
+"""A question or a correction takes the turn only this far above the noise floor (as a command word,
+:data:`COMMAND_LEVEL_DB`): a voice clearly louder than the room."""
+TURN_WORDS_MIN_LOGPROB = -1.0
+"""A question or a correction takes the turn only when the recogniser's average log-probability is at least this:
+a background talker's words under the user's "okay" came back at -1.06 ("and remember and what way in the third
+year."); the user's own short questions and commands come out near -0.3 to -0.8. Set, not fitted."""
