@@ -19,7 +19,7 @@ from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeEndOfTurn, FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.session import core as dx
 from bargein.session import realtime_session
-from bargein.session.core.endpointing import DEFAULT_TIERS, reads_finished, trails_off
+from bargein.session.core.endpointing import DEFAULT_TIERS, leads_on, reads_finished, trails_off
 from bargein.session.core.settings import plain_silence_after
 from bargein.session.outbound import Outbound, Outgoing
 from bargein.values import Transcript
@@ -72,7 +72,8 @@ def test_the_tiers_by_recorded_evidence() -> None:
     assert DEFAULT_TIERS.silence_ms(*LEADS_ON) == DEFAULT_TIERS.long_ms
     assert DEFAULT_TIERS.silence_ms(*UNSURE_FINISHED) == 500
     assert DEFAULT_TIERS.silence_ms(None, REAL_COMPLETE[1]) == 500, "no score yet: plain silence, not longer"
-    assert DEFAULT_TIERS.silence_ms(REAL_COMPLETE[0], None) == 500, "no words yet: plain silence"
+    assert DEFAULT_TIERS.silence_ms(REAL_COMPLETE[0], None) == DEFAULT_TIERS.long_ms, \
+        "no words yet: they may lead on (issue 43), so the long tier, which their arrival re-checks"
     assert DEFAULT_TIERS.silence_ms(0.99, "Yes.") == 500, "a short answer is not held back, nor rushed"
     assert DEFAULT_TIERS.silence_ms(0.99, "I want to book a table for four.") == DEFAULT_TIERS.short_ms
     assert DEFAULT_TIERS.silence_ms(0.99, "I want to book a table for.") == DEFAULT_TIERS.long_ms
@@ -134,14 +135,54 @@ def test_an_incomplete_utterance_waits_past_the_plain_silence_for_the_rest() -> 
         assert commit is not None and commit < 500 and len(of(t.actions, dx.CommitBuffer)) == 1
 
 
-def test_without_agreement_or_evidence_the_turn_waits_the_plain_silence() -> None:
-    for recorded in (UNSURE_FINISHED, None):
+def test_without_agreement_the_turn_waits_the_plain_silence() -> None:
+    t = Listening(TIERED)
+    t.speech(1600)
+    t.silence(32)
+    hear(t, UNSURE_FINISHED)
+    assert silence_until_commit(t) == pytest.approx(500, abs=32)
+
+
+def test_without_its_words_the_turn_waits_the_long_tier_at_most() -> None:
+    t = Listening(TIERED)
+    t.speech(1600)
+    t.silence(32)
+    assert silence_until_commit(t) == pytest.approx(DEFAULT_TIERS.long_ms, abs=32), \
+        "a guess that never comes back: the long tier, not an answer to words that may lead on"
+
+
+def test_words_that_lead_on_wait_the_long_tier_however_sure_the_sound_is() -> None:
+    for words in ("I need a table for", "Can you remind me to.", "I'd like the table to be.", "Tell me about,",
+                  "Can you please"):
         t = Listening(TIERED)
         t.speech(1600)
         t.silence(32)
-        if recorded is not None:
-            hear(t, recorded)
-        assert silence_until_commit(t) == pytest.approx(500, abs=32)
+        hear(t, (0.99, words))
+        assert not of(t.silence(1200), dx.CommitBuffer), f"{words!r}: no cut-off however sure Smart Turn is"
+        assert silence_until_commit(t) == pytest.approx(DEFAULT_TIERS.long_ms, abs=32)
+
+
+def test_a_sure_score_before_the_words_does_not_end_the_turn_until_they_read_finished() -> None:
+    t = Listening(TIERED)
+    t.speech(1600)
+    began = of(t.silence(32), dx.SilenceBegan)[0]
+    t.silence(DEFAULT_TIERS.score_after_ms)
+    t.feed(dx.TurnEndScored(began.item_id, began.at_ms, 0.99))
+    assert not of(t.silence(640), dx.CommitBuffer), "the guess is late: no answer at the plain 500 ms"
+    t.speech(320)  # "... four people tonight": the words came back leading on, and the user went on
+    t.silence(32)
+    hear(t, REAL_COMPLETE)
+    assert silence_until_commit(t) == pytest.approx(DEFAULT_TIERS.short_ms, abs=32)
+    assert len(of(t.actions, dx.CommitBuffer)) == 1
+
+
+def test_what_leads_on() -> None:
+    for words in ("a table for", "a table for.", "remind me to", "can you please", "the table to be.",
+                  "I was thinking that maybe we could.", "I need a table for,", "I need a table..."):
+        assert leads_on(words), words
+    for words in ("Repeat that.", "Why?", "Turn it on.", "Yes, I can.", "Do you know where it is?",
+                  "Two coffees, please.", "Could you speak slower please?", "A table for four."):
+        assert not leads_on(words), words
 
 
 def test_only_a_clients_own_silence_means_plain_silence() -> None:

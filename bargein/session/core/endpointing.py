@@ -62,19 +62,37 @@ to of for at by with from into onto between through during without within agains
 um uh er erm i he she we they which whose
 """
 LEADING_WORDS = frozenset(_LEADING.split())
-"""Closed-class words (articles, possessives, conjunctions, prepositions, subject pronouns, fillers) after
-which an English sentence rarely ends: a turn whose words so far end on one most likely goes on. Words
-that often end a sentence are left out (object pronouns and demonstratives as in "repeat that", particles
-as in "turn it on", question words as in "why?", auxiliaries as in "than he was"). English grammar, not
-fitted on the endpoint set."""
+"""Closed-class words (articles, possessives, conjunctions, prepositions, subject pronouns, fillers) after which an
+English sentence rarely ends: a turn whose words so far end on one most likely goes on. Words that often end a
+sentence are left out (object pronouns and demonstratives as in "repeat that", particles as in "turn it on",
+question words as in "why?"). English grammar, not fitted on the endpoint set."""
+_AUXILIARY = ("is are was were am be been being will would shall should can could may might must "
+              "do does did have has had")
+AUXILIARIES = frozenset(_AUXILIARY.split())
+"""Auxiliaries lead on too ("I need the table to be ... ready by six"), except in a sentence the recogniser marked
+as a question ("do you know where it is?") and in a short answer of at most :data:`SHORT_ANSWER_WORDS` words ("yes
+I can.", "it is.")."""
+SHORT_ANSWER_WORDS = 3
+_POLITE_END = re.compile(r",\s*please\W*$")
+"""A closing "please" ("two coffees, please."); "please" leads on otherwise ("can you please ... turn it off"),
+except in a sentence marked as a question ("could you speak slower please?")."""
 _WORD = re.compile(r"[a-z0-9']+")
+_OPEN_END = re.compile(r"(?:,|\.\.\.|…)[\"')\]]*$")
 
 
 def leads_on(words: str) -> bool:
-    """True when ``words`` end on a word that leads on to more; a recogniser's final full stop is ignored
-    (Whisper puts one after almost anything)."""
+    """True when ``words`` end on a word that leads on to more (:data:`LEADING_WORDS`, :data:`AUXILIARIES`, an
+    unclosing "please"), or on a comma or an ellipsis; a recogniser's final full stop is ignored (Whisper puts one
+    after almost anything)."""
     found = _WORD.findall(words.lower())
-    return bool(found) and found[-1] in LEADING_WORDS
+    if not found:
+        return False
+    text = words.strip()
+    if found[-1] in LEADING_WORDS or _OPEN_END.search(text) is not None:
+        return True
+    if found[-1] == "please":
+        return not text.endswith("?") and _POLITE_END.search(text.lower()) is None
+    return found[-1] in AUXILIARIES and not text.endswith("?") and len(found) > SHORT_ANSWER_WORDS
 
 
 _FINAL = re.compile(r"[.?!][\"')\]]*$")
@@ -98,10 +116,12 @@ class TieredPreset:
     """The default endpoint: a plain silence (``middle_ms``, server_vad's 500 ms) unless the witnesses agree.
 
     Ends after ``short_ms`` when the sound says finished (probability >= ``high``) *and* the words read as a
-    finished sentence (:func:`reads_finished`); waits ``long_ms`` when the words lead on, or the sound says
-    unfinished (probability < ``low``) and the words trail off (:func:`trails_off`). A witness that has not
-    answered leaves the plain silence, so the turn never waits longer than ``server_vad`` for want of
-    evidence. Short answers ("Yes.", "Stop.") need no word count to avoid the long wait.
+    finished sentence (:func:`reads_finished`); waits ``long_ms`` when the words lead on (:func:`leads_on`, however
+    sure the sound is, and before it is scored), or the sound says unfinished (probability < ``low``) and the words
+    trail off (:func:`trails_off`). Words that have not come back yet count as leading on (issue 43: "I need a table
+    for ..." must not be answered for want of its words), so the turn waits ``long_ms`` at most for them; the
+    machine re-checks the endpoint when they arrive. A score that has not come back leaves the plain silence.
+    Short answers ("Yes.", "Stop.") need no word count to avoid the long wait.
 
     The sound is scored only once the silence has lasted ``score_after_ms``: a pause the speech resumes from
     sooner costs no end-of-turn pass, and a score asked then (of the same audio, cut where the silence began)
@@ -117,11 +137,13 @@ class TieredPreset:
 
     def silence_ms(self, probability: float | None, words: str | None) -> int:
         """The silence for this evidence."""
-        if probability is None or words is None:
+        if words is None or leads_on(words):
+            return self.long_ms
+        if probability is None:
             return self.middle_ms
         if probability >= self.high and reads_finished(words, self.min_words):
             return self.short_ms
-        if leads_on(words) or (probability < self.low and trails_off(words)):
+        if probability < self.low and trails_off(words):
             return self.long_ms
         return self.middle_ms
 
