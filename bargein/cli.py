@@ -95,6 +95,12 @@ def _engine_arguments(parser: argparse.ArgumentParser) -> None:
                         help="embedded LLM: decode up to N sessions' replies together in one batch (default 1: "
                         "one reply at a time)")
     parser.add_argument("--llm-url", help="an OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1")
+    parser.add_argument("--vision", choices=["auto", "notes", "native"],
+                        help="native: camera frames go to a vision model behind --llm-url as images; notes: the "
+                        "offline scene note goes as text; auto (default): native with --llm-url, else notes")
+    parser.add_argument("--vision-family", choices=["qwen2.5-vl", "openai", "llava", "internvl"],
+                        help="whose image-token math resizes frames sent natively (default qwen2.5-vl)")
+    parser.add_argument("--image-token-budget", type=int, help="image tokens one turn may spend (default 1280)")
     parser.add_argument("--llm-in-process", dest="llm_process", action="store_const", const=False,
                         help="run the embedded LLM in the server process (no crash isolation; saves ~0.1 ms a token)")
     parser.add_argument("--asr-in-process", dest="asr_process", action="store_const", const=False,

@@ -28,6 +28,13 @@ class Settings(BaseSettings):
     llm_url: str | None = None
     """An OpenAI-compatible server (vLLM, Ollama, llama.cpp server) to use instead of the embedded LLM."""
     llm_api_key: str | None = None
+    vision: Literal["auto", "notes", "native"] = "auto"
+    """``native``: a turn's camera frames go to the model as images (a vision model behind ``--llm-url``);
+    ``notes``: the offline scene reader's note goes as text; ``auto``: native with ``--llm-url``, else notes."""
+    vision_family: Literal["qwen2.5-vl", "openai", "llava", "internvl"] = "qwen2.5-vl"
+    """Whose image-token math resizes the frames sent natively (bargein/see/tokens.py)."""
+    image_token_budget: int = Field(1280, ge=0)
+    """Image tokens one turn may spend on a vision model; a session's ``image_token_budget`` overrides it."""
     llm_process: bool = True
     """Run the embedded LLM in a supervised worker process, so a crash in llama.cpp costs one reply, not the server."""
     asr_process: bool = True

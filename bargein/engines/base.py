@@ -30,6 +30,7 @@ from bargein.values import (
 
 if TYPE_CHECKING:
     from bargein.engines.health import Health
+    from bargein.see.shared import Seeing
 
 
 class SharedEngine(Protocol):
@@ -237,6 +238,8 @@ class Engines:
     """Human-readable name and origin of each engine, printed at start-up."""
     health: Health | None = None
     """Each stage's state when the engines run behind :mod:`bargein.engines.resilience`."""
+    see: Seeing | None = None
+    """The ``see`` stage's shared part (vision settings); None: the defaults (scene notes, no images to the LLM)."""
 
     async def aclose(self) -> None:
         """Release model resources; engines without resources ignore this."""

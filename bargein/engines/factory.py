@@ -16,6 +16,8 @@ from bargein.engines.listen.smart_turn_file import SMART_TURN_DISTRIBUTION, SMAR
 from bargein.engines.loaders import load_asr, load_llm, load_tts
 from bargein.engines.remote.connect import RemoteStages, connect_remote_stages
 from bargein.engines.resilience import make_resilient
+from bargein.see.shared import Seeing
+from bargein.see.vision import VisionSettings
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -52,7 +54,9 @@ def _load_raw(settings: Settings) -> Engines:
     tts = remote.tts or _timed_load(description, "tts", lambda: load_tts(settings, worker_process=settings.tts_process))
     # the end-of-turn model is small and always local; a missing or altered file stops start-up here
     turn = _timed_load(description, "turn", lambda: (SmartTurn(cpu_share=settings.turn_model_cpu_share), TURN_ORIGIN))
-    return Engines(vad, asr, llm, tts, turn, description=description)
+    vision = VisionSettings.resolve(settings.vision, remote_llm=settings.llm_url is not None,
+                                    family=settings.vision_family, budget=settings.image_token_budget)
+    return Engines(vad, asr, llm, tts, turn, description=description, see=Seeing(vision))
 
 
 def _timed_load(description: dict[str, str], stage: str, load: Callable[[], tuple[T, str]]) -> T:

@@ -318,5 +318,5 @@ def make_resilient(engines: Engines, *, fallback_tts: SpeechSynthesizer | None =
         ResilientRecognizer(engines.asr, health["asr"], deadlines),
         ResilientLanguageModel(engines.llm, health["llm"], deadlines),
         ResilientSynthesizer(engines.tts, fallback_tts, health["tts"], deadlines),
-        engines.turn, description=dict(engines.description), health=health)
+        engines.turn, description=dict(engines.description), health=health, see=engines.see)
     return wrapped

@@ -130,6 +130,8 @@ class ServerMetrics:
                                        ["stage"], buckets=LATENCY_BUCKETS, registry=self.registry)
         self.turns = Counter("bargein_turns", "Replies by outcome", ["status"], registry=self.registry)
         self.tokens = Counter("bargein_llm_tokens", "Tokens generated", registry=self.registry)
+        self.image_tokens = Counter("bargein_image_tokens", "Image tokens sent to vision models (by the token math)",
+                                    registry=self.registry)
         self.audio_seconds = Counter("bargein_audio_seconds", "Agent audio sent and heard", ["kind"],
                                      registry=self.registry)
         self.sessions = Gauge("bargein_sessions", "Live sessions", registry=self.registry)
@@ -206,6 +208,7 @@ class ServerMetrics:
             if isinstance(value, int | float) and value >= 0:
                 self.stage_latency.labels(stage).observe(value / 1000.0)
         self.tokens.inc(float(summary.get("tokens", 0) or 0))
+        self.image_tokens.inc(float(summary.get("image_tokens", 0) or 0))
         self.audio_seconds.labels("sent").inc(float(summary.get("audio_sent_s", 0) or 0))
         if heard:
             self.observe_heard(float(summary.get("audio_heard_s", 0) or 0))

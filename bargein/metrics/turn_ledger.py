@@ -31,6 +31,9 @@ MAX_LEDGERS = 64
 STAGES = ("speech_start", "speech_end", "commit", "asr_final", "reply_start", "llm_first_token",
           "first_clause", "tts_first_audio", "first_delta_sent", "barge_in", "response_done")
 
+COUNTED = ("tokens", "image_tokens")
+"""Progress reports that are counts, summed in the turn's summary, not stages."""
+
 
 @dataclass(frozen=True)
 class Mark:
@@ -255,15 +258,16 @@ class TurnLedgers:
                 self._report(status, waiting)
 
     def on_reply_progress(self, response_id: str, stage: str, count: int) -> None:
-        """Pipeline stages (``llm_first_token``, ``first_clause``, ``tts_first_audio``) and token counts."""
+        """Pipeline stages (``llm_first_token``, ``first_clause``, ``tts_first_audio``) and token counts (``tokens``
+        generated, ``image_tokens`` the prompt's images cost)."""
         if (ledger := self.for_reply(response_id)) is None:
             return
-        if stage == "tokens":
+        if stage in COUNTED:
             if ledger.reported:  # a cancelled reply's pipeline counts its tokens after its response.done
-                if self.metrics is not None and count > 0:
+                if self.metrics is not None and count > 0 and stage == "tokens":
                     self.metrics.tokens.inc(count)
             else:
-                ledger.add("tokens", count)
+                ledger.add(stage, count)
         else:
             ledger.mark(stage)
 

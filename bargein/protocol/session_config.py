@@ -135,6 +135,9 @@ class SessionConfig(BaseModel):
     parallel_tool_calls: bool | None = None
     """Accepted and echoed: the embedded model makes one call per turn anyway."""
     reasoning: Any = None
+    image_token_budget: int | None = Field(None, ge=0, le=1_000_000)
+    """bargein's own: the image tokens one turn may spend on a vision model (None: the server's
+    ``--image-token-budget``); see docs/seeing.md."""
 
     @field_validator("tools", mode="before")
     @classmethod

@@ -9,14 +9,22 @@ and the session goes on; the item is not added.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 from bargein.protocol import client_events as ce
 from bargein.protocol.errors import ProtocolError
+from bargein.protocol.session_config import SessionConfig
 from bargein.see.frames import Frame, ImageRejected, decode_data_url
 from bargein.see.sampler import FrameSampler, SamplerLimits
+from bargein.see.shared import Seeing
+from bargein.see.vision import VisionSettings, images_for_turn
 from bargein.session.core import vocabulary as v
 from bargein.session.observers import QuietObserver
+from bargein.values import ChatImage, ChatMessage
+
+Progress = Callable[[str, str, int], None]
 
 DECODE_WORKERS = 2
 """Threads that decode images for every session of a server process (Pillow releases the GIL while decoding)."""
@@ -26,8 +34,33 @@ _decoders = ThreadPoolExecutor(max_workers=DECODE_WORKERS, thread_name_prefix="b
 class SessionEyes(QuietObserver):
     """A session's frames: checks each ``input_image`` and keeps the sampled ones."""
 
-    def __init__(self, limits: SamplerLimits | None = None) -> None:
+    def __init__(self, seeing: Seeing | None = None, *, config: Callable[[], SessionConfig] | None = None,
+                 progress: Progress | None = None, limits: SamplerLimits | None = None) -> None:
+        self.settings = seeing.settings if seeing is not None else VisionSettings()
         self.sampler = FrameSampler(limits)
+        self._config = config
+        self._progress = progress
+
+    @property
+    def image_token_budget(self) -> int:
+        """The image tokens a turn may spend: the session's own budget, else the server's."""
+        own = self._config().image_token_budget if self._config is not None else None
+        return self.settings.image_token_budget if own is None else own
+
+    def prompt(self, response_id: str, messages: list[ChatMessage]) -> list[ChatMessage]:
+        """The messages a reply's model reads: no image of an earlier turn; in ``native`` mode the last user
+        message carries the turn's frames, resized within the budget (the tokens go to the turn's ledger)."""
+        stripped = [replace(m, images=()) if m.images else m for m in messages]
+        last_user = next((i for i in range(len(stripped) - 1, -1, -1) if stripped[i].role == "user"), None)
+        if self.settings.mode != "native" or last_user is None:
+            return stripped
+        sent = images_for_turn(self.sampler.take_turn(), self.settings, self.image_token_budget)
+        if not sent:
+            return stripped
+        stripped[last_user] = replace(stripped[last_user], images=tuple(ChatImage(s.data_url) for s in sent))
+        if self._progress is not None:
+            self._progress(response_id, "image_tokens", sum(s.cost.tokens for s in sent))
+        return stripped
 
     async def take_item(self, message: ce.ConversationItemCreate, at_ms: float) -> tuple[Frame, ...]:
         """Decode and check every image of a message item (in order), offering each to the sampler; raises a

@@ -84,7 +84,7 @@ class RealtimeSession:
         self.audio_in = AudioInput(engines.vad, self.config.input_format)
         self.audio_in.set_noise_reduction(self.config.audio.input.noise_reduction is not None)
         self.ledgers = TurnLedgers(lambda: self.stream_ms, self._report_turn, metrics=metrics, heard=self._report_heard)
-        self.eyes = SessionEyes()
+        self.eyes = SessionEyes(engines.see, config=lambda: self.config, progress=self._reply_progress)
         self.observers: list[SessionObserver] = [self.ledgers, self.eyes, *observers]
         emit = self.outbound.put
         speculator = Speculator(engines.asr, engines.llm, engines.tts, hints=self._transcription_hints)
@@ -98,7 +98,7 @@ class RealtimeSession:
             ReplyPipeline(engines.llm, engines.tts), outbound=self.outbound, conversation=self.conversation,
             feed=self.feed, config=lambda: self.config, wait_for_words=self.transcriber.wait_all,
             take_prefetch=speculator.take_reply, progress=self._reply_progress, closed=self._reply_closed,
-            output_lead_ms=output_lead_ms, builtins=builtin_tools, heard=self._reply_heard)
+            output_lead_ms=output_lead_ms, builtins=builtin_tools, heard=self._reply_heard, see=self.eyes.prompt)
         self.timers = Timers(self.feed, lambda: self.stream_ms)
         self.tracker = tracker
         self.executor = ActionExecutor(

@@ -37,6 +37,8 @@ from bargein.values import ChatMessage, GenerationOptions, ToolCall
 log = logging.getLogger(__name__)
 RECENT_REPLIES = 4
 """Replies whose play estimate is kept, for a barge-in while the client still plays a finished one."""
+See = Callable[[str, list[ChatMessage]], list[ChatMessage]]
+"""``(response_id, messages) -> messages``: the ``see`` stage's hand in a reply's prompt."""
 Closed = Callable[[str, str, float, float, bool, bool], None]
 """``(response_id, status, sent_ms, heard_ms, output_queued, playing)``: a reply's ``response.done`` went out
 (:meth:`~bargein.session.observers.SessionObserver.on_reply_closed`)."""
@@ -64,8 +66,10 @@ class ReplyRunner:
                  wait_for_words: Callable[[], Awaitable[None]],
                  take_prefetch: Callable[[list[ChatMessage], GenerationOptions], PrefetchedReply | None],
                  progress: Progress, closed: Closed, output_lead_ms: float = 1000.0,
-                 builtins: ToolRegistry | None = None, heard: Heard | None = None) -> None:
+                 builtins: ToolRegistry | None = None, heard: Heard | None = None, see: See | None = None) -> None:
         self.pipeline = pipeline
+        self.see = see
+        """The ``see`` stage's hand in a reply's prompt (the turn's images within their budget, the scene note)."""
         self.builtins = builtins
         """bargein's own tools, offered (and run here) when the session brings none."""
         self.pending = PendingCalls(self._call_timed_out, on_owed=lambda owed: self.feed(v.ToolWait(owed)))
@@ -144,6 +148,8 @@ class ReplyRunner:
         fixed line in the reply's voice and pace, with no tools."""
         state = handle.state
         messages = self.conversation.chat_messages(request.instructions, request.context)
+        if self.see is not None:
+            messages = self.see(handle.response_id, messages)
         # an estimate at 4 characters a token: counting words would walk the whole history's text here
         state.input_tokens = sum(len(m.content) for m in messages) // 4
         config = self.config()
