@@ -17,7 +17,8 @@ QUESTIONS = ("But how does that work?", "Or maybe on Friday?", "For whom?", "How
              "Or maybe the blue one.", "But I asked for the red one.", "Really?", "With what?", "Is that safe?",
              "In which city?")
 CORRECTIONS = ("Nope.", "Wrong.", "Not that one.", "No, the other one.", "That's not what I meant.", "Nah.")
-BACKCHANNELS = ("Uh-huh.", "Yeah.", "Right.", "Okay.", "I see.", "Sure.", "Right?", "Okay?", "Mm-hmm.")
+BACKCHANNELS = ("Uh-huh.", "Yeah.", "Right.", "Okay.", "I see.", "Sure.", "Right?", "Okay?", "Mm-hmm.",
+                "Okay, sure.", "Oh, I see.", "Yeah, right?")
 INVENTED = ("Thank you.", "Thank you?", "you", "You?", "Thanks for watching!")
 
 

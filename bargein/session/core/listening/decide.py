@@ -12,7 +12,8 @@ dump can be re-judged without audio. In order:
    user's level, over a talker the VAD heard): see :mod:`bargein.session.core.listening.own_voice`;
 2. **a sound, not words** is noise: the user's words spell a laugh, "ahem", a hum (no vowel), or a word
    that is never a whole utterance ("you", "um");
-3. **a backchannel** is noise: the user's words are only "uh-huh", "okay", "sure", "I see" ...;
+3. **a backchannel** is noise: the user's words are only "uh-huh", "okay", "sure", "I see" ..., or a few of
+   them in a row ("okay, sure", "oh, I see": :func:`~bargein.session.core.listening.lexicon.only_acknowledgements`);
 4. **a command or a question word, clearly louder than the room** interrupts, whatever the
    recogniser's confidence: "Stop." at average log-probability -0.8 is still "stop" (issue 10);
 4b. **a question or a correction** by the named rules of :mod:`~bargein.session.core.listening.turn_words`
@@ -52,7 +53,13 @@ from typing import Any, Literal
 from bargein.languages import fold
 from bargein.session.core.listening import keyword
 from bargein.session.core.listening.features import finite, words_of
-from bargein.session.core.listening.lexicon import BACKCHANNELS, COMMAND_WORDS, QUESTION_WORDS, spells_a_sound
+from bargein.session.core.listening.lexicon import (
+    BACKCHANNELS,
+    COMMAND_WORDS,
+    QUESTION_WORDS,
+    only_acknowledgements,
+    spells_a_sound,
+)
 from bargein.session.core.listening.model import load
 from bargein.session.core.listening.own_voice import (
     loud_stretch_not_speech,
@@ -222,7 +229,7 @@ def by_rule(features: Mapping[str, Any]) -> tuple[Decision, tuple[str, ...]] | N
     whole = words_of(str(features.get("transcript")))
     if len(whole) == 1 and whole[0] in NEVER_ALONE:
         return "noise", (f"a word that is never a whole utterance ({whole[0]!r})",)
-    if joined in BACKCHANNELS:
+    if only_acknowledgements(words):  # "okay", or a few in a row: "okay, sure", "oh, I see"
         return "noise", (f"backchannel while the agent speaks ({joined!r})",)
     command = spotted_command(features)
     if command is not None:

@@ -37,6 +37,26 @@ _LATIN = re.compile(r"[a-z'’-]+")
 YES_SOUNDS = frozenset({"mhm", "mm-hmm", "mm hmm", "mmhmm"})
 
 
+ACKNOWLEDGEMENTS_MAX_WORDS = 6
+"""At most this many words make a run of acknowledgements; a longer utterance says more."""
+
+
+def only_acknowledgements(words: list[str]) -> bool:
+    """The words are one acknowledgement of :data:`BACKCHANNELS` or a few in a row ("okay, sure", "oh, I see",
+    "okay, got it"): over a reply they say "go on" as a single one does."""
+    if not words or len(words) > ACKNOWLEDGEMENTS_MAX_WORDS:
+        return False
+    at = 0
+    while at < len(words):
+        if at + 1 < len(words) and f"{words[at]} {words[at + 1]}" in BACKCHANNELS:
+            at += 2
+        elif words[at] in BACKCHANNELS:
+            at += 1
+        else:
+            return False
+    return True
+
+
 def sounds_like_command(words: list[str]) -> bool:
     """A command word, or a near word the recogniser writes for one, within the first three words."""
     return any(w in COMMAND_WORDS or w in MISHEARD for w in words[:3])

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bargein.languages import fold, is_backchannel, language, normalise_utterance
-from bargein.session.core.listening.lexicon import BACKCHANNELS, TURN_WORDS, TurnWords
+from bargein.session.core.listening.lexicon import TURN_WORDS, TurnWords, only_acknowledgements
 from bargein.session.core.listening.thresholds import (
     CORRECTION_MAX_WORDS,
     QUESTION_MAX_WORDS,
@@ -147,7 +147,7 @@ def takes_the_turn(text: str, language_code: str | None) -> tuple[str, str] | No
     when it is an acknowledgement ("Right?" asks nothing over a reply) or what the recogniser invents for noise, or
     for a language without a row."""
     s = said(text, language_code)
-    if (s is None or not s.joined or s.joined in s.row.invented or s.joined in BACKCHANNELS
+    if (s is None or not s.joined or s.joined in s.row.invented or (s.spaced and only_acknowledgements(list(s.words)))
             or is_backchannel(text, language_code)):
         return None
     return next(((name, why) for name, rule in TURN_RULES if (why := rule(s)) is not None), None)

@@ -1,0 +1,133 @@
+"""Turn-taking on the words (issue 43), on its own held-out set: questions and corrections over a reply, and
+mid-sentence pauses after a word that leads on.
+
+    python -m bench.quality.turn_words                    # both parts (~10 min on 2 busy cores)
+    python -m bench.quality.turn_words --part reply       # over a reply only: 128 timelines, live
+    python -m bench.quality.turn_words --part pauses      # the endpoint on paused and whole sentences, offline
+
+The set is ``testdata/make_words_set.py`` (new sentences, voices no fitting used; generated on first use).
+
+* **reply**: every case runs as ``bench.quality.turn_quality`` runs the family set (an in-process session, real
+  Silero VAD and Whisper tiny.en, fake LLM and TTS, the sound streamed in real time over a live reply, 4 sessions at
+  once). A follow-up, a one-word question or a correction went right when it cut the reply and was answered; a
+  backchannel when the reply went on.
+* **pauses**: the endpoint set's offline replay (``bench/harness/endpoint_runs.py``: Silero frame by frame, Smart
+  Turn and Whisper tiny.en at each silence) judged by the server's default end of turn (``DEFAULT_TIERS``, with
+  the words known at each silence) and, for comparison, a fixed 500 ms. A **false cut-off** is a paused clip
+  committed before its second part; the **commit delay** runs from the last word of a whole clip to the commit.
+  Live, the words of a silence come back 100-300 ms into it; the tiers now count words not yet back as leading
+  on, so live cut-offs are at most the replay's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from bargein.session.core.endpointing import DEFAULT_TIERS, TieredPreset
+from bench.harness import turn_quality_families as families
+from bench.harness.endpoint_runs import SilenceRun, score_all, wilson
+from bench.harness.turn_quality_runner import CaseResult
+from bench.quality.endpoint_quality import Policy, evaluate
+from bench.quality.turn_quality import dump, print_case, run_all
+from testdata.make_words_set import CACHE, VOICES, build_over_reply, build_pauses
+
+
+def load() -> str:
+    """The load average, as ``/proc/loadavg`` gives its first three figures."""
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f} {five:.2f} {fifteen:.2f}"
+
+
+def reply_part(args: argparse.Namespace) -> None:
+    """Run the over-reply cases and print the rates by category, condition and voice."""
+    folder = CACHE / "over_reply"
+    cases = build_over_reply(folder)
+    if args.only:
+        cases = [c for c in cases if args.only in c.id]
+    started, before = time.monotonic(), load()
+    results = asyncio.run(run_all(cases, folder, args))
+    print(f"\nover a reply: {len(results)} cases, Whisper tiny.en, Silero VAD, server_vad 500 ms, "
+          f"{args.concurrency} sessions at once, {time.monotonic() - started:.0f} s, load average {before} at the "
+          f"start, {load()} at the end\n")
+    asks = [r for r in results if r.case.category != "backchannel"]
+    print(f"  questions + corrections interrupt (target >= 97 %): {families.cell(asks)}")
+    print(f"  backchannels rejected (target >= 95 %):              "
+          f"{families.cell([r for r in results if r.case.category == 'backchannel'])}")
+    breakdown(results)
+    wrong = families.wrong_cases(results)
+    if wrong:
+        print("\nwrong cases:")
+        for r in wrong:
+            print_case(r)
+    if args.dump:
+        dump(results, args.dump)
+
+
+def breakdown(results: list[CaseResult]) -> None:
+    """As labelled, by category, by category and condition, and by voice."""
+    groups: dict[str, list[CaseResult]] = defaultdict(list)
+    for r in results:
+        groups[f"{r.case.category}"].append(r)
+        groups[f"{r.case.category} / {r.case.condition}"].append(r)
+        groups[f"{r.case.family} / {r.case.category}"].append(r)
+    for name in sorted(groups):
+        print(f"  {name:<34} {families.cell(groups[name])}")
+
+
+class Tiered(Policy):
+    """The server's default end of turn (:class:`~bargein.session.core.endpointing.TieredPreset`) as a policy of
+    the endpoint replay."""
+
+    tiers: TieredPreset = DEFAULT_TIERS
+
+    def wait_ms(self, run: SilenceRun) -> float:
+        """The tiers' silence for this run's score and words."""
+        probability = None if run.probability != run.probability else run.probability  # NaN: not scored
+        return float(self.tiers.silence_ms(probability, run.words))
+
+
+def pauses_part() -> None:
+    """Replay the endpoint clips and print false cut-offs and commit delays per voice and pooled."""
+    folder = CACHE / "pauses"
+    clips = build_pauses(folder)
+    started, before = time.monotonic(), load()
+    scored = score_all(folder, clips)
+    print(f"\nmid-sentence pauses: {len(clips)} clips, replayed in {time.monotonic() - started:.0f} s, load average "
+          f"{before} at the start, {load()} at the end")
+    policies = [Tiered("server default (tiered)", 0.0, 0, 0), Policy("fixed 500 ms", 0.0, 500, 500)]
+    print(f"{'voice':<18} {'policy':<24} {'paused':>6} {'false cut-off [95% CI]':>24} {'whole':>6} "
+          f"{'cut':>4} {'delay p50':>9} {'delay p90':>9}")
+    for name in (*VOICES, "all"):
+        subset = [c for c in clips if name in ("all", c.family)]
+        for policy in policies:
+            result = evaluate(policy, scored, subset)
+            low, high = wilson(int(result["false_cutoffs"]), int(result["paused"]))
+            print(f"{name:<18} {policy.name:<24} {result['paused']:>6.0f} {result['false_cutoffs']:>3.0f} "
+                  f"{result['false_cutoff_pct']:>5.1f}% [{low:>4.1f}-{high:>4.1f}%] {result['complete']:>6.0f} "
+                  f"{result['complete_cut_pct']:>3.0f}% {result['delay_p50_ms']:>7.0f}ms "
+                  f"{result['delay_p90_ms']:>7.0f}ms")
+
+
+def main() -> None:
+    """Command line."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--part", choices=("reply", "pauses", "both"), default="both")
+    parser.add_argument("--only", help="over a reply: only cases whose id contains this")
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--verbose", action="store_true", help="every case, every segment's decision and reasons")
+    parser.add_argument("--dump", type=Path, help="over a reply: every case's result as JSON")
+    args = parser.parse_args()
+    args.asr_model, args.language, args.speed, args.timeline_speed = "tiny.en", None, 3.0, 1.0
+    if args.part in ("pauses", "both"):
+        pauses_part()
+    if args.part in ("reply", "both"):
+        reply_part(args)
+
+
+if __name__ == "__main__":
+    main()

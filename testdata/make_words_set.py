@@ -1,0 +1,223 @@
+"""Issue 43's held-out set: words that take the turn over a reply, and pauses after words that lead on.
+
+    python -m testdata.make_words_set [--out DIR]
+
+New sentences written for this set only (none is in any set the listening policy or the endpoint tiers were
+fitted or shaped on: ``tests/bench/test_words_set.py`` checks), rendered by voices no fitting used:
+
+* ``flite-slt``, ``festival-ked``, ``festival-slt-hts``: the held-out families of ``testdata/listening_split.json``
+  (never fitted on; flite slt is also the endpoint set's held-out voice);
+* ``espeak-classic``: Debian's ``espeak`` 1.48 (the original eSpeak, not eSpeak NG, which the fitting used), in its
+  Scottish, northern English and West Midlands voices with drawn variant, rate and pitch.
+
+Two parts, both deterministic from :data:`SEED`:
+
+* **over a reply** (``over_reply/``, the family set's timeline cases, for ``bench/quality/turn_words.py``): a
+  follow-up question, a one-word question, a correction (all must cut the reply) or a backchannel (must let it go
+  on) landing 2 s into a live reply, after the user's own "Tell me a story.", each in one condition in turn: a room
+  (clean, 20, 10 or 5 dB), a background talker 10 dB down, or that mix over a telephone line;
+* **mid-sentence pauses** (``pauses/``, the endpoint set's clips): each sentence said whole, and with a pause of
+  600 to 900 ms after a word that leads on ("I need a table for ... four people tonight"), at 16 kHz.
+
+Nothing generated goes into git (``~/.cache/bargein/words-set``). Do not fit or tune on it: it is reported once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from bargein.audio.resample import resample
+from testdata.endpoint_clips import LEAD_S as CLIP_LEAD_S
+from testdata.endpoint_clips import RATE as CLIP_RATE
+from testdata.endpoint_clips import Clip, loud_bounds, place, write_clip
+from testdata.endpoint_set import comma_pause
+from testdata.make_family_set import ASK, PHONE_RATE, ROOM_SNRS, TALKER_BED_SNR_DB, talking, telephone
+from testdata.make_family_set import place as place_over_reply
+from testdata.make_listening_set import Case, case_seed, write_wav
+from testdata.noise_sources import BACKGROUNDS, RATE, Audio
+from testdata.voices import FAMILIES, Family, _run, _wav_to_24k
+
+SEED = 43
+VERSION = 1
+CACHE = Path("~/.cache/bargein/words-set").expanduser()
+
+FOLLOW_UPS = (
+    "But how long does that take?", "Or maybe on Sunday?", "For whom?", "And what about the children?",
+    "But is it safe to eat?", "So which one is cheaper?", "With or without sugar?", "From where exactly?",
+)
+"""Follow-up questions that lean on the reply, led by a conjunction or a preposition: must cut it."""
+ONE_WORD = ("How?", "When?", "Where?", "Who?", "Which?", "Really?", "Whose?", "Seriously?")
+"""One-word questions (none of the fitted sets' "Why?", "What?", "Sorry?"): must cut the reply."""
+CORRECTIONS = (
+    "Nope.", "Wrong.", "Not that one.", "No, the other one.", "That's not what I asked.", "Nah, not that.",
+    "Wrong one.", "Incorrect.",
+)
+"""Bare corrections (not the fitted sets' "No."): must cut the reply."""
+BACKCHANNELS = (
+    "Yeah, yeah.", "Right, right.", "Okay, sure.", "Oh, I see.", "Uh-huh, uh-huh.", "Sure, sure.", "Yep.",
+    "Okay, got it.",
+)
+"""Acknowledgements (none of the fitted sets' single "Uh-huh.", "Okay." ...): must let the reply go on."""
+OVER_REPLY = {"followup": FOLLOW_UPS, "oneword": ONE_WORD, "correction": CORRECTIONS, "backchannel": BACKCHANNELS}
+PAUSED = (
+    "I need a table for | four people tonight.", "Can you remind me to | water the plants?",
+    "Please send the invoice to | my accountant.", "I'd like a coffee with | oat milk.",
+    "What's the fastest way to | the airport?", "Turn off the lights in | the living room.",
+    "Could you read me the | latest headlines?", "Book me a taxi for | half past seven.",
+    "I'm trying to find a | good dentist nearby.", "Add eggs and | flour to my list.",
+    "Can you please | play some jazz?", "The meeting will be | moved to Thursday.",
+)
+"""Sentences with a hesitation (``|``) right after a word that leads on."""
+PAUSES_MS = (600, 700, 800, 900)
+VOICES = ("flite-slt", "festival-ked", "festival-slt-hts", "espeak-classic")
+TALKERS = ("flite-kal", "espeak-gb")
+"""The background talkers of the held-out families (training voices, as there: the talker is not the user)."""
+
+
+def classic(text: str, rng: np.random.Generator) -> Audio:
+    """Debian's ``espeak`` 1.48 in a drawn accent and variant (none of them the fitting's), rate and pitch."""
+    accent = ("en-sc", "en-uk-north", "en-uk-wmids")[int(rng.integers(3))]
+    variant = ("f5", "m4", "m5", "m7")[int(rng.integers(4))]
+    command = ["espeak", "-v", f"{accent}+{variant}", "-s", str(int(rng.integers(140, 186))),
+               "-p", str(int(rng.integers(30, 71))), "-w", "{out}", text]
+    return _wav_to_24k(_run(command))
+
+
+CLASSIC = Family("espeak-classic", "espeak-1.48", False, classic)
+
+
+def voice(name: str) -> Family:
+    """A family of this set by name."""
+    return CLASSIC if name == CLASSIC.name else FAMILIES[name]
+
+
+def _fresh(out: Path, key: dict[str, object]) -> list[dict[str, object]] | None:
+    """The stored manifest's entries when it was made with ``key`` and its files are there."""
+    manifest = out / "manifest.json"
+    if not manifest.is_file():
+        return None
+    stored = json.loads(manifest.read_text())
+    if stored.get("key") != key or not all((out / str(e["file"])).is_file() for e in stored["entries"]):
+        return None
+    return list(stored["entries"])
+
+
+def _store(out: Path, key: dict[str, object], entries: list[dict[str, object]]) -> None:
+    (out / "manifest.json").write_text(json.dumps({"key": key, "entries": entries}, indent=1))
+
+
+def build_over_reply(out: Path | None = None, *, voices: tuple[str, ...] = VOICES, seed: int = SEED,
+                     limit: int | None = None) -> list[Case]:
+    """Write (or reuse) the over-reply cases; ``limit``: the first texts of each category only (tests)."""
+    out = out or CACHE / "over_reply"
+    key = {"version": VERSION, "seed": seed, "voices": list(voices), "limit": limit}
+    if (stored := _fresh(out, key)) is not None:
+        return [Case(**e) for e in stored]  # type: ignore[arg-type]
+    out.mkdir(parents=True, exist_ok=True)
+    talkers = [talking(FAMILIES[n], np.random.default_rng(case_seed(seed, f"talker:{n}"))) for n in TALKERS]
+    beds = sorted(BACKGROUNDS)
+    cases: list[Case] = []
+    for family in voices:
+        say = voice(family).say
+        ask = say(ASK, np.random.default_rng(case_seed(seed, f"{family}:ask")))
+        for category, texts in OVER_REPLY.items():
+            for index, text in enumerate(texts[:limit]):
+                audio = say(text, np.random.default_rng(case_seed(seed, f"{family}:{text}")))
+                condition = ("room", "talker", "phone")[(index + VOICES.index(family)) % 3]
+                cases.append(_over_reply_case(out, f"{family}-{category}{index:02d}-{condition}", audio, ask,
+                                              family=family, category=category, text=text, condition=condition,
+                                              talkers=talkers, beds=beds, seed=seed))
+    _store(out, key, [asdict(c) for c in cases])
+    return cases
+
+
+def _over_reply_case(out: Path, case_id: str, audio: Audio, ask: Audio, *, family: str, category: str, text: str,
+                     condition: str, talkers: list[Audio], beds: list[str], seed: int) -> Case:
+    """One timeline, as the family set makes them: the sound over a live reply, after the user's own request."""
+    rng = np.random.default_rng(case_seed(seed, case_id))
+    snr = TALKER_BED_SNR_DB if condition != "room" else ROOM_SNRS[int(rng.integers(len(ROOM_SNRS)))]
+    bed = beds[int(rng.integers(len(beds)))]
+    talker = talkers[int(rng.integers(len(talkers)))]
+    mixed, start, end, level = place_over_reply(audio, rng, condition=condition, talker=talker, snr_db=snr, bed=bed)
+    asked, *_ = place_over_reply(ask, np.random.default_rng(case_seed(seed, f"{case_id}:ask")), condition="room",
+                                 talker=None, snr_db=snr, bed=bed, level_db=level)
+    channel, rate = "audio/pcm", RATE
+    if condition == "phone":
+        channel, rate = ("audio/pcmu", "audio/pcma")[int(rng.integers(2))], PHONE_RATE
+        mixed, asked = telephone(mixed, channel), telephone(asked, channel)
+    write_wav(out / f"{case_id}.wav", mixed, rate=rate)
+    write_wav(out / f"{case_id}-ask.wav", asked, rate=rate)
+    expect = "resume" if category == "backchannel" else "cut"
+    return Case(case_id, "timeline", "query" if expect == "cut" else "backchannel", expect, family, snr,
+                "hiss" if snr is None else bed, text, round(start, 3), round(end, 3), round(len(mixed) / rate, 3),
+                f"{case_id}.wav", family, category, condition, channel, f"{case_id}-ask.wav")
+
+
+def build_pauses(out: Path | None = None, *, voices: tuple[str, ...] = VOICES, seed: int = SEED,
+                 limit: int | None = None) -> list[Clip]:
+    """Write (or reuse) the endpoint clips: every sentence whole and paused, in every voice."""
+    out = out or CACHE / "pauses"
+    key = {"version": VERSION, "seed": seed, "voices": list(voices), "limit": limit}
+    if (stored := _fresh(out, key)) is not None:
+        return [Clip(**e) for e in stored]  # type: ignore[arg-type]
+    out.mkdir(parents=True, exist_ok=True)
+    clips: list[Clip] = []
+    for family in voices:
+        for number, sentence in enumerate(PAUSED[:limit]):
+            clips += _sentence_clips(out, family, number, sentence, seed)
+    _store(out, key, [asdict(c) for c in clips])
+    return clips
+
+
+def _spoken(family: str, text: str, rng: np.random.Generator) -> Audio:
+    """``text`` in ``family`` at the endpoint set's 16 kHz, its silence trimmed."""
+    audio = resample(voice(family).say(text, rng), RATE, CLIP_RATE)
+    start, end = loud_bounds(audio)
+    return audio[start:end]
+
+
+def _sentence_clips(out: Path, family: str, number: int, sentence: str, seed: int) -> list[Clip]:
+    """The sentence whole, and with the pause (as the endpoint set makes it: the hesitation written as a comma,
+    so the voice is level there, and the voice's own pause at the comma lengthened to the drawn one)."""
+    first, second = (part.strip() for part in sentence.split("|"))
+    rng = np.random.default_rng(case_seed(seed, f"pause:{family}:{number}"))
+    draw = int(rng.integers(1 << 30))
+    slug = f"{family}-{number:02d}"
+    whole = _spoken(family, f"{first} {second}", np.random.default_rng(draw))
+    clips = [write_clip(out, Clip(f"{slug}-complete", family, family, number, f"{first} {second}",  # type: ignore[arg-type]
+                                  "complete", 0, 0.0, CLIP_LEAD_S + len(whole) / CLIP_RATE, f"{slug}-complete.wav"),
+                        place(whole, rng))]
+    hesitant = _spoken(family, f"{first}, {second}", np.random.default_rng(draw))
+    pause = comma_pause(hesitant, near=len(first) / (len(first) + len(second) + 2))
+    if pause is None:
+        return clips
+    pause_ms = PAUSES_MS[int(rng.integers(len(PAUSES_MS)))]
+    speech = np.concatenate([hesitant[:pause[0]], np.zeros(int(pause_ms * CLIP_RATE / 1000), np.float32),
+                             hesitant[pause[1]:]])
+    clips.append(write_clip(out, Clip(f"{slug}-paused", family, family, number,  # type: ignore[arg-type]
+                                      f"{first}... {second}", "paused", pause_ms, CLIP_LEAD_S + pause[0] / CLIP_RATE,
+                                      CLIP_LEAD_S + len(speech) / CLIP_RATE, f"{slug}-paused.wav"), place(speech, rng)))
+    return clips
+
+
+def main() -> None:
+    """Command line: build both parts and say what they hold."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=CACHE)
+    args = parser.parse_args()
+    started = time.monotonic()
+    cases = build_over_reply(args.out / "over_reply")
+    clips = build_pauses(args.out / "pauses")
+    paused = sum(c.kind == "paused" for c in clips)
+    print(f"{len(cases)} cases over a reply, {len(clips)} endpoint clips ({paused} paused) in "
+          f"{time.monotonic() - started:.0f} s ({args.out})")
+
+
+if __name__ == "__main__":
+    main()

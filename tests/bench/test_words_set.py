@@ -1,0 +1,69 @@
+"""Issue 43's held-out set: deterministic from its seed, and disjoint from everything fitted (texts and voices)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bench.harness.question_clips import SYNTHESISED_QUESTIONS
+from testdata import endpoint_set, make_family_set, make_listening_set
+from testdata.endpoint_clips import HELD_OUT_VOICES
+from testdata.make_family_set import SPLIT_FILE
+from testdata.make_words_set import OVER_REPLY, PAUSED, SEED, VOICES, build_over_reply, build_pauses
+
+
+def _plain(text: str) -> str:
+    return " ".join(re.findall(r"[a-z']+", text.lower()))
+
+
+def _fitted_texts() -> set[str]:
+    """Every text of the sets the listening policy and the endpoint tiers were fitted or shaped on."""
+    texts: list[str] = [*make_family_set.COMMANDS, *make_family_set.QUERIES, *make_family_set.BACKCHANNELS,
+                        *make_family_set.VOCALS, *make_family_set.RECORDED_COMMANDS, *make_listening_set.QUERIES,
+                        *make_listening_set.BACKCHANNELS, *make_listening_set.VOCALS,
+                        *(" ".join(parts) for parts in make_listening_set.SPLIT_QUERIES),
+                        *(s.replace("|", " ") for s in endpoint_set.SENTENCES),
+                        *(text for _, text in SYNTHESISED_QUESTIONS)]
+    return {_plain(t) for t in texts}
+
+
+def test_the_sentences_are_new() -> None:
+    fitted = _fitted_texts()
+    ours = [t for texts in OVER_REPLY.values() for t in texts] + [s.replace("|", " ") for s in PAUSED]
+    assert len(ours) == len(set(ours))
+    assert not {_plain(t) for t in ours} & fitted
+    assert all("|" in s for s in PAUSED), "every paused sentence has its hesitation marked"
+
+
+def test_the_voices_were_never_fitted_on() -> None:
+    table = json.loads(SPLIT_FILE.read_text())
+    assert not set(VOICES) & set(table["train"])
+    assert set(VOICES) - {"espeak-classic"} <= set(table["held_out"])
+    assert not {v.split("-", 1)[1] for v in VOICES if v.startswith("flite-")} - HELD_OUT_VOICES, \
+        "the endpoint tiers were fitted on the other flite voices"
+    assert not any(v.startswith(("kokoro", "espeak-us", "espeak-gb")) for v in VOICES)
+
+
+def _digest(folder: Path) -> str:
+    hashes = hashlib.sha256()
+    for path in sorted(folder.glob("*.wav")):
+        hashes.update(path.name.encode() + path.read_bytes())
+    return hashes.hexdigest()
+
+
+@pytest.mark.skipif(not (shutil.which("flite") and shutil.which("espeak")), reason="flite and espeak make the voices")
+def test_the_set_is_deterministic_from_its_seed(tmp_path: Path) -> None:
+    voices = ("flite-slt", "espeak-classic")
+    for run in ("a", "b"):
+        build_over_reply(tmp_path / run / "over_reply", voices=voices, limit=1)
+        build_pauses(tmp_path / run / "pauses", voices=voices, limit=1)
+    assert _digest(tmp_path / "a" / "over_reply") == _digest(tmp_path / "b" / "over_reply")
+    assert _digest(tmp_path / "a" / "pauses") == _digest(tmp_path / "b" / "pauses")
+    other = build_over_reply(tmp_path / "c", voices=voices, limit=1, seed=SEED + 1)
+    assert _digest(tmp_path / "c") != _digest(tmp_path / "a" / "over_reply"), "the seed draws the mix"
+    assert {c.category for c in other} == set(OVER_REPLY)
