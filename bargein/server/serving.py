@@ -164,13 +164,7 @@ def tracked_ws_protocol(base: Any = AutoWebSocketsProtocol) -> type[asyncio.Prot
             if self.transport.get_write_buffer_size() <= MAX_PONG_BACKLOG_BYTES:
                 super().handle_ping(*args)
                 return
-            # RFC 6455 5.5.3: an endpoint may skip pongs. The sans-I/O parser has queued this one with whatever
-            # else the same read produced (a close frame answering the client's): only the pongs are dropped
-            pending = getattr(getattr(self, "conn", None), "data_to_send", None)
-            if pending is not None:
-                kept = [frame for frame in pending() if not (frame and frame[0] & 0x0F == PONG_OPCODE)]
-                if any(kept):
-                    self.transport.write(b"".join(kept))
+            _write_all_but_pongs(self)  # RFC 6455 5.5.3: an endpoint may skip pongs
 
         def _parse_slice(self) -> None:
             backlog = self._backlog
@@ -190,10 +184,7 @@ def tracked_ws_protocol(base: Any = AutoWebSocketsProtocol) -> type[asyncio.Prot
             super().data_received(piece)
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
-            handshake = transport.get_protocol()  # still the HTTP protocol that is handing over
-            release = getattr(handshake, "_guard_release", None)
-            if release is not None:
-                release()  # upgraded: no longer a young connection of its address
+            _release_handshake_guard(transport)
             super().connection_made(transport)
             peer = transport.get_extra_info("peername")
             if isinstance(peer, tuple) and len(peer) >= 2:
@@ -206,6 +197,24 @@ def tracked_ws_protocol(base: Any = AutoWebSocketsProtocol) -> type[asyncio.Prot
             super().connection_lost(exc)
 
     return Tracked
+
+
+def _write_all_but_pongs(protocol: Any) -> None:
+    """Write what uvicorn's sans-I/O parser has queued, less its pongs: the parser queues a pong with whatever
+    else the same read produced (a close frame answering the client's), and only the pongs are to be dropped."""
+    pending = getattr(getattr(protocol, "conn", None), "data_to_send", None)
+    if pending is not None:
+        kept = [frame for frame in pending() if not (frame and frame[0] & 0x0F == PONG_OPCODE)]
+        if any(kept):
+            protocol.transport.write(b"".join(kept))
+
+
+def _release_handshake_guard(transport: asyncio.BaseTransport) -> None:
+    """An upgraded connection is no longer a young connection of its address: the guard lets it go."""
+    handshake = transport.get_protocol()  # still the HTTP protocol that is handing over
+    release = getattr(handshake, "_guard_release", None)
+    if release is not None:
+        release()
 
 
 def abort_connection(client: tuple[str, int] | list[Any] | None) -> bool:
