@@ -56,7 +56,8 @@ def _load_raw(settings: Settings) -> Engines:
     turn = _timed_load(description, "turn", lambda: (SmartTurn(cpu_share=settings.turn_model_cpu_share), TURN_ORIGIN))
     vision = VisionSettings.resolve(settings.vision, remote_llm=settings.llm_url is not None,
                                     family=settings.vision_family, budget=settings.image_token_budget)
-    return Engines(vad, asr, llm, tts, turn, description=description, see=Seeing(vision))
+    see = Seeing.offline(vision) if settings.engines == "default" else Seeing(vision)  # fakes: no scene notes
+    return Engines(vad, asr, llm, tts, turn, description=description, see=see)
 
 
 def _timed_load(description: dict[str, str], stage: str, load: Callable[[], tuple[T, str]]) -> T:

@@ -1,27 +1,33 @@
-"""The ``see`` stage of one session: its images checked off the event loop and sampled by the turn's course.
+"""The ``see`` stage of one session: its images checked off the event loop, sampled by the turn's course, read
+into a scene note in the background, and handed to the reply's prompt.
 
 ``SessionEyes`` is a session observer: the machine's ``SpeechStarted``/``SpeechStopped`` actions open and close
 the clip of frames a turn keeps. A bad image becomes a :class:`~bargein.protocol.errors.ProtocolError` whose
 code names what is wrong (``image_truncated``, ``image_animated``, ...), so the client gets one ``error`` event
-and the session goes on; the item is not added.
+and the session goes on; the item is not added. Each new scene (not a near-duplicate) goes to the server's
+scene pool; the newest note and its age are what a reply reads (``bargein.see.note`` tells the client).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from bargein.protocol import client_events as ce
 from bargein.protocol.errors import ProtocolError
+from bargein.protocol.server_events import event
 from bargein.protocol.session_config import SessionConfig
 from bargein.see.frames import Frame, ImageRejected, decode_data_url
 from bargein.see.sampler import FrameSampler, SamplerLimits
+from bargein.see.scene import SceneNote
 from bargein.see.shared import Seeing
 from bargein.see.vision import VisionSettings, images_for_turn
 from bargein.session.core import vocabulary as v
 from bargein.session.observers import QuietObserver
+from bargein.session.outbound import Outgoing
 from bargein.values import ChatImage, ChatMessage
 
 Progress = Callable[[str, str, int], None]
@@ -31,15 +37,30 @@ DECODE_WORKERS = 2
 _decoders = ThreadPoolExecutor(max_workers=DECODE_WORKERS, thread_name_prefix="bargein-see-decode")
 
 
+def note_context(question: str, note: str, age_s: float) -> str:
+    """A user message with the scene note after it as quoted context: the question leads, so the model answers
+    it instead of describing the picture."""
+    return (f"{question}\n\n(Context, not the question: the camera showed this {age_s:.0f} s ago, as read by a "
+            f"text and face detector: \"{note}\". Use it only if the question needs it.)")
+
+
 class SessionEyes(QuietObserver):
-    """A session's frames: checks each ``input_image`` and keeps the sampled ones."""
+    """A session's frames: checks each ``input_image``, keeps the sampled ones and the newest scene note."""
 
     def __init__(self, seeing: Seeing | None = None, *, config: Callable[[], SessionConfig] | None = None,
-                 progress: Progress | None = None, limits: SamplerLimits | None = None) -> None:
+                 progress: Progress | None = None, emit: Callable[[Outgoing], None] | None = None,
+                 limits: SamplerLimits | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.settings = seeing.settings if seeing is not None else VisionSettings()
+        self.pool = seeing.pool if seeing is not None else None
         self.sampler = FrameSampler(limits)
+        self.note: SceneNote | None = None
+        self.note_seen_s = 0.0
+        """When the frame the note describes arrived (monotonic clock)."""
         self._config = config
         self._progress = progress
+        self._emit = emit
+        self._clock = clock
+        self._last_read: Frame | None = None
 
     @property
     def image_token_budget(self) -> int:
@@ -47,20 +68,9 @@ class SessionEyes(QuietObserver):
         own = self._config().image_token_budget if self._config is not None else None
         return self.settings.image_token_budget if own is None else own
 
-    def prompt(self, response_id: str, messages: list[ChatMessage]) -> list[ChatMessage]:
-        """The messages a reply's model reads: no image of an earlier turn; in ``native`` mode the last user
-        message carries the turn's frames, resized within the budget (the tokens go to the turn's ledger)."""
-        stripped = [replace(m, images=()) if m.images else m for m in messages]
-        last_user = next((i for i in range(len(stripped) - 1, -1, -1) if stripped[i].role == "user"), None)
-        if self.settings.mode != "native" or last_user is None:
-            return stripped
-        sent = images_for_turn(self.sampler.take_turn(), self.settings, self.image_token_budget)
-        if not sent:
-            return stripped
-        stripped[last_user] = replace(stripped[last_user], images=tuple(ChatImage(s.data_url) for s in sent))
-        if self._progress is not None:
-            self._progress(response_id, "image_tokens", sum(s.cost.tokens for s in sent))
-        return stripped
+    def note_age_s(self) -> float | None:
+        """How long ago the frame of the newest note arrived (None: no note yet)."""
+        return None if self.note is None else self._clock() - self.note_seen_s
 
     async def take_item(self, message: ce.ConversationItemCreate, at_ms: float) -> tuple[Frame, ...]:
         """Decode and check every image of a message item (in order), offering each to the sampler; raises a
@@ -78,8 +88,46 @@ class SessionEyes(QuietObserver):
                 raise ProtocolError(rejected.message, code=rejected.code, param="item.content.image_url",
                                     event_id=message.event_id) from None
         for frame in frames:
-            self.sampler.offer(frame)
+            self.offer(frame)
         return tuple(frames)
+
+    def offer(self, frame: Frame) -> str:
+        """Give the sampler a checked frame; a new scene goes to the scene pool to be read."""
+        outcome = self.sampler.offer(frame)
+        if outcome != "duplicate" and self.pool is not None:
+            arrived = self._clock()
+            self.pool.submit(self, frame, self._last_read, lambda note: self._noted(note, arrived))
+            self._last_read = frame
+        return outcome
+
+    def _noted(self, note: SceneNote, arrived_s: float) -> None:
+        if self.note is not None and arrived_s < self.note_seen_s:
+            return  # a note of an older frame than the one already noted
+        self.note, self.note_seen_s = note, arrived_s
+        if self._emit is not None:
+            self._emit(Outgoing(event("bargein.see.note", note=note.line(), frame_at_ms=round(note.frame_at_ms))))
+
+    def prompt(self, response_id: str, messages: list[ChatMessage]) -> list[ChatMessage]:
+        """The messages a reply's model reads: no image of an earlier turn; the last user message carries the
+        scene note as context (``notes``) or the turn's frames resized within the budget (``native``, the tokens
+        going to the turn's ledger)."""
+        stripped = [replace(m, images=()) if m.images else m for m in messages]
+        last_user = next((i for i in range(len(stripped) - 1, -1, -1) if stripped[i].role == "user"), None)
+        if last_user is None:
+            return stripped
+        if self.settings.mode != "native":
+            age = self.note_age_s()
+            if self.note is not None and age is not None:
+                question = stripped[last_user]
+                stripped[last_user] = replace(question, content=note_context(question.content, self.note.line(), age))
+            return stripped
+        sent = images_for_turn(self.sampler.take_turn(), self.settings, self.image_token_budget)
+        if not sent:
+            return stripped
+        stripped[last_user] = replace(stripped[last_user], images=tuple(ChatImage(s.data_url) for s in sent))
+        if self._progress is not None:
+            self._progress(response_id, "image_tokens", sum(s.cost.tokens for s in sent))
+        return stripped
 
     def on_action(self, action: v.Action) -> None:
         """A turn's speech opens and closes the clip of frames it keeps."""

@@ -84,9 +84,9 @@ class RealtimeSession:
         self.audio_in = AudioInput(engines.vad, self.config.input_format)
         self.audio_in.set_noise_reduction(self.config.audio.input.noise_reduction is not None)
         self.ledgers = TurnLedgers(lambda: self.stream_ms, self._report_turn, metrics=metrics, heard=self._report_heard)
-        self.eyes = SessionEyes(engines.see, config=lambda: self.config, progress=self._reply_progress)
-        self.observers: list[SessionObserver] = [self.ledgers, self.eyes, *observers]
         emit = self.outbound.put
+        self.eyes = SessionEyes(engines.see, config=lambda: self.config, progress=self._reply_progress, emit=emit)
+        self.observers: list[SessionObserver] = [self.ledgers, self.eyes, *observers]
         speculator = Speculator(engines.asr, engines.llm, engines.tts, hints=self._transcription_hints)
         self.speculation = speculator.counts
         self.transcriber = Transcriber(engines.asr, emit, self._transcribed, self._transcription_hints,

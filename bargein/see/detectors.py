@@ -1,0 +1,78 @@
+"""The packaged models the offline scene reader runs: PP-OCR (rapidocr's wheel) and OpenCV's frontal-face Haar
+cascade. Every file is checked against its pinned sha256 before it is loaded; both run on one thread each.
+
+OCR on a 640 x 480 frame takes 0.2-0.5 s of one core, so it never runs on the event loop or a reply's path:
+:mod:`bargein.see.scene_pool` runs it in the background.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from bargein.weights import PinnedFile
+
+OCR_DETECTOR = PinnedFile("rapidocr_onnxruntime", "models/ch_PP-OCRv4_det_infer.onnx",
+                          "d2a7720d45a54257208b1e13e36a8479894cb74155a5efe29462512d42f49da9", "rapidocr-onnxruntime")
+OCR_RECOGNISER = PinnedFile("rapidocr_onnxruntime", "models/ch_PP-OCRv4_rec_infer.onnx",
+                            "48fc40f24f6d2a207a2b1091d3437eb3cc3eb6b676dc3ef9c37384005483683b", "rapidocr-onnxruntime")
+OCR_ANGLE = PinnedFile("rapidocr_onnxruntime", "models/ch_ppocr_mobile_v2.0_cls_infer.onnx",
+                       "e47acedf663230f8863ff1ab0e64dd2d82b838fceb5957146dab185a89d6215c", "rapidocr-onnxruntime")
+FACE_CASCADE = PinnedFile("cv2", "data/haarcascade_frontalface_default.xml",
+                          "0f7d4527844eb514d4a4948e822da90fbb16a34a0bbbbc6adc6498747a5aafb0", "opencv-python-headless")
+PINNED = (OCR_DETECTOR, OCR_RECOGNISER, OCR_ANGLE, FACE_CASCADE)
+MIN_TEXT_SCORE = 0.6
+"""Recognised lines scoring under this are dropped: on texture (brick, foliage, fabric) PP-OCR finds "text"
+at 0.5-0.6 that is not there, and inventing words is worse than missing a faint one."""
+FACE_SIDE = 640
+"""Frames are scanned for faces at most this wide (a face under ~30 px there is too small to matter)."""
+
+
+@dataclass(frozen=True)
+class TextLine:
+    """One line of text read in a frame, with the recogniser's confidence and the line's height in pixels."""
+
+    text: str
+    score: float
+    height: int
+
+
+class Detectors:
+    """The loaded OCR and face models (one instance per server process; not thread-safe: one caller at a time)."""
+
+    def __init__(self) -> None:
+        import cv2
+        from rapidocr_onnxruntime import RapidOCR
+
+        self._ocr: Any = RapidOCR(det_model_path=str(OCR_DETECTOR.verified_path()),
+                                  rec_model_path=str(OCR_RECOGNISER.verified_path()),
+                                  cls_model_path=str(OCR_ANGLE.verified_path()),
+                                  intra_op_num_threads=1, inter_op_num_threads=1)
+        self._faces: Any = cv2.CascadeClassifier(str(FACE_CASCADE.verified_path()))
+        if self._faces.empty():
+            raise RuntimeError(f"OpenCV could not load {FACE_CASCADE.relative_path}")
+
+    def read_text(self, pixels: npt.NDArray[np.uint8]) -> list[TextLine]:
+        """The lines of text in an RGB frame, top to bottom."""
+        found, _ = self._ocr(np.ascontiguousarray(pixels[:, :, ::-1]))  # PP-OCR reads BGR, as OpenCV does
+        lines = []
+        for box, text, score in found or ():
+            ys = [point[1] for point in box]
+            if float(score) >= MIN_TEXT_SCORE and str(text).strip():
+                lines.append((min(ys), TextLine(str(text).strip(), float(score), int(max(ys) - min(ys)))))
+        return [line for _, line in sorted(lines, key=lambda pair: pair[0])]
+
+    def count_faces(self, pixels: npt.NDArray[np.uint8]) -> int:
+        """How many frontal faces an RGB frame shows."""
+        import cv2
+
+        grey = cv2.cvtColor(pixels, cv2.COLOR_RGB2GRAY)
+        if grey.shape[1] > FACE_SIDE:
+            scale = FACE_SIDE / grey.shape[1]
+            grey = cv2.resize(grey, (FACE_SIDE, max(1, round(grey.shape[0] * scale))), interpolation=cv2.INTER_AREA)
+        faces = self._faces.detectMultiScale(cv2.equalizeHist(grey), scaleFactor=1.1, minNeighbors=6,
+                                             minSize=(30, 30))
+        return len(faces)

@@ -1,0 +1,96 @@
+"""The scene reader's own bounded pool, with fair shares per session.
+
+Each session has at most one frame waiting (a newer frame replaces it: a note of an old frame is worth nothing),
+and the sessions waiting are served in turn, each keeping its place in the queue while its frame is replaced, so
+a session streaming 30 fps gets no more reads than one sending a frame a second. The work runs on the pool's
+own threads (one by default: OCR is a fraction of a core for a moment per frame), never on the event loop and
+never in a reply's path; a reply reads the newest note already made, with its age.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from bargein.see.frames import Frame
+from bargein.see.scene import SceneDetectors, SceneNote, read_scene
+
+log = logging.getLogger(__name__)
+Noted = Callable[[SceneNote], None]
+
+
+@dataclass
+class _Waiting:
+    frame: Frame
+    previous: Frame | None
+    noted: Noted
+
+
+class ScenePool:
+    """Reads scene notes for every session of a server process, in turn, on ``workers`` threads."""
+
+    def __init__(self, detectors: Callable[[], SceneDetectors], *, workers: int = 1) -> None:
+        self._make_detectors = detectors
+        self._detectors: list[SceneDetectors] = []
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bargein-see-scene")
+        self._workers = workers
+        self._waiting: OrderedDict[object, _Waiting] = OrderedDict()
+        self._wake: asyncio.Event | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self.reads = 0
+
+    def submit(self, owner: object, frame: Frame, previous: Frame | None, noted: Noted) -> None:
+        """Queue ``frame`` for ``owner`` (its session), replacing one it still has waiting; ``noted`` gets the
+        note on the event loop."""
+        self._waiting[owner] = _Waiting(frame, previous, noted)  # an owner already waiting keeps its place
+        if not self._tasks:
+            self._wake = asyncio.Event()
+            self._tasks = [asyncio.get_running_loop().create_task(self._serve(), name="bargein-see-scene")
+                           for _ in range(self._workers)]
+        assert self._wake is not None
+        self._wake.set()
+
+    def forget(self, owner: object) -> None:
+        """Drop a session's waiting frame (the session ended)."""
+        self._waiting.pop(owner, None)
+
+    @property
+    def waiting(self) -> int:
+        """Sessions with a frame waiting."""
+        return len(self._waiting)
+
+    async def _serve(self) -> None:
+        assert self._wake is not None
+        loop = asyncio.get_running_loop()
+        while True:
+            if not self._waiting:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            _, job = self._waiting.popitem(last=False)
+            try:
+                note = await loop.run_in_executor(self._executor, self._read, job)
+            except Exception:  # a failed read costs one note, never the pool
+                log.exception("the scene reader failed on a frame")
+                continue
+            self.reads += 1
+            job.noted(note)
+
+    def _read(self, job: _Waiting) -> SceneNote:
+        detectors = self._detectors.pop() if self._detectors else self._make_detectors()
+        try:
+            return read_scene(job.frame, job.previous, detectors)
+        finally:
+            self._detectors.append(detectors)
+
+    async def aclose(self) -> None:
+        """Stop serving and release the threads."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+        self._executor.shutdown(wait=False, cancel_futures=True)
