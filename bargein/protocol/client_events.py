@@ -244,17 +244,25 @@ class ResponseCancel(_Event):
     response_id: str | None = Field(None, max_length=MAX_REFERENCE_LENGTH)
 
 
+class CameraFrame(_Event):
+    """bargein's own: a camera frame for the ``see`` stage (a data URL, as ``input_image``). It is sampled and read,
+    never added to the conversation, so a camera streaming a frame a second does not fill the history."""
+
+    type: Literal["bargein.camera.frame"]
+    image_url: str
+
+
 ClientEvent = Annotated[
     SessionUpdate | InputAudioBufferAppend | InputAudioBufferCommit | InputAudioBufferClear
     | ConversationItemCreate | ConversationItemTruncate | ConversationItemDelete | ConversationItemRetrieve
-    | ResponseCreate | ResponseCancel,
+    | ResponseCreate | ResponseCancel | CameraFrame,
     Field(discriminator="type"),
 ]
 _ADAPTER: TypeAdapter[ClientEvent] = TypeAdapter(ClientEvent)
 KNOWN_TYPES = frozenset({
     "session.update", "input_audio_buffer.append", "input_audio_buffer.commit", "input_audio_buffer.clear",
     "conversation.item.create", "conversation.item.truncate", "conversation.item.delete",
-    "conversation.item.retrieve", "response.create", "response.cancel",
+    "conversation.item.retrieve", "response.create", "response.cancel", "bargein.camera.frame",
 })
 
 

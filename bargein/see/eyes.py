@@ -91,6 +91,17 @@ class SessionEyes(QuietObserver):
             self.offer(frame)
         return tuple(frames)
 
+    async def take_frame(self, message: ce.CameraFrame, at_ms: float) -> str:
+        """A camera frame (``bargein.camera.frame``): checked like an image item, then offered to the sampler;
+        says what became of it (``kept``, ``duplicate``, ``rate``)."""
+        try:
+            frame = await asyncio.get_running_loop().run_in_executor(_decoders, decode_data_url, message.image_url,
+                                                                     at_ms)
+        except ImageRejected as rejected:
+            raise ProtocolError(rejected.message, code=rejected.code, param="image_url",
+                                event_id=message.event_id) from None
+        return self.offer(frame)
+
     def offer(self, frame: Frame) -> str:
         """Give the sampler a checked frame; a new scene goes to the scene pool to be read."""
         outcome = self.sampler.offer(frame)

@@ -77,9 +77,8 @@ class RealtimeSession:
         """Sees each client event before it is handled, may refuse it with a ProtocolError (client-secret locks)."""
         detection = self.config.audio.input.turn_detection
         self.plain_silence = isinstance(detection, ServerVad) and detection.silence_duration_ms != 500
-        """The client set server_vad's silence itself: plain silence, never the tiered default endpoint (a
-        config given at the start, as a client secret's, is plain when its silence is not the default 500 ms;
-        later ``session.update``s say it outright)."""
+        """The client set server_vad's silence itself: plain silence, never the tiered default endpoint (a start
+        config, as a client secret's, is plain when its silence is not 500 ms; a ``session.update`` says it)."""
         self.machine = DuplexMachine(new_id, self._settings(self.config))
         self.audio_in = AudioInput(engines.vad, self.config.input_format)
         self.audio_in.set_noise_reduction(self.config.audio.input.noise_reduction is not None)
@@ -163,6 +162,8 @@ class RealtimeSession:
             case ce.ConversationItemCreate():
                 await self.eyes.take_item(message, self.stream_ms)  # a bad image is refused before the item is added
                 self._create_item(message)
+            case ce.CameraFrame():
+                await self.eyes.take_frame(message, self.stream_ms)
             case ce.ConversationItemTruncate():
                 clamped = self.conversation.truncate(message.item_id, message.content_index,
                                                      message.audio_end_ms, event_id=message.event_id)
@@ -206,8 +207,7 @@ class RealtimeSession:
         self.feed(v.AudioAppended(self.stream_ms))
 
     async def _hear(self, audio: Float32Audio) -> None:
-        """Buffer 16 kHz audio and feed its VAD frames; if the VAD fails on it, the audio stays buffered and the
-        session goes on with manual turns (later audio is only buffered)."""
+        """Buffer 16 kHz audio and feed its VAD frames; if the VAD fails, it stays buffered and turns go manual."""
         try:
             frames = await self.audio_in.hear(audio)
         except Exception as error:  # only the VAD raises in there, after the audio is buffered

@@ -68,3 +68,16 @@ async def test_the_turns_speech_opens_and_closes_the_clip() -> None:
     s.eyes.on_action(v.SpeechStopped("item_1", 900.0))
     assert not s.eyes.sampler.speaking
     assert len(s.eyes.sampler.take_turn()) == 1
+
+
+async def test_a_camera_frame_is_sampled_but_never_added_to_the_conversation() -> None:
+    s = session()
+    frame = {"type": "bargein.camera.frame", "event_id": "cam", "image_url": data_url(encode(sign("CAM"), "JPEG"))}
+    await s.handle_message(json.dumps(frame))
+    await s.handle_message(json.dumps(frame))  # the same scene again: a near-duplicate
+    assert len(s.conversation) == 0
+    assert s.eyes.sampler.counts["kept"] == 1 and s.eyes.sampler.counts["duplicate"] == 1
+    assert [e["type"] for e in await drain(s)] == ["session.created"]
+    await s.handle_message(json.dumps({**frame, "image_url": data_url(cmyk_jpeg())}))
+    errors = [e["error"] for e in await drain(s) if e["type"] == "error"]
+    assert [(e["code"], e["param"], e["event_id"]) for e in errors] == [("image_mode_unsupported", "image_url", "cam")]

@@ -40,6 +40,7 @@ const test = {
   framesSent: 0,
   framesDropped: 0,
   imagesSent: 0,
+  sceneNotes: [],
   errors: [],
   turns: turns.turns,
   events: {},
@@ -158,7 +159,14 @@ function onEvent(ev) {
   test.events[type] = (test.events[type] ?? 0) + 1;
   if (type.startsWith('bargein.')) {
     test.bargeinEvents.push(ev);
-    if (type === 'bargein.turn.metrics') turns.metrics(ev);
+    if (type === 'bargein.turn.metrics') {
+      turns.metrics(ev);
+      if (ev.image_tokens) $('image-tokens').textContent = `the last turn sent ${ev.image_tokens} image tokens`;
+    }
+    if (type === 'bargein.see.note') {
+      test.sceneNotes.push(ev.note);
+      $('scene-note').textContent = `what the agent sees: ${ev.note}`;
+    }
     if (type === 'bargein.tool.call') view.tool(ev.call_id, ev.name, ev.arguments, ev.output);
     if (type === 'bargein.turn.mode') turnMode = ev.mode ?? 'normal';
     if (type === 'bargein.reply.paused' && cutDeferred) {
@@ -402,13 +410,14 @@ $('mute').addEventListener('click', () => {
 
 // ---- camera ------------------------------------------------------------------------------------------------
 
+// Frames stream as bargein.camera.frame events (about one a second): the server samples them (the newest at each
+// turn, near-duplicates dropped), reads a scene note from them and never adds them to the conversation.
 const camera = new Camera($('preview'), {
-  everyMs: Number(params.get('frame_ms') ?? 3000),
+  everyMs: Number(params.get('frame_ms') ?? 1000),
   onFrame: (dataUrl) => {
     const info = `last frame ${Math.round((dataUrl.length * 3) / 4 / 1024)} KiB`;
     if ($('send-frames').checked && client?.open) {
-      client.send({ type: 'conversation.item.create',
-        item: { type: 'message', role: 'user', content: [{ type: 'input_image', image_url: dataUrl }] } });
+      client.send({ type: 'bargein.camera.frame', image_url: dataUrl });
       test.imagesSent++;
       $('camera-info').textContent = `${info}, ${test.imagesSent} sent`;
     } else {

@@ -1,4 +1,4 @@
-// Camera: a live preview and a JPEG still every few seconds, handed to the page as a data URL.
+// Camera: a live preview and a JPEG still about once a second, handed to the page as a data URL.
 //
 // Frames are scaled down (longest side `maxSide`) before encoding: a vision model needs a few hundred pixels, and
 // every frame travels inside a JSON event on the same socket as the audio.
@@ -8,7 +8,7 @@ export class Camera {
    * @param {HTMLVideoElement} video preview element
    * @param {{onFrame: (dataUrl: string) => void, everyMs?: number, maxSide?: number, quality?: number}} opts
    */
-  constructor(video, { onFrame, everyMs = 3000, maxSide = 640, quality = 0.7 }) {
+  constructor(video, { onFrame, everyMs = 1000, maxSide = 640, quality = 0.7 }) {
     this.video = video;
     this.onFrame = onFrame;
     this.everyMs = everyMs;
