@@ -7,6 +7,7 @@ OCR on a 640 x 480 frame takes 0.2-0.5 s of one core, so it never runs on the ev
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,9 @@ PINNED = (OCR_DETECTOR, OCR_RECOGNISER, OCR_ANGLE, FACE_CASCADE)
 MIN_TEXT_SCORE = 0.6
 """Recognised lines scoring under this are dropped: on texture (brick, foliage, fabric) PP-OCR finds "text"
 at 0.5-0.6 that is not there, and inventing words is worse than missing a faint one."""
+MIN_TEXT_CHARS = 2
+"""A piece of text needs this many letters or digits: lone marks ('O', a box, one CJK stroke) are what PP-OCR
+reads into shapes and glare; a one-character sign is lost, which is the better error."""
 FACE_SIDE = 640
 """Frames are scanned for faces at most this wide (a face under ~30 px there is too small to matter)."""
 
@@ -38,6 +42,39 @@ class TextLine:
     text: str
     score: float
     height: int
+
+
+@dataclass(frozen=True)
+class _Piece:
+    text: str
+    score: float
+    y: float
+    x: float
+    height: float
+
+
+def mend_digits_and_letters(text: str) -> str:
+    """Undo PP-OCR's commonest slips on Latin signs: a zero between two letters is the letter O ('RO0M'), an O
+    between two digits is a zero ('1O5')."""
+    text = re.sub(r"(?<=[A-Za-z])0(?=[A-Za-z])", "O", text)
+    return re.sub(r"(?<=\d)[Oo](?=\d)", "0", text)
+
+
+def _lines(pieces: list[_Piece]) -> list[list[_Piece]]:
+    """Pieces grouped into lines: a piece whose middle is within 60 % of the line's height of the line's middle
+    is on it (a tilted sign's words are read as separate pieces at slightly different heights)."""
+    lines: list[list[_Piece]] = []
+    for piece in sorted(pieces, key=lambda p: p.y):
+        if lines and abs(piece.y - lines[-1][0].y) < 0.6 * max(piece.height, lines[-1][0].height):
+            lines[-1].append(piece)
+        else:
+            lines.append([piece])
+    return lines
+
+
+def _joined(line: list[_Piece]) -> TextLine:
+    pieces = sorted(line, key=lambda p: p.x)
+    return TextLine(" ".join(p.text for p in pieces), min(p.score for p in pieces), int(max(p.height for p in pieces)))
 
 
 class Detectors:
@@ -56,14 +93,16 @@ class Detectors:
             raise RuntimeError(f"OpenCV could not load {FACE_CASCADE.relative_path}")
 
     def read_text(self, pixels: npt.NDArray[np.uint8]) -> list[TextLine]:
-        """The lines of text in an RGB frame, top to bottom."""
+        """The lines of text in an RGB frame, top to bottom, each line's pieces left to right."""
         found, _ = self._ocr(np.ascontiguousarray(pixels[:, :, ::-1]))  # PP-OCR reads BGR, as OpenCV does
-        lines = []
+        pieces = []
         for box, text, score in found or ():
-            ys = [point[1] for point in box]
-            if float(score) >= MIN_TEXT_SCORE and str(text).strip():
-                lines.append((min(ys), TextLine(str(text).strip(), float(score), int(max(ys) - min(ys)))))
-        return [line for _, line in sorted(lines, key=lambda pair: pair[0])]
+            xs, ys = [point[0] for point in box], [point[1] for point in box]
+            cleaned = mend_digits_and_letters(str(text).strip())
+            if float(score) >= MIN_TEXT_SCORE and len(re.sub(r"\W", "", cleaned)) >= MIN_TEXT_CHARS:
+                pieces.append(_Piece(cleaned, float(score), (min(ys) + max(ys)) / 2, (min(xs) + max(xs)) / 2,
+                                     max(ys) - min(ys)))
+        return [_joined(line) for line in _lines(pieces)]
 
     def count_faces(self, pixels: npt.NDArray[np.uint8]) -> int:
         """How many frontal faces an RGB frame shows."""

@@ -133,3 +133,17 @@ async def next_event(session: RealtimeSession, kind: str) -> dict[str, Any]:
             if item.event["type"] == kind:
                 return item.event
     return await asyncio.wait_for(wait(), 20)
+
+
+def test_ocr_slips_between_letters_and_digits_are_mended() -> None:
+    from bargein.see.detectors import mend_digits_and_letters
+
+    assert mend_digits_and_letters("RO0M 105") == "ROOM 105"
+    assert mend_digits_and_letters("PLATF0RM 1O5") == "PLATFORM 105"
+    assert mend_digits_and_letters("ROOM 10") == "ROOM 10"
+
+
+def test_a_tilted_signs_words_are_read_in_order(detectors: Detectors) -> None:
+    card = sign("Pharmacy A8", text_size=64).rotate(8, fillcolor="white")
+    lines = detectors.read_text(frame_of(card).pixels)
+    assert [line.text.replace(" ", "") for line in lines] == ["PharmacyA8"]
