@@ -1,0 +1,123 @@
+"""One session's hand in its scope's memory: the recalled notes its replies read, and learning after each turn.
+
+Nothing here is on a reply's critical path: the notes a reply reads are the ones recalled after the previous turn
+(and at the session's start), so a reply and its speculative head start build the same prompt; extraction and
+recall run in a background task once a reply closes, one turn at a time, at most :data:`MAX_WAITING` waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable
+from dataclasses import replace
+
+from bargein.memory.extract import Forget, Remember, extract
+from bargein.memory.recall import DEFAULT_TOKEN_BUDGET, memory_context, within_budget
+from bargein.memory.store import Memory, MemoryStore, MemoryStoreError
+from bargein.session.observers import QuietObserver
+from bargein.values import ChatMessage
+
+log = logging.getLogger(__name__)
+MAX_WAITING = 8
+RECALL_LIMIT = 8
+RECENT_TURNS = 3
+"""User turns whose words rank the memories recalled for the next reply."""
+
+
+class SessionMemory(QuietObserver):
+    """A session's memories in ``scope`` of ``store``; ``history`` gives the heard conversation."""
+
+    def __init__(self, store: MemoryStore, scope: str, history: Callable[[], list[ChatMessage]], *,
+                 budget_tokens: int = DEFAULT_TOKEN_BUDGET, enabled: Callable[[], bool] = lambda: True) -> None:
+        self.store = store
+        self.scope = scope
+        self.history = history
+        self.budget_tokens = budget_tokens
+        self.enabled = enabled
+        """The session's own switch (``session.update`` with ``memory: false``)."""
+        self.notes: list[Memory] = []
+        self._waiting: deque[tuple[str, str]] = deque(maxlen=MAX_WAITING)
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Recall the scope's newest memories for the first reply."""
+        self._waiting.append(("", ""))
+        self._wake()
+
+    def prompt(self, messages: list[ChatMessage]) -> list[ChatMessage]:
+        """``messages`` with the recalled notes after the last user message (unchanged when memory is off)."""
+        if not self.enabled() or not self.notes:
+            return messages
+        last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "user"), None)
+        if last is None:
+            return messages
+        changed = list(messages)
+        changed[last] = replace(changed[last], content=memory_context(changed[last].content, self.notes))
+        return changed
+
+    def on_reply_closed(self, response_id: str, status: str, sent_ms: float, heard_ms: float, *,
+                        output_queued: bool | None = None, playing: bool = False) -> None:
+        """A turn is over: learn from what the user said (and the heard reply before it), then recall again."""
+        if not self.enabled():
+            return
+        messages = [m for m in self.history() if m.role in ("user", "assistant")]
+        last_user = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "user"), None)
+        if last_user is None:
+            return
+        before = messages[last_user - 1].content if last_user > 0 and messages[last_user - 1].role == "assistant" \
+            else ""
+        self._waiting.append((messages[last_user].content, before))
+        self._wake()
+
+    async def refresh(self) -> None:
+        """Recall the notes for the next reply, ranked by the user's recent words."""
+        said = [m.content for m in self.history() if m.role == "user"][-RECENT_TURNS:]
+        found = await self.store.recall(self.scope, " ".join(said), RECALL_LIMIT)
+        self.notes = within_budget(found, self.budget_tokens)
+
+    async def learn(self, user_text: str, heard_before: str) -> list[Memory]:
+        """Apply what ``user_text`` states or asks to forget; the memories written."""
+        written: list[Memory] = []
+        for finding in extract(user_text, heard_before):
+            if isinstance(finding, Remember):
+                written.append(await self.store.remember(self.scope, finding.topic, finding.text))
+            elif isinstance(finding, Forget):
+                await forget_finding(self.store, self.scope, finding)
+        return written
+
+    async def settled(self) -> None:
+        """Wait until every turn handed over has been learnt from and recalled."""
+        while self._task is not None and not self._task.done():
+            await asyncio.wait({self._task})
+
+    async def close(self) -> None:
+        """Finish the turn being learnt from (a write that started is committed), drop the rest."""
+        self._waiting.clear()
+        if self._task is not None:
+            await asyncio.wait({self._task}, timeout=5.0)
+
+    def _wake(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._work())
+
+    async def _work(self) -> None:
+        while self._waiting:
+            user_text, heard_before = self._waiting.popleft()
+            try:
+                if user_text:
+                    await self.learn(user_text, heard_before)
+                await self.refresh()
+            except MemoryStoreError as error:
+                log.warning("memory: %s", error)
+
+
+async def forget_finding(store: MemoryStore, scope: str, finding: Forget) -> int:
+    """Forget a topic's memory, else the memories holding all of the finding's words."""
+    gone = 0
+    if finding.topic is not None:
+        gone = await store.forget(scope, topic=finding.topic)
+    if not gone and finding.words:
+        gone = await store.forget(scope, matching=finding.words)
+    return gone
