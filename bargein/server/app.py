@@ -38,8 +38,10 @@ from bargein.server.operator_pages import (
     redacted_description,
     redacted_stages,
 )
+from bargein.server.phone_tokens import install_log_redaction
 from bargein.server.realtime_ws import SessionRegistry, refuse_session, serve_realtime
 from bargein.server.secrets_api import add_client_secret_route
+from bargein.server.twilio_ws import serve_twilio
 from bargein.server.warm_up import warm_first_turn
 from bargein.tools.registry import default_registry
 
@@ -226,6 +228,15 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None,
                              client_secrets=state.client_secrets)
 
     add_client_secret_route(app, settings, state.client_secrets)
+
+    # phone lines (issue 45): Twilio Media Streams over the same session; a signed token may be the last segment
+    install_log_redaction()
+
+    @app.websocket("/v1/telephony/twilio")
+    @app.websocket("/v1/telephony/twilio/{token}")
+    async def twilio(websocket: WebSocket, token: str | None = None) -> None:
+        await serve_twilio(websocket, settings, state.engines, state.registry, state.metrics,
+                           refusal=refusal(), path_token=token)
 
     if STATIC_DIR.is_dir():
         app.mount("/", StaticFiles(directory=STATIC_DIR, html=True), name="web")

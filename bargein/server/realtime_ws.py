@@ -144,7 +144,7 @@ async def serve_realtime(websocket: WebSocket, settings: Settings, engines: Engi
         try:
             session.start()
             own_events = websocket.query_params.get("bargein_events", "").lower() in ("1", "true", "yes")
-            await _Connection(websocket, session, settings, metrics, own_events=own_events, locks=locks).run()
+            await RealtimeConnection(websocket, session, settings, metrics, own_events=own_events, locks=locks).run()
         finally:
             registry.live.discard(session)
             registry.sockets.pop(session, None)
@@ -171,7 +171,10 @@ async def refuse_session(websocket: WebSocket, message: str) -> None:
     await _farewell(websocket, Ending("server_unavailable", message, TRY_LATER_CLOSE))
 
 
-class _Connection:
+class RealtimeConnection:
+    """One live session's socket: its reader, writer, watchdog and overflow watch (a phone line's serializer
+    subclasses it, reading and writing its provider's messages instead)."""
+
     def __init__(self, websocket: WebSocket, session: RealtimeSession, settings: Settings,
                  metrics: ServerMetrics | None, *, own_events: bool, locks: SessionLocks | None = None) -> None:
         self.websocket = websocket
@@ -185,6 +188,7 @@ class _Connection:
         self.started = self.last_heard = time.monotonic()
 
     async def run(self) -> None:
+        """Serve until the client leaves or the server ends the session (then it says why, and closes)."""
         tasks = {asyncio.create_task(self._read(), name="realtime-reader"),
                  asyncio.create_task(self._write(), name="realtime-writer"),
                  asyncio.create_task(self._watch(), name="realtime-watchdog"),
@@ -207,7 +211,11 @@ class _Connection:
             log.info("ending a session: %s (%s)", ending.code, ending.message)
             if self.metrics is not None:
                 self.metrics.errors.labels(ending.code).inc()
-            await _farewell(self.websocket, ending)
+            await self.farewell(ending)
+
+    async def farewell(self, ending: Ending) -> None:
+        """Tell the client why the server ends the session, and close."""
+        await _farewell(self.websocket, ending)
 
     async def _read(self) -> Ending | None:
         max_bytes = self.settings.max_message_bytes

@@ -179,7 +179,7 @@ def test_the_writer_dying_ends_the_session(monkeypatch: pytest.MonkeyPatch) -> N
     async def broken_write(self: Any) -> None:
         raise RuntimeError("the writer broke")
 
-    monkeypatch.setattr(realtime_ws._Connection, "_write", broken_write)
+    monkeypatch.setattr(realtime_ws.RealtimeConnection, "_write", broken_write)
     with running_server(fake_engines()) as host, connect(f"ws://{host}/v1/realtime") as ws:
         error = json.loads(ws.recv(timeout=5))
         assert error["type"] == "error" and error["error"]["code"] == "server_error"

@@ -1,0 +1,152 @@
+"""A phone call over ``/v1/telephony/twilio``: a scripted provider against a real uvicorn server on loopback.
+
+The provider streams espeak-ng speech as 8 kHz mu-law frames in real time and plays the server's audio in real
+time, echoing marks as they play; the checks are the marks, the ``clear`` on a barge-in, and that the history keeps
+the reply cut exactly at the last mark the phone played before the clear.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+import websockets
+
+from bargein.config import Settings
+from bargein.engines.base import Engines
+from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
+from bargein.server.app import ServerState, create_app
+from bargein.server.phone_tokens import mint_token
+from bargein.server.serving import server_config
+from bench.harness.phone_provider import MULAW_SILENCE, ScriptedProvider, speech_onset_frame, spoken_mulaw
+from tests.support.server import free_port
+
+FILLER = " ".join(["and here is one more thing I would like to tell you about"] * 6)
+
+
+def phone_engines() -> Engines:
+    return Engines(FakeVad(), FakeRecognizer(("hello can you hear me", "wait what time is it right now")),
+                   FakeLanguageModel(filler=FILLER), FakeSynthesizer())
+
+
+@contextmanager
+def phone_server(settings: Settings | None = None) -> Iterator[tuple[str, ServerState]]:
+    """A real server on loopback and its state (whose live sessions the test reads)."""
+    port = free_port()
+    settings = settings or Settings(port=port)
+    app = create_app(settings, phone_engines())
+    server = uvicorn.Server(server_config(app, settings, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.05)
+    try:
+        yield f"127.0.0.1:{port}", app.state.bargein
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def assistant_items(state: ServerState) -> list[Any]:
+    (session,) = state.registry.live
+    return [item for item in session.conversation if item.role == "assistant" and item.type == "message"]
+
+
+@pytest.fixture(scope="module")
+def speech() -> tuple[bytes, bytes]:
+    return spoken_mulaw("Hello, can you hear me?"), spoken_mulaw("Wait, what time is it right now?")
+
+
+async def test_a_call_is_answered_with_marked_frames_and_a_barge_in_clears_and_cuts_the_history(
+        speech: tuple[bytes, bytes]) -> None:
+    first, second = speech
+    with phone_server() as (host, state):
+        async with websockets.connect(f"ws://{host}/v1/telephony/twilio") as ws:
+            phone = ScriptedProvider(ws)
+            await phone.begin()
+            phone.say(MULAW_SILENCE * 10 + first + MULAW_SILENCE * 50)
+            await phone.wait_played_ms(1500, timeout=30)  # the reply plays on the phone
+            assert phone.log.media_received > 0
+            names = [name for _, name, _ in phone.log.echoed]
+            item_id, _, reached = names[-1].rpartition("@")
+            assert item_id.startswith("item_") and 1000 <= float(reached) <= 2000, names[-1]
+            assert not phone.log.clears
+            onset = phone.say(second + MULAW_SILENCE * 40) + speech_onset_frame(second)
+            onset_at = await phone.wait_sent(onset)
+            cleared_at = await phone.wait_clear(onset_at)
+            assert cleared_at - onset_at < 1.0, "the clear follows the barge-in at once"
+            heard_mark = phone.log.last_played_mark_before(cleared_at)
+            assert heard_mark is not None
+            await asyncio.sleep(1.5)  # the verdict (a query), the cut reply's response.done, the next reply
+            items = assistant_items(state)
+            cut = next(item for item in items if item.id == heard_mark.rpartition("@")[0])
+            assert cut.heard_ms == pytest.approx(float(heard_mark.rpartition("@")[2]), abs=1.0), \
+                "the history keeps exactly what played before the last echoed mark"
+            assert cut.heard_ms < cut.audio_ms
+            heard_words = cut.heard_text().split()
+            assert 2 <= len(heard_words) < len(" ".join(p.text for p in cut.parts).split())
+            assert all(w.end_ms <= cut.heard_ms + 1e-6 for w in cut.words[:len(heard_words) - 2])
+            assert any(not played for _, _, played in phone.log.echoed), "the cleared marks came back too"
+            await phone.stop()
+
+
+async def test_malformed_and_hostile_messages_are_logged_and_the_call_goes_on(
+        speech: tuple[bytes, bytes], caplog: pytest.LogCaptureFixture) -> None:
+    with phone_server() as (host, _):
+        async with websockets.connect(f"ws://{host}/v1/telephony/twilio") as ws:
+            phone = ScriptedProvider(ws)
+            await phone.begin()
+            for hostile in ("{not json", "[1, 2]", json.dumps({"event": "media", "media": "x"}),
+                            json.dumps({"event": "media", "media": {"payload": "!!!not base64!!!"}}),
+                            json.dumps({"event": "mark", "mark": {"name": "item_forged@99999"}}),
+                            json.dumps({"event": "mark", "mark": {"name": "x" * 5000}}),
+                            json.dumps({"event": "start", "start": {"streamSid": "MZ" + "9" * 500}}),
+                            json.dumps({"event": "dtmf", "dtmf": {"digit": "5"}}),
+                            json.dumps({"event": "surprise"})):
+                await ws.send(hostile)
+            phone.say(MULAW_SILENCE * 5 + speech[0] + MULAW_SILENCE * 50)
+            await phone.wait_played_ms(400, timeout=30)  # answered all the same
+            await phone.stop()
+    assert sum("phone call:" in record.getMessage() for record in caplog.records) >= 5
+
+
+async def test_a_provider_that_never_starts_is_closed_after_the_handshake_time() -> None:
+    with phone_server(Settings(port=free_port(), handshake_timeout_s=0.5)) as (host, _):
+        async with websockets.connect(f"ws://{host}/v1/telephony/twilio") as ws:
+            await ws.send(json.dumps({"event": "connected"}))
+            with pytest.raises(websockets.ConnectionClosed) as closed:
+                await asyncio.wait_for(ws.recv(), 5)
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
+
+
+async def test_with_keys_a_call_needs_the_key_or_a_valid_signed_token_in_the_path_or_query() -> None:
+    settings = Settings(port=free_port(), api_keys=["sk-phone-test"])
+    with phone_server(settings) as (host, _):
+        refused = [f"ws://{host}/v1/telephony/twilio", f"ws://{host}/v1/telephony/twilio/v1.1.forged",
+                   f"ws://{host}/v1/telephony/twilio/{mint_token('sk-phone-test', -5)}",
+                   f"ws://{host}/v1/telephony/twilio/{mint_token('sk-other', 60)}"]
+        for url in refused:
+            with pytest.raises(websockets.InvalidStatus):
+                async with websockets.connect(url):
+                    pass
+        token = mint_token("sk-phone-test", 60)
+        for url, headers in ((f"ws://{host}/v1/telephony/twilio/{token}", None),
+                             (f"ws://{host}/v1/telephony/twilio?token={token}", None),
+                             (f"ws://{host}/v1/telephony/twilio", {"Authorization": "Bearer sk-phone-test"})):
+            async with websockets.connect(url, additional_headers=headers) as ws:
+                phone = ScriptedProvider(ws)
+                await phone.begin()
+                await phone.stop()
