@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Proc
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from bargein.metrics.cost_meter import STAGE_CPU, STAGES
 from bargein.values import WorkerProcess
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.02, 0.032, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0,
@@ -78,6 +79,18 @@ class _QueueDepths(Collector):
         yield memory
 
 
+class _StageCpu(Collector):
+    """``bargein_cpu_seconds_total{stage}``: the CPU the engines' calls were charged, their workers' background
+    included (:mod:`bargein.metrics.cost_meter`)."""
+
+    def collect(self) -> Iterable[CounterMetricFamily]:
+        family = CounterMetricFamily("bargein_cpu_seconds", "CPU seconds spent per stage, measured per request by "
+                                     "the worker processes and on the calling thread in process", labels=["stage"])
+        for stage in STAGES:
+            family.add_metric([stage], STAGE_CPU.total(stage))
+        yield family
+
+
 class _StageStates(Collector):
     def __init__(self, health: Any) -> None:
         self.health = health
@@ -135,6 +148,18 @@ class ServerMetrics:
         self.audio_seconds = Counter("bargein_audio_seconds", "Agent audio sent and heard", ["kind"],
                                      registry=self.registry)
         self.sessions = Gauge("bargein_sessions", "Live sessions", registry=self.registry)
+        self.wasted_tokens = Counter("bargein_wasted_tokens", "Generated tokens nobody heard because of a "
+                                     "barge-in (by the unheard share of the reply's audio)", registry=self.registry)
+        self.wasted_audio = Counter("bargein_wasted_audio_seconds", "Agent audio sent but never heard because of a "
+                                    "barge-in", registry=self.registry)
+        self.prompt_tokens = Counter("bargein_llm_prompt_tokens", "Prompt tokens of replies, by whether their KV "
+                                     "cache was reused", ["kind"], registry=self.registry)
+        self.kv_cache_hit_ratio = Gauge("bargein_llm_kv_cache_hit_ratio", "Share of prompt tokens whose KV cache "
+                                        "was reused, since the start", registry=self.registry)
+        self._prompt_counts = [0.0, 0.0]
+        """Cached and evaluated prompt tokens, for the ratio."""
+        self.kv_cache_hit_ratio.set_function(self._hit_ratio)
+        self.registry.register(_StageCpu())
         self.refused = Counter("bargein_sessions_refused", "Sessions refused before any audio (loading, load)",
                                ["reason"], registry=self.registry)
         self.errors = Counter("bargein_client_errors", "Error events sent to clients", ["code"],
@@ -208,10 +233,24 @@ class ServerMetrics:
             if isinstance(value, int | float) and value >= 0:
                 self.stage_latency.labels(stage).observe(value / 1000.0)
         self.tokens.inc(float(summary.get("tokens", 0) or 0))
+        prompt, cached = float(summary.get("prompt_tokens", 0) or 0), float(summary.get("cached_tokens", 0) or 0)
+        self.prompt_tokens.labels("cached").inc(cached)
+        self.prompt_tokens.labels("evaluated").inc(max(0.0, prompt - cached))
+        self._prompt_counts[0] += cached
+        self._prompt_counts[1] += max(0.0, prompt - cached)
         self.image_tokens.inc(float(summary.get("image_tokens", 0) or 0))
         self.audio_seconds.labels("sent").inc(float(summary.get("audio_sent_s", 0) or 0))
         if heard:
             self.observe_heard(float(summary.get("audio_heard_s", 0) or 0))
+
+    def observe_waste(self, waste: dict[str, float]) -> None:
+        """A reply's tokens and audio nobody heard (:func:`bargein.metrics.turn_cost.waste`)."""
+        self.wasted_tokens.inc(max(0.0, waste["tokens"]))
+        self.wasted_audio.inc(max(0.0, waste["audio_s"]))
+
+    def _hit_ratio(self) -> float:
+        cached, evaluated = self._prompt_counts
+        return cached / (cached + evaluated) if cached + evaluated > 0 else 0.0
 
     def observe_heard(self, seconds: float) -> None:
         """Agent audio the client played."""

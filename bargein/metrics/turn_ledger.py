@@ -7,6 +7,9 @@ progress and what left the socket) and reports each turn when its reply closes (
 its output sent yet, when its first delta leaves). The audio heard of a reply the client still plays at its close
 is known only once its playback ends (played out or cut): the report then says it is not final
 (``audio_heard_final``), and the final figure follows (``bargein.turn.heard``) and reaches the metrics then.
+It is also the session's cost meter (:mod:`bargein.metrics.cost_meter`): each turn's CPU per stage, tokens, audio
+and waste (:mod:`bargein.metrics.turn_cost`) go out with the turn (``bargein.turn.cost``) and into the session's
+totals.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from bargein.metrics.cost_meter import Bill
 from bargein.metrics.tracing import export_turn
+from bargein.metrics.turn_cost import SessionCost, TurnCost, cost_fields, waste
 from bargein.session.core import vocabulary as v
 from bargein.session.core.verdicts import answers_the_user
 
@@ -31,7 +36,7 @@ MAX_LEDGERS = 64
 STAGES = ("speech_start", "speech_end", "commit", "asr_final", "reply_start", "llm_first_token",
           "first_clause", "tts_first_audio", "first_delta_sent", "barge_in", "response_done")
 
-COUNTED = ("tokens", "image_tokens")
+COUNTED = ("tokens", "image_tokens", "prompt_tokens", "cached_tokens")
 """Progress reports that are counts, summed in the turn's summary, not stages."""
 
 
@@ -65,6 +70,8 @@ class TurnLedger:
     """When the plain speculative recognition made at that silence came back (wall clock), if before the commit."""
     turn_end_probability: float | None = None
     """The end-of-turn model's score of that silence, if it came before the commit."""
+    cost: TurnCost = field(default_factory=TurnCost)
+    """The CPU its engine calls were charged."""
 
     def silence(self, at_ms: float | None) -> None:
         """A silence began at ``at_ms`` (``None``: the one the turn was in is over); before the commit only, what was
@@ -124,6 +131,7 @@ class TurnLedger:
             "turn_end_probability": (round(self.turn_end_probability, 3)
                                      if self.turn_end_probability is not None else None),
             **{key: round(value, 3) for key, value in self.counters.items()},
+            **{f"cpu_{stage}_s": round(value, 4) for stage, value in self.cost.cpu_s.items()},
             # False: the client still played the reply, and a follow-up tells what it heard once it is known
             "audio_heard_final": self.heard_pending_s is None,
         }
@@ -138,9 +146,12 @@ class TurnLedgers:
     """
 
     def __init__(self, stream_ms: Callable[[], float], report: Callable[[str, dict[str, Any]], None], *,
-                 metrics: ServerMetrics | None = None, heard: Callable[[dict[str, Any]], None] | None = None) -> None:
+                 metrics: ServerMetrics | None = None, heard: Callable[[dict[str, Any]], None] | None = None,
+                 cost: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.stream_ms = stream_ms
         self.report = report
+        self.report_cost = cost
+        self.session_cost = SessionCost()
         self.heard = heard
         self.metrics = metrics
         self.ledgers: dict[str, TurnLedger] = {}
@@ -153,6 +164,18 @@ class TurnLedgers:
         by response id, reported once that delta leaves (or a later reply's delta shows it never will)."""
         self.playing: dict[str, TurnLedger] = {}
         """Replies closed while the client still played them, by response id, until their playback ends."""
+
+    def bill(self) -> Bill:
+        """A bill for engine work starting now: charged to the turn current now (to the session only once that
+        turn was reported, or when there is none yet)."""
+        ledger = self.current
+
+        def charge(stage: str, cpu_s: float) -> None:
+            self.session_cost.charge(stage, cpu_s)
+            if ledger is not None and not ledger.reported:
+                ledger.cost.add(stage, cpu_s)
+
+        return charge
 
     def get(self, key: str) -> TurnLedger | None:
         """The ledger of a user item (or of a reply that had no user item)."""
@@ -306,6 +329,8 @@ class TurnLedgers:
             return
         if self.metrics is not None:
             self.metrics.observe_heard(heard_ms / 1000.0)
+            if "barge_in" in ledger.marks:  # the waste reported with the turn took all of it as heard
+                self.metrics.observe_waste(waste(ledger.counters, cut=True))
         if self.heard is not None:
             self.heard({"item_id": ledger.item_id, "response_id": response_id,
                         "audio_heard_s": round(ledger.counters["audio_heard_s"], 3)})
@@ -322,8 +347,20 @@ class TurnLedgers:
         ledger.reported = True
         summary = ledger.summary()
         self.report(status, summary)
+        # a reply still played at its close wastes what its playback's end says (on_reply_heard)
+        cut = "barge_in" in ledger.marks and ledger.heard_pending_s is None
+        speech = ledger.marks.get("speech_start"), ledger.marks.get("speech_end")
+        speech_s = (speech[1].stream_ms - speech[0].stream_ms) / 1000.0 if speech[0] is not None \
+            and speech[1] is not None and speech[0].stream_ms is not None and speech[1].stream_ms is not None \
+            else None
+        fields = cost_fields(ledger.cost, ledger.counters, speech_s, cut=cut)
+        self.session_cost.count(fields)
+        if self.report_cost is not None:
+            self.report_cost({"item_id": ledger.item_id, "response_id": ledger.response_id, "status": status,
+                              **fields})
         if self.metrics is not None:
             self.metrics.observe_turn(status, summary, heard=ledger.heard_pending_s is None)
+            self.metrics.observe_waste(fields["waste"])
         export_turn(ledger, status, summary)
 
 

@@ -28,6 +28,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 from bargein.config import Settings
 from bargein.engines.base import Engines
 from bargein.engines.fair import current_owner
+from bargein.metrics.cost_meter import current_meter
 from bargein.metrics.prometheus import ServerMetrics
 from bargein.protocol.errors import ProtocolError
 from bargein.protocol.server_events import error_event
@@ -139,6 +140,7 @@ async def serve_realtime(websocket: WebSocket, settings: Settings, engines: Engi
             session.message_guard = locks.check
         # every task the session starts inherits this: shared engines serve sessions in turn by it
         current_owner.set(session)
+        current_meter.set(session.ledgers)  # and charge the CPU they spend to the session's turns
         registry.live.add(session)
         registry.sockets[session] = websocket
         try:

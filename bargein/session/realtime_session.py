@@ -82,7 +82,10 @@ class RealtimeSession:
         self.machine = DuplexMachine(new_id, self._settings(self.config))
         self.audio_in = AudioInput(engines.vad, self.config.input_format)
         self.audio_in.set_noise_reduction(self.config.audio.input.noise_reduction is not None)
-        self.ledgers = TurnLedgers(lambda: self.stream_ms, self._report_turn, metrics=metrics, heard=self._report_heard)
+        tell = self.outbound.put  # the ledger's follow-ups: the final heard audio, and what the turn cost
+        self.ledgers = TurnLedgers(lambda: self.stream_ms, self._report_turn, metrics=metrics,
+                                   heard=lambda fields: tell(Outgoing(event("bargein.turn.heard", **fields))),
+                                   cost=lambda fields: tell(Outgoing(event("bargein.turn.cost", **fields))))
         emit = self.outbound.put
         self.eyes = SessionEyes(engines.see, config=lambda: self.config, progress=self._reply_progress, emit=emit)
         self.observers: list[SessionObserver] = [self.ledgers, self.eyes, *observers]
@@ -359,9 +362,6 @@ class RealtimeSession:
 
     def _report_turn(self, status: str, summary: dict[str, Any]) -> None:
         self.outbound.put(Outgoing(event("bargein.turn.metrics", status=status, **summary)))
-
-    def _report_heard(self, fields: dict[str, Any]) -> None:
-        self.outbound.put(Outgoing(event("bargein.turn.heard", **fields)))
 
     # -- outbound -----------------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,6 +20,7 @@ import numpy.typing as npt
 import onnxruntime as ort
 
 from bargein.engines.base import VadStream, VoiceActivityDetector
+from bargein.metrics.cost_meter import Bill, bill_now, charge
 from bargein.values import Float32Audio
 from bargein.weights import PinnedFile
 
@@ -68,6 +70,8 @@ class _Pending:
     stream: SileroStream
     frame: Float32Audio
     future: asyncio.Future[float]
+    bill: Bill | None = field(default_factory=bill_now)
+    """The session's bill, taken in its context: the frame's share of its batch's CPU is charged to it."""
 
 
 @dataclass
@@ -141,9 +145,9 @@ class SileroVad(VoiceActivityDetector):
                 batch = self._take_batch()
                 try:
                     if len(batch) <= INLINE_BATCH:
-                        probabilities, states = self._infer(batch)
+                        probabilities, states, spent_s = self._timed_infer(batch)
                     else:
-                        probabilities, states = await asyncio.to_thread(self._infer, batch)
+                        probabilities, states, spent_s = await asyncio.to_thread(self._timed_infer, batch)
                 except Exception as error:  # an engine failure reaches each waiting session
                     log.exception("silero batch failed")
                     for item in batch:
@@ -151,6 +155,7 @@ class SileroVad(VoiceActivityDetector):
                             item.future.set_exception(error)
                     continue
                 for index, item in enumerate(batch):
+                    charge("vad", item.bill, spent_s / len(batch))
                     item.stream.state = states[:, index, :].copy()
                     item.stream.context = item.frame[-CONTEXT_SAMPLES:].copy()
                     if not item.future.done():
@@ -169,6 +174,13 @@ class SileroVad(VoiceActivityDetector):
                 batch.append(item)
         self._pending = rest
         return batch
+
+    def _timed_infer(self, batch: list[_Pending]) \
+            -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32], float]:
+        """The batch's results and the CPU seconds of the thread that ran it (onnxruntime runs it there)."""
+        started = time.thread_time()
+        probabilities, states = self._infer(batch)
+        return probabilities, states, time.thread_time() - started
 
     def _infer(self, batch: list[_Pending]) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
         frames = np.stack([item.frame for item in batch])

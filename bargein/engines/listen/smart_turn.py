@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +31,7 @@ from bargein.engines.base import EndOfTurnModel, TurnModelBusy
 from bargein.engines.batching import MicroBatcher
 from bargein.engines.cpu_budget import CpuBudget
 from bargein.engines.listen.smart_turn_file import smart_turn_path
+from bargein.metrics.cost_meter import Bill, bill_now, charge
 from bargein.values import LISTEN_SAMPLE_RATE, Float32Audio
 
 log = logging.getLogger(__name__)
@@ -143,6 +144,8 @@ class _Request:
     future: asyncio.Future[float]
     estimate_s: float = 0.0
     """CPU seconds held back from the budget for this request (0: not counted against it)."""
+    bill: Bill | None = field(default_factory=bill_now)
+    """The asking session's bill (taken in its context): the clip's share of its pass is charged to it."""
 
 
 class SmartTurn(MicroBatcher[_Request], EndOfTurnModel):
@@ -205,6 +208,7 @@ class SmartTurn(MicroBatcher[_Request], EndOfTurnModel):
         per_clip = spent_s / max(len(batch), 1)
         self.pass_cpu_s += 0.2 * (per_clip - self.pass_cpu_s)
         for item, value in zip(batch, probabilities, strict=True):
+            charge("turn_end", item.bill, per_clip)
             if self.budget is not None and item.estimate_s:
                 self.budget.settle(item.estimate_s, per_clip)
             if not item.future.done():

@@ -6,6 +6,9 @@ request runs as its own task with :data:`~bargein.engines.fair.current_owner` se
 sent it, so the engine's fair queues take turns between sessions exactly as they do in the server
 process. A reader thread takes messages off the pipe, so a cancel arrives while a request is running.
 The worker ignores SIGINT and SIGTERM: the server's graceful drain decides when it stops.
+Each request's CPU seconds (the process's, split among the requests in flight:
+:class:`~bargein.metrics.cost_meter.RequestMeter`) go back in a ``cost`` message just before its ``end`` or
+``error``.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 from bargein.engines.fair import current_owner
 from bargein.engines.process import wire
 from bargein.engines.process.wire import FD_ENV, WorkerSpec
+from bargein.metrics.cost_meter import RequestMeter
 from bargein.values import CancelToken
 
 log = logging.getLogger(__name__)
@@ -83,10 +87,15 @@ async def serve(service: Service, conn: Connection) -> None:
     stopped = asyncio.Event()
     summary = getattr(service, "summary", None)
     cancel_task = bool(getattr(service, "cancel_task", False))
+    meter = RequestMeter()
 
     def send(message: tuple[Any, ...]) -> None:
         with contextlib.suppress(OSError):  # the server is gone; a value the wire cannot carry raises (WireError)
             wire.send(conn, message)
+
+    def bill(request_id: int) -> None:
+        if request_id in meter:  # once: a request's cost goes before its end (a hub forgets it at its end)
+            send(("cost", request_id, meter.finish(request_id)))
 
     async def run(request_id: int, session: int | None, request: Any, cancel: CancelToken) -> None:
         current_owner.set(session)  # this task's own context: the engine's fair queue sees the session
@@ -95,11 +104,14 @@ async def serve(service: Service, conn: Connection) -> None:
                 if cancel.cancelled:
                     break
                 send(("item", request_id, item))
+            bill(request_id)
             send(("end", request_id, summary() if summary is not None else None))
         except Exception as error:
             log.exception("request failed")
+            bill(request_id)
             send(("error", request_id, f"{type(error).__name__}: {error}"))
         finally:
+            bill(request_id)  # a task cancelled on ``cancel`` ends here
             cancels.pop(request_id, None)
             tasks.pop(request_id, None)
 
@@ -109,6 +121,7 @@ async def serve(service: Service, conn: Connection) -> None:
         elif message[0] == "start":
             _, request_id, session, request = message
             cancel = cancels[request_id] = CancelToken()
+            meter.start(request_id)
             tasks[request_id] = loop.create_task(run(request_id, session, request, cancel))
         elif message[0] == "cancel" and (token := cancels.get(message[1])) is not None:
             token.cancel("cancelled")

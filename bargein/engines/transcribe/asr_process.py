@@ -56,7 +56,7 @@ class ProcessRecognizer(ProcessClient, SpeechRecognizer):
         self.process = EngineProcess(
             python_worker(WorkerSpec("bargein.engines.transcribe.asr_process:RecognizerService",
                                      {"recognizer": spec}), name),
-            name=name, start_timeout_s=start_timeout_s, ready_wait_s=ready_wait_s)
+            name=name, start_timeout_s=start_timeout_s, ready_wait_s=ready_wait_s, stage="asr")
 
     @property
     def languages(self) -> frozenset[str] | None:
