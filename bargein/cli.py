@@ -78,6 +78,11 @@ def _parser() -> argparse.ArgumentParser:
                             "waits plain silence (default 0.25; the number of cores: no limit)")
     serve.add_argument("--no-builtin-tools", dest="builtin_tools", action="store_const", const=False,
                        help="do not offer the built-in clock, calendar, calculator and unit tools")
+    serve.add_argument("--no-memory", dest="memory", action="store_const", const=False,
+                       help="remember nothing across sessions (long-term memory off for everyone)")
+    serve.add_argument("--memory-url", help="keep memories in PostgreSQL (postgresql://...; default: SQLite in "
+                       "--data-dir)")
+    serve.add_argument("--data-dir", help="the server's data directory (default ~/.local/share/bargein)")
     for command in (serve, deploy):
         command.add_argument("--log-level", default="info")
     capacity = commands.add_parser("capacity", help="pool sizes per stage for a number of sessions")

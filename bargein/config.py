@@ -105,6 +105,18 @@ class Settings(BaseSettings):
     """Classify every segment (query or noise) before answering or cutting a reply; off, any speech
     onset cancels the reply at once, as the OpenAI Realtime API does."""
 
+    # --- long-term memory (docs/memory.md) ---------------------------------------------------------------
+    memory: bool = True
+    """Remember facts users tell about themselves across sessions, per scope (off: ``--no-memory``)."""
+    memory_url: str | None = None
+    """A PostgreSQL database for the memories (``postgresql://...``; unset: SQLite in ``data_dir``)."""
+    data_dir: str = "~/.local/share/bargein"
+    """The server's data directory (the memory's SQLite file)."""
+    memory_max_items: int = Field(2000, ge=1)
+    """Memories one scope keeps; past it the oldest are forgotten."""
+    memory_max_bytes: int = Field(512 * 1024, ge=1024)
+    """Bytes of memories one scope keeps; past it the oldest are forgotten."""
+
     # --- who may connect -------------------------------------------------------------------------------
     allow_origins: list[str] = Field(default_factory=list)
     """Browser origins allowed besides the server's own (and, in local-only mode, loopback pages);

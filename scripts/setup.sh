@@ -18,9 +18,10 @@ if [[ "$purpose" == "test" ]]; then
   # espeak-ng: voices of testdata/endpoint_set.py, and the Mandarin (cmn) voices the spoken-command model is fitted
   # and measured on (testdata/keyword_split.json); with festival, its voices and the asterisk recordings, the
   # listening benchmark's voice families (testdata/voices.py); espeak (the original eSpeak 1.48): a voice of issue
-  # 43's held-out set (testdata/make_words_set.py) that no fitting used
+  # 43's held-out set (testdata/make_words_set.py) that no fitting used; postgresql: the memory store's tests start
+  # a throwaway server (tests/memory/test_postgres_store.py)
   apt_packages+=(pocketsphinx-testdata chromium espeak-ng festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts
-                 asterisk-core-sounds-en-wav espeak)
+                 asterisk-core-sounds-en-wav espeak postgresql)
 fi
 missing=()
 for package in "${apt_packages[@]}"; do

@@ -138,6 +138,9 @@ class SessionConfig(BaseModel):
     image_token_budget: int | None = Field(None, ge=0, le=1_000_000)
     """bargein's own: the image tokens one turn may spend on a vision model (None: the server's
     ``--image-token-budget``); see docs/seeing.md."""
+    memory: bool | None = None
+    """bargein's own: ``false`` turns long-term memory off for this session (None: on where the server has it);
+    see docs/memory.md."""
 
     @field_validator("tools", mode="before")
     @classmethod

@@ -20,6 +20,7 @@ from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 from bargein.config import Settings
 from bargein.engines.base import Engines
 from bargein.engines.process.shared import SHARED_DIR_ENV, shared_socket
+from bargein.memory.store import MemoryStore
 from bargein.memory_upkeep import keep_memory_flat
 from bargein.metrics.aggregate import WorkerBoard, WorkerFigures, maxima, merged_exposition
 from bargein.metrics.gc_pauses import GcPauseWatch
@@ -31,6 +32,7 @@ from bargein.server.client_secrets import ClientSecrets, secrets_path
 from bargein.server.drain import Drain, shared_drain_flag
 from bargein.server.history_budget import HistoryLedger
 from bargein.server.load import LoadLimits, LoadMonitor
+from bargein.server.memory_api import add_memory_routes, open_memory_store, warm_tools
 from bargein.server.operator_pages import (
     LOAD_FAILED,
     WITHHELD,
@@ -43,7 +45,6 @@ from bargein.server.realtime_ws import SessionRegistry, refuse_session, serve_re
 from bargein.server.secrets_api import add_client_secret_route
 from bargein.server.twilio_ws import serve_twilio
 from bargein.server.warm_up import warm_first_turn
-from bargein.tools.registry import default_registry
 
 log = logging.getLogger(__name__)
 STATIC_DIR = Path(__file__).resolve().parent.parent / "web" / "static"
@@ -73,6 +74,8 @@ class ServerState:
         self.load = LoadMonitor(LoadLimits(settings.max_sessions, settings.max_loop_lag_ms, settings.max_queue_depth),
                                 lambda: len(self.registry.live), self.queue_sources)
         self.board = WorkerBoard(runtime_directory)
+        self.memory: MemoryStore | None = None
+        """The long-term memory store, opened with the server (None: ``--no-memory``, or not open yet)."""
 
     def figures(self) -> WorkerFigures:
         """This worker's exposition and load, as published to the other workers."""
@@ -157,7 +160,8 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None,
             state.metrics.describe_engines(redacted_description(state.engines.description))
             if state.engines.health is not None:
                 state.metrics.watch_health(state.engines.health)
-            warm_s = await warm_first_turn(state.engines, default_registry() if settings.builtin_tools else None)
+            state.memory = await open_memory_store(settings)
+            warm_s = await warm_first_turn(state.engines, warm_tools(settings, state.memory))
             log.info("first turn warmed up in %.1f s (the default prompt evaluated, the end-of-turn model run)", warm_s)
         # the models' objects live as long as the server: keep them out of every later collection,
         # whose full passes otherwise stall the event loop for 100 ms at a time
@@ -182,6 +186,8 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None,
             state.board.publish(state.figures())
         state.board.withdraw(os.getpid(), _maxima())
         await asyncio.to_thread(flush_tracing)
+        if state.memory is not None:
+            await state.memory.close()
         # engines handed in by the caller are the caller's to close; the ones loaded here are ours
         if loaded_here and state.engines is not None:
             await state.engines.aclose()
@@ -225,9 +231,10 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None,
             await refuse_session(websocket, "the server is shutting down; connect to another instance")
             return
         await serve_realtime(websocket, settings, state.engines, state.registry, state.metrics, refusal,
-                             client_secrets=state.client_secrets)
+                             client_secrets=state.client_secrets, memory_store=state.memory)
 
     add_client_secret_route(app, settings, state.client_secrets)
+    add_memory_routes(app, settings, lambda: state.memory)
 
     # phone lines (issue 45): Twilio Media Streams over the same session; a signed token may be the last segment
     install_log_redaction()

@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from bargein.config import Settings
+from bargein.memory.store import LOCAL_SCOPE, key_scope
 
 KEY_SUBPROTOCOL_PREFIX = "openai-insecure-api-key."
 PEER_SCOPE_KEY = "bargein.peer"
@@ -34,6 +35,8 @@ class AuthResult:
     allowed: bool
     reason: str = ""
     subprotocol: str | None = None
+    memory_scope: str | None = None
+    """Whose long-term memories the session reads and writes (None: none), decided here, never by the client."""
 
 
 class RealPeer:
@@ -170,13 +173,14 @@ def authorize(websocket: WebSocket, settings: Settings) -> AuthResult:
         return AuthResult(False, "this Origin is not allowed (see --allow-origin)")
     if settings.local_only:
         if is_loopback(peer_address(scope)):
-            return AuthResult(True, subprotocol=subprotocol)
+            return AuthResult(True, subprotocol=subprotocol, memory_scope=LOCAL_SCOPE)
         return AuthResult(False, "local-only mode: no API key is configured, so only loopback clients may connect")
     key = offered_key(websocket)
     if not key:
         return AuthResult(False, "missing API key (Authorization: Bearer or openai-insecure-api-key subprotocol)")
     # every key is compared (a list, not a short-circuiting generator), so the time taken does not tell which
     # one (its position) matched
-    if any([hmac.compare_digest(key.encode(), allowed.encode()) for allowed in settings.api_keys]):
-        return AuthResult(True, subprotocol=subprotocol)
+    matches = [hmac.compare_digest(key.encode(), allowed.encode()) for allowed in settings.api_keys]
+    if any(matches):
+        return AuthResult(True, subprotocol=subprotocol, memory_scope=key_scope(key))
     return AuthResult(False, "invalid API key")

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.websockets import WebSocket
 
 from bargein.config import Settings
+from bargein.memory.store import bound_scope
 from bargein.protocol.server_events import new_id
 from bargein.protocol.session_config import SessionConfig
 from bargein.server.auth import AuthResult, host_allowed, offered_key, origin_allowed
@@ -276,4 +277,6 @@ async def check_offered_secret(websocket: WebSocket, store: ClientSecrets | None
             return None  # a server key that happens to look like a secret
         return SecretOffer(AuthResult(False, INVALID_SECRET))
     subprotocol = "realtime" if "realtime" in websocket.scope.get("subprotocols", []) else None
-    return SecretOffer(AuthResult(True, subprotocol=subprotocol), bound.config, locks=bound.locks, secret=key)
+    scope = bound_scope(bound.locks.memory_scope) if bound.locks.memory_scope else None
+    return SecretOffer(AuthResult(True, subprotocol=subprotocol, memory_scope=scope), bound.config,
+                       locks=bound.locks, secret=key)

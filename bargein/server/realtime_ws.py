@@ -28,6 +28,8 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 from bargein.config import Settings
 from bargein.engines.base import Engines
 from bargein.engines.fair import current_owner
+from bargein.memory.session_memory import SessionMemory
+from bargein.memory.store import MemoryStore
 from bargein.metrics.cost_meter import current_meter
 from bargein.metrics.prometheus import ServerMetrics
 from bargein.protocol.errors import ProtocolError
@@ -49,7 +51,8 @@ from bargein.server.session_locks import SessionLocks
 from bargein.session.history import MAX_HISTORY_BYTES
 from bargein.session.outbound import OutboundClosed, Outgoing
 from bargein.session.realtime_session import RealtimeSession
-from bargein.tools.registry import default_registry
+from bargein.tools.memory_tools import memory_tools
+from bargein.tools.registry import ToolRegistry, default_registry
 
 log = logging.getLogger(__name__)
 POLICY_CLOSE = 1008
@@ -86,7 +89,7 @@ class Ending:
 async def serve_realtime(websocket: WebSocket, settings: Settings, engines: Engines | None,
                          registry: SessionRegistry, metrics: ServerMetrics | None = None,
                          refusal: Callable[[], str | None] | None = None, *,
-                         client_secrets: ClientSecrets | None = None) -> None:
+                         client_secrets: ClientSecrets | None = None, memory_store: MemoryStore | None = None) -> None:
     """Run one Realtime session over ``websocket`` until the client leaves or the server ends it.
 
     ``refusal`` says why this worker cannot take one more session (load), or ``None``; a refused client
@@ -135,6 +138,7 @@ async def serve_realtime(websocket: WebSocket, settings: Settings, engines: Engi
                                   semantic_default=settings.turn_detection == "semantic_vad",
                                   tiered_default=settings.tiered_endpoint)
         session.conversation.bind_budget(settings.max_history_bytes, registry.history.account(address))
+        memory = _attach_memory(session, memory_store, decision.memory_scope, settings)
         locks = offer.locks if offer is not None else SessionLocks()
         if locks.locked:
             session.message_guard = locks.check
@@ -151,9 +155,27 @@ async def serve_realtime(websocket: WebSocket, settings: Settings, engines: Engi
             registry.live.discard(session)
             registry.sockets.pop(session, None)
             await session.close()
+            if memory is not None:
+                await memory.close()
             session.conversation.release()
     finally:
         await registry.addresses.release(address)
+
+
+def _attach_memory(session: RealtimeSession, store: MemoryStore | None, scope: str | None,
+                   settings: Settings) -> SessionMemory | None:
+    """Give ``session`` its scope's long-term memory: recalled notes in its prompts, learning after each turn and
+    the memory tools (None: memory is off on this server, or nobody decided whose memories these would be)."""
+    if store is None or scope is None:
+        return None
+    memory = SessionMemory(store, scope, lambda: session.conversation.chat_messages(None),
+                           enabled=lambda: session.config.memory is not False)
+    session.replies.remembered = memory.prompt
+    session.replies.builtins = default_registry(extra=memory_tools(memory)) if settings.builtin_tools \
+        else ToolRegistry(memory_tools(memory))
+    session.observe(memory)
+    memory.start()
+    return memory
 
 
 async def _spend(client_secrets: ClientSecrets, secret: str) -> Ending | None:

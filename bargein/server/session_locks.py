@@ -40,6 +40,8 @@ class LockRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     locked: list[str] = Field(default_factory=list, max_length=len(LOCKABLE))
     hide_locked: bool = False
+    memory_scope: str | None = Field(None, pattern=r"^[A-Za-z0-9._:@-]{1,128}$")
+    """Whose long-term memories the session reads and writes (the backend's user id; docs/memory.md)."""
 
     @field_validator("locked")
     @classmethod
@@ -56,15 +58,17 @@ class SessionLocks:
 
     locked: frozenset[str] = frozenset()
     hidden: bool = False
+    memory_scope: str | None = None
+    """The scope the minting backend bound (None: the session remembers nothing)."""
 
     @classmethod
     def of(cls, request: LockRequest | None) -> SessionLocks:
         """The locks a minting request asked for (none without a ``bargein`` object)."""
-        return cls() if request is None else cls(frozenset(request.locked), request.hide_locked)
+        return cls() if request is None else cls(frozenset(request.locked), request.hide_locked, request.memory_scope)
 
     def as_json(self) -> dict[str, Any]:
         """The form stored beside the bound configuration."""
-        return {"locked": sorted(self.locked), "hide_locked": self.hidden}
+        return {"locked": sorted(self.locked), "hide_locked": self.hidden, "memory_scope": self.memory_scope}
 
     def check(self, message: ce.ClientEvent, config: SessionConfig) -> None:
         """Raise ``session_field_locked`` if ``message`` would change a locked field of ``config``."""

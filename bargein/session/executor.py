@@ -150,7 +150,8 @@ class ActionExecutor:
         """The messages and options of a reply to the user's ``text`` (a speculative one must match it exactly),
         offering ``tools`` (by default the replies' default tools)."""
         history = self.replies.history_as_if_cut()  # a reply paused by this turn is cut where it paused
-        messages = [*self.conversation.chat_messages(config.instructions, history), ChatMessage("user", text)]
+        messages = self.replies.with_memory(
+            [*self.conversation.chat_messages(config.instructions, history), ChatMessage("user", text)])
         max_tokens = config.max_output_tokens
         return messages, generation_options(None if max_tokens == "inf" else max_tokens,
                                             tools or self.replies.default_tools(), config.truncation_options())

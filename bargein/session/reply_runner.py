@@ -70,6 +70,8 @@ class ReplyRunner:
         self.pipeline = pipeline
         self.see = see
         """The ``see`` stage's hand in a reply's prompt (the turn's images within their budget, the scene note)."""
+        self.remembered: Callable[[list[ChatMessage]], list[ChatMessage]] | None = None
+        """Long-term memory's hand in a reply's prompt (the recalled notes; a speculative head start's too)."""
         self.builtins = builtins
         """bargein's own tools, offered (and run here) when the session brings none."""
         self.pending = PendingCalls(self._call_timed_out, on_owed=lambda owed: self.feed(v.ToolWait(owed)))
@@ -89,6 +91,10 @@ class ReplyRunner:
         self.playing = PlayingOut(heard)
         """Closed replies the client may still be playing: how much of each was heard is told when that ends."""
         self.closing = False
+
+    def with_memory(self, messages: list[ChatMessage]) -> list[ChatMessage]:
+        """``messages`` with the session's recalled memories (unchanged without memory)."""
+        return messages if self.remembered is None else self.remembered(messages)
 
     def default_tools(self) -> ToolSetup:
         """The tools a reply with no per-response overrides offers (a speculative head start must match)."""
@@ -150,6 +156,7 @@ class ReplyRunner:
         messages = self.conversation.chat_messages(request.instructions, request.context)
         if self.see is not None:
             messages = self.see(handle.response_id, messages)
+        messages = self.with_memory(messages)
         # an estimate at 4 characters a token: counting words would walk the whole history's text here
         state.input_tokens = sum(len(m.content) for m in messages) // 4
         config = self.config()

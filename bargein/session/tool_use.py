@@ -58,7 +58,10 @@ def tool_setup(config: SessionConfig, params: ce.ResponseParams | None, builtins
     if config.type == "transcription":
         return ToolSetup()
     if tools:
-        return ToolSetup(tuple(tools), choice)
+        beside = builtins.beside_client_tools() if builtins is not None else None
+        if beside is None or choice == "none":
+            return ToolSetup(tuple(tools), choice)
+        return ToolSetup((*tools, *beside.definitions()), choice, beside)
     if builtins is None or choice == "none":
         return ToolSetup()
     return ToolSetup(tuple(builtins.definitions()), choice if isinstance(choice, str) else "auto", builtins)
@@ -105,7 +108,7 @@ async def reply_with_tools(llm: LanguageModel, messages: Sequence[ChatMessage], 
                                                                           or piece.refused):
                 # a refused call is answered with the reason, so the model says it cannot rather than guess
                 outcome = ToolOutcome(json.dumps({"error": piece.refused}), ok=False) if piece.refused \
-                    else server_side.run(piece.name, piece.arguments)
+                    else await server_side.run_async(piece.name, piece.arguments)
                 report(piece, outcome)
                 ran += [ChatMessage("assistant", "", tool_calls=(piece,)),
                         ChatMessage("tool", outcome.output, tool_call_id=piece.call_id)]

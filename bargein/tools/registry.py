@@ -8,7 +8,7 @@ run gives an output that says why, so the model can tell the user instead of inv
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +20,7 @@ from bargein.tools.quoting import quoted
 from bargein.tools.units import ConversionError, describe_conversion
 
 Handler = Callable[[dict[str, Any]], str]
+AsyncHandler = Callable[[dict[str, Any]], Awaitable[str]]
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,10 @@ class Tool:
     description: str
     parameters: dict[str, Any]
     handler: Handler
+    slow: AsyncHandler | None = None
+    """A handler that waits on I/O (the memory store): run by :meth:`ToolRegistry.run_async` instead."""
+    beside_client_tools: bool = False
+    """Offered to sessions that bring their own tools too (the memory tools)."""
 
     def definition(self) -> dict[str, Any]:
         """The tool as a Realtime ``function`` tool (the shape of ``session.tools`` entries)."""
@@ -100,6 +105,22 @@ class ToolRegistry:
         """Every tool as a Realtime ``function`` tool definition."""
         return [tool.definition() for tool in self._tools.values()]
 
+    def beside_client_tools(self) -> ToolRegistry | None:
+        """The tools also offered beside a session's own tools (None: there are none)."""
+        kept = [tool for tool in self._tools.values() if tool.beside_client_tools]
+        return ToolRegistry(kept) if kept else None
+
+    async def run_async(self, name: str, arguments: str) -> ToolOutcome:
+        """:meth:`run`, awaiting a tool's slow handler; failures come back as an explaining output."""
+        tool = self._tools.get(name)
+        if tool is None or tool.slow is None:
+            return self.run(name, arguments)
+        try:
+            checked = check_arguments(arguments, tool.parameters)
+            return ToolOutcome(await tool.slow(checked.values), ok=True)
+        except _EXPECTED_FAILURES as error:
+            return ToolOutcome(json.dumps({"error": str(error)}), ok=False)
+
     def run(self, name: str, arguments: str) -> ToolOutcome:
         """Run ``name`` with the JSON ``arguments``; failures come back as an explaining output, never raise."""
         tool = self._tools.get(name)
@@ -112,6 +133,6 @@ class ToolRegistry:
             return ToolOutcome(json.dumps({"error": str(error)}), ok=False)
 
 
-def default_registry(now: Clock = utc_now) -> ToolRegistry:
-    """The built-in tools, ready to run."""
-    return ToolRegistry(builtin_tools(now))
+def default_registry(now: Clock = utc_now, extra: Iterable[Tool] = ()) -> ToolRegistry:
+    """The built-in tools, ready to run, and ``extra`` ones (a session's memory tools)."""
+    return ToolRegistry([*builtin_tools(now), *extra])

@@ -1,0 +1,86 @@
+"""Scopes through the server: two keys and two client secrets each see only their own memories, the admin
+endpoint lists, exports and deletes one scope's, and ``--no-memory`` / ``memory: false`` remember nothing."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import httpx
+from websockets.sync.client import connect
+
+from bargein.config import Settings
+from bargein.engines.base import Engines
+from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
+from tests.support.server import running_server
+
+KEYS = ["sk-first-key", "sk-second-key"]
+
+
+def _engines() -> Engines:
+    return Engines(FakeVad(), FakeRecognizer(), FakeLanguageModel(), FakeSynthesizer())
+
+
+def _bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def _say(host: str, key: str, text: str, session: dict[str, object] | None = None) -> None:
+    """One typed turn and its reply, over a session opened with ``key`` (a server key or a client secret)."""
+    with connect(f"ws://{host}/v1/realtime", additional_headers=_bearer(key)) as ws:
+        if session is not None:
+            ws.send(json.dumps({"type": "session.update", "session": session}))
+        ws.send(json.dumps({"type": "conversation.item.create", "item": {
+            "type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}}))
+        ws.send(json.dumps({"type": "response.create", "response": {"output_modalities": ["text"]}}))
+        while json.loads(ws.recv(timeout=10))["type"] != "response.done":
+            pass
+        time.sleep(0.3)  # the turn is learnt from in the background, after response.done
+
+
+def _memories(host: str, key: str, scope: str | None = None) -> list[str]:
+    params = {"memory_scope": scope} if scope else None
+    response = httpx.get(f"http://{host}/v1/memory", headers=_bearer(key), params=params)
+    response.raise_for_status()
+    return [item["text"] for item in response.json()["data"]]
+
+
+def _mint(host: str, scope: str) -> str:
+    response = httpx.post(f"http://{host}/v1/realtime/client_secrets", headers=_bearer(KEYS[0]),
+                          json={"bargein": {"memory_scope": scope}})
+    response.raise_for_status()
+    return str(response.json()["value"])
+
+
+def test_two_keys_and_two_client_secrets_never_see_each_others_memories(tmp_path: Path) -> None:
+    with running_server(_engines(), Settings(api_keys=KEYS, data_dir=str(tmp_path))) as host:
+        _say(host, KEYS[0], "My name is Ana.")
+        _say(host, KEYS[1], "I'm allergic to peanuts.")
+        _say(host, _mint(host, "user-a"), "Call me Dr. Li.")
+        _say(host, _mint(host, "user-b"), "I prefer metric.")
+        assert _memories(host, KEYS[0]) == ["The user's name is Ana."]
+        assert _memories(host, KEYS[1]) == ["The user is allergic to peanuts."]
+        assert _memories(host, KEYS[1], "user-a") == ["The user wants to be called Dr. Li."]
+        assert _memories(host, KEYS[0], "user-b") == ["The user prefers metric units."]
+        # the admin endpoint deletes one scope's memories, and nobody else's
+        exported = httpx.get(f"http://{host}/v1/memory?export=1", headers=_bearer(KEYS[0]))
+        assert "attachment" in exported.headers["content-disposition"]
+        one = exported.json()["data"][0]["id"]
+        assert httpx.delete(f"http://{host}/v1/memory/{one}", headers=_bearer(KEYS[1])).json() == {"deleted": 0}
+        assert httpx.delete(f"http://{host}/v1/memory/{one}", headers=_bearer(KEYS[0])).json() == {"deleted": 1}
+        assert httpx.delete(f"http://{host}/v1/memory", headers=_bearer(KEYS[1]),
+                            params={"memory_scope": "user-a"}).json() == {"deleted": 1}
+        assert _memories(host, KEYS[0], "user-b") == ["The user prefers metric units."]
+        assert httpx.get(f"http://{host}/v1/memory").status_code == 401
+        assert httpx.get(f"http://{host}/v1/memory", headers=_bearer(_mint(host, "user-a"))).status_code == 401
+        # a session may turn memory off for itself
+        _say(host, KEYS[0], "My name is Zed.", session={"memory": False})
+        assert _memories(host, KEYS[0]) == []
+
+
+def test_no_memory_remembers_nothing(tmp_path: Path) -> None:
+    with running_server(_engines(), Settings(api_keys=KEYS, data_dir=str(tmp_path), memory=False)) as host:
+        _say(host, KEYS[0], "My name is Ana.")
+        assert httpx.get(f"http://{host}/v1/memory", headers=_bearer(KEYS[0])).status_code == 503
+    assert not (tmp_path / "memory.sqlite3").exists()
