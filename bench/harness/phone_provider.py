@@ -3,7 +3,7 @@
 It behaves as the provider does: ``connected`` then ``start``, the caller's audio as 20 ms mu-law ``media``
 frames sent in real time (silence when the script has nothing to say), and a phone that plays the server's
 ``media`` in real time, echoing each ``mark`` once the audio before it has played. A ``clear`` empties what is
-queued to play and echoes the marks it dropped at once, as Twilio does. Every send, play, echo and clear is logged
+queued to play and echoes the marks it dropped at once (as a provider may: bargein must not count them). Every send, play, echo and clear is logged
 with its monotonic time.
 """
 
@@ -12,24 +12,62 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import socket
 import subprocess
 import tempfile
+import threading
 import time
 import wave
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
+import uvicorn
 
 from bargein.audio.codecs import AudioFormat, float_to_int16
 from bargein.audio.resample import resample
+from bargein.config import Settings
+from bargein.engines.base import Engines
+from bargein.server.app import ServerState, create_app
+from bargein.server.serving import server_config
 
 FRAME_BYTES = 160
 FRAME_S = 0.020
 MULAW = AudioFormat("audio/pcmu", 8_000)
 MULAW_SILENCE = b"\xff" * FRAME_BYTES
+
+
+@contextmanager
+def phone_server(engines: Engines, settings: Settings | None = None) -> Iterator[tuple[str, ServerState]]:
+    """A real uvicorn server on a free loopback port, in a thread of this process, and its state (whose live
+    sessions a test or a benchmark reads: the history is not on the phone line)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    settings = settings.model_copy(update={"port": port}) if settings is not None else Settings(port=port)
+    app = create_app(settings, engines)
+    server = uvicorn.Server(server_config(app, settings, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.05)
+    else:
+        raise RuntimeError("the phone server did not start")
+    try:
+        yield f"127.0.0.1:{port}", app.state.bargein
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
 
 
 def spoken_mulaw(text: str, *, voice: str = "en-us") -> bytes:
