@@ -2,52 +2,13 @@
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 
 from bargein.protocol import client_events as ce
 from bargein.session import core as dx
+from tests.support.timelines import NO_CLASSIFIER, Timeline, of
 
-FRAME_MS = 32.0
-NO_CLASSIFIER = dx.TurnSettings(listening=dx.Listening(classify=False))
-"""These timelines test turn-taking without the listening classifier (its own tests follow)."""
 MANUAL = dx.TurnSettings.manual()
-
-
-class Timeline:
-    """Feeds VAD frames of 32 ms at given probabilities and keeps every action."""
-
-    def __init__(self, settings: dx.TurnSettings = NO_CLASSIFIER) -> None:
-        counter = itertools.count(1)
-        self.machine = dx.DuplexMachine(lambda prefix: f"{prefix}_{next(counter)}", settings)
-        self.now_ms = 0.0
-        self.actions: list[dx.Action] = []
-
-    def frames(self, probability: float, duration_ms: float, energy_db: float = -100.0) -> list[dx.Action]:
-        new: list[dx.Action] = []
-        for _ in range(round(duration_ms / FRAME_MS)):
-            self.machine.feed(dx.VadFrame(self.now_ms, self.now_ms + FRAME_MS, probability, energy_db))
-            self.now_ms += FRAME_MS
-            new += self.machine.take_actions()
-        self.actions += new
-        return new
-
-    def speech(self, duration_ms: float) -> list[dx.Action]:
-        return self.frames(0.9, duration_ms)
-
-    def silence(self, duration_ms: float) -> list[dx.Action]:
-        return self.frames(0.05, duration_ms)
-
-    def feed(self, event: dx.Event) -> list[dx.Action]:
-        self.machine.feed(event)
-        new = self.machine.take_actions()
-        self.actions += new
-        return new
-
-
-def of(actions: list[dx.Action], kind: type) -> list:
-    return [a for a in actions if isinstance(a, kind)]
 
 
 def test_a_turn_ends_after_the_silence_duration_and_starts_a_reply() -> None:
@@ -311,7 +272,7 @@ def test_a_turn_that_never_falls_silent_is_committed_at_the_longest_turn() -> No
 
 
 def test_a_turn_committed_at_the_longest_is_judged_but_never_answered() -> None:
-    from tests.listening.test_listening_turns import Listening
+    from tests.support.timelines import Listening
 
     t = Listening()
     reply = t.agent_speaking()
@@ -326,7 +287,7 @@ def test_a_turn_committed_at_the_longest_is_judged_but_never_answered() -> None:
 
 
 def test_a_turn_whose_longest_falls_in_a_short_dip_is_still_unended() -> None:
-    from tests.listening.test_listening_turns import Listening
+    from tests.support.timelines import Listening
 
     t = Listening()
     reply = t.agent_speaking()

@@ -8,8 +8,7 @@ from dataclasses import replace
 
 from bargein.session import core as dx
 from bargein.session.core.settings import Interruption
-from tests.core.test_duplex import of
-from tests.listening.test_listening_turns import Listening
+from tests.support.timelines import Listening, of
 
 IDLE = dx.TurnSettings(idle_timeout_ms=5000)
 NO_AUTO_REPLY = dx.TurnSettings(create_response=False)

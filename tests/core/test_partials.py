@@ -10,8 +10,7 @@ from bargein.session import core as dx
 from bargein.session.core.partials import MAX_GUESS_MS, PARTIAL_WINDOW_MS
 from bargein.session.core.settings import PARTIAL_EVERY_MS
 from bargein.values import Transcript
-from tests.core.test_duplex import Timeline, of
-from tests.listening.test_listening_turns import Listening
+from tests.support.timelines import Listening, Timeline, of
 
 PARTIALS = dx.TurnSettings(listening=dx.Listening(classify=False),
                            speculation=dx.Speculation(partial_every_ms=PARTIAL_EVERY_MS))

@@ -6,8 +6,7 @@ from __future__ import annotations
 from bargein.session import core as dx
 from bargein.session.core.settings import PLAYOUT_WAIT_MS
 from bargein.values import Transcript
-from tests.core.test_duplex import of
-from tests.listening.test_listening_turns import Listening
+from tests.support.timelines import Listening, of
 
 WAITS = dx.TurnSettings(interruption=dx.Interruption(playout_wait_ms=PLAYOUT_WAIT_MS))
 """A session's settings as far as the play-out wait goes."""

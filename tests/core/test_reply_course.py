@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from bargein.session import core as dx
 from bargein.session.core.reply_course import DIDNT_CATCH
-from tests.core.test_duplex import Timeline, of
-from tests.listening.test_listening_turns import Listening
+from tests.support.timelines import Listening, Timeline, of
 
 PIECE = dx.AudioPiece(b"\0\0" * 480, 20.0, ())
 IDLE = dx.TurnSettings(listening=dx.Listening(classify=False), idle_timeout_ms=5000)

@@ -6,8 +6,7 @@ from __future__ import annotations
 from bargein.session import core as dx
 from bargein.session.core.endpointing import SEMANTIC_PRESETS, TurnEvidence, endpoint_silence_ms
 from bargein.values import Transcript
-from tests.core.test_duplex import of
-from tests.listening.test_listening_turns import Listening
+from tests.support.timelines import Listening, of
 
 SEMANTIC = dx.TurnSettings(endpointing=dx.Endpointing(eagerness="auto"))
 # end-of-turn probabilities and words recorded by bench/quality/endpoint_quality.py on Kokoro clips (voice heart)

@@ -7,8 +7,7 @@ from bargein.session import core as dx
 from bargein.session.core.listening.classifier import ListenDecision
 from bargein.session.core.storm_guard import StormGuard
 from bargein.values import Transcript
-from tests.core.test_duplex import of
-from tests.listening.test_listening_turns import Listening
+from tests.support.timelines import Listening, of
 
 
 def _three_barge_ins(t: Listening) -> None:

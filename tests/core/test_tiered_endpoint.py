@@ -23,12 +23,11 @@ from bargein.session.core.endpointing import DEFAULT_TIERS, leads_on, reads_fini
 from bargein.session.core.settings import plain_silence_after
 from bargein.session.outbound import Outbound, Outgoing
 from bargein.values import Transcript
-from tests.core.test_duplex import of
-from tests.listening.test_listening_turns import Listening
-from tests.session.test_session import Harness
 from tests.session.test_speculative_speech import LoggedSynthesizer
 from tests.support.realtime_client import EventLog, collect, openai_client, stream_realtime
 from tests.support.server import free_port, running_server
+from tests.support.session_harness import Harness
+from tests.support.timelines import Listening, of
 from tests.support.tones import quiet, stream, tone
 
 TIERED = dx.TurnSettings(endpointing=dx.Endpointing(tiers=DEFAULT_TIERS))

@@ -10,8 +10,8 @@ from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.session import core as dx
 from bargein.session.realtime_session import RealtimeSession
-from tests.core.test_duplex import NO_CLASSIFIER, Timeline, of
 from tests.session.test_session_tools import WEATHER
+from tests.support.timelines import NO_CLASSIFIER, Timeline, of
 
 IDLE = dx.TurnSettings(idle_timeout_ms=6_000, listening=dx.Listening(classify=False))
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 from bargein.protocol.client_events import ResponseParams
 from bargein.session import core as dx
 from bargein.session.core.listening.classifier import ListenDecision
-from tests.core.test_duplex import NO_CLASSIFIER, of
-from tests.listening.test_listening_turns import Listening
+from tests.support.timelines import NO_CLASSIFIER, Listening, of
 
 NO_INTERRUPT = dx.TurnSettings(interruption=dx.Interruption(enabled=False))
 

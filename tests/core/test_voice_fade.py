@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from bargein.session import core as dx
 from bargein.session.core.voice_fade import MAX_BACKDATE_MS
-from tests.core.test_duplex import FRAME_MS, NO_CLASSIFIER, Timeline, of
+from tests.support.timelines import FRAME_MS, NO_CLASSIFIER, Timeline, of
 
 ROOM_DB = -60.0
 VOICE_DB = -20.0

@@ -9,7 +9,7 @@ from bargein.session.core.listening.classifier import classify
 from bargein.session.core.listening.segment_stats import SegmentStats
 from bargein.session.history import heard_prefix
 from bargein.values import Transcript, WordTiming
-from tests.session.test_session import Harness
+from tests.support.session_harness import Harness
 
 
 def _stats(speech_ms: float) -> SegmentStats:

@@ -19,8 +19,8 @@ from bargein.session.segment_tracker import SegmentTracker
 from bargein.session.speculation import Speculator
 from bargein.session.transcription import Transcriber
 from bargein.values import Transcript
-from tests.core.test_duplex import Timeline, of
 from tests.listening.test_over_reply import _over_a_talker
+from tests.support.timelines import Timeline, of
 
 TALKER = Transcript("the council met on Tuesday", avg_logprob=-0.9)
 

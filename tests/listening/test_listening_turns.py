@@ -7,27 +7,7 @@ import pytest
 
 from bargein.session import core as dx
 from bargein.values import Transcript
-from tests.core.test_duplex import Timeline, of
-
-
-class Listening(Timeline):
-    """A timeline with the listening classifier on (the default)."""
-
-    def __init__(self, settings: dx.TurnSettings | None = None) -> None:
-        super().__init__(settings or dx.TurnSettings())
-
-    def segment(self, speech_ms: float = 640) -> str:
-        """Speech then the endpoint silence; returns the committed item awaiting its verdict."""
-        self.speech(speech_ms)
-        waiting = of(self.silence(544), dx.AwaitClassification)
-        assert waiting, "the endpoint must commit the segment and wait for the classifier"
-        return str(waiting[0].item_id)
-
-    def agent_speaking(self) -> str:
-        item = self.segment()
-        reply = of(self.feed(dx.SegmentClassified(item, "query")), dx.StartReply)[0].response_id
-        assert self.feed(dx.ReplyAudio(reply, "a0")) == [dx.ForwardAudio(reply, "a0")]
-        return reply
+from tests.support.timelines import Listening, of
 
 
 def test_a_query_is_answered_only_once_classified() -> None:

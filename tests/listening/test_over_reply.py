@@ -13,7 +13,7 @@ from bargein.session.core.listening.over_reply import PROMPTS, loud_stretch, pro
 from bargein.session.history import Item, Part
 from bargein.session.transcription import Transcriber
 from bargein.values import Transcript
-from tests.core.test_duplex import Timeline, of
+from tests.support.timelines import Timeline, of
 
 FRAME_MS = 32.0
 

@@ -16,8 +16,8 @@ from bargein.session.core.listening.own_voice import (
 )
 from bargein.session.core.listening.thresholds import ALONE_ROOM_MS, MIXED_ROOM_MS
 from bargein.values import Transcript
-from tests.core.test_duplex import of
 from tests.listening.test_over_reply import _over_a_talker
+from tests.support.timelines import of
 
 FRAME_MS = 32.0
 

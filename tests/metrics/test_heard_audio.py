@@ -15,7 +15,7 @@ from bargein.metrics.turn_ledger import TurnLedgers
 from bargein.session import play_out
 from bargein.session.core import vocabulary as v
 from tests.metrics.test_turn_ledger import TALK, _one_typed_turn, delta, sample, turn_metrics, with_metrics
-from tests.session.test_session import Harness, _say
+from tests.support.session_harness import Harness, say_tone
 
 
 async def test_audio_heard_of_a_completed_reply_is_what_the_client_played() -> None:
@@ -29,7 +29,7 @@ async def test_audio_heard_of_a_completed_reply_is_what_the_client_played() -> N
     await h.drain(until="bargein.turn.metrics")
     (summary,) = turn_metrics(h)
     done = next(e for e in h.events if e["type"] == "response.done")["response"]
-    await _say(h, 0.3, 0.0)  # the user talks over it at once
+    await say_tone(h, 0.3, 0.0)  # the user talks over it at once
     await h.drain(until="input_audio_buffer.speech_started")
     item = h.session.conversation.get(done["output"][0]["id"])
     assert item.heard_ms is not None and item.heard_ms < item.audio_ms - 1000.0, "the client had played it all"
@@ -70,7 +70,7 @@ async def test_audio_heard_of_a_completed_reply_the_client_truncated_is_its_curs
                  audio_end_ms=500)
     await h.drain(until="conversation.item.truncated")
     assert sample(metrics, "bargein_audio_seconds_total", kind="heard") == pytest.approx(0.5)
-    await _say(h, 0.3, 0.0)
+    await say_tone(h, 0.3, 0.0)
     await h.drain(until="input_audio_buffer.speech_started")
     await h.session.close()
     assert sample(metrics, "bargein_audio_seconds_total", kind="heard") == pytest.approx(0.5)
@@ -93,7 +93,7 @@ async def test_a_truncate_after_the_user_spoke_over_a_finished_reply_is_what_cou
         await h.send(type="response.create")
         await h.drain(until="bargein.turn.metrics")
         done = next(e for e in h.events if e["type"] == "response.done")["response"]
-        await _say(h, 0.3, 0.0)
+        await say_tone(h, 0.3, 0.0)
         await h.drain(until="input_audio_buffer.speech_started")
         item = h.session.conversation.get(done["output"][0]["id"])
         assert item.heard_ms is not None and item.heard_ms < item.audio_ms - 1000.0, "cut by the estimate"
@@ -174,7 +174,7 @@ async def test_the_client_is_told_the_heard_audio_of_a_finished_reply_cut_while_
     await h.drain(until="bargein.turn.metrics")
     (summary,) = turn_metrics(h)
     assert summary["audio_heard_final"] is False and summary["audio_heard_s"] == summary["audio_sent_s"]
-    await _say(h, 0.3, 0.0)
+    await say_tone(h, 0.3, 0.0)
     await h.drain(until="bargein.turn.heard")
     (heard,) = [e for e in h.events if e["type"] == "bargein.turn.heard"]
     done = next(e for e in h.events if e["type"] == "response.done")["response"]

@@ -18,7 +18,7 @@ from bargein.session.outbound import Outgoing
 from bargein.session.response_events import ReplyState, assistant_item
 from bargein.values import CancelToken, ChatMessage, GenerationOptions, ReplyPiece, ToolCall, Transcript
 from tests.session.test_reply_history import WEATHER
-from tests.session.test_session import CountingLanguageModel, Harness, SilentRecognizer, _say
+from tests.support.session_harness import CountingLanguageModel, Harness, SilentRecognizer, say_tone
 
 TALK = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "talk"}]}
 
@@ -54,7 +54,7 @@ async def test_a_typed_reply_after_a_noise_segment_is_not_measured_from_that_noi
     turn, so it has no speech end, endpoint or first audio (it was measured from the cough's end: the time the
     user took to type counted as first audio)."""
     h = Harness(Engines(FakeVad(), SilentRecognizer(), FakeLanguageModel(), FakeSynthesizer()))
-    await _say(h, 0.5, 0.8)
+    await say_tone(h, 0.5, 0.8)
     await h.drain(until="conversation.item.deleted")
     noise = h.events[-1]["item_id"]
     await h.send(type="conversation.item.create", item=TALK)
@@ -70,13 +70,13 @@ async def test_a_typed_reply_while_the_user_speaks_leaves_the_spoken_turn_to_its
     """The client asks for a reply by text while the user is still speaking: that reply does not answer the turn
     being spoken, whose own reply (after its endpoint) keeps the turn's speech end and first audio."""
     h = Harness(Engines(FakeVad(), FakeRecognizer(("hello",)), FakeLanguageModel(), FakeSynthesizer()))
-    await _say(h, 1.0, 0.0)  # no endpoint yet
+    await say_tone(h, 1.0, 0.0)  # no endpoint yet
     await h.drain(until="input_audio_buffer.speech_started")
     spoken = h.events[-1]["item_id"]
     await h.send(type="conversation.item.create", item=TALK)
     await h.send(type="response.create")
     await h.drain(until="bargein.turn.metrics")
-    await _say(h, 0.0, 0.8)  # the endpoint: the turn is committed and answered
+    await say_tone(h, 0.0, 0.8)  # the endpoint: the turn is committed and answered
     await h.drain(until="bargein.turn.metrics")
     typed, answer = turn_metrics(h)
     assert typed["item_id"] is None and typed["speech_start_ms"] is None

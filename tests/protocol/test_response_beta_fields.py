@@ -14,7 +14,7 @@ from bargein.protocol.client_events import ResponseCreate, parse_client_event
 from bargein.protocol.errors import ProtocolError
 from bargein.protocol.voices import unknown_voice
 from bargein.values import CancelToken, SpeechChunk
-from tests.session.test_session import Harness
+from tests.support.session_harness import Harness
 
 
 class Voices(FakeSynthesizer):

@@ -16,7 +16,7 @@ from bargein.audio.codecs import AudioFormat
 from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.values import CancelToken, SpeechChunk
-from tests.session.test_session import Harness
+from tests.support.session_harness import Harness
 
 PCM = {"type": "audio/pcm", "rate": 24000}
 PCMU = {"type": "audio/pcmu"}

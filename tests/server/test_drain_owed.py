@@ -10,7 +10,7 @@ from typing import Any
 from bargein.server.drain import Drain
 from bargein.session import core as dx
 from bargein.session.core.machine import DuplexMachine
-from tests.core.test_duplex import Timeline, of
+from tests.support.timelines import Timeline, of
 
 
 def _turn_just_ended(settings: dx.TurnSettings | None = None) -> tuple[Timeline, str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
-from tests.session.test_session import Harness, SilentRecognizer, _say
+from tests.support.session_harness import Harness, SilentRecognizer, say_tone
 
 TALK = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "talk"}]}
 FILLER = "and then it goes on for a good while longer so that there is plenty to interrupt."
@@ -39,7 +39,7 @@ async def test_speech_over_a_finished_reply_does_not_cut_its_history_when_interr
     h = Harness(Engines(FakeVad(), FakeRecognizer(("hello",)), FakeLanguageModel(filler=FILLER), FakeSynthesizer()))
     item_id = await _finished_reply_still_playing(
         h, {"audio": {"input": {"turn_detection": {"type": "server_vad", "interrupt_response": False}}}})
-    await _say(h, 0.3, 0.0)
+    await say_tone(h, 0.3, 0.0)
     await h.drain(until="input_audio_buffer.speech_started")
     item = h.session.conversation.get(item_id)
     assert item.heard_ms is None and item.status == "completed", (item.heard_ms, item.audio_ms)
@@ -49,7 +49,7 @@ async def test_speech_over_a_finished_reply_does_not_cut_its_history_when_interr
 async def test_speech_over_a_finished_reply_still_cuts_it_by_default() -> None:
     h = Harness(Engines(FakeVad(), FakeRecognizer(("hello",)), FakeLanguageModel(filler=FILLER), FakeSynthesizer()))
     item_id = await _finished_reply_still_playing(h, {})
-    await _say(h, 0.3, 0.0)
+    await say_tone(h, 0.3, 0.0)
     await h.drain(until="input_audio_buffer.speech_started")
     item = h.session.conversation.get(item_id)
     assert item.heard_ms is not None and item.heard_ms < item.audio_ms - 1000.0
@@ -85,7 +85,7 @@ async def test_a_late_truncate_of_a_reply_the_user_already_cut_does_not_restart_
     all that: the agent fell silent at the cough, not at the truncate, so the timer is not started over."""
     h = Harness(Engines(FakeVad(), SilentRecognizer(), FakeLanguageModel(filler=FILLER), FakeSynthesizer()))
     armed, item_id, _ = await _idle_timer_over_a_reply_still_playing(h)
-    await _say(h, 0.2, 0.8)
+    await say_tone(h, 0.2, 0.8)
     await h.drain(until="bargein.listen.segment")
     assert h.events[-1]["decision"] == "noise" and armed[-1] == 5000, armed
     before = list(armed)

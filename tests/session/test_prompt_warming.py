@@ -12,7 +12,7 @@ from bargein.engines.base import Engines, LLMCapabilities
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.session.speculation import Speculator
 from bargein.values import ChatMessage, GenerationOptions
-from tests.session.test_session import Harness, _pcm, reply_playing
+from tests.support.session_harness import Harness, pcm_appends, reply_playing
 
 
 class PrefillingModel(FakeLanguageModel):
@@ -35,7 +35,7 @@ LONG_TONE = 0.3 * np.sin(np.arange(24_000 * 3) / 4)
 
 async def _say(h: Harness, seconds: float, then_silence_s: float) -> None:
     audio = np.concatenate([LONG_TONE[:int(24_000 * seconds)], np.zeros(int(24_000 * then_silence_s))])
-    for chunk in _pcm(audio):
+    for chunk in pcm_appends(audio):
         await h.send(type="input_audio_buffer.append", audio=chunk)
         await asyncio.sleep(0)
 

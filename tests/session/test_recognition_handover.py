@@ -20,7 +20,7 @@ from bargein.session.reply_runner import ReplyRunner
 from bargein.session.speculation import MAX_GUESSES, Speculator
 from bargein.session.transcription import Transcriber
 from bargein.values import Transcript, WordTiming
-from tests.core.test_duplex import of
+from tests.support.timelines import of
 
 AUDIO = np.zeros(16_000, np.float32)
 

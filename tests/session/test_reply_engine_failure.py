@@ -10,8 +10,8 @@ import pytest
 
 from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
-from tests.session.test_session import Harness
 from tests.support.faults import FaultyLanguageModel
+from tests.support.session_harness import Harness
 
 TALK = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "talk"}]}
 

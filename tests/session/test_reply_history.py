@@ -15,7 +15,7 @@ from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthes
 from bargein.session.history import Item, Part
 from bargein.session.reply_pipeline import ReplyPipeline, ReplyPlan
 from bargein.values import CancelToken, ChatMessage, GenerationOptions, ReplyPiece, SpeechChunk, ToolCall, WordTiming
-from tests.session.test_session import Harness, SilentRecognizer, _say
+from tests.support.session_harness import Harness, SilentRecognizer, say_tone
 
 WEATHER = {"type": "function", "name": "get_weather", "description": "Weather in a city",
            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
@@ -56,7 +56,7 @@ async def test_a_tool_call_made_while_the_reply_is_paused_does_not_follow_the_tu
     llm = LateCaller()
     h = Harness(Engines(FakeVad(), FakeRecognizer(("what time is it",), delay_s=0.3), llm, FakeSynthesizer()))
     first = await _asked_to_talk(h)
-    await _say(h, 0.8, 0.8)  # the user's question over the reply: it pauses, and the turn is committed
+    await say_tone(h, 0.8, 0.8)  # the user's question over the reply: it pauses, and the turn is committed
     await h.drain(until="input_audio_buffer.committed")
     llm.release.set()  # the model's call comes while the turn is being judged
     done = await _done(h, first)
@@ -96,12 +96,12 @@ async def test_a_tool_call_held_over_a_false_interruption_is_announced_when_the_
     llm = LateCaller()
     h = Harness(Engines(FakeVad(), SilentRecognizer(), llm, FakeSynthesizer()))
     reply = await _asked_to_talk(h)
-    await _say(h, 0.2, 0.0)  # a cough over the reply pauses it
+    await say_tone(h, 0.2, 0.0)  # a cough over the reply pauses it
     await h.drain(until="bargein.reply.paused")
     llm.release.set()
     await asyncio.sleep(0.1)  # the model calls the tool while the reply is paused
     assert not [e for e in h.events if e["type"] == "response.output_item.added" and e["output_index"] == 1]
-    await _say(h, 0.0, 0.8)  # the cough is noise: the reply resumes
+    await say_tone(h, 0.0, 0.8)  # the cough is noise: the reply resumes
     done = await _done(h, reply)
     kinds = [e["type"] for e in h.events]
     assert kinds.index("bargein.reply.resumed") < kinds.index("response.function_call_arguments.done")
@@ -202,7 +202,7 @@ async def test_speech_while_the_client_still_plays_a_failed_reply_cuts_it_to_wha
     h = Harness(Engines(FakeVad(), FakeRecognizer(), FailsMidSentence(), FakeSynthesizer()))
     done = await _failed_reply(h)
     sent = done["output"][0]["content"][0]["transcript"]
-    await _say(h, 0.3, 0.0)  # at once: the client has played well under the second and more it was sent
+    await say_tone(h, 0.3, 0.0)  # at once: the client has played well under the second and more it was sent
     await h.drain(until="input_audio_buffer.speech_started")
     item = h.session.conversation.get(done["output"][0]["id"])
     assert sent.startswith(item.heard_text()) and item.heard_text() != sent, (item.heard_text(), sent)

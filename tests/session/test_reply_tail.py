@@ -15,7 +15,7 @@ from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.engines.think.tool_calls import offered_tools, resolve_call
 from bargein.values import CancelToken, ChatMessage, GenerationOptions, ReplyPiece
-from tests.session.test_session import Harness, SilentRecognizer, _reply_audio
+from tests.support.session_harness import Harness, SilentRecognizer, reply_audio
 
 ASK = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "talk"}]}
 COUGH = float_to_int16((0.3 * np.sin(np.arange(4800) / 4)).astype(np.float32)).tobytes()  # 200 ms at 24 kHz
@@ -28,7 +28,7 @@ async def _full_reply(engines: Engines) -> bytes:
     await reference.send(type="conversation.item.create", item=ASK)
     await reference.send(type="response.create")
     await reference.drain(until="response.done", timeout=30)
-    audio = await _reply_audio(reference, reference.events[-1]["response"]["id"], reference.events)
+    audio = await reply_audio(reference, reference.events[-1]["response"]["id"], reference.events)
     await reference.session.close()
     return audio
 
@@ -39,7 +39,7 @@ async def _all_sent(h: Harness, full: bytes) -> tuple[str, str]:
     await h.send(type="response.create")
     await h.drain(until="response.created")
     response_id = h.events[-1]["response"]["id"]
-    while len(await _reply_audio(h, response_id, h.events)) < len(full):
+    while len(await reply_audio(h, response_id, h.events)) < len(full):
         await h.drain(until="response.output_audio.delta")
     item_id = next(e for e in h.events if e["type"] == "response.output_item.added")["item"]["id"]
     return response_id, item_id
@@ -85,7 +85,7 @@ async def test_a_cough_while_the_client_plays_a_finished_reply_resumes_it_from_t
     segment = next(e for e in h.events if e["type"] == "bargein.listen.segment" and e["decision"] != "text")
     assert segment["decision"] == "noise" and segment["action"] == "resume the reply"
     cut = 300 * 48
-    assert full[:cut] + await _reply_audio(h, response_id, h.events[resumed_at:]) == full
+    assert full[:cut] + await reply_audio(h, response_id, h.events[resumed_at:]) == full
     assert h.session.conversation.get(item_id).heard_ms is None, "heard to its end: nothing of it was cut"
     await h.session.close()
 

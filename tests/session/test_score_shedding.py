@@ -13,7 +13,7 @@ from bargein.engines.base import EndOfTurnModel, Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.engines.listen.smart_turn import SmartTurn
 from bargein.values import Float32Audio
-from tests.session.test_session import Harness
+from tests.support.session_harness import Harness
 from tests.support.tones import quiet, stream, tone
 
 

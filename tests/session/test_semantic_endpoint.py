@@ -7,7 +7,7 @@ import numpy as np
 
 from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeEndOfTurn, FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
-from tests.session.test_session import Harness
+from tests.support.session_harness import Harness
 from tests.support.tones import quiet, stream, tone
 
 

@@ -4,86 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from bargein.audio.codecs import AudioFormat, float_to_int16
-from bargein.engines.base import Engines, LanguageModel, SpeechRecognizer
+from bargein.engines.base import Engines, SpeechRecognizer
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
-from bargein.session.core import vocabulary as v
-from bargein.session.realtime_session import RealtimeSession
-from bargein.tools.registry import ToolRegistry
-from bargein.values import CancelToken, ChatMessage, GenerationOptions
-from tests.support.realtime_client import validate_server_event
-
-
-class CountingLanguageModel(LanguageModel):
-    """Streams numbered tokens forever, counting those produced after cancellation."""
-
-    def __init__(self) -> None:
-        self.after_cancel = 0
-
-    async def stream(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
-                     options: GenerationOptions | None = None) -> AsyncIterator[str]:
-        for index in range(10_000):
-            if cancel.cancelled:
-                self.after_cancel += 1
-                return
-            await asyncio.sleep(0.002)
-            yield f" w{index}."
-
-
-class Harness:
-    """A session plus a drain of its outbound queue."""
-
-    def __init__(self, engines: Engines, *, semantic_default: bool = False, tiered_default: bool = True,
-                 builtins: ToolRegistry | None = None) -> None:
-        self.session = RealtimeSession(engines, semantic_default=semantic_default, tiered_default=tiered_default,
-                                       builtin_tools=builtins)
-        self.events: list[dict[str, Any]] = []
-        self.session.start()
-
-    async def send(self, **event: Any) -> None:
-        await self.session.handle_message(json.dumps(event))
-
-    async def drain(self, until: str | None = None, timeout: float = 10.0) -> list[dict[str, Any]]:
-        async def pump() -> None:
-            while True:
-                item = await self.session.outbound.get()
-                self.session.on_sent(item)
-                validate_server_event(item.event)
-                self.events.append(item.event)
-                if until is not None and item.event["type"] == until:
-                    return
-                if until is None and len(self.session.outbound) == 0:
-                    return
-        await asyncio.wait_for(pump(), timeout)
-        return self.events
-
-    def types(self) -> list[str]:
-        return [e["type"] for e in self.events]
-
-    def no_play_out_wait(self) -> None:
-        """A reply whose words are all out closes at once, while the client may still be playing it (the
-        machine's play-out wait set to nothing, as a server setting would)."""
-        settings = self.session.machine.settings
-        self.session.feed(v.SettingsChanged(replace(
-            settings, interruption=replace(settings.interruption, playout_wait_ms=0))))
-
-
-async def reply_playing(h: Harness, played_s: float = 0.6) -> str:
-    """Ask for a reply by text and let the client play ``played_s`` of it; the reply's id."""
-    await h.send(type="conversation.item.create", item={"type": "message", "role": "user",
-                                                        "content": [{"type": "input_text", "text": "talk"}]})
-    await h.send(type="response.create")
-    await h.drain(until="response.output_audio.delta")
-    response_id: str = h.events[-1]["response_id"]
-    await asyncio.sleep(played_s)
-    return response_id
+from tests.support.session_harness import (
+    CountingLanguageModel,
+    Harness,
+    SilentRecognizer,
+    reply_audio,
+    say_tone,
+)
 
 
 def engines(llm: Any = None, asr: Any = None) -> Engines:
@@ -171,20 +105,6 @@ async def test_silence_alone_never_starts_a_turn_and_an_empty_transcript_gets_no
     await h.session.close()
 
 
-class SilentRecognizer(SpeechRecognizer):
-    """Hears no words in anything: every segment is noise."""
-
-    async def transcribe(self, audio: Any, *, language: str | None = None, prompt: str | None = None) -> Any:
-        from bargein.values import Transcript
-
-        return Transcript("", no_speech_prob=0.9)
-
-
-async def _reply_audio(h: Harness, response_id: str, events: list[dict[str, Any]]) -> bytes:
-    return b"".join(base64.b64decode(e["delta"]) for e in events
-                    if e["type"] == "response.output_audio.delta" and e["response_id"] == response_id)
-
-
 async def test_a_false_interruption_resumes_sample_exact_from_the_cut_point() -> None:
     filler = "and then it goes on for a good while longer so that there is plenty to interrupt."
 
@@ -197,7 +117,7 @@ async def test_a_false_interruption_resumes_sample_exact_from_the_cut_point() ->
     await reference.send(type="response.create")
     await reference.drain(until="response.done", timeout=30)
     reference_id = reference.events[-1]["response"]["id"]
-    full = await _reply_audio(reference, reference_id, reference.events)
+    full = await reply_audio(reference, reference_id, reference.events)
     await reference.session.close()
 
     h = Harness(reply_engines())
@@ -205,7 +125,7 @@ async def test_a_false_interruption_resumes_sample_exact_from_the_cut_point() ->
     await h.send(type="response.create")
     await h.drain(until="response.created")
     response_id = h.events[-1]["response"]["id"]
-    while len(await _reply_audio(h, response_id, h.events)) < 48_000:  # a second of audio has arrived
+    while len(await reply_audio(h, response_id, h.events)) < 48_000:  # a second of audio has arrived
         await h.drain(until="response.output_audio.delta")
     item_id = next(e for e in h.events if e["type"] == "response.output_item.added")["item"]["id"]
     # a cough: 200 ms of sound, then silence; the client stops playback at 700 ms and says so
@@ -213,14 +133,14 @@ async def test_a_false_interruption_resumes_sample_exact_from_the_cut_point() ->
     for offset in range(0, len(tone), 960):
         await h.send(type="input_audio_buffer.append", audio=base64.b64encode(tone[offset:offset + 960]).decode())
     await h.drain(until="bargein.reply.paused")
-    before = await _reply_audio(h, response_id, h.events)
+    before = await reply_audio(h, response_id, h.events)
     await h.send(type="conversation.item.truncate", item_id=item_id, content_index=0, audio_end_ms=700)
     for _ in range(40):
         await h.send(type="input_audio_buffer.append", audio=base64.b64encode(bytes(960)).decode())
     await h.drain(until="bargein.reply.resumed")
     resumed_at = len(h.events)
     await h.drain(until="response.done", timeout=30)
-    after = await _reply_audio(h, response_id, h.events[resumed_at:])
+    after = await reply_audio(h, response_id, h.events[resumed_at:])
 
     segment = next(e for e in h.events if e["type"] == "bargein.listen.segment" and e["decision"] != "text")
     assert segment["decision"] == "noise" and segment["action"] == "resume the reply"
@@ -266,21 +186,6 @@ async def test_the_transcription_language_and_prompt_reach_the_recogniser() -> N
     await h.session.close()
 
 
-def _pcm(samples: np.ndarray) -> list[str]:
-    """24 kHz float audio as base64 appends of 20 ms."""
-    wire = float_to_int16(samples.astype(np.float32)).tobytes()
-    return [base64.b64encode(wire[offset:offset + 960]).decode() for offset in range(0, len(wire), 960)]
-
-
-TONE_S = 0.3 * np.sin(np.arange(24_000) / 4)
-"""A second of loud sound: speech to the fake VAD."""
-
-
-async def _say(h: Harness, seconds: float, then_silence_s: float) -> None:
-    for chunk in _pcm(np.concatenate([TONE_S[:int(24_000 * seconds)], np.zeros(int(24_000 * then_silence_s))])):
-        await h.send(type="input_audio_buffer.append", audio=chunk)
-
-
 async def test_a_rejected_response_create_leaks_nothing_into_the_next_reply() -> None:
     h = Harness(Engines(FakeVad(), FakeRecognizer(("what time is it",)), CountingLanguageModel(),
                         FakeSynthesizer()))
@@ -294,7 +199,7 @@ async def test_a_rejected_response_create_leaks_nothing_into_the_next_reply() ->
     assert h.events[-1]["error"]["code"] == "conversation_already_has_active_response"
     await h.send(type="response.cancel")
     await h.drain(until="response.done")
-    await _say(h, 1.0, 0.7)  # a spoken turn: the VAD starts the next reply
+    await say_tone(h, 1.0, 0.7)  # a spoken turn: the VAD starts the next reply
     await h.drain(until="response.created")
     spoken = h.events[-1]["response"]
     assert spoken["output_modalities"] == ["audio"] and spoken["metadata"] is None
@@ -310,12 +215,12 @@ async def test_the_segment_event_reports_what_the_machine_decided_in_confirm_mod
     await h.send(type="response.create")
     await h.drain(until="response.created")
     for _ in range(3):  # three barge-ins, each cutting the reply and starting the next
-        await _say(h, 1.0, 0.7)
+        await say_tone(h, 1.0, 0.7)
         await h.drain(until="response.created")
     assert [e["mode"] for e in h.events if e["type"] == "bargein.turn.mode"] == ["confirm"]
     playing = h.events[-1]["response"]["id"]
     await h.drain(until="response.output_audio.delta")
-    await _say(h, 0.4, 1.2)  # a short "stop": in confirm mode too short to interrupt
+    await say_tone(h, 0.4, 1.2)  # a short "stop": in confirm mode too short to interrupt
     await h.drain(until="bargein.listen.segment")
     segment = h.events[-1]
     assert segment["decision"] == "query"
@@ -339,10 +244,10 @@ async def test_a_paused_text_reply_holds_its_text_until_it_resumes() -> None:
                                                         "content": [{"type": "input_text", "text": "talk"}]})
     await h.send(type="response.create")
     await h.drain(until="response.output_text.delta")
-    await _say(h, 0.2, 0.0)  # a cough over the reply pauses it
+    await say_tone(h, 0.2, 0.0)  # a cough over the reply pauses it
     await h.drain(until="bargein.reply.paused")
     await asyncio.sleep(0.1)  # the model goes on writing meanwhile
-    await _say(h, 0.0, 0.8)
+    await say_tone(h, 0.0, 0.8)
     await h.drain(until="response.done", timeout=30)
     kinds = h.types()
     paused_at, resumed_at = kinds.index("bargein.reply.paused"), kinds.index("bargein.reply.resumed")

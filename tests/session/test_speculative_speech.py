@@ -15,7 +15,7 @@ from bargein.session import realtime_session
 from bargein.session.outbound import Outbound, Outgoing
 from bargein.session.speculation import PrefetchedReply
 from bargein.values import CancelToken, ChatMessage, GenerationOptions, SpeechChunk
-from tests.session.test_session import Harness, reply_playing
+from tests.support.session_harness import Harness, reply_playing
 from tests.support.tones import quiet, stream, tone
 
 

@@ -20,7 +20,7 @@ from bargein.engines.listen.smart_turn import SmartTurn
 from bargein.metrics.prometheus import ServerMetrics
 from bench.harness.server_scrape import parse_metrics, scored_share
 from tests.core.test_tiered_endpoint import TWO_BURSTS
-from tests.session.test_session import Harness
+from tests.support.session_harness import Harness
 from tests.support.tones import stream
 
 

@@ -20,7 +20,7 @@ from bargein.session.tool_use import reply_with_tools, ungrounded_call
 from bargein.tools.grounding import grounded
 from bargein.tools.registry import default_registry
 from bargein.values import CancelToken, ChatMessage, GenerationOptions, ReplyPiece, ToolCall
-from tests.session.test_session import Harness
+from tests.support.session_harness import Harness
 from tests.support.tones import quiet, stream, tone
 
 
