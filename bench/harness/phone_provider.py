@@ -3,8 +3,8 @@
 It behaves as the provider does: ``connected`` then ``start``, the caller's audio as 20 ms mu-law ``media``
 frames sent in real time (silence when the script has nothing to say), and a phone that plays the server's
 ``media`` in real time, echoing each ``mark`` once the audio before it has played. A ``clear`` empties what is
-queued to play and echoes the marks it dropped at once (as a provider may: bargein must not count them). Every send, play, echo and clear is logged
-with its monotonic time.
+queued to play and echoes the marks it dropped at once (as a provider may: bargein must not count them). Every
+send, play, echo and clear is logged with its monotonic time.
 """
 
 from __future__ import annotations
