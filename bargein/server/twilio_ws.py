@@ -10,6 +10,9 @@ before it. The provider's protocol has no error event: problems (malformed messa
 and counted (``bargein_errors_total``), and the call goes on; a session the server ends is closed with the same
 codes as a WebSocket session's.
 
+Long-term memory is off on phone calls: every caller of a line comes in under the line's one key or token, so a
+key's memory would be shared by strangers.
+
 Authentication: the usual ``Authorization: Bearer`` key, or a signed, expiring token
 (:mod:`~bargein.server.phone_tokens`) as the path's last segment or a ``token`` query parameter; in local-only mode,
 loopback callers only, as on ``/v1/realtime``.
@@ -29,6 +32,7 @@ from bargein.audio.codecs import decode_base64
 from bargein.config import Settings
 from bargein.engines.base import Engines
 from bargein.engines.fair import current_owner
+from bargein.metrics.cost_meter import current_meter
 from bargein.metrics.prometheus import ServerMetrics
 from bargein.protocol import twilio_media as tw
 from bargein.protocol.session_config import SessionConfig
@@ -122,6 +126,7 @@ async def _run_call(websocket: WebSocket, settings: Settings, engines: Engines, 
     session.conversation.bind_budget(settings.max_history_bytes, registry.history.account(
         client_address(websocket.scope) or "unknown"))
     current_owner.set(session)  # every task the session starts inherits it: shared engines take turns by it
+    current_meter.set(session.ledgers)  # and the CPU they spend is charged to the session's turns
     registry.live.add(session)
     registry.sockets[session] = websocket
     log.info("phone call started (call %s)", start.call_sid or "unnamed")
