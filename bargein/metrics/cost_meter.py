@@ -26,7 +26,7 @@ import contextlib
 import contextvars
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
 STAGES = ("vad", "turn_end", "asr", "llm", "tts", "see")
@@ -45,6 +45,19 @@ class CostMeter(Protocol):
 
 
 current_meter: contextvars.ContextVar[CostMeter | None] = contextvars.ContextVar("bargein_meter", default=None)
+
+
+request_usage: contextvars.ContextVar[dict[str, int] | None] = contextvars.ContextVar("bargein_usage", default=None)
+"""Where an engine call notes what it used (``prompt_tokens``, ``cached_tokens``): a reply's task sets a dict of
+its own, and so does a worker's request task, whose dict travels back in the request's ``cost`` message."""
+
+
+def note_usage(counts: Mapping[str, int]) -> None:
+    """Add what an engine call used to the current task's usage (none noted outside one)."""
+    usage = request_usage.get()
+    if usage is not None:
+        for name, count in counts.items():
+            usage[name] = usage.get(name, 0) + int(count)
 
 
 def bill_now() -> Bill | None:

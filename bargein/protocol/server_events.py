@@ -72,12 +72,18 @@ def response_object(response_id: str, *, status: str, output: list[dict[str, Any
     return body
 
 
-def usage_object(input_tokens: int, output_tokens: int) -> dict[str, Any]:
-    """Token usage of a response (text tokens; audio is not tokenised here)."""
+def usage_object(input_tokens: int, output_tokens: int, cached_tokens: int = 0) -> dict[str, Any]:
+    """Token usage of a response as the GA schema has it: text tokens (the model reads the transcript and speaks
+    through a separate voice, so no audio is tokenised); ``cached_tokens``, a subset of the input tokens, are those
+    whose KV cache the model reused."""
+    cached = max(0, min(cached_tokens, input_tokens))
     return {
         "total_tokens": input_tokens + output_tokens, "input_tokens": input_tokens,
         "output_tokens": output_tokens,
-        "input_token_details": {"text_tokens": input_tokens, "audio_tokens": 0, "cached_tokens": 0},
+        "input_token_details": {"text_tokens": input_tokens, "audio_tokens": 0, "image_tokens": 0,
+                                "cached_tokens": cached,
+                                "cached_tokens_details": {"text_tokens": cached, "audio_tokens": 0,
+                                                          "image_tokens": 0}},
         "output_token_details": {"text_tokens": output_tokens, "audio_tokens": 0},
     }
 

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from bargein.metrics.cost_meter import request_usage
 from bargein.protocol import client_events as ce
 from bargein.protocol.errors import EngineFailure, ProtocolError
 from bargein.protocol.server_events import error_event, event, new_id
@@ -123,6 +124,8 @@ class ReplyRunner:
 
     async def _run(self, handle: ReplyHandle, instructions: str, params: ce.ResponseParams | None) -> None:
         failed = False
+        usage: dict[str, int] = {}
+        request_usage.set(usage)  # this task's own: what the model says the reply's prompts used
         try:
             # checked when the response was created; resolved here, where a failure ends the reply cleanly
             request = self._request(handle, instructions, params)
@@ -138,8 +141,18 @@ class ReplyRunner:
             failed = True
             self._failed(handle, error)
         finally:
+            self._used(handle, usage)
             if not handle.ended:
                 self.feed(v.ReplyFinished(handle.response_id, failed=failed))
+
+    def _used(self, handle: ReplyHandle, usage: dict[str, int]) -> None:
+        """The model's own count of the reply's prompt tokens and of those whose KV cache it reused, where it
+        told them (a model that does not keeps the estimate, and no cached tokens)."""
+        if "prompt_tokens" not in usage:
+            return
+        handle.state.input_tokens, handle.state.cached_tokens = usage["prompt_tokens"], usage.get("cached_tokens", 0)
+        self.progress(handle.response_id, "prompt_tokens", usage["prompt_tokens"])
+        self.progress(handle.response_id, "cached_tokens", usage.get("cached_tokens", 0))
 
     def _request(self, handle: ReplyHandle, instructions: str, params: ce.ResponseParams | None) -> ReplyRequest:
         tools = tool_setup(self.config(), params, self.builtins)

@@ -40,6 +40,8 @@ class ReplyState:
     closed: bool = False
     text_parts: list[str] = field(default_factory=list)
     input_tokens: int = 0
+    cached_tokens: int = 0
+    """Of the input tokens, those whose KV cache the model reused."""
     output_tokens: int = 0
     calls: list[Item] = field(default_factory=list)
     """The ``function_call`` items of this response, after its message item (output_index 1, 2, ...)."""
@@ -70,7 +72,8 @@ class ReplyState:
             self.response_id, status=status, modalities=self.modalities,
             output=[self.item.wire(), *(call.wire() for call in self.calls)] if status != "in_progress" else [],
             status_details=details, metadata=self.metadata,
-            usage=usage_object(self.input_tokens, self.output_tokens) if status != "in_progress" else None,
+            usage=usage_object(self.input_tokens, self.output_tokens, self.cached_tokens)
+            if status != "in_progress" else None,
             audio_format=format_wire(self.output_format) if self.audio else None, voice=self.voice,
             conversation_id=self.conversation_id, max_output_tokens=self.max_output_tokens,
         )

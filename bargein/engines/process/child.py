@@ -28,7 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 from bargein.engines.fair import current_owner
 from bargein.engines.process import wire
 from bargein.engines.process.wire import FD_ENV, WorkerSpec
-from bargein.metrics.cost_meter import RequestMeter
+from bargein.metrics.cost_meter import RequestMeter, request_usage
 from bargein.values import CancelToken
 
 log = logging.getLogger(__name__)
@@ -95,10 +95,11 @@ async def serve(service: Service, conn: Connection) -> None:
 
     def bill(request_id: int) -> None:
         if request_id in meter:  # once: a request's cost goes before its end (a hub forgets it at its end)
-            send(("cost", request_id, meter.finish(request_id)))
+            send(("cost", request_id, {**meter.finish(request_id), "usage": request_usage.get() or {}}))
 
     async def run(request_id: int, session: int | None, request: Any, cancel: CancelToken) -> None:
         current_owner.set(session)  # this task's own context: the engine's fair queue sees the session
+        request_usage.set({})  # and what the engine notes the request used goes back with its cost
         try:
             async for item in service.handle(request, cancel):
                 if cancel.cancelled:

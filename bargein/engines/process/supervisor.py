@@ -48,7 +48,7 @@ from bargein.engines.process import wire
 from bargein.engines.process.hub_link import connect, shut
 from bargein.engines.process.spawn import Launch, Worker, python_worker, spawn, stop, tail
 from bargein.engines.process.wire import WorkerBusy, WorkerDied, WorkerError
-from bargein.metrics.cost_meter import Bill, bill_now, charge
+from bargein.metrics.cost_meter import Bill, bill_now, charge, note_usage
 from bargein.values import CancelToken
 
 __all__ = ["EngineProcess", "Launch", "python_worker"]
@@ -171,6 +171,10 @@ class EngineProcess:
                 kind, payload = await pending.queue.get()
                 if kind == "item" and not cancel.cancelled:
                     yield payload
+                    continue
+                if kind == "cost":  # what the request used, noted in the caller's own context
+                    if isinstance(payload, dict) and isinstance(usage := payload.get("usage"), dict):
+                        note_usage({str(name): int(count) for name, count in usage.items()})
                     continue
                 finished = kind in ("end", "error", "died")
                 if kind == "end" and on_end is not None:
@@ -344,8 +348,10 @@ class EngineProcess:
 
     def _charge(self, request_id: int, cost: Any) -> None:
         """A request's CPU seconds: relayed to a hub's client, else charged here (a stopped request's too)."""
-        if isinstance(relay := self._pending.get(request_id), _Relay):
-            relay.deliver("cost", cost)
+        pending = self._pending.get(request_id)
+        if pending is not None:
+            pending.deliver("cost", cost)  # a hub's client charges it itself; a caller here notes its usage
+        if isinstance(pending, _Relay):
             return
         loop_bill = self._bills.pop(request_id, None)
         if loop_bill is None or not isinstance(cost, dict):

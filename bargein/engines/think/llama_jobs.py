@@ -27,6 +27,7 @@ from bargein.engines.think.llama_prompt import TemplateToolCalling
 from bargein.engines.think.llama_stats import TurnStats
 from bargein.engines.think.llm_sampling import SamplingParams
 from bargein.engines.think.tool_calls import forced_tool
+from bargein.metrics.cost_meter import note_usage
 from bargein.values import CancelToken, ChatMessage, GenerationOptions
 
 END = object()
@@ -242,6 +243,8 @@ class QueuedEngine(TemplateToolCalling):
         finally:
             halt()  # the cancel seen here first, or the consumer walked away without cancelling
             watcher.cancel()
+            # the prompt's size and the part of it whose KV cache was reused: the reply's honest usage
+            note_usage({"prompt_tokens": job.stats.prompt_tokens, "cached_tokens": job.stats.reused_tokens})
 
     def prefill(self, messages: Sequence[ChatMessage], options: GenerationOptions | None = None) -> None:
         """Evaluate a prompt ahead of its reply, without waiting; the reply's first token then comes sooner.
