@@ -5,7 +5,8 @@
 Each frame of ``bench/quality/seeing_frames.py`` (printed text in several fonts, sizes, angles, blur, noise, glare
 and backgrounds, and frames with no text) goes the way a camera frame goes in a session: JPEG-encoded, decoded
 and checked (``bargein/see/frames.py``), read by the offline scene reader (real PP-OCR and face detector), and its
-note given to the model as context after the spoken question (``note_context``, as ``--vision notes`` does). The
+note given to the model as a system message just before the spoken question (``camera_message``, as
+``--vision notes`` does). The
 model is the embedded one (``--llm embedded``, the default) or an echo of its prompt (``--llm echo``: the note
 alone, what a perfect reader of the note would answer).
 
@@ -33,7 +34,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from bargein.protocol.session_config import DEFAULT_INSTRUCTIONS
 from bargein.see.detectors import Detectors
-from bargein.see.eyes import note_context
+from bargein.see.eyes import camera_message
 from bargein.see.frames import decode_frame
 from bargein.see.scene import SceneNote, read_scene
 from bargein.values import CancelToken, ChatMessage, GenerationOptions
@@ -75,11 +76,11 @@ def invents_nothing(note: SceneNote, answer: str) -> bool:
 
 
 class Echo:
-    """The note alone: 'answers' with the note, as a perfect reader of it would."""
+    """The note alone: 'answers' with the writing the camera message quotes, as a perfect reader of it would."""
 
     async def answer(self, messages: list[ChatMessage]) -> str:
-        quoted = re.search(r'as read by a text and face detector: "(.*)"\. Use it', messages[-1].content, re.S)
-        return quoted.group(1) if quoted else ""
+        quoted = re.search(r'writing that reads exactly: "(.*)"\. When', messages[-2].content, re.S)
+        return f"It says {quoted.group(1)}" if quoted else "I see no writing."
 
 
 class Embedded:
@@ -103,8 +104,8 @@ async def run_frame(frame: BenchFrame, detectors: Detectors, llm: Echo | Embedde
     started = time.perf_counter()
     note = read_scene(decode_frame(encoded.getvalue()), None, detectors)
     read_s = time.perf_counter() - started
-    messages = [ChatMessage("system", DEFAULT_INSTRUCTIONS),
-                ChatMessage("user", note_context(frame.question, note.line(), 1.0))]
+    messages = [ChatMessage("system", DEFAULT_INSTRUCTIONS), camera_message(note, 1.0),
+                ChatMessage("user", frame.question)]
     started = time.perf_counter()
     answer = await llm.answer(messages)
     answer_s = time.perf_counter() - started

@@ -2,14 +2,15 @@
 its frames, the server's offline scene reader (real OCR) reads the sign, the page shows the note, and a spoken
 question is answered by a model that got the note as context.
 
-The fake LLM answers "You said: <its last user message>", so the answer shows exactly what the model was given.
+The model is a fake that answers with the user's words and the camera message it was given, so the answer shows
+exactly what a model would read.
 Needs Debian's ``chromium`` and ``playwright`` (which drives the system Chromium; no browser download).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,7 @@ from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.see.shared import Seeing
 from bargein.see.vision import VisionSettings
+from bargein.values import CancelToken, ChatMessage, GenerationOptions
 from tests.e2e.test_browser import CHROMIUM, chromium_args, write_fake_microphone
 from tests.support.pictures import sign
 from tests.support.server import running_server
@@ -46,9 +48,20 @@ def write_fake_camera(path: Path, image: Image.Image, frames: int = 10, fps: int
             out.write(b"FRAME\n" + b"".join(p.tobytes() for p in planes))
 
 
+class CameraEcho(FakeLanguageModel):
+    """The fake model, adding the system message just before the question (the camera's) to its answer."""
+
+    async def stream(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
+                     options: GenerationOptions | None = None) -> AsyncIterator[str]:
+        async for piece in super().stream(messages, cancel=cancel, options=options):
+            yield piece
+        if len(messages) > 1 and messages[-2].role == "system":
+            yield " Camera: " + messages[-2].content
+
+
 @pytest.fixture
 def server() -> Iterator[str]:
-    engines = Engines(FakeVad(), FakeRecognizer([QUESTION]), FakeLanguageModel(), FakeSynthesizer(),
+    engines = Engines(FakeVad(), FakeRecognizer([QUESTION]), CameraEcho(), FakeSynthesizer(),
                       description={"vad": "fake", "asr": "fake", "llm": "fake", "tts": "fake"},
                       see=Seeing.offline(VisionSettings("notes")))
     with running_server(engines) as address:
@@ -81,7 +94,8 @@ def test_the_page_streams_the_camera_and_the_answer_reads_the_sign(server: str, 
                 timeout=30_000)
             answer = page.evaluate(
                 "window.bargeinTest.transcripts.agent.find((a) => (a.text || '').includes('PLATFORM')).text")
-            assert answer.startswith(f"You said: {QUESTION}")  # the question leads, the note follows as context
+            assert answer.startswith(f"You said: {QUESTION}")  # the question is the user's own words
+            assert 'reads exactly: "PLATFORM' in answer
             assert page.evaluate("window.bargeinTest.errors") == []
         finally:
             browser.close()

@@ -1,5 +1,5 @@
 """The offline scene reader on real generated frames: real OCR, the face detector, light, colours, motion; the
-scene pool's fair turns; the note reaching the model as context after the question."""
+scene pool's fair turns; the note reaching the model as context just before the question."""
 
 from __future__ import annotations
 
@@ -118,9 +118,11 @@ async def test_the_note_reaches_the_model_as_context_after_the_question() -> Non
         {"type": "input_text", "text": "what does the sign say?"}]}}))
     await send(json.dumps({"type": "response.create"}))
     await next_event(session, "response.done")
-    asked = llm.seen[-1][-1].content
-    assert asked.startswith("what does the sign say?\n\n(Context, not the question")
-    assert "PLATFORM" in asked.upper() and all(not m.images for m in llm.seen[-1])
+    prompt = llm.seen[-1]
+    assert prompt[-1].role == "user" and prompt[-1].content == "what does the sign say?"  # the question leads
+    assert prompt[-2].role == "system" and prompt[-2].content.startswith("The user's camera, as read by")
+    assert 'reads exactly: "PLATFORM' in prompt[-2].content
+    assert all(not m.images for m in prompt)
     assert isinstance(session.eyes.note, SceneNote)
     await seeing.pool.aclose()  # type: ignore[union-attr]
 
@@ -133,6 +135,17 @@ async def next_event(session: RealtimeSession, kind: str) -> dict[str, Any]:
             if item.event["type"] == kind:
                 return item.event
     return await asyncio.wait_for(wait(), 20)
+
+
+def test_the_camera_message_says_how_to_use_the_note() -> None:
+    from bargein.see.eyes import camera_message
+
+    read = camera_message(SceneNote(("EXIT 12",), 1, "dim light", (), "little motion", 0.0), 2.0)
+    assert read.role == "system" and 'writing that reads exactly: "EXIT 12"' in read.content
+    assert "one face; dim light; little motion" in read.content and "a while ago" not in read.content
+    blank = camera_message(SceneNote((), 0, "even light", (), None, 0.0), 30.0)
+    assert "no writing at all" in blank.content and "a while ago" in blank.content
+    assert not any(ch.isdigit() for ch in blank.content)  # nothing a model could repeat as invented text
 
 
 def test_ocr_slips_between_letters_and_digits_are_mended() -> None:
