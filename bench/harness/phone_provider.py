@@ -115,12 +115,17 @@ class PhoneLog:
 class ScriptedProvider:
     """Drives one call over an open WebSocket (``websockets`` client connection)."""
 
-    def __init__(self, ws: Any, stream_sid: str = "MZ00000000000000000000000000000001") -> None:
+    def __init__(self, ws: Any, stream_sid: str = "MZ00000000000000000000000000000001", *,
+                 jitter_buffer_s: float = 0.0) -> None:
         self.ws = ws
+        self.jitter_buffer_s = jitter_buffer_s
+        """How long a frame waits in the phone's buffer before it may play (a provider's jitter buffer and the
+        network: the caller hears the reply this much later than the server's real-time estimate says)."""
         self.stream_sid = stream_sid
         self.log = PhoneLog()
         self._caller: deque[bytes] = deque()
-        self._phone: deque[tuple[bytes, list[str]]] = deque()
+        self._phone: deque[tuple[float, list[str]]] = deque()
+        """Frames waiting to play: when each arrived, and the marks that followed it."""
         self._tasks: list[asyncio.Task[None]] = []
         self._progress = asyncio.Event()
 
@@ -195,7 +200,7 @@ class ScriptedProvider:
         while True:
             ticks += 1
             await asyncio.sleep(max(0.0, began + ticks * FRAME_S - time.monotonic()))
-            if not self._phone:
+            if not self._phone or self._phone[0][0] > time.monotonic() - self.jitter_buffer_s:
                 continue
             _, marks = self._phone.popleft()
             now = time.monotonic()
@@ -213,7 +218,8 @@ class ScriptedProvider:
             match message.get("event"):
                 case "media":
                     self.log.media_received += 1
-                    self._phone.append((base64.b64decode(message["media"]["payload"]), []))
+                    base64.b64decode(message["media"]["payload"], validate=True)
+                    self._phone.append((time.monotonic(), []))
                 case "mark":
                     name = message["mark"]["name"]
                     if self._phone:

@@ -84,6 +84,28 @@ async def test_a_call_is_answered_with_marked_frames_and_a_barge_in_clears_and_c
             await phone.stop()
 
 
+async def test_speech_over_the_tail_the_phone_still_plays_after_the_reply_ended_on_the_server_clears_it(
+        speech: tuple[bytes, bytes]) -> None:
+    """The phone plays 1.2 s behind the server's estimate: the reply has ended on the server when the caller speaks,
+    but its marks are outstanding, so the tail is cleared and the history cut where the phone was."""
+    with phone_provider.phone_server(Engines(FakeVad(), FakeRecognizer(("hello can you hear me", "wait")),
+                                             FakeLanguageModel(), FakeSynthesizer())) as (host, state):
+        async with websockets.connect(f"ws://{host}/v1/telephony/twilio") as ws:
+            phone = ScriptedProvider(ws, jitter_buffer_s=1.2)
+            await phone.begin()
+            phone.say(MULAW_SILENCE * 10 + speech[0] + MULAW_SILENCE * 25)
+            await phone.wait_played_ms(1000, timeout=30)
+            (reply,) = assistant_items(state)
+            assert reply.status == "completed", "ended on the server"
+            onset = phone.say(speech[1] + MULAW_SILENCE * 40) + speech_onset_frame(speech[1])
+            cleared_at = await phone.wait_clear(await phone.wait_sent(onset))
+            await asyncio.sleep(0.3)
+            played = float(phone.log.last_played_mark_before(cleared_at).rpartition("@")[2])  # type: ignore[union-attr]
+            assert played - 21.0 <= reply.heard_ms <= played + 1.0, (played, reply.heard_ms, reply.audio_ms)
+            assert reply.heard_ms < reply.audio_ms - 200
+            await phone.stop()
+
+
 async def test_malformed_and_hostile_messages_are_logged_and_the_call_goes_on(
         speech: tuple[bytes, bytes], caplog: pytest.LogCaptureFixture) -> None:
     with phone_server() as (host, _):
