@@ -23,26 +23,39 @@ from bargein.server.serving import server_config
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bargein", description="Real-time interruptible voice agent server")
     commands = parser.add_subparsers(dest="command", required=True)
+    _serve_command(commands)
+    _deploy_command(commands)
+    add_capacity_arguments(commands.add_parser("capacity", help="pool sizes per stage for a number of sessions"))
+    return parser
+
+
+def _serve_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``bargein serve``: where it listens, its engines, who may connect, a session's limits and turn-taking."""
     serve = commands.add_parser("serve", help="run the server")
     serve.add_argument("--host", help="interface to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default 8000)")
-    deploy = commands.add_parser("ray-deploy", help="run stages as Ray Serve applications on a Ray cluster")
-    for command in (serve, deploy):
-        _engine_arguments(command)
-    deploy.add_argument("--stages", default="vad,asr,llm,tts", help="comma-separated stages to deploy")
-    deploy.add_argument("--replicas", default="", help="replicas per stage, e.g. asr=2,llm=4 (default 1 each)")
+    _engine_arguments(serve)
     serve.add_argument("--ws", dest="ws_impl", choices=["auto", "websockets", "websockets-sansio", "wsproto"],
                        help="uvicorn's WebSocket implementation (default auto)")
     serve.add_argument("--ray-stages", type=_stages, help="stages served by Ray Serve, e.g. asr,llm,tts")
+    serve.add_argument("--workers", type=int,
+                       help="session worker processes on the port (default 1; one per core carries the most)")
+    serve.add_argument("--engines-per-worker", dest="shared_engines", action="store_const", const=False,
+                       help="with --workers: each session worker loads its own engines (default: one shared set)")
+    _access_arguments(serve)
+    _limit_arguments(serve)
+    _turn_arguments(serve)
+    _memory_arguments(serve)
+    serve.add_argument("--log-level", default="info")
+
+
+def _access_arguments(serve: argparse.ArgumentParser) -> None:
+    """Who may connect, and what the operator's pages show them."""
     serve.add_argument("--api-key", dest="api_keys", action="append",
                        help="accepted API key (repeatable; ps shows it to every user of the machine: prefer "
                             "--api-key-file or BARGEIN_API_KEYS); none = local-only mode")
     serve.add_argument("--api-key-file", type=Path,
                        help="file of accepted API keys, one a line (blank lines and # comments skipped)")
-    serve.add_argument("--no-listen", dest="listen", action="store_const", const=False,
-                       help="cancel a reply at any speech onset instead of pausing it until the segment is classified")
-    serve.add_argument("--drain-s", type=float,
-                       help="on SIGTERM, seconds live replies may finish before sessions close (default 10)")
     serve.add_argument("--allow-origin", dest="allow_origins", action="append",
                        help="browser origin allowed besides the server's own (repeatable; * for any)")
     serve.add_argument("--forwarded-allow-ips",
@@ -50,6 +63,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--api-docs", action="store_const", const=True, help="serve /docs and /openapi.json")
     serve.add_argument("--metrics-key", help="a Bearer key that reads /metrics and /healthz's details besides the "
                        "API keys (prefer BARGEIN_METRICS_KEY: flags show in ps)")
+
+
+def _limit_arguments(serve: argparse.ArgumentParser) -> None:
+    """How long and how much a connection, a session and a client address may take."""
+    serve.add_argument("--drain-s", type=float,
+                       help="on SIGTERM, seconds live replies may finish before sessions close (default 10)")
     serve.add_argument("--handshake-timeout", dest="handshake_timeout_s", type=float,
                        help="seconds a connection may take to send its request (default 10)")
     serve.add_argument("--max-connections-per-client", type=int,
@@ -62,11 +81,13 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--events-per-s", type=float, help="client events per second per session (default 200)")
     serve.add_argument("--rate-limit-sustain", dest="rate_limit_sustain_s", type=float,
                        help="close a session held back by the event rate this many seconds in a row (default 10)")
-    serve.add_argument("--workers", type=int,
-                       help="session worker processes on the port (default 1; one per core carries the most)")
-    serve.add_argument("--engines-per-worker", dest="shared_engines", action="store_const", const=False,
-                       help="with --workers: each session worker loads its own engines (default: one shared set)")
     serve.add_argument("--max-sessions", type=int, help="sessions per worker before new ones are refused")
+
+
+def _turn_arguments(serve: argparse.ArgumentParser) -> None:
+    """A new session's turn-taking and tools."""
+    serve.add_argument("--no-listen", dest="listen", action="store_const", const=False,
+                       help="cancel a reply at any speech onset instead of pausing it until the segment is classified")
     serve.add_argument("--turn-detection", choices=["server_vad", "semantic_vad"],
                        help="a new session's turn detection (default server_vad: the tiered endpoint, "
                             "500 ms of silence unless Smart Turn and the words agree; see --plain-silence)")
@@ -78,16 +99,24 @@ def _parser() -> argparse.ArgumentParser:
                             "waits plain silence (default 0.25; the number of cores: no limit)")
     serve.add_argument("--no-builtin-tools", dest="builtin_tools", action="store_const", const=False,
                        help="do not offer the built-in clock, calendar, calculator and unit tools")
+
+
+def _memory_arguments(serve: argparse.ArgumentParser) -> None:
+    """Long-term memory across sessions, and where the server keeps its data."""
     serve.add_argument("--no-memory", dest="memory", action="store_const", const=False,
                        help="remember nothing across sessions (long-term memory off for everyone)")
     serve.add_argument("--memory-url", help="keep memories in PostgreSQL (postgresql://...; default: SQLite in "
                        "--data-dir)")
     serve.add_argument("--data-dir", help="the server's data directory (default ~/.local/share/bargein)")
-    for command in (serve, deploy):
-        command.add_argument("--log-level", default="info")
-    capacity = commands.add_parser("capacity", help="pool sizes per stage for a number of sessions")
-    add_capacity_arguments(capacity)
-    return parser
+
+
+def _deploy_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``bargein ray-deploy``: the stages as Ray Serve applications, with the engine flags of ``serve``."""
+    deploy = commands.add_parser("ray-deploy", help="run stages as Ray Serve applications on a Ray cluster")
+    _engine_arguments(deploy)
+    deploy.add_argument("--stages", default="vad,asr,llm,tts", help="comma-separated stages to deploy")
+    deploy.add_argument("--replicas", default="", help="replicas per stage, e.g. asr=2,llm=4 (default 1 each)")
+    deploy.add_argument("--log-level", default="info")
 
 
 def _engine_arguments(parser: argparse.ArgumentParser) -> None:

@@ -42,6 +42,7 @@ from bargein.server.client_secrets import (
     INVALID_SECRET,
     ClientSecrets,
     ClientSecretsBusy,
+    SecretOffer,
     check_offered_secret,
 )
 from bargein.server.history_budget import HistoryLedger
@@ -105,61 +106,95 @@ async def serve_realtime(websocket: WebSocket, settings: Settings, engines: Engi
         return
     await websocket.accept(subprotocol=decision.subprotocol)
     address = client_address(websocket.scope) or "unknown"  # behind a trusted proxy, the user's, not the proxy's
+    if engines is None:
+        if metrics is not None:
+            metrics.refused.labels("loading").inc()
+        await _farewell(websocket, Ending("server_unavailable", "the server is still loading its models",
+                                          TRY_LATER_CLOSE))
+        return
+    if (ending := await _admission(registry, metrics, refusal, address)) is not None:
+        await _farewell(websocket, ending)
+        return
+    try:
+        ending = await _spend(client_secrets, offer.secret) \
+            if offer is not None and offer.secret is not None and client_secrets is not None else None
+        if ending is not None:
+            await _farewell(websocket, ending)
+            return
+        place = _Place(address, offer.locks if offer is not None else SessionLocks(), decision.memory_scope)
+        await _run_session(websocket, _new_session(websocket, settings, engines, metrics, offer),
+                           settings, registry, metrics, place, memory_store)
+    finally:
+        await registry.addresses.release(address)
+
+
+async def _admission(registry: SessionRegistry, metrics: ServerMetrics | None,
+                     refusal: Callable[[], str | None] | None, address: str) -> Ending | None:
+    """None once the session holds a place for ``address`` (released by the caller), else why it may not start."""
     busy = refusal() if refusal is not None else (
         "too many sessions" if len(registry.live) >= registry.max_sessions else None)
-    if engines is None or busy is not None:
-        message = "the server is still loading its models" if engines is None else f"{busy}; retry on another worker"
+    if busy is not None:
         if metrics is not None:
-            metrics.refused.labels("loading" if engines is None else "load").inc()
-        await _farewell(websocket, Ending("server_unavailable", message, TRY_LATER_CLOSE))
-        return
+            metrics.refused.labels("load").inc()
+        return Ending("server_unavailable", f"{busy}; retry on another worker", TRY_LATER_CLOSE)
     try:
         admitted = await registry.addresses.acquire(address)
     except CountsBusy:
-        await _farewell(websocket, Ending("server_unavailable", "the server is busy; retry shortly", TRY_LATER_CLOSE))
-        return
+        return Ending("server_unavailable", "the server is busy; retry shortly", TRY_LATER_CLOSE)
     if not admitted:
-        await _farewell(websocket, Ending("too_many_sessions",
-                                          f"at most {registry.addresses.per_address} sessions per client address",
-                                          POLICY_CLOSE))
-        return
+        return Ending("too_many_sessions", f"at most {registry.addresses.per_address} sessions per client address",
+                      POLICY_CLOSE)
+    return None
+
+
+def _new_session(websocket: WebSocket, settings: Settings, engines: Engines, metrics: ServerMetrics | None,
+                 offer: SecretOffer | None) -> RealtimeSession:
+    """The session a connection asked for: a client secret's bound settings, else the server's for its language."""
+    model = websocket.query_params.get("model") or "bargein"
+    config = SessionConfig.for_language(settings.language, model=model[:200]) \
+        if offer is None or offer.config is None else offer.config
+    return RealtimeSession(engines, config=config, metrics=metrics,
+                           listen=settings.listen, outbound_bytes=settings.max_outbound_bytes,
+                           builtin_tools=default_registry() if settings.builtin_tools else None,
+                           semantic_default=settings.turn_detection == "semantic_vad",
+                           tiered_default=settings.tiered_endpoint)
+
+
+@dataclass(frozen=True)
+class _Place:
+    """What an admitted connection brings its session: the address it counts against, what its client secret
+    locked, and whose long-term memories it may use (None: nobody decided)."""
+
+    address: str
+    locks: SessionLocks
+    memory_scope: str | None
+
+
+async def _run_session(websocket: WebSocket, session: RealtimeSession, settings: Settings,
+                       registry: SessionRegistry, metrics: ServerMetrics | None, place: _Place,
+                       memory_store: MemoryStore | None) -> None:
+    """Register ``session``, run its connection to the end, then release what it held."""
+    session.conversation.bind_budget(settings.max_history_bytes, registry.history.account(place.address))
+    memory = _attach_memory(session, memory_store, place.memory_scope, settings)
+    locks = place.locks
+    if locks.locked:
+        session.message_guard = locks.check
+    # every task the session starts inherits this: shared engines serve sessions in turn by it
+    current_owner.set(session)
+    current_meter.set(session.ledgers)  # and charge the CPU they spend to the session's turns
+    registry.live.add(session)
+    registry.sockets[session] = websocket
     try:
-        if offer is not None and offer.secret is not None and client_secrets is not None:
-            ending = await _spend(client_secrets, offer.secret)
-            if ending is not None:
-                await _farewell(websocket, ending)
-                return
-        model = websocket.query_params.get("model") or "bargein"
-        config = SessionConfig.for_language(settings.language, model=model[:200]) \
-            if offer is None or offer.config is None else offer.config
-        session = RealtimeSession(engines, config=config, metrics=metrics,
-                                  listen=settings.listen, outbound_bytes=settings.max_outbound_bytes,
-                                  builtin_tools=default_registry() if settings.builtin_tools else None,
-                                  semantic_default=settings.turn_detection == "semantic_vad",
-                                  tiered_default=settings.tiered_endpoint)
-        session.conversation.bind_budget(settings.max_history_bytes, registry.history.account(address))
-        memory = _attach_memory(session, memory_store, decision.memory_scope, settings)
-        locks = offer.locks if offer is not None else SessionLocks()
-        if locks.locked:
-            session.message_guard = locks.check
-        # every task the session starts inherits this: shared engines serve sessions in turn by it
-        current_owner.set(session)
-        current_meter.set(session.ledgers)  # and charge the CPU they spend to the session's turns
-        registry.live.add(session)
-        registry.sockets[session] = websocket
-        try:
-            session.start()
-            own_events = websocket.query_params.get("bargein_events", "").lower() in ("1", "true", "yes")
-            await RealtimeConnection(websocket, session, settings, metrics, own_events=own_events, locks=locks).run()
-        finally:
-            registry.live.discard(session)
-            registry.sockets.pop(session, None)
-            await session.close()
-            if memory is not None:
-                await memory.close()
-            session.conversation.release()
+        session.start()
+        own_events = websocket.query_params.get("bargein_events", "").lower() in ("1", "true", "yes")
+        await RealtimeConnection(websocket, session, settings, metrics, own_events=own_events, locks=locks).run()
     finally:
-        await registry.addresses.release(address)
+        registry.live.discard(session)
+        registry.sockets.pop(session, None)
+        await session.close()
+        if memory is not None:
+            await memory.close()
+        session.conversation.release()
 
 
 def _attach_memory(session: RealtimeSession, store: MemoryStore | None, scope: str | None,
