@@ -150,6 +150,7 @@ async def _await_start(websocket: WebSocket, settings: Settings, metrics: Server
                     return None
                 data = message.get("text") or message.get("bytes") or ""
                 if message_bytes(data) > settings.max_message_bytes:
+                    _problem(metrics, "message_too_large", "a message over the size limit before start")
                     break
                 try:
                     parsed = tw.parse_message(data)
@@ -186,8 +187,6 @@ class TwilioCall(RealtimeConnection):
         """How far into ``position_item`` its audio reached with the last frame sent."""
         self.live: set[str] = set()
         """Responses begun and not done."""
-        self.clears: list[float] = []
-        """When each ``clear`` left (monotonic; the last 64), for the benchmark's figures."""
 
     async def _read(self) -> Ending | None:
         max_bytes = self.settings.max_message_bytes
@@ -296,7 +295,6 @@ class TwilioCall(RealtimeConnection):
         if heard is None:
             return
         await self.websocket.send_text(tw.clear_message(self.stream_sid))
-        self.clears = [*self.clears[-63:], time.monotonic()]
         await self.session.handle_message(json.dumps({
             "type": "conversation.item.truncate", "item_id": heard.item_id, "content_index": 0,
             "audio_end_ms": int(heard.audio_end_ms)}))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -135,9 +136,10 @@ async def test_a_provider_that_never_starts_is_closed_after_the_handshake_time()
             assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
 
 
-async def test_with_keys_a_call_needs_the_key_or_a_valid_signed_token_in_the_path_or_query() -> None:
+async def test_with_keys_a_call_needs_the_key_or_a_valid_signed_token_in_the_path_or_query(
+        caplog: pytest.LogCaptureFixture) -> None:
     settings = Settings(api_keys=["sk-phone-test"])
-    with phone_server(settings) as (host, _):
+    with phone_server(settings) as (host, _), uvicorn_lines(caplog):
         refused = [f"ws://{host}/v1/telephony/twilio", f"ws://{host}/v1/telephony/twilio/v1.1.forged",
                    f"ws://{host}/v1/telephony/twilio/{mint_token('sk-phone-test', -5)}",
                    f"ws://{host}/v1/telephony/twilio/{mint_token('sk-other', 60)}"]
@@ -153,3 +155,20 @@ async def test_with_keys_a_call_needs_the_key_or_a_valid_signed_token_in_the_pat
                 phone = ScriptedProvider(ws)
                 await phone.begin()
                 await phone.stop()
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert "/v1/telephony/twilio/<token>" in logged, "uvicorn named the paths"
+    assert token not in logged and "forged" not in logged and "sk-phone-test" not in logged
+
+
+@contextmanager
+def uvicorn_lines(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    """uvicorn's INFO lines (each WebSocket's path, accepted or refused) into ``caplog``."""
+    logger = logging.getLogger("uvicorn.error")
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    logger.addHandler(caplog.handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(caplog.handler)
+        logger.setLevel(level)
