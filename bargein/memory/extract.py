@@ -124,7 +124,8 @@ def _sentence_findings(sentence: str) -> list[Finding]:
     for rule in _RULES:  # the more specific rules first: a span one of them took is not read again
         for match in rule.pattern.finditer(plain):
             start, end = match.span()
-            if _YOU.search(match.group(0)) or any(start < e and s < end for s, e in taken):
+            # "you can call me ..." is the user's wish, but a fact about "you" ("my name is your problem") is not
+            if any(_YOU.search(group) for group in match.groups()) or any(start < e and s < end for s, e in taken):
                 continue
             taken.append((start, end))
             groups = [_tidy(group) for group in match.groups()]

@@ -32,6 +32,8 @@ def memory_tools(memory: SessionMemory) -> tuple[Tool, ...]:
 
     async def remember(arguments: dict[str, Any]) -> str:
         fact = str(arguments["fact"]).strip()
+        if not fact:
+            raise ValueError("there is nothing to remember: say the fact")
         findings = [f for f in extract(fact) if isinstance(f, Remember)] or \
             [Remember("note " + " ".join(fact.lower().split()[:4]), f"The user asked to remember: {fact}")]
         try:

@@ -52,6 +52,9 @@ async def run_session(host_port: str, args: argparse.Namespace,
             await connection.session.update(session={"type": "realtime", "audio": {"input": {"turn_detection": {
                 "type": "semantic_vad"}}}})
             created = await observer.wait_event("session.updated", timeout=30)
+        if getattr(args, "session", None):  # the caller's own session fields (bench.quality.memory: memory off)
+            await connection.session.update(session={"type": "realtime", **args.session})
+            created = await observer.wait_event("session.updated", timeout=30)
         if language != "en":
             await connection.session.update(session={"type": "realtime", "audio": {"input": {
                 "transcription": {"language": language}}}})
