@@ -132,18 +132,25 @@ class SessionEyes(QuietObserver):
         if self._emit is not None:
             self._emit(Outgoing(event("bargein.see.note", note=note.line(), frame_at_ms=round(note.frame_at_ms))))
 
-    def prompt(self, response_id: str, messages: list[ChatMessage]) -> list[ChatMessage]:
-        """The messages a reply's model reads: no image of an earlier turn; the scene note as a system message just
-        before the last user message (``notes``), or the turn's frames on it, resized within the budget
-        (``native``, the tokens going to the turn's ledger)."""
+    def context(self, messages: list[ChatMessage]) -> list[ChatMessage]:
+        """The messages with no image, and in ``notes`` mode the scene note as a system message just before the last
+        user message. No side effects: a speculative reply's prompt is built with it too, and matches the real
+        reply's while the note stands."""
         stripped = [replace(m, images=()) if m.images else m for m in messages]
         last_user = next((i for i in range(len(stripped) - 1, -1, -1) if stripped[i].role == "user"), None)
-        if last_user is None:
-            return stripped
+        age = self.note_age_s()
+        if self.settings.mode != "native" and last_user is not None and self.note is not None and age is not None:
+            stripped.insert(last_user, camera_message(self.note, age))
+        return stripped
+
+    def prompt(self, response_id: str, messages: list[ChatMessage]) -> list[ChatMessage]:
+        """The messages a reply's model reads: :meth:`context`, and in ``native`` mode the turn's frames on the last
+        user message, resized within the budget (the tokens going to the turn's ledger)."""
         if self.settings.mode != "native":
-            age = self.note_age_s()
-            if self.note is not None and age is not None:
-                stripped.insert(last_user, camera_message(self.note, age))
+            return self.context(messages)
+        stripped = self.context(messages)
+        last_user = next((i for i in range(len(stripped) - 1, -1, -1) if stripped[i].role == "user"), None)
+        if last_user is None:
             return stripped
         sent = images_for_turn(self.sampler.take_turn(), self.settings, self.image_token_budget)
         if not sent:

@@ -100,7 +100,7 @@ class RealtimeSession:
             ReplyPipeline(engines.llm, engines.tts), outbound=self.outbound, conversation=self.conversation,
             feed=self.feed, config=lambda: self.config, wait_for_words=self.transcriber.wait_all,
             take_prefetch=speculator.take_reply, progress=self._reply_progress, closed=self._reply_closed,
-            output_lead_ms=output_lead_ms, builtins=builtin_tools, heard=self._reply_heard, see=self.eyes.prompt)
+            output_lead_ms=output_lead_ms, builtins=builtin_tools, heard=self._reply_heard, see=self.eyes)
         self.timers = Timers(self.feed, lambda: self.stream_ms)
         self.tracker = tracker
         self.executor = ActionExecutor(

@@ -15,7 +15,7 @@ import logging
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Literal, Protocol
 
 from bargein.metrics.cost_meter import request_usage
 from bargein.protocol import client_events as ce
@@ -38,8 +38,14 @@ from bargein.values import ChatMessage, GenerationOptions, ToolCall
 log = logging.getLogger(__name__)
 RECENT_REPLIES = 4
 """Replies whose play estimate is kept, for a barge-in while the client still plays a finished one."""
-See = Callable[[str, list[ChatMessage]], list[ChatMessage]]
-"""``(response_id, messages) -> messages``: the ``see`` stage's hand in a reply's prompt."""
+class See(Protocol):
+    """The ``see`` stage's hand in a reply's prompt (:class:`~bargein.see.eyes.SessionEyes`)."""
+
+    def prompt(self, response_id: str, messages: list[ChatMessage]) -> list[ChatMessage]:
+        """The reply's messages with the turn's images or the camera's note."""
+
+    def context(self, messages: list[ChatMessage]) -> list[ChatMessage]:
+        """The same without the turn's images (no side effects): a speculative reply's prompt."""
 Closed = Callable[[str, str, float, float, bool, bool], None]
 """``(response_id, status, sent_ms, heard_ms, output_queued, playing)``: a reply's ``response.done`` went out
 (:meth:`~bargein.session.observers.SessionObserver.on_reply_closed`)."""
@@ -94,7 +100,10 @@ class ReplyRunner:
         self.closing = False
 
     def with_memory(self, messages: list[ChatMessage]) -> list[ChatMessage]:
-        """``messages`` with the session's recalled memories (unchanged without memory)."""
+        """``messages`` with the camera's note (no images: a speculative reply comes before a turn's frames are
+        chosen) and the session's recalled memories (unchanged without either)."""
+        if self.see is not None:
+            messages = self.see.context(messages)
         return messages if self.remembered is None else self.remembered(messages)
 
     def default_tools(self) -> ToolSetup:
@@ -168,8 +177,8 @@ class ReplyRunner:
         state = handle.state
         messages = self.conversation.chat_messages(request.instructions, request.context)
         if self.see is not None:
-            messages = self.see(handle.response_id, messages)
-        messages = self.with_memory(messages)
+            messages = self.see.prompt(handle.response_id, messages)
+        messages = messages if self.remembered is None else self.remembered(messages)
         # an estimate at 4 characters a token: counting words would walk the whole history's text here
         state.input_tokens = sum(len(m.content) for m in messages) // 4
         config = self.config()

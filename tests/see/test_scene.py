@@ -20,6 +20,7 @@ from bargein.see.scene_pool import ScenePool
 from bargein.see.shared import Seeing
 from bargein.see.vision import VisionSettings
 from bargein.session.realtime_session import RealtimeSession
+from bargein.values import ChatMessage
 from tests.support.pictures import data_url, encode, scene, sign
 
 
@@ -160,3 +161,14 @@ def test_a_tilted_signs_words_are_read_in_order(detectors: Detectors) -> None:
     card = sign("Pharmacy A8", text_size=64).rotate(8, fillcolor="white")
     lines = detectors.read_text(frame_of(card).pixels)
     assert [line.text.replace(" ", "") for line in lines] == ["PharmacyA8"]
+
+
+async def test_a_speculative_prompt_gets_the_same_camera_message_as_the_reply() -> None:
+    engines = Engines(FakeVad(), FakeRecognizer(("hello",)), FakeLanguageModel(), FakeSynthesizer(),
+                      see=Seeing(VisionSettings("notes")))
+    session = RealtimeSession(engines)
+    session.eyes.note = SceneNote(("EXIT 12",), 0, "even light", (), None, 0.0)
+    guessed = session.replies.with_memory([ChatMessage("system", "be brief"), ChatMessage("user", "what is that")])
+    answered = session.eyes.prompt("resp_1", [ChatMessage("system", "be brief"), ChatMessage("user", "what is that")])
+    assert guessed == answered  # the prefetched reply's prompt matches, so it can be adopted
+    assert [m.role for m in answered] == ["system", "system", "user"] and "EXIT 12" in answered[1].content
