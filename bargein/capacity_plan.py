@@ -7,6 +7,11 @@ stays under ``--max-utilisation`` and the time a turn waits in its queue stays w
 of the first-audio budget at the 95th percentile. Queueing is modelled as M/M/c (Erlang C): Poisson
 turn arrivals, one turn per replica at a time. That is pessimistic for the batched VAD and optimistic
 for bursty arrivals; it is a sizing aid, to be checked with ``python -m bench.capacity.sessions``.
+
+``--ledger FILE`` reads the per-stage CPU costs from a ledger export of a real run (``GET /v1/ledger/export``,
+:mod:`bargein.metrics.ledger_export`): the CPU the workers measured per request over the work they served. A stage
+the run did not exercise, the session workers' own work and the wall-clock latencies keep the constants; a
+``--costs`` file overrides both.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
+
+from bargein.metrics.ledger_export import stage_costs
 
 
 @dataclass(frozen=True)
@@ -125,14 +132,32 @@ class CostsFileError(ValueError):
     """A ``--costs`` file that cannot be read, is not JSON, or holds a cost that is not a non-negative number."""
 
 
-def load_costs(path: str | None) -> StageCosts:
-    """Defaults, overridden by a JSON object of :class:`StageCosts` field names (``--costs``)."""
-    if not path:
-        return StageCosts()
+def _read_json(path: str, what: str) -> object:
     try:
-        data = json.loads(Path(path).read_text())
+        return json.loads(Path(path).read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise CostsFileError(f"cannot read the costs file {path}: {error}") from error
+        raise CostsFileError(f"cannot read the {what} {path}: {error}") from error
+
+
+def load_ledger(path: str | None, base: StageCosts | None = None) -> StageCosts:
+    """``base`` (the constants) with the per-stage costs a ledger export measured (``--ledger``)."""
+    base = base or StageCosts()
+    if not path:
+        return base
+    data = _read_json(path, "ledger export")
+    try:
+        measured = stage_costs(data if isinstance(data, dict) else {})
+    except (TypeError, ValueError, AttributeError) as error:
+        raise CostsFileError(f"the ledger export {path}: {error}") from error
+    return StageCosts(**{**{f.name: getattr(base, f.name) for f in fields(StageCosts)}, **measured})
+
+
+def load_costs(path: str | None, base: StageCosts | None = None) -> StageCosts:
+    """``base`` (the defaults), overridden by a JSON object of :class:`StageCosts` field names (``--costs``)."""
+    base = base or StageCosts()
+    if not path:
+        return base
+    data = _read_json(path, "costs file")
     if not isinstance(data, dict):
         raise CostsFileError(f"the costs file {path} must hold a JSON object of StageCosts field names")
     known = {f.name for f in fields(StageCosts)}
@@ -144,7 +169,7 @@ def load_costs(path: str | None) -> StageCosts:
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
             raise CostsFileError(f"the costs file {path}: {key} must be a non-negative number, not {value!r}")
         costs[key] = float(value)
-    return StageCosts(**costs)
+    return StageCosts(**{**{f.name: getattr(base, f.name) for f in fields(StageCosts)}, **costs})
 
 
 def _number(low: float, high: float = math.inf, *, low_open: bool = False,
@@ -170,6 +195,8 @@ def add_capacity_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--p95-first-audio", type=_number(0, low_open=True), default=1500.0,
                         help="target first audio p95, ms")
     parser.add_argument("--costs", help="JSON of measured stage costs (StageCosts field names)")
+    parser.add_argument("--ledger", help="a ledger export of a real run (GET /v1/ledger/export): its measured "
+                        "per-stage CPU replaces the constants")
     parser.add_argument("--max-utilisation", type=_number(0, 1, low_open=True), default=0.7)
     parser.add_argument("--cores-per-machine", type=_number(1, whole=True), default=32)
     for spec in fields(Traffic):
@@ -180,7 +207,7 @@ def run_capacity(args: argparse.Namespace) -> int:
     """Print the plan (exit 2 with a message when the ``--costs`` file cannot be used)."""
     traffic = Traffic(**{spec.name: getattr(args, spec.name) for spec in fields(Traffic)})
     try:
-        costs = load_costs(args.costs)
+        costs = load_costs(args.costs, load_ledger(getattr(args, "ledger", None)))
     except CostsFileError as error:
         print(f"bargein capacity: {error}", file=sys.stderr)
         return 2

@@ -58,11 +58,19 @@ def cost_fields(cost: TurnCost, counters: dict[str, float], speech_s: float | No
 
 
 class SessionCost:
-    """A session's totals: CPU per stage (late charges included), tokens, audio, waste. Bounded: a few numbers."""
+    """A session's totals: CPU per stage (late charges included), tokens, audio, waste. Bounded: a few numbers.
+    A session's counts reach ``parent`` too (the process's totals, :data:`PROCESS_COST`, for the ledger export)."""
 
-    def __init__(self) -> None:
+    def __init__(self, parent: SessionCost | None = None) -> None:
         self.cpu_s: dict[str, float] = {}
         self.totals: dict[str, float] = {}
+        self.parent = parent
+
+    def add(self, name: str, value: float) -> None:
+        """Add to one total (and the parent's)."""
+        self.totals[name] = self.totals.get(name, 0.0) + float(value)
+        if self.parent is not None:
+            self.parent.add(name, value)
 
     def charge(self, stage: str, cpu_s: float) -> None:
         """Every charge of the session, whichever turn it was for."""
@@ -75,10 +83,14 @@ class SessionCost:
                             ("generated_tokens", fields["tokens"]["generated"]),
                             ("audio_in_s", fields["audio_in_s"] or 0.0), ("audio_out_s", fields["audio_out_s"]),
                             ("wasted_tokens", fields["waste"]["tokens"]),
-                            ("wasted_audio_s", fields["waste"]["audio_s"])):
-            self.totals[name] = self.totals.get(name, 0.0) + float(value)
+                            ("wasted_audio_s", fields["waste"]["audio_s"]), ("turns", 1)):
+            self.add(name, value)
 
     def summary(self) -> dict[str, Any]:
         """The session's ledger as it stands."""
         return {"cpu_s": {stage: round(value, 4) for stage, value in self.cpu_s.items()},
                 **{name: round(value, 3) for name, value in self.totals.items()}}
+
+
+PROCESS_COST = SessionCost()
+"""Every session's counts in this process since it started (its CPU per stage is :data:`~.cost_meter.STAGE_CPU`)."""

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from bargein.metrics.cost_meter import Bill
 from bargein.metrics.tracing import export_turn
-from bargein.metrics.turn_cost import SessionCost, TurnCost, cost_fields, waste
+from bargein.metrics.turn_cost import PROCESS_COST, SessionCost, TurnCost, cost_fields, waste
 from bargein.session.core import vocabulary as v
 from bargein.session.core.verdicts import answers_the_user
 
@@ -151,7 +151,7 @@ class TurnLedgers:
         self.stream_ms = stream_ms
         self.report = report
         self.report_cost = cost
-        self.session_cost = SessionCost()
+        self.session_cost = SessionCost(PROCESS_COST)
         self.heard = heard
         self.metrics = metrics
         self.ledgers: dict[str, TurnLedger] = {}
@@ -338,6 +338,7 @@ class TurnLedgers:
     def close(self) -> None:
         """The session ends: replies still waiting for their first delta to leave are reported as they stand, and
         a reply never told played out counts as heard what its close said."""
+        self.session_cost.add("listened_s", max(0.0, self.stream_ms()) / 1000.0)  # the audio the VAD heard
         while self.unsent:
             self._report(*self.unsent.pop(next(iter(self.unsent))))
         for response_id, ledger in list(self.playing.items()):

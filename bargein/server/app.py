@@ -15,6 +15,7 @@ from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 from bargein.config import Settings
 from bargein.engines.base import Engines
 from bargein.server.auth import RealPeer
+from bargein.server.ledger_api import add_ledger_route
 from bargein.server.lifespan import EngineLoader, server_lifespan
 from bargein.server.memory_api import add_memory_routes
 from bargein.server.operator_routes import add_operator_routes
@@ -48,6 +49,7 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None,
     add_realtime_route(app, state)
     add_client_secret_route(app, settings, state.client_secrets)
     add_memory_routes(app, settings, lambda: state.memory)
+    add_ledger_route(app, settings)  # the cost ledger export (issue 46), for bargein capacity --ledger
 
     # phone lines (issue 45): Twilio Media Streams over the same session; a signed token may be the last segment
     install_log_redaction()
