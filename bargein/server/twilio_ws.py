@@ -65,6 +65,8 @@ from bargein.tools.registry import default_registry
 log = logging.getLogger(__name__)
 MAX_MESSAGES_BEFORE_START = 16
 """Messages a provider may send before ``start`` (``connected``, a stray frame) before the call is refused."""
+LOGGED_PROBLEMS = 10
+"""Problems of one call logged one by one; after them, every hundredth (all are counted)."""
 PHONE_AUDIO = {"audio": {"input": {"format": {"type": "audio/pcmu"}}, "output": {"format": {"type": "audio/pcmu"}}}}
 
 
@@ -187,6 +189,7 @@ class TwilioCall(RealtimeConnection):
         """How far into ``position_item`` its audio reached with the last frame sent."""
         self.live: set[str] = set()
         """Responses begun and not done."""
+        self.problems = 0
 
     async def _read(self) -> Ending | None:
         max_bytes = self.settings.max_message_bytes
@@ -207,12 +210,12 @@ class TwilioCall(RealtimeConnection):
             if throttle.wait_s > 0:
                 await asyncio.sleep(throttle.wait_s)  # meanwhile the socket is not read: TCP slows the provider
             if size > max_bytes:
-                _problem(self.metrics, "message_too_large", f"a message of {size} bytes (limit {max_bytes})")
+                self._problem("message_too_large", f"a message of {size} bytes (limit {max_bytes})")
                 continue
             try:
                 parsed = tw.parse_message(data)
             except tw.MediaStreamError as error:
-                _problem(self.metrics, "phone_malformed", f"a malformed message: {error}")
+                self._problem("phone_malformed", f"a malformed message: {error}")
                 continue
             if await self._take(parsed):
                 return None
@@ -230,7 +233,7 @@ class TwilioCall(RealtimeConnection):
                 log.info("the provider stopped the stream")
                 return True
             case tw.Start():
-                _problem(self.metrics, "phone_malformed", "a second start message")
+                self._problem("phone_malformed", "a second start message")
         return False
 
     async def _write(self) -> None:
@@ -273,7 +276,7 @@ class TwilioCall(RealtimeConnection):
                     await self._barge_in()
             case "error":
                 error = event["error"]
-                _problem(self.metrics, str(error.get("code")), f"the session refused an event: {error.get('message')}")
+                self._problem(str(error.get("code")), f"the session refused an event: {error.get('message')}")
         if item.is_data:
             self.last_heard = time.monotonic()  # a call whose reply is still playing is not idle
 
@@ -299,14 +302,23 @@ class TwilioCall(RealtimeConnection):
             "type": "conversation.item.truncate", "item_id": heard.item_id, "content_index": 0,
             "audio_end_ms": int(heard.audio_end_ms)}))
 
+    def _problem(self, code: str, message: str) -> None:
+        """Count every problem; log the first ten and then every hundredth (a hostile provider cannot flood the
+        log at its message rate)."""
+        self.problems += 1
+        _problem(self.metrics, code, message if self.problems <= LOGGED_PROBLEMS else
+                 f"{message} ({self.problems} problems on this call)",
+                 logged=self.problems <= LOGGED_PROBLEMS or self.problems % 100 == 0)
+
     async def farewell(self, ending: Ending) -> None:
         """The provider has no error event: the reason goes in the close frame and the log."""
         await _close(self.websocket, ending.close_code, ending.message)
 
 
-def _problem(metrics: ServerMetrics | None, code: str, message: str) -> None:
+def _problem(metrics: ServerMetrics | None, code: str, message: str, *, logged: bool = True) -> None:
     """Log and count a problem the provider cannot be told of."""
-    log.warning("phone call: %s", message[:300])
+    if logged:
+        log.warning("phone call: %s", message[:300])
     if metrics is not None:
         metrics.errors.labels(code[:64]).inc()
 

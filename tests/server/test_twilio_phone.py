@@ -121,10 +121,13 @@ async def test_malformed_and_hostile_messages_are_logged_and_the_call_goes_on(
                             json.dumps({"event": "dtmf", "dtmf": {"digit": "5"}}),
                             json.dumps({"event": "surprise"})):
                 await ws.send(hostile)
+            for _ in range(250):  # a flood: counted, not logged line by line
+                await ws.send("{")
             phone.say(MULAW_SILENCE * 5 + speech[0] + MULAW_SILENCE * 50)
             await phone.wait_played_ms(400, timeout=30)  # answered all the same
             await phone.stop()
-    assert sum("phone call:" in record.getMessage() for record in caplog.records) >= 5
+    lines = sum("phone call:" in record.getMessage() for record in caplog.records)
+    assert 5 <= lines <= 15, lines
 
 
 async def test_a_provider_that_never_starts_is_closed_after_the_handshake_time() -> None:
