@@ -43,6 +43,12 @@ class SharedEngine(Protocol):
         return None
 
     @property
+    def description(self) -> str:
+        """What the engine is, for the start-up banner (a worker process sends it with ``ready``); its class's
+        name unless it says more."""
+        return type(self).__name__
+
+    @property
     def worker(self) -> WorkerProcess | None:
         """The supervised worker process the engine runs in; None when it runs in this process."""
         return None

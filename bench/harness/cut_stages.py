@@ -30,6 +30,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
+from bargein.engines.base import ASRCapabilities, SpeechRecognizer
 from bargein.session.core import vocabulary as v
 from bargein.session.observers import QuietObserver
 from bargein.values import Float32Audio, Transcript
@@ -50,7 +51,7 @@ class Recognition:
     ended: float | None = None
 
 
-class TimedRecognizer:
+class TimedRecognizer(SpeechRecognizer):
     """Wraps a shared :class:`~bargein.engines.transcribe.whisper_asr.WhisperRecognizer` to time its jobs."""
 
     def __init__(self, whisper: Any) -> None:
@@ -71,8 +72,26 @@ class TimedRecognizer:
 
         core.transcribe = timed
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+    @property
+    def capabilities(self) -> ASRCapabilities:
+        """The wrapped recogniser's."""
+        capabilities: ASRCapabilities = self.inner.capabilities
+        return capabilities
+
+    @property
+    def queue_depth(self) -> int | None:
+        """The wrapped recogniser's."""
+        depth: int | None = self.inner.queue_depth
+        return depth
+
+    @property
+    def description(self) -> str:
+        """The wrapped recogniser's."""
+        return str(self.inner.description)
+
+    async def aclose(self) -> None:
+        """Close the wrapped recogniser."""
+        await self.inner.aclose()
 
     async def transcribe(self, audio: Float32Audio, **kwargs: Any) -> Transcript:
         """Recognise (timed)."""

@@ -98,9 +98,7 @@ async def main() -> None:
         audio, elapsed = await speak(tts, sentence)
         clips.append(audio)
         synthesis_s.append(elapsed)
-    closer = getattr(tts, "aclose", None)
-    if closer is not None:
-        await closer()
+    await tts.aclose()
 
     variants: dict[str, dict[str, object]] = {"as a session (Simplified tables)": {}}
     if args.variants:

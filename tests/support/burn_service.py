@@ -8,10 +8,11 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+from bargein.engines.process.child import Service
 from bargein.values import CancelToken
 
 
-class BurnService:
+class BurnService(Service):
     """Spins the worker's CPU on request (see the module docstring)."""
 
     def describe(self) -> dict[str, Any]:

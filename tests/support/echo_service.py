@@ -8,10 +8,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from bargein.engines.fair import current_owner
+from bargein.engines.process.child import Service
 from bargein.values import CancelToken
 
 
-class EchoService:
+class EchoService(Service):
     """``("echo", n)``: n items; ``("owner",)``: the session the request came from; ``("sleep", s)``: wait s
     seconds (cancellable); ``("cancelled",)``: how many sleeps were cancelled; ``("wedge", s)``: block the
     worker's loop for s seconds; ``("hinted",)``: the (payload, session) of every ``notify`` so far;
@@ -58,3 +59,12 @@ class EchoService:
             yield "unwedged"
         elif kind == "raise":
             raise type(str(request[1]), (RuntimeError,), {})(str(request[2]))
+
+
+class BareService(Service):
+    """Declares nothing but :meth:`handle` (the protocol's defaults stand): ``("echo", n)`` gives n items."""
+
+    async def handle(self, request: tuple[Any, ...], cancel: CancelToken) -> AsyncIterator[Any]:
+        """n items."""
+        for index in range(int(request[1])):
+            yield index

@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator
 from multiprocessing.connection import Connection
 from typing import Any, Protocol, runtime_checkable
 
+from bargein.engines.base import SharedEngine
 from bargein.engines.fair import current_owner
 from bargein.engines.process import wire
 from bargein.engines.process.wire import FD_ENV, WorkerSpec
@@ -36,27 +37,46 @@ log = logging.getLogger(__name__)
 
 @runtime_checkable
 class Service(Protocol):
-    """What a worker serves: each request's items as they are made. Optional methods a service may have:
-    ``describe() -> dict`` (sent with ``ready``), ``notify(payload)`` (hints), ``summary() -> Any`` (sent
-    with each ``end``), and ``aclose()``; and a ``cancel_task`` attribute: True cancels the request's task
-    on ``cancel`` as well (for engines whose calls take no cancel token, such as a recogniser's queue,
-    which then drops the job if it has not started)."""
+    """What a worker serves: each request's items as they are made (:meth:`handle`).
+
+    Everything else a worker asks of its service is declared here with a default that fits a service
+    without it, never probed: a service subclasses this protocol to inherit the defaults and overrides
+    what it has (:meth:`describe`, :meth:`notify`, :meth:`summary`, :meth:`aclose`, :attr:`cancel_task`).
+    """
+
+    cancel_task: bool = False
+    """True: a ``cancel`` cancels the request's task as well as its token (for engines whose calls take no
+    cancel token, such as a recogniser's queue, which then drops the job if it has not started)."""
 
     def handle(self, request: Any, cancel: CancelToken) -> AsyncIterator[Any]:
         """Serve one request; stop within one item of ``cancel``."""
         ...
 
+    def describe(self) -> dict[str, Any]:
+        """Sent with ``ready``: what the client may read of the service (nothing by default)."""
+        return {}
 
-class EngineService:
+    def notify(self, payload: Any) -> None:
+        """A hint that needs no answer, such as an LLM's prefill (ignored by default)."""
+        return None
+
+    def summary(self) -> Any:
+        """Sent with each request's ``end`` (None by default)."""
+        return None
+
+    async def aclose(self) -> None:
+        """Release what the service holds when the worker stops (nothing by default)."""
+        return None
+
+
+class EngineService(Service):
     """Base of the services that wrap one engine (``self.engine``): closing the service closes the engine."""
 
-    engine: Any
+    engine: SharedEngine
 
     async def aclose(self) -> None:
         """Release the engine."""
-        closer = getattr(self.engine, "aclose", None)
-        if closer is not None:
-            await closer()
+        await self.engine.aclose()
 
 
 def main() -> int:
@@ -69,90 +89,100 @@ def main() -> int:
         kind, spec = wire.receive(conn)
         assert kind == "spec" and isinstance(spec, WorkerSpec), f"expected a spec, got {kind!r}"
         service = spec.build()
+        if not isinstance(service, Service):
+            raise TypeError(f"{spec.factory} built a {type(service).__name__}, not a Service")
     except BaseException as error:
         with contextlib.suppress(OSError, ValueError):
             wire.send(conn, ("failed", f"{type(error).__name__}: {error}"))
         raise
-    describe = getattr(service, "describe", None)
-    wire.send(conn, ("ready", describe() if describe is not None else {}))
+    wire.send(conn, ("ready", service.describe()))
     asyncio.run(serve(service, conn))
     return 0
 
 
 async def serve(service: Service, conn: Connection) -> None:
     """Serve requests from ``conn`` until a ``None`` message or the pipe closes."""
-    loop = asyncio.get_running_loop()
-    cancels: dict[int, CancelToken] = {}
-    tasks: dict[int, asyncio.Task[None]] = {}
-    stopped = asyncio.Event()
-    summary = getattr(service, "summary", None)
-    cancel_task = bool(getattr(service, "cancel_task", False))
-    meter = RequestMeter()
+    worker = _Worker(service, conn, asyncio.get_running_loop())
+    threading.Thread(target=worker.read, name="worker-inbox", daemon=True).start()
+    await worker.stopped.wait()
+    for token in list(worker.cancels.values()):
+        token.cancel("shutdown")
+    await service.aclose()
 
-    def send(message: tuple[Any, ...]) -> None:
+
+class _Worker:
+    """The serving loop: the requests in flight, their cancel tokens and tasks, and their CPU meter."""
+
+    def __init__(self, service: Service, conn: Connection, loop: asyncio.AbstractEventLoop) -> None:
+        self.service = service
+        self.conn = conn
+        self.loop = loop
+        self.cancels: dict[int, CancelToken] = {}
+        self.tasks: dict[int, asyncio.Task[None]] = {}
+        self.stopped = asyncio.Event()
+        self.meter = RequestMeter()
+
+    def send(self, message: tuple[Any, ...]) -> None:
+        """Write one message to the server; nothing if it is gone."""
         with contextlib.suppress(OSError):  # the server is gone; a value the wire cannot carry raises (WireError)
-            wire.send(conn, message)
+            wire.send(self.conn, message)
 
-    def bill(request_id: int) -> None:
-        if request_id in meter:  # once: a request's cost goes before its end (a hub forgets it at its end)
-            send(("cost", request_id, {**meter.finish(request_id), "usage": request_usage.get() or {}}))
+    def bill(self, request_id: int) -> None:
+        """Send a request's cost (once: it goes before its end; a hub forgets the request at its end)."""
+        if request_id in self.meter:
+            self.send(("cost", request_id, {**self.meter.finish(request_id), "usage": request_usage.get() or {}}))
 
-    async def run(request_id: int, session: int | None, request: Any, cancel: CancelToken) -> None:
+    async def run(self, request_id: int, session: int | None, request: Any, cancel: CancelToken) -> None:
+        """Serve one request as its own task, its items then its cost and its end (or error)."""
         current_owner.set(session)  # this task's own context: the engine's fair queue sees the session
         request_usage.set({})  # and what the engine notes the request used goes back with its cost
         try:
-            async for item in service.handle(request, cancel):
+            async for item in self.service.handle(request, cancel):
                 if cancel.cancelled:
                     break
-                send(("item", request_id, item))
-            bill(request_id)
-            send(("end", request_id, summary() if summary is not None else None))
+                self.send(("item", request_id, item))
+            self.bill(request_id)
+            self.send(("end", request_id, self.service.summary()))
         except Exception as error:
             log.exception("request failed")
-            bill(request_id)
-            send(("error", request_id, f"{type(error).__name__}: {error}"))
+            self.bill(request_id)
+            self.send(("error", request_id, f"{type(error).__name__}: {error}"))
         finally:
-            bill(request_id)  # a task cancelled on ``cancel`` ends here
-            cancels.pop(request_id, None)
-            tasks.pop(request_id, None)
+            self.bill(request_id)  # a task cancelled on ``cancel`` ends here
+            self.cancels.pop(request_id, None)
+            self.tasks.pop(request_id, None)
 
-    def dispatch(message: Any) -> None:
+    def dispatch(self, message: Any) -> None:
+        """Act on one message from the server (on the loop)."""
         if message is None:
-            stopped.set()
+            self.stopped.set()
         elif message[0] == "start":
             _, request_id, session, request = message
-            cancel = cancels[request_id] = CancelToken()
-            meter.start(request_id)
-            tasks[request_id] = loop.create_task(run(request_id, session, request, cancel))
-        elif message[0] == "cancel" and (token := cancels.get(message[1])) is not None:
+            cancel = self.cancels[request_id] = CancelToken()
+            self.meter.start(request_id)
+            self.tasks[request_id] = self.loop.create_task(self.run(request_id, session, request, cancel))
+        elif message[0] == "cancel" and (token := self.cancels.get(message[1])) is not None:
             token.cancel("cancelled")
-            if cancel_task and (task := tasks.get(message[1])) is not None:
+            if self.service.cancel_task and (task := self.tasks.get(message[1])) is not None:
                 task.cancel()
-        elif message[0] == "notify" and (notify := getattr(service, "notify", None)) is not None:
+        elif message[0] == "notify":
             context = contextvars.copy_context()  # the hint is the session's work too: its fair turn
             context.run(current_owner.set, message[2] if len(message) > 2 else None)
-            context.run(notify, message[1])
+            context.run(self.service.notify, message[1])
         elif message[0] == "ping":
-            send(("pong", message[1]))
+            self.send(("pong", message[1]))
 
-    def read() -> None:
+    def read(self) -> None:
+        """The inbox thread: messages off the pipe onto the loop, so a cancel arrives while a request runs."""
         while True:
             try:
-                message = wire.receive(conn)
+                message = wire.receive(self.conn)
             except (EOFError, OSError, ValueError):  # the server is gone (or garbled): so are we
-                loop.call_soon_threadsafe(stopped.set)
+                self.loop.call_soon_threadsafe(self.stopped.set)
                 return
-            loop.call_soon_threadsafe(dispatch, message)
+            self.loop.call_soon_threadsafe(self.dispatch, message)
             if message is None:
                 return
-
-    threading.Thread(target=read, name="worker-inbox", daemon=True).start()
-    await stopped.wait()
-    for token in list(cancels.values()):
-        token.cancel("shutdown")
-    closer = getattr(service, "aclose", None)
-    if closer is not None:
-        await closer()
 
 
 if __name__ == "__main__":

@@ -31,10 +31,13 @@ import importlib
 from dataclasses import dataclass, field
 from functools import cache
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bargein.engines.fair import EngineBusy
 from bargein.engines.process import frames
+
+if TYPE_CHECKING:
+    from bargein.engines.base import SharedEngine
 
 FD_ENV = "BARGEIN_WORKER_FD"
 """The environment variable naming the worker's end of the socket pair (a file descriptor number)."""
@@ -68,12 +71,14 @@ class WorkerSpec:
         return getattr(importlib.import_module(module_name), attribute)(**self.kwargs)
 
     def build_engine(self) -> tuple[Any, str]:
-        """Build, for a factory that returns an engine or ``(engine, description)`` (as the loaders do)."""
+        """Build, for a factory that returns an engine or ``(engine, description)`` (as the loaders do); a bare
+        engine describes itself (:attr:`~bargein.engines.base.SharedEngine.description`)."""
         built = self.build()
         if isinstance(built, tuple):
             engine, description = built
             return engine, str(description)
-        return built, str(getattr(built, "description", type(built).__name__))
+        described: SharedEngine = built
+        return built, str(described.description)
 
 
 WIRE_TYPES: dict[str, str] = {

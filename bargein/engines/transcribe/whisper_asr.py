@@ -76,6 +76,10 @@ def _settle(future: asyncio.Future[Transcript], result: Transcript | None, error
 class WhisperRecognizer(SpeechRecognizer):
     """A :class:`~bargein.engines.base.SpeechRecognizer` on faster-whisper (CTranslate2, int8, CPU)."""
 
+    description: str = "whisper"
+    """The model and where it came from, for the banner: a plain attribute (the loaders add to it), in place of
+    the protocol's read-only default."""
+
     def __init__(self, core: WhisperCore, *, final_options: DecodeOptions = FINAL,
                  partial_options: DecodeOptions = PARTIAL, max_waiting: int = 256,
                  max_waiting_partials: int = 32, max_waiting_per_session: int = 8,

@@ -103,3 +103,24 @@ def test_a_worker_that_cannot_build_its_engine_says_why() -> None:
     with pytest.raises(WorkerDied, match="this service cannot be built"):
         EngineProcess(python_worker(WorkerSpec("tests.support.echo_service:EchoService", {"fail": True})),
                       name="broken")
+
+
+def test_a_service_declaring_only_handle_serves_with_the_protocol_defaults() -> None:
+    process = EngineProcess(python_worker(WorkerSpec("tests.support.echo_service:BareService"), "bare"), name="bare")
+    try:
+        assert process.info == {}, "describe() by default: nothing to say with ready"
+        assert asyncio.run(ask(process, "echo", 3)) == [0, 1, 2]
+        process.notify("a hint it ignores")
+        assert asyncio.run(ask(process, "echo", 1)) == [0], "the hint reached no probe: the worker lives on"
+    finally:
+        process.close()
+
+
+def test_a_spec_that_builds_no_service_is_refused_at_start() -> None:
+    with pytest.raises(WorkerDied, match="FakeRecognizer, not a Service"):
+        EngineProcess(python_worker(WorkerSpec("bargein.engines.fakes:FakeRecognizer")), name="not-a-service")
+
+
+def test_a_bare_engine_describes_itself() -> None:
+    assert WorkerSpec("bargein.engines.fakes:FakeRecognizer").build_engine()[1] == "FakeRecognizer"
+    assert WorkerSpec("bargein.engines.fakes:FakeSynthesizer").build_engine()[1] == "FakeSynthesizer"
