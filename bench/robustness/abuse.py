@@ -1,6 +1,6 @@
 """Hostile and careless clients against a live server, each with an honest session beside it.
 
-    python -m bench.robustness.abuse                     # every attack, about 3 minutes on 2 cores
+    python -m bench.robustness.abuse                     # every attack, about 5 minutes on 2 cores
     python -m bench.robustness.abuse --only "silent client" --only "DNS rebinding"
 
 Starts ``bargein serve --engines instant`` (the real Silero VAD, instant fake ASR/LLM/TTS) listening on
@@ -9,7 +9,9 @@ nothing), a 4 s idle timeout, a 3 s handshake timeout and a 5 s rate-limit toler
 finish quickly, and a 64 MiB history budget per client address (:mod:`bench.robustness.abuse_caps`). A
 separate process keeps one honest session open from 127.0.0.1 and measures round trips (a no-op
 ``session.update`` every 50 ms to its ``session.updated``); the attacks run one after another from
-127.0.0.2 (:mod:`bench.robustness.abuse_attacks`). For each attack the table gives whether the defence held (the
+127.0.0.2 (:mod:`bench.robustness.abuse_attacks`). Two attacks start a server of their own: the caps across
+workers (:mod:`bench.robustness.abuse_caps`) and the cross-session cache probe, which needs the embedded LLM
+(:mod:`bench.robustness.abuse_cache`). For each attack the table gives whether the defence held (the
 attack's own check, RSS growth <= 150 MB, honest round-trip p99 <= 100 ms, server alive after), the
 server's peak RSS growth over its RSS when the attack began, the cores the server used, the p99 of
 the server's own event-loop lateness (its /metrics histogram; on a busy machine this includes waiting
@@ -41,9 +43,10 @@ import psutil
 from bench.harness.realtime_harness import ServerProcess, percentile
 from bench.robustness.abuse_attacks import ATTACKS as BASE_ATTACKS
 from bench.robustness.abuse_attacks import Target
+from bench.robustness.abuse_cache import CACHE_ATTACKS, CACHE_TIMEOUT_S
 from bench.robustness.abuse_caps import CAP_ATTACKS, server_environment
 
-ATTACKS = {**BASE_ATTACKS, **CAP_ATTACKS}
+ATTACKS = {**BASE_ATTACKS, **CAP_ATTACKS, **CACHE_ATTACKS}
 
 RSS_LIMIT_MB = 150.0
 RTT_LIMIT_MS = 100.0
@@ -154,7 +157,8 @@ def run_attack(name: str, target: Target) -> tuple[float, float, Any]:
     """Run one attack; returns (start, end, outcome or the exception)."""
     began = time.time()
     try:
-        outcome: Any = asyncio.run(asyncio.wait_for(ATTACKS[name](target), 120))
+        timeout_s = CACHE_TIMEOUT_S if name in CACHE_ATTACKS else 120.0
+        outcome: Any = asyncio.run(asyncio.wait_for(ATTACKS[name](target), timeout_s))
     except Exception as error:  # an attack that crashes is reported, the run goes on
         traceback.print_exc()
         outcome = error
