@@ -160,6 +160,13 @@ class SessionEyes(QuietObserver):
             self._progress(response_id, "image_tokens", sum(s.cost.tokens for s in sent))
         return stripped
 
+    def close(self) -> None:
+        """The session ended: its frame waiting for the scene reader is dropped, its frames freed."""
+        if self.pool is not None:
+            self.pool.forget(self)
+        self.sampler = FrameSampler(self.sampler.limits)
+        self._last_read = None
+
     def on_action(self, action: v.Action) -> None:
         """A turn's speech opens and closes the clip of frames it keeps."""
         if isinstance(action, v.SpeechStarted):

@@ -366,8 +366,7 @@ class RealtimeSession:
     # -- outbound -----------------------------------------------------------------------------------
 
     def on_sent(self, item: Outgoing) -> None:
-        """The transport wrote ``item`` to the socket: a reply's output delta (audio, or a text-only reply's
-        text) advances the playback estimate (audio) and is told to the observers."""
+        """The transport wrote ``item``: a reply's output delta advances the playback estimate; observers hear."""
         if not item.is_output or item.response_id is None:
             return
         self.replies.on_sent(item)
@@ -387,6 +386,7 @@ class RealtimeSession:
         self.ledgers.close()  # after the replies' own ends, which may still hold a report back
         self.outbound.close()
         self.audio_in.close()
+        self.eyes.close()
 
 
 def default_endpoint(config: SessionConfig, *, semantic: bool, prefer_semantic: bool) -> SessionConfig:

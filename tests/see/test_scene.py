@@ -172,3 +172,15 @@ async def test_a_speculative_prompt_gets_the_same_camera_message_as_the_reply() 
     answered = session.eyes.prompt("resp_1", [ChatMessage("system", "be brief"), ChatMessage("user", "what is that")])
     assert guessed == answered  # the prefetched reply's prompt matches, so it can be adopted
     assert [m.role for m in answered] == ["system", "system", "user"] and "EXIT 12" in answered[1].content
+
+
+async def test_a_closed_session_leaves_no_frame_waiting() -> None:
+    pool = ScenePool(EmptyDetectors)
+    engines = Engines(FakeVad(), FakeRecognizer(("hello",)), FakeLanguageModel(), FakeSynthesizer(),
+                      see=Seeing(VisionSettings("notes"), pool))
+    session = RealtimeSession(engines)
+    session.eyes.offer(frame_of(scene(4)))
+    assert pool.waiting == 1
+    await session.close()
+    assert pool.waiting == 0 and session.eyes.sampler.newest is None
+    await pool.aclose()
