@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from bargein.metrics.cost_meter import Bill, bill_now, charge
 from bargein.see.frames import Frame
 from bargein.see.scene import SceneDetectors, SceneNote, read_scene
 
@@ -28,6 +30,8 @@ class _Waiting:
     frame: Frame
     previous: Frame | None
     noted: Noted
+    bill: Bill | None = field(default_factory=bill_now)
+    """The session's bill, taken in its context: the read's CPU is charged to the ``see`` stage on it."""
 
 
 class ScenePool:
@@ -73,17 +77,21 @@ class ScenePool:
                 continue
             _, job = self._waiting.popitem(last=False)
             try:
-                note = await loop.run_in_executor(self._executor, self._read, job)
+                note, cpu_s = await loop.run_in_executor(self._executor, self._read, job)
             except Exception:  # a failed read costs one note, never the pool
                 log.exception("the scene reader failed on a frame")
                 continue
             self.reads += 1
+            charge("see", job.bill, cpu_s)
             job.noted(note)
 
-    def _read(self, job: _Waiting) -> SceneNote:
+    def _read(self, job: _Waiting) -> tuple[SceneNote, float]:
+        """The note and the CPU seconds of the thread that read it (OpenCV's and the OCR's own helper threads,
+        where they start any, are not seen: the ``see`` stage's figure is a lower bound)."""
         detectors = self._detectors.pop() if self._detectors else self._make_detectors()
+        started = time.thread_time()
         try:
-            return read_scene(job.frame, job.previous, detectors)
+            return read_scene(job.frame, job.previous, detectors), time.thread_time() - started
         finally:
             self._detectors.append(detectors)
 

@@ -101,3 +101,19 @@ def test_in_process_work_is_measured_on_the_calling_thread() -> None:
         time.sleep(0.1)  # waiting is not CPU
     assert charges[0][0] == "vad"
     assert 0.05 <= charges[0][1] < 0.09
+
+
+async def test_a_scene_read_is_charged_to_the_see_stage_of_the_session_that_sent_the_frame() -> None:
+    from bargein.see.scene_pool import ScenePool
+    from tests.see.test_scene import EmptyDetectors, frame_of
+    from tests.support.pictures import scene
+
+    meter = RecordingMeter()
+    current_meter.set(meter)
+    pool = ScenePool(EmptyDetectors)
+    noted = asyncio.Event()
+    pool.submit("session", frame_of(scene(1)), None, lambda note: noted.set())
+    await asyncio.wait_for(noted.wait(), 10.0)
+    await pool.aclose()
+    assert [(label, stage) for label, stage, _ in meter.charges] == [("first", "see")]
+    assert meter.charges[0][2] > 0.0  # the image statistics cost some CPU even with no detectors

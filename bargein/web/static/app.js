@@ -163,6 +163,7 @@ function onEvent(ev) {
       turns.metrics(ev);
       if (ev.image_tokens) $('image-tokens').textContent = `the last turn sent ${ev.image_tokens} image tokens`;
     }
+    if (type === 'bargein.turn.cost') turns.cost(ev);
     if (type === 'bargein.see.note') {
       test.sceneNotes.push(ev.note);
       $('scene-note').textContent = `what the agent sees: ${ev.note}`;

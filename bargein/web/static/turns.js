@@ -4,12 +4,23 @@
 //   first audio      from the arrival of `input_audio_buffer.speech_stopped`;
 //   from speech end  from the moment the last sample of the user's speech was sent (the server's `audio_end_ms`
 //                    is a position in our own input stream, which this log maps back onto the wall clock).
-// The server's own figure comes from the optional `bargein.turn.metrics` event.
+// The server's own figure comes from the optional `bargein.turn.metrics` event, and what the turn cost (CPU seconds
+// per stage, tokens, and what a barge-in left unheard) from `bargein.turn.cost`.
 
 const FRAME_LOG_LIMIT = 3000; // 20 ms frames: one minute of history is plenty to place a speech end
 
 function fmtMs(v) {
   return typeof v === 'number' && Number.isFinite(v) ? `${Math.round(v)} ms` : '–';
+}
+
+/** The cost columns: CPU seconds (all stages), tokens generated (cached of the prompt), waste of a barge-in. */
+function costCells(cost) {
+  if (!cost) return ['–', '–', '–'];
+  const cpu = Object.values(cost.cpu_s ?? {}).reduce((a, b) => a + b, 0);
+  const tokens = cost.tokens ?? {};
+  const waste = cost.waste ?? {};
+  return [`${cpu.toFixed(2)} s`, `${tokens.generated ?? 0} (${tokens.cached ?? 0}/${tokens.prompt ?? 0} cached)`,
+    waste.audio_s ? `${waste.tokens} tok, ${waste.audio_s.toFixed(1)} s` : '–'];
 }
 
 export class TurnLog {
@@ -48,7 +59,7 @@ export class TurnLog {
   speechStopped(ev) {
     const turn = { n: this.turns.length + 1, stoppedAt: performance.now(), audioEndMs: ev.audio_end_ms ?? null,
       userItem: ev.item_id ?? null, responseId: null, agentItem: null, firstAudioMs: null, fromSpeechEndMs: null,
-      serverFirstAudioMs: null, server: null };
+      serverFirstAudioMs: null, server: null, cost: null };
     this.turns.push(turn);
     this.render(turn);
   }
@@ -85,6 +96,15 @@ export class TurnLog {
     this.render(turn);
   }
 
+  /** `bargein.turn.cost`: CPU seconds per stage, tokens (prompt, cached, generated), audio, waste. */
+  cost(ev) {
+    const turn = (ev.response_id && this.byResponse.get(ev.response_id))
+      || this.turns.find((t) => ev.item_id && t.userItem === ev.item_id);
+    if (!turn) return;
+    turn.cost = ev;
+    this.render(turn);
+  }
+
   render(turn) {
     let row = this.rows.get(turn.n);
     if (!row) {
@@ -92,8 +112,11 @@ export class TurnLog {
       this.rows.set(turn.n, row);
       this.tbody.prepend(row);
     }
-    const cells = [String(turn.n), fmtMs(turn.firstAudioMs), fmtMs(turn.fromSpeechEndMs), fmtMs(turn.serverFirstAudioMs)];
+    const cells = [String(turn.n), fmtMs(turn.firstAudioMs), fmtMs(turn.fromSpeechEndMs), fmtMs(turn.serverFirstAudioMs),
+      ...costCells(turn.cost)];
     row.replaceChildren(...cells.map((t) => Object.assign(document.createElement('td'), { textContent: t })));
-    if (turn.server) row.title = JSON.stringify(turn.server);
+    const cpu = turn.cost ? Object.entries(turn.cost.cpu_s ?? {}).map(([s, v]) => `${s} ${v.toFixed(3)} s`).join(', ') : '';
+    if (turn.server || turn.cost) row.title = [cpu && `CPU: ${cpu}`, turn.server && JSON.stringify(turn.server)]
+      .filter(Boolean).join('\n');
   }
 }
