@@ -131,7 +131,7 @@ def _sentence_findings(sentence: str) -> list[Finding]:
             groups = [_tidy(group) for group in match.groups()]
             found.append(Remember(rule.topic.format(*[g.lower() for g in groups]), rule.template.format(*groups)))
     if not found and remember:
-        note = _tidy(remember.group(1))
+        note = " ".join(remember.group(1).split()).rstrip(" .,;")  # the user's own words, quotes and all
         found.append(Remember("note " + " ".join(note.lower().split()[:4]), f"The user asked to remember: {note}."))
     return found
 

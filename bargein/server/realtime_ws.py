@@ -29,7 +29,7 @@ from bargein.config import Settings
 from bargein.engines.base import Engines
 from bargein.engines.fair import current_owner
 from bargein.memory.session_memory import SessionMemory
-from bargein.memory.store import MemoryStore
+from bargein.memory.store import MemoryStore, MemoryStoreError
 from bargein.metrics.cost_meter import current_meter
 from bargein.metrics.prometheus import ServerMetrics
 from bargein.protocol.errors import ProtocolError
@@ -61,6 +61,8 @@ GOING_AWAY_CLOSE = 1001
 TRY_LATER_CLOSE = 1013
 FAREWELL_TIMEOUT_S = 1.0
 """How long the last error and the close frame may take to go out to a client that does not read."""
+FIRST_RECALL_S = 0.5
+"""How long a new session waits for its first recalled memories before it starts (then they come in the background)."""
 
 
 class SessionRegistry:
@@ -175,7 +177,7 @@ async def _run_session(websocket: WebSocket, session: RealtimeSession, settings:
                        memory_store: MemoryStore | None) -> None:
     """Register ``session``, run its connection to the end, then release what it held."""
     session.conversation.bind_budget(settings.max_history_bytes, registry.history.account(place.address))
-    memory = _attach_memory(session, memory_store, place.memory_scope, settings)
+    memory = await _attach_memory(session, memory_store, place.memory_scope, settings)
     locks = place.locks
     if locks.locked:
         session.message_guard = locks.check
@@ -197,10 +199,11 @@ async def _run_session(websocket: WebSocket, session: RealtimeSession, settings:
         session.conversation.release()
 
 
-def _attach_memory(session: RealtimeSession, store: MemoryStore | None, scope: str | None,
-                   settings: Settings) -> SessionMemory | None:
+async def _attach_memory(session: RealtimeSession, store: MemoryStore | None, scope: str | None,
+                         settings: Settings) -> SessionMemory | None:
     """Give ``session`` its scope's long-term memory: recalled notes in its prompts, learning after each turn and
-    the memory tools (None: memory is off on this server, or nobody decided whose memories these would be)."""
+    the memory tools (None: memory is off on this server, or nobody decided whose memories these would be).
+    The first notes are recalled before the session starts (from a slow store: in the background instead)."""
     if store is None or scope is None:
         return None
     memory = SessionMemory(store, scope, lambda: session.conversation.chat_messages(None),
@@ -209,7 +212,10 @@ def _attach_memory(session: RealtimeSession, store: MemoryStore | None, scope: s
     session.replies.builtins = default_registry(extra=memory_tools(memory)) if settings.builtin_tools \
         else ToolRegistry(memory_tools(memory))
     session.observe(memory)
-    memory.start()
+    try:
+        await asyncio.wait_for(memory.refresh(), FIRST_RECALL_S)
+    except (TimeoutError, MemoryStoreError):
+        memory.start()
     return memory
 
 
