@@ -19,6 +19,7 @@ from bargein.engines.listen.smart_turn_file import SMART_TURN_DISTRIBUTION, SMAR
 from bargein.engines.speak.kokoro_tts import MODEL_FILES
 from bargein.engines.think.llm_models import QWEN25_CODER_05B, QWEN25_CODER_15B, SMOLLM2_135M, SplitGguf
 from bargein.engines.transcribe.asr_models import BASE, TINY_EN, WhisperSource
+from bargein.see.detectors import FACE_CASCADE, OCR_ANGLE, OCR_DETECTOR, OCR_RECOGNISER
 from bargein.weights import PinnedFile
 
 NOT_STATED = "not stated by the package"
@@ -88,6 +89,11 @@ MODEL_PACKAGES: tuple[ModelPackage, ...] = (
                  "bargein"),
     ModelPackage("RNNoise (weights compiled into the library)", "audio input", ("pyrnnoise",),
                  "Apache-2.0 (shipped licence file; no licence field)", _pinned(RNNOISE_LIBRARY), "bargein[noise]"),
+    ModelPackage("PP-OCRv4 text detector and recogniser, PP-OCR mobile angle classifier (ONNX)", "see",
+                 ("rapidocr-onnxruntime",), "Apache-2.0", _pinned(OCR_DETECTOR, OCR_RECOGNISER, OCR_ANGLE), "bargein"),
+    ModelPackage("OpenCV frontal-face Haar cascade", "see", ("opencv-python-headless",),
+                 "Apache 2.0 (the cascade file's own header: Intel License Agreement)", _pinned(FACE_CASCADE),
+                 "bargein"),
 )
 """Every package that carries model weights, by stage."""
 
