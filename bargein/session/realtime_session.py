@@ -29,12 +29,13 @@ from bargein.protocol.session_config import SemanticVad, ServerVad, SessionConfi
 from bargein.protocol.voices import check_voice
 from bargein.see.eyes import SessionEyes
 from bargein.session.audio_input import AudioInput
+from bargein.session.client_items import ClientItems
 from bargein.session.core import vocabulary as v
 from bargein.session.core.endpointing import DEFAULT_TIERS
 from bargein.session.core.machine import DuplexMachine
 from bargein.session.core.settings import TurnSettings, plain_silence_after, settings_from_config
 from bargein.session.executor import ActionExecutor
-from bargein.session.history import Conversation, Item, client_item, function_item, response_input_items
+from bargein.session.history import Conversation, Item, response_input_items
 from bargein.session.observers import SessionObserver
 from bargein.session.outbound import MAX_OUTBOUND_BYTES, Outbound, Outgoing
 from bargein.session.reply_pipeline import ReplyPipeline
@@ -102,6 +103,8 @@ class RealtimeSession:
             take_prefetch=speculator.take_reply, progress=self._reply_progress, closed=self._reply_closed,
             output_lead_ms=output_lead_ms, builtins=builtin_tools, heard=self._reply_heard, see=self.eyes)
         self.timers = Timers(self.feed, lambda: self.stream_ms)
+        self.items = ClientItems(self.conversation, emit, self.transcriber, self.audio_in,
+                                 answered=lambda call_id: self.replies.pending.answer(call_id))
         self.tracker = tracker
         self.executor = ActionExecutor(
             emit=emit, config=lambda: self.config, conversation=self.conversation, buffer=self.audio_in.buffer,
@@ -164,7 +167,7 @@ class RealtimeSession:
                 self.feed(v.ClientClear())
             case ce.ConversationItemCreate():
                 await self.eyes.take_item(message, self.stream_ms)  # a bad image is refused before the item is added
-                self._create_item(message)
+                self.items.create(message)
             case ce.CameraFrame():
                 await self.eyes.take_frame(message, self.stream_ms)
             case ce.ConversationItemTruncate():
@@ -274,57 +277,6 @@ class RealtimeSession:
             self.audio_in.vad_running = True  # after a VAD failure, setting turn detection again retries it
         self.feed(v.SettingsChanged(self._settings(config)))
         self.outbound.put(Outgoing(event("session.updated", session=config.wire())))
-
-    def _create_item(self, message: ce.ConversationItemCreate) -> None:
-        if not isinstance(message.item, ce.MessageItem):
-            self._create_function_item(message)
-            return
-        item, clips = client_item(message.item, lambda audio: self._decode_item_audio(audio, message.event_id),
-                                  event_id=message.event_id)
-        previous = self.conversation.add(item, previous_item_id=message.previous_item_id,
-                                         event_id=message.event_id, from_client=True)
-        self.outbound.put(Outgoing(event("conversation.item.added", previous_item_id=previous, item=item.wire())))
-        if not clips:
-            self.outbound.put(Outgoing(event("conversation.item.done", previous_item_id=previous,
-                                             item=item.wire())))
-        if item.role == "user" and any(p.type == "input_text" for p in item.parts):
-            # typed input is VITA's third state: always addressed to the agent
-            self.outbound.put(Outgoing(event("bargein.listen.segment", item_id=item.id, decision="text",
-                                             reasons=["typed input"], action="keep")))
-        for index, clip in clips:
-            self.transcriber.start(item, clip, content_index=index)
-
-    def _create_function_item(self, message: ce.ConversationItemCreate) -> None:
-        """A client's function call, or its answer to one: the output must name a call of this conversation."""
-        assert not isinstance(message.item, ce.MessageItem)
-        item = function_item(message.item)
-        if item.type == "function_call" and item.call is not None \
-                and self.conversation.function_call(item.call.call_id) is not None:
-            raise ProtocolError(f"the conversation already holds a function_call with call_id "
-                                f"{item.call.call_id!r}: an output could not tell them apart", code="invalid_value",
-                                param="item.call_id", event_id=message.event_id)
-        if item.type == "function_call_output" and item.call is not None:
-            call_id = item.call.call_id
-            if self.conversation.function_call(call_id) is None:
-                raise ProtocolError(f"no function_call with call_id {call_id!r} in this conversation",
-                                    code="invalid_value", param="item.call_id", event_id=message.event_id)
-            if any(other.type == "function_call_output" and other.call is not None and other.call.call_id == call_id
-                   for other in self.conversation):
-                raise ProtocolError(f"the function call {call_id!r} already has an output", code="invalid_value",
-                                    param="item.call_id", event_id=message.event_id)
-        previous = self.conversation.add(item, previous_item_id=message.previous_item_id, event_id=message.event_id,
-                                         from_client=True)
-        if item.type == "function_call_output" and item.call is not None:  # in the conversation: now it is answered
-            self.replies.pending.answer(item.call.call_id)
-        self.outbound.put(Outgoing(event("conversation.item.added", previous_item_id=previous, item=item.wire())))
-        self.outbound.put(Outgoing(event("conversation.item.done", previous_item_id=previous, item=item.wire())))
-
-    def _decode_item_audio(self, audio: str, event_id: str | None) -> Any:
-        try:
-            return self.audio_in.decode_clip(decode_base64(audio))
-        except AudioFormatError as error:
-            raise ProtocolError(str(error), code="invalid_audio", param="item.content.audio",
-                                event_id=event_id) from None
 
     # -- the machine --------------------------------------------------------------------------------
 
