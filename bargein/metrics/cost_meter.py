@@ -27,6 +27,7 @@ import contextvars
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 STAGES = ("vad", "turn_end", "asr", "llm", "tts", "see")
@@ -58,6 +59,34 @@ def note_usage(counts: Mapping[str, int]) -> None:
     if usage is not None:
         for name, count in counts.items():
             usage[name] = usage.get(name, 0) + int(count)
+
+
+@dataclass
+class Speculative:
+    """One speculative job (a guessed recognition, a prefetched reply): the CPU its engine calls were charged, and,
+    once it is thrown away, the tokens it had generated."""
+
+    cpu_s: float = 0.0
+    discarded: bool = False
+    tokens: int = 0
+
+    def discard(self, tokens: int = 0) -> None:
+        """Its result was thrown away: all its CPU (and ``tokens``) were wasted."""
+        self.discarded, self.tokens = True, tokens
+
+
+speculation: contextvars.ContextVar[Speculative | None] = contextvars.ContextVar("bargein_speculation", default=None)
+"""Set in the task of a speculative job: the bills taken there charge its :class:`Speculative` too."""
+
+
+@contextlib.contextmanager
+def speculating(work: Speculative) -> Iterator[None]:
+    """Tasks created in the block run ``work``'s job (they copy the context when created)."""
+    token = speculation.set(work)
+    try:
+        yield
+    finally:
+        speculation.reset(token)
 
 
 def bill_now() -> Bill | None:

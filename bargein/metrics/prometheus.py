@@ -152,6 +152,8 @@ class ServerMetrics:
                                      "barge-in (by the unheard share of the reply's audio)", registry=self.registry)
         self.wasted_audio = Counter("bargein_wasted_audio_seconds", "Agent audio sent but never heard because of a "
                                     "barge-in", registry=self.registry)
+        self.wasted_speculation = Counter("bargein_wasted_speculative_cpu_seconds", "CPU of guessed recognitions "
+                                          "and prefetched replies that were thrown away", registry=self.registry)
         self.prompt_tokens = Counter("bargein_llm_prompt_tokens", "Prompt tokens of replies, by whether their KV "
                                      "cache was reused", ["kind"], registry=self.registry)
         self.kv_cache_hit_ratio = Gauge("bargein_llm_kv_cache_hit_ratio", "Share of prompt tokens whose KV cache "
@@ -247,6 +249,7 @@ class ServerMetrics:
         """A reply's tokens and audio nobody heard (:func:`bargein.metrics.turn_cost.waste`)."""
         self.wasted_tokens.inc(max(0.0, waste["tokens"]))
         self.wasted_audio.inc(max(0.0, waste["audio_s"]))
+        self.wasted_speculation.inc(max(0.0, waste.get("speculative_cpu_s", 0.0)))
 
     def _hit_ratio(self) -> float:
         cached, evaluated = self._prompt_counts

@@ -9,8 +9,10 @@ speech in) and the socket (the agent's audio sent).
 **Waste** is what a barge-in made worthless: the audio sent but never heard (sent minus heard, both measured), and
 the generated tokens in the same proportion as the audio (a reply's tokens are spoken in order, so the unheard
 share of its audio is the unheard share of its words; a reply cut before any audio was heard wasted all of them).
-A reply that was not cut wastes nothing. CPU charged after the turn was reported (a cancelled reply's last
-clause finishing in its worker) counts in the session's totals, not in the turn.
+A reply that was not cut wastes nothing. **Speculative work thrown away** is the CPU of the guessed recognitions
+and prefetched replies started for the turn that were discarded (the user spoke on, or the reply's prompt came out
+different), and the tokens those replies had generated. CPU charged after the turn was reported (a cancelled
+reply's last clause finishing in its worker) counts in the session's totals, not in the turn.
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from bargein.metrics.cost_meter import STAGES
+from bargein.metrics.cost_meter import STAGES, Speculative
+
+MAX_SPECULATIVE = 32
+"""Speculative jobs kept per turn (a turn has a guess per pause; more are left out of its waste)."""
 
 
 @dataclass
@@ -26,10 +31,23 @@ class TurnCost:
     """The CPU seconds per stage a turn's engine calls were charged."""
 
     cpu_s: dict[str, float] = field(default_factory=dict)
+    speculative: list[Speculative] = field(default_factory=list)
+    """The speculative jobs started for the turn."""
 
     def add(self, stage: str, cpu_s: float) -> None:
         """Charge ``cpu_s`` of ``stage``."""
         self.cpu_s[stage] = self.cpu_s.get(stage, 0.0) + cpu_s
+
+    def speculating(self, work: Speculative) -> None:
+        """A speculative job billed this turn."""
+        if len(self.speculative) < MAX_SPECULATIVE and all(known is not work for known in self.speculative):
+            self.speculative.append(work)
+
+    def speculation_wasted(self) -> dict[str, float]:
+        """The CPU and tokens of the turn's speculative jobs that were thrown away."""
+        thrown = [work for work in self.speculative if work.discarded]
+        return {"speculative_cpu_s": round(sum(work.cpu_s for work in thrown), 4),
+                "speculative_tokens": float(sum(work.tokens for work in thrown))}
 
 
 def waste(counters: dict[str, float], *, cut: bool, heard_s: float | None = None) -> dict[str, float]:
@@ -53,7 +71,7 @@ def cost_fields(cost: TurnCost, counters: dict[str, float], speech_s: float | No
                    "generated": int(counters.get("tokens", 0))},
         "audio_in_s": round(speech_s, 3) if speech_s is not None else None,
         "audio_out_s": round(counters.get("audio_sent_s", 0.0), 3),
-        "waste": waste(counters, cut=cut),
+        "waste": {**waste(counters, cut=cut), **cost.speculation_wasted()},
     }
 
 
@@ -83,7 +101,9 @@ class SessionCost:
                             ("generated_tokens", fields["tokens"]["generated"]),
                             ("audio_in_s", fields["audio_in_s"] or 0.0), ("audio_out_s", fields["audio_out_s"]),
                             ("wasted_tokens", fields["waste"]["tokens"]),
-                            ("wasted_audio_s", fields["waste"]["audio_s"]), ("turns", 1)):
+                            ("wasted_audio_s", fields["waste"]["audio_s"]),
+                            ("wasted_speculative_cpu_s", fields["waste"]["speculative_cpu_s"]),
+                            ("wasted_speculative_tokens", fields["waste"]["speculative_tokens"]), ("turns", 1)):
             self.add(name, value)
 
     def summary(self) -> dict[str, Any]:

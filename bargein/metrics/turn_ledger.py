@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from bargein.metrics.cost_meter import Bill
+from bargein.metrics.cost_meter import Bill, speculation
 from bargein.metrics.tracing import export_turn
 from bargein.metrics.turn_cost import PROCESS_COST, SessionCost, TurnCost, cost_fields, waste
 from bargein.session.core import vocabulary as v
@@ -167,11 +167,16 @@ class TurnLedgers:
 
     def bill(self) -> Bill:
         """A bill for engine work starting now: charged to the turn current now (to the session only once that
-        turn was reported, or when there is none yet)."""
+        turn was reported, or when there is none yet). Work for a speculative job counts in that job's CPU too."""
         ledger = self.current
+        work = speculation.get()
+        if work is not None and ledger is not None and not ledger.reported:
+            ledger.cost.speculating(work)
 
         def charge(stage: str, cpu_s: float) -> None:
             self.session_cost.charge(stage, cpu_s)
+            if work is not None:
+                work.cpu_s += cpu_s
             if ledger is not None and not ledger.reported:
                 ledger.cost.add(stage, cpu_s)
 

@@ -23,6 +23,7 @@ from bargein.engines.base import LanguageModel, SpeechRecognizer, SpeechSynthesi
 from bargein.engines.fair import urgent_task
 from bargein.engines.speak.clauses import FIRST_CLAUSE_WORDS, ClauseSplitter
 from bargein.engines.think.tool_calls import reply_pieces
+from bargein.metrics.cost_meter import Speculative, speculating
 from bargein.session.private_clause import PrivateClause
 from bargein.session.tool_use import answered_in_words
 from bargein.values import CancelToken, ChatMessage, GenerationOptions, ReplyPiece, SpeechChunk, ToolCall, Transcript
@@ -77,7 +78,10 @@ class PrefetchedReply:
         self._done = asyncio.Event()
         self._grew = asyncio.Event()
         self.error: BaseException | None = None
-        self._task = asyncio.create_task(self._run(llm, options))
+        self.work = Speculative()
+        """Its CPU, wasted if it is discarded (the cost ledger's)."""
+        with speculating(self.work):
+            self._task = asyncio.create_task(self._run(llm, options))
 
     async def _run(self, llm: LanguageModel, options: GenerationOptions) -> None:
         try:
@@ -147,6 +151,7 @@ class PrefetchedReply:
     def discard(self) -> None:
         """Stop generating and speaking (within one token or chunk) and forget the tokens and the speech."""
         self.cancel.cancel("speculation discarded")
+        self.work.discard(sum(isinstance(piece, str) for piece in self._tokens))
         self._tokens.clear()
         if self.first_clause is not None:
             self.first_clause.discard()
@@ -158,6 +163,8 @@ class _Guess:
     recognition: asyncio.Task[Transcript]
     reply: PrefetchedReply | None = None
     used: bool = False
+    work: Speculative = field(default_factory=Speculative)
+    """The recognition's CPU, wasted if it is discarded."""
 
 
 @dataclass
@@ -186,8 +193,10 @@ class Speculator:
         while len(self._guesses) >= MAX_GUESSES:
             self._drop_sync(next(iter(self._guesses)))
         language, prompt = self.hints()
-        task = urgent_task(self.asr.transcribe(audio, language=language, prompt=prompt), urgent=urgent)
-        self._guesses[item_id] = _Guess(item_id, task)
+        work = Speculative()
+        with speculating(work):
+            task = urgent_task(self.asr.transcribe(audio, language=language, prompt=prompt), urgent=urgent)
+        self._guesses[item_id] = _Guess(item_id, task, work=work)
         self.counts.asr_started += 1
         return task
 
@@ -248,6 +257,7 @@ class Speculator:
             if not guess.recognition.done():
                 guess.recognition.cancel()
             self.counts.asr_discarded += 1
+            guess.work.discard()
         if guess.reply is not None:
             self.counts.llm_discarded += 1
             self.counts.tts_started += guess.reply.first_clause is not None

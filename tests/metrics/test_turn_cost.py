@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bargein.metrics.cost_meter import Speculative, speculating
 from bargein.metrics.prometheus import ServerMetrics
 from bargein.metrics.turn_ledger import TurnLedgers
 from bargein.session.core import vocabulary as v
@@ -46,7 +47,7 @@ def test_a_barge_in_wastes_the_unheard_audio_and_its_share_of_the_tokens() -> No
     assert cost["tokens"] == {"prompt": 300, "cached": 240, "generated": 40}
     assert cost["audio_in_s"] == 1.5 and cost["audio_out_s"] == 2.0
     # three quarters of the sent audio went unheard, so three quarters of the words did
-    assert cost["waste"] == {"tokens": 30.0, "audio_s": 1.5}
+    assert cost["waste"] == {"tokens": 30.0, "audio_s": 1.5, "speculative_cpu_s": 0.0, "speculative_tokens": 0.0}
     assert ledgers.session_cost.summary()["cpu_s"] == {"vad": 0.02, "asr": 0.4, "llm": 1.2, "tts": 0.3}
     assert ledgers.session_cost.summary()["wasted_tokens"] == 30.0
     assert sample(metrics, "bargein_wasted_tokens_total") == 30.0
@@ -61,7 +62,7 @@ def test_a_reply_heard_to_its_end_wastes_nothing() -> None:
     ledgers.on_action(v.StartReply("resp_1", "turn_detected"))
     ledgers.on_reply_progress("resp_1", "tokens", 12)
     ledgers.on_reply_closed("resp_1", "completed", sent_ms=1500.0, heard_ms=1500.0, output_queued=False)
-    assert costs[0]["waste"] == {"tokens": 0.0, "audio_s": 0.0}
+    assert costs[0]["waste"] == {"tokens": 0.0, "audio_s": 0.0, "speculative_cpu_s": 0.0, "speculative_tokens": 0.0}
     assert costs[0]["audio_in_s"] is None  # a client's commit without speech marks
 
 
@@ -72,3 +73,31 @@ def test_stage_cpu_is_exported_by_stage() -> None:
     before = sample(metrics, "bargein_cpu_seconds_total", stage="tts")
     STAGE_CPU.add("tts", 0.25, background_s=0.05)
     assert abs(sample(metrics, "bargein_cpu_seconds_total", stage="tts") - before - 0.3) < 1e-9
+
+
+def test_speculative_work_thrown_away_is_waste_and_work_adopted_is_not() -> None:
+    costs: list[dict[str, Any]] = []
+    metrics = ServerMetrics()
+    ledgers = TurnLedgers(lambda: 0.0, lambda status, summary: None, metrics=metrics, cost=costs.append)
+    ledgers.on_action(v.SpeechStarted("item_1", 0.0))
+    first_guess, second_guess, prefetch = Speculative(), Speculative(), Speculative()
+    with speculating(first_guess):  # the user paused, then spoke on: this guess is thrown away
+        ledgers.bill()("asr", 0.25)
+    first_guess.discard()
+    with speculating(second_guess):
+        asr_bill = ledgers.bill()
+    with speculating(prefetch):  # the prefetched reply made from the second guess is adopted
+        llm_bill = ledgers.bill()
+    asr_bill("asr", 0.2)
+    llm_bill("llm", 0.9)
+    thrown_reply = Speculative()
+    with speculating(thrown_reply):
+        ledgers.bill()("llm", 0.5)
+    thrown_reply.discard(tokens=7)  # a prompt that came out different
+    ledgers.on_action(v.CommitBuffer("item_1", 0.0, 1000.0))
+    ledgers.on_action(v.StartReply("resp_1", "turn_detected"))
+    ledgers.on_reply_closed("resp_1", "completed", sent_ms=1000.0, heard_ms=1000.0, output_queued=False)
+    assert costs[0]["cpu_s"] == {"asr": 0.45, "llm": 1.4}
+    assert costs[0]["waste"]["speculative_cpu_s"] == 0.75
+    assert costs[0]["waste"]["speculative_tokens"] == 7.0
+    assert sample(metrics, "bargein_wasted_speculative_cpu_seconds_total") == 0.75
