@@ -80,14 +80,19 @@ class _QueueDepths(Collector):
 
 
 class _StageCpu(Collector):
-    """``bargein_cpu_seconds_total{stage}``: the CPU the engines' calls were charged, their workers' background
-    included (:mod:`bargein.metrics.cost_meter`)."""
+    """``bargein_cpu_seconds_total{stage}``: the CPU the engines' calls were charged since these metrics began,
+    their workers' background included (:mod:`bargein.metrics.cost_meter`); a stage not charged yet is left out."""
+
+    def __init__(self) -> None:
+        self.baseline = {stage: STAGE_CPU.total(stage) for stage in STAGES}
 
     def collect(self) -> Iterable[CounterMetricFamily]:
         family = CounterMetricFamily("bargein_cpu_seconds", "CPU seconds spent per stage, measured per request by "
                                      "the worker processes and on the calling thread in process", labels=["stage"])
         for stage in STAGES:
-            family.add_metric([stage], STAGE_CPU.total(stage))
+            spent = STAGE_CPU.total(stage) - self.baseline[stage]
+            if spent > 0:
+                family.add_metric([stage], spent)
         yield family
 
 

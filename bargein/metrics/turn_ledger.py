@@ -332,10 +332,13 @@ class TurnLedgers:
         ledger.add("audio_heard_s", heard_ms / 1000.0 - told)
         if not ledger.reported:
             return
+        # the turn's report took all of it as heard: what the client did not play of it is wasted now
+        late_waste = waste(ledger.counters, cut=heard_ms / 1000.0 < ledger.counters.get("audio_sent_s", 0.0))
+        self.session_cost.add("wasted_tokens", late_waste["tokens"])
+        self.session_cost.add("wasted_audio_s", late_waste["audio_s"])
         if self.metrics is not None:
             self.metrics.observe_heard(heard_ms / 1000.0)
-            if "barge_in" in ledger.marks:  # the waste reported with the turn took all of it as heard
-                self.metrics.observe_waste(waste(ledger.counters, cut=True))
+            self.metrics.observe_waste(late_waste)
         if self.heard is not None:
             self.heard({"item_id": ledger.item_id, "response_id": response_id,
                         "audio_heard_s": round(ledger.counters["audio_heard_s"], 3)})

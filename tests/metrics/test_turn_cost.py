@@ -101,3 +101,18 @@ def test_speculative_work_thrown_away_is_waste_and_work_adopted_is_not() -> None
     assert costs[0]["waste"]["speculative_cpu_s"] == 0.75
     assert costs[0]["waste"]["speculative_tokens"] == 7.0
     assert sample(metrics, "bargein_wasted_speculative_cpu_seconds_total") == 0.75
+
+
+def test_a_reply_cut_while_the_client_still_played_it_wastes_what_was_not_played() -> None:
+    metrics = ServerMetrics()
+    ledgers = TurnLedgers(lambda: 0.0, lambda status, summary: None, metrics=metrics, cost=lambda fields: None)
+    ledgers.on_action(v.CommitBuffer("item_1", 0.0, 900.0))
+    ledgers.on_action(v.StartReply("resp_1", "turn_detected"))
+    ledgers.on_reply_progress("resp_1", "tokens", 20)
+    ledgers.on_reply_closed("resp_1", "completed", sent_ms=4000.0, heard_ms=4000.0, output_queued=False,
+                            playing=True)
+    assert sample(metrics, "bargein_wasted_audio_seconds_total") == 0.0
+    ledgers.on_reply_heard("resp_1", 1000.0)  # the user cut it a quarter of the way in
+    assert sample(metrics, "bargein_wasted_audio_seconds_total") == 3.0
+    assert sample(metrics, "bargein_wasted_tokens_total") == 15.0
+    assert ledgers.session_cost.summary()["wasted_audio_s"] == 3.0
