@@ -40,38 +40,20 @@ import threading
 import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Hashable
-from dataclasses import dataclass
 from typing import Any
 
 from bargein.engines.fair import owner, refusal_text
 from bargein.engines.process import wire
 from bargein.engines.process.hub_link import connect, shut
+from bargein.engines.process.in_flight import Pending, Relay, RequestBills
 from bargein.engines.process.spawn import Launch, Worker, python_worker, spawn, stop, tail
 from bargein.engines.process.wire import WorkerBusy, WorkerDied, WorkerError
-from bargein.metrics.cost_meter import Bill, bill_now, charge, note_usage
+from bargein.metrics.cost_meter import bill_now, note_usage
 from bargein.values import CancelToken
 
 __all__ = ["EngineProcess", "Launch", "python_worker"]
 log = logging.getLogger(__name__)
 _LIVE: weakref.WeakSet[EngineProcess] = weakref.WeakSet()
-
-
-@dataclass
-class _Pending:
-    loop: asyncio.AbstractEventLoop
-    queue: asyncio.Queue[tuple[str, Any]]
-    owner: Hashable | None
-
-    def deliver(self, kind: str, payload: Any) -> None:
-        with contextlib.suppress(RuntimeError):  # that session's loop is gone: nobody listens
-            self.loop.call_soon_threadsafe(self.queue.put_nowait, (kind, payload))
-
-
-@dataclass
-class _Relay:
-    owner: Hashable | None
-    deliver: Callable[[str, Any], None]
-    """Called on the supervisor thread (a hub's client's outbox, see :mod:`.shared`)."""
 
 
 class EngineProcess:
@@ -85,8 +67,6 @@ class EngineProcess:
         self.name = name
         self.stage = stage or name
         """The stage its requests' CPU is counted under (``llm``, ``asr``, ``tts``)."""
-        self._bills: dict[int, tuple[asyncio.AbstractEventLoop, Bill | None]] = {}
-        """The bill each request of this process's sessions charges its cost to, until its cost or end comes."""
         self.start_timeout_s = start_timeout_s
         self.ready_wait_s = ready_wait_s
         self.restart_backoff_s = restart_backoff_s
@@ -94,6 +74,7 @@ class EngineProcess:
         self.stable_s = stable_s
         self.max_in_flight = max_in_flight
         self.max_per_owner = max_per_owner
+        self._bills = RequestBills(self.stage, 2 * max_in_flight)
         self.ping_interval_s = ping_interval_s
         self.ping_timeout_s = ping_timeout_s
         self.restarts = 0
@@ -103,7 +84,7 @@ class EngineProcess:
         self._starts = 0
         self.info: dict[str, Any] = {}
         """What the worker said when it was ready (a recogniser's languages, a voice's sample rate...)."""
-        self._pending: dict[int, _Pending | _Relay] = {}
+        self._pending: dict[int, Pending | Relay] = {}
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._ready = threading.Event()
@@ -155,9 +136,9 @@ class EngineProcess:
                 key is not None and sum(p.owner == key for p in list(self._pending.values())) >= self.max_per_owner):
             raise WorkerBusy(f"{self.name}: {len(self._pending)} requests are already in flight")
         request_id = next(self._ids)
-        pending = _Pending(asyncio.get_running_loop(), asyncio.Queue(), key)
+        pending = Pending(asyncio.get_running_loop(), asyncio.Queue(), key)
         self._pending[request_id] = pending
-        self._keep_bill(request_id, pending.loop, bill_now())
+        self._bills.keep(request_id, pending.loop, bill_now())
 
         async def watch_cancel() -> None:
             await cancel.wait()
@@ -193,11 +174,6 @@ class EngineProcess:
                 with contextlib.suppress(OSError, ValueError, WorkerDied):
                     self._send(("cancel", request_id))
 
-    def _keep_bill(self, request_id: int, loop: asyncio.AbstractEventLoop, bill: Bill | None) -> None:
-        self._bills[request_id] = (loop, bill)
-        while len(self._bills) > 2 * self.max_in_flight:  # ends lost with a worker: bounded all the same
-            self._bills.pop(next(iter(self._bills)), None)
-
     def notify(self, payload: Any, for_owner: Hashable | None = None) -> None:
         """Send a hint that needs no answer; dropped while the worker restarts. Never waits.
 
@@ -216,7 +192,7 @@ class EngineProcess:
         if len(self._pending) >= self.max_in_flight:
             raise WorkerBusy(f"{self.name}: {len(self._pending)} requests are already in flight")
         request_id = next(self._ids)
-        self._pending[request_id] = _Relay(owner, deliver)
+        self._pending[request_id] = Relay(owner, deliver)
         try:
             self._send(("start", request_id, owner, request))
         except WorkerDied:
@@ -344,20 +320,15 @@ class EngineProcess:
         elif kind in ("item", "end", "error", "died") and (pending := self._pending.get(message[1])) is not None:
             pending.deliver(kind, message[2])
         if kind in ("end", "error", "died"):
-            self._bills.pop(message[1], None)
+            self._bills.drop(message[1])
 
     def _charge(self, request_id: int, cost: Any) -> None:
         """A request's CPU seconds: relayed to a hub's client, else charged here (a stopped request's too)."""
         pending = self._pending.get(request_id)
         if pending is not None:
             pending.deliver("cost", cost)  # a hub's client charges it itself; a caller here notes its usage
-        if isinstance(pending, _Relay):
-            return
-        loop_bill = self._bills.pop(request_id, None)
-        if loop_bill is None or not isinstance(cost, dict):
-            return
-        cpu_s, background_s = float(cost.get("cpu_s", 0.0)), float(cost.get("background_cpu_s", 0.0))
-        charge(self.stage, loop_bill[1], cpu_s, background_s, loop=loop_bill[0])
+        if not isinstance(pending, Relay):
+            self._bills.charge(request_id, cost)
 
     def _ping(self, worker: Worker) -> None:
         now = time.monotonic()
