@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -117,3 +118,26 @@ async def test_a_scene_read_is_charged_to_the_see_stage_of_the_session_that_sent
     await pool.aclose()
     assert [(label, stage) for label, stage, _ in meter.charges] == [("first", "see")]
     assert meter.charges[0][2] > 0.0  # the image statistics cost some CPU even with no detectors
+
+
+async def test_a_hub_relays_the_cost_to_its_client_which_charges_it_once(tmp_path: Path) -> None:
+    from bargein.engines.process.shared import EngineHub, socket_path
+    from bargein.engines.process.spawn import Launch
+
+    engine = EngineProcess(python_worker(BURN, "burn"), name="burner", stage="burn-hub")
+    hub = EngineHub(engine, socket_path(str(tmp_path), "burn"))
+    session_side = EngineProcess(Launch(("unused",), connect=hub.path), name="burn-client", stage="burn-hub",
+                                 ready_wait_s=30)
+    try:
+        meter = RecordingMeter()
+        current_meter.set(meter)
+        before = STAGE_CPU.total("burn-hub")
+        spun = [item async for item in session_side.stream(("burn", 0.2), CancelToken())]
+        assert [(label, stage) for label, stage, _ in meter.charges] == [("first", "burn-hub")]
+        assert spun[0] <= meter.charges[0][2] <= spun[0] + 0.1
+        # the hub (in this test, the same process) relays it and charges nothing itself: counted once
+        assert STAGE_CPU.total("burn-hub") - before == pytest.approx(meter.charges[0][2], abs=0.05)
+    finally:
+        session_side.close()
+        hub.close()
+        engine.close()
