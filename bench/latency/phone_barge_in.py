@@ -14,8 +14,9 @@ has played ``--play-ms`` of the reply, the caller says an espeak-ng sentence ove
   the same (within 1 ms), or one frame short (that echo was still on its way when the server sent the ``clear``,
   which takes the newest echo it has received).
 
-Rounds are spaced ``--gap-s`` apart so the storm guard (3 barge-ins in 10 s) never enters confirm mode, where a
-pause waits for 600 ms of speech by design. Prints a table and the load average; ``--json`` writes the figures.
+Speech onsets are at least ``--gap-s`` apart, so no three barge-ins fall within 10 s and the storm guard never enters
+confirm mode, where a pause waits for 600 ms of speech by design. Prints a table and the load average; ``--json``
+writes the figures.
 """
 
 from __future__ import annotations
@@ -79,12 +80,19 @@ def heard_of(state: ServerState, item_id: str) -> float | None:
 
 
 async def one_round(phone: ScriptedProvider, state: ServerState, speech: bytes, onset: int,
-                    args: argparse.Namespace) -> Round:
-    """Let the reply play ``play_ms``, speak over it, time the clear, check the history."""
+                    args: argparse.Namespace, not_before: float) -> tuple[Round, float]:
+    """Let the reply play ``play_ms`` (and wait until ``not_before``), speak over it, time the clear, check the
+    history; the round's figures and when its speech began."""
     played_before = len(phone.log.played)
     await phone.wait_played_ms((played_before * FRAME_S * 1000) + args.play_ms, timeout=60)
+    await asyncio.sleep(max(0.0, not_before - time.monotonic()))
     first = phone.say(speech + MULAW_SILENCE * 60)
     onset_at = await phone.wait_sent(first + onset)
+    return await judged(phone, state, onset_at), onset_at
+
+
+async def judged(phone: ScriptedProvider, state: ServerState, onset_at: float) -> Round:
+    """The clear after the speech that began at ``onset_at``, and the history against the phone's marks."""
     try:
         cleared_at = await phone.wait_clear(onset_at, timeout=5)
     except TimeoutError:
@@ -110,14 +118,13 @@ async def run(args: argparse.Namespace) -> list[Round]:
             phone = ScriptedProvider(ws)
             await phone.begin()
             phone.say(MULAW_SILENCE * 25 + spoken_mulaw(OPENING) + MULAW_SILENCE * 40)
+            last_onset = -1e9
             for index in range(args.rounds):
-                began = time.monotonic()
-                result = await one_round(phone, state, interruption, onset, args)
+                result, last_onset = await one_round(phone, state, interruption, onset, args, last_onset + args.gap_s)
                 rounds.append(result)
                 clear = "none" if result.clear_ms is None else f"{result.clear_ms:.1f} ms"
                 print(f"round {index + 1:2d}: clear {clear}, mark {result.heard_mark_ms}, "
                       f"history {result.item_heard_ms}, matches {result.matches}", flush=True)
-                await asyncio.sleep(max(0.0, args.gap_s - (time.monotonic() - began)))
             await phone.stop()
     return rounds
 
@@ -127,7 +134,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--play-ms", type=float, default=800.0, help="reply played before each barge-in")
-    parser.add_argument("--gap-s", type=float, default=5.5, help="least time between barge-ins (storm guard)")
+    parser.add_argument("--gap-s", type=float, default=5.5,
+                        help="least time between speech onsets: any three span over 10 s (the storm guard)")
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args()
     load_before = os.getloadavg()
