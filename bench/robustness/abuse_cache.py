@@ -9,13 +9,14 @@ sessions only up to its public prefix (the instructions and tool descriptions, w
 The probe starts its own ``bargein serve`` with the embedded LLM (the real default model, text replies only, so
 Whisper and the voice load but never run) and, in each round, from fresh sessions:
 
-* a victim (127.0.0.1) sends its private opening (about 250 words) and waits for the reply;
+* a victim (127.0.0.1) sends its private opening (100 words) and waits for the reply;
 * the attacker (127.0.0.2) opens a session with that opening guessed word for word, another with an unrelated
   text of the same length drawn from the same words, and times the first token of each (``response.create`` sent
   to the first ``response.output_text.delta``), in alternating order;
 * the victim asks again in its own session (the positive control: what a reuse looks like).
 
-The attack holds when the guessed text is not answered sooner than the unrelated one beyond the noise (the
+``python -m bench.robustness.abuse_cache`` runs it alone (the rest of the abuse bench needs ``psutil``). The
+attack holds when the guessed text is not answered sooner than the unrelated one beyond the noise (the
 spread of either's first-token times over the rounds).
 """
 
@@ -23,7 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
+import re
 import statistics
 import time
 from typing import Any
@@ -34,7 +37,9 @@ from bench.harness.realtime_harness import ServerProcess
 from bench.robustness.attack_target import ATTACKER, Attack, Outcome, Target
 
 ROUNDS = 3
-OPENING_WORDS = 250
+OPENING_WORDS = 100
+"""About 130 tokens: a reuse would spare their evaluation (seconds on a busy machine), yet the victim's first
+reply stays within the LLM's 15 s first-token deadline on a loaded 2-core machine."""
 REPLY_TOKENS = 4
 """Replies are cut after a few tokens: only the first one is timed."""
 _VOCABULARY = ("account", "after", "april", "bank", "before", "bring", "call", "car", "change", "children", "city",
@@ -112,11 +117,26 @@ async def _round(host_port: str, number: int) -> tuple[float, float, float]:
     return guessed, unrelated, own
 
 
+def _reuse(log: str) -> str:
+    """The prompt tokens the model reused for each kind of request, from the LLM worker's job lines in the server's
+    log (in order: the victim, the two probes, the victim again, per round); empty where the log does not say."""
+    jobs = re.findall(r"job session=(?!-)\S+ kind=reply .*?prompt=(\d+) reused=(\d+)", log)
+    if len(jobs) != 4 * ROUNDS:
+        return ""
+    kinds: dict[str, list[str]] = {"guessed": [], "unrelated": [], "own": []}
+    for number in range(ROUNDS):
+        first, second = jobs[4 * number + 1], jobs[4 * number + 2]
+        guess, other = (first, second) if number % 2 == 0 else (second, first)
+        for kind, (prompt, reused) in (("guessed", guess), ("unrelated", other), ("own", jobs[4 * number + 3])):
+            kinds[kind].append(f"{reused}/{prompt}")
+    return "; prompt tokens reused: " + "; ".join(f"{kind} {', '.join(values)}" for kind, values in kinds.items())
+
+
 def _figures(label: str, values: list[float]) -> str:
     return f"{label} {statistics.median(values):.0f} ms ({', '.join(f'{v:.0f}' for v in values)})"
 
 
-async def cross_session_cache(_target: Target) -> Outcome:
+async def cross_session_cache(_target: Target | None = None) -> Outcome:
     """Does a right guess at another session's opening get its first token sooner than an unrelated text?"""
     server = ServerProcess("default", extra_args=["--tts", "flite"])
     try:
@@ -132,7 +152,8 @@ async def cross_session_cache(_target: Target) -> Outcome:
     beyond = abs(gap) > noise
     note = (f"first token: {_figures('guessed', guessed)}; {_figures('unrelated', unrelated)}; "
             f"{_figures('own session (a reuse)', own)}; guessed sooner by {gap:.0f} ms against noise {noise:.0f} ms: "
-            f"{'differ beyond noise' if beyond else 'within noise'}")
+            f"{'differ beyond noise' if beyond else 'within noise'}"
+            f"{_reuse(server.log_path.read_text(errors='replace'))}")
     print(f"   {note}", flush=True)
     return Outcome(not (beyond and gap > 0), note)
 
@@ -142,3 +163,15 @@ CACHE_TIMEOUT_S = 600.0
 CACHE_ATTACKS: dict[str, Attack] = {
     "cross-session cache probe": cross_session_cache,
 }
+
+
+def main() -> None:
+    """Run the probe alone (``python -m bench.robustness.abuse_cache``): it needs none of the bench's other parts."""
+    print(f"load average before: {' '.join(f'{load:.2f}' for load in os.getloadavg())}", flush=True)
+    outcome = asyncio.run(cross_session_cache())
+    print(f"held: {'yes' if outcome.held else 'NO'}; load average after: "
+          f"{' '.join(f'{load:.2f}' for load in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()
