@@ -119,16 +119,22 @@ async def _round(host_port: str, number: int) -> tuple[float, float, float]:
 
 def _reuse(log: str) -> str:
     """The prompt tokens the model reused for each kind of request, from the LLM worker's job lines in the server's
-    log (in order: the victim, the two probes, the victim again, per round); empty where the log does not say."""
-    jobs = re.findall(r"job session=(?!-)\S+ kind=reply .*?prompt=(\d+) reused=(\d+)", log)
-    if len(jobs) != 4 * ROUNDS:
+    log; empty where the log does not say. Sessions first appear in the order of the rounds (the victim, then the
+    two probes), and a victim's second job is its own next turn."""
+    jobs = re.findall(r"job session=(?!-)(\S+) kind=reply .*?prompt=(\d+) reused=(\d+)", log)
+    sessions = list(dict.fromkeys(session for session, _, _ in jobs))
+    if len(sessions) != 3 * ROUNDS:
         return ""
+    seen: dict[str, list[str]] = {}
+    for session, prompt, reused in jobs:
+        seen.setdefault(session, []).append(f"{reused}/{prompt}")
     kinds: dict[str, list[str]] = {"guessed": [], "unrelated": [], "own": []}
     for number in range(ROUNDS):
-        first, second = jobs[4 * number + 1], jobs[4 * number + 2]
+        victim, first, second = sessions[3 * number:3 * number + 3]
         guess, other = (first, second) if number % 2 == 0 else (second, first)
-        for kind, (prompt, reused) in (("guessed", guess), ("unrelated", other), ("own", jobs[4 * number + 3])):
-            kinds[kind].append(f"{reused}/{prompt}")
+        kinds["guessed"] += seen[guess][:1]
+        kinds["unrelated"] += seen[other][:1]
+        kinds["own"] += seen[victim][1:2]
     return "; prompt tokens reused: " + "; ".join(f"{kind} {', '.join(values)}" for kind, values in kinds.items())
 
 
