@@ -186,6 +186,13 @@ class ServerMetrics:
                                    "this)", registry=self.registry)
         self.asyncio_tasks.set_function(_task_count)
         ProcessCollector(registry=self.registry)  # process_resident_memory_bytes, process_open_fds, cpu
+        self._add_memory_gauges()
+        self._llm: LlmSource | None = None
+        if queue_sources is not None:
+            self.registry.register(_QueueDepths(queue_sources))
+
+    def _add_memory_gauges(self) -> None:
+        """The memory the soak and the operators watch: the LLM worker's, and what is left after each upkeep pass."""
         self.llm_worker_rss = Gauge("bargein_llm_worker_resident_memory_bytes", "Resident memory of the LLM's "
                                     "worker process (0 when the LLM runs in this process)", registry=self.registry)
         self.settled_rss = Gauge("bargein_resident_memory_after_upkeep_bytes", "Resident memory right after "
@@ -200,9 +207,6 @@ class ServerMetrics:
                                          "allocator holds right after the last upkeep pass: objects left behind "
                                          "raise it, native memory (models, the C allocator's heaps) does not",
                                          registry=self.registry)
-        self._llm: LlmSource | None = None
-        if queue_sources is not None:
-            self.registry.register(_QueueDepths(queue_sources))
 
     def describe_engines(self, description: dict[str, str]) -> None:
         """``bargein_engine{stage, engine} 1`` for each loaded engine, so dashboards can tell runs apart."""
