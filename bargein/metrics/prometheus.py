@@ -153,20 +153,7 @@ class ServerMetrics:
         self.audio_seconds = Counter("bargein_audio_seconds", "Agent audio sent and heard", ["kind"],
                                      registry=self.registry)
         self.sessions = Gauge("bargein_sessions", "Live sessions", registry=self.registry)
-        self.wasted_tokens = Counter("bargein_wasted_tokens", "Generated tokens nobody heard because of a "
-                                     "barge-in (by the unheard share of the reply's audio)", registry=self.registry)
-        self.wasted_audio = Counter("bargein_wasted_audio_seconds", "Agent audio sent but never heard because of a "
-                                    "barge-in", registry=self.registry)
-        self.wasted_speculation = Counter("bargein_wasted_speculative_cpu_seconds", "CPU of guessed recognitions "
-                                          "and prefetched replies that were thrown away", registry=self.registry)
-        self.prompt_tokens = Counter("bargein_llm_prompt_tokens", "Prompt tokens of replies, by whether their KV "
-                                     "cache was reused", ["kind"], registry=self.registry)
-        self.kv_cache_hit_ratio = Gauge("bargein_llm_kv_cache_hit_ratio", "Share of prompt tokens whose KV cache "
-                                        "was reused, since the start", registry=self.registry)
-        self._prompt_counts = [0.0, 0.0]
-        """Cached and evaluated prompt tokens, for the ratio."""
-        self.kv_cache_hit_ratio.set_function(self._hit_ratio)
-        self.registry.register(_StageCpu())
+        self._add_cost_metrics()
         self.refused = Counter("bargein_sessions_refused", "Sessions refused before any audio (loading, load)",
                                ["reason"], registry=self.registry)
         self.errors = Counter("bargein_client_errors", "Error events sent to clients", ["code"],
@@ -207,6 +194,23 @@ class ServerMetrics:
                                          "allocator holds right after the last upkeep pass: objects left behind "
                                          "raise it, native memory (models, the C allocator's heaps) does not",
                                          registry=self.registry)
+
+    def _add_cost_metrics(self) -> None:
+        """The cost ledger's figures (:mod:`bargein.metrics.cost_meter`): CPU per stage, waste, KV cache reuse."""
+        self.wasted_tokens = Counter("bargein_wasted_tokens", "Generated tokens nobody heard because of a "
+                                     "barge-in (by the unheard share of the reply's audio)", registry=self.registry)
+        self.wasted_audio = Counter("bargein_wasted_audio_seconds", "Agent audio sent but never heard because of a "
+                                    "barge-in", registry=self.registry)
+        self.wasted_speculation = Counter("bargein_wasted_speculative_cpu_seconds", "CPU of guessed recognitions "
+                                          "and prefetched replies that were thrown away", registry=self.registry)
+        self.prompt_tokens = Counter("bargein_llm_prompt_tokens", "Prompt tokens of replies, by whether their KV "
+                                     "cache was reused", ["kind"], registry=self.registry)
+        self.kv_cache_hit_ratio = Gauge("bargein_llm_kv_cache_hit_ratio", "Share of prompt tokens whose KV cache "
+                                        "was reused, since the start", registry=self.registry)
+        self._prompt_counts = [0.0, 0.0]
+        """Cached and evaluated prompt tokens, for the ratio."""
+        self.kv_cache_hit_ratio.set_function(self._hit_ratio)
+        self.registry.register(_StageCpu())
 
     def describe_engines(self, description: dict[str, str]) -> None:
         """``bargein_engine{stage, engine} 1`` for each loaded engine, so dashboards can tell runs apart."""
