@@ -9,9 +9,8 @@ turn arrivals, one turn per replica at a time. That is pessimistic for the batch
 for bursty arrivals; it is a sizing aid, to be checked with ``python -m bench.capacity.sessions``.
 
 ``--ledger FILE`` reads the per-stage CPU costs from a ledger export of a real run (``GET /v1/ledger/export``,
-:mod:`bargein.metrics.ledger_export`): the CPU the workers measured per request over the work they served. A stage
-the run did not exercise, the session workers' own work and the wall-clock latencies keep the constants; a
-``--costs`` file overrides both.
+:mod:`bargein.metrics.ledger_export`): the CPU the workers measured per request over the work they served, and the
+session workers' own CPU per 20 ms heard. A stage the run did not exercise and the wall-clock latencies keep the constants; a ``--costs`` file overrides both.
 """
 
 from __future__ import annotations

@@ -130,10 +130,11 @@ STAGE_CPU = StageCpu()
 
 def charge(stage: str, bill: Bill | None, cpu_s: float, background_s: float = 0.0, *,
            loop: asyncio.AbstractEventLoop | None = None) -> None:
-    """Count a cost in the stage's totals and on ``bill`` (through ``loop`` when called off the session's loop)."""
-    STAGE_CPU.add(stage, cpu_s, background_s)
+    """Count a cost in the stage's totals and on ``bill`` (through ``loop`` when called off the session's loop).
+    Work outside any session (the start-up warm-up, which takes no bill) is no session's cost: not counted."""
     if bill is None:
         return
+    STAGE_CPU.add(stage, cpu_s, background_s)
     if loop is None:
         bill(stage, cpu_s)
     else:

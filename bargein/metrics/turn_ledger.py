@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from bargein.metrics.cost_meter import Bill, speculation
+from bargein.metrics.ledger_export import session_began
 from bargein.metrics.tracing import export_turn
 from bargein.metrics.turn_cost import PROCESS_COST, SessionCost, TurnCost, cost_fields, waste
 from bargein.session.core import vocabulary as v
@@ -152,6 +153,7 @@ class TurnLedgers:
         self.report = report
         self.report_cost = cost
         self.session_cost = SessionCost(PROCESS_COST)
+        session_began()
         self.heard = heard
         self.metrics = metrics
         self.ledgers: dict[str, TurnLedger] = {}

@@ -40,7 +40,8 @@ def _export(tmp_path: Path) -> Path:
                          "asr": {"cpu_s": 3.0, "background_cpu_s": 0.0, "requests": 40},
                          "llm": {"cpu_s": 10.0, "background_cpu_s": 2.0, "requests": 10},
                          "tts": {"cpu_s": 0.0, "background_cpu_s": 0.0, "requests": 0}},
-              "totals": {"listened_s": 60.0, "audio_in_s": 20.0, "generated_tokens": 400.0, "audio_out_s": 30.0}}
+              "totals": {"listened_s": 60.0, "audio_in_s": 20.0, "generated_tokens": 400.0, "audio_out_s": 30.0},
+              "server_cpu_s": 1.26}
     path = tmp_path / "ledger.json"
     path.write_text(json.dumps(export))
     return path
@@ -52,7 +53,8 @@ def test_capacity_reads_the_measured_costs_and_keeps_the_constants_for_stages_no
     assert costs.asr_us_per_20ms_speech == pytest.approx(3000.0)
     assert costs.llm_us_per_token == pytest.approx(30_000.0)  # the workers' background counts
     assert costs.tts_us_per_20ms == StageCosts().tts_us_per_20ms  # no TTS CPU measured: the constant
-    assert costs.session_us_per_20ms == StageCosts().session_us_per_20ms
+    # the server's own CPU less the VAD's, per 20 ms heard: (1.26 - 0.06) s over 3000 twenties
+    assert costs.session_us_per_20ms == pytest.approx(400.0)
     costs_file = tmp_path / "costs.json"
     costs_file.write_text(json.dumps({"llm_us_per_token": 1.0}))
     overridden = load_costs(str(costs_file), costs)
@@ -65,3 +67,11 @@ def test_a_file_that_is_not_a_ledger_export_is_refused(tmp_path: Path) -> None:
     with pytest.raises(CostsFileError, match="not a bargein ledger export"):
         load_ledger(str(path))
     assert stage_costs({"kind": "bargein.ledger"}) == {}
+
+
+def test_work_outside_any_session_is_no_stage_cost() -> None:
+    from bargein.metrics.cost_meter import charge
+
+    before = STAGE_CPU.total("warm-up-test")
+    charge("warm-up-test", None, 2.0)  # the start-up warm-up takes no bill
+    assert STAGE_CPU.total("warm-up-test") == before
