@@ -10,7 +10,8 @@ for bursty arrivals; it is a sizing aid, to be checked with ``python -m bench.ca
 
 ``--ledger FILE`` reads the per-stage CPU costs from a ledger export of a real run (``GET /v1/ledger/export``,
 :mod:`bargein.metrics.ledger_export`): the CPU the workers measured per request over the work they served, and the
-session workers' own CPU per 20 ms heard. A stage the run did not exercise and the wall-clock latencies keep the constants; a ``--costs`` file overrides both.
+session workers' own CPU per 20 ms heard. A stage the run did not exercise and the wall-clock latencies keep the
+constants; a ``--costs`` file overrides both.
 """
 
 from __future__ import annotations
