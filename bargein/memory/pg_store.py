@@ -124,7 +124,7 @@ class PostgresMemoryStore:
         return await self._write("DELETE FROM bargein_memories WHERE scope = %s AND search @@ "
                                  "to_tsquery('simple', %s)", (scope, " & ".join(_lexeme(t) for t in terms)))
 
-    async def recall(self, scope: str, query: str, limit: int) -> list[Memory]:
+    async def recall(self, scope: str, query: str, limit: int, newest: int | None = None) -> list[Memory]:
         """The best-ranked memories for ``query`` (``ts_rank``), then the newest, ``limit`` in all."""
         terms = search_terms(query)
         ranked: list[Memory] = []
@@ -136,8 +136,8 @@ class PostgresMemoryStore:
         if len(ranked) >= limit:
             return ranked
         seen = {memory.id for memory in ranked}
-        newest = await self.entries(scope, limit)
-        return (ranked + [memory for memory in newest if memory.id not in seen])[:limit]
+        latest = await self.entries(scope, limit if newest is None else newest)
+        return (ranked + [memory for memory in latest if memory.id not in seen])[:limit]
 
     async def entries(self, scope: str, limit: int = 2000) -> list[Memory]:
         """The scope's memories, newest first."""

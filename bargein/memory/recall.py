@@ -23,7 +23,9 @@ def within_budget(memories: Sequence[Memory], budget_tokens: int) -> list[Memory
     kept: list[Memory] = []
     spent = 0
     for memory in memories:
-        cost = (len(memory.text) + 20) // CHARS_PER_TOKEN + 1
+        # the date and any number cost about a token a digit; the rest about 4 characters a token
+        digits = sum(c.isdigit() for c in memory.text) + 8
+        cost = (len(memory.text) + 6) // CHARS_PER_TOKEN + digits + 1
         if spent + cost > budget_tokens:
             break
         kept.append(memory)

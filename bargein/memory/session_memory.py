@@ -22,6 +22,8 @@ from bargein.values import ChatMessage
 log = logging.getLogger(__name__)
 MAX_WAITING = 8
 RECALL_LIMIT = 8
+NEWEST_TOP_UP = 3
+"""Newest memories a reply's notes add to the matching ones (a small scope's facts all fit anyway)."""
 RECENT_TURNS = 3
 """User turns whose words rank the memories recalled for the next reply."""
 
@@ -74,7 +76,9 @@ class SessionMemory(QuietObserver):
     async def refresh(self) -> None:
         """Recall the notes for the next reply, ranked by the user's recent words."""
         said = [m.content for m in self.history() if m.role == "user"][-RECENT_TURNS:]
-        found = await self.store.recall(self.scope, " ".join(said), RECALL_LIMIT)
+        # before the user has said anything, the newest memories; after, the matching ones and a few newest
+        found = await self.store.recall(self.scope, " ".join(said), RECALL_LIMIT,
+                                        newest=NEWEST_TOP_UP if said else None)
         self.notes = within_budget(found, self.budget_tokens)
 
     async def learn(self, user_text: str, heard_before: str) -> list[Memory]:

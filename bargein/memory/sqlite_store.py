@@ -68,9 +68,9 @@ class SqliteMemoryStore:
         """Forget by id, topic or matching words; how many went."""
         return await self._off_loop(self._forget, scope, memory_id, topic, matching)
 
-    async def recall(self, scope: str, query: str, limit: int) -> list[Memory]:
+    async def recall(self, scope: str, query: str, limit: int, newest: int | None = None) -> list[Memory]:
         """The best-ranked memories for ``query``, then the newest, ``limit`` in all."""
-        return await self._off_loop(self._recall, scope, query, limit)
+        return await self._off_loop(self._recall, scope, query, limit, limit if newest is None else newest)
 
     async def entries(self, scope: str, limit: int = 2000) -> list[Memory]:
         """The scope's memories, newest first."""
@@ -145,7 +145,7 @@ class SqliteMemoryStore:
     def _write(self, sql: str, params: tuple[Any, ...]) -> int:
         return self._transaction(lambda: self._db.execute(sql, params).rowcount)
 
-    def _recall(self, scope: str, query: str, limit: int) -> list[Memory]:
+    def _recall(self, scope: str, query: str, limit: int, newest_count: int) -> list[Memory]:
         terms = search_terms(query)
         ranked: list[Memory] = []
         if terms:
@@ -155,7 +155,7 @@ class SqliteMemoryStore:
         if len(ranked) >= limit:
             return ranked
         newest = self._rows(f"SELECT {_COLUMNS} FROM memories m WHERE m.scope = ? "
-                            "ORDER BY m.updated_at DESC, m.id DESC LIMIT ?", (scope, limit))
+                            "ORDER BY m.updated_at DESC, m.id DESC LIMIT ?", (scope, newest_count))
         seen = {memory.id for memory in ranked}
         return (ranked + [memory for memory in newest if memory.id not in seen])[:limit]
 

@@ -58,8 +58,9 @@ class MemoryStore(Protocol):
                      matching: str | None = None) -> int:
         """Forget by id, by topic, or every memory whose text matches ``matching``; how many went."""
 
-    async def recall(self, scope: str, query: str, limit: int) -> list[Memory]:
-        """The ``limit`` memories most relevant to ``query`` (full-text rank; none match: the newest)."""
+    async def recall(self, scope: str, query: str, limit: int, newest: int | None = None) -> list[Memory]:
+        """The ``limit`` memories most relevant to ``query`` (full-text rank), topped up with at most ``newest``
+        of the newest (None: up to ``limit``)."""
 
     async def entries(self, scope: str, limit: int = DEFAULT_MAX_ITEMS) -> list[Memory]:
         """The scope's memories, newest first."""
@@ -83,9 +84,17 @@ def bound_scope(name: str) -> str:
     return "bound:" + name
 
 
+_STOP_WORDS = frozenset(_WORD.findall(
+    "the a an and or but of to in on at for with from by about as is are was were be been am do does did have has "
+    "had it its this that these those there here what which who whom whose when where why how can could would "
+    "should will shall may might must not no yes so if then than too very just also me my mine you your i we our us "
+    "they them their he she him her his hers all any some"))
+
+
 def search_terms(text: str, max_terms: int = 24) -> list[str]:
-    """The words of ``text`` as plain search terms (lower case, no operators, at most ``max_terms``)."""
-    words = [w.lower() for w in _WORD.findall(text) if len(w) > 1]
+    """The content words of ``text`` as plain search terms (lower case, no stop words, no operators, at most
+    ``max_terms``): "the" must not make every memory a match."""
+    words = [w.lower() for w in _WORD.findall(text) if len(w) > 1 and w.lower() not in _STOP_WORDS]
     return list(dict.fromkeys(words))[:max_terms]
 
 
