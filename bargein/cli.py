@@ -103,8 +103,10 @@ def _turn_arguments(serve: argparse.ArgumentParser) -> None:
 
 def _memory_arguments(serve: argparse.ArgumentParser) -> None:
     """Long-term memory across sessions, and where the server keeps its data."""
+    serve.add_argument("--memory", dest="memory", action="store_const", const=True,
+                       help="remember what users tell about themselves across sessions (off by default)")
     serve.add_argument("--no-memory", dest="memory", action="store_const", const=False,
-                       help="remember nothing across sessions (long-term memory off for everyone)")
+                       help="remember nothing across sessions (the default)")
     serve.add_argument("--memory-url", help="keep memories in PostgreSQL (postgresql://...; default: SQLite in "
                        "--data-dir)")
     serve.add_argument("--data-dir", help="the server's data directory (default ~/.local/share/bargein)")

@@ -106,8 +106,9 @@ class Settings(BaseSettings):
     onset cancels the reply at once, as the OpenAI Realtime API does."""
 
     # --- long-term memory (docs/memory.md) ---------------------------------------------------------------
-    memory: bool = True
-    """Remember facts users tell about themselves across sessions, per scope (off: ``--no-memory``)."""
+    memory: bool = False
+    """Remember facts users tell about themselves across sessions, per scope (on: ``--memory``). Off by default:
+    recalled notes cost the embedded model first-audio time that is not yet within target (docs/memory.md)."""
     memory_url: str | None = None
     """A PostgreSQL database for the memories (``postgresql://...``; unset: SQLite in ``data_dir``)."""
     data_dir: str = "~/.local/share/bargein"

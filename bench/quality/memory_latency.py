@@ -51,7 +51,7 @@ async def compare(turns: int, engines: str = "default", rounds: int = 2) -> None
         await fill(Path(directory) / "memory.sqlite3")
         on: list[TurnResult] = []
         off: list[TurnResult] = []
-        with ServerProcess(engines, extra_args=["--data-dir", directory]) as server:
+        with ServerProcess(engines, extra_args=["--memory", "--data-dir", directory]) as server:
             print(f"server on {server.host_port}, {MEMORIES} memories in the local scope", flush=True)
             for _ in range(rounds):
                 for results, session in ((on, None), (off, {"memory": False})):
