@@ -124,14 +124,25 @@ def mandarin(voices: list[str], prompts: list[str | None], noise_db: float = 10.
     (:func:`candidate_verdict`). With ``counter`` (a prompt of backchannels only), the loud stretch is heard a
     third time with it, and a third way counted: a primed command cuts unless the plain or the counter-primed
     transcript is a backchannel (a command should survive a prompt that leans away from it)."""
+    asr = load_whisper("base")
+    clips = _mandarin_clips(asr, voices, noise_db)
+    for prompt in prompts:
+        for voice in voices:
+            _mandarin_voice_report(asr, clips, voice, prompt, counter)
+
+
+MandarinClips = dict[tuple[str, str, bool], tuple[Transcript, Any, float]]
+
+
+def _mandarin_clips(asr: WhisperRecognizer, voices: list[str], noise_db: float) -> MandarinClips:
+    """Each voice's commands and backchannels, clean and noisy: the plain transcript of the segment Silero
+    finds, the loud stretch to recognise again, and the onset burst, keyed by (voice, text, noisy)."""
     import soxr
 
-    from bargein.languages import is_backchannel
     from testdata.mandarin_speech import say
 
-    asr = load_whisper("base")
     vad = SileroModel()
-    clips: dict[tuple[str, str, bool], tuple[Transcript, Any, float]] = {}
+    clips: MandarinClips = {}
     rng = np.random.default_rng(3)
     for voice in voices:
         for text in MANDARIN_COMMANDS + MANDARIN_BACKCHANNELS:
@@ -153,36 +164,42 @@ def mandarin(voices: list[str], prompts: list[str | None], noise_db: float = 10.
                 pad = int(150 / FRAME_MS)
                 span = clip[max(0, first + a - pad) * FRAME_SAMPLES:(first + b + pad) * FRAME_SAMPLES]
                 clips[(voice, text, noisy)] = (plain, span, onset_burst_db(clip, probabilities, first, last))
-    for prompt in prompts:
-        for voice in voices:
-            right: Counter[tuple[str, str]] = Counter()
-            total: Counter[str] = Counter()
-            heard = []
-            for (v, text, noisy), (plain, span, burst) in clips.items():
-                if v != voice:
-                    continue
-                primed = asr.transcribe_sync(span, language="zh", prompt=prompt) if prompt else None
-                group = "command" if text in MANDARIN_COMMANDS else "backchannel"
-                ruled = candidate_verdict(plain, primed)
-                countered = asr.transcribe_sync(span, language="zh", prompt=counter) if counter and prompt else None
-                survives = (heard_command(plain) or (heard_command(primed) and countered is not None
-                            and not is_backchannel(plain.text, "zh") and not is_backchannel(countered.text, "zh")))
-                for way, cuts in (("plain", heard_command(plain)),
-                                  ("rule", ruled is not None and ruled[0] == "query"), ("counter", survives)):
-                    right[(group, way)] += cuts == (group == "command")
-                total[group] += 1
-                ok = (ruled is not None and ruled[0] == "query") == (group == "command")
-                primed_text = f"/{primed.text.strip()}({primed.avg_logprob:.2f})" if primed else ""
-                primed_text += f"/{countered.text.strip()}" if countered else ""
-                heard.append(f"{text}{'~' if noisy else ''}[{burst:+.0f}dB]->{plain.text.strip()}"
-                             f"({plain.avg_logprob:.2f}){primed_text}{'' if ok else '!'}")
-            print(f"prompt {prompt!r} voice {voice}: commands cut plain {right[('command', 'plain')]}/"
-                  f"{total['command']}, rule {right[('command', 'rule')]}/{total['command']}; backchannels kept "
-                  f"plain {right[('backchannel', 'plain')]}/{total['backchannel']}, rule "
-                  f"{right[('backchannel', 'rule')]}/{total['backchannel']}"
-                  + (f"; counter-primed: commands {right[('command', 'counter')]}/{total['command']}, backchannels "
-                     f"{right[('backchannel', 'counter')]}/{total['backchannel']}" if counter and prompt else "")
-                  + "\n  " + " ".join(heard), flush=True)
+    return clips
+
+
+def _mandarin_voice_report(asr: WhisperRecognizer, clips: MandarinClips, voice: str, prompt: str | None,
+                           counter: str | None) -> None:
+    """Recognise one voice's loud stretches with ``prompt`` (and ``counter``) and print its counts."""
+    from bargein.languages import is_backchannel
+
+    right: Counter[tuple[str, str]] = Counter()
+    total: Counter[str] = Counter()
+    heard = []
+    for (v, text, noisy), (plain, span, burst) in clips.items():
+        if v != voice:
+            continue
+        primed = asr.transcribe_sync(span, language="zh", prompt=prompt) if prompt else None
+        group = "command" if text in MANDARIN_COMMANDS else "backchannel"
+        ruled = candidate_verdict(plain, primed)
+        countered = asr.transcribe_sync(span, language="zh", prompt=counter) if counter and prompt else None
+        survives = (heard_command(plain) or (heard_command(primed) and countered is not None
+                    and not is_backchannel(plain.text, "zh") and not is_backchannel(countered.text, "zh")))
+        for way, cuts in (("plain", heard_command(plain)),
+                          ("rule", ruled is not None and ruled[0] == "query"), ("counter", survives)):
+            right[(group, way)] += cuts == (group == "command")
+        total[group] += 1
+        ok = (ruled is not None and ruled[0] == "query") == (group == "command")
+        primed_text = f"/{primed.text.strip()}({primed.avg_logprob:.2f})" if primed else ""
+        primed_text += f"/{countered.text.strip()}" if countered else ""
+        heard.append(f"{text}{'~' if noisy else ''}[{burst:+.0f}dB]->{plain.text.strip()}"
+                     f"({plain.avg_logprob:.2f}){primed_text}{'' if ok else '!'}")
+    print(f"prompt {prompt!r} voice {voice}: commands cut plain {right[('command', 'plain')]}/"
+          f"{total['command']}, rule {right[('command', 'rule')]}/{total['command']}; backchannels kept "
+          f"plain {right[('backchannel', 'plain')]}/{total['backchannel']}, rule "
+          f"{right[('backchannel', 'rule')]}/{total['backchannel']}"
+          + (f"; counter-primed: commands {right[('command', 'counter')]}/{total['command']}, backchannels "
+             f"{right[('backchannel', 'counter')]}/{total['backchannel']}" if counter and prompt else "")
+          + "\n  " + " ".join(heard), flush=True)
 
 
 def main() -> None:
@@ -229,46 +246,61 @@ def main() -> None:
                 counts[setup][(case["category"], case["condition"], "keep")] += 1
                 row["setups"][setup] = {"sorted": "keep", "why": "no segment"}
                 continue
-            first, last = found[0]
-            clip_first = max(0, first - int(PADDING_MS / FRAME_MS))
-            clip = audio[clip_first * FRAME_SAMPLES:last * FRAME_SAMPLES + int(0.2 * RATE)]
-            offset_ms = (first - clip_first) * FRAME_MS
-            model = models["base" if setup.startswith("base") else "tiny"]
-            prompt = ((args.prompt or [vocabulary_prompt("en")])[0]) if "prompt" in setup else None
-            seg_first, seg_last, seg_offset = first, last, offset_ms
-            if "loud" in setup:
-                stretch = loud_stretch(levels[first:last], FRAME_MS)
-                if stretch is not None:
-                    a, b = stretch
-                    seg_first, seg_last = first + a, first + b
-                    pad = int(150 / FRAME_MS)
-                    lo = max(0, seg_first - pad)
-                    clip = audio[lo * FRAME_SAMPLES:min(len(audio), (seg_last + pad) * FRAME_SAMPLES)]
-                    seg_offset = (seg_first - lo) * FRAME_MS
-            began = time.perf_counter()
-            transcript = model.transcribe_sync(clip, language="en", prompt=prompt)
-            seconds[setup] += time.perf_counter() - began
-            speech_ms = FRAME_MS * sum(p >= 0.5 for p in probabilities[first:last])
-            fields = features_of(transcript, levels, seg_first, seg_last, floor_db(probabilities, levels, first),
-                                 seg_offset, speech_ms)
-            verdict = sort(fields)
+            verdict, row["setups"][setup], took = _sort_case(audio, probabilities, levels, found[0], setup,
+                                                             models, args.prompt)
+            seconds[setup] += took
             counts[setup][(case["category"], case["condition"], verdict)] += 1
-            row["setups"][setup] = {"sorted": verdict, "transcript": fields["transcript"],
-                                    "user": fields.get("user_transcript"),
-                                    "logprob": round(transcript.avg_logprob, 2)}
+    _print_counts(len(cases), args.split, setups, args.categories.split(","), counts, seconds)
+    if args.dump:
+        args.dump.write_text(json.dumps(rows, indent=1, ensure_ascii=False))
+
+
+def _sort_case(audio: Any, probabilities: Any, levels: Any, segment: tuple[int, int], setup: str,
+               models: dict[str, WhisperRecognizer],
+               prompts: list[str | None] | None) -> tuple[str, dict[str, Any], float]:
+    """Recognise one case's first segment the way ``setup`` says and sort it: the verdict, its row entry and
+    the seconds spent recognising."""
+    first, last = segment
+    clip_first = max(0, first - int(PADDING_MS / FRAME_MS))
+    clip = audio[clip_first * FRAME_SAMPLES:last * FRAME_SAMPLES + int(0.2 * RATE)]
+    offset_ms = (first - clip_first) * FRAME_MS
+    model = models["base" if setup.startswith("base") else "tiny"]
+    prompt = ((prompts or [vocabulary_prompt("en")])[0]) if "prompt" in setup else None
+    seg_first, seg_last, seg_offset = first, last, offset_ms
+    if "loud" in setup:
+        stretch = loud_stretch(levels[first:last], FRAME_MS)
+        if stretch is not None:
+            a, b = stretch
+            seg_first, seg_last = first + a, first + b
+            pad = int(150 / FRAME_MS)
+            lo = max(0, seg_first - pad)
+            clip = audio[lo * FRAME_SAMPLES:min(len(audio), (seg_last + pad) * FRAME_SAMPLES)]
+            seg_offset = (seg_first - lo) * FRAME_MS
+    began = time.perf_counter()
+    transcript = model.transcribe_sync(clip, language="en", prompt=prompt)
+    took = time.perf_counter() - began
+    speech_ms = FRAME_MS * sum(p >= 0.5 for p in probabilities[first:last])
+    fields = features_of(transcript, levels, seg_first, seg_last, floor_db(probabilities, levels, first),
+                         seg_offset, speech_ms)
+    verdict = sort(fields)
+    return verdict, {"sorted": verdict, "transcript": fields["transcript"], "user": fields.get("user_transcript"),
+                     "logprob": round(transcript.avg_logprob, 2)}, took
+
+
+def _print_counts(n_cases: int, split: str, setups: list[str], categories: list[str],
+                  counts: dict[str, Counter[tuple[str, str, str]]], seconds: dict[str, float]) -> None:
+    """Print cut/keep/model counts per setup, category and condition."""
     want = {"command": "cut", "query": "cut", "backchannel": "keep", "vocal": "keep", "noise": "keep"}
-    print(f"{len(cases)} cases of {args.split}; cut/keep/model per category and condition (want: {want})")
+    print(f"{n_cases} cases of {split}; cut/keep/model per category and condition (want: {want})")
     for setup in setups:
         print(f"\n== {setup}  ({seconds[setup]:.0f} s recognising)")
-        for category in args.categories.split(","):
+        for category in categories:
             line = []
             for condition in ("room", "talker", "phone"):
                 c = {v: counts[setup][(category, condition, v)] for v in ("cut", "keep", "model")}
                 if sum(c.values()):
                     line.append(f"{condition} {c['cut']}/{c['keep']}/{c['model']}")
             print(f"  {category:12s} " + "   ".join(line))
-    if args.dump:
-        args.dump.write_text(json.dumps(rows, indent=1, ensure_ascii=False))
 
 
 if __name__ == "__main__":

@@ -91,19 +91,7 @@ def report(results: list[CaseResult], elapsed_s: float, args: argparse.Namespace
     missed = [r for r in queries if not outcome(r)[0]]
     paused = [r for r in results if r.case.expect == "resume" and r.paused]
     resumed = [r for r in paused if r.resumed and not r.cut]
-    stop_lag, commit_delay, decide = [], [], []
-    for r in queries:
-        end_ms = 1000 * r.case.event_end_s
-        # the turn that holds the end of the speech: the first commit at or after it
-        after = sorted((ms, item) for item, ms in r.commits.items() if ms >= end_ms - 50)
-        if not after:
-            continue
-        ms, item = after[0]
-        commit_delay.append(ms - end_ms)
-        if item in r.stopped:
-            stop_lag.append(r.stopped[item] - end_ms)
-        if item in r.decided_ms:
-            decide.append(r.decided_ms[item])
+    stop_lag, commit_delay, decide = turn_latencies(queries)
     ledger = [ms for r in results if r.real_time and r.case.expect == "reply" for ms in r.ledger_endpoint_ms]
     counts = [r.counts for r in results]
     asr_started = sum(c.asr_started for c in counts)
@@ -143,22 +131,50 @@ def report(results: list[CaseResult], elapsed_s: float, args: argparse.Namespace
         ("speculative waste: all", f"{100 * (asr_wasted + llm_wasted) / both:.1f} %" if both else "-", "", ""),
         ("speculative replies leaked", str(len(leaks)), "0", "ok" if not leaks else "MISSED"),
     ]
+    print_table(rows)
+    breakdown(results)
+    print_problems(results, leaks, false_triggers + missed)
+    return rates
+
+
+def turn_latencies(queries: list[CaseResult]) -> tuple[list[float], list[float], list[float]]:
+    """Per query turn, ms from the end of speech to speech_stopped and to the commit, and the listen decision's ms."""
+    stop_lag, commit_delay, decide = [], [], []
+    for r in queries:
+        end_ms = 1000 * r.case.event_end_s
+        # the turn that holds the end of the speech: the first commit at or after it
+        after = sorted((ms, item) for item, ms in r.commits.items() if ms >= end_ms - 50)
+        if not after:
+            continue
+        ms, item = after[0]
+        commit_delay.append(ms - end_ms)
+        if item in r.stopped:
+            stop_lag.append(r.stopped[item] - end_ms)
+        if item in r.decided_ms:
+            decide.append(r.decided_ms[item])
+    return stop_lag, commit_delay, decide
+
+
+def print_table(rows: list[tuple[str, str, str, str]]) -> None:
+    """Print the measures as a Markdown table."""
     width = max(len(r[0]) for r in rows)
     print(f"| {'measure':<{width}} | {'value':<22} | {'target':<7} | {'':<6} |")
     print(f"|{'-' * (width + 2)}|{'-' * 24}|{'-' * 9}|{'-' * 8}|")
     for name, value, target, verdict in rows:
         print(f"| {name:<{width}} | {value:<22} | {target:<7} | {verdict:<6} |")
-    breakdown(results)
+
+
+def print_problems(results: list[CaseResult], leaks: list[tuple[str, str]], wrong: list[CaseResult]) -> None:
+    """Print the leaked replies, the cases that did not settle, and the wrongly sorted cases."""
     for case_id, leak in leaks:
         print(f"LEAK {case_id}: {leak}")
     unsettled = [r.case.id for r in results if r.timed_out or r.open_turn]
     if unsettled:
         print(f"\nnot settled within the timeout (counted as they stood): {', '.join(unsettled)}")
-    if false_triggers or missed:
+    if wrong:
         print("\nwrong cases:")
-        for r in false_triggers + missed:
+        for r in wrong:
             print_case(r)
-    return rates
 
 
 def breakdown(results: list[CaseResult]) -> None:
