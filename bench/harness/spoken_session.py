@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import math
 import time
+from typing import Any
 
 from bench.harness.realtime_harness import WIRE_RATE, Microphone, SpeechClip, load_clips
 from bench.harness.session_observer import Observer, TurnResult
@@ -26,42 +27,14 @@ async def run_session(host_port: str, args: argparse.Namespace,
     """Stream ``args.turns`` clips through one session and measure each turn."""
     from openai import AsyncOpenAI
 
-    if language == "en" and args.clips == "questions":
-        from bench.harness.question_clips import question_clips
-
-        clips = question_clips()
-    elif language == "en":
-        clips = load_clips()
-    else:
-        from bench.harness.mandarin_clips import mandarin_clips
-
-        clips = await mandarin_clips()
+    clips = await _session_clips(language, args)
     client = AsyncOpenAI(api_key="sk-local", websocket_base_url=f"ws://{host_port}/v1", max_retries=0)
     results: list[TurnResult] = []
     async with client.realtime.connect(model="bargein-bench", max_retries=0,
                                        extra_query={"bargein_events": "1"}) as connection:
         observer = Observer()
         reader = asyncio.create_task(observer.read(connection))
-        created = await observer.wait_event("session.created", timeout=30)
-        silence_ms = args.silence_ms
-        if silence_ms is not None:
-            await connection.session.update(session={"type": "realtime", "audio": {"input": {"turn_detection": {
-                "type": "server_vad", "silence_duration_ms": silence_ms}}}})
-            created = await observer.wait_event("session.updated", timeout=30)
-        elif args.semantic:
-            await connection.session.update(session={"type": "realtime", "audio": {"input": {"turn_detection": {
-                "type": "semantic_vad"}}}})
-            created = await observer.wait_event("session.updated", timeout=30)
-        if getattr(args, "session", None):  # the caller's own session fields (bench.quality.memory: memory off)
-            await connection.session.update(session={"type": "realtime", **args.session})
-            created = await observer.wait_event("session.updated", timeout=30)
-        if language != "en":
-            await connection.session.update(session={"type": "realtime", "audio": {"input": {
-                "transcription": {"language": language}}}})
-            created = await observer.wait_event("session.updated", timeout=30)
-        detection = created["session"]["audio"]["input"]["turn_detection"] or {}
-        print(f"turn detection: {detection}", flush=True)
-        silence_ms = int(detection["silence_duration_ms"]) if detection.get("type") == "server_vad" else None
+        silence_ms = await _configure(connection, observer, args, language)
 
         async def send(chunk: bytes) -> None:
             import base64
@@ -72,24 +45,7 @@ async def run_session(host_port: str, args: argparse.Namespace,
         streaming = asyncio.create_task(mic.run())
         try:
             await asyncio.sleep(0.5)
-            cut_in: str | None = None
-            for index in range(args.turns):
-                clip = clips[index % len(clips)]
-                interrupt = args.barge_every > 0 and index % args.barge_every == args.barge_every - 1 \
-                    and index < args.turns - 1
-                result = await _turn(mic, observer, clip, index, cut_in, silence_ms, args)
-                results.append(result)
-                print(result.line(), flush=True)
-                cut_in = None
-                if result.response_id is None:
-                    await asyncio.sleep(1.0)
-                elif interrupt:
-                    cut_in = result.response_id
-                else:
-                    await _let_reply_play(observer, result.response_id, args.max_reply_s)
-            if results and results[-1].response_id:
-                with contextlib.suppress(TimeoutError):
-                    await observer.wait_done(results[-1].response_id, timeout=args.max_reply_s)
+            await _run_turns(mic, observer, clips, silence_ms, args, results)
             await asyncio.sleep(0.3)  # let the last ledger event arrive
             if silence_ms is not None and args.silence_ms is None:
                 _beyond_from_ledger(results, observer, mic)
@@ -100,6 +56,68 @@ async def run_session(host_port: str, args: argparse.Namespace,
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await streaming
     return results, observer, silence_ms
+
+
+async def _session_clips(language: str, args: argparse.Namespace) -> list[SpeechClip]:
+    """The clips the session speaks: English questions or recordings, or synthesised Mandarin."""
+    if language == "en" and args.clips == "questions":
+        from bench.harness.question_clips import question_clips
+
+        return question_clips()
+    if language == "en":
+        return load_clips()
+    from bench.harness.mandarin_clips import mandarin_clips
+
+    return await mandarin_clips()
+
+
+async def _configure(connection: Any, observer: Observer, args: argparse.Namespace, language: str) -> int | None:
+    """Set the session's turn detection, fields and language as ``args`` asks; print the turn detection it ends
+    with and return its server_vad silence in ms (None for any other detection)."""
+    created = await observer.wait_event("session.created", timeout=30)
+    silence_ms = args.silence_ms
+    if silence_ms is not None:
+        await connection.session.update(session={"type": "realtime", "audio": {"input": {"turn_detection": {
+            "type": "server_vad", "silence_duration_ms": silence_ms}}}})
+        created = await observer.wait_event("session.updated", timeout=30)
+    elif args.semantic:
+        await connection.session.update(session={"type": "realtime", "audio": {"input": {"turn_detection": {
+            "type": "semantic_vad"}}}})
+        created = await observer.wait_event("session.updated", timeout=30)
+    if getattr(args, "session", None):  # the caller's own session fields (bench.quality.memory: memory off)
+        await connection.session.update(session={"type": "realtime", **args.session})
+        created = await observer.wait_event("session.updated", timeout=30)
+    if language != "en":
+        await connection.session.update(session={"type": "realtime", "audio": {"input": {
+            "transcription": {"language": language}}}})
+        created = await observer.wait_event("session.updated", timeout=30)
+    detection = created["session"]["audio"]["input"]["turn_detection"] or {}
+    print(f"turn detection: {detection}", flush=True)
+    return int(detection["silence_duration_ms"]) if detection.get("type") == "server_vad" else None
+
+
+async def _run_turns(mic: Microphone, observer: Observer, clips: list[SpeechClip], silence_ms: int | None,
+                     args: argparse.Namespace, results: list[TurnResult]) -> None:
+    """Speak ``args.turns`` clips, cutting in on every ``args.barge_every``-th reply, appending each turn's
+    result to ``results`` as it ends (so a failure keeps the turns measured so far); wait for the last reply."""
+    cut_in: str | None = None
+    for index in range(args.turns):
+        clip = clips[index % len(clips)]
+        interrupt = args.barge_every > 0 and index % args.barge_every == args.barge_every - 1 \
+            and index < args.turns - 1
+        result = await _turn(mic, observer, clip, index, cut_in, silence_ms, args)
+        results.append(result)
+        print(result.line(), flush=True)
+        cut_in = None
+        if result.response_id is None:
+            await asyncio.sleep(1.0)
+        elif interrupt:
+            cut_in = result.response_id
+        else:
+            await _let_reply_play(observer, result.response_id, args.max_reply_s)
+    if results and results[-1].response_id:
+        with contextlib.suppress(TimeoutError):
+            await observer.wait_done(results[-1].response_id, timeout=args.max_reply_s)
 
 
 async def _turn(mic: Microphone, observer: Observer, clip: SpeechClip, index: int, cut_in: str | None,
