@@ -26,6 +26,7 @@ import random
 import re
 import time
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import httpx
 import numpy as np
@@ -191,18 +192,6 @@ async def _connection(host_port: str, clips: list[SpeechClip], stop_at: float, b
         started = asyncio.Event()
         done = asyncio.Event()
 
-        async def read() -> None:
-            while True:
-                head = (await connection.recv_bytes())[:48]  # "type" comes first: no need to parse audio
-                if b'"response.created"' in head:
-                    counts.replies += 1
-                    started.set()
-                    done.clear()
-                elif b'"response.done"' in head:
-                    done.set()
-                elif b'"type":"error"' in head:
-                    counts.errors += 1
-
         send = append_sender(connection)
 
         async def talk() -> None:
@@ -230,7 +219,8 @@ async def _connection(host_port: str, clips: list[SpeechClip], stop_at: float, b
                 await asyncio.sleep(rng.uniform(0.5, 1.5))
 
         mic = Microphone(send)
-        tasks = [asyncio.create_task(talk()), asyncio.create_task(mic.run()), asyncio.create_task(read())]
+        tasks = [asyncio.create_task(talk()), asyncio.create_task(mic.run()), asyncio.create_task(
+            _count_events(connection, counts, started, done))]
         try:
             finished, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             if tasks[0] not in finished:  # the microphone or the reader stopped: the connection is gone
@@ -244,6 +234,20 @@ async def _connection(host_port: str, clips: list[SpeechClip], stop_at: float, b
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
     return turn
+
+
+async def _count_events(connection: Any, counts: ClientCounts, started: asyncio.Event, done: asyncio.Event) -> None:
+    """Read the server's events for ever: count replies and errors, and mark each reply's start and end."""
+    while True:
+        head = (await connection.recv_bytes())[:48]  # "type" comes first: no need to parse audio
+        if b'"response.created"' in head:
+            counts.replies += 1
+            started.set()
+            done.clear()
+        elif b'"response.done"' in head:
+            done.set()
+        elif b'"type":"error"' in head:
+            counts.errors += 1
 
 
 def load_average() -> str:
