@@ -169,6 +169,21 @@ def run_step(host_port: str, pid: int | None, mode: str, sessions: int, args: ar
             print(f"  the measured barge-in session outlasted the {args.measure_s:.0f} s window: its last turns had "
                   "fewer sessions beside them (raise --measure-s or lower --barge-turns)", flush=True)
     client_cpu = (sum(_cpu(c) for c in clients) - client0) / args.measure_s
+    merged = _collect_reports(results, workers)
+    for failure in merged.get("failures", []):
+        print(f"  a {mode} session failed: {failure}", flush=True)
+    lags = merged.get("probe_lag_ms", [])
+    return StepFigures(
+        mode, sessions, merged.get("sessions_connected", 0), percentile(lags, 50), percentile(lags, 99),
+        percentile(merged.get("onset_lag_ms", []), 99), percentile(merged.get("first_audio_ms", []), 95),
+        server_cpu / sessions, server_cpu, client_cpu, (rss_peak - rss_before) / sessions / 2**20,
+        merged.get("errors", 0), merged.get("late_chunks", 0), merged.get("missing_replies", 0),
+        percentile(merged.get("loop_lag_ms", []), 99), os.getloadavg()[0], percentile(barges, 99), len(barges),
+        lag_p99_ms(reading0, reading1), args.lag_limit_ms, scored_share(reading0, reading1))
+
+
+def _collect_reports(results: Any, workers: list[Any]) -> dict[str, Any]:
+    """Sum the load generators' reports (counts added, lists joined; a minute for all of them), then end them."""
     merged: dict[str, Any] = {}
     deadline = time.monotonic() + 60
     for index in range(len(workers)):
@@ -183,16 +198,7 @@ def run_step(host_port: str, pid: int | None, mode: str, sessions: int, args: ar
         worker.join(timeout=10)
         if worker.is_alive():
             worker.terminate()
-    for failure in merged.get("failures", []):
-        print(f"  a {mode} session failed: {failure}", flush=True)
-    lags = merged.get("probe_lag_ms", [])
-    return StepFigures(
-        mode, sessions, merged.get("sessions_connected", 0), percentile(lags, 50), percentile(lags, 99),
-        percentile(merged.get("onset_lag_ms", []), 99), percentile(merged.get("first_audio_ms", []), 95),
-        server_cpu / sessions, server_cpu, client_cpu, (rss_peak - rss_before) / sessions / 2**20,
-        merged.get("errors", 0), merged.get("late_chunks", 0), merged.get("missing_replies", 0),
-        percentile(merged.get("loop_lag_ms", []), 99), os.getloadavg()[0], percentile(barges, 99), len(barges),
-        lag_p99_ms(reading0, reading1), args.lag_limit_ms, scored_share(reading0, reading1))
+    return merged
 
 
 def _measured_barge_ins(host_port: str, turns: int, into: list[float]) -> None:
