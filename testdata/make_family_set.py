@@ -29,6 +29,7 @@ import re
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -149,19 +150,32 @@ def place(sound: Audio, rng: np.random.Generator, *, condition: str, talker: Aud
     return out.astype(np.float32), LEAD_S + start, LEAD_S + end, level
 
 
+def stored_cases(manifest: Path, key: dict[str, Any]) -> list[Case] | None:
+    """The cases ``manifest`` lists, when it was written for ``key`` and all their files are there."""
+    if manifest.is_file():
+        stored = json.loads(manifest.read_text())
+        if stored.get("key") == key and all((manifest.parent / c["file"]).is_file() for c in stored["cases"]):
+            return [Case(**c) for c in stored["cases"]]
+    return None
+
+
+def empty_folder(out: Path) -> None:
+    """Make ``out`` and clear the recordings of an earlier build from it."""
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in out.glob("*.wav"):
+        stale.unlink()
+
+
 def build(split: str = "held_out", *, seed: int = 7, out: Path | None = None, verbose: bool = False) -> list[Case]:
     """Write the split's set (reused when the manifest says it is the same) and return its cases."""
     out = out or CACHE / split
     manifest = out / "manifest.json"
     users, talkers = split_families(split)
     key = {"version": VERSION, "seed": seed, "split": split, "users": users, "talkers": talkers}
-    if manifest.is_file():
-        stored = json.loads(manifest.read_text())
-        if stored.get("key") == key and all((out / c["file"]).is_file() for c in stored["cases"]):
-            return [Case(**c) for c in stored["cases"]]
-    out.mkdir(parents=True, exist_ok=True)
-    for stale in out.glob("*.wav"):
-        stale.unlink()
+    stored = stored_cases(manifest, key)
+    if stored is not None:
+        return stored
+    empty_folder(out)
     started = time.monotonic()
     talker_audio = [talking(FAMILIES[name], np.random.default_rng(case_seed(seed, f"talker:{name}")))
                     for name in talkers]
