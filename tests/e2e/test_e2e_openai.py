@@ -121,9 +121,21 @@ async def test_barge_in_cancels_reply_and_history_keeps_only_heard_text() -> Non
     assert cancelled["response"]["status"] == "cancelled"
     assert cancelled["response"]["status_details"]["reason"] == "turn_detected"
     assert_no_audio_after_done(log)
+    assert_paused_at_onset_and_cut(log, barge, cancelled)
+    # the interruption came long before the reply could have finished on its own
+    assert received_ms < len(full_reply) * 60 / 2
+    # a few ms past what was received are clamped, never refused
+    assert truncated["audio_end_ms"] <= received_ms + 1
+    assert truncated["audio_end_ms"] >= played_ms
+    assert second_done["response"]["status"] == "completed"
+    assert_history_holds_heard_words(llm, full_reply, truncated, played_ms)
+
+
+def assert_paused_at_onset_and_cut(log: EventLog, barge: dict[str, Any], cancelled: dict[str, Any]) -> None:
+    """Two turns started; the reply paused at the barge-in's onset (not one delta between its speech_started and
+    the reply's response.done), and the listener called the barge-in a query that cuts the reply."""
     starts = log.of("input_audio_buffer.speech_started")
     assert len(starts) == 2
-    # the reply paused at the onset: not one delta between speech_started and its response.done
     types = log.types()
     barge_index = next(i for i, r in enumerate(log.events) if r.event is barge)
     done_index = next(i for i, r in enumerate(log.events) if r.event is cancelled)
@@ -131,13 +143,11 @@ async def test_barge_in_cancels_reply_and_history_keeps_only_heard_text() -> Non
     assert "response.output_audio.delta" not in types[barge_index:done_index]
     segment = next(e for e in log.of("bargein.listen.segment") if e["item_id"] == barge["item_id"])
     assert segment["decision"] == "query" and segment["action"] == "cut the reply and answer"
-    # the interruption came long before the reply could have finished on its own
-    assert received_ms < len(full_reply) * 60 / 2
-    # a few ms past what was received are clamped, never refused
-    assert truncated["audio_end_ms"] <= received_ms + 1
-    assert truncated["audio_end_ms"] >= played_ms
-    assert second_done["response"]["status"] == "completed"
-    # the second reply's history holds only the heard words of the first: about one character per 60 ms
+
+
+def assert_history_holds_heard_words(llm: FakeLanguageModel, full_reply: str, truncated: dict[str, Any],
+                                     played_ms: int) -> None:
+    """The second reply's history holds only the heard words of the first: about one character per 60 ms."""
     history = llm.seen[-1]
     assistant = [m.content for m in history if m.role == "assistant"]
     assert len(assistant) == 1
