@@ -108,12 +108,7 @@ def test_page_talks_listens_and_is_interrupted(server: str, tmp_path: Path) -> N
             page = browser.new_page(viewport={"width": 1100, "height": 900})
             page_errors: list[str] = []
             page.on("pageerror", lambda error: page_errors.append(str(error)))
-            page.goto(f"http://{server}/?frame_ms=2000")
-            page.wait_for_function("document.getElementById('server-ready').dataset.state === 'ready'")
-            page.click("#camera")
-            page.check("#send-frames")
-            page.click("#connect")
-            page.wait_for_function("window.bargeinTest.state === 'connected'", timeout=10_000)
+            connect_with_camera(page, server)
 
             # 1. The first utterance is recognised and its transcript reaches the page.
             page.wait_for_function("window.bargeinTest.transcripts.user.some((u) => u.final)", timeout=20_000)
@@ -125,26 +120,8 @@ def test_page_talks_listens_and_is_interrupted(server: str, tmp_path: Path) -> N
             first_turn = page.evaluate("window.bargeinTest.turns[0]")
             assert first_turn["firstAudioMs"] is not None and first_turn["firstAudioMs"] > 0
 
-            # 3. The second utterance interrupts it: playback is cleared and the played position is truncated.
-            page.wait_for_function("window.bargeinTest.truncatedAcks.length > 0", timeout=20_000)
-            hook: dict[str, Any] = page.evaluate(
-                "({truncate: bargeinTest.lastTruncate, acks: bargeinTest.truncatedAcks})")
-            truncate = hook["truncate"]
-            cut_item = truncate["item_id"]
-            assert truncate["sent"]
-            assert 0 < truncate["audio_end_ms"] <= truncate["received_ms"]
-            # The server received it: it answers with the same position (it would clamp one past the item's end).
-            assert hook["acks"][0] == {"item_id": cut_item, "audio_end_ms": truncate["audio_end_ms"]}
-            # The reply was still going, so part of it was never played.
-            assert truncate["unplayed_ms"] > 0 or truncate["received_ms"] > truncate["audio_end_ms"]
-
-            # 4. Playback of the cut item stopped where the truncate says, and stays stopped.
-            page.wait_for_timeout(600)
-            played_ms = page.evaluate(f"window.bargeinTest.playedByItem[{cut_item!r}]") / 24.0
-            assert abs(played_ms - truncate["audio_end_ms"]) < 5.0
-            agent = page.evaluate(f"window.bargeinTest.transcripts.agent.find((a) => a.itemId === {cut_item!r})")
-            assert agent["cutMs"] == truncate["audio_end_ms"]
-            assert len(agent["heard"]) < len(agent["text"])
+            # 3. and 4. The second utterance interrupts it, and playback stops where the truncate says.
+            cut_item = check_cut_where_played(page)
 
             # 5. The interrupting utterance gets its own transcript and a reply that plays.
             page.wait_for_function(
@@ -164,6 +141,41 @@ def test_page_talks_listens_and_is_interrupted(server: str, tmp_path: Path) -> N
             page.screenshot(path=str(ARTIFACTS / "browser.png"), full_page=True)
         finally:
             browser.close()
+
+
+def connect_with_camera(page: Any, server: str) -> None:
+    """Open the page (a camera frame every 2 s), wait for the server, turn the camera and frames on, connect."""
+    page.goto(f"http://{server}/?frame_ms=2000")
+    page.wait_for_function("document.getElementById('server-ready').dataset.state === 'ready'")
+    page.click("#camera")
+    page.check("#send-frames")
+    page.click("#connect")
+    page.wait_for_function("window.bargeinTest.state === 'connected'", timeout=10_000)
+
+
+def check_cut_where_played(page: Any) -> str:
+    """Check the barge-in's truncate (steps 3 and 4 of the talk test) and return the cut item's id."""
+    # 3. The second utterance interrupts it: playback is cleared and the played position is truncated.
+    page.wait_for_function("window.bargeinTest.truncatedAcks.length > 0", timeout=20_000)
+    hook: dict[str, Any] = page.evaluate(
+        "({truncate: bargeinTest.lastTruncate, acks: bargeinTest.truncatedAcks})")
+    truncate = hook["truncate"]
+    cut_item: str = truncate["item_id"]
+    assert truncate["sent"]
+    assert 0 < truncate["audio_end_ms"] <= truncate["received_ms"]
+    # The server received it: it answers with the same position (it would clamp one past the item's end).
+    assert hook["acks"][0] == {"item_id": cut_item, "audio_end_ms": truncate["audio_end_ms"]}
+    # The reply was still going, so part of it was never played.
+    assert truncate["unplayed_ms"] > 0 or truncate["received_ms"] > truncate["audio_end_ms"]
+
+    # 4. Playback of the cut item stopped where the truncate says, and stays stopped.
+    page.wait_for_timeout(600)
+    played_ms = page.evaluate(f"window.bargeinTest.playedByItem[{cut_item!r}]") / 24.0
+    assert abs(played_ms - truncate["audio_end_ms"]) < 5.0
+    agent = page.evaluate(f"window.bargeinTest.transcripts.agent.find((a) => a.itemId === {cut_item!r})")
+    assert agent["cutMs"] == truncate["audio_end_ms"]
+    assert len(agent["heard"]) < len(agent["text"])
+    return cut_item
 
 
 def test_page_fits_a_phone(server: str) -> None:
