@@ -105,7 +105,10 @@ def _processes_of(path: Path, session: int) -> list[int]:
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
-            in_session = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[3]) == session
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if fields[0] == "Z":  # already dead, waiting for its parent to reap it
+                continue
+            in_session = int(fields[3]) == session
             if in_session or str(path).encode() in (entry / "cmdline").read_bytes():
                 found.append(int(entry.name))
         except (OSError, IndexError, ValueError):  # gone meanwhile, or not ours to read
@@ -161,5 +164,8 @@ def test_the_documented_two_node_cluster_requires_the_token(homes: tuple[Path, P
     finally:
         for node in reversed(nodes):
             node.stop()
-    left = [pid for node in nodes for pid in _processes_of(node.home, node.process.pid)]
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while (left := [pid for node in nodes for pid in _processes_of(node.home, node.process.pid)]) \
+            and time.monotonic() < deadline:
+        time.sleep(0.5)  # a killed process leaves /proc once it is reaped
     assert not left, f"Ray processes left behind: {left}"
