@@ -27,7 +27,6 @@ from bargein.protocol.errors import EngineFailure, ProtocolError
 from bargein.protocol.server_events import error_event, event, new_id
 from bargein.protocol.session_config import SemanticVad, ServerVad, SessionConfig
 from bargein.protocol.voices import check_voice
-from bargein.see.eyes import SessionEyes
 from bargein.session.audio_input import AudioInput
 from bargein.session.client_items import ClientItems
 from bargein.session.core import vocabulary as v
@@ -35,6 +34,7 @@ from bargein.session.core.endpointing import DEFAULT_TIERS
 from bargein.session.core.machine import DuplexMachine
 from bargein.session.core.settings import TurnSettings, plain_silence_after, settings_from_config
 from bargein.session.executor import ActionExecutor
+from bargein.session.eyes import SessionEyes
 from bargein.session.history import Conversation, Item, response_input_items
 from bargein.session.observers import SessionObserver
 from bargein.session.outbound import MAX_OUTBOUND_BYTES, Outbound, Outgoing

@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 RECENT_REPLIES = 4
 """Replies whose play estimate is kept, for a barge-in while the client still plays a finished one."""
 class See(Protocol):
-    """The ``see`` stage's hand in a reply's prompt (:class:`~bargein.see.eyes.SessionEyes`)."""
+    """The ``see`` stage's hand in a reply's prompt (:class:`~bargein.session.eyes.SessionEyes`)."""
 
     def prompt(self, response_id: str, messages: list[ChatMessage]) -> list[ChatMessage]:
         """The reply's messages with the turn's images or the camera's note."""

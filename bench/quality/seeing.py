@@ -34,9 +34,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from bargein.protocol.session_config import DEFAULT_INSTRUCTIONS
 from bargein.see.detectors import Detectors
-from bargein.see.eyes import camera_message
 from bargein.see.frames import decode_frame
 from bargein.see.scene import SceneNote, read_scene
+from bargein.session.eyes import camera_message
 from bargein.values import CancelToken, ChatMessage, GenerationOptions
 from bench.quality.seeing_frames import BenchFrame, frames
 

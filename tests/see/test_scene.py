@@ -139,7 +139,7 @@ async def next_event(session: RealtimeSession, kind: str) -> dict[str, Any]:
 
 
 def test_the_camera_message_says_how_to_use_the_note() -> None:
-    from bargein.see.eyes import camera_message
+    from bargein.session.eyes import camera_message
 
     read = camera_message(SceneNote(("EXIT 12",), 1, "dim light", (), "little motion", 0.0), 2.0)
     assert read.role == "system" and 'writing that reads exactly: "EXIT 12"' in read.content
