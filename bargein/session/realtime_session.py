@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from bargein.audio.codecs import AudioFormatError, decode_base64
 from bargein.engines.base import Engines
+from bargein.engines.speak.voices import check_voice
 from bargein.languages import unsupported_language
 from bargein.metrics.prometheus import ServerMetrics
 from bargein.metrics.turn_ledger import TurnLedgers
@@ -26,7 +27,6 @@ from bargein.protocol import client_events as ce
 from bargein.protocol.errors import EngineFailure, ProtocolError
 from bargein.protocol.server_events import error_event, event, new_id
 from bargein.protocol.session_config import SemanticVad, ServerVad, SessionConfig
-from bargein.protocol.voices import check_voice
 from bargein.session.audio_input import AudioInput
 from bargein.session.client_items import ClientItems
 from bargein.session.core import vocabulary as v
@@ -68,7 +68,7 @@ class RealtimeSession:
         self.languages: frozenset[str] | None = engines.asr.capabilities.languages
         """What the recogniser can transcribe (None: it cannot tell); a session asking for more gets an error."""
         self.synthesiser = engines.tts
-        """Whose voices a session or a response may name (:func:`~bargein.protocol.voices.check_voice`)."""
+        """Whose voices a session or a response may name (:func:`~bargein.engines.speak.voices.check_voice`)."""
         self.semantic_endpoint = engines.turn is not None
         self.config = default_endpoint(config or SessionConfig(), semantic=self.semantic_endpoint,
                                        prefer_semantic=semantic_default)

@@ -10,9 +10,9 @@ import pytest
 
 from bargein.engines.base import Engines, TTSCapabilities
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
+from bargein.engines.speak.voices import unknown_voice
 from bargein.protocol.client_events import ResponseCreate, parse_client_event
 from bargein.protocol.errors import ProtocolError
-from bargein.protocol.voices import unknown_voice
 from bargein.values import CancelToken, SpeechChunk
 from tests.support.session_harness import Harness
 

@@ -1,6 +1,6 @@
 """A synthesiser's voices, told to the clients of one that runs elsewhere (a worker process, a Ray replica).
 
-The session refuses a voice name its synthesiser cannot speak (:func:`bargein.protocol.voices.check_voice`)
+The session refuses a voice name its synthesiser cannot speak (:func:`bargein.engines.speak.voices.check_voice`)
 by reading the synthesiser's ``voices``, ``default_voice`` and ``resolve_voice``. A synthesiser in another
 process has them only where it runs, and the check must answer at once, so the voice says them when it is
 ready (:func:`voice_listing`: its names, its default, and what each spelling it knows resolves to), and
@@ -23,7 +23,7 @@ def voice_listing(engine: SpeechSynthesizer) -> dict[str, Any]:
     the Realtime names it maps): each with the voice ``resolve_voice`` gives it, so the client resolves a name
     as the synthesiser would without asking it. A name in neither resolves to the default, as it does in
     the synthesiser. One without a ``default_voice`` takes its own names only, and is listed without a
-    default, so :func:`~bargein.protocol.voices.unknown_voice` takes only those from its client too.
+    default, so :func:`~bargein.engines.speak.voices.unknown_voice` takes only those from its client too.
     """
     declared = engine.capabilities
     if declared.voices is None:

@@ -14,8 +14,8 @@ from bargein.engines.process.wire import WorkerSpec
 from bargein.engines.remote.clients import RemoteSynthesizer
 from bargein.engines.speak.by_language import LanguageRouter
 from bargein.engines.speak.tts_process import ProcessSynthesizer
+from bargein.engines.speak.voices import check_voice, unknown_voice
 from bargein.protocol.errors import ProtocolError
-from bargein.protocol.voices import check_voice, unknown_voice
 from tests.support.listed_voices import ListingFakeVoice
 
 KNOWN = ["alloy", "marin", "heart", "KORE", " kore ", "af_heart", "af_kore", "fable"]

@@ -7,12 +7,8 @@ without a word; now it is refused with an ``error`` naming the field and the voi
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from bargein.engines.base import SpeechSynthesizer
 from bargein.protocol.errors import ProtocolError
-
-if TYPE_CHECKING:
-    from bargein.engines.base import SpeechSynthesizer
 
 REALTIME_VOICES = frozenset({"alloy", "ash", "ballad", "coral", "echo", "sage", "shimmer", "verse", "marin",
                              "cedar"})
