@@ -16,7 +16,6 @@ from dataclasses import replace
 from bargein.memory.extract import Forget, Remember, extract
 from bargein.memory.recall import DEFAULT_TOKEN_BUDGET, memory_context, within_budget
 from bargein.memory.store import Memory, MemoryStore, MemoryStoreError
-from bargein.session.observers import QuietObserver
 from bargein.values import ChatMessage
 
 log = logging.getLogger(__name__)
@@ -28,8 +27,11 @@ RECENT_TURNS = 3
 """User turns whose words rank the memories recalled for the next reply."""
 
 
-class SessionMemory(QuietObserver):
-    """A session's memories in ``scope`` of ``store``; ``history`` gives the heard conversation."""
+class SessionMemory:
+    """A session's memories in ``scope`` of ``store``; ``history`` gives the heard conversation.
+
+    The session tells it of each reply's close through :class:`~bargein.session.observers.ReplyClosedHook`
+    (memory sits below the session and does not import it)."""
 
     def __init__(self, store: MemoryStore, scope: str, history: Callable[[], list[ChatMessage]], *,
                  budget_tokens: int = DEFAULT_TOKEN_BUDGET, enabled: Callable[[], bool] = lambda: True) -> None:

@@ -50,6 +50,7 @@ from bargein.server.limits import EventRateLimiter
 from bargein.server.serving import abort_connection
 from bargein.server.session_locks import SessionLocks
 from bargein.session.history import MAX_HISTORY_BYTES
+from bargein.session.observers import ReplyClosedHook
 from bargein.session.outbound import OutboundClosed, Outgoing
 from bargein.session.realtime_session import RealtimeSession
 from bargein.tools.memory_tools import memory_tools
@@ -211,7 +212,7 @@ async def _attach_memory(session: RealtimeSession, store: MemoryStore | None, sc
     session.replies.remembered = memory.prompt
     session.replies.builtins = default_registry(extra=memory_tools(memory)) if settings.builtin_tools \
         else ToolRegistry(memory_tools(memory))
-    session.observe(memory)
+    session.observe(ReplyClosedHook(memory.on_reply_closed))
     try:
         await asyncio.wait_for(memory.refresh(), FIRST_RECALL_S)
     except (TimeoutError, MemoryStoreError):

@@ -9,6 +9,7 @@ Observers must not raise and must not feed the session.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from bargein.session.core.vocabulary import Action, Event
@@ -64,3 +65,16 @@ class QuietObserver:
 
     def on_reply_heard(self, response_id: str, heard_ms: float) -> None:
         """Ignored."""
+
+
+class ReplyClosedHook(QuietObserver):
+    """An observer that hands each reply's close to ``hook`` and ignores the rest (for parts below the session,
+    such as long-term memory, that learn after a turn but do not import the session)."""
+
+    def __init__(self, hook: Callable[[str, str, float, float], None]) -> None:
+        self.hook = hook
+
+    def on_reply_closed(self, response_id: str, status: str, sent_ms: float, heard_ms: float, *,
+                        output_queued: bool | None = None, playing: bool = False) -> None:
+        """Pass the close on."""
+        self.hook(response_id, status, sent_ms, heard_ms)
