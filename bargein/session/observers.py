@@ -3,7 +3,7 @@
 Observers are passed to :class:`~bargein.session.realtime_session.RealtimeSession` (or added with
 ``session.observe``). They see every event just after the machine takes it and every action just before
 the shell carries it out, so an observer's records are in the machine's own order. The turn ledger
-(``bargein.metrics.turn_ledger``) and the benches are observers; none of them reads session internals.
+(``bargein.session.turn_ledger``) and the benches are observers; none of them reads session internals.
 Observers must not raise and must not feed the session.
 """
 

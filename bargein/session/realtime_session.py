@@ -22,7 +22,6 @@ from bargein.engines.base import Engines
 from bargein.engines.speak.voices import check_voice
 from bargein.languages import unsupported_language
 from bargein.metrics.prometheus import ServerMetrics
-from bargein.metrics.turn_ledger import TurnLedgers
 from bargein.protocol import client_events as ce
 from bargein.protocol.errors import EngineFailure, ProtocolError
 from bargein.protocol.server_events import error_event, event, new_id
@@ -45,6 +44,7 @@ from bargein.session.speculation import Speculator
 from bargein.session.timers import Timers
 from bargein.session.tool_use import check_params
 from bargein.session.transcription import Transcriber
+from bargein.session.turn_ledger import TurnLedgers
 from bargein.tools.registry import ToolRegistry
 from bargein.values import Float32Audio, Transcript
 from bargein.weights import WeightError

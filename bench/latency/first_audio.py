@@ -125,7 +125,7 @@ PER_TURN_STAGES = ("endpoint_ms", "guess_ms", "asr_final_ms", "llm_first_token_m
 
 
 def _ledger_per_turn(events: list[dict[str, Any]]) -> None:
-    """Where each turn's time went, by the server's ledger (ms; see ``bargein/metrics/turn_ledger.py``):
+    """Where each turn's time went, by the server's ledger (ms; see ``bargein/session/turn_ledger.py``):
     speech end to commit, speech end to the speculative guess's words (before the commit), commit to the final
     transcript, the LLM's first token (from the reply's start, or from the final transcript when that came later),
     the rest of the first clause after that token, the TTS's first audio after the clause, the reply's first delta

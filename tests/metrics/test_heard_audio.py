@@ -11,9 +11,9 @@ import pytest
 from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.metrics.prometheus import ServerMetrics
-from bargein.metrics.turn_ledger import TurnLedgers
 from bargein.session import play_out
 from bargein.session.core import vocabulary as v
+from bargein.session.turn_ledger import TurnLedgers
 from tests.metrics.test_turn_ledger import TALK, _one_typed_turn, delta, sample, turn_metrics, with_metrics
 from tests.support.session_harness import Harness, say_tone
 

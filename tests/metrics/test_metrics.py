@@ -12,7 +12,7 @@ from websockets.sync.client import connect
 from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.metrics import tracing
-from bargein.metrics.turn_ledger import TurnLedger
+from bargein.session.turn_ledger import TurnLedger
 from tests.support.realtime_client import validate_server_event
 from tests.support.server import running_server
 

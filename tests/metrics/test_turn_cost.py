@@ -7,8 +7,8 @@ from typing import Any
 
 from bargein.metrics.cost_meter import Speculative, speculating
 from bargein.metrics.prometheus import ServerMetrics
-from bargein.metrics.turn_ledger import TurnLedgers
 from bargein.session.core import vocabulary as v
+from bargein.session.turn_ledger import TurnLedgers
 
 
 def sample(metrics: ServerMetrics, name: str, **labels: str) -> float:

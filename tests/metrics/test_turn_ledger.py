@@ -11,11 +11,11 @@ from bargein.audio.codecs import AudioFormat
 from bargein.engines.base import Engines, LanguageModel, LLMCapabilities
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.metrics.prometheus import ServerMetrics
-from bargein.metrics.turn_ledger import TurnLedgers
 from bargein.protocol.client_events import ResponseParams
 from bargein.session.core import vocabulary as v
 from bargein.session.outbound import Outgoing
 from bargein.session.response_events import ReplyState, assistant_item
+from bargein.session.turn_ledger import TurnLedgers
 from bargein.values import CancelToken, ChatMessage, GenerationOptions, ReplyPiece, ToolCall, Transcript
 from tests.session.test_reply_history import WEATHER
 from tests.support.session_harness import CountingLanguageModel, Harness, SilentRecognizer, say_tone

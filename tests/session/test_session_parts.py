@@ -11,7 +11,6 @@ import pytest
 
 from bargein.audio.codecs import AudioFormat
 from bargein.engines.base import SpeechRecognizer
-from bargein.metrics.turn_ledger import TurnLedgers
 from bargein.protocol.session_config import SessionConfig
 from bargein.session.core import vocabulary as v
 from bargein.session.core.listening.segment_book import MAX_OPEN_SEGMENTS, SegmentBook
@@ -25,6 +24,7 @@ from bargein.session.resumption import RESEND_PIECE_MS, resumption
 from bargein.session.segment_tracker import SegmentTracker
 from bargein.session.speculation import Speculator
 from bargein.session.transcription import Transcriber
+from bargein.session.turn_ledger import TurnLedgers
 from bargein.values import Transcript, WordTiming
 from tests.metrics.test_metrics import FakeClock
 
