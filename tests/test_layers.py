@@ -113,3 +113,18 @@ def test_the_ground_floor_imports_nothing_of_bargein() -> None:
     graph = _graph()
     assert graph["bargein.values"] == set()
     assert graph["bargein.weights"] == set()
+
+
+def _top_level(name: str) -> str:
+    """The layer a module belongs to: its top-level part of bargein (``bargein.session``, ``bargein.config``)."""
+    return ".".join(name.split(".")[:2])
+
+
+def test_the_layers_point_down_only() -> None:
+    """Taken whole, bargein's top-level packages and modules import each other one way only: two layers that
+    import each other (an arrow back up, even one only for type checking) form a circle here."""
+    layers: dict[str, set[str]] = {}
+    for source, targets in _graph().items():
+        layers.setdefault(_top_level(source), set()).update(
+            _top_level(target) for target in targets if _top_level(target) != _top_level(source))
+    assert [sorted(circle) for circle in _circles(layers)] == []
