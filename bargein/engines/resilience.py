@@ -48,7 +48,7 @@ from bargein.engines.base import (
 from bargein.engines.fallback import llm_apology
 from bargein.engines.health import Health, StageHealth
 from bargein.engines.resilient_speech import ResilientSynthesizer
-from bargein.engines.stage_calls import Deadlines, StageFailed, next_within, record_failed_call
+from bargein.engines.stage_calls import Deadlines, GuardedEngine, StageFailed, next_within, record_failed_call
 from bargein.values import (
     CancelToken,
     ChatMessage,
@@ -57,7 +57,6 @@ from bargein.values import (
     ReplyPiece,
     ToolCall,
     Transcript,
-    WorkerProcess,
 )
 
 log = logging.getLogger(__name__)
@@ -65,30 +64,14 @@ LLM_APOLOGY = "Sorry, I can't answer that right now. Please try again in a momen
 LLM_CUT_APOLOGY = " Sorry, I lost my train of thought."
 
 
-class ResilientLanguageModel(LanguageModel):
+class ResilientLanguageModel(GuardedEngine[LanguageModel], LanguageModel):
     """The LLM with deadlines; a failure becomes a spoken apology instead of silence. What it can do, its
     queue, its worker and its counters are the inner model's."""
-
-    def __init__(self, inner: LanguageModel, health: StageHealth, deadlines: Deadlines) -> None:
-        self.inner = inner
-        self.health = health
-        self.deadlines = deadlines
-        health.probe = self._probe
 
     @property
     def capabilities(self) -> LLMCapabilities:
         """The inner model's."""
         return self.inner.capabilities
-
-    @property
-    def queue_depth(self) -> int | None:
-        """The inner model's."""
-        return self.inner.queue_depth
-
-    @property
-    def worker(self) -> WorkerProcess | None:
-        """The inner model's."""
-        return self.inner.worker
 
     @property
     def nonfinite_fallbacks(self) -> int:
@@ -98,10 +81,6 @@ class ResilientLanguageModel(LanguageModel):
     def prefill(self, messages: Sequence[ChatMessage], options: GenerationOptions | None = None) -> None:
         """The inner model's prefill (no deadline: it never waits)."""
         self.inner.prefill(messages, options)
-
-    async def aclose(self) -> None:
-        """Close the inner model."""
-        await self.inner.aclose()
 
     async def stream(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
                      options: GenerationOptions | None = None) -> AsyncIterator[str]:
@@ -181,34 +160,14 @@ async def _link(outer: CancelToken, inner: CancelToken) -> None:
     inner.cancel(outer.reason or "cancelled")
 
 
-class ResilientRecognizer(SpeechRecognizer):
+class ResilientRecognizer(GuardedEngine[SpeechRecognizer], SpeechRecognizer):
     """The ASR with a deadline; failures raise :class:`StageFailed`. What it can do, its queue and its worker
     are the inner recogniser's."""
-
-    def __init__(self, inner: SpeechRecognizer, health: StageHealth, deadlines: Deadlines) -> None:
-        self.inner = inner
-        self.health = health
-        self.deadlines = deadlines
-        health.probe = self._probe
 
     @property
     def capabilities(self) -> ASRCapabilities:
         """The inner recogniser's."""
         return self.inner.capabilities
-
-    @property
-    def queue_depth(self) -> int | None:
-        """The inner recogniser's."""
-        return self.inner.queue_depth
-
-    @property
-    def worker(self) -> WorkerProcess | None:
-        """The inner recogniser's."""
-        return self.inner.worker
-
-    async def aclose(self) -> None:
-        """Close the inner recogniser."""
-        await self.inner.aclose()
 
     async def transcribe_partial(self, audio: Float32Audio, *, language: str | None = None,
                                  prompt: str | None = None, key: Hashable | None = None) -> Transcript:
@@ -240,30 +199,13 @@ class ResilientRecognizer(SpeechRecognizer):
         await asyncio.wait_for(self.inner.transcribe(np.zeros(8000, np.float32)), self.deadlines.asr_s)
 
 
-class ResilientVad(VoiceActivityDetector):
+class ResilientVad(GuardedEngine[VoiceActivityDetector], VoiceActivityDetector):
     """The VAD with a deadline per frame; failures raise :class:`StageFailed`. Its queue and its worker are
     the inner model's."""
 
     def __init__(self, inner: VoiceActivityDetector, health: StageHealth, deadlines: Deadlines) -> None:
-        self.inner = inner
-        self.health = health
-        self.deadlines = deadlines
+        super().__init__(inner, health, deadlines)
         self.frame_samples = inner.frame_samples
-        health.probe = self._probe
-
-    @property
-    def queue_depth(self) -> int | None:
-        """The inner model's."""
-        return self.inner.queue_depth
-
-    @property
-    def worker(self) -> WorkerProcess | None:
-        """The inner model's."""
-        return self.inner.worker
-
-    async def aclose(self) -> None:
-        """Close the inner model."""
-        await self.inner.aclose()
 
     def open_stream(self) -> VadStream:
         """A per-session stream whose frames have a deadline."""

@@ -11,8 +11,15 @@ import numpy as np
 from bargein.audio.resample import resample
 from bargein.engines.base import SpeechSynthesizer, TTSCapabilities
 from bargein.engines.health import StageHealth
-from bargein.engines.stage_calls import Deadlines, StageFailed, next_within, record_failed_call, what_failed
-from bargein.values import CancelToken, SpeechChunk, WorkerProcess
+from bargein.engines.stage_calls import (
+    Deadlines,
+    GuardedEngine,
+    StageFailed,
+    next_within,
+    record_failed_call,
+    what_failed,
+)
+from bargein.values import CancelToken, SpeechChunk
 
 log = logging.getLogger(__name__)
 
@@ -61,50 +68,33 @@ def unspoken(text: str, said: Sequence[str]) -> str | None:
     return text[position:]
 
 
-class ResilientSynthesizer(SpeechSynthesizer):
+class ResilientSynthesizer(GuardedEngine[SpeechSynthesizer], SpeechSynthesizer):
     """The TTS with deadlines; a clause the primary cannot speak is spoken by the fallback. Its voices, its
     queue and its worker are the primary's."""
 
     def __init__(self, primary: SpeechSynthesizer, fallback: SpeechSynthesizer | None, health: StageHealth,
                  deadlines: Deadlines) -> None:
-        self.primary = primary
+        super().__init__(primary, health, deadlines)
         self.fallback = fallback
-        self.health = health
-        self.deadlines = deadlines
         self.sample_rate = primary.sample_rate
         self.fallback_clauses = 0
         """Clauses the fallback spoke."""
-        health.probe = self._probe
 
     @property
     def capabilities(self) -> TTSCapabilities:
         """The primary's voices."""
-        return self.primary.capabilities
+        return self.inner.capabilities
 
     def resolve_voice(self, voice: str | None) -> str | None:
         """The primary's voice for ``voice``."""
-        return self.primary.resolve_voice(voice)
-
-    @property
-    def queue_depth(self) -> int | None:
-        """The primary's."""
-        return self.primary.queue_depth
-
-    @property
-    def worker(self) -> WorkerProcess | None:
-        """The primary's."""
-        return self.primary.worker
-
-    async def aclose(self) -> None:
-        """Close the primary (the fallback belongs to whoever made it)."""
-        await self.primary.aclose()
+        return self.inner.resolve_voice(voice)
 
     async def synthesize(self, text: str, *, voice: str | None, cancel: CancelToken,
                          speed: float = 1.0) -> AsyncIterator[SpeechChunk]:
         """The primary's chunks; when it fails, the fallback speaks what it had not said (the whole clause,
         or the rest after the words already out), at the primary's rate."""
         if not self.health.down:
-            chunks = _within_deadlines(self.primary.synthesize(text, voice=voice, cancel=cancel, speed=speed),
+            chunks = _within_deadlines(self.inner.synthesize(text, voice=voice, cancel=cancel, speed=speed),
                                        self.deadlines, "tts")
             produced = 0
             said: list[str] = []
@@ -156,7 +146,7 @@ class ResilientSynthesizer(SpeechSynthesizer):
 
     async def _probe(self) -> None:
         cancel = CancelToken()
-        stream = self.primary.synthesize("OK.", voice=None, cancel=cancel)
+        stream = self.inner.synthesize("OK.", voice=None, cancel=cancel)
         try:
             await next_within(stream, self.deadlines.tts_first_chunk_s)
         finally:

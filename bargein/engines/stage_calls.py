@@ -16,11 +16,17 @@ import asyncio
 import contextvars
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from bargein.engines.fair import refused
 from bargein.engines.health import StageHealth
 from bargein.protocol.errors import EngineFailure
+
+if TYPE_CHECKING:
+    from bargein.engines.base import SharedEngine
+    from bargein.values import WorkerProcess
+
+Inner = TypeVar("Inner", bound="SharedEngine")
 
 
 class StageFailed(EngineFailure):
@@ -126,3 +132,35 @@ async def next_within(iterator: AsyncIterator[Any], timeout_s: float, *, queue_s
             return await anext(iterator)
         finally:
             _clock.reset(token)
+
+
+class GuardedEngine(Generic[Inner]):
+    """What every stage's wrapper shares: the engine it guards, that stage's health and deadlines, and the
+    engine's own queue, worker and close, which the wrapper passes through unchanged.
+
+    The stage's health probes the engine through :meth:`_probe` (each wrapper's cheapest real call) while
+    the stage is down.
+    """
+
+    def __init__(self, inner: Inner, health: StageHealth, deadlines: Deadlines) -> None:
+        self.inner = inner
+        self.health = health
+        self.deadlines = deadlines
+        health.probe = self._probe
+
+    @property
+    def queue_depth(self) -> int | None:
+        """The guarded engine's."""
+        return self.inner.queue_depth
+
+    @property
+    def worker(self) -> WorkerProcess | None:
+        """The guarded engine's."""
+        return self.inner.worker
+
+    async def aclose(self) -> None:
+        """Close the guarded engine."""
+        await self.inner.aclose()
+
+    async def _probe(self) -> None:
+        raise NotImplementedError

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LIBRARIES = frozenset({
     "fastapi", "uvicorn", "websockets", "httpx", "numpy", "soxr", "onnxruntime", "pydantic", "pydantic-settings",
     "tzdata", "prometheus-client", "opentelemetry-api", "opentelemetry-sdk", "faster-whisper", "llama-cpp-python",
-    "opencc-python-reimplemented", "ray", "pillow", "opencv-python", "psycopg",
+    "opencc-python-reimplemented", "ray", "pillow", "opencv-python", "psycopg", "aiortc",
 })
 """Runtime dependencies that carry no model weights (code, or tables that are not a model)."""
 TOOLING_EXTRAS = frozenset({"test", "bench"})
