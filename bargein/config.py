@@ -148,6 +148,19 @@ class Settings(BaseSettings):
     max_outbound_bytes: int = Field(32 * 1024 * 1024, ge=64 * 1024)
     """Bytes of server events a session may leave unread; past this the client is closed (policy)."""
 
+    # --- WebRTC calls (docs/webrtc.md) ---------------------------------------------------------------------
+    max_sdp_bytes: int = Field(64 * 1024, ge=1024)
+    """An SDP offer larger than this is refused (400) before it is parsed (a browser's offer is 3 to 8 KiB)."""
+    webrtc_connect_timeout_s: float = Field(15.0, gt=0)
+    """An answered call whose ICE and DTLS do not complete within this is reaped, and its place released."""
+    ice_servers: list[str] = Field(default_factory=list)
+    """STUN/TURN server URLs the server's peer gathers candidates with (e.g. ``turn:turn.example.com:3478``);
+    none: host candidates only, enough on a LAN or with a public address."""
+    ice_username: str | None = None
+    """The TURN servers' username."""
+    ice_credential: str | None = None
+    """The TURN servers' credential (prefer ``BARGEIN_ICE_CREDENTIAL`` to a flag)."""
+
     # --- memory budgets of the history, and who may read the operator pages ------------------------------
     max_history_bytes: int = Field(32 * 1024 * 1024, ge=64 * 1024)
     """Memory one session's conversation history may hold (the strings' real size, so a character outside

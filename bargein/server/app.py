@@ -24,6 +24,7 @@ from bargein.server.realtime_route import add_realtime_route
 from bargein.server.secrets_api import add_client_secret_route
 from bargein.server.state import WORKER_DIR_ENV, ServerState
 from bargein.server.twilio_ws import serve_twilio
+from bargein.server.webrtc.routes import add_webrtc_routes
 
 __all__ = ["STATIC_DIR", "WORKER_DIR_ENV", "EngineLoader", "ServerState", "create_app"]
 STATIC_DIR = Path(__file__).resolve().parent.parent / "web" / "static"
@@ -50,6 +51,7 @@ def create_app(settings: Settings | None = None, engines: Engines | None = None,
     add_client_secret_route(app, settings, state.client_secrets)
     add_memory_routes(app, settings, lambda: state.memory)
     add_ledger_route(app, settings)  # the cost ledger export (issue 46), for bargein capacity --ledger
+    add_webrtc_routes(app, state)  # WebRTC calls (issue 45): POST /v1/realtime/calls, docs/webrtc.md
 
     # phone lines (issue 45): Twilio Media Streams over the same session; a signed token may be the last segment
     install_log_redaction()

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Receive, Scope, Send
-from starlette.websockets import WebSocket
 
 from bargein.config import Settings
 from bargein.memory.store import LOCAL_SCOPE, key_scope
@@ -72,7 +72,7 @@ def client_address(scope: Mapping[str, Any]) -> str | None:
     return str(client[0]) if client else peer_address(scope)
 
 
-def offered_key(websocket: WebSocket) -> str | None:
+def offered_key(websocket: HTTPConnection) -> str | None:
     """The key from ``Authorization: Bearer`` or the browser subprotocol, if any."""
     header = websocket.headers.get("authorization", "")
     if header.lower().startswith("bearer "):
@@ -163,7 +163,7 @@ def _header(scope: Mapping[str, Any], name: bytes) -> str | None:
     return None
 
 
-def authorize(websocket: WebSocket, settings: Settings) -> AuthResult:
+def authorize(websocket: HTTPConnection, settings: Settings) -> AuthResult:
     """Check the client's origin, then its key (or, with no keys configured, that it is on this machine)."""
     scope = websocket.scope
     subprotocol = "realtime" if "realtime" in scope.get("subprotocols", []) else None

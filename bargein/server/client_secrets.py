@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from starlette.websockets import WebSocket
+from starlette.requests import HTTPConnection
 
 from bargein.config import Settings
 from bargein.memory.store import bound_scope
@@ -254,7 +254,7 @@ class SecretOffer:
     """Spent (:meth:`ClientSecrets.redeem`) only once the server admits the session."""
 
 
-async def check_offered_secret(websocket: WebSocket, store: ClientSecrets | None,
+async def check_offered_secret(websocket: HTTPConnection, store: ClientSecrets | None,
                                settings: Settings) -> SecretOffer | None:
     """The decision for a connection offering a client secret, and the session it is bound to.
 

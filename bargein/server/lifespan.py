@@ -53,6 +53,7 @@ def server_lifespan(state: ServerState, loader: EngineLoader | None,
         if on_ready is not None:
             on_ready(state)
         yield
+        await state.calls.close_all()  # WebRTC calls have no socket for the drain to close
         background.stop()
         with contextlib.suppress(OSError):  # its last counts, then into the retired ones (kept in /metrics)
             state.board.publish(state.figures())

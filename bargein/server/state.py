@@ -18,6 +18,7 @@ from bargein.server.drain import Drain, shared_drain_flag
 from bargein.server.history_budget import HistoryLedger
 from bargein.server.load import LoadLimits, LoadMonitor
 from bargein.server.realtime_ws import SessionRegistry
+from bargein.server.webrtc.calls import CallBook
 
 log = logging.getLogger(__name__)
 WORKER_DIR_ENV = "BARGEIN_WORKER_DIR"
@@ -45,6 +46,8 @@ class ServerState:
         self.load = LoadMonitor(LoadLimits(settings.max_sessions, settings.max_loop_lag_ms, settings.max_queue_depth),
                                 lambda: len(self.registry.live), self.queue_sources)
         self.board = WorkerBoard(runtime_directory)
+        self.calls = CallBook()
+        """The live WebRTC calls (docs/webrtc.md)."""
         self.memory: MemoryStore | None = None
         """The long-term memory store, opened with the server (None: ``--no-memory``, or not open yet)."""
 

@@ -31,8 +31,6 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 from bargein.audio.codecs import decode_base64
 from bargein.config import Settings
 from bargein.engines.base import Engines
-from bargein.engines.fair import current_owner
-from bargein.metrics.cost_meter import current_meter
 from bargein.metrics.prometheus import ServerMetrics
 from bargein.protocol import twilio_media as tw
 from bargein.protocol.session_config import SessionConfig
@@ -58,9 +56,10 @@ from bargein.server.realtime_ws import (
     message_bytes,
 )
 from bargein.server.serving import abort_connection
+from bargein.server.session_host import SessionPlace, hosted, new_session
+from bargein.server.session_locks import SessionLocks
 from bargein.session.outbound import OutboundClosed, Outgoing
 from bargein.session.realtime_session import RealtimeSession
-from bargein.tools.registry import default_registry
 
 log = logging.getLogger(__name__)
 MAX_MESSAGES_BEFORE_START = 16
@@ -120,26 +119,11 @@ async def serve_twilio(websocket: WebSocket, settings: Settings, engines: Engine
 async def _run_call(websocket: WebSocket, settings: Settings, engines: Engines, registry: SessionRegistry,
                     metrics: ServerMetrics | None, start: tw.Start) -> None:
     config = SessionConfig.for_language(settings.language, model="bargein").updated(PHONE_AUDIO)
-    session = RealtimeSession(engines, config=config, metrics=metrics, listen=settings.listen,
-                              outbound_bytes=settings.max_outbound_bytes,
-                              builtin_tools=default_registry() if settings.builtin_tools else None,
-                              semantic_default=settings.turn_detection == "semantic_vad",
-                              tiered_default=settings.tiered_endpoint)
-    session.conversation.bind_budget(settings.max_history_bytes, registry.history.account(
-        client_address(websocket.scope) or "unknown"))
-    current_owner.set(session)  # every task the session starts inherits it: shared engines take turns by it
-    current_meter.set(session.ledgers)  # and the CPU they spend is charged to the session's turns
-    registry.live.add(session)
-    registry.sockets[session] = websocket
+    session = new_session(settings, engines, metrics, config)
+    place = SessionPlace(client_address(websocket.scope) or "unknown", SessionLocks(), None)  # no memory: see above
     log.info("phone call started (call %s)", start.call_sid or "unnamed")
-    try:
-        session.start()
+    async with hosted(session, settings, registry, place, socket=websocket):
         await TwilioCall(websocket, session, settings, metrics, start).run()
-    finally:
-        registry.live.discard(session)
-        registry.sockets.pop(session, None)
-        await session.close()
-        session.conversation.release()
 
 
 async def _await_start(websocket: WebSocket, settings: Settings, metrics: ServerMetrics | None) -> tw.Start | None:

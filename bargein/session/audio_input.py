@@ -119,6 +119,10 @@ class AudioInput:
 
         return slices()
 
+    def listen(self, samples: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        """Client-rate float samples (a media transport's, already decoded) to 16 kHz, as :meth:`decode` does."""
+        return self._listen(samples)
+
     def _listen(self, samples: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         """Client-rate samples to 16 kHz, through the suppressor when it is on."""
         if self._suppressor is not None:

@@ -212,6 +212,18 @@ class RealtimeSession:
             await self._hear(audio)
         self.feed(v.AudioAppended(self.stream_ms))
 
+    async def append_audio(self, samples: Float32Audio) -> None:
+        """Input audio from a media transport (a WebRTC track), as float samples at the input format's rate: heard as
+        an ``input_audio_buffer.append`` of them would be, without the base64 and JSON (a full buffer is refused
+        with the same error)."""
+        try:
+            self.audio_in.check_room(len(samples) * self.audio_in.wire_format.bytes_per_sample, event_id=None)
+        except ProtocolError as error:
+            self.outbound.put(Outgoing(error_event(error)))
+            return
+        await self._hear(self.audio_in.listen(samples))
+        self.feed(v.AudioAppended(self.stream_ms))
+
     async def _hear(self, audio: Float32Audio) -> None:
         """Buffer 16 kHz audio and feed its VAD frames; if the VAD fails, it stays buffered and turns go manual."""
         try:

@@ -1,0 +1,247 @@
+"""A WebRTC call's session: the ``oai-events`` data channel and the audio tracks bridged to the Realtime session.
+
+The reader takes the caller's events from the data channel (through the same event-rate limiter and size bound as
+the WebSocket) and the caller's audio from its Opus track (decoded by aiortc at 48 kHz, resampled to the session's
+input rate and handed to the session directly). The writer sends every server event on the data channel as JSON,
+except the reply audio deltas, which go to the reply track instead (an OpenAI WebRTC client gets its audio as RTP).
+
+Playback truth: the reply track knows what it put on the wire. ``output_audio_buffer.started`` goes out with a
+response's first frame, ``.stopped`` once its audio has all left after its ``response.done``, ``.cleared`` when a
+barge-in (the machine pauses or cancels the reply, or the caller speaks over audio still playing out) or the
+client's ``output_audio_buffer.clear`` empties the track; then the item is truncated where the caller had heard it
+(:mod:`.playout`), as a phone line truncates to its last echoed mark.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+
+import av
+import numpy as np
+
+from bargein.audio.codecs import decode_base64
+from bargein.audio.resample import LowDelayResampler, resample
+from bargein.config import Settings
+from bargein.metrics.prometheus import ServerMetrics
+from bargein.protocol.errors import ProtocolError
+from bargein.protocol.server_events import error_event, event
+from bargein.server.session_connection import SessionConnection, message_bytes
+from bargein.server.session_host import Ending
+from bargein.server.session_locks import SessionLocks
+from bargein.server.webrtc.media import CallMedia
+from bargein.server.webrtc.playout import PlayoutDelay, heard_ms, still_playing
+from bargein.server.webrtc.tracks import SEND_RATE, mono_float
+from bargein.session.outbound import OutboundClosed, Outgoing
+from bargein.session.realtime_session import RealtimeSession
+
+log = logging.getLogger(__name__)
+CLEAR_EVENT = "output_audio_buffer.clear"
+FAREWELL_S = 0.5
+"""How long the last error may take to leave on the data channel before the peer connection closes."""
+
+
+class WebRtcConnection(SessionConnection):
+    """One call's session over its peer connection."""
+
+    def __init__(self, media: CallMedia, session: RealtimeSession, settings: Settings,
+                 metrics: ServerMetrics | None, *, own_events: bool, locks: SessionLocks | None = None) -> None:
+        super().__init__(session, settings, metrics, own_events=own_events, locks=locks)
+        self.media = media
+        self.delay = PlayoutDelay()
+        self.entry = asyncio.Lock()
+        """One client input at a time reaches the session (events and audio arrive on two tasks)."""
+        self.positions: dict[str, float] = {}
+        """How far into each reply item its audio has been queued (the next delta starts there)."""
+        self.live: set[str] = set()
+        self.done: set[str] = set()
+        self.cleared: set[str] = set()
+        """Responses whose audio was cleared: their later deltas are dropped until a resume."""
+        self.sidebands: set[asyncio.Queue[str]] = set()
+        media.listener = self._playback
+
+    # -- reading -------------------------------------------------------------------------------------
+
+    async def _read(self) -> Ending | None:
+        readers = {asyncio.create_task(self._read_events(), name="webrtc-events"),
+                   asyncio.create_task(self._read_audio(), name="webrtc-audio"),
+                   asyncio.create_task(self.media.ended.wait(), name="webrtc-ended")}
+        sender = self.media.pc.getSenders()[0] if self.media.pc.getSenders() else None
+        follower = asyncio.create_task(self.delay.follow(sender)) if sender is not None else None
+        try:
+            done, _ = await asyncio.wait(readers, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in [*readers, *([follower] if follower is not None else [])]:
+                task.cancel()
+            await asyncio.gather(*readers, return_exceptions=True)
+        for task in done:
+            if not task.cancelled() and task.exception() is None and isinstance(ending := task.result(), Ending):
+                return ending
+        for task in done:
+            if not task.cancelled() and (error := task.exception()) is not None:
+                raise error
+        return None
+
+    async def _read_events(self) -> Ending | None:
+        while True:
+            data = await self.media.inbox.get()
+            if (ending := await self.take(data, message_bytes(data))) is not None:
+                return ending
+
+    async def handle(self, data: str | bytes) -> None:
+        """The transport's own client event (``output_audio_buffer.clear``) is taken here; the rest go on."""
+        if CLEAR_EVENT in (data if isinstance(data, str) else data.decode("utf-8", "replace")):
+            with contextlib.suppress(ValueError):
+                message = json.loads(data)
+                if isinstance(message, dict) and message.get("type") == CLEAR_EVENT:
+                    await self._clear(message.get("event_id"))
+                    return
+        async with self.entry:
+            await self.session.handle_message(data)
+
+    async def _read_audio(self) -> None:
+        track = await self.media.remote_audio
+        resampler: LowDelayResampler | None = None
+        while True:
+            try:
+                frame = await track.recv()
+            except Exception:  # MediaStreamError: the caller's track ended
+                return None
+            if not isinstance(frame, av.AudioFrame):
+                continue
+            rate = self.session.audio_in.wire_format.rate
+            if resampler is None or resampler.out_rate != rate or resampler.in_rate != frame.sample_rate:
+                resampler = LowDelayResampler(int(frame.sample_rate), rate)
+            samples = resampler.process(mono_float(frame))
+            self.last_heard = time.monotonic()
+            async with self.entry:
+                await self.session.append_audio(samples)
+
+    # -- writing -------------------------------------------------------------------------------------
+
+    async def _write(self) -> None:
+        outbound = self.session.outbound
+        pending: list[str] = []
+        while True:
+            try:
+                item = await outbound.get()
+            except OutboundClosed:
+                return None
+            if self.media.ended.is_set():
+                return None
+            await self._forward(item)
+            text = None if item.event["type"] == "response.output_audio.delta" else self.visible(item)
+            if text is not None:
+                self._fan_out(text)
+                pending.append(text)
+                if self.media.channel_open.is_set():
+                    for waiting in pending:
+                        self.media.send(waiting)
+                    pending.clear()
+                del pending[:-64]  # a client whose channel never opens keeps only the newest events
+            self.sent(item)
+            if item.is_data:
+                self.last_heard = time.monotonic()  # a call whose reply is still playing is not idle
+
+    async def _forward(self, item: Outgoing) -> None:
+        """Carry out what one server event means for the media (audio to the track, barge-ins, buffer events)."""
+        message = item.event
+        match message["type"]:
+            case "response.output_audio.delta":
+                self._play(message["response_id"], message["item_id"], decode_base64(message["delta"]))
+            case "bargein.reply.resumed":  # re-sent from the cut point
+                self.positions[message["item_id"]] = float(message["audio_start_ms"])
+                self.cleared.discard(message.get("response_id", ""))
+            case "bargein.reply.paused":
+                await self._barge_in()
+            case "response.created":
+                self.live.add(message["response"]["id"])
+            case "response.done":
+                response_id = message["response"]["id"]
+                self.live.discard(response_id)
+                if message["response"]["status"] == "cancelled":
+                    await self._barge_in()
+                else:
+                    self.done.add(response_id)
+                    if self._started_on_wire(response_id) and not self.media.track.holds(response_id):
+                        self._stopped(response_id)
+            case "input_audio_buffer.speech_started":
+                now = asyncio.get_running_loop().time()
+                if not self.live and (self.media.track.holds_audio or
+                                      still_playing(self.media.track.on_wire, self.delay.delay_ms, now)):
+                    await self._barge_in()  # over the tail of a reply done on the server
+
+    def _play(self, response_id: str, item_id: str, payload: bytes) -> None:
+        if response_id in self.cleared:
+            return
+        wire = self.session.config.output_format
+        samples = wire.decode(payload)
+        if wire.rate != SEND_RATE:
+            samples = (resample(samples.astype(np.float32) / 32768.0, wire.rate, SEND_RATE) * 32767.0
+                       ).clip(-32768, 32767).astype(np.int16)
+        start_ms = self.positions.get(item_id, 0.0)
+        if len(self.positions) > 64 and item_id not in self.positions:
+            self.positions.pop(next(iter(self.positions)))
+        self.positions[item_id] = start_ms + 1000.0 * len(samples) / SEND_RATE
+        self.media.track.play(response_id, item_id, start_ms, samples)
+
+    def _started_on_wire(self, response_id: str) -> bool:
+        on_wire = self.media.track.on_wire
+        return on_wire is not None and on_wire.response_id == response_id
+
+    def _playback(self, what: str, response_id: str) -> None:
+        """The reply track's report: a response's first frame went out, or its queued audio all left."""
+        if what == "started":
+            self.session.outbound.put(Outgoing(event("output_audio_buffer.started", response_id=response_id)))
+        elif response_id in self.done:
+            self._stopped(response_id)
+
+    def _stopped(self, response_id: str) -> None:
+        self.done.discard(response_id)
+        self.session.outbound.put(Outgoing(event("output_audio_buffer.stopped", response_id=response_id)))
+
+    async def _barge_in(self) -> None:
+        """Empty the reply track (the next frame is silence) and truncate the item to what the caller heard."""
+        now = asyncio.get_running_loop().time()
+        holding = self.media.track.holds_audio
+        last = self.media.track.clear()
+        if last is None or not (holding or still_playing(last, self.delay.delay_ms, now)):
+            return
+        self.cleared.add(last.response_id)
+        self.done.discard(last.response_id)
+        heard = heard_ms(last, self.delay.delay_ms, now)
+        self.session.outbound.put(Outgoing(event("output_audio_buffer.cleared", response_id=last.response_id)))
+        async with self.entry:
+            await self.session.handle_message(json.dumps({
+                "type": "conversation.item.truncate", "item_id": last.item_id, "content_index": 0,
+                "audio_end_ms": int(heard)}))
+
+    async def _clear(self, event_id: object) -> None:
+        """The client's ``output_audio_buffer.clear``: cut the audio playing now (the reply goes on unheard)."""
+        if self.media.track.on_wire is None and not self.media.track.holds_audio:
+            self.session.outbound.put(Outgoing(error_event(ProtocolError(
+                "no audio is playing to clear", code="output_audio_buffer_empty",
+                event_id=event_id if isinstance(event_id, str) else None))))
+            return
+        await self._barge_in()
+
+    def _fan_out(self, text: str) -> None:
+        """Hand ``text`` to every sideband WebSocket attached to this call (one that lags behind is dropped)."""
+        for queue in list(self.sidebands):
+            try:
+                queue.put_nowait(text)
+            except asyncio.QueueFull:
+                self.sidebands.discard(queue)
+
+    async def farewell(self, ending: Ending) -> None:
+        """Say why on the data channel (an ``error`` event), then close the peer connection."""
+        message = error_event(ProtocolError(ending.message, code=ending.code, type="server_error"
+                                            if ending.close_code in (1013, 1011) else "invalid_request_error"))
+        text = json.dumps(message, separators=(",", ":"))
+        self._fan_out(text)
+        if self.media.send(text):
+            await asyncio.sleep(FAREWELL_S)  # the SCTP association sends it before the close
+        await self.media.close()

@@ -1,0 +1,167 @@
+"""The call's media: the reply audio track the server sends, paced by the RTP clock, and the caller's audio decoded.
+
+:class:`ReplyAudioTrack` is what aiortc's RTP sender pulls a 20 ms frame from every 20 ms: the session's reply audio
+as it was queued (24 kHz pcm16), silence when there is nothing to play. It is also the server's playback truth:
+it knows which response's audio, and how far into its item, went on the wire with each frame (:class:`OnWire`), and
+a :meth:`ReplyAudioTrack.clear` drops everything queued, so the next frame is silence. Nothing here blocks: the
+sender's task awaits only the pacing sleep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fractions
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import av
+import numpy as np
+import numpy.typing as npt
+from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
+
+SEND_RATE = 24_000
+"""The reply audio's rate on its way to the Opus encoder (which takes it to 48 kHz)."""
+FRAME_S = 0.020
+FRAME_SAMPLES = int(SEND_RATE * FRAME_S)
+MAX_BEHIND_S = 0.2
+"""A sender this far behind its clock (a stalled loop) starts its clock afresh instead of sending a burst."""
+MAX_QUEUED_S = 30.0
+"""Reply audio the track may hold (the reply's pacer keeps about a second ahead; this only bounds a bug)."""
+
+
+@dataclass(frozen=True)
+class OnWire:
+    """The newest reply audio sent: its response, its item, and how far into the item its last sample reaches."""
+
+    response_id: str
+    item_id: str
+    item_ms: float
+    start_ms: float
+    """Where this stretch of the item began going out (0, or where a resumed reply restarted)."""
+    sent_at: float
+    """The loop time the frame holding that last sample left."""
+
+
+@dataclass
+class _Chunk:
+    response_id: str
+    item_id: str
+    item_ms: float
+    """The item position of ``samples[offset]``."""
+    samples: npt.NDArray[np.int16]
+    offset: int = 0
+
+
+Started = Callable[[str], None]
+Drained = Callable[[str], None]
+
+
+class ReplyAudioTrack(MediaStreamTrack):
+    """The agent's voice: queued reply audio, one 20 ms frame per RTP tick, silence in between."""
+
+    kind = "audio"
+
+    def __init__(self, on_started: Started, on_drained: Drained) -> None:
+        super().__init__()
+        self._queue: deque[_Chunk] = deque()
+        self.queued_samples = 0
+        self._on_started = on_started
+        self._on_drained = on_drained
+        self._next_at: float | None = None
+        self._pts = 0
+        self._sent_at = 0.0
+        self.on_wire: OnWire | None = None
+        """The newest reply audio sent (None before any, and after a :meth:`clear`)."""
+        self.frames_sent = 0
+
+    @property
+    def holds_audio(self) -> bool:
+        """Reply audio waits to be sent."""
+        return self.queued_samples > 0
+
+    def holds(self, response_id: str) -> bool:
+        """Audio of ``response_id`` waits to be sent."""
+        return any(chunk.response_id == response_id for chunk in self._queue)
+
+    def play(self, response_id: str, item_id: str, item_ms: float, samples: npt.NDArray[np.int16]) -> bool:
+        """Queue ``samples`` (24 kHz) of ``item_id`` starting ``item_ms`` into it; False when the bound is reached."""
+        if self.queued_samples + len(samples) > MAX_QUEUED_S * SEND_RATE:
+            return False
+        if len(samples):
+            self._queue.append(_Chunk(response_id, item_id, item_ms, samples))
+            self.queued_samples += len(samples)
+        return True
+
+    def clear(self) -> OnWire | None:
+        """Drop every queued sample (the next frame is silence): what was on the wire last, then forgotten."""
+        last = self.on_wire
+        self._queue.clear()
+        self.queued_samples = 0
+        self.on_wire = None
+        return last
+
+    async def recv(self) -> av.AudioFrame:
+        """The next 20 ms frame, at its time on the RTP clock."""
+        if self.readyState != "live":
+            raise MediaStreamError
+        await self._pace()
+        frame = av.AudioFrame.from_ndarray(self._take().reshape(1, -1), format="s16", layout="mono")
+        frame.sample_rate = SEND_RATE
+        frame.pts = self._pts
+        frame.time_base = fractions.Fraction(1, SEND_RATE)
+        self._pts += FRAME_SAMPLES
+        self.frames_sent += 1
+        return frame
+
+    async def _pace(self) -> None:
+        now = asyncio.get_running_loop().time()
+        if self._next_at is None or now - self._next_at > MAX_BEHIND_S:
+            self._next_at = now
+        elif self._next_at > now:
+            await asyncio.sleep(self._next_at - now)
+        self._next_at += FRAME_S
+        self._sent_at = asyncio.get_running_loop().time()
+
+    def _take(self) -> npt.NDArray[np.int16]:
+        """One frame of queued audio (silence where it runs short), noting what went on the wire."""
+        out = np.zeros(FRAME_SAMPLES, dtype=np.int16)
+        filled = 0
+        while filled < FRAME_SAMPLES and self._queue:
+            chunk = self._queue[0]
+            count = min(FRAME_SAMPLES - filled, len(chunk.samples) - chunk.offset)
+            out[filled:filled + count] = chunk.samples[chunk.offset:chunk.offset + count]
+            self._sent(chunk, count)
+            filled += count
+            chunk.offset += count
+            chunk.item_ms += 1000.0 * count / SEND_RATE
+            if chunk.offset >= len(chunk.samples):
+                self._queue.popleft()
+                if not self.holds(chunk.response_id):
+                    self._on_drained(chunk.response_id)
+        self.queued_samples -= filled
+        return out
+
+    def _sent(self, chunk: _Chunk, count: int) -> None:
+        reached = chunk.item_ms + 1000.0 * count / SEND_RATE
+        last = self.on_wire
+        if last is None or last.response_id != chunk.response_id or last.item_id != chunk.item_id:
+            self.on_wire = OnWire(chunk.response_id, chunk.item_id, reached, chunk.item_ms, self._sent_at)
+            if last is None or last.response_id != chunk.response_id:
+                self._on_started(chunk.response_id)
+        else:
+            start = last.start_ms if abs(last.item_ms - chunk.item_ms) < 1.0 else chunk.item_ms  # a resume jumped
+            self.on_wire = OnWire(chunk.response_id, chunk.item_id, reached, start, self._sent_at)
+
+
+def mono_float(frame: av.AudioFrame) -> npt.NDArray[np.float32]:
+    """A decoded frame (aiortc's Opus decoder gives packed s16, stereo at 48 kHz) as mono float32."""
+    data = frame.to_ndarray()
+    channels = len(frame.layout.channels)
+    if frame.format.is_planar:
+        samples = data.astype(np.float32).mean(axis=0)
+    else:
+        samples = data.reshape(-1, channels).astype(np.float32).mean(axis=1)
+    scale = 32768.0 if frame.format.name.startswith("s16") else 1.0
+    mono: npt.NDArray[np.float32] = (samples / scale).astype(np.float32)
+    return mono
