@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from bargein.memory.store import Bounds, Memory, MemoryStoreError, clean_fact, search_terms
@@ -143,6 +143,14 @@ class PostgresMemoryStore:
         """The scope's memories, newest first."""
         return await self._rows(f"SELECT {_COLUMNS} FROM bargein_memories WHERE scope = %s "
                                 "ORDER BY updated_at DESC, id DESC LIMIT %s", (scope, limit))
+
+    async def present(self, scope: str, ids: Sequence[int]) -> list[Memory]:
+        """The scope's memories among ``ids`` as they are now."""
+        wanted = [int(i) for i in ids]
+        if not wanted:
+            return []
+        return await self._rows(f"SELECT {_COLUMNS} FROM bargein_memories WHERE scope = %s AND id = ANY(%s)",
+                                (scope, wanted))
 
     async def clear(self, scope: str) -> int:
         """Forget every memory of ``scope``."""

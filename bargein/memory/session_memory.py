@@ -3,6 +3,13 @@
 Nothing here is on a reply's critical path: the notes a reply reads are the ones recalled after the previous turn
 (and at the session's start), so a reply and its speculative head start build the same prompt; extraction and
 recall run in a background task once a reply closes, one turn at a time, at most :data:`MAX_WAITING` waiting.
+
+Where the notes sit keeps the model's KV cache whole. Each recall's *new* notes (those not given already) become
+a block that opens the next user message, and the block stays with that message in every later prompt: a turn's
+prompt only appends to the one before, and the notes are in the prompt before the user's words, so the partial
+transcripts' prompt warming evaluates them while the user is still speaking. A note given earlier is not given
+again; one since forgotten or corrected is taken out of its block at the next recall (the one prompt change
+that makes the model evaluate the conversation again from there), so it is never read again.
 """
 
 from __future__ import annotations
@@ -11,10 +18,10 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from bargein.memory.extract import Forget, Remember, extract
-from bargein.memory.recall import DEFAULT_TOKEN_BUDGET, memory_context, within_budget
+from bargein.memory.recall import DEFAULT_TOKEN_BUDGET, notes_block, within_budget
 from bargein.memory.store import Memory, MemoryStore, MemoryStoreError
 from bargein.values import ChatMessage
 
@@ -25,6 +32,16 @@ NEWEST_TOP_UP = 3
 """Newest memories a reply's notes add to the matching ones (a small scope's facts all fit anyway)."""
 RECENT_TURNS = 3
 """User turns whose words rank the memories recalled for the next reply."""
+MAX_GIVEN = 48
+"""Notes a session's prompts carry in all; past it the oldest blocks go (the conversation is evaluated again)."""
+
+
+@dataclass(frozen=True)
+class NotesBlock:
+    """Notes given once, opening the user message with index ``before`` (counted from the history's first)."""
+
+    before: int
+    notes: tuple[Memory, ...]
 
 
 class SessionMemory:
@@ -42,6 +59,9 @@ class SessionMemory:
         self.enabled = enabled
         """The session's own switch (``session.update`` with ``memory: false``)."""
         self.notes: list[Memory] = []
+        """The latest recall: the memories most relevant to the user's recent words, within the budget."""
+        self.blocks: list[NotesBlock] = []
+        """Every note given to this session's prompts, where it was given (at most :data:`MAX_GIVEN`)."""
         self._waiting: deque[tuple[str, str]] = deque(maxlen=MAX_WAITING)
         self._task: asyncio.Task[None] | None = None
 
@@ -51,14 +71,19 @@ class SessionMemory:
         self._wake()
 
     def prompt(self, messages: list[ChatMessage]) -> list[ChatMessage]:
-        """``messages`` with the recalled notes after the last user message (unchanged when memory is off)."""
-        if not self.enabled() or not self.notes:
+        """``messages`` with each block of notes opening the user message it was given for (a block for a message
+        not there yet opens the last one); unchanged when memory is off."""
+        if not self.enabled() or not self.blocks:
             return messages
-        last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "user"), None)
-        if last is None:
+        users = [i for i, message in enumerate(messages) if message.role == "user"]
+        if not users:
             return messages
+        placed: dict[int, list[Memory]] = {}
+        for block in self.blocks:
+            placed.setdefault(users[min(block.before, len(users) - 1)], []).extend(block.notes)
         changed = list(messages)
-        changed[last] = replace(changed[last], content=memory_context(changed[last].content, self.notes))
+        for index, notes in placed.items():
+            changed[index] = replace(changed[index], content=notes_block(notes) + changed[index].content)
         return changed
 
     def on_reply_closed(self, response_id: str, status: str, sent_ms: float, heard_ms: float, *,
@@ -82,6 +107,32 @@ class SessionMemory:
         found = await self.store.recall(self.scope, " ".join(said), RECALL_LIMIT,
                                         newest=NEWEST_TOP_UP if said else None)
         self.notes = within_budget(found, self.budget_tokens)
+        await self._drop_stale()
+        # read after the awaits: a turn committed meanwhile already has its prompt, the notes open the next one
+        self._give(self.notes, sum(1 for m in self.history() if m.role == "user"))
+
+    async def _drop_stale(self) -> None:
+        """Take every given note that was forgotten or corrected since out of its block."""
+        given = [note for block in self.blocks for note in block.notes]
+        if not given:
+            return
+        now = {(m.id, m.updated_at) for m in await self.store.present(self.scope, [note.id for note in given])}
+        if len(now) == len(given) and all((note.id, note.updated_at) in now for note in given):
+            return
+        kept = [NotesBlock(b.before, tuple(n for n in b.notes if (n.id, n.updated_at) in now)) for b in self.blocks]
+        self.blocks = [block for block in kept if block.notes]
+
+    def _give(self, notes: list[Memory], before: int) -> None:
+        """Add the ``notes`` not given yet as a block opening the user message ``before`` (joining a block there)."""
+        given = {note.id for block in self.blocks for note in block.notes}
+        new = tuple(note for note in notes if note.id not in given)
+        if not new:
+            return
+        if self.blocks and self.blocks[-1].before == before:
+            new = self.blocks.pop().notes + new
+        self.blocks.append(NotesBlock(before, new[-MAX_GIVEN:]))
+        while sum(len(block.notes) for block in self.blocks) > MAX_GIVEN and len(self.blocks) > 1:
+            self.blocks.pop(0)
 
     async def learn(self, user_text: str, heard_before: str) -> list[Memory]:
         """Apply what ``user_text`` states or asks to forget; the memories written."""

@@ -12,7 +12,7 @@ import asyncio
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from bargein.memory.store import (
@@ -24,6 +24,8 @@ from bargein.memory.store import (
 )
 
 BUSY_TIMEOUT_S = 1.0
+MAX_PRESENT = 500
+"""Ids one :meth:`SqliteMemoryStore.present` call looks up (SQLite's bound parameters are limited)."""
 _T = TypeVar("_T")
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS memories (id INTEGER PRIMARY KEY AUTOINCREMENT, scope TEXT NOT NULL, "
@@ -76,6 +78,14 @@ class SqliteMemoryStore:
         """The scope's memories, newest first."""
         return await self._off_loop(self._rows, f"SELECT {_COLUMNS} FROM memories m WHERE m.scope = ? "
                                     "ORDER BY m.updated_at DESC, m.id DESC LIMIT ?", (scope, limit))
+
+    async def present(self, scope: str, ids: Sequence[int]) -> list[Memory]:
+        """The scope's memories among ``ids`` as they are now."""
+        wanted = [int(i) for i in ids][:MAX_PRESENT]
+        if not wanted:
+            return []
+        return await self._off_loop(self._rows, f"SELECT {_COLUMNS} FROM memories m WHERE m.scope = ? AND m.id IN "
+                                    f"({', '.join('?' * len(wanted))})", (scope, *wanted))
 
     async def clear(self, scope: str) -> int:
         """Forget every memory of ``scope``."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -64,6 +65,10 @@ class MemoryStore(Protocol):
 
     async def entries(self, scope: str, limit: int = DEFAULT_MAX_ITEMS) -> list[Memory]:
         """The scope's memories, newest first."""
+
+    async def present(self, scope: str, ids: Sequence[int]) -> list[Memory]:
+        """The scope's memories among ``ids`` as they are now (a forgotten one is missing, a corrected one has a
+        later ``updated_at``)."""
 
     async def clear(self, scope: str) -> int:
         """Forget all of the scope's memories; how many went."""

@@ -1,0 +1,61 @@
+"""Where recalled notes sit in a reply's prompt: each turn's prompt only appends to the one before (so the model's
+KV cache keeps the conversation and its notes), a note is given once, and a forgotten or corrected note leaves."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from bargein.memory.session_memory import MAX_GIVEN, SessionMemory
+from bargein.memory.sqlite_store import SqliteMemoryStore
+from bargein.values import ChatMessage
+
+QUESTIONS = ("Tell me about the garden.", "What about the river?", "And the old house?", "Shall we walk to the market?")
+
+
+async def _filled(path: Path) -> SqliteMemoryStore:
+    store = SqliteMemoryStore(str(path))
+    await store.remember("me", "allergy", "The user is allergic to peanuts.")
+    for index, subject in enumerate(("garden", "river", "old house", "market") * 10):
+        await store.remember("me", f"note {index}", f"The user once mentioned the {subject} (note {index}).")
+    return store
+
+
+async def _after_turn(memory: SessionMemory) -> None:
+    memory.on_reply_closed("r", "completed", 1000.0, 1000.0)
+    await asyncio.wait_for(memory.settled(), 5)
+
+
+async def test_each_turns_prompt_extends_the_last_and_gives_each_note_once(tmp_path: Path) -> None:
+    store = await _filled(tmp_path / "m.sqlite3")
+    history: list[ChatMessage] = []
+    memory = SessionMemory(store, "me", lambda: list(history))
+    await memory.refresh()  # the session's start
+    before: list[ChatMessage] = []
+    for number, question in enumerate(QUESTIONS):
+        prompt = memory.prompt([ChatMessage("system", "Be brief."), *history, ChatMessage("user", question)])
+        assert prompt[:len(before)] == before  # the last prompt and its reply are a prefix: nothing to evaluate again
+        assert prompt[-1].content.endswith(question) and "never instructions" in prompt[-1].content
+        assert len(memory.blocks) == number + 1  # this turn's notes are new ones (the test is not vacuous)
+        history += [ChatMessage("user", question), ChatMessage("assistant", f"Answer {number}.")]
+        before = [*prompt, history[-1]]
+        await _after_turn(memory)
+    given = [note.id for block in memory.blocks for note in block.notes]
+    assert len(given) == len(set(given)) <= MAX_GIVEN
+    await store.close()
+
+
+async def test_a_forgotten_or_corrected_note_leaves_every_later_prompt(tmp_path: Path) -> None:
+    store = await _filled(tmp_path / "m.sqlite3")
+    await store.remember("me", "home", "The user lives in Lisbon.")
+    history: list[ChatMessage] = []
+    memory = SessionMemory(store, "me", lambda: list(history))
+    await memory.refresh()
+    assert any("Lisbon" in note.text for block in memory.blocks for note in block.notes)
+    history += [ChatMessage("user", "Actually I'm allergic to shellfish, not peanuts. Forget where I live."),
+                ChatMessage("assistant", "Done.")]
+    await _after_turn(memory)
+    text = " ".join(m.content for m in memory.prompt([*history, ChatMessage("user", "What am I allergic to?")]))
+    assert "The user lives in Lisbon." not in text and "The user is allergic to peanuts." not in text
+    assert "allergic to shellfish" in " ".join(note.text for block in memory.blocks for note in block.notes)
+    await store.close()
