@@ -19,6 +19,7 @@ import contextlib
 import json
 import logging
 import time
+from collections import deque
 
 import av
 import numpy as np
@@ -40,6 +41,7 @@ from bargein.session.realtime_session import RealtimeSession
 
 log = logging.getLogger(__name__)
 CLEAR_EVENT = "output_audio_buffer.clear"
+UNSENT_EVENTS = 256
 FAREWELL_S = 0.5
 """How long the last error may take to leave on the data channel before the peer connection closes."""
 
@@ -61,6 +63,8 @@ class WebRtcConnection(SessionConnection):
         self.cleared: set[str] = set()
         """Responses whose audio was cleared: their later deltas are dropped until a resume."""
         self.sidebands: set[asyncio.Queue[str]] = set()
+        self.unsent: deque[str] = deque(maxlen=UNSENT_EVENTS)
+        """Events waiting for the data channel to open (a channel that never opens keeps only the newest)."""
         media.listener = self._playback
 
     # -- reading -------------------------------------------------------------------------------------
@@ -123,8 +127,14 @@ class WebRtcConnection(SessionConnection):
     # -- writing -------------------------------------------------------------------------------------
 
     async def _write(self) -> None:
+        flusher = asyncio.create_task(self._flush_when_open())
+        try:
+            await self._write_events()
+        finally:
+            flusher.cancel()
+
+    async def _write_events(self) -> None:
         outbound = self.session.outbound
-        pending: list[str] = []
         while True:
             try:
                 item = await outbound.get()
@@ -136,15 +146,20 @@ class WebRtcConnection(SessionConnection):
             text = None if item.event["type"] == "response.output_audio.delta" else self.visible(item)
             if text is not None:
                 self._fan_out(text)
-                pending.append(text)
-                if self.media.channel_open.is_set():
-                    for waiting in pending:
-                        self.media.send(waiting)
-                    pending.clear()
-                del pending[:-64]  # a client whose channel never opens keeps only the newest events
+                self.unsent.append(text)
+                self._flush()
             self.sent(item)
             if item.is_data:
                 self.last_heard = time.monotonic()  # a call whose reply is still playing is not idle
+
+    def _flush(self) -> None:
+        """Send what waits for the data channel, once it is open."""
+        while self.unsent and self.media.send(self.unsent[0]):
+            self.unsent.popleft()
+
+    async def _flush_when_open(self) -> None:
+        await self.media.channel_open.wait()
+        self._flush()
 
     async def _forward(self, item: Outgoing) -> None:
         """Carry out what one server event means for the media (audio to the track, barge-ins, buffer events)."""
