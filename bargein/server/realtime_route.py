@@ -6,6 +6,7 @@ from fastapi import FastAPI, WebSocket
 
 from bargein.server.realtime_ws import refuse_session, serve_realtime
 from bargein.server.state import ServerState
+from bargein.server.webrtc.sideband import serve_sideband
 
 
 def add_realtime_route(app: FastAPI, state: ServerState) -> None:
@@ -13,6 +14,9 @@ def add_realtime_route(app: FastAPI, state: ServerState) -> None:
 
     @app.websocket("/v1/realtime")
     async def realtime(websocket: WebSocket) -> None:
+        if call_id := websocket.query_params.get("call_id"):  # sideband control of a WebRTC call
+            await serve_sideband(websocket, state, call_id)
+            return
         if state.drain.draining:
             await refuse_session(websocket, "the server is shutting down; connect to another instance")
             return

@@ -1,0 +1,121 @@
+"""WebRTC calls held to the WebSocket's limits: bad offers get a 400 with a reason, keys as the WebSocket's, a call
+whose ICE never completes is reaped and releases its place, a hangup ends the call, a sideband WebSocket sees the
+call's events and may act on its session."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import httpx
+import pytest
+import websockets
+from aiortc import RTCPeerConnection
+
+from bargein.config import Settings
+from bench.harness import phone_provider
+from bench.harness.webrtc_peer import WebRtcPeer
+from tests.server.webrtc.test_webrtc_call import engines
+
+SDP = {"Content-Type": "application/sdp"}
+
+
+async def offer_sdp() -> tuple[RTCPeerConnection, str]:
+    """A real offer (audio and the events channel) from a peer that will never take the answer."""
+    pc = RTCPeerConnection()
+    pc.createDataChannel("oai-events")
+    pc.addTransceiver("audio", direction="sendrecv")
+    await pc.setLocalDescription(await pc.createOffer())
+    return pc, pc.localDescription.sdp
+
+
+async def test_bad_offers_get_a_400_with_the_reason() -> None:
+    with phone_provider.phone_server(engines(), Settings(max_sdp_bytes=4096)) as (host, _):
+        pc, sdp = await offer_sdp()
+        await pc.close()
+        url = f"http://{host}/v1/realtime/calls"
+        async with httpx.AsyncClient(timeout=10) as client:
+            cases = [
+                (b"hello", SDP, "v=0"),
+                (sdp.encode() + b"a=x-padding:" + b"x" * 5000 + b"\r\n", SDP, "over the limit"),
+                (b"x" * 400_000, SDP, "over"),
+                (sdp.replace("m=audio", "m=video").encode(), SDP, "no audio m-line"),
+                (sdp.encode(), {"Content-Type": "text/plain"}, "Content-Type"),
+                ("v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\n".encode(),
+                 SDP, "could not be negotiated"),
+            ]
+            for body, headers, reason in cases:
+                response = await client.post(url, content=body, headers=headers)
+                assert response.status_code == 400, (reason, response.text)
+                assert reason in response.json()["error"]["message"], response.text
+            multipart = await client.post(url, files={"sdp": (None, sdp), "session": (None, "[1, 2]")})
+            assert multipart.status_code == 400 and "JSON object" in multipart.json()["error"]["message"]
+            missing = await client.post(url, files={"session": (None, "{}")})
+            assert missing.status_code == 400 and "'sdp'" in missing.json()["error"]["message"]
+
+
+async def test_with_keys_a_call_needs_the_server_key() -> None:
+    with phone_provider.phone_server(engines(), Settings(api_keys=["sk-test"])) as (host, _):
+        with pytest.raises(ConnectionError, match="401"):
+            async with WebRtcPeer(f"http://{host}"):
+                pass
+        with pytest.raises(ConnectionError, match="401"):
+            async with WebRtcPeer(f"http://{host}", "sk-wrong"):
+                pass
+        async with WebRtcPeer(f"http://{host}", "sk-test") as peer:
+            await peer.next_event("session.created")
+
+
+async def test_a_call_that_never_completes_ice_is_reaped_and_releases_its_place() -> None:
+    settings = Settings(webrtc_connect_timeout_s=1.0, max_connections_per_client=1)
+    with phone_provider.phone_server(engines(), settings) as (host, state):
+        url = f"http://{host}/v1/realtime/calls"
+        pc, sdp = await offer_sdp()  # answered, but this peer never takes the answer: ICE never completes
+        async with httpx.AsyncClient(timeout=10) as client:
+            first = await client.post(url, content=sdp, headers=SDP)
+            assert first.status_code == 201
+            second = await client.post(url, content=sdp, headers=SDP)
+            assert second.status_code == 429, "the unconnected call holds the address's one place"
+            deadline = time.monotonic() + 10
+            while state.calls.calls and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+            assert not state.calls.calls, "the call was reaped"
+            assert not state.registry.live
+        await pc.close()
+        async with WebRtcPeer(f"http://{host}") as peer:  # the place is free again
+            await peer.next_event("session.created")
+
+
+async def test_hangup_ends_the_call_and_only_its_caller_or_the_server_key_may() -> None:
+    with phone_provider.phone_server(engines(), Settings(api_keys=["sk-test"])) as (host, state):
+        async with WebRtcPeer(f"http://{host}", "sk-test") as peer:
+            await peer.next_event("session.created")
+            assert len(state.registry.live) == 1
+            async with httpx.AsyncClient(timeout=10) as client:
+                stranger = await client.post(f"http://{host}/v1/realtime/calls/{peer.call_id}/hangup",
+                                             headers={"Authorization": "Bearer sk-other"})
+                assert stranger.status_code == 404
+            assert (await peer.hangup()).status_code == 200
+            deadline = time.monotonic() + 10
+            while (state.registry.live or state.calls.calls) and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            assert not state.registry.live and not state.calls.calls
+            assert (await peer.hangup()).status_code == 404
+
+
+async def test_a_sideband_websocket_sees_the_calls_events_and_may_update_its_session() -> None:
+    with phone_provider.phone_server(engines(), Settings(api_keys=["sk-test"])) as (host, state):
+        async with WebRtcPeer(f"http://{host}", "sk-test") as peer:
+            await peer.next_event("session.created")
+            uri = f"ws://{host}/v1/realtime?call_id={peer.call_id}"
+            with pytest.raises(websockets.InvalidStatus):
+                async with websockets.connect(uri):
+                    pass
+            async with websockets.connect(uri, additional_headers={"Authorization": "Bearer sk-test"}) as side:
+                await side.send(json.dumps({"type": "session.update", "session": {"instructions": "From the side."}}))
+                seen = json.loads(await asyncio.wait_for(side.recv(), 10))
+                assert seen["type"] == "session.updated"
+                assert seen["session"]["instructions"] == "From the side."
+                _, on_channel = await peer.next_event("session.updated")
+                assert on_channel["session"]["instructions"] == "From the side."

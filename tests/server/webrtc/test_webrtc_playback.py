@@ -1,0 +1,90 @@
+"""Playback truth over WebRTC: the server knows what it put on the wire. A barge-in empties the reply track at once
+(``output_audio_buffer.cleared``, no more reply audio) and the history keeps the reply cut where the caller had
+heard it; the client's ``output_audio_buffer.clear`` does the same on request."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from bargein.engines.base import Engines
+from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
+from bargein.server.app import ServerState
+from bargein.server.webrtc.playout import DEFAULT_PLAYOUT_DELAY_MS
+from bench.harness import phone_provider
+from bench.harness.webrtc_peer import WebRtcPeer
+from tests.server.webrtc.test_webrtc_call import silence_pcm, tone_pcm
+
+IN_FLIGHT_MS = 200.0
+"""Reply audio sent before a clear that may still arrive after it (the receiver's jitter buffer, the network)."""
+FILLER = " ".join(["and here is one more thing I would like to tell you about"] * 6)
+
+
+def long_replies() -> Engines:
+    return Engines(FakeVad(), FakeRecognizer(("hello can you hear me", "wait what time is it right now")),
+                   FakeLanguageModel(filler=FILLER), FakeSynthesizer())
+
+
+def assistant_item(state: ServerState, item_id: str) -> Any:
+    (session,) = state.registry.live
+    return next(item for item in session.conversation if item.id == item_id)
+
+
+def reply_received_ms(peer: WebRtcPeer, since: float, until: float) -> float:
+    """How far into the reply the caller's received audio reached by ``until``: from its first audible frame to
+    the end of the last one (the fake voice is one unbroken tone)."""
+    voiced = [at for at in peer.audio.voiced_times() if since <= at < until]
+    return 1000.0 * (voiced[-1] - voiced[0]) + 20.0
+
+
+async def test_a_barge_in_clears_the_reply_audio_and_the_history_keeps_what_was_heard() -> None:
+    with phone_provider.phone_server(long_replies()) as (host, state):
+        async with WebRtcPeer(f"http://{host}", own_events=True) as peer:
+            await peer.next_event("session.created")
+            asked_at = await peer.say(tone_pcm(0.8) + silence_pcm(0.8))
+            started, event = await peer.next_event("output_audio_buffer.started", timeout=20)
+            response_id = event["response_id"]
+            await asyncio.sleep(1.5)  # the reply plays
+            onset_at = await peer.say(tone_pcm(1.0) + silence_pcm(1.0))
+            cleared, event = await peer.next_event("output_audio_buffer.cleared", after=started, timeout=10)
+            cleared_at = peer.arrival(cleared)
+            assert event["response_id"] == response_id
+            assert cleared_at - onset_at < 1.0, "the audio is cleared at the barge-in"
+            _, truncated = await peer.next_event("conversation.item.truncated", after=started)
+            await asyncio.sleep(0.5)
+            # what was on its way when the track was cleared still arrives (aiortc's receiver holds about 100 ms
+            # in its jitter buffer), and nothing after it
+            assert peer.audio.voiced_ms_between(cleared_at, cleared_at + 0.5) <= IN_FLIGHT_MS
+            received_ms = reply_received_ms(peer, asked_at, cleared_at + 0.5)
+            item = assistant_item(state, truncated["item_id"])
+            assert item.heard_ms == truncated["audio_end_ms"]
+            # heard: what was sent less the playout delay (the default before receiver reports), where the caller
+            # received (and here played) all that was sent
+            assert received_ms - DEFAULT_PLAYOUT_DELAY_MS - 60 <= item.heard_ms <= received_ms + 20, \
+                (received_ms, item.heard_ms)
+            assert item.heard_ms < item.audio_ms
+            heard_words = item.heard_text().split()
+            assert 1 <= len(heard_words) < len(" ".join(part.text for part in item.parts).split())
+            assert all(word.end_ms <= item.heard_ms + 1e-6 for word in item.words[:len(heard_words) - 1])
+            assert "output_audio_buffer.stopped" not in peer.types()[started:cleared], "cleared, not stopped"
+
+
+async def test_the_clients_output_audio_buffer_clear_cuts_the_audio_playing() -> None:
+    with phone_provider.phone_server(long_replies()) as (host, state):
+        async with WebRtcPeer(f"http://{host}") as peer:
+            await peer.next_event("session.created")
+            await peer.say(tone_pcm(0.8) + silence_pcm(0.5))
+            started, event = await peer.next_event("output_audio_buffer.started", timeout=20)
+            await asyncio.sleep(1.0)
+            peer.send({"type": "response.cancel"})
+            peer.send({"type": "output_audio_buffer.clear"})
+            cleared, cleared_event = await peer.next_event("output_audio_buffer.cleared", after=started)
+            assert cleared_event["response_id"] == event["response_id"]
+            _, done = await peer.next_event("response.done", after=started)
+            assert done["response"]["status"] == "cancelled"
+            await asyncio.sleep(0.5)
+            cleared_at = peer.arrival(cleared)
+            assert peer.audio.voiced_ms_between(cleared_at, cleared_at + 0.5) <= IN_FLIGHT_MS
+            peer.send({"type": "output_audio_buffer.clear", "event_id": "evt_again"})
+            _, error = await peer.next_event("error", after=cleared)
+            assert error["error"]["event_id"] == "evt_again"
