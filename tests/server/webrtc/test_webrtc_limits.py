@@ -42,7 +42,7 @@ async def test_bad_offers_get_a_400_with_the_reason() -> None:
                 (b"x" * 400_000, SDP, "over"),
                 (sdp.replace("m=audio", "m=video").encode(), SDP, "no audio m-line"),
                 (sdp.encode(), {"Content-Type": "text/plain"}, "Content-Type"),
-                ("v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\n".encode(),
+                (b"v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\n",
                  SDP, "could not be negotiated"),
             ]
             for body, headers, reason in cases:
@@ -78,7 +78,7 @@ async def test_a_call_that_never_completes_ice_is_reaped_and_releases_its_place(
             second = await client.post(url, content=sdp, headers=SDP)
             assert second.status_code == 429, "the unconnected call holds the address's one place"
             deadline = time.monotonic() + 10
-            while state.calls.calls and time.monotonic() < deadline:
+            while state.calls.calls and time.monotonic() < deadline:  # noqa: ASYNC110 (polls the server's state)
                 await asyncio.sleep(0.1)
             assert not state.calls.calls, "the call was reaped"
             assert not state.registry.live
@@ -98,14 +98,14 @@ async def test_hangup_ends_the_call_and_only_its_caller_or_the_server_key_may() 
                 assert stranger.status_code == 404
             assert (await peer.hangup()).status_code == 200
             deadline = time.monotonic() + 10
-            while (state.registry.live or state.calls.calls) and time.monotonic() < deadline:
+            while (state.registry.live or state.calls.calls) and time.monotonic() < deadline:  # noqa: ASYNC110
                 await asyncio.sleep(0.05)
             assert not state.registry.live and not state.calls.calls
             assert (await peer.hangup()).status_code == 404
 
 
 async def test_a_sideband_websocket_sees_the_calls_events_and_may_update_its_session() -> None:
-    with phone_provider.phone_server(engines(), Settings(api_keys=["sk-test"])) as (host, state):
+    with phone_provider.phone_server(engines(), Settings(api_keys=["sk-test"])) as (host, _):
         async with WebRtcPeer(f"http://{host}", "sk-test") as peer:
             await peer.next_event("session.created")
             uri = f"ws://{host}/v1/realtime?call_id={peer.call_id}"

@@ -70,7 +70,7 @@ async def test_a_barge_in_clears_the_reply_audio_and_the_history_keeps_what_was_
 
 
 async def test_the_clients_output_audio_buffer_clear_cuts_the_audio_playing() -> None:
-    with phone_provider.phone_server(long_replies()) as (host, state):
+    with phone_provider.phone_server(long_replies()) as (host, _):
         async with WebRtcPeer(f"http://{host}") as peer:
             await peer.next_event("session.created")
             await peer.say(tone_pcm(0.8) + silence_pcm(0.5))
