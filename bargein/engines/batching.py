@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 from collections.abc import Sequence
 from typing import Any, Generic, Protocol, TypeVar
@@ -50,7 +51,8 @@ class MicroBatcher(Generic[R]):
             # an Event and its waiters belong to one loop: a model reused on a new loop needs fresh ones
             self._wakeup = asyncio.Event()
             self._pending = [item for item in self._pending if item.future.get_loop() is loop]
-            self._worker = loop.create_task(self._run(), name=self.name)
+            # every session's batches: created in no session's context, so no session's meter charges its steps
+            self._worker = loop.create_task(self._run(), name=self.name, context=contextvars.Context())
         return loop
 
     def _enqueue(self, request: R) -> None:

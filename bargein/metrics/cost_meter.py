@@ -30,8 +30,9 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-STAGES = ("vad", "turn_end", "asr", "llm", "tts", "see")
-"""The stages whose CPU the ledger counts."""
+STAGES = ("vad", "turn_end", "asr", "llm", "tts", "see", "session")
+"""The stages whose CPU the ledger counts (``session``: the session's own steps on the server's event loop,
+:mod:`bargein.metrics.loop_cpu`)."""
 
 Bill = Callable[[str, float], None]
 """Charges ``cpu_s`` of a stage to the turn the bill was taken for (called on the session's loop)."""
@@ -142,6 +143,16 @@ def charge(stage: str, bill: Bill | None, cpu_s: float, background_s: float = 0.
             loop.call_soon_threadsafe(bill, stage, cpu_s)
 
 
+class _ThreadClaims(threading.local):
+    """CPU seconds this thread measured and charged to a stage of their own, so that a session's metered step
+    around them (:mod:`bargein.metrics.loop_cpu`) leaves them out."""
+
+    cpu_s = 0.0
+
+
+thread_claims = _ThreadClaims()
+
+
 @contextlib.contextmanager
 def measured(stage: str, bill: Bill | None) -> Iterator[None]:
     """Charge the calling thread's CPU time over the block to ``stage`` (work that runs on that one thread)."""
@@ -149,7 +160,9 @@ def measured(stage: str, bill: Bill | None) -> Iterator[None]:
     try:
         yield
     finally:
-        charge(stage, bill, time.thread_time() - start)
+        spent = time.thread_time() - start
+        thread_claims.cpu_s += spent
+        charge(stage, bill, spent)
 
 
 class RequestMeter:

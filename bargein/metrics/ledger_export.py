@@ -8,8 +8,12 @@ Each server worker process keeps its own figures: with ``--workers N`` each answ
 
 ``server_cpu_s`` is this process's own CPU (every thread) since its first session began, start-up and warm-up left
 out: less the stages measured in it (VAD, end of turn, see), it is the session workers' own work (the protocol,
-the turn machine, resampling), per 20 ms of audio heard: ``session_us_per_20ms``. Take the export after the run's
-sessions have closed (a session's heard audio is counted when it closes).
+the turn machine, resampling), per 20 ms of audio heard: ``session_us_per_20ms``. That remainder holds the
+``session`` stage (each session's steps on the event loop, measured per session: :mod:`.loop_cpu`) and the little
+no session's step holds (WebSocket frames parsed before a session reads them, the threads reading the engine
+workers' pipes): the cores the session workers need run both, so the plan sizes them from the remainder, and from
+the ``session`` stage alone only in an export without ``server_cpu_s``. Take the export after the run's sessions
+have closed (a session's heard audio is counted when it closes).
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from bargein.metrics.turn_cost import PROCESS_COST
 EXPORT_KIND = "bargein.ledger"
 _STARTED = time.time()
 IN_SERVER_STAGES = ("vad", "turn_end", "see")
-"""The stages whose CPU is spent in the server process itself (the engines' workers are processes of their own)."""
+"""The stages spent in the server process itself that are not the session workers' own work (the engines' workers
+are processes of their own; ``session`` is the session workers' own work, measured)."""
 _first_session_cpu: list[float] = []
 
 
@@ -65,7 +70,8 @@ def stage_costs(export: dict[str, Any]) -> dict[str, float]:
     listened = float(totals.get("listened_s", 0.0))
     own = float(export.get("server_cpu_s", 0.0)) - in_server
     found = {
-        "session_us_per_20ms": own / listened * twenties if own > 0 and listened > 0 else None,
+        "session_us_per_20ms": own / listened * twenties if own > 0 and listened > 0
+        else _per_unit(export, "session", listened, twenties),
         "vad_us_per_20ms": _per_unit(export, "vad", float(totals.get("listened_s", 0.0)), twenties),
         "asr_us_per_20ms_speech": _per_unit(export, "asr", float(totals.get("audio_in_s", 0.0)), twenties),
         "llm_us_per_token": _per_unit(export, "llm", float(totals.get("generated_tokens", 0.0)), 1e6),

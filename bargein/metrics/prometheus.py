@@ -88,7 +88,8 @@ class _StageCpu(Collector):
 
     def collect(self) -> Iterable[CounterMetricFamily]:
         family = CounterMetricFamily("bargein_cpu_seconds", "CPU seconds spent per stage, measured per request by "
-                                     "the worker processes and on the calling thread in process", labels=["stage"])
+                                     "the worker processes and on the calling thread in process; session: each "
+                                     "session's own steps on the event loop", labels=["stage"])
         for stage in STAGES:
             spent = STAGE_CPU.total(stage) - self.baseline[stage]
             if spent > 0:

@@ -10,6 +10,7 @@ never in a reply's path; a reply reads the newest note already made, with its ag
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 from collections import OrderedDict
@@ -53,7 +54,8 @@ class ScenePool:
         self._waiting[owner] = _Waiting(frame, previous, noted)  # an owner already waiting keeps its place
         if not self._tasks:
             self._wake = asyncio.Event()
-            self._tasks = [asyncio.get_running_loop().create_task(self._serve(), name="bargein-see-scene")
+            self._tasks = [asyncio.get_running_loop().create_task(self._serve(), name="bargein-see-scene",
+                                                                  context=contextvars.Context())
                            for _ in range(self._workers)]
         assert self._wake is not None
         self._wake.set()

@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from bargein.config import Settings
 from bargein.engines.base import Engines
 from bargein.memory_upkeep import keep_memory_flat
+from bargein.metrics import loop_cpu
 from bargein.metrics.gc_pauses import GcPauseWatch
 from bargein.metrics.prometheus import watch_event_loop
 from bargein.metrics.tracing import configure_tracing, flush_tracing
@@ -98,6 +99,7 @@ class _Background:
     def __init__(self, state: ServerState) -> None:
         self.gc_watch = GcPauseWatch(state.metrics.gc_pause)
         self.gc_watch.install()
+        loop_cpu.install()  # each session's steps on this loop are charged to it (the ``session`` stage)
         self.tasks = [
             asyncio.create_task(watch_event_loop(state.metrics, on_sample=state.load.observe_lag), name="loop-lag"),
             asyncio.create_task(publish_figures(state), name="worker-figures"),
@@ -109,3 +111,4 @@ class _Background:
         for task in self.tasks:
             task.cancel()
         self.gc_watch.remove()
+        loop_cpu.uninstall()

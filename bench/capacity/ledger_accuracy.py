@@ -66,6 +66,23 @@ def process_cpu(pid: int) -> dict[str, float]:
     return cpu
 
 
+def thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds of the server process's threads, from ``/proc/<pid>/task``: the event loop's (the main thread),
+    the others by their kernel name (Python's threads all carry the process's; digits dropped): which threads the
+    unattributed remainder ran on."""
+    cpu: dict[str, float] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            name = "event loop (main thread)" if task.name == str(pid) else \
+                (task / "comm").read_text().strip().rstrip("0123456789_-") or "?"
+            text = (task / "stat").read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2:].split()
+        cpu[name] = cpu.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return cpu
+
+
 def ledger_cpu(host_port: str) -> dict[str, float]:
     """The ledger export's CPU seconds per stage (requests' shares plus background)."""
     import httpx
@@ -110,14 +127,16 @@ def main() -> None:
     with server_or_url(args.engines, None) as (host_port, pid):
         assert pid is not None
         load_before = os.getloadavg()
-        ledger_before, cpu_before = ledger_cpu(host_port), process_cpu(pid)
+        ledger_before, cpu_before, threads_before = ledger_cpu(host_port), process_cpu(pid), thread_cpu(pid)
         results, _observer, _silence = asyncio.run(run_session(host_port, args))
-        ledger_after, cpu_after = ledger_cpu(host_port), process_cpu(pid)
+        ledger_after, cpu_after, threads_after = ledger_cpu(host_port), process_cpu(pid), thread_cpu(pid)
         load_after = os.getloadavg()
     figures = compare(_delta(ledger_after, ledger_before), _delta(cpu_after, cpu_before))
     figures.update(turns=len(results), answered=sum(r.response_id is not None for r in results),
                    load_before=[round(v, 2) for v in load_before], load_after=[round(v, 2) for v in load_after],
-                   ledger_stages=_delta(ledger_after, ledger_before))
+                   ledger_stages=_delta(ledger_after, ledger_before),
+                   server_threads={name: round(spent, 2)
+                                   for name, spent in _delta(threads_after, threads_before).items() if spent > 0})
     print(json.dumps(figures, indent=2))
     print(f"ledger / processes: {figures['ratio_all']} over all processes (the server's own protocol work "
           f"unattributed: {figures['unattributed_s']} s), {figures['worker_ratio']} over the worker processes; "

@@ -47,6 +47,15 @@ def _export(tmp_path: Path) -> Path:
     return path
 
 
+def test_without_the_server_cpu_the_session_workers_are_sized_from_the_measured_session_stage() -> None:
+    export = {"kind": "bargein.ledger", "version": 1,
+              "stages": {"session": {"cpu_s": 0.9, "background_cpu_s": 0.0, "requests": 9000}},
+              "totals": {"listened_s": 60.0}}
+    assert stage_costs(export)["session_us_per_20ms"] == pytest.approx(300.0)  # 0.9 s over 3000 twenties
+    # with the server's CPU, the remainder (the session stage and what no stage holds) sizes them
+    assert stage_costs({**export, "server_cpu_s": 1.2})["session_us_per_20ms"] == pytest.approx(400.0)
+
+
 def test_capacity_reads_the_measured_costs_and_keeps_the_constants_for_stages_not_run(tmp_path: Path) -> None:
     costs = load_ledger(str(_export(tmp_path)))
     assert costs.vad_us_per_20ms == pytest.approx(20.0)  # 0.06 s over 3000 twenties

@@ -20,7 +20,7 @@ const log = new TurnLog({ prepend: (row) => rows.push(row) });
 log.speechStopped({ audio_end_ms: 900, item_id: 'item_1' });
 log.responseCreated('resp_1');
 log.cost({ type: 'bargein.turn.cost', item_id: 'item_1', response_id: 'resp_1',
-  cpu_s: { vad: 0.02, asr: 0.4, llm: 1.2 }, tokens: { prompt: 300, cached: 240, generated: 40 },
+  cpu_s: { vad: 0.02, asr: 0.4, llm: 1.2, session: 0.05 }, tokens: { prompt: 300, cached: 240, generated: 40 },
   audio_in_s: 1.5, audio_out_s: 2.0, waste: { tokens: 30, audio_s: 1.5 } });
 console.log(JSON.stringify({ cells: rows[0].children.map((c) => c.textContent), title: rows[0].title }));
 """
@@ -33,5 +33,6 @@ def test_the_turn_row_shows_the_cpu_the_tokens_and_the_waste() -> None:
     out = subprocess.run([node, "--input-type=module", "-e", SCRIPT, str(TURNS_JS)], capture_output=True,
                          text=True, timeout=60, check=True).stdout
     shown = json.loads(out)
-    assert shown["cells"][4:] == ["1.62 s", "40 (240/300 cached)", "30 tok, 1.5 s"]
+    assert shown["cells"][4:] == ["1.67 s", "40 (240/300 cached)", "30 tok, 1.5 s"]  # the session's own CPU too
     assert "llm 1.200 s" in shown["title"]
+    assert "session (protocol, turn machine) 0.050 s" in shown["title"]

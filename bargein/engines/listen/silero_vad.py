@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import time
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ import numpy.typing as npt
 import onnxruntime as ort
 
 from bargein.engines.base import VadStream, VoiceActivityDetector
-from bargein.metrics.cost_meter import Bill, bill_now, charge
+from bargein.metrics.cost_meter import Bill, bill_now, charge, thread_claims
 from bargein.values import Float32Audio
 from bargein.weights import PinnedFile
 
@@ -127,7 +128,8 @@ class SileroVad(VoiceActivityDetector):
             # an Event and its waiters belong to one loop: a detector reused on a new loop needs fresh ones
             self._wakeup = asyncio.Event()
             self._pending = [item for item in self._pending if item.future.get_loop() is loop]
-            self._worker = loop.create_task(self._run(), name="silero-batcher")
+            # every session's batches: created in no session's context, so no session's meter charges its steps
+            self._worker = loop.create_task(self._run(), name="silero-batcher", context=contextvars.Context())
         future: asyncio.Future[float] = loop.create_future()
         self._pending.append(_Pending(stream, frame.astype(np.float32, copy=False), future))
         self._wakeup.set()
@@ -180,7 +182,9 @@ class SileroVad(VoiceActivityDetector):
         """The batch's results and the CPU seconds of the thread that ran it (onnxruntime runs it there)."""
         started = time.thread_time()
         probabilities, states = self._infer(batch)
-        return probabilities, states, time.thread_time() - started
+        spent = time.thread_time() - started
+        thread_claims.cpu_s += spent  # charged to the VAD: not to a session step that ran it inline
+        return probabilities, states, spent
 
     def _infer(self, batch: list[_Pending]) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
         frames = np.stack([item.frame for item in batch])

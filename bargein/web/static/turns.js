@@ -9,6 +9,9 @@
 
 const FRAME_LOG_LIMIT = 3000; // 20 ms frames: one minute of history is plenty to place a speech end
 
+/** Stage names in the row's tooltip where the ledger's own name needs a word (the rest read as they are). */
+const STAGE_NAMES = { session: 'session (protocol, turn machine)', turn_end: 'end of turn' };
+
 function fmtMs(v) {
   return typeof v === 'number' && Number.isFinite(v) ? `${Math.round(v)} ms` : '–';
 }
@@ -115,7 +118,8 @@ export class TurnLog {
     const cells = [String(turn.n), fmtMs(turn.firstAudioMs), fmtMs(turn.fromSpeechEndMs), fmtMs(turn.serverFirstAudioMs),
       ...costCells(turn.cost)];
     row.replaceChildren(...cells.map((t) => Object.assign(document.createElement('td'), { textContent: t })));
-    const cpu = turn.cost ? Object.entries(turn.cost.cpu_s ?? {}).map(([s, v]) => `${s} ${v.toFixed(3)} s`).join(', ') : '';
+    const cpu = turn.cost ? Object.entries(turn.cost.cpu_s ?? {})
+      .map(([s, v]) => `${STAGE_NAMES[s] ?? s} ${v.toFixed(3)} s`).join(', ') : '';
     if (turn.server || turn.cost) row.title = [cpu && `CPU: ${cpu}`, turn.server && JSON.stringify(turn.server)]
       .filter(Boolean).join('\n');
   }
