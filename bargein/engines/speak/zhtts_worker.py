@@ -19,7 +19,11 @@ each piece of each phrase (the text cut at its punctuation, each phrase in piece
 second on, so the start of a reply is heard early; ``offset`` and ``total`` place the piece in its
 phrase, in samples; ``audio`` is float32 little-endian bytes); ``("item", id, {"kind": "error",
 "message"})`` for a phrase that could not be spoken (the request goes on with the next one); and
-``("end", id, {"cancelled": bool})``.
+``("end", id, {"cancelled": bool})``, after ``("cost", id, {"cpu_s", "background_cpu_s"})``: the CPU seconds
+the request cost this process (every thread, TensorFlow Lite's pool included: requests run one at a time, so the
+process's CPU from a request's start to its end is that request's), and what the process spent since the previous
+request ended (the reader thread, idle housekeeping), which the ledger counts in the stage but in no turn (the same
+account as bargein's own workers give, ``bargein/metrics/cost_meter.py``).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import re
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -157,6 +162,26 @@ class Writer:
         return self.frames.receive(self.conn)
 
 
+class CpuMeter:
+    """This process's CPU time per request (see the module docstring); requests are served one at a time."""
+
+    def __init__(self) -> None:
+        self.last = time.process_time()
+
+    def _lap(self) -> float:
+        now = time.process_time()
+        spent, self.last = max(0.0, now - self.last), now
+        return spent
+
+    def start(self) -> float:
+        """A request starts: the CPU spent since the last one ended (the background)."""
+        return self._lap()
+
+    def finish(self) -> float:
+        """The request ends: its CPU seconds."""
+        return self._lap()
+
+
 class Cancellations:
     """Ids of requests to drop; ids only grow, so those up to a finished one can be forgotten."""
 
@@ -197,7 +222,9 @@ def _read_requests(writer: Writer, requests: queue.Queue[tuple[int, dict[str, An
     requests.put(None)  # told to stop, or the parent has gone: so should we
 
 
-def _speak(voice: Voice, writer: Writer, ident: int, request: dict[str, Any], cancelled: Cancellations) -> None:
+def _speak(voice: Voice, writer: Writer, ident: int, request: dict[str, Any], cancelled: Cancellations,
+           meter: CpuMeter) -> None:
+    background_s = meter.start()
     for phrase in phrases(str(request.get("text", ""))):
         if ident in cancelled:
             break
@@ -212,6 +239,7 @@ def _speak(voice: Voice, writer: Writer, ident: int, request: dict[str, Any], ca
                 offset += len(piece)
         except Exception as error:  # one unspeakable phrase (an odd character) must not end the reply
             writer.send(("item", ident, {"kind": "error", "message": f"{type(error).__name__}: {error}"}))
+    writer.send(("cost", ident, {"cpu_s": meter.finish(), "background_cpu_s": background_s}))
     writer.send(("end", ident, {"cancelled": ident in cancelled}))
     cancelled.finished(ident)
 
@@ -230,8 +258,9 @@ def main() -> int:
     requests: queue.Queue[tuple[int, dict[str, Any]] | None] = queue.Queue()
     cancelled = Cancellations()
     threading.Thread(target=_read_requests, args=(writer, requests, cancelled), daemon=True).start()
+    meter = CpuMeter()  # from here: loading the models and the warm-up above are no request's
     while (next_request := requests.get()) is not None:
-        _speak(voice, writer, *next_request, cancelled)
+        _speak(voice, writer, *next_request, cancelled, meter)
     return 0
 
 

@@ -74,6 +74,30 @@ async def test_concurrent_sessions_each_get_their_own_audio() -> None:
         await voice.aclose()
 
 
+async def test_each_request_is_charged_the_cpu_the_voice_process_spent_on_it() -> None:
+    from bargein.metrics.cost_meter import STAGE_CPU, current_meter
+    from tests.metrics.test_cost_meter import RecordingMeter
+
+    voice = _voice()
+    await asyncio.to_thread(voice.start)
+    try:
+        meter = RecordingMeter()
+        current_meter.set(meter)
+        before = STAGE_CPU.total("tts")
+        await _speak(voice, "烧。")  # the stand-in voice burns 0.2 s of its CPU on it
+        meter.label = "second"
+        await _speak(voice, "你好。")  # sleeps: little CPU
+        await asyncio.wait_for(meter.charged.wait(), 5)
+        charges = [(label, stage) for label, stage, _ in meter.charges]
+        assert charges == [("first", "tts"), ("second", "tts")]
+        burned, idle = meter.charges[0][2], meter.charges[1][2]
+        assert 0.2 <= burned < 0.35
+        assert idle < 0.1
+        assert STAGE_CPU.total("tts") - before >= burned + idle
+    finally:
+        await voice.aclose()
+
+
 async def test_a_dead_child_fails_its_request_and_is_restarted() -> None:
     voice = _voice()
     await asyncio.to_thread(voice.start)
