@@ -40,7 +40,7 @@ FILLER = ("That is an interesting thought, and I would like to answer it at some
           "plenty of time to interrupt me while I am still talking about it.")
 
 
-def write_fake_microphone(path: Path) -> None:
+def write_fake_microphone(path: Path, *, lead_s: float = LEAD_S, gap_s: float = GAP_S) -> None:
     """Two utterances with silence around them, as 48 kHz stereo pcm16 (what the fake device plays best)."""
     rate = 48_000
 
@@ -49,7 +49,7 @@ def write_fake_microphone(path: Path) -> None:
 
     first = resample(librivox_clip(FIRST), 16_000, rate)
     second = resample(librivox_clip(SECOND), 16_000, rate)
-    mono = np.concatenate([silence(LEAD_S), first, silence(GAP_S), second, silence(30.0)])
+    mono = np.concatenate([silence(lead_s), first, silence(gap_s), second, silence(30.0)])
     stereo = np.repeat(float_to_int16(mono)[:, None], 2, axis=1)
     with wave.open(str(path), "wb") as handle:
         handle.setnchannels(2)
@@ -143,9 +143,11 @@ def test_page_talks_listens_and_is_interrupted(server: str, tmp_path: Path) -> N
             browser.close()
 
 
-def connect_with_camera(page: Any, server: str) -> None:
-    """Open the page (a camera frame every 2 s), wait for the server, turn the camera and frames on, connect."""
-    page.goto(f"http://{server}/?frame_ms=2000")
+def connect_with_camera(page: Any, server: str, transport: str = "websocket") -> None:
+    """Open the page (a camera frame every 2 s) on ``transport``, wait for the server, turn the camera and frames
+    on, connect. The talk test pins the WebSocket: its truncate checks are the page's own cut, which over WebRTC
+    the server makes (test_browser_webrtc.py)."""
+    page.goto(f"http://{server}/?frame_ms=2000&transport={transport}")
     page.wait_for_function("document.getElementById('server-ready').dataset.state === 'ready'")
     page.click("#camera")
     page.check("#send-frames")
@@ -206,7 +208,7 @@ def test_page_authenticates_with_the_key_typed_in() -> None:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=chromium_args(Path(os.devnull)))
         try:
             page = browser.new_page()
-            page.goto(f"http://{address}/")
+            page.goto(f"http://{address}/?transport=websocket")  # WebRTC's refusal: test_browser_webrtc.py
             page.fill("#api-key", "sk-wrong")
             page.click("#connect")
             page.wait_for_function("window.bargeinTest.state === 'closed'", timeout=10_000)

@@ -119,7 +119,7 @@ def browser_page(request: pytest.FixtureRequest, static_site: str) -> Iterator[t
             page.route("**/healthz", lambda route: route.fulfill(json={"ready": True}))
             if route_sockets:
                 page.route_web_socket("**/v1/realtime**", fake.handler)
-            page.goto(f"http://{static_site}/?frame_ms=200")
+            page.goto(f"http://{static_site}/?frame_ms=200&transport=websocket")  # the scripted server is a socket
             yield page, fake
         finally:
             browser.close()

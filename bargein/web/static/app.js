@@ -1,10 +1,14 @@
 // The bargein page: wires the microphone, the speakers, the camera and the conversation view to one OpenAI
-// Realtime session. Protocol handling lives here; audio, camera, socket and view details live in their modules.
+// Realtime session. Protocol handling lives here; audio, camera, transport (WebRTC or WebSocket) and view details
+// live in their modules.
 
 import { AudioEngine } from './audio.js';
 import { Camera } from './camera.js';
-import { base64ToBytes, bytesToBase64, RealtimeClient } from './realtime.js';
+import { pollHealth } from './health.js';
+import { base64ToBytes, bytesToBase64 } from './realtime.js';
+import { SessionConfig } from './session-config.js';
 import { ConversationView } from './transcript.js';
+import { openTransport, preferredTransport, transportLabel } from './transport.js';
 import { TurnLog } from './turns.js';
 
 const $ = (id) => document.getElementById(id);
@@ -21,12 +25,16 @@ const ui = {
   agent: $('agent-state'),
   errors: $('errors'),
   playback: $('playback-info'),
+  transport: $('transport'),
 };
 
 // Everything the browser test reads, in one place (window.bargeinTest).
 const test = {
   state: 'idle',
   sessionId: null,
+  transport: null, // 'WebRTC' or 'WebSocket' once a session is opening
+  fallbackReason: null, // why WebRTC was not used, when the page fell back to the WebSocket
+  rtcStats: () => client?.stats?.() ?? null, // the reply track's receive statistics over WebRTC
   session: null,
   samplesPlayed: 0,
   playedByItem: {},
@@ -119,40 +127,10 @@ async function bargeIn() {
 // The conversation language: the select, or ?lang=zh; empty leaves the server's default.
 if (params.get('lang')) $('language').value = params.get('lang');
 
-// The session's language before the page changed it (from session.created): "server default" goes back to it.
-// A session.update whose transcription object leaves `language` out keeps the current one, so it must be named
-// (null when the server left it to the recogniser). Unknown until session.created arrives: then nothing is sent.
-let serverLanguage;
-
-function transcriptionSettings() {
-  const language = $('language').value;
-  if (language) return { language };
-  return serverLanguage === undefined ? {} : { language: serverLanguage };
-}
+const config = new SessionConfig($('language'));
 
 // A change during a session applies from the next turn on.
-$('language').addEventListener('change', () => {
-  client?.send({ type: 'session.update', session: { type: 'realtime',
-    audio: { input: { transcription: transcriptionSettings() } } } });
-});
-
-function sessionUpdate() {
-  return {
-    type: 'session.update',
-    session: {
-      type: 'realtime',
-      output_modalities: ['audio'],
-      audio: {
-        input: {
-          format: { type: 'audio/pcm', rate: 24000 },
-          turn_detection: { type: 'server_vad', create_response: true, interrupt_response: true },
-          transcription: transcriptionSettings(),
-        },
-        output: { format: { type: 'audio/pcm', rate: 24000 } },
-      },
-    },
-  };
-}
+$('language').addEventListener('change', () => client?.send(config.languageUpdate()));
 
 function onEvent(ev) {
   const type = ev.type ?? '?';
@@ -187,7 +165,7 @@ function onEvent(ev) {
   }
   switch (type) {
     case 'session.created':
-      serverLanguage = ev.session?.audio?.input?.transcription?.language ?? null;
+      config.created(ev.session);
       test.sessionId = ev.session?.id ?? null;
       test.session = ev.session ?? null;
       setConn('connected', 'connected');
@@ -233,10 +211,7 @@ function onEvent(ev) {
     case 'response.output_audio.delta': {
       if (cutItems.has(ev.item_id)) break; // stale audio of a cut reply must never play
       const bytes = base64ToBytes(ev.delta ?? '');
-      const ms = (bytes.byteLength / 2 / 24000) * 1000;
-      liveItems.add(ev.item_id);
-      test.receivedMsByItem[ev.item_id] = (test.receivedMsByItem[ev.item_id] ?? 0) + ms;
-      view.agentAudio(ev.item_id, ms);
+      audioArrived(ev.item_id, (bytes.byteLength / 2 / 24000) * 1000);
       audio?.play(ev.item_id, bytes);
       break;
     }
@@ -272,18 +247,30 @@ function onEvent(ev) {
   }
 }
 
+/** `ms` of the agent item's audio reached the page (a delta, or the reply track over WebRTC). */
+function audioArrived(itemId, ms) {
+  liveItems.add(itemId);
+  test.receivedMsByItem[itemId] = (test.receivedMsByItem[itemId] ?? 0) + ms;
+  view.agentAudio(itemId, ms);
+}
+
+// The playback worklet's reports, or the same reports estimated from the server's output_audio_buffer events.
 function onPlayback(msg) {
-  if (msg.type === 'cursor') {
+  if (msg.type === 'received') {
+    audioArrived(msg.itemId, msg.ms);
+  } else if (msg.type === 'cursor') {
     test.samplesPlayed = msg.totalPlayed24k;
     test.playedByItem = msg.items;
     test.underruns = msg.underruns;
     for (const [itemId, n] of Object.entries(msg.items)) view.agentPlayed(itemId, (n / 24000) * 1000);
     if (msg.state === 'playing') setAgent('speaking');
     else if (ui.agent.dataset.state === 'speaking') setAgent('idle');
-    ui.playback.textContent = `playback ${msg.state}, buffered ${Math.round(msg.bufferedMs)} ms, ` +
-      `underruns ${msg.underruns}, output ${audio?.sampleRate ?? 0} Hz`;
+    ui.playback.textContent = msg.transport === 'webrtc' ? `playback ${msg.state} (reply track)`
+      : `playback ${msg.state}, buffered ${Math.round(msg.bufferedMs)} ms, underruns ${msg.underruns}, ` +
+        `output ${audio?.sampleRate ?? 0} Hz`;
   } else if (msg.type === 'started') {
-    if (audio) turns.audible(msg.itemId, audio.contextToPerf(msg.contextTime));
+    if (msg.at !== undefined) turns.audible(msg.itemId, msg.at);
+    else if (audio) turns.audible(msg.itemId, audio.contextToPerf(msg.contextTime));
   } else if (msg.type === 'drained') {
     liveItems.delete(msg.itemId);
   }
@@ -294,6 +281,10 @@ function onPlayback(msg) {
 function onMicFrame(pcm, peak) {
   $('mic-level').value = peak;
   if (!client?.open) return;
+  if (!client.carriesAudio) {
+    turns.frameSent(FRAME_MS); // the track carries this frame: the log still maps stream time to the clock
+    return;
+  }
   if (client.buffered > MAX_SOCKET_BACKLOG) {
     test.framesDropped++;
     return;
@@ -324,12 +315,13 @@ async function connect(ev) {
   const mine = ++attempt;
   setConn('connecting', 'connecting…');
   turns.reset();
-  serverLanguage = undefined; // a new session: its own session.created tells
+  config.reset();
   cutItems.clear();
   liveItems.clear();
   liveResponses.clear();
   turnMode = 'normal';
   cutDeferred = false;
+  test.fallbackReason = null;
   // The AudioContext is created inside the click handler: browsers only let a user gesture start audio.
   const engine = new AudioEngine({ onFrame: onMicFrame, onPlayback });
   audio = engine;
@@ -353,34 +345,64 @@ async function connect(ev) {
       return;
     }
   }
-  client = new RealtimeClient({
-    onEvent,
-    onState: (state, detail) => {
-      if (state === 'open') {
-        setConn('open', 'open');
-        client.send(sessionUpdate());
-      } else if (state === 'closed') {
-        if (detail.code !== 1000 && !detail.byClient) {
-          // 1006 without a reason is what a browser reports when the server refused the handshake.
-          const refused = detail.code === 1006 && !detail.reason;
-          const hint = refused ? ' (refused or dropped: check the API key and the server log)' : '';
-          const message = `connection closed (${detail.code}) ${detail.reason}${hint}`;
-          showError('socket', { code: detail.code, message });
-        }
-        setConn('closed', detail.byClient ? 'disconnected' : `closed ${detail.code}`);
-        stopAudio();
-      } else if (state === 'failed') {
-        // The socket could not even be created (a key the browser refuses as a subprotocol): nothing will close
-        // it later, so the microphone opened for it stops now.
-        showError('socket', detail);
-        stopAudio();
-        setConn('failed', 'failed');
-      } else {
-        setConn(state);
-      }
-    },
-  });
-  client.connect($('api-key').value.trim(), $('model').value.trim());
+  const mic = engine.micStream;
+  try {
+    await openTransport({
+      prefer: preferredTransport(params),
+      apiKey: $('api-key').value.trim(),
+      model: $('model').value.trim(),
+      micStream: mic,
+      handlers: { onEvent, onState: onTransportState, onPlayback, audioElement: $('reply-audio') },
+      onAttempt: (c) => {
+        client = c;
+        showTransport();
+      },
+      onFallback: (reason) => {
+        test.fallbackReason = reason;
+        showTransport();
+      },
+    });
+  } catch (err) {
+    // Disconnect pressed while the call was being placed, or a refusal (a wrong key): no fallback.
+    if (client?.closing) onTransportState('closed', { byClient: true });
+    else onTransportState('closed', { code: err.status ?? null, reason: err.message ?? String(err), source: 'webrtc' });
+  }
+}
+
+function showTransport() {
+  test.transport = client?.name ?? null;
+  ui.transport.textContent = transportLabel(client, test.fallbackReason);
+  ui.transport.dataset.state = client?.name === 'WebRTC' ? 'connected' : 'fallback';
+  ui.transport.title = test.fallbackReason ? `WebRTC failed: ${test.fallbackReason}` : '';
+}
+
+function onTransportState(state, detail) {
+  if (state === 'open') {
+    setConn('open', 'open');
+    client.send(config.sessionUpdate());
+  } else if (state === 'closed') {
+    if (detail.source === 'webrtc') {
+      showError('webrtc', { code: detail.code, message: detail.reason });
+    } else if (detail.code !== 1000 && !detail.byClient) {
+      // 1006 without a reason is what a browser reports when the server refused the handshake.
+      const refused = detail.code === 1006 && !detail.reason;
+      const hint = refused ? ' (refused or dropped: check the API key and the server log)' : '';
+      const message = detail.code === null ? `connection closed: ${detail.reason}`
+        : `connection closed (${detail.code}) ${detail.reason}${hint}`;
+      showError(client?.name === 'WebRTC' ? 'webrtc' : 'socket', { code: detail.code, message });
+    }
+    const closedText = detail.code === null || detail.code === undefined ? 'closed' : `closed ${detail.code}`;
+    setConn('closed', detail.byClient ? 'disconnected' : closedText);
+    stopAudio();
+  } else if (state === 'failed') {
+    // The socket could not even be created (a key the browser refuses as a subprotocol): nothing will close
+    // it later, so the microphone opened for it stops now.
+    showError('socket', detail);
+    stopAudio();
+    setConn('failed', 'failed');
+  } else {
+    setConn(state);
+  }
 }
 
 // A backend that mints ephemeral client secrets (POST /v1/realtime/client_secrets) can send the browser here
@@ -393,11 +415,11 @@ if (fromHash) {
 
 $('connect-form').addEventListener('submit', connect);
 $('disconnect').addEventListener('click', () => {
-  if (client?.ws) {
+  if (client?.active) {
     client.close(); // its close event stops the audio
     return;
   }
-  // Still opening the microphone (its prompt may be up): the attempt is abandoned before any socket exists.
+  // Still opening the microphone (its prompt may be up): the attempt is abandoned before any connection exists.
   attempt++;
   stopAudio();
   setConn('idle', 'disconnected');
@@ -452,22 +474,5 @@ $('camera').addEventListener('click', async () => {
   }
 });
 
-// ---- server readiness --------------------------------------------------------------------------------------
-
-async function pollHealth() {
-  let ready = false;
-  try {
-    const r = await fetch('/healthz', { cache: 'no-store' });
-    const body = await r.json();
-    ready = body.ready === true;
-    ui.ready.dataset.state = ready ? 'ready' : 'warming';
-    ui.ready.textContent = ready ? 'server ready' : 'server warming up';
-  } catch {
-    ui.ready.dataset.state = 'down';
-    ui.ready.textContent = 'server unreachable';
-  }
-  setTimeout(pollHealth, ready ? 30000 : 3000);
-}
-
 setConn('idle', 'disconnected');
-pollHealth();
+pollHealth(ui.ready);

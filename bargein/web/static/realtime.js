@@ -38,6 +38,8 @@ export function base64ToBytes(b64) {
  */
 export class RealtimeClient {
   constructor({ onEvent, onState }) {
+    this.name = 'WebSocket';
+    this.carriesAudio = true; // the microphone and the reply travel as events (pcm16 in base64)
     this.onEvent = onEvent;
     this.onState = onState;
     this.ws = null;
@@ -83,6 +85,11 @@ export class RealtimeClient {
 
   get open() {
     return this.ws !== null && this.ws.readyState === WebSocket.OPEN;
+  }
+
+  /** A socket exists (connecting or open): Disconnect closes it. */
+  get active() {
+    return this.ws !== null;
   }
 
   /** Bytes queued in the socket but not yet handed to the network (backpressure signal). */

@@ -1,0 +1,119 @@
+// The reply's playback over WebRTC, as the page's playback worklet reports it over the WebSocket.
+//
+// The reply arrives as a media track that the browser plays at once, so the page has no cursor of its own: the
+// server's `output_audio_buffer.started` / `.stopped` / `.cleared` bracket what it sent, and its audio runs in real
+// time in between. This turns those events into the worklet's messages (`started`, `cursor`, `drained`) plus
+// `received` (audio of an item arrived), so the conversation view and the turn log work unchanged. The positions are
+// an estimate (the jitter buffer adds a few tens of ms); the server's `conversation.item.truncated` is the truth.
+
+const TICK_MS = 50;
+const RATE = 24000; // the worklet reports positions in 24 kHz samples
+const KEEP = 64; // replies remembered: older ones are long heard and never reported again
+
+export class RemotePlayback {
+  /** @param {(msg: object) => void} onPlayback receives the worklet-shaped messages */
+  constructor(onPlayback) {
+    this.onPlayback = onPlayback ?? (() => {});
+    this.itemOfResponse = new Map(); // response_id -> its audio (message) item
+    this.playedMs = {}; // item_id -> ms played
+    this.started = new Set(); // items whose first audio was reported
+    this.totalMs = 0;
+    this.current = null; // {itemId, responseId, since} while the server is sending a reply
+    this.timer = null;
+  }
+
+  /** Sees every server event before the page does. */
+  observe(ev) {
+    switch (ev.type) {
+      case 'response.output_item.added':
+        if (ev.item?.type === 'message' && ev.item.id) this.itemOfResponse.set(ev.response_id, ev.item.id);
+        break;
+      case 'output_audio_buffer.started':
+        this.start(ev.response_id);
+        break;
+      case 'bargein.reply.resumed':
+        this.start(ev.response_id, ev.item_id, ev.audio_start_ms);
+        break;
+      case 'output_audio_buffer.stopped':
+        this.stop(true);
+        break;
+      case 'output_audio_buffer.cleared':
+      case 'bargein.reply.paused':
+        this.stop(false);
+        break;
+      case 'conversation.item.truncated':
+        this.playedMs[ev.item_id] = ev.audio_end_ms ?? this.playedMs[ev.item_id] ?? 0;
+        this.report();
+        break;
+      default:
+        break;
+    }
+  }
+
+  start(responseId, itemId, fromMs) {
+    this.stop(false);
+    this.forgetOld();
+    this.current = { responseId, itemId: itemId ?? null, since: performance.now() };
+    if (fromMs !== undefined && itemId) this.playedMs[itemId] = fromMs;
+    this.timer = setInterval(() => this.tick(), TICK_MS);
+    this.tick();
+  }
+
+  /** The reply's item: known from `response.output_item.added`, which may come after the audio started. */
+  itemId() {
+    const c = this.current;
+    if (c && !c.itemId) c.itemId = this.itemOfResponse.get(c.responseId) ?? null;
+    return c?.itemId ?? null;
+  }
+
+  tick() {
+    const itemId = this.itemId();
+    if (!itemId) return;
+    const now = performance.now();
+    const ms = now - this.current.since;
+    this.current.since = now;
+    if (!(itemId in this.playedMs)) this.playedMs[itemId] = 0;
+    if (!this.started.has(itemId)) {
+      this.started.add(itemId);
+      this.onPlayback({ type: 'started', itemId, at: now });
+    }
+    this.playedMs[itemId] += ms;
+    this.totalMs += ms;
+    this.onPlayback({ type: 'received', itemId, ms });
+    this.report();
+  }
+
+  stop(drained) {
+    if (!this.current) return;
+    this.tick();
+    clearInterval(this.timer);
+    this.timer = null;
+    const itemId = this.itemId();
+    this.current = null;
+    this.report();
+    if (drained && itemId) this.onPlayback({ type: 'drained', itemId });
+  }
+
+  forgetOld() {
+    const items = Object.keys(this.playedMs);
+    for (const id of items.slice(0, Math.max(0, items.length - KEEP))) {
+      delete this.playedMs[id];
+      this.started.delete(id);
+    }
+    const responses = [...this.itemOfResponse.keys()];
+    for (const id of responses.slice(0, Math.max(0, responses.length - KEEP))) this.itemOfResponse.delete(id);
+  }
+
+  report() {
+    const items = {};
+    for (const [id, ms] of Object.entries(this.playedMs)) items[id] = Math.round((ms * RATE) / 1000);
+    this.onPlayback({ type: 'cursor', totalPlayed24k: Math.round((this.totalMs * RATE) / 1000), items,
+      underruns: 0, bufferedMs: 0, state: this.current ? 'playing' : 'idle', transport: 'webrtc' });
+  }
+
+  reset() {
+    clearInterval(this.timer);
+    this.timer = null;
+    this.current = null;
+  }
+}
