@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from bargein.config import Settings
@@ -141,8 +142,9 @@ def test_page_falls_back_to_the_websocket_and_says_so(server: str, init_script: 
             browser.close()
 
 
-def test_a_refused_key_is_not_retried_on_the_websocket() -> None:
-    """With keys configured, a wrong key is refused by the calls endpoint and shown; the right one calls."""
+def test_a_refused_key_or_a_spent_secret_is_not_retried_on_the_websocket() -> None:
+    """With keys configured, a wrong key is refused by the calls endpoint and shown; the right one calls. A client
+    secret is spent by the answered call: when its ICE then fails, the page says so instead of falling back."""
     from playwright.sync_api import sync_playwright
 
     settings = Settings(port=free_port(), api_keys=["sk-browser-test"])
@@ -161,6 +163,17 @@ def test_a_refused_key_is_not_retried_on_the_websocket() -> None:
             page.fill("#api-key", "sk-browser-test")
             page.click("#connect")
             page.wait_for_function("window.bargeinTest.state === 'connected'", timeout=10_000)
+            assert page.evaluate("window.bargeinTest.transport") == "WebRTC"
+
+            minted = httpx.post(f"http://{address}/v1/realtime/client_secrets", json={}, timeout=10,
+                                headers={"Authorization": "Bearer sk-browser-test"})
+            page.add_init_script(NO_ICE)
+            page.reload()
+            page.fill("#api-key", minted.json()["value"])
+            page.click("#connect")
+            page.wait_for_function("window.bargeinTest.state === 'closed'", timeout=15_000)
+            errors = page.evaluate("window.bargeinTest.errors")
+            assert len(errors) == 1 and "spent the client secret" in errors[0]["message"], errors
             assert page.evaluate("window.bargeinTest.transport") == "WebRTC"
         finally:
             browser.close()

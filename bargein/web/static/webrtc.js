@@ -51,6 +51,7 @@ export class WebRtcClient {
     this.sentBytes = 0;
     this.eventSeq = 0;
     this.closing = false;
+    this.answered = false; // the server answered the offer (and spent a client secret on it)
     this.abort = null;
   }
 
@@ -69,7 +70,13 @@ export class WebRtcClient {
       await this.withTimeout(this.negotiate(pc, model), channel);
     } catch (err) {
       this.teardown();
-      throw err instanceof CallFailed ? err : new CallFailed(String(err?.message ?? err));
+      const failed = err instanceof CallFailed ? err : new CallFailed(String(err?.message ?? err));
+      // An answered call spent its one-session client secret: the WebSocket would be refused with it.
+      if (failed.fallback && this.answered && apiKey?.startsWith('ek_')) {
+        throw new CallFailed(`${failed.message}; the call spent the client secret, so the WebSocket cannot ` +
+          'use it: get a new one', { fallback: false });
+      }
+      throw failed;
     } finally {
       this.abort = null;
     }
@@ -101,6 +108,7 @@ export class WebRtcClient {
       throw new CallFailed(`call refused (${response.status}) ${reason}`.trim(),
         { fallback: !refused, status: response.status });
     }
+    this.answered = true;
     const location = response.headers.get('Location');
     if (location) this.callUrl = new URL(location, window.location.href).toString();
     await pc.setRemoteDescription({ type: 'answer', sdp: await response.text() });
