@@ -76,6 +76,8 @@ class RealtimeSession:
         self.conversation = Conversation()
         self.message_guard: Callable[[ce.ClientEvent, SessionConfig], None] | None = None
         """Sees each client event before it is handled, may refuse it with a ProtocolError (client-secret locks)."""
+        self._audio_refused = False
+        """A media transport's audio is being refused (the input buffer is full): told once, not every frame."""
         detection = self.config.audio.input.turn_detection
         self.plain_silence = isinstance(detection, ServerVad) and detection.silence_duration_ms != 500
         """The client set server_vad's silence itself: plain silence, never the tiered default endpoint (a start
@@ -219,8 +221,11 @@ class RealtimeSession:
         try:
             self.audio_in.check_room(len(samples) * self.audio_in.wire_format.bytes_per_sample, event_id=None)
         except ProtocolError as error:
-            self.outbound.put(Outgoing(error_event(error)))
+            if not self._audio_refused:  # once while it stays full: a track brings 50 frames a second
+                self.outbound.put(Outgoing(error_event(error)))
+            self._audio_refused = True
             return
+        self._audio_refused = False
         await self._hear(self.audio_in.listen(samples))
         self.feed(v.AudioAppended(self.stream_ms))
 

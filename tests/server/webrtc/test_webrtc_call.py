@@ -47,3 +47,15 @@ async def test_a_call_is_answered_and_a_spoken_turn_gets_a_reply_with_audio_over
             assert peer.audio.voiced_ms_between(spoken_at) > 300, "the reply's audio arrived over RTP"
             (session,) = state.registry.live
             assert any(item.role == "user" for item in session.conversation)
+
+
+async def test_a_multipart_offer_brings_its_session_config_as_session_update_would() -> None:
+    with phone_provider.phone_server(engines()) as (host, _):
+        async with WebRtcPeer(f"http://{host}", session={"instructions": "Speak like a pirate."}) as peer:
+            created, _ = await peer.next_event("session.created")
+            _, updated = await peer.next_event("session.updated", after=created)
+            assert updated["session"]["instructions"] == "Speak like a pirate."
+        refused = {"audio": {"input": {"format": {"type": "audio/mp3"}}}}
+        async with WebRtcPeer(f"http://{host}", session=refused) as peer:
+            _, error = await peer.next_event("error")
+            assert "format" in str(error["error"]), error

@@ -119,3 +119,29 @@ async def test_a_sideband_websocket_sees_the_calls_events_and_may_update_its_ses
                 assert seen["session"]["instructions"] == "From the side."
                 _, on_channel = await peer.next_event("session.updated")
                 assert on_channel["session"]["instructions"] == "From the side."
+
+
+async def test_a_data_channel_flood_is_held_to_the_event_rate_and_ended_without_starving_another_call() -> None:
+    settings = Settings(events_per_s=50, event_burst=50, rate_limit_sustain_s=2.0)
+    with phone_provider.phone_server(engines(), settings) as (host, state):
+        async with WebRtcPeer(f"http://{host}") as flooder, WebRtcPeer(f"http://{host}") as honest:
+            await flooder.next_event("session.created")
+            await honest.next_event("session.created")
+            flood = json.dumps({"type": "conversation.item.retrieve", "item_id": "item_missing"})
+            for _ in range(3000):
+                flooder.channel.send(flood)
+            round_trips = []
+            for index in range(5):
+                await asyncio.sleep(0.2)
+                asked = time.monotonic()
+                honest.send({"type": "session.update", "session": {"instructions": f"Reply {index}."}})
+                found, _ = await honest.next_event("session.updated", after=len(honest.events))
+                round_trips.append(honest.arrival(found) - asked)
+            assert max(round_trips) < 0.5, round_trips
+            deadline = time.monotonic() + 15
+            while len(state.registry.live) > 1 and time.monotonic() < deadline:  # noqa: ASYNC110
+                await asyncio.sleep(0.1)
+            assert len(state.registry.live) == 1, "the flooder's call was ended, the honest one goes on"
+            await asyncio.sleep(0.3)
+            errors = [event["error"] for _, event in flooder.events if event["type"] == "error"]
+            assert errors and errors[-1]["code"] == "rate_limit_exceeded" and "for 2 s" in errors[-1]["message"]
