@@ -102,8 +102,13 @@ def check_the_server_cut_the_reply(page: Any) -> None:
     page.wait_for_function("window.bargeinTest.truncatedAcks.length > 0", timeout=10_000)
     ack = page.evaluate("window.bargeinTest.truncatedAcks[0]")
     assert page.evaluate("window.bargeinTest.truncates") == []  # the server cut it: the page sent no truncate
-    agent = page.evaluate(f"window.bargeinTest.transcripts.agent.find((a) => a.itemId === {ack['item_id']!r})")
+    item = ack["item_id"]
+    # the page asks the server which words it kept, and shows exactly those as heard
+    page.wait_for_function(f"{item!r} in window.bargeinTest.heardByServer", timeout=10_000)
+    kept = page.evaluate(f"window.bargeinTest.heardByServer[{item!r}]")
+    agent = page.evaluate(f"window.bargeinTest.transcripts.agent.find((a) => a.itemId === {item!r})")
     assert agent["cutMs"] == ack["audio_end_ms"] > 0
+    assert kept and agent["heard"] == kept
     assert len(agent["heard"]) < len(agent["text"])
 
 

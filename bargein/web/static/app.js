@@ -43,6 +43,7 @@ const test = {
   lastTruncate: null,
   truncates: [],
   truncatedAcks: [],
+  heardByServer: {}, // item_id -> the words the server kept of an item it cut itself
   clears: 0,
   speechStarted: 0,
   framesSent: 0,
@@ -234,7 +235,18 @@ function onEvent(ev) {
     case 'conversation.item.truncated':
       test.truncatedAcks.push({ item_id: ev.item_id, audio_end_ms: ev.audio_end_ms });
       view.agentCut(ev.item_id, ev.audio_end_ms);
+      // The server cut it itself (over WebRTC it knows what was played): ask which words it kept.
+      if (!test.truncates.some((t) => t.item_id === ev.item_id)) {
+        client?.send({ type: 'conversation.item.retrieve', item_id: ev.item_id });
+      }
       break;
+    case 'conversation.item.retrieved': {
+      const part = ev.item?.content?.find((c) => typeof c.transcript === 'string');
+      if (ev.item?.role !== 'assistant' || !part) break;
+      test.heardByServer[ev.item.id] = part.transcript;
+      view.agentHeard(ev.item.id, part.transcript);
+      break;
+    }
     case 'response.done': {
       const r = ev.response ?? {};
       liveResponses.delete(r.id);

@@ -115,7 +115,7 @@ export class ConversationView {
     let a = this.agents.get(itemId);
     if (!a) {
       a = { el: this.entry('agent', itemId), text: '', knots: [], receivedMs: 0, done: false, playedMs: 0, cutMs: null,
-        audio: false };
+        audio: false, heardText: null };
       this.agents.set(itemId, a);
     }
     return a;
@@ -159,11 +159,20 @@ export class ConversationView {
     this.renderAgent(a);
   }
 
+  /** The words the server kept of a cut item (`conversation.item.retrieved`): they replace the estimate. */
+  agentHeard(itemId, transcript) {
+    const a = this.agents.get(itemId);
+    if (!a || a.cutMs === null) return;
+    a.heardText = transcript;
+    this.renderAgent(a);
+  }
+
   /** The server resumed the item from `ms` (the pause was a false interruption): it is no longer cut. */
   agentResumed(itemId, ms) {
     const a = this.agents.get(itemId);
     if (!a) return;
     a.cutMs = null;
+    a.heardText = null;
     a.playedMs = ms;
     a.receivedMs = ms;
     this.renderAgent(a);
@@ -171,6 +180,7 @@ export class ConversationView {
 
   /** The character index heard so far (or heard before the cut). */
   heardChars(a) {
+    if (a.cutMs !== null && a.heardText !== null && a.text.startsWith(a.heardText)) return a.heardText.length;
     if (!a.audio) return a.cutMs === null ? a.text.length : 0;
     const ms = a.cutMs ?? a.playedMs;
     const idx = charsAt(a.knots, a.receivedMs, a.text.length, ms);
