@@ -30,6 +30,7 @@ from tests.e2e.test_browser import (
     connect_with_camera,
     write_fake_microphone,
 )
+from tests.e2e.test_browser_client import INSTRUMENT
 from tests.support.server import free_port, running_server
 
 pytestmark = pytest.mark.slow
@@ -179,6 +180,39 @@ def test_a_refused_key_or_a_spent_secret_is_not_retried_on_the_websocket() -> No
             page.wait_for_function("window.bargeinTest.state === 'closed'", timeout=15_000)
             errors = page.evaluate("window.bargeinTest.errors")
             assert len(errors) == 1 and "spent the client secret" in errors[0]["message"], errors
+            assert page.evaluate("window.bargeinTest.transport") == "WebRTC"
+        finally:
+            browser.close()
+
+
+def test_disconnect_while_the_call_is_placed_lets_the_microphone_go(server: str) -> None:
+    """Disconnect pressed while the offer is still unanswered ends the attempt at once: no fallback, the
+    microphone and the audio graph are let go, and the next Connect calls again."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = _browser(playwright, Path(os.devnull))
+        try:
+            page = browser.new_page()
+            page.add_init_script(INSTRUMENT)
+            held: list[Any] = []
+            page.route("**/v1/realtime/calls*", lambda route: held.append(route))  # held: never answered
+            page.goto(f"http://{server}/")
+            page.click("#connect")
+            page.wait_for_function("window.__liveTracks('audio').length === 1", timeout=10_000)
+            page.wait_for_timeout(300)
+            assert len(held) == 1 and page.evaluate("window.bargeinTest.state") == "connecting"
+            page.click("#disconnect")
+            page.wait_for_function("window.bargeinTest.state === 'closed'", timeout=5_000)
+            page.wait_for_timeout(300)
+            assert page.evaluate("window.__liveTracks()") == []
+            assert page.evaluate("window.__openContexts()") == 0
+            assert page.evaluate("window.bargeinTest.transport") == "WebRTC"  # no fallback for a Disconnect
+            assert page.evaluate("window.bargeinTest.errors") == []
+            held[0].abort()
+            page.unroute("**/v1/realtime/calls*")
+            page.click("#connect")
+            page.wait_for_function("window.bargeinTest.state === 'connected'", timeout=10_000)
             assert page.evaluate("window.bargeinTest.transport") == "WebRTC"
         finally:
             browser.close()
