@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from bargein.see.reading import Piece, better_reading, group_lines, line_crop, mend_digits_and_letters
 from bargein.weights import PinnedFile
 
 OCR_DETECTOR = PinnedFile("rapidocr_onnxruntime", "models/ch_PP-OCRv4_det_infer.onnx",
@@ -31,6 +32,8 @@ at 0.5-0.6 that is not there, and inventing words is worse than missing a faint 
 MIN_TEXT_CHARS = 2
 """A piece of text needs this many letters or digits: lone marks ('O', a box, one CJK stroke) are what PP-OCR
 reads into shapes and glare; a one-character sign is lost, which is the better error."""
+REREAD_MIN_SCORE = 0.8
+"""A line's second, wider reading replaces the first only at this confidence or more."""
 FACE_SIDE = 640
 """Frames are scanned for faces at most this wide (a face under ~30 px there is too small to matter)."""
 
@@ -42,39 +45,6 @@ class TextLine:
     text: str
     score: float
     height: int
-
-
-@dataclass(frozen=True)
-class _Piece:
-    text: str
-    score: float
-    y: float
-    x: float
-    height: float
-
-
-def mend_digits_and_letters(text: str) -> str:
-    """Undo PP-OCR's commonest slips on Latin signs: a zero between two letters is the letter O ('RO0M'), an O
-    between two digits is a zero ('1O5')."""
-    text = re.sub(r"(?<=[A-Za-z])0(?=[A-Za-z])", "O", text)
-    return re.sub(r"(?<=\d)[Oo](?=\d)", "0", text)
-
-
-def _lines(pieces: list[_Piece]) -> list[list[_Piece]]:
-    """Pieces grouped into lines: a piece whose middle is within 60 % of the line's height of the line's middle
-    is on it (a tilted sign's words are read as separate pieces at slightly different heights)."""
-    lines: list[list[_Piece]] = []
-    for piece in sorted(pieces, key=lambda p: p.y):
-        if lines and abs(piece.y - lines[-1][0].y) < 0.6 * max(piece.height, lines[-1][0].height):
-            lines[-1].append(piece)
-        else:
-            lines.append([piece])
-    return lines
-
-
-def _joined(line: list[_Piece]) -> TextLine:
-    pieces = sorted(line, key=lambda p: p.x)
-    return TextLine(" ".join(p.text for p in pieces), min(p.score for p in pieces), int(max(p.height for p in pieces)))
 
 
 class Detectors:
@@ -93,16 +63,27 @@ class Detectors:
             raise RuntimeError(f"OpenCV could not load {FACE_CASCADE.relative_path}")
 
     def read_text(self, pixels: npt.NDArray[np.uint8]) -> list[TextLine]:
-        """The lines of text in an RGB frame, top to bottom, each line's pieces left to right."""
-        found, _ = self._ocr(np.ascontiguousarray(pixels[:, :, ::-1]))  # PP-OCR reads BGR, as OpenCV does
-        pieces = []
-        for box, text, score in found or ():
-            xs, ys = [point[0] for point in box], [point[1] for point in box]
-            cleaned = mend_digits_and_letters(str(text).strip())
-            if float(score) >= MIN_TEXT_SCORE and len(re.sub(r"\W", "", cleaned)) >= MIN_TEXT_CHARS:
-                pieces.append(_Piece(cleaned, float(score), (min(ys) + max(ys)) / 2, (min(xs) + max(xs)) / 2,
-                                     max(ys) - min(ys)))
-        return [_joined(line) for line in _lines(pieces)]
+        """The lines of text in an RGB frame, top to bottom, each line's pieces left to right, each line read a
+        second time as one wider crop (:mod:`bargein.see.reading`)."""
+        bgr = np.ascontiguousarray(pixels[:, :, ::-1])  # PP-OCR reads BGR, as OpenCV does
+        found, _ = self._ocr(bgr)
+        pieces = [Piece(str(text).strip(), float(score), np.asarray(box, dtype=np.float32))
+                  for box, text, score in found or () if float(score) >= MIN_TEXT_SCORE]
+        lines = []
+        for line in group_lines(pieces):
+            if not any(len(re.sub(r"\W", "", piece.text)) >= MIN_TEXT_CHARS for piece in line):
+                continue  # lone marks only: shapes and glare
+            text = " ".join(piece.text for piece in line)
+            score = min(piece.score for piece in line)
+            reread, _ = self._ocr(line_crop(bgr, line), use_det=False, use_cls=False, use_rec=True)
+            if reread:
+                line_text, line_score = " ".join(str(t) for t, _ in reread).strip(), min(float(s) for _, s in reread)
+                if better_reading(text, line_text, line_score, REREAD_MIN_SCORE):
+                    text, score = line_text, line_score
+            text = mend_digits_and_letters(" ".join(text.split()))
+            if len(re.sub(r"\W", "", text)) >= MIN_TEXT_CHARS:
+                lines.append(TextLine(text, score, int(max(piece.height for piece in line))))
+        return lines
 
     def count_faces(self, pixels: npt.NDArray[np.uint8]) -> int:
         """How many frontal faces an RGB frame shows."""

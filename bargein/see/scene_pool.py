@@ -3,8 +3,9 @@
 Each session has at most one frame waiting (a newer frame replaces it: a note of an old frame is worth nothing),
 and the sessions waiting are served in turn, each keeping its place in the queue while its frame is replaced, so
 a session streaming 30 fps gets no more reads than one sending a frame a second. The work runs on the pool's
-own threads (one by default: OCR is a fraction of a core for a moment per frame), never on the event loop and
-never in a reply's path; a reply reads the newest note already made, with its age.
+own threads (one by default: OCR is a fraction of a core for a moment per frame), at a lower scheduling priority
+than the rest of the server (:data:`SCENE_NICENESS`), never on the event loop and never in a reply's path; a reply
+reads the newest note already made, with its age.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import os
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -24,6 +27,21 @@ from bargein.see.scene import SceneDetectors, SceneNote, read_scene
 
 log = logging.getLogger(__name__)
 Noted = Callable[[SceneNote], None]
+SCENE_NICENESS = 10
+"""How much lower than the server's other threads the scene reader's threads run (Linux nice, per thread): a
+note is worth having, but never at the price of a spoken turn's LLM, recogniser or voice, which win the cores
+whenever they want them; idle cores still read the scenes at full speed."""
+
+
+def lower_priority(niceness: int = SCENE_NICENESS) -> None:
+    """Lower the calling thread's scheduling priority by ``niceness`` (where the system lets a thread have its own:
+    Linux; elsewhere nothing changes)."""
+    if hasattr(os, "setpriority") and niceness > 0:
+        try:
+            native = threading.get_native_id()
+            os.setpriority(os.PRIO_PROCESS, native, os.getpriority(os.PRIO_PROCESS, native) + niceness)
+        except OSError:  # not allowed here: the reads run at the server's priority
+            log.debug("could not lower the scene reader's priority")
 
 
 @dataclass
@@ -38,10 +56,12 @@ class _Waiting:
 class ScenePool:
     """Reads scene notes for every session of a server process, in turn, on ``workers`` threads."""
 
-    def __init__(self, detectors: Callable[[], SceneDetectors], *, workers: int = 1) -> None:
+    def __init__(self, detectors: Callable[[], SceneDetectors], *, workers: int = 1,
+                 niceness: int = SCENE_NICENESS) -> None:
         self._make_detectors = detectors
         self._detectors: list[SceneDetectors] = []
-        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bargein-see-scene")
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bargein-see-scene",
+                                            initializer=lower_priority, initargs=(niceness,))
         self._workers = workers
         self._waiting: OrderedDict[object, _Waiting] = OrderedDict()
         self._wake: asyncio.Event | None = None

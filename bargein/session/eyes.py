@@ -69,7 +69,13 @@ class SessionEyes(QuietObserver):
         self.sampler = FrameSampler(limits)
         self.note: SceneNote | None = None
         self.note_seen_s = 0.0
-        """When the frame the note describes arrived (monotonic clock)."""
+        """When the camera last showed the note's scene (monotonic clock): the arrival of the frame the note
+        describes, or of a later near-duplicate of it while it is still the newest scene."""
+        self.age_at_commit_s: float | None = None
+        """The note's age when the user's last turn was committed (None: no note then, or already reported)."""
+        self._note_frame: Frame | None = None
+        self._note_arrived_s = 0.0
+        self._newest_seen_s = 0.0
         self._config = config
         self._progress = progress
         self._emit = emit
@@ -117,18 +123,24 @@ class SessionEyes(QuietObserver):
         return self.offer(frame)
 
     def offer(self, frame: Frame) -> str:
-        """Give the sampler a checked frame; a new scene goes to the scene pool to be read."""
+        """Give the sampler a checked frame; a new scene goes to the scene pool to be read, and a near-duplicate
+        says the newest scene is still in view (its note, once made, is that much younger)."""
         outcome = self.sampler.offer(frame)
+        self._newest_seen_s = self._clock()
+        if self.note is not None and self._note_frame is self.sampler.newest:
+            self.note_seen_s = self._newest_seen_s
         if outcome != "duplicate" and self.pool is not None:
-            arrived = self._clock()
-            self.pool.submit(self, frame, self._last_read, lambda note: self._noted(note, arrived))
+            arrived = self._newest_seen_s
+            self.pool.submit(self, frame, self._last_read, lambda note: self._noted(note, frame, arrived))
             self._last_read = frame
         return outcome
 
-    def _noted(self, note: SceneNote, arrived_s: float) -> None:
-        if self.note is not None and arrived_s < self.note_seen_s:
+    def _noted(self, note: SceneNote, frame: Frame, arrived_s: float) -> None:
+        if self.note is not None and arrived_s < self._note_arrived_s:
             return  # a note of an older frame than the one already noted
-        self.note, self.note_seen_s = note, arrived_s
+        # still the newest scene: the camera showed it until its last near-duplicate; else until it arrived
+        shown_s = self._newest_seen_s if frame is self.sampler.newest else arrived_s
+        self.note, self.note_seen_s, self._note_frame, self._note_arrived_s = note, shown_s, frame, arrived_s
         if self._emit is not None:
             self._emit(Outgoing(event("bargein.see.note", note=note.line(), frame_at_ms=round(note.frame_at_ms))))
 
@@ -145,7 +157,11 @@ class SessionEyes(QuietObserver):
 
     def prompt(self, response_id: str, messages: list[ChatMessage]) -> list[ChatMessage]:
         """The messages a reply's model reads: :meth:`context`, and in ``native`` mode the turn's frames on the last
-        user message, resized within the budget (the tokens going to the turn's ledger)."""
+        user message, resized within the budget (the tokens going to the turn's ledger, as does the note's age
+        when the turn was committed, ``scene_note_age_ms``)."""
+        if self.age_at_commit_s is not None and self._progress is not None:
+            self._progress(response_id, "scene_note_age_ms", round(1000 * self.age_at_commit_s))
+            self.age_at_commit_s = None
         if self.settings.mode != "native":
             return self.context(messages)
         stripped = self.context(messages)
@@ -168,8 +184,11 @@ class SessionEyes(QuietObserver):
         self._last_read = None
 
     def on_action(self, action: v.Action) -> None:
-        """A turn's speech opens and closes the clip of frames it keeps."""
+        """A turn's speech opens and closes the clip of frames it keeps; its commit fixes the note's age, which the
+        reply to it reports."""
         if isinstance(action, v.SpeechStarted):
             self.sampler.speech_started()
         elif isinstance(action, v.SpeechStopped):
             self.sampler.speech_stopped()
+        elif isinstance(action, v.CommitBuffer):
+            self.age_at_commit_s = self.note_age_s()

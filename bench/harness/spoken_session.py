@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import math
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bench.harness.realtime_harness import WIRE_RATE, Microphone, SpeechClip, load_clips
@@ -22,9 +23,11 @@ CUT_IN_LEAD_S = 0.1
 """An interrupting clip starts this long before its speech onset (a little room noise, as in life)."""
 
 
-async def run_session(host_port: str, args: argparse.Namespace,
-                      language: str = "en") -> tuple[list[TurnResult], Observer, int | None]:
-    """Stream ``args.turns`` clips through one session and measure each turn."""
+async def run_session(host_port: str, args: argparse.Namespace, language: str = "en", *,
+                      alongside: Callable[[Any], Awaitable[None]] | None = None,
+                      ) -> tuple[list[TurnResult], Observer, int | None]:
+    """Stream ``args.turns`` clips through one session and measure each turn; ``alongside(connection)`` runs
+    beside the turns for as long as they last (``bench.latency.seeing_latency``: a camera streaming frames)."""
     from openai import AsyncOpenAI
 
     clips = await _session_clips(language, args)
@@ -43,6 +46,7 @@ async def run_session(host_port: str, args: argparse.Namespace,
 
         mic = Microphone(send)
         streaming = asyncio.create_task(mic.run())
+        beside = asyncio.create_task(alongside(connection)) if alongside is not None else None
         try:
             await asyncio.sleep(0.5)
             await _run_turns(mic, observer, clips, silence_ms, args, results)
@@ -53,6 +57,8 @@ async def run_session(host_port: str, args: argparse.Namespace,
             mic.stop()
             streaming.cancel()
             reader.cancel()
+            if beside is not None:
+                beside.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await streaming
     return results, observer, silence_ms

@@ -1,0 +1,214 @@
+"""What seeing costs the spoken turn: first audio with the camera streaming, a text-only session beside sessions
+that stream frames, and the scene note's age when a turn is committed (issue 44).
+
+    python -m bench.latency.seeing_latency [--turns 6] [--rounds 2] [--parts camera crowd age]
+
+One server (``--engines default``: the embedded models and the offline scene reader), one run, every comparison
+side by side in it: each part alternates its two conditions in ``--rounds`` blocks of ``--turns`` spoken turns
+(the finished questions of ``bench/harness/question_clips.py``, streamed in real time by the official ``openai``
+client, as ``bench.latency.first_audio`` streams them), so a change in the machine's load falls on both.
+
+* **camera**: first audio (docs/design.md) of one session with its camera off, and of one sending a frame every
+  0.5 s (2 fps) as ``bargein.camera.frame``. Every frame shows a new scene (the fit half's frames of
+  ``bench/quality/seeing_frames.py`` in turn), so none is dropped as a near-duplicate and every one asks the
+  scene reader for a note: the worst case. Target: p50 within +5 %.
+* **crowd**: a text-only session's first audio (its camera off) alone, and while three other sessions each
+  stream new scenes at 2 fps (they only stream frames). Target: p95 within 1.2x.
+* **age**: the scene note's age when each turn is committed (``scene_note_age_ms`` in ``bargein.turn.metrics``)
+  of a session whose camera sends a frame a second, held on a scene for three seconds at a time with fresh
+  sensor noise in each frame, as a hand-held phone pointed at one sign after another. Target: p50 <= 1 s.
+
+Load averages are printed at the start and the end of every block: the machine may be shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import io
+import json
+import os
+import random
+import statistics
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from bench.harness.realtime_harness import percentile, server_or_url
+from bench.harness.spoken_session import run_session
+
+STREAM_FPS, AGE_FPS, HOLD_FRAMES = 2.0, 1.0, 3
+CROWD = 3
+CAMERA_TARGET, CROWD_TARGET, AGE_TARGET_MS = 1.05, 1.2, 1000.0
+
+
+def load() -> str:
+    """The 1, 5 and 15 minute load averages."""
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
+def data_url(image: Image.Image) -> str:
+    """A camera frame as the page sends it: a JPEG data URL."""
+    out = io.BytesIO()
+    image.save(out, format="JPEG", quality=80)
+    return "data:image/jpeg;base64," + base64.b64encode(out.getvalue()).decode("ascii")
+
+
+def scene_images() -> list[Image.Image]:
+    """Distinct camera scenes: the fit half's frames, text and no text."""
+    from bench.quality.seeing_frames import frames
+
+    return [frame.image for frame in frames("fit")]
+
+
+def new_scene_urls(images: list[Image.Image]) -> list[str]:
+    """A new scene every frame (the scene reader reads every one)."""
+    return [data_url(image) for image in images]
+
+
+def held_scene_urls(images: list[Image.Image], hold: int = HOLD_FRAMES) -> list[str]:
+    """Each scene for ``hold`` frames, each with its own sensor noise (near-duplicates of the first)."""
+    rng = np.random.default_rng(44)
+    urls = []
+    for image in images[:24]:
+        pixels = np.asarray(image, dtype=np.float32)
+        for _ in range(hold):
+            noisy = np.clip(pixels + rng.normal(0, 3.0, pixels.shape), 0, 255).astype(np.uint8)
+            urls.append(data_url(Image.fromarray(noisy)))
+    return urls
+
+
+def camera(urls: list[str], fps: float, offset: int = 0) -> Callable[[Any], Awaitable[None]]:
+    """A camera for ``run_session``'s ``alongside``: sends ``urls`` in turn, ``fps`` a second, until cancelled."""
+    async def stream(connection: Any) -> None:
+        index = offset
+        while True:
+            frame = {"type": "bargein.camera.frame", "image_url": urls[index % len(urls)]}
+            await connection.send_raw(json.dumps(frame))
+            index += 1
+            await asyncio.sleep(1.0 / fps)
+    return stream
+
+
+async def watcher(host_port: str, urls: list[str], offset: int, stop: asyncio.Event) -> None:
+    """A session that only streams its camera at :data:`STREAM_FPS` (and reads what the server sends)."""
+    from openai import AsyncOpenAI
+
+    client = AsyncOpenAI(api_key="sk-local", websocket_base_url=f"ws://{host_port}/v1", max_retries=0)
+    async with client.realtime.connect(model="bargein-bench", max_retries=0,
+                                       extra_query={"bargein_events": "1"}) as connection:
+        async def drain() -> None:
+            while True:
+                await connection.recv_bytes()
+        reader = asyncio.create_task(drain())
+        streaming = asyncio.create_task(camera(urls, STREAM_FPS, offset)(connection))
+        await stop.wait()
+        for task in (streaming, reader):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+
+def session_args(turns: int) -> argparse.Namespace:
+    """A spoken session as ``bench.latency.first_audio --clips questions --barge-every 0`` runs it."""
+    return argparse.Namespace(turns=turns, barge_every=0, silence_ms=None, semantic=False, reply_timeout_s=60.0,
+                              max_reply_s=8.0, clips="questions", session=None)
+
+
+async def spoken(host_port: str, turns: int, label: str,
+                 alongside: Callable[[Any], Awaitable[None]] | None = None) -> tuple[list[float], list[float]]:
+    """One session's first audio per answered turn (ms) and its ledger's note ages at commit (ms)."""
+    print(f"-- {label}: load average {load()}", flush=True)
+    results, observer, _ = await run_session(host_port, session_args(turns), alongside=alongside)
+    firsts = [r.first_audio_ms for r in results if r.first_audio_ms is not None]
+    ages = [float(m["scene_note_age_ms"]) for m in observer.turn_metrics if "scene_note_age_ms" in m]
+    print(f"   {label}: {len(firsts)}/{len(results)} answered, load average {load()}", flush=True)
+    return firsts, ages
+
+
+async def with_crowd(host_port: str, turns: int, urls: list[str]) -> list[float]:
+    """The text-only session's first audio while :data:`CROWD` other sessions stream new scenes."""
+    stop = asyncio.Event()
+    crowd = [asyncio.create_task(watcher(host_port, urls, 7 * k, stop)) for k in range(CROWD)]
+    await asyncio.sleep(2.0)  # let the crowd's frames reach the scene reader
+    try:
+        firsts, _ = await spoken(host_port, turns, f"text-only beside {CROWD} sessions streaming at 2 fps")
+    finally:
+        stop.set()
+        await asyncio.gather(*crowd, return_exceptions=True)
+    return firsts
+
+
+def row(label: str, values: list[float]) -> str:
+    """``label: n, p50, p95`` in ms."""
+    if not values:
+        return f"| {label} | 0 | - | - |"
+    return f"| {label} | {len(values)} | {percentile(values, 50):.0f} | {percentile(values, 95):.0f} |"
+
+
+async def run(host_port: str, args: argparse.Namespace) -> None:
+    """The parts asked for, each condition alternating by round; then the tables."""
+    images = scene_images()
+    fresh, held = new_scene_urls(images), held_scene_urls(images)
+    figures: dict[str, list[float]] = {key: [] for key in ("off", "on", "alone", "crowd", "age")}
+    for round_ in range(args.rounds):
+        print(f"== round {round_ + 1}/{args.rounds}", flush=True)
+        if "camera" in args.parts:
+            order = [("off", None), ("on", camera(fresh, STREAM_FPS))]
+            for key, alongside in order if round_ % 2 == 0 else order[::-1]:
+                firsts, _ = await spoken(host_port, args.turns, f"camera {key}", alongside)
+                figures[key] += firsts
+        if "crowd" in args.parts:
+            figures["alone"] += (await spoken(host_port, args.turns, "text-only alone"))[0]
+            figures["crowd"] += await with_crowd(host_port, args.turns, fresh)
+        if "age" in args.parts:
+            figures["age"] += (await spoken(host_port, args.turns, "camera at 1 fps, held scenes",
+                                            camera(held, AGE_FPS, random.Random(round_).randrange(len(held)))))[1]
+    report(figures)
+
+
+def report(figures: dict[str, list[float]]) -> None:
+    """The tables and the verdicts."""
+    print(f"\n## bench.latency.seeing_latency (load average at the end {load()})\n")
+    print("| condition | turns | p50 ms | p95 ms |\n|---|---|---|---|")
+    labels = {"off": "first audio, camera off", "on": "first audio, camera streaming new scenes at 2 fps",
+              "alone": "text-only session alone", "crowd": f"text-only session beside {CROWD} streaming at 2 fps",
+              "age": "scene note age at commit, 1 fps (ms)"}
+    for key, label in labels.items():
+        if figures[key]:
+            print(row(label, figures[key]))
+    def verdict(ratio: float, target: float) -> str:
+        return f"{ratio:.3f} (target <= {target}: {'met' if ratio <= target else 'missed'})"
+
+    if figures["off"] and figures["on"]:
+        ratio = statistics.median(figures["on"]) / statistics.median(figures["off"])
+        print(f"\ncamera: p50 on/off {verdict(ratio, CAMERA_TARGET)}")
+    if figures["alone"] and figures["crowd"]:
+        ratio = percentile(figures["crowd"], 95) / percentile(figures["alone"], 95)
+        print(f"crowd: p95 beside/alone {verdict(ratio, CROWD_TARGET)}")
+    if figures["age"]:
+        p50 = statistics.median(figures["age"])
+        print(f"age: p50 {p50:.0f} ms (target <= {AGE_TARGET_MS:.0f}: {'met' if p50 <= AGE_TARGET_MS else 'missed'})")
+
+
+def main() -> None:
+    """Parse the options, start a server, run the parts."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--url", help="host:port of a running server (then no server is started)")
+    parser.add_argument("--turns", type=int, default=6, help="spoken turns per condition and round")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--parts", nargs="+", default=["camera", "crowd", "age"], choices=["camera", "crowd", "age"])
+    args = parser.parse_args()
+    print(f"load average at the start {load()}", flush=True)
+    with server_or_url("default", args.url) as (host_port, _pid):
+        asyncio.run(run(host_port, args))
+
+
+if __name__ == "__main__":
+    main()
