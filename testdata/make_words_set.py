@@ -1,6 +1,9 @@
-"""Issue 43's held-out set: words that take the turn over a reply, and pauses after words that lead on.
+"""Issue 43's sets: words that take the turn over a reply, and pauses after words that lead on.
 
-    python -m testdata.make_words_set [--out DIR]
+    python -m testdata.make_words_set [--split issue43|train|fresh] [--part reply|pauses|both] [--out DIR]
+
+The texts, voices and seeds of each split are in :mod:`testdata.words_splits`: ``issue43`` (the first held-out set,
+described here), ``train`` (training families, studied) and ``fresh`` (the second held-out set, reported once).
 
 New sentences written for this set only (none is in any set the listening policy or the endpoint tiers were
 fitted or shaped on: ``tests/bench/test_words_set.py`` checks), rendered by voices no fitting used:
@@ -42,41 +45,26 @@ from testdata.make_family_set import place as place_over_reply
 from testdata.make_listening_set import Case, case_seed, write_wav
 from testdata.noise_sources import BACKGROUNDS, RATE, Audio
 from testdata.voices import FAMILIES, Family, _run, _wav_to_24k
+from testdata.words_splits import ISSUE_43, SPLITS, WordsSplit
 
-SEED = 43
+SEED = ISSUE_43.seed
 VERSION = 1
 CACHE = Path("~/.cache/bargein/words-set").expanduser()
 
-FOLLOW_UPS = (
-    "But how long does that take?", "Or maybe on Sunday?", "For whom?", "And what about the children?",
-    "But is it safe to eat?", "So which one is cheaper?", "With or without sugar?", "From where exactly?",
-)
+FOLLOW_UPS = ISSUE_43.over_reply["followup"]
 """Follow-up questions that lean on the reply, led by a conjunction or a preposition: must cut it."""
-ONE_WORD = ("How?", "When?", "Where?", "Who?", "Which?", "Really?", "Whose?", "Seriously?")
+ONE_WORD = ISSUE_43.over_reply["oneword"]
 """One-word questions (none of the fitted sets' "Why?", "What?", "Sorry?"): must cut the reply."""
-CORRECTIONS = (
-    "Nope.", "Wrong.", "Not that one.", "No, the other one.", "That's not what I asked.", "Nah, not that.",
-    "Wrong one.", "Incorrect.",
-)
+CORRECTIONS = ISSUE_43.over_reply["correction"]
 """Bare corrections (not the fitted sets' "No."): must cut the reply."""
-BACKCHANNELS = (
-    "Yeah, yeah.", "Right, right.", "Okay, sure.", "Oh, I see.", "Uh-huh, uh-huh.", "Sure, sure.", "Yep.",
-    "Okay, got it.",
-)
+BACKCHANNELS = ISSUE_43.over_reply["backchannel"]
 """Acknowledgements (none of the fitted sets' single "Uh-huh.", "Okay." ...): must let the reply go on."""
-OVER_REPLY = {"followup": FOLLOW_UPS, "oneword": ONE_WORD, "correction": CORRECTIONS, "backchannel": BACKCHANNELS}
-PAUSED = (
-    "I need a table for | four people tonight.", "Can you remind me to | water the plants?",
-    "Please send the invoice to | my accountant.", "I'd like a coffee with | oat milk.",
-    "What's the fastest way to | the airport?", "Turn off the lights in | the living room.",
-    "Could you read me the | latest headlines?", "Book me a taxi for | half past seven.",
-    "I'm trying to find a | good dentist nearby.", "Add eggs and | flour to my list.",
-    "Can you please | play some jazz?", "The meeting will be | moved to Thursday.",
-)
+OVER_REPLY = ISSUE_43.over_reply
+PAUSED = ISSUE_43.paused
 """Sentences with a hesitation (``|``) right after a word that leads on."""
 PAUSES_MS = (600, 700, 800, 900)
-VOICES = ("flite-slt", "festival-ked", "festival-slt-hts", "espeak-classic")
-TALKERS = ("flite-kal", "espeak-gb")
+VOICES = ISSUE_43.voices
+TALKERS = ISSUE_43.talkers
 """The background talkers of the held-out families (training voices, as there: the talker is not the user)."""
 
 
@@ -89,12 +77,31 @@ def classic(text: str, rng: np.random.Generator) -> Audio:
     return _wav_to_24k(_run(command))
 
 
+def classic_new(text: str, rng: np.random.Generator) -> Audio:
+    """Debian's ``espeak`` 1.48 in accents and variants no other set used (the fresh held-out set's): American, RP
+    and West Indian English, variants f1, f2, m2, m3."""
+    accent = ("en-us", "en-uk-rp", "en-wi")[int(rng.integers(3))]
+    variant = ("f1", "f2", "m2", "m3")[int(rng.integers(4))]
+    command = ["espeak", "-v", f"{accent}+{variant}", "-s", str(int(rng.integers(140, 186))),
+               "-p", str(int(rng.integers(30, 71))), "-w", "{out}", text]
+    return _wav_to_24k(_run(command))
+
+
 CLASSIC = Family("espeak-classic", "espeak-1.48", False, classic)
+CLASSIC_NEW = Family("espeak-classic-new", "espeak-1.48", False, classic_new)
 
 
 def voice(name: str) -> Family:
-    """A family of this set by name."""
-    return CLASSIC if name == CLASSIC.name else FAMILIES[name]
+    """A family of these sets by name."""
+    return {CLASSIC.name: CLASSIC, CLASSIC_NEW.name: CLASSIC_NEW}.get(name) or FAMILIES[name]
+
+
+def _key(split: WordsSplit, seed: int, voices: tuple[str, ...], limit: int | None) -> dict[str, object]:
+    """What a stored part was made with (the first set's key as it was, so its cache stays valid)."""
+    key: dict[str, object] = {"version": VERSION, "seed": seed, "voices": list(voices), "limit": limit}
+    if split is not ISSUE_43:
+        key["split"] = split.name
+    return key
 
 
 def _fresh(out: Path, key: dict[str, object]) -> list[dict[str, object]] | None:
@@ -112,24 +119,25 @@ def _store(out: Path, key: dict[str, object], entries: list[dict[str, object]]) 
     (out / "manifest.json").write_text(json.dumps({"key": key, "entries": entries}, indent=1))
 
 
-def build_over_reply(out: Path | None = None, *, voices: tuple[str, ...] = VOICES, seed: int = SEED,
-                     limit: int | None = None) -> list[Case]:
-    """Write (or reuse) the over-reply cases; ``limit``: the first texts of each category only (tests)."""
-    out = out or CACHE / "over_reply"
-    key = {"version": VERSION, "seed": seed, "voices": list(voices), "limit": limit}
+def build_over_reply(out: Path | None = None, *, split: WordsSplit = ISSUE_43, voices: tuple[str, ...] | None = None,
+                     seed: int | None = None, limit: int | None = None) -> list[Case]:
+    """Write (or reuse) a split's over-reply cases; ``limit``: the first texts of each category only (tests)."""
+    out = out or CACHE / split.folder / "over_reply"
+    voices, seed = voices or split.voices, split.seed if seed is None else seed
+    key = _key(split, seed, voices, limit)
     if (stored := _fresh(out, key)) is not None:
         return [Case(**e) for e in stored]  # type: ignore[arg-type]
     out.mkdir(parents=True, exist_ok=True)
-    talkers = [talking(FAMILIES[n], np.random.default_rng(case_seed(seed, f"talker:{n}"))) for n in TALKERS]
+    talkers = [talking(FAMILIES[n], np.random.default_rng(case_seed(seed, f"talker:{n}"))) for n in split.talkers]
     beds = sorted(BACKGROUNDS)
     cases: list[Case] = []
     for family in voices:
         say = voice(family).say
         ask = say(ASK, np.random.default_rng(case_seed(seed, f"{family}:ask")))
-        for category, texts in OVER_REPLY.items():
+        for category, texts in split.over_reply.items():
             for index, text in enumerate(texts[:limit]):
                 audio = say(text, np.random.default_rng(case_seed(seed, f"{family}:{text}")))
-                condition = ("room", "talker", "phone")[(index + VOICES.index(family)) % 3]
+                condition = ("room", "talker", "phone")[(index + split.voices.index(family)) % 3]
                 cases.append(_over_reply_case(out, f"{family}-{category}{index:02d}-{condition}", audio, ask,
                                               family=family, category=category, text=text, condition=condition,
                                               talkers=talkers, beds=beds, seed=seed))
@@ -159,17 +167,18 @@ def _over_reply_case(out: Path, case_id: str, audio: Audio, ask: Audio, *, famil
                 f"{case_id}.wav", family, category, condition, channel, f"{case_id}-ask.wav")
 
 
-def build_pauses(out: Path | None = None, *, voices: tuple[str, ...] = VOICES, seed: int = SEED,
-                 limit: int | None = None) -> list[Clip]:
-    """Write (or reuse) the endpoint clips: every sentence whole and paused, in every voice."""
-    out = out or CACHE / "pauses"
-    key = {"version": VERSION, "seed": seed, "voices": list(voices), "limit": limit}
+def build_pauses(out: Path | None = None, *, split: WordsSplit = ISSUE_43, voices: tuple[str, ...] | None = None,
+                 seed: int | None = None, limit: int | None = None) -> list[Clip]:
+    """Write (or reuse) a split's endpoint clips: every sentence whole and paused, in every voice."""
+    out = out or CACHE / split.folder / "pauses"
+    voices, seed = voices or split.voices, split.seed if seed is None else seed
+    key = _key(split, seed, voices, limit)
     if (stored := _fresh(out, key)) is not None:
         return [Clip(**e) for e in stored]  # type: ignore[arg-type]
     out.mkdir(parents=True, exist_ok=True)
     clips: list[Clip] = []
     for family in voices:
-        for number, sentence in enumerate(PAUSED[:limit]):
+        for number, sentence in enumerate(split.paused[:limit]):
             clips += _sentence_clips(out, family, number, sentence, seed)
     _store(out, key, [asdict(c) for c in clips])
     return clips
@@ -210,13 +219,18 @@ def main() -> None:
     """Command line: build both parts and say what they hold."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=CACHE)
+    parser.add_argument("--split", choices=sorted(SPLITS), default=ISSUE_43.name,
+                        help="which set: issue43 (the first held-out set), train, fresh (the second held-out set)")
+    parser.add_argument("--part", choices=("reply", "pauses", "both"), default="both")
     args = parser.parse_args()
     started = time.monotonic()
-    cases = build_over_reply(args.out / "over_reply")
-    clips = build_pauses(args.out / "pauses")
+    split = SPLITS[args.split]
+    folder = args.out / split.folder
+    cases = build_over_reply(folder / "over_reply", split=split) if args.part != "pauses" else []
+    clips = build_pauses(folder / "pauses", split=split) if args.part != "reply" else []
     paused = sum(c.kind == "paused" for c in clips)
-    print(f"{len(cases)} cases over a reply, {len(clips)} endpoint clips ({paused} paused) in "
-          f"{time.monotonic() - started:.0f} s ({args.out})")
+    print(f"{split.name}: {len(cases)} cases over a reply, {len(clips)} endpoint clips ({paused} paused) in "
+          f"{time.monotonic() - started:.0f} s ({folder})")
 
 
 if __name__ == "__main__":

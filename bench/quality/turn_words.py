@@ -4,8 +4,11 @@ mid-sentence pauses after a word that leads on.
     python -m bench.quality.turn_words                    # both parts (~10 min on 2 busy cores)
     python -m bench.quality.turn_words --part reply       # over a reply only: 128 timelines, live
     python -m bench.quality.turn_words --part pauses      # the endpoint on paused and whole sentences, offline
+    python -m bench.quality.turn_words --split fresh      # the second held-out set (``train``: the study split)
 
-The set is ``testdata/make_words_set.py`` (new sentences, voices no fitting used; generated on first use).
+The sets are ``testdata/make_words_set.py``'s (texts, voices and seeds in ``testdata/words_splits.py``; generated on
+first use): ``issue43`` the first held-out set, ``train`` the split the misses were studied on, ``fresh`` the
+second held-out set.
 
 * **reply**: every case runs as ``bench.quality.turn_quality`` runs the family set (an in-process session, real
   Silero VAD and Whisper tiny.en, fake LLM and TTS, the sound streamed in real time over a live reply, 4 sessions at
@@ -34,7 +37,8 @@ from bench.harness.endpoint_runs import SilenceRun, score_all, wilson
 from bench.harness.turn_quality_runner import CaseResult
 from bench.quality.endpoint_quality import Policy, evaluate
 from bench.quality.turn_quality import dump, print_case, run_all
-from testdata.make_words_set import CACHE, VOICES, build_over_reply, build_pauses
+from testdata.make_words_set import CACHE, build_over_reply, build_pauses
+from testdata.words_splits import SPLITS, WordsSplit
 
 
 def load() -> str:
@@ -45,13 +49,14 @@ def load() -> str:
 
 def reply_part(args: argparse.Namespace) -> None:
     """Run the over-reply cases and print the rates by category, condition and voice."""
-    folder = CACHE / "over_reply"
-    cases = build_over_reply(folder)
+    split = SPLITS[args.split]
+    folder = CACHE / split.folder / "over_reply"
+    cases = build_over_reply(folder, split=split)
     if args.only:
         cases = [c for c in cases if args.only in c.id]
     started, before = time.monotonic(), load()
     results = asyncio.run(run_all(cases, folder, args))
-    print(f"\nover a reply: {len(results)} cases, Whisper tiny.en, Silero VAD, server_vad 500 ms, "
+    print(f"\nover a reply ({split.name}): {len(results)} cases, Whisper tiny.en, Silero VAD, server_vad 500 ms, "
           f"{args.concurrency} sessions at once, {time.monotonic() - started:.0f} s, load average {before} at the "
           f"start, {load()} at the end\n")
     asks = [r for r in results if r.case.category != "backchannel"]
@@ -88,21 +93,32 @@ class Tiered(Policy):
     def wait_ms(self, run: SilenceRun) -> float:
         """The tiers' silence for this run's score and words."""
         probability = None if run.probability != run.probability else run.probability  # NaN: not scored
+        last = None if run.last_word_probability != run.last_word_probability else run.last_word_probability
+        return float(self.tiers.silence_ms(probability, run.words, last))
+
+
+class TieredWithoutDoubt(Tiered):
+    """The tiers as they were before a doubted last word waited the long tier (for the side-by-side figure)."""
+
+    def wait_ms(self, run: SilenceRun) -> float:
+        """The tiers' silence for this run's score and words, the last word's probability left out."""
+        probability = None if run.probability != run.probability else run.probability
         return float(self.tiers.silence_ms(probability, run.words))
 
 
-def pauses_part() -> None:
+def pauses_part(split: WordsSplit) -> None:
     """Replay the endpoint clips and print false cut-offs and commit delays per voice and pooled."""
-    folder = CACHE / "pauses"
-    clips = build_pauses(folder)
+    folder = CACHE / split.folder / "pauses"
+    clips = build_pauses(folder, split=split)
     started, before = time.monotonic(), load()
     scored = score_all(folder, clips)
-    print(f"\nmid-sentence pauses: {len(clips)} clips, replayed in {time.monotonic() - started:.0f} s, load average "
-          f"{before} at the start, {load()} at the end")
-    policies = [Tiered("server default (tiered)", 0.0, 0, 0), Policy("fixed 500 ms", 0.0, 500, 500)]
+    print(f"\nmid-sentence pauses ({split.name}): {len(clips)} clips, replayed in {time.monotonic() - started:.0f} s, "
+          f"load average {before} at the start, {load()} at the end")
+    policies = [Tiered("server default (tiered)", 0.0, 0, 0), TieredWithoutDoubt("tiered, no doubted word", 0.0, 0, 0),
+                Policy("fixed 500 ms", 0.0, 500, 500)]
     print(f"{'voice':<18} {'policy':<24} {'paused':>6} {'false cut-off [95% CI]':>24} {'whole':>6} "
           f"{'cut':>4} {'delay p50':>9} {'delay p90':>9}")
-    for name in (*VOICES, "all"):
+    for name in (*split.voices, "all"):
         subset = [c for c in clips if name in ("all", c.family)]
         for policy in policies:
             result = evaluate(policy, scored, subset)
@@ -117,6 +133,8 @@ def main() -> None:
     """Command line."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--part", choices=("reply", "pauses", "both"), default="both")
+    parser.add_argument("--split", choices=sorted(SPLITS), default="issue43",
+                        help="which set (testdata/words_splits.py)")
     parser.add_argument("--only", help="over a reply: only cases whose id contains this")
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--verbose", action="store_true", help="every case, every segment's decision and reasons")
@@ -124,7 +142,7 @@ def main() -> None:
     args = parser.parse_args()
     args.asr_model, args.language, args.speed, args.timeline_speed = "tiny.en", None, 3.0, 1.0
     if args.part in ("pauses", "both"):
-        pauses_part()
+        pauses_part(SPLITS[args.split])
     if args.part in ("reply", "both"):
         reply_part(args)
 

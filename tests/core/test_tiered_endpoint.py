@@ -22,7 +22,7 @@ from bargein.session import realtime_session
 from bargein.session.core.endpointing import DEFAULT_TIERS, leads_on, reads_finished, trails_off
 from bargein.session.core.settings import plain_silence_after
 from bargein.session.outbound import Outbound, Outgoing
-from bargein.values import Transcript
+from bargein.values import Transcript, WordTiming
 from tests.session.test_speculative_speech import LoggedSynthesizer
 from tests.support.realtime_client import EventLog, collect, openai_client, stream_realtime
 from tests.support.server import free_port, running_server
@@ -173,6 +173,29 @@ def test_a_sure_score_before_the_words_does_not_end_the_turn_until_they_read_fin
     hear(t, REAL_COMPLETE)
     assert silence_until_commit(t) == pytest.approx(DEFAULT_TIERS.short_ms, abs=32)
     assert len(of(t.actions, dx.CommitBuffer)) == 1
+
+
+TIDIED = (0.19, Transcript("My flight leads.", words=(
+    WordTiming("My", 0, 300, 0.93), WordTiming("flight", 300, 700, 0.88), WordTiming("leads.", 1080, 1640, 0.12))))
+"""Whisper tiny.en at the hesitation of "My flight leaves at... ten in the morning." (eSpeak NG, issue 43's training
+split): the word that leads on is gone, and the recogniser doubts the word it wrote in its place."""
+SURE = (0.19, Transcript("My flight leads.", words=(
+    WordTiming("My", 0, 300, 0.93), WordTiming("flight", 300, 700, 0.88), WordTiming("leads.", 1080, 1640, 0.95))))
+
+
+def test_a_last_word_the_recogniser_doubts_waits_the_long_tier() -> None:
+    assert DEFAULT_TIERS.silence_ms(0.19, "My flight leads.", 0.12) == DEFAULT_TIERS.long_ms
+    assert DEFAULT_TIERS.silence_ms(0.19, "My flight leads.", 0.95) == 500, "a sure word: the words as they read"
+    assert DEFAULT_TIERS.silence_ms(0.99, "Can you tell me the weather for Friday?", 0.96) == DEFAULT_TIERS.short_ms
+    assert DEFAULT_TIERS.silence_ms(0.99, "Can you tell me the weather for Friday?", None) == DEFAULT_TIERS.short_ms
+    for recorded, wanted in ((TIDIED, DEFAULT_TIERS.long_ms), (SURE, 500)):
+        t = Listening(TIERED)
+        t.speech(1600)
+        began = of(t.silence(32), dx.SilenceBegan)[0]
+        t.silence(DEFAULT_TIERS.score_after_ms)
+        t.feed(dx.TurnEndScored(began.item_id, began.at_ms, recorded[0]))
+        t.feed(dx.GuessTranscribed(began.item_id, recorded[1]))
+        assert silence_until_commit(t) == pytest.approx(wanted, abs=32), recorded[1].words[-1]
 
 
 def test_what_leads_on() -> None:

@@ -1,0 +1,113 @@
+"""The texts, voices and seeds of turn-taking-on-the-words sets (issue 43): one training split to find out why
+rules miss, and held-out splits to report on.
+
+* :data:`ISSUE_43`: the first held-out set (seed 43). Reported once, then examined: no longer blind.
+* :data:`TRAIN`: the split the misses were studied on and the fixes written against: new sentences in the
+  listening split's *training* families (eSpeak NG, Flite kal/awb/rms, Festival kal), their background talkers.
+* :data:`FRESH`: a second held-out set, reported once after the fixes: new sentences again, in voices no fitting
+  and no study used: Flite slt and Festival's HTS slt and diphone ked (the listening split's held-out families, with
+  sentences none of them spoke before) and Debian's original eSpeak 1.48 in accents and variants no set used
+  (American, RP and West Indian English; ``espeak-classic`` used Scottish, northern and West Midlands).
+
+A sentence of ``paused`` carries its hesitation as ``|``, right after a word that leads on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class WordsSplit:
+    """One set: its texts by category over a reply, its paused sentences, its voices, talkers and seed."""
+
+    name: str
+    seed: int
+    over_reply: dict[str, tuple[str, ...]]
+    """Texts by category: ``followup``, ``oneword``, ``correction`` (must cut the reply), ``backchannel`` (must
+    let it go on)."""
+    paused: tuple[str, ...]
+    voices: tuple[str, ...]
+    talkers: tuple[str, ...]
+    """Background talkers (voices of the listening split's ``background_talkers``)."""
+    folder: str
+    """Where under the set's cache folder it is generated ("" for the first set, which lives at its root)."""
+
+
+ISSUE_43 = WordsSplit(
+    name="issue43", seed=43, folder="",
+    over_reply={
+        "followup": ("But how long does that take?", "Or maybe on Sunday?", "For whom?", "And what about the children?",
+                     "But is it safe to eat?", "So which one is cheaper?", "With or without sugar?",
+                     "From where exactly?"),
+        "oneword": ("How?", "When?", "Where?", "Who?", "Which?", "Really?", "Whose?", "Seriously?"),
+        "correction": ("Nope.", "Wrong.", "Not that one.", "No, the other one.", "That's not what I asked.",
+                       "Nah, not that.", "Wrong one.", "Incorrect."),
+        "backchannel": ("Yeah, yeah.", "Right, right.", "Okay, sure.", "Oh, I see.", "Uh-huh, uh-huh.", "Sure, sure.",
+                        "Yep.", "Okay, got it."),
+    },
+    paused=(
+        "I need a table for | four people tonight.", "Can you remind me to | water the plants?",
+        "Please send the invoice to | my accountant.", "I'd like a coffee with | oat milk.",
+        "What's the fastest way to | the airport?", "Turn off the lights in | the living room.",
+        "Could you read me the | latest headlines?", "Book me a taxi for | half past seven.",
+        "I'm trying to find a | good dentist nearby.", "Add eggs and | flour to my list.",
+        "Can you please | play some jazz?", "The meeting will be | moved to Thursday.",
+    ),
+    voices=("flite-slt", "festival-ked", "festival-slt-hts", "espeak-classic"),
+    talkers=("flite-kal", "espeak-gb"),
+)
+
+TRAIN = WordsSplit(
+    name="train", seed=4310, folder="train",
+    over_reply={
+        "followup": ("But what if it rains?", "And after that?", "Or should I wait?", "With milk?", "For how long?",
+                     "So what happens next?", "But not today?", "About the second one?"),
+        "oneword": ("Whereabouts?", "Which one?", "Since when?", "How come?", "Says who?", "Truly?", "Tomorrow?",
+                    "Always?"),
+        "correction": ("No no.", "That's wrong.", "Nope, not that.", "Not quite.", "Wrong answer.",
+                       "No, I meant Tuesday.", "That's not it.", "Not like that."),
+        "backchannel": ("Mm-hmm, okay.", "Yes, yes.", "Alright, alright.", "Okay, cool.", "Oh, right.", "I see, I see.",
+                        "Sure thing.", "Got it, thanks."),
+    },
+    paused=(
+        "Set an alarm for | six thirty tomorrow.", "Remind me to | call my sister tonight.",
+        "I want to order a | large pizza.", "Send a message to | the whole team.",
+        "Can you tell me the | weather for Friday?", "Find me a recipe with | chicken and rice.",
+        "Play the next song by | the same band.", "I was wondering if | you could help me.",
+        "Put the meeting on | my calendar.", "What's the best way to | cook salmon?",
+        "My flight leaves at | ten in the morning.", "Could you check if | the store is open?",
+        "I need the report to be | ready by Monday.", "Please turn the | heating down a bit.",
+        "Email the file to | my manager.", "Look up the score of | last night's game.",
+    ),
+    voices=("espeak-us", "espeak-gb", "flite-kal", "flite-awb", "flite-rms", "festival-kal"),
+    talkers=("espeak-us", "festival-kal"),
+)
+
+FRESH = WordsSplit(
+    name="fresh", seed=4320, folder="fresh",
+    over_reply={
+        "followup": ("But where does it go?", "Or is there a cheaper one?", "And how much is that?", "For which day?",
+                     "With whom?", "So when do we leave?", "But doesn't that hurt?", "Then what?"),
+        "oneword": ("Whom?", "Honestly?", "Tonight?", "Already?", "Both?", "Twice?", "Everything?", "Wherefore?"),
+        "correction": ("No, not that one.", "Nope, wrong one.", "That's incorrect.", "Not what I meant.",
+                       "No, the red one.", "Wrong day.", "Nah.", "That's not right."),
+        "backchannel": ("Okay, okay.", "Right, okay.", "Yeah, sure.", "Uh-huh, right.", "Oh, okay.", "Sure, got it.",
+                        "Yes, I see.", "Alright, cool."),
+    },
+    paused=(
+        "Order some flowers for | my mother.", "Can you read the | next chapter?",
+        "I'm looking for a | quiet restaurant.", "Move my dentist appointment to | next week.",
+        "How long does it take to | drive to Boston?", "Write a note about | the budget meeting.",
+        "Tell me a joke about | penguins.", "I think we should | leave earlier.",
+        "Schedule a call with | the landlord.", "Is there a pharmacy near | the station?",
+        "Translate this sentence into | Spanish.", "Buy tickets for the | concert on Saturday.",
+        "Could you please | lower the volume?", "Show me pictures of | the Eiffel Tower.",
+        "We are going to | the beach tomorrow.", "Check whether the | train is delayed.",
+    ),
+    voices=("flite-slt", "festival-ked", "festival-slt-hts", "espeak-classic-new"),
+    talkers=("flite-kal", "espeak-gb"),
+)
+
+SPLITS = {s.name: s for s in (ISSUE_43, TRAIN, FRESH)}
+"""Every set by name."""
