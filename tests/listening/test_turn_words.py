@@ -72,6 +72,31 @@ def test_the_words_must_be_the_users() -> None:
     assert decision == "query" and why[0].startswith("primed: wh_question")
 
 
+def test_thanks_and_agreement_over_a_reply_say_go_on() -> None:
+    # recognised right on the training split (Festival kal in a room) and cut by the fitted model before
+    for text in ("Got it, thanks.", "Sure thing.", "Okay, thanks.", "Fair enough."):
+        decision, why = decide_over_reply(heard(text, command_probability=0.9))
+        assert decision == "noise" and why[0].startswith("backchannel"), (text, why)
+    for text in ("Thanks, but how long does it take?", "Sure thing, but why?"):
+        assert decide_over_reply(heard(text))[0] == "query", text
+    # what Whisper writes for speech it did not make out decides nothing by rule: the model judges it
+    assert not decide_over_reply(heard("Thank you.", command_probability=0.9))[1][0].startswith("backchannel")
+
+
+def test_in_a_segment_mixed_with_the_room_the_users_correction_outranks_the_rooms_level() -> None:
+    # "That's not it." over a phone line (training split): the whole segment is the talker's phrase, quieter than
+    # the user; the loud stretch, primed, is the user's correction
+    mixed = heard("We'll take place next week.", room_speech_ms=2208.0, speech_ms=2912.0, below_user_db=10.0)
+    assert decide_over_reply(mixed)[0] == "noise", "alone, the room's level keeps the reply"
+    loud = primed_features(mixed, Transcript("That's not it.", avg_logprob=-0.44), 28.0, 1.0)
+    decision, why = decide_over_reply(mixed, loud)
+    assert decision == "query" and why[0].startswith("primed: correction"), why
+    ack = primed_features(mixed, Transcript("Okay.", avg_logprob=-0.2), 28.0, 1.0)
+    assert decide_over_reply(mixed, ack)[0] == "noise"
+    unclear = primed_features(mixed, Transcript("That's loud.", avg_logprob=-0.38), 28.0, 1.0)
+    assert decide_over_reply(mixed, unclear)[0] == "noise", "no question, no correction: the room's level stands"
+
+
 def test_mandarin_questions_and_corrections_over_a_reply() -> None:
     def over_reply(text: str, logprob: float = -0.5) -> tuple[str, tuple[str, ...]]:
         verdict = classify(speech_stats(450), Transcript(text, avg_logprob=logprob, language="zh"),

@@ -137,7 +137,8 @@ def decide_over_reply(features: Mapping[str, Any],
 
     With ``primed`` (:func:`primed_features`): a rule that cuts on either recognition cuts, else a rule that
     keeps the reply on either keeps it, else a question or a correction in either (step 4b) cuts, else the model
-    judges the plain recognition.
+    judges the plain recognition. In a segment mixed with the room a rule on the primed recognition decides first,
+    and without one a question or a correction in it cuts before a keep of the plain recognition's.
     """
     ruled = by_rule(features)
     second = None
@@ -150,6 +151,10 @@ def decide_over_reply(features: Mapping[str, Any],
             if mixed_with_room(features):  # the whole recognition holds the room's words; the loud stretch is the user
                 return second[0], (*second[1], f"{float(features['room_speech_ms']):.0f} ms of the room's speech "
                                                "in the segment: its loud stretch decides")
+        elif mixed_with_room(features) and (asked := by_words(features, primed)) is not None:
+            # the plain recognition's keep (the room's words, its level pulled down by the room) does not outrank
+            # the user's own question or correction in the loud stretch ("That's not it." over a talker)
+            return asked
         for wanted in ("query", "noise"):
             chosen = next((r for r in (ruled, second) if r is not None and r[0] == wanted), None)
             if chosen is not None:

@@ -39,18 +39,25 @@ YES_SOUNDS = frozenset({"mhm", "mm-hmm", "mm hmm", "mmhmm"})
 
 ACKNOWLEDGEMENTS_MAX_WORDS = 6
 """At most this many words make a run of acknowledgements; a longer utterance says more."""
+ACKNOWLEDGEMENTS = BACKCHANNELS | frozenset({
+    "thanks", "sure thing", "fair enough", "makes sense", "of course", "exactly",
+})
+"""Over a reply, also thanks and agreement ("got it, thanks", "sure thing"): they say "go on" as a backchannel does.
+Kept apart from :data:`BACKCHANNELS`, which the fitted interruption model's features read as it was fitted. Not
+"thank you": Whisper writes it for speech it did not make out (a "Says who?" on a phone line), so it decides
+nothing by rule."""
 
 
 def only_acknowledgements(words: list[str]) -> bool:
-    """The words are one acknowledgement of :data:`BACKCHANNELS` or a few in a row ("okay, sure", "oh, I see",
-    "okay, got it"): over a reply they say "go on" as a single one does."""
+    """The words are one acknowledgement of :data:`ACKNOWLEDGEMENTS` or a few in a row ("okay, sure", "oh, I see",
+    "okay, got it", "got it, thanks"): over a reply they say "go on" as a single one does."""
     if not words or len(words) > ACKNOWLEDGEMENTS_MAX_WORDS:
         return False
     at = 0
     while at < len(words):
-        if at + 1 < len(words) and f"{words[at]} {words[at + 1]}" in BACKCHANNELS:
+        if at + 1 < len(words) and f"{words[at]} {words[at + 1]}" in ACKNOWLEDGEMENTS:
             at += 2
-        elif words[at] in BACKCHANNELS:
+        elif words[at] in ACKNOWLEDGEMENTS:
             at += 1
         else:
             return False
