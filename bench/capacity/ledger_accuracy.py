@@ -12,9 +12,11 @@ bench reads the server's ledger export (``GET /v1/ledger/export``) and the CPU t
 
 - per worker stage: the ledger's CPU of ``llm``, ``asr``, ``tts`` (requests' shares and the worker's background)
   against that worker process's own CPU;
-- the whole: every stage the ledger counts against all the processes' CPU. The server process also does work no
-  stage owns (the WebSocket, JSON, base64, resampling, the turn machine): that remainder is printed as
-  ``unattributed``, and the ratio is given with and without it.
+- the whole: every stage the ledger counts (the ``session`` stage included: each session's own steps on the event
+  loop, the WebSocket, JSON, base64, resampling, the turn machine) against all the processes' CPU. What the server
+  process spent beyond its stages (the loop's own machinery, WebSocket frames parsed before a session's task reads
+  them, the threads reading the workers' pipes) is printed as ``unattributed``, with the server's CPU by thread
+  and the number of session steps metered (the measuring costs a few microseconds a step).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from bench.harness.realtime_harness import server_or_url
 from bench.harness.server_scrape import metrics_headers
 from bench.harness.spoken_session import run_session
 
+STEPS = "session_steps"
 WORKER_STAGES = ("llm", "asr", "tts")
 """The worker processes' labels (the last word of their command line) are their stages."""
 
@@ -84,12 +87,47 @@ def thread_cpu(pid: int) -> dict[str, float]:
 
 
 def ledger_cpu(host_port: str) -> dict[str, float]:
-    """The ledger export's CPU seconds per stage (requests' shares plus background)."""
+    """The ledger export's CPU seconds per stage (requests' shares plus background), and under ``session_steps``
+    how many session steps the ``session`` stage has metered (what its measuring costs is per step)."""
     import httpx
 
     export = httpx.get(f"http://{host_port}/v1/ledger/export", headers=metrics_headers(), timeout=10).json()
-    return {stage: float(figures["cpu_s"]) + float(figures["background_cpu_s"])
-            for stage, figures in export["stages"].items()}
+    cpu = {stage: float(figures["cpu_s"]) + float(figures["background_cpu_s"])
+           for stage, figures in export["stages"].items()}
+    cpu[STEPS] = float(export["stages"].get("session", {}).get("requests", 0))
+    return cpu
+
+
+def step_overhead_us(steps: int = 100_000) -> dict[str, float]:
+    """What measuring costs, in microseconds: one ``time.thread_time()`` (a system call), and one task step run
+    metered (:mod:`bargein.metrics.loop_cpu`) less the same step plain, on this machine now."""
+    import contextvars
+    import time
+    import timeit
+
+    from bargein.metrics import loop_cpu
+    from bargein.metrics.cost_meter import current_meter
+    from bargein.session.turn_ledger import TurnLedgers
+
+    async def yields(count: int) -> None:
+        for _ in range(count):
+            await asyncio.sleep(0)
+
+    async def timed() -> tuple[float, float]:
+        loop = asyncio.get_running_loop()
+        loop_cpu.install(loop)
+        context = contextvars.copy_context()
+        context.run(current_meter.set, TurnLedgers(lambda: 0.0, lambda status, summary: None))
+        started = time.process_time()
+        await loop.create_task(yields(steps))
+        plain = time.process_time() - started
+        started = time.process_time()
+        await loop.create_task(yields(steps), context=context)
+        return plain, time.process_time() - started
+
+    clock = timeit.Timer(time.thread_time, timer=time.process_time).timeit(number=steps) / steps  # CPU, not wall
+    plain, metered = asyncio.run(timed())
+    return {"thread_time_us": round(clock * 1e6, 2), "metered_step_extra_us": round((metered - plain) / steps * 1e6, 2)}
 
 
 def _delta(after: dict[str, float], before: dict[str, float]) -> dict[str, float]:
@@ -131,15 +169,18 @@ def main() -> None:
         results, _observer, _silence = asyncio.run(run_session(host_port, args))
         ledger_after, cpu_after, threads_after = ledger_cpu(host_port), process_cpu(pid), thread_cpu(pid)
         load_after = os.getloadavg()
-    figures = compare(_delta(ledger_after, ledger_before), _delta(cpu_after, cpu_before))
+    ledger = _delta(ledger_after, ledger_before)
+    steps = ledger.pop(STEPS, 0.0)
+    figures = compare(ledger, _delta(cpu_after, cpu_before))
     figures.update(turns=len(results), answered=sum(r.response_id is not None for r in results),
                    load_before=[round(v, 2) for v in load_before], load_after=[round(v, 2) for v in load_after],
-                   ledger_stages=_delta(ledger_after, ledger_before),
+                   ledger_stages=ledger, session_steps=int(steps),
                    server_threads={name: round(spent, 2)
-                                   for name, spent in _delta(threads_after, threads_before).items() if spent > 0})
+                                   for name, spent in _delta(threads_after, threads_before).items() if spent > 0},
+                   measuring=step_overhead_us())
     print(json.dumps(figures, indent=2))
-    print(f"ledger / processes: {figures['ratio_all']} over all processes (the server's own protocol work "
-          f"unattributed: {figures['unattributed_s']} s), {figures['worker_ratio']} over the worker processes; "
+    print(f"ledger / processes: {figures['ratio_all']} over all processes (the server's CPU in no stage: "
+          f"{figures['unattributed_s']} s), {figures['worker_ratio']} over the worker processes; "
           f"load average {load_before[0]:.2f} before, {load_after[0]:.2f} after")
     if args.json:
         with open(args.json, "w") as out:

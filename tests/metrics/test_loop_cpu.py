@@ -174,3 +174,30 @@ async def test_a_session_handling_client_audio_is_charged_and_an_idle_session_is
     assert STAGE_CPU.total(SESSION_STAGE) - before >= charged
     await talking.close()
     await idle.close()
+
+
+def test_the_server_charges_a_websocket_session_its_own_work_in_its_turn_cost() -> None:
+    from websockets.sync.client import connect
+
+    from bargein.config import Settings
+    from tests.support.server import free_port, running_server
+
+    engines = Engines(FakeVad(), FakeRecognizer(), FakeLanguageModel(), FakeSynthesizer())
+    settings = Settings(port=free_port(), events_per_s=1e6, event_burst=10**6)
+    with running_server(engines, settings) as host, \
+            connect(f"ws://{host}/v1/realtime?bargein_events=1") as ws:
+        ws.send(json.dumps({"type": "session.update",
+                            "session": {"audio": {"input": {"turn_detection": None}}}}))
+        chunk = _append(480)
+        for _ in range(100):
+            ws.send(chunk)
+        ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+        ws.send(json.dumps({"type": "response.create"}))
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            event = json.loads(ws.recv(timeout=30))
+            if event["type"] == "bargein.turn.cost":
+                break
+        else:
+            pytest.fail("no bargein.turn.cost came")
+    assert event["cpu_s"]["session"] > 0.0
