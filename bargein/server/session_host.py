@@ -52,7 +52,7 @@ class SessionRegistry:
         self.history = history or HistoryLedger(MAX_HISTORY_BYTES * per_address, MAX_HISTORY_BYTES * max_sessions)
         """The history memory of this worker's sessions, per client address and in all."""
         self.sockets: dict[RealtimeSession, Any] = {}
-        """Each live session's WebSocket (the drain closes them; a WebRTC call has none: it ends with the server)."""
+        """Each live session's WebSocket, or what closes a WebRTC call the same way (the drain closes them)."""
 
 
 @dataclass(frozen=True)

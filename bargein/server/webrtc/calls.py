@@ -14,7 +14,7 @@ import hashlib
 import hmac
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from bargein.config import Settings
@@ -64,6 +64,20 @@ class Call:
         """True when ``key`` is the one that opened the call (compared in constant time)."""
         offered = caller_digest(key)
         return self.caller is not None and offered is not None and hmac.compare_digest(offered, self.caller)
+
+
+@dataclass(frozen=True)
+class CallCloser:
+    """How the drain closes a call's session, as it closes a WebSocket's: it hangs the call up (after the drain's
+    ``error`` event has gone out on the data channel)."""
+
+    call: Call
+    scope: dict[str, Any] = field(default_factory=dict)
+    """No socket of uvicorn's to abort: a call's media end with the call."""
+
+    async def close(self, code: int = 1000, reason: str = "") -> None:
+        """End the call (``code`` and ``reason`` have no place on a peer connection; the error event said why)."""
+        self.call.hang_up()
 
 
 class CallBook:
@@ -118,7 +132,8 @@ async def run_call(call: Call, request: CallRequest, services: CallServices) -> 
                 services.metrics.errors.labels("webrtc_not_connected").inc()
             return
         session = new_session(settings, services.engines, services.metrics, request.config)
-        async with hosted(session, settings, registry, request.place, services.memory_store):
+        async with hosted(session, settings, registry, request.place, services.memory_store,
+                          socket=CallCloser(call)):
             connection = WebRtcConnection(call.media, session, settings, services.metrics,
                                           own_events=request.own_events, locks=request.place.locks)
             call.connection = connection

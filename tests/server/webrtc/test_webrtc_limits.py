@@ -145,3 +145,20 @@ async def test_a_data_channel_flood_is_held_to_the_event_rate_and_ended_without_
             await asyncio.sleep(0.3)
             errors = [event["error"] for _, event in flooder.events if event["type"] == "error"]
             assert errors and errors[-1]["code"] == "rate_limit_exceeded" and "for 2 s" in errors[-1]["message"]
+
+
+async def test_the_drain_tells_a_call_why_and_ends_it() -> None:
+    with phone_provider.phone_server(engines()) as (host, state):
+        async with WebRtcPeer(f"http://{host}") as peer:
+            await peer.next_event("session.created")
+            assert state.drain.loop is not None
+            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(state.drain.run(), state.drain.loop))
+            _, error = await peer.next_event("error")
+            assert error["error"]["code"] == "server_shutting_down"
+            deadline = time.monotonic() + 10
+            while state.calls.calls and time.monotonic() < deadline:  # noqa: ASYNC110 (polls the server's state)
+                await asyncio.sleep(0.05)
+            assert not state.calls.calls and not state.registry.live
+            async with httpx.AsyncClient(timeout=10) as client:
+                refused = await client.post(f"http://{host}/v1/realtime/calls", content=peer.answer_sdp, headers=SDP)
+            assert refused.status_code == 503, refused.text
