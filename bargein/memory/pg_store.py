@@ -13,7 +13,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
-from bargein.memory.store import Bounds, Memory, MemoryStoreError, clean_fact, search_terms
+from bargein.memory.store import Bounds, Memory, MemoryStoreError, clean_fact, search_terms, telling_terms
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS bargein_memories (id BIGSERIAL PRIMARY KEY, scope TEXT NOT NULL, "
@@ -126,7 +126,7 @@ class PostgresMemoryStore:
 
     async def recall(self, scope: str, query: str, limit: int, newest: int | None = None) -> list[Memory]:
         """The best-ranked memories for ``query`` (``ts_rank``), then the newest, ``limit`` in all."""
-        terms = search_terms(query)
+        terms = await self._telling(scope, search_terms(query))
         ranked: list[Memory] = []
         if terms:
             ranked = await self._rows(
@@ -159,6 +159,17 @@ class PostgresMemoryStore:
     async def close(self) -> None:
         """Close the pool."""
         await self._pool.close()
+
+    async def _telling(self, scope: str, terms: list[str]) -> list[str]:
+        """``terms`` less those common in the scope (:func:`~bargein.memory.store.telling_terms`)."""
+        if not terms:
+            return terms
+        counts = ", ".join("count(*) FILTER (WHERE search @@ to_tsquery('simple', %s))" for _ in terms)
+        async with self._pool.connection() as connection:
+            cursor = await connection.execute(f"SELECT count(*), {counts} FROM bargein_memories WHERE scope = %s",
+                                              (*(_lexeme(term) for term in terms), scope))
+            row = await cursor.fetchone()
+        return telling_terms(terms, [int(count) for count in row[1:]], int(row[0]))
 
     async def _write(self, sql: str, params: tuple[Any, ...]) -> int:
         async with self._pool.connection() as connection, connection.transaction():

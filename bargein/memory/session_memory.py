@@ -32,8 +32,9 @@ NEWEST_TOP_UP = 3
 """Newest memories a reply's notes add to the matching ones (a small scope's facts all fit anyway)."""
 RECENT_TURNS = 3
 """User turns whose words rank the memories recalled for the next reply."""
-MAX_GIVEN = 48
-"""Notes a session's prompts carry in all; past it the oldest blocks go (the conversation is evaluated again)."""
+MAX_GIVEN = 24
+"""Notes a session's prompts carry in all (about three recalls' budgets, a third of the history's room in the
+default context); past it the oldest blocks go (the conversation is evaluated again, before the user speaks)."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,8 @@ class SessionMemory:
         """The latest recall: the memories most relevant to the user's recent words, within the budget."""
         self.blocks: list[NotesBlock] = []
         """Every note given to this session's prompts, where it was given (at most :data:`MAX_GIVEN`)."""
+        self.on_given: Callable[[], None] | None = None
+        """Told when new notes were given (the session warms the model's cache with them before the user speaks)."""
         self._waiting: deque[tuple[str, str]] = deque(maxlen=MAX_WAITING)
         self._task: asyncio.Task[None] | None = None
 
@@ -107,32 +110,37 @@ class SessionMemory:
         found = await self.store.recall(self.scope, " ".join(said), RECALL_LIMIT,
                                         newest=NEWEST_TOP_UP if said else None)
         self.notes = within_budget(found, self.budget_tokens)
-        await self._drop_stale()
+        dropped = await self._drop_stale()
         # read after the awaits: a turn committed meanwhile already has its prompt, the notes open the next one
-        self._give(self.notes, sum(1 for m in self.history() if m.role == "user"))
+        given = self._give(self.notes, sum(1 for m in self.history() if m.role == "user"))
+        if (dropped or given) and self.on_given is not None and self.enabled():
+            self.on_given()
 
-    async def _drop_stale(self) -> None:
-        """Take every given note that was forgotten or corrected since out of its block."""
+    async def _drop_stale(self) -> bool:
+        """Take every given note that was forgotten or corrected since out of its block; whether any was."""
         given = [note for block in self.blocks for note in block.notes]
         if not given:
-            return
+            return False
         now = {(m.id, m.updated_at) for m in await self.store.present(self.scope, [note.id for note in given])}
         if len(now) == len(given) and all((note.id, note.updated_at) in now for note in given):
-            return
+            return False
         kept = [NotesBlock(b.before, tuple(n for n in b.notes if (n.id, n.updated_at) in now)) for b in self.blocks]
         self.blocks = [block for block in kept if block.notes]
+        return True
 
-    def _give(self, notes: list[Memory], before: int) -> None:
-        """Add the ``notes`` not given yet as a block opening the user message ``before`` (joining a block there)."""
+    def _give(self, notes: list[Memory], before: int) -> bool:
+        """Add the ``notes`` not given yet as a block opening the user message ``before`` (joining a block there);
+        whether any was new."""
         given = {note.id for block in self.blocks for note in block.notes}
         new = tuple(note for note in notes if note.id not in given)
         if not new:
-            return
+            return False
         if self.blocks and self.blocks[-1].before == before:
             new = self.blocks.pop().notes + new
         self.blocks.append(NotesBlock(before, new[-MAX_GIVEN:]))
         while sum(len(block.notes) for block in self.blocks) > MAX_GIVEN and len(self.blocks) > 1:
             self.blocks.pop(0)
+        return True
 
     async def learn(self, user_text: str, heard_before: str) -> list[Memory]:
         """Apply what ``user_text`` states or asks to forget; the memories written."""

@@ -21,6 +21,7 @@ from bargein.memory.store import (
     MemoryStoreError,
     clean_fact,
     search_terms,
+    telling_terms,
 )
 
 BUSY_TIMEOUT_S = 1.0
@@ -156,7 +157,7 @@ class SqliteMemoryStore:
         return self._transaction(lambda: self._db.execute(sql, params).rowcount)
 
     def _recall(self, scope: str, query: str, limit: int, newest_count: int) -> list[Memory]:
-        terms = search_terms(query)
+        terms = self._telling(scope, search_terms(query))
         ranked: list[Memory] = []
         if terms:
             ranked = self._rows(f"SELECT {_COLUMNS} FROM memories_fts f JOIN memories m ON m.id = f.rowid "
@@ -168,6 +169,16 @@ class SqliteMemoryStore:
                             "ORDER BY m.updated_at DESC, m.id DESC LIMIT ?", (scope, newest_count))
         seen = {memory.id for memory in ranked}
         return (ranked + [memory for memory in newest if memory.id not in seen])[:limit]
+
+    def _telling(self, scope: str, terms: list[str]) -> list[str]:
+        """``terms`` less those common in the scope (:func:`~bargein.memory.store.telling_terms`)."""
+        if not terms:
+            return terms
+        total = int(self._db.execute("SELECT count(*) FROM memories WHERE scope = ?", (scope,)).fetchone()[0])
+        holding = [int(self._db.execute("SELECT count(*) FROM memories_fts f JOIN memories m ON m.id = f.rowid "
+                                        "WHERE memories_fts MATCH ? AND m.scope = ?",
+                                        (f'"{term}"', scope)).fetchone()[0]) for term in terms]
+        return telling_terms(terms, holding, total)
 
     def _rows(self, sql: str, params: tuple[Any, ...]) -> list[Memory]:
         return [Memory(int(r[0]), str(r[1]), str(r[2]), float(r[3])) for r in self._db.execute(sql, params)]

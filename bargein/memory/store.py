@@ -103,6 +103,20 @@ def search_terms(text: str, max_terms: int = 24) -> list[str]:
     return list(dict.fromkeys(words))[:max_terms]
 
 
+COMMON_SHARE = 0.05
+COMMON_FLOOR = 24
+"""A word held by more than ``max(COMMON_FLOOR, COMMON_SHARE * memories)`` of a scope's memories ranks nothing."""
+
+
+def telling_terms(terms: list[str], holding: list[int], memories: int) -> list[str]:
+    """The ``terms`` that say which memory is meant: a word that many of the scope's ``memories`` hold
+    (``holding[i]`` hold ``terms[i]``) is common there, and matching on it would recall one of many at random
+    (a relevance floor: 1,000 notes that each mention one of a dozen subjects add nothing to a question about
+    one of them). A small scope keeps every word."""
+    most = max(COMMON_FLOOR, int(COMMON_SHARE * memories))
+    return [term for term, count in zip(terms, holding, strict=True) if count <= most]
+
+
 def clean_fact(topic: str, text: str) -> tuple[str, str]:
     """``topic`` and ``text`` trimmed to their bounds, whitespace folded; a ValueError when the text is empty."""
     fact = " ".join(text.split())[:MAX_FACT_CHARS]

@@ -157,6 +157,7 @@ async def attach_memory(session: RealtimeSession, store: MemoryStore | None, sco
     memory = SessionMemory(store, scope, lambda: session.conversation.chat_messages(None),
                            enabled=lambda: session.config.memory is not False)
     session.replies.remembered = memory.prompt
+    memory.on_given = session.executor.warm_ahead  # new notes are evaluated before the user's next turn
     session.replies.builtins = default_registry(extra=memory_tools(memory)) if settings.builtin_tools \
         else ToolRegistry(memory_tools(memory))
     session.observe(ReplyClosedHook(memory.on_reply_closed))

@@ -145,6 +145,11 @@ class ActionExecutor:
             case _:
                 assert_never(action)
 
+    def warm_ahead(self) -> None:
+        """Have the model evaluate the conversation so far and what opens the next user message (long-term memory's
+        newly given notes) before the user speaks: a cache hint off the turn's path, no turn decision."""
+        self.speculator.warm(*self._prompt(self.config(), ""))
+
     def _prompt(self, config: SessionConfig, text: str,
                 tools: ToolSetup | None = None) -> tuple[list[ChatMessage], GenerationOptions]:
         """The messages and options of a reply to the user's ``text`` (a speculative one must match it exactly),

@@ -39,8 +39,6 @@ class ReplyStats:
     """Every audio delta's 10 ms frames: (audible, ms)."""
     paused_at: float | None = None
     """Arrival of ``bargein.reply.paused`` (the server holds a reply while it decides about an onset)."""
-    usage: dict[str, Any] | None = None
-    """The ``response.done`` ``usage`` (input tokens, of which cached: what the model evaluated anew)."""
 
     def _playback(self) -> list[tuple[float, float]]:
         """(start, wait) of every delta for a client that plays each on arrival, back to back: a delta starts when
@@ -206,7 +204,6 @@ class Observer:
             if reply is not None:
                 reply.done_at = at
                 reply.status = event["response"].get("status")
-                reply.usage = event["response"].get("usage")
         elif kind == "input_audio_buffer.speech_started":
             self.speech_started.append((at, float(event["audio_start_ms"]), event.get("item_id", "")))
         elif kind == "input_audio_buffer.speech_stopped":

@@ -59,7 +59,8 @@ async def probe(store: SqliteMemoryStore, scopes: dict[str, Conversation], tally
         for question in conversation.probes:
             memory = SessionMemory(store, scope, lambda q=question.question: [ChatMessage("user", q)])
             await memory.refresh()
-            notes = [note.text for note in memory.notes]
+            given = [note for block in memory.blocks for note in block.notes]  # what the prompt carries
+            notes = [note.text for note in given]
             if question.expect:
                 tally.facts += 1
                 if any(all(word.lower() in note.lower() for word in question.expect) for note in notes):
@@ -69,7 +70,7 @@ async def probe(store: SqliteMemoryStore, scopes: dict[str, Conversation], tally
             if any(word.lower() in note.lower() for word in question.never for note in notes):
                 tally.stale_returned += 1
                 tally.misses.append(f"{conversation.name}: stale fact returned: {notes}")
-            if any(note.id not in own for note in memory.notes):
+            if any(note.id not in own for note in given):
                 tally.foreign_returned += 1
 
 

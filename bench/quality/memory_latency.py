@@ -18,7 +18,7 @@ from pathlib import Path
 from bargein.memory.sqlite_store import SqliteMemoryStore
 from bargein.memory.store import LOCAL_SCOPE
 from bench.harness.realtime_harness import ServerProcess
-from bench.harness.session_observer import Observer, TurnResult
+from bench.harness.session_observer import TurnResult
 from bench.harness.spoken_session import run_session
 
 MEMORIES = 1000
@@ -40,25 +40,6 @@ def _args(turns: int, session: dict[str, object] | None) -> argparse.Namespace:
                               max_reply_s=12.0, clips="librivox", session=session)
 
 
-def _evaluated(observer: Observer, results: list[TurnResult]) -> list[tuple[int, int]]:
-    """(prompt tokens, of which evaluated anew: not reused from the KV cache) of each measured turn's reply."""
-    found: list[tuple[int, int]] = []
-    for result in results:
-        reply = observer.responses.get(result.response_id or "")
-        usage = reply.usage if reply is not None else None
-        if usage and usage.get("input_tokens"):
-            cached = int((usage.get("input_token_details") or {}).get("cached_tokens", 0))
-            found.append((int(usage["input_tokens"]), int(usage["input_tokens"]) - cached))
-    return found
-
-
-def _tokens(found: list[tuple[int, int]]) -> str:
-    if not found:
-        return "no usage"
-    return (f"prompt tokens p50 {statistics.median(t for t, _ in found):.0f}, "
-            f"evaluated anew p50 {statistics.median(e for _, e in found):.0f}")
-
-
 def _p50(results: list[TurnResult]) -> tuple[float, int]:
     values = [r.first_audio_ms for r in results if r.first_audio_ms is not None]
     return (statistics.median(values) if values else float("nan")), len(values)
@@ -70,22 +51,19 @@ async def compare(turns: int, engines: str = "default", rounds: int = 2) -> None
         await fill(Path(directory) / "memory.sqlite3")
         on: list[TurnResult] = []
         off: list[TurnResult] = []
-        tokens: dict[bool, list[tuple[int, int]]] = {True: [], False: []}
         with ServerProcess(engines, extra_args=["--memory", "--data-dir", directory]) as server:
             print(f"server on {server.host_port}, {MEMORIES} memories in the local scope", flush=True)
             for _ in range(rounds):
                 for results, session in ((on, None), (off, {"memory": False})):
-                    found, observer, _silence = await run_session(server.host_port, _args(turns // rounds, session))
+                    found, _observer, _silence = await run_session(server.host_port, _args(turns // rounds, session))
                     results.extend(found)
-                    tokens[session is None] += _evaluated(observer, found)
                     print(f"memory {'on' if session is None else 'off'}: first audio "
-                          f"{[round(r.first_audio_ms or 0) for r in found]} ms; {_tokens(_evaluated(observer, found))}",
-                          flush=True)
+                          f"{[round(r.first_audio_ms or 0) for r in found]} ms", flush=True)
         (p50_on, n_on), (p50_off, n_off) = _p50(on), _p50(off)
         change = 100.0 * (p50_on - p50_off) / p50_off if p50_off else float("nan")
         print(f"first audio p50: memory on {p50_on:.0f} ms ({n_on} turns), off {p50_off:.0f} ms ({n_off} turns): "
               f"{change:+.1f} %; load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
-        print(f"memory on: {_tokens(tokens[True])}; off: {_tokens(tokens[False])}")
+
 
 
 if __name__ == "__main__":

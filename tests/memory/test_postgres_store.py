@@ -47,3 +47,17 @@ async def test_concurrent_writers_lose_nothing(database_url: str) -> None:
     assert len(await second.entries("c")) == 100
     await first.close()
     await second.close()
+
+
+async def test_a_word_many_of_the_scopes_memories_hold_ranks_nothing(database_url: str) -> None:
+    from bargein.memory.pg_store import PostgresMemoryStore
+
+    store = await PostgresMemoryStore.open(database_url)
+    await store.clear("common")
+    for index in range(100):
+        await store.remember("common", f"note {index}", f"The user once mentioned the garden (note {index}).")
+    await store.remember("common", "allergy", "The user is allergic to peanuts.")
+    found = await store.recall("common", "peanuts in the garden", 8, newest=0)
+    assert [memory.topic for memory in found] == ["allergy"]
+    assert await store.recall("common", "the garden", 8, newest=0) == []
+    await store.close()

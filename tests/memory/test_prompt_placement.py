@@ -30,6 +30,8 @@ async def test_each_turns_prompt_extends_the_last_and_gives_each_note_once(tmp_p
     store = await _filled(tmp_path / "m.sqlite3")
     history: list[ChatMessage] = []
     memory = SessionMemory(store, "me", lambda: list(history))
+    warmed: list[int] = []
+    memory.on_given = lambda: warmed.append(len(memory.blocks))  # the session warms the model's cache then
     await memory.refresh()  # the session's start
     before: list[ChatMessage] = []
     for number, question in enumerate(QUESTIONS):
@@ -42,6 +44,7 @@ async def test_each_turns_prompt_extends_the_last_and_gives_each_note_once(tmp_p
         await _after_turn(memory)
     given = [note.id for block in memory.blocks for note in block.notes]
     assert len(given) == len(set(given)) <= MAX_GIVEN
+    assert warmed == list(range(1, len(memory.blocks) + 1))  # once per new block, not when nothing is new
     await store.close()
 
 

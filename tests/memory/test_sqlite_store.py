@@ -117,3 +117,17 @@ def test_scopes_are_digests_never_keys() -> None:
     assert "secret-key" not in key_scope("secret-key")
     assert key_scope("k1") != key_scope("k2")
     assert bound_scope("tenant-7") != key_scope("tenant-7")
+
+
+async def test_a_word_many_of_the_scopes_memories_hold_ranks_nothing(tmp_path: Path) -> None:
+    store = SqliteMemoryStore(str(tmp_path / "m.sqlite3"))
+    for index in range(3):
+        await store.remember("small", f"note {index}", f"The user once mentioned the garden (note {index}).")
+    assert len(await store.recall("small", "the garden", 8, newest=0)) == 3  # a small scope keeps every word
+    for index in range(100):
+        await store.remember("big", f"note {index}", f"The user once mentioned the garden (note {index}).")
+    await store.remember("big", "allergy", "The user is allergic to peanuts.")
+    found = await store.recall("big", "peanuts in the garden", 8, newest=0)
+    assert [memory.topic for memory in found] == ["allergy"]  # "garden" is in 100 of 101: it tells nothing
+    assert await store.recall("big", "the garden", 8, newest=0) == []
+    await store.close()
