@@ -2,13 +2,14 @@
 // Realtime session. Protocol handling lives here; audio, camera, transport (WebRTC or WebSocket) and view details
 // live in their modules.
 
-import { AudioEngine } from './audio.js';
 import { Camera } from './camera.js';
+import { Connection } from './connection.js';
 import { pollHealth } from './health.js';
 import { base64ToBytes, bytesToBase64 } from './realtime.js';
 import { SessionConfig } from './session-config.js';
 import { ConversationView } from './transcript.js';
-import { openTransport, preferredTransport, transportLabel } from './transport.js';
+import { StatusBar } from './status.js';
+import { preferredTransport } from './transport.js';
 import { TurnLog } from './turns.js';
 
 const $ = (id) => document.getElementById(id);
@@ -34,7 +35,7 @@ const test = {
   sessionId: null,
   transport: null, // 'WebRTC' or 'WebSocket' once a session is opening
   fallbackReason: null, // why WebRTC was not used, when the page fell back to the WebSocket
-  rtcStats: () => client?.stats?.() ?? null, // the reply track's receive statistics over WebRTC
+  rtcStats: () => conn.client?.stats?.() ?? null, // the reply track's receive statistics over WebRTC
   session: null,
   samplesPlayed: 0,
   playedByItem: {},
@@ -59,9 +60,9 @@ const test = {
   },
 };
 window.bargeinTest = test;
+const status = new StatusBar({ conn: ui.conn, agent: ui.agent, transport: ui.transport, errors: ui.errors,
+  connect: $('connect'), disconnect: $('disconnect'), mute: $('mute') }, test);
 
-let client = null;
-let audio = null;
 const cutItems = new Set(); // agent items cut by barge-in: late audio for them is dropped
 const liveItems = new Set(); // agent items with audio received and not yet played to the end
 const itemResponse = new Map(); // item_id -> response_id
@@ -69,49 +70,22 @@ const liveResponses = new Set(); // responses created and not done: the server m
 let turnMode = 'normal'; // bargein.turn.mode: in 'confirm' the server lets short speech over a live reply go
 let cutDeferred = false; // speech began over a live reply in confirm mode: cut only if the server pauses it
 
-function setConn(state, text) {
-  test.state = state;
-  ui.conn.dataset.state = state;
-  ui.conn.textContent = text ?? state;
-  const live = state === 'connecting' || state === 'open' || state === 'connected';
-  $('connect').disabled = live;
-  $('disconnect').disabled = !live;
-  $('mute').disabled = !live;
-}
-
-function setAgent(state) {
-  ui.agent.dataset.state = state;
-  ui.agent.textContent = `agent ${state}`;
-}
-
-function showError(source, err) {
-  const e = typeof err === 'object' && err !== null ? err : { message: String(err) };
-  const entry = { source, type: e.type ?? null, code: e.code ?? null, message: e.message ?? String(err),
-    param: e.param ?? null, event_id: e.event_id ?? null, at: new Date().toISOString() };
-  test.errors.push(entry);
-  const li = document.createElement('li');
-  const where = [entry.source, entry.type, entry.code].filter(Boolean).join(' / ');
-  const param = entry.param ? ` (param ${entry.param})` : '';
-  li.textContent = `${entry.at.slice(11, 19)} ${where}: ${entry.message}${param}`;
-  ui.errors.prepend(li);
-}
-
 // ---- barge-in ----------------------------------------------------------------------------------------------
 
 async function bargeIn() {
   test.speechStarted++;
-  if (!audio) return;
+  if (!conn.audio) return;
   // Cut now, before the worklet answers: audio arriving during the round trip must not slip into the buffer.
   for (const itemId of liveItems) cutItems.add(itemId);
   liveItems.clear();
-  const report = await audio.clear();
+  const report = await conn.audio.clear();
   test.clears++;
   for (const it of report.items) {
     // Only an item that was still playing or waiting to play was cut; one that finished was heard in full.
     if (it.unplayedMs <= 0 && it.ended) continue;
     cutItems.add(it.itemId);
     const audioEndMs = Math.floor(it.playedMs);
-    const sent = client?.send({ type: 'conversation.item.truncate', item_id: it.itemId, content_index: 0,
+    const sent = conn.client?.send({ type: 'conversation.item.truncate', item_id: it.itemId, content_index: 0,
       audio_end_ms: audioEndMs });
     const record = { item_id: it.itemId, audio_end_ms: audioEndMs, played24k: it.played24k,
       unplayed_ms: it.unplayedMs, received_ms: test.receivedMsByItem[it.itemId] ?? 0, sent: Boolean(sent),
@@ -119,7 +93,7 @@ async function bargeIn() {
     test.lastTruncate = record;
     test.truncates.push(record);
     view.agentCut(it.itemId, audioEndMs);
-    setAgent('interrupted');
+    status.agent('interrupted');
   }
 }
 
@@ -131,7 +105,7 @@ if (params.get('lang')) $('language').value = params.get('lang');
 const config = new SessionConfig($('language'));
 
 // A change during a session applies from the next turn on.
-$('language').addEventListener('change', () => client?.send(config.languageUpdate()));
+$('language').addEventListener('change', () => conn.client?.send(config.languageUpdate()));
 
 function onEvent(ev) {
   const type = ev.type ?? '?';
@@ -152,15 +126,15 @@ function onEvent(ev) {
     if (type === 'bargein.reply.paused' && cutDeferred) {
       // the speech lasted long enough to interrupt: cut now, where playback has got to
       cutDeferred = false;
-      bargeIn().catch((err) => showError('client', err));
+      bargeIn().catch((err) => status.error('client', err));
     }
     if (type === 'bargein.reply.resumed') {
       // A cough or a backchannel paused the reply; it goes on from exactly where playback stopped.
       cutItems.delete(ev.item_id);
       test.receivedMsByItem[ev.item_id] = ev.audio_start_ms;
-      audio?.seek(ev.item_id, ev.audio_start_ms);
+      conn.audio?.seek(ev.item_id, ev.audio_start_ms);
       view.agentResumed(ev.item_id, ev.audio_start_ms);
-      setAgent('speaking');
+      status.agent('speaking');
     }
     return;
   }
@@ -169,28 +143,28 @@ function onEvent(ev) {
       config.created(ev.session);
       test.sessionId = ev.session?.id ?? null;
       test.session = ev.session ?? null;
-      setConn('connected', 'connected');
+      status.conn('connected', 'connected');
       break;
     case 'session.updated':
       test.session = ev.session ?? null;
       break;
     case 'error':
-      showError('server', { ...ev.error, event_id: ev.error?.event_id });
+      status.error('server', { ...ev.error, event_id: ev.error?.event_id });
       break;
     case 'input_audio_buffer.speech_started':
       if (ev.item_id) view.userSpeaking(ev.item_id);
-      setAgent('listening');
+      status.agent('listening');
       if (turnMode === 'confirm' && liveResponses.size > 0) {
         // The storm guard: speech must last before it may interrupt, and short speech lets the reply go on
         // with no bargein.reply.resumed to follow. Cutting here would silence the rest of the reply for a cough.
         cutDeferred = true;
         break;
       }
-      bargeIn().catch((err) => showError('client', err));
+      bargeIn().catch((err) => status.error('client', err));
       break;
     case 'input_audio_buffer.speech_stopped':
       turns.speechStopped(ev);
-      setAgent('thinking');
+      status.agent('thinking');
       break;
     case 'conversation.item.input_audio_transcription.delta':
       view.userDelta(ev.item_id, ev.delta ?? '');
@@ -200,7 +174,7 @@ function onEvent(ev) {
       else view.userDiscard(ev.item_id);
       break;
     case 'conversation.item.input_audio_transcription.failed':
-      showError('transcription', ev.error ?? { message: 'transcription failed' });
+      status.error('transcription', ev.error ?? { message: 'transcription failed' });
       break;
     case 'response.created':
       if (ev.response?.id) liveResponses.add(ev.response.id);
@@ -213,12 +187,12 @@ function onEvent(ev) {
       if (cutItems.has(ev.item_id)) break; // stale audio of a cut reply must never play
       const bytes = base64ToBytes(ev.delta ?? '');
       audioArrived(ev.item_id, (bytes.byteLength / 2 / 24000) * 1000);
-      audio?.play(ev.item_id, bytes);
+      conn.audio?.play(ev.item_id, bytes);
       break;
     }
     case 'response.output_audio.done':
       // A cut item's tail must not play: flushing the resampler would queue (and play) more of it.
-      if (!cutItems.has(ev.item_id)) audio?.end(ev.item_id);
+      if (!cutItems.has(ev.item_id)) conn.audio?.end(ev.item_id);
       break;
     case 'response.output_audio_transcript.delta':
     case 'response.output_text.delta':
@@ -237,7 +211,7 @@ function onEvent(ev) {
       view.agentCut(ev.item_id, ev.audio_end_ms);
       // The server cut it itself (over WebRTC it knows what was played): ask which words it kept.
       if (!test.truncates.some((t) => t.item_id === ev.item_id)) {
-        client?.send({ type: 'conversation.item.retrieve', item_id: ev.item_id });
+        conn.client?.send({ type: 'conversation.item.retrieve', item_id: ev.item_id });
       }
       break;
     case 'conversation.item.retrieved': {
@@ -251,7 +225,7 @@ function onEvent(ev) {
       const r = ev.response ?? {};
       liveResponses.delete(r.id);
       if (liveResponses.size === 0) cutDeferred = false;
-      if (r.status === 'failed') showError('response', r.status_details?.error ?? { message: 'response failed' });
+      if (r.status === 'failed') status.error('response', r.status_details?.error ?? { message: 'response failed' });
       break;
     }
     default:
@@ -275,14 +249,14 @@ function onPlayback(msg) {
     test.playedByItem = msg.items;
     test.underruns = msg.underruns;
     for (const [itemId, n] of Object.entries(msg.items)) view.agentPlayed(itemId, (n / 24000) * 1000);
-    if (msg.state === 'playing') setAgent('speaking');
-    else if (ui.agent.dataset.state === 'speaking') setAgent('idle');
+    if (msg.state === 'playing') status.agent('speaking');
+    else if (ui.agent.dataset.state === 'speaking') status.agent('idle');
     ui.playback.textContent = msg.transport === 'webrtc' ? `playback ${msg.state} (reply track)`
       : `playback ${msg.state}, buffered ${Math.round(msg.bufferedMs)} ms, underruns ${msg.underruns}, ` +
-        `output ${audio?.sampleRate ?? 0} Hz`;
+        `output ${conn.audio?.sampleRate ?? 0} Hz`;
   } else if (msg.type === 'started') {
     if (msg.at !== undefined) turns.audible(msg.itemId, msg.at);
-    else if (audio) turns.audible(msg.itemId, audio.contextToPerf(msg.contextTime));
+    else if (conn.audio) turns.audible(msg.itemId, conn.audio.contextToPerf(msg.contextTime));
   } else if (msg.type === 'drained') {
     liveItems.delete(msg.itemId);
   }
@@ -292,40 +266,36 @@ function onPlayback(msg) {
 
 function onMicFrame(pcm, peak) {
   $('mic-level').value = peak;
-  if (!client?.open) return;
-  if (!client.carriesAudio) {
+  if (!conn.client?.open) return;
+  if (!conn.client.carriesAudio) {
     turns.frameSent(FRAME_MS); // the track carries this frame: the log still maps stream time to the clock
     return;
   }
-  if (client.buffered > MAX_SOCKET_BACKLOG) {
+  if (conn.client.buffered > MAX_SOCKET_BACKLOG) {
     test.framesDropped++;
     return;
   }
-  client.send({ type: 'input_audio_buffer.append', audio: bytesToBase64(pcm) });
+  conn.client.send({ type: 'input_audio_buffer.append', audio: bytesToBase64(pcm) });
   turns.frameSent(FRAME_MS);
   test.framesSent++;
 }
 
 // ---- connection --------------------------------------------------------------------------------------------
 
-let attempt = 0; // bumped by Disconnect: a connection still starting its audio gives up
+const conn = new Connection({
+  status,
+  prefer: preferredTransport(params),
+  prebufferMs: PREBUFFER_MS,
+  fields: { apiKey: $('api-key'), model: $('model'), mute: $('mute'), micLevel: $('mic-level'),
+    replyAudio: $('reply-audio') },
+  onFrame: onMicFrame,
+  onPlayback,
+  onEvent,
+  onOpen: (client) => client.send(config.sessionUpdate()),
+});
 
-function muted() {
-  return $('mute').getAttribute('aria-pressed') === 'true';
-}
-
-/** The session's audio is over: microphone off, audio graph closed, live indicators back at rest. */
-function stopAudio() {
-  audio?.stop();
-  audio = null;
-  $('mic-level').value = 0;
-  setAgent('idle');
-}
-
-async function connect(ev) {
+function connect(ev) {
   ev?.preventDefault();
-  const mine = ++attempt;
-  setConn('connecting', 'connecting…');
   turns.reset();
   config.reset();
   cutItems.clear();
@@ -333,88 +303,7 @@ async function connect(ev) {
   liveResponses.clear();
   turnMode = 'normal';
   cutDeferred = false;
-  test.fallbackReason = null;
-  // The AudioContext is created inside the click handler: browsers only let a user gesture start audio.
-  const engine = new AudioEngine({ onFrame: onMicFrame, onPlayback });
-  audio = engine;
-  let micError = null;
-  try {
-    await engine.start({ prebufferMs: PREBUFFER_MS });
-  } catch (err) {
-    micError = err;
-  }
-  if (mine !== attempt) {
-    engine.stop(); // Disconnect was pressed while the microphone was being opened
-    return;
-  }
-  // Mute may have been pressed before the microphone existed, or in an earlier session: the button is the truth.
-  engine.setMuted(muted());
-  if (micError) {
-    showError('microphone', micError);
-    if (!engine.playback) {
-      stopAudio();
-      setConn('failed', 'audio failed');
-      return;
-    }
-  }
-  const mic = engine.micStream;
-  try {
-    await openTransport({
-      prefer: preferredTransport(params),
-      apiKey: $('api-key').value.trim(),
-      model: $('model').value.trim(),
-      micStream: mic,
-      handlers: { onEvent, onState: onTransportState, onPlayback, audioElement: $('reply-audio') },
-      onAttempt: (c) => {
-        client = c;
-        showTransport();
-      },
-      onFallback: (reason) => {
-        test.fallbackReason = reason;
-        showTransport();
-      },
-    });
-  } catch (err) {
-    // Disconnect pressed while the call was being placed, or a refusal (a wrong key): no fallback.
-    if (client?.closing) onTransportState('closed', { byClient: true });
-    else onTransportState('closed', { code: err.status ?? null, reason: err.message ?? String(err), source: 'webrtc' });
-  }
-}
-
-function showTransport() {
-  test.transport = client?.name ?? null;
-  ui.transport.textContent = transportLabel(client, test.fallbackReason);
-  ui.transport.dataset.state = client?.name === 'WebRTC' ? 'connected' : 'fallback';
-  ui.transport.title = test.fallbackReason ? `WebRTC failed: ${test.fallbackReason}` : '';
-}
-
-function onTransportState(state, detail) {
-  if (state === 'open') {
-    setConn('open', 'open');
-    client.send(config.sessionUpdate());
-  } else if (state === 'closed') {
-    if (detail.source === 'webrtc') {
-      showError('webrtc', { code: detail.code, message: detail.reason });
-    } else if (detail.code !== 1000 && !detail.byClient) {
-      // 1006 without a reason is what a browser reports when the server refused the handshake.
-      const refused = detail.code === 1006 && !detail.reason;
-      const hint = refused ? ' (refused or dropped: check the API key and the server log)' : '';
-      const message = detail.code === null ? `connection closed: ${detail.reason}`
-        : `connection closed (${detail.code}) ${detail.reason}${hint}`;
-      showError(client?.name === 'WebRTC' ? 'webrtc' : 'socket', { code: detail.code, message });
-    }
-    const closedText = detail.code === null || detail.code === undefined ? 'closed' : `closed ${detail.code}`;
-    setConn('closed', detail.byClient ? 'disconnected' : closedText);
-    stopAudio();
-  } else if (state === 'failed') {
-    // The socket could not even be created (a key the browser refuses as a subprotocol): nothing will close
-    // it later, so the microphone opened for it stops now.
-    showError('socket', detail);
-    stopAudio();
-    setConn('failed', 'failed');
-  } else {
-    setConn(state);
-  }
+  conn.connect();
 }
 
 // A backend that mints ephemeral client secrets (POST /v1/realtime/client_secrets) can send the browser here
@@ -426,21 +315,12 @@ if (fromHash) {
 }
 
 $('connect-form').addEventListener('submit', connect);
-$('disconnect').addEventListener('click', () => {
-  if (client?.active) {
-    client.close(); // its close event stops the audio
-    return;
-  }
-  // Still opening the microphone (its prompt may be up): the attempt is abandoned before any connection exists.
-  attempt++;
-  stopAudio();
-  setConn('idle', 'disconnected');
-});
+$('disconnect').addEventListener('click', () => conn.disconnect());
 $('mute').addEventListener('click', () => {
-  const mute = !muted();
+  const mute = !conn.muted;
   $('mute').setAttribute('aria-pressed', String(mute));
   $('mute').textContent = mute ? 'Unmute' : 'Mute';
-  audio?.setMuted(mute);
+  conn.setMuted(mute);
 });
 
 // ---- camera ------------------------------------------------------------------------------------------------
@@ -451,8 +331,8 @@ const camera = new Camera($('preview'), {
   everyMs: Number(params.get('frame_ms') ?? 1000),
   onFrame: (dataUrl) => {
     const info = `last frame ${Math.round((dataUrl.length * 3) / 4 / 1024)} KiB`;
-    if ($('send-frames').checked && client?.open) {
-      client.send({ type: 'bargein.camera.frame', image_url: dataUrl });
+    if ($('send-frames').checked && conn.client?.open) {
+      conn.client.send({ type: 'bargein.camera.frame', image_url: dataUrl });
       test.imagesSent++;
       $('camera-info').textContent = `${info}, ${test.imagesSent} sent`;
     } else {
@@ -478,7 +358,7 @@ $('camera').addEventListener('click', async () => {
   try {
     await camera.start();
   } catch (err) {
-    showError('camera', err);
+    status.error('camera', err);
     if (click !== cameraClicks) return; // a later click decides
     camera.stop();
     cameraWanted = false;
@@ -486,5 +366,5 @@ $('camera').addEventListener('click', async () => {
   }
 });
 
-setConn('idle', 'disconnected');
+status.conn('idle', 'disconnected');
 pollHealth(ui.ready);

@@ -38,10 +38,3 @@ export async function openTransport({ prefer, apiKey, model, micStream, handlers
   ws.connect(apiKey, model);
   return ws;
 }
-
-/** The connection label's text: which transport, and why not WebRTC when it fell back. */
-export function transportLabel(client, fallbackReason) {
-  if (!client) return 'transport: –';
-  if (client.name === 'WebRTC') return 'WebRTC';
-  return fallbackReason ? 'WebSocket (WebRTC failed)' : 'WebSocket';
-}
