@@ -11,9 +11,13 @@ const RATE = 24000; // the worklet reports positions in 24 kHz samples
 const KEEP = 64; // replies remembered: older ones are long heard and never reported again
 
 export class RemotePlayback {
-  /** @param {(msg: object) => void} onPlayback receives the worklet-shaped messages */
-  constructor(onPlayback) {
+  /**
+   * @param {(msg: object) => void} onPlayback receives the worklet-shaped messages
+   * @param {() => number} playoutMs how long arrived audio waits in the jitter buffer before it sounds
+   */
+  constructor(onPlayback, playoutMs = () => 0) {
     this.onPlayback = onPlayback ?? (() => {});
+    this.playoutMs = playoutMs;
     this.itemOfResponse = new Map(); // response_id -> its audio (message) item
     this.playedMs = {}; // item_id -> ms played
     this.started = new Set(); // items whose first audio was reported
@@ -75,7 +79,7 @@ export class RemotePlayback {
     if (!(itemId in this.playedMs)) this.playedMs[itemId] = 0;
     if (!this.started.has(itemId)) {
       this.started.add(itemId);
-      this.onPlayback({ type: 'started', itemId, at: now });
+      this.onPlayback({ type: 'started', itemId, at: now + this.playoutMs() }); // when its first sample sounds
     }
     this.playedMs[itemId] += ms;
     this.totalMs += ms;

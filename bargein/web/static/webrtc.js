@@ -43,7 +43,10 @@ export class WebRtcClient {
     this.onEvent = onEvent;
     this.onState = onState;
     this.audioElement = audioElement;
-    this.playback = new RemotePlayback(onPlayback);
+    this.playback = new RemotePlayback(onPlayback, () => this.playoutMs);
+    this.playoutMs = 0; // the reply track's jitter buffer delay, from the receive statistics once a second
+    this.jitterSeen = null;
+    this.statsTimer = null;
     this.pc = null;
     this.channel = null;
     this.callUrl = null;
@@ -85,7 +88,18 @@ export class WebRtcClient {
     pc.onconnectionstatechange = () => {
       if (pc.connectionState === 'failed') this.ended('the network path failed (ICE)');
     };
+    this.statsTimer = setInterval(() => this.measurePlayout().catch(() => {}), 1000);
     this.onState('open', 'webrtc');
+  }
+
+  /** The jitter buffer's mean delay over the last second (what the sound waits after its packet arrived). */
+  async measurePlayout() {
+    const s = await this.stats();
+    if (!s || s.jitterBufferEmittedCount === undefined) return;
+    const last = this.jitterSeen;
+    this.jitterSeen = s;
+    const emitted = last ? s.jitterBufferEmittedCount - last.jitterBufferEmittedCount : 0;
+    if (emitted > 0) this.playoutMs = (1000 * (s.jitterBufferDelay - last.jitterBufferDelay)) / emitted;
   }
 
   /** Offer, POST, answer. */
@@ -191,6 +205,8 @@ export class WebRtcClient {
   }
 
   teardown() {
+    clearInterval(this.statsTimer);
+    this.statsTimer = null;
     this.playback.reset();
     if (this.channel) this.channel.onclose = null;
     this.channel?.close();
