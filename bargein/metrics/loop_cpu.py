@@ -14,23 +14,29 @@ own watches, the engines' shared batchers, which start in a context of their own
 nothing extra. CPU that a step's own code already charged to another stage on this thread
 (:func:`~.cost_meter.measured`, the VAD's inline batch) is not counted twice.
 
-What the measure does not see is said where the figures are (``docs/results``): the WebSocket frames parsed in the
-connection's callbacks before a session task reads them, the threads that read the engine workers' pipes, the
-garbage collector's passes that land outside a session's step.
+A session's WebSocket frames are parsed in its connection's callbacks, before any task of it reads them: the
+session host leaves the session's meter in the connection's ASGI scope (:func:`meter_connection`), and the
+server's WebSocket protocol measures each parse the same way (:func:`metered_callback`).
+
+What the measure does not see is said where the figures are (``docs/results``): the loop's own machinery between
+steps, the threads that read the engine workers' pipes, the garbage collector's passes outside a session's step.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import time
-from collections.abc import Coroutine, Generator
-from typing import Any
+from collections.abc import Coroutine, Generator, Iterator, MutableMapping
+from typing import Any, cast
 
 from bargein.metrics.cost_meter import CostMeter, charge, current_meter
 from bargein.metrics.cost_meter import thread_claims as _claims
 
 SESSION_STAGE = "session"
+CONNECTION_METER = "bargein.meter"
+"""The ASGI scope key under which a connection's session meter is left for its protocol's callbacks."""
 
 
 class MeteredCoroutine(Coroutine[Any, Any, Any]):
@@ -92,6 +98,35 @@ class MeteredCoroutine(Coroutine[Any, Any, Any]):
     def cr_code(self) -> Any:
         """The wrapped coroutine's code."""
         return getattr(self._inner, "cr_code", None)
+
+
+def meter_connection(socket: Any, meter: CostMeter) -> None:
+    """Charge the callbacks of ``socket``'s connection (a WebSocket's frames parsed) to ``meter``'s session."""
+    scope = getattr(socket, "scope", None)
+    if isinstance(scope, MutableMapping):
+        scope[CONNECTION_METER] = meter
+
+
+def connection_meter(scope: Any) -> CostMeter | None:
+    """The session meter a connection's scope holds, if its session has started."""
+    meter = scope.get(CONNECTION_METER) if isinstance(scope, MutableMapping) else None
+    return cast(CostMeter, meter) if callable(getattr(meter, "bill", None)) else None
+
+
+@contextlib.contextmanager
+def metered_callback(meter: CostMeter | None) -> Iterator[None]:
+    """Charge the loop thread's CPU over the block (one callback of a session's connection) to ``meter``'s session
+    stage, as a step of its task would be; nothing is measured without a meter."""
+    if meter is None:
+        yield
+        return
+    started, claimed = time.thread_time(), _claims.cpu_s
+    try:
+        yield
+    finally:
+        spent = time.thread_time() - started - (_claims.cpu_s - claimed)
+        if spent > 0.0:
+            charge(SESSION_STAGE, meter.bill(), spent)
 
 
 def metered_task_factory(loop: asyncio.AbstractEventLoop, coro: Any,

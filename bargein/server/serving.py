@@ -29,6 +29,7 @@ from uvicorn.protocols.http.auto import AutoHTTPProtocol
 from uvicorn.protocols.websockets.auto import AutoWebSocketsProtocol
 
 from bargein.config import Settings
+from bargein.metrics.loop_cpu import connection_meter, metered_callback
 from bargein.server.limits import AddressCounter
 
 log = logging.getLogger(__name__)
@@ -148,9 +149,13 @@ def tracked_ws_protocol(base: Any = AutoWebSocketsProtocol) -> type[asyncio.Prot
         _backlog: bytearray | None = None
         _paused_here = False
 
+        def _parse(self, data: bytes) -> None:
+            with metered_callback(connection_meter(getattr(self, "scope", None))):  # the session's own work
+                super().data_received(data)
+
         def data_received(self, data: bytes) -> None:
             if self._backlog is None and len(data) <= PARSE_SLICE_BYTES:
-                super().data_received(data)
+                self._parse(data)
                 return
             if self._backlog is None:
                 self._backlog = bytearray()
@@ -181,7 +186,7 @@ def tracked_ws_protocol(base: Any = AutoWebSocketsProtocol) -> type[asyncio.Prot
                     self._paused_here = False
                     if not getattr(self, "read_paused", False):  # unless uvicorn wants it paused itself
                         self.transport.resume_reading()
-            super().data_received(piece)
+            self._parse(piece)
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             _release_handshake_guard(transport)

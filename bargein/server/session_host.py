@@ -21,6 +21,7 @@ from bargein.engines.fair import current_owner
 from bargein.memory.session_memory import SessionMemory
 from bargein.memory.store import MemoryStore, MemoryStoreError
 from bargein.metrics.cost_meter import current_meter
+from bargein.metrics.loop_cpu import meter_connection
 from bargein.metrics.prometheus import ServerMetrics
 from bargein.protocol.session_config import SessionConfig
 from bargein.server.client_counts import CountsBusy, LocalSessionCounts, SessionCounts
@@ -135,6 +136,7 @@ async def hosted(session: RealtimeSession, settings: Settings, registry: Session
     registry.live.add(session)
     if socket is not None:
         registry.sockets[session] = socket
+        meter_connection(socket, session.ledgers)  # its frames parsed are the session's CPU too
     try:
         session.start()
         yield session

@@ -20,6 +20,7 @@ from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthes
 from bargein.metrics import loop_cpu
 from bargein.metrics.cost_meter import STAGE_CPU, current_meter, measured
 from bargein.metrics.loop_cpu import SESSION_STAGE, MeteredCoroutine
+from bargein.metrics.prometheus import ServerMetrics
 from bargein.session.realtime_session import RealtimeSession
 from tests.metrics.test_cost_meter import RecordingMeter
 
@@ -135,6 +136,22 @@ async def test_tasks_outside_a_session_are_plain_and_metered_tasks_behave_like_t
     assert await inner == 42
 
 
+def test_a_connection_callback_is_charged_to_the_session_its_scope_names() -> None:
+    class Socket:
+        def __init__(self) -> None:
+            self.scope: dict[str, Any] = {}  # the connection's ASGI scope, as Starlette's WebSocket holds it
+
+    socket, meter = Socket(), RecordingMeter()
+    assert loop_cpu.connection_meter(socket.scope) is None  # before its session starts: nobody's
+    with loop_cpu.metered_callback(loop_cpu.connection_meter(socket.scope)):
+        spin(0.01)
+    loop_cpu.meter_connection(socket, meter)
+    with loop_cpu.metered_callback(loop_cpu.connection_meter(socket.scope)):  # a frame parsed
+        spin(0.02)
+    assert [(label, stage) for label, stage, _ in meter.charges] == [("first", SESSION_STAGE)]
+    assert session_cpu(meter) == pytest.approx(0.02, abs=0.005)
+
+
 def _append(samples: int) -> str:
     tone = (np.sin(np.arange(samples) * 0.05) * 8000).astype("<i2")
     return json.dumps({"type": "input_audio_buffer.append", "audio": base64.b64encode(tone.tobytes()).decode()})
@@ -184,6 +201,7 @@ def test_the_server_charges_a_websocket_session_its_own_work_in_its_turn_cost() 
 
     engines = Engines(FakeVad(), FakeRecognizer(), FakeLanguageModel(), FakeSynthesizer())
     settings = Settings(port=free_port(), events_per_s=1e6, event_burst=10**6)
+    metrics = ServerMetrics()  # counts from here, as the server's own does from its start
     with running_server(engines, settings) as host, \
             connect(f"ws://{host}/v1/realtime?bargein_events=1") as ws:
         ws.send(json.dumps({"type": "session.update",
@@ -201,3 +219,5 @@ def test_the_server_charges_a_websocket_session_its_own_work_in_its_turn_cost() 
         else:
             pytest.fail("no bargein.turn.cost came")
     assert event["cpu_s"]["session"] > 0.0
+    exported = metrics.registry.get_sample_value("bargein_cpu_seconds_total", {"stage": "session"})
+    assert exported is not None and exported >= event["cpu_s"]["session"]
