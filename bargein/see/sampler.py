@@ -73,15 +73,20 @@ class FrameSampler:
         """The user's turn ended: its clip waits for :meth:`take_turn`."""
         self.speaking = False
 
-    def take_turn(self) -> tuple[Frame, ...]:
-        """The frames of the turn just committed, oldest first, ending with the newest frame; the clip empties."""
+    def peek_turn(self) -> tuple[Frame, ...]:
+        """The frames :meth:`take_turn` would give now, the clip left as it is (a speculative reply's prompt)."""
         frames = list(self.clip)
         if self.newest is not None and (not frames or frames[-1] is not self.newest):
             frames.append(self.newest)
-        self.clip = []
         while len(frames) > self.limits.max_frames:
             frames = _thin(frames)
         return tuple(frames)
+
+    def take_turn(self) -> tuple[Frame, ...]:
+        """The frames of the turn just committed, oldest first, ending with the newest frame; the clip empties."""
+        frames = self.peek_turn()
+        self.clip = []
+        return frames
 
     def _bound(self) -> None:
         """Thin the clip while it holds too many frames or bytes."""

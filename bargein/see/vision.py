@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import io
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -51,12 +52,15 @@ class SentImage:
     cost: ImageCost
 
 
-def images_for_turn(frames: tuple[Frame, ...], settings: VisionSettings, budget: int) -> list[SentImage]:
+def images_for_turn(frames: tuple[Frame, ...], settings: VisionSettings, budget: int,
+                    encode: Callable[[Frame, ImageCost], str] | None = None) -> list[SentImage]:
     """The turn's frames (oldest first) resized by the family's token math within ``budget``; frames the budget
-    leaves no room for are left out (the newest has the first claim)."""
+    leaves no room for are left out (the newest has the first claim). ``encode``: how a frame becomes its data
+    URL at its planned size (default :func:`encode_resized`; a session passes its cache of them)."""
     plan = plan_turn(settings.family, [(f.pixels.shape[1], f.pixels.shape[0]) for f in frames], budget,
                      settings.detail)
-    return [SentImage(encode_resized(frame, cost), cost) for frame, cost in zip(frames, plan, strict=True)
+    encoder = encode or encode_resized
+    return [SentImage(encoder(frame, cost), cost) for frame, cost in zip(frames, plan, strict=True)
             if cost is not None]
 
 

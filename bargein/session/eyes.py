@@ -24,7 +24,8 @@ from bargein.see.frames import Frame, ImageRejected, decode_data_url
 from bargein.see.sampler import FrameSampler, SamplerLimits
 from bargein.see.scene import SceneNote
 from bargein.see.shared import Seeing
-from bargein.see.vision import VisionSettings, images_for_turn
+from bargein.see.tokens import ImageCost
+from bargein.see.vision import SentImage, VisionSettings, encode_resized, images_for_turn
 from bargein.session.core import vocabulary as v
 from bargein.session.observers import QuietObserver
 from bargein.session.outbound import Outgoing
@@ -37,6 +38,8 @@ DECODE_WORKERS = 2
 _decoders = ThreadPoolExecutor(max_workers=DECODE_WORKERS, thread_name_prefix="bargein-see-decode")
 
 
+ENCODINGS_KEPT = 16
+"""Encoded frames a session keeps (twice a turn's clip)."""
 STALE_NOTE_S = 10.0
 """A note older than this is said to be from a while ago (the camera has sent nothing newer)."""
 
@@ -74,6 +77,9 @@ class SessionEyes(QuietObserver):
         self.age_at_commit_s: float | None = None
         """The note's age when the user's last turn was committed (None: no note then, or already reported)."""
         self._note_frame: Frame | None = None
+        self._encodings: dict[tuple[int, int, int], tuple[Frame, str]] = {}
+        """Frames encoded at a planned size (oldest first, at most :data:`ENCODINGS_KEPT`): a speculative reply's
+        prompt and the reply's own share them."""
         self._note_arrived_s = 0.0
         self._newest_seen_s = 0.0
         self._config = config
@@ -145,36 +151,54 @@ class SessionEyes(QuietObserver):
             self._emit(Outgoing(event("bargein.see.note", note=note.line(), frame_at_ms=round(note.frame_at_ms))))
 
     def context(self, messages: list[ChatMessage]) -> list[ChatMessage]:
-        """The messages with no image, and in ``notes`` mode the scene note as a system message just before the last
-        user message. No side effects: a speculative reply's prompt is built with it too, and matches the real
-        reply's while the note stands."""
+        """The messages as a reply's model would read them now, without taking the turn's frames: earlier turns'
+        images left out; in ``notes`` mode the scene note as a system message just before the last user message;
+        in ``native`` mode the frames the turn would send (:meth:`FrameSampler.peek_turn`) on that message. No side
+        effects: a speculative reply's prompt is built with it, and matches the real reply's (so the reply adopts
+        it) while the note stands and the camera has shown nothing new."""
         stripped = [replace(m, images=()) if m.images else m for m in messages]
         last_user = next((i for i in range(len(stripped) - 1, -1, -1) if stripped[i].role == "user"), None)
+        if last_user is None:
+            return stripped
+        if self.settings.mode == "native":
+            sent = self._turn_images()
+            if sent:
+                stripped[last_user] = replace(stripped[last_user], images=tuple(ChatImage(s.data_url) for s in sent))
+            return stripped
         age = self.note_age_s()
-        if self.settings.mode != "native" and last_user is not None and self.note is not None and age is not None:
+        if self.note is not None and age is not None:
             stripped.insert(last_user, camera_message(self.note, age))
         return stripped
 
     def prompt(self, response_id: str, messages: list[ChatMessage]) -> list[ChatMessage]:
-        """The messages a reply's model reads: :meth:`context`, and in ``native`` mode the turn's frames on the last
-        user message, resized within the budget (the tokens going to the turn's ledger, as does the note's age
-        when the turn was committed, ``scene_note_age_ms``)."""
+        """The messages a reply's model reads: :meth:`context`, the turn's frames then taken (in ``native`` mode
+        the tokens they cost go to the turn's ledger, as does the note's age when the turn was committed,
+        ``scene_note_age_ms``)."""
         if self.age_at_commit_s is not None and self._progress is not None:
             self._progress(response_id, "scene_note_age_ms", round(1000 * self.age_at_commit_s))
             self.age_at_commit_s = None
-        if self.settings.mode != "native":
-            return self.context(messages)
-        stripped = self.context(messages)
-        last_user = next((i for i in range(len(stripped) - 1, -1, -1) if stripped[i].role == "user"), None)
-        if last_user is None:
-            return stripped
-        sent = images_for_turn(self.sampler.take_turn(), self.settings, self.image_token_budget)
-        if not sent:
-            return stripped
-        stripped[last_user] = replace(stripped[last_user], images=tuple(ChatImage(s.data_url) for s in sent))
-        if self._progress is not None:
-            self._progress(response_id, "image_tokens", sum(s.cost.tokens for s in sent))
-        return stripped
+        prompt = self.context(messages)
+        if self.settings.mode == "native":
+            tokens = sum(s.cost.tokens for s in self._turn_images())
+            self.sampler.take_turn()
+            if tokens and self._progress is not None:
+                self._progress(response_id, "image_tokens", tokens)
+        return prompt
+
+    def _turn_images(self) -> list[SentImage]:
+        """The turn's frames as the model gets them now, within the budget (each frame encoded once per size)."""
+        return images_for_turn(self.sampler.peek_turn(), self.settings, self.image_token_budget, self._encoded)
+
+    def _encoded(self, frame: Frame, cost: ImageCost) -> str:
+        key = (id(frame), cost.width, cost.height)
+        held = self._encodings.get(key)
+        if held is not None and held[0] is frame:
+            return held[1]
+        url = encode_resized(frame, cost)
+        self._encodings[key] = (frame, url)
+        while len(self._encodings) > ENCODINGS_KEPT:
+            self._encodings.pop(next(iter(self._encodings)))
+        return url
 
     def close(self) -> None:
         """The session ended: its frame waiting for the scene reader is dropped, its frames freed."""

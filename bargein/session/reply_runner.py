@@ -100,8 +100,9 @@ class ReplyRunner:
         self.closing = False
 
     def with_memory(self, messages: list[ChatMessage]) -> list[ChatMessage]:
-        """``messages`` with the camera's note (no images: a speculative reply comes before a turn's frames are
-        chosen) and the session's recalled memories (unchanged without either)."""
+        """``messages`` as the ``see`` stage would give them to a reply now (the camera's note, or in ``native`` mode
+        the turn's frames so far, none taken) and with the session's recalled memories (unchanged without either):
+        a speculative reply's prompt, which the reply adopts where its own prompt comes out the same."""
         if self.see is not None:
             messages = self.see.context(messages)
         return messages if self.remembered is None else self.remembered(messages)

@@ -17,7 +17,7 @@ from bargein.metrics.prometheus import ServerMetrics
 from bargein.see.shared import Seeing
 from bargein.see.vision import VisionSettings
 from bargein.session.realtime_session import RealtimeSession
-from tests.support.pictures import data_url, encode, sign
+from tests.support.pictures import data_url, encode, scene, sign
 
 
 async def ask_about_a_sign(settings: VisionSettings, *, session_budget: int | None = None
@@ -78,3 +78,22 @@ def test_auto_is_native_with_a_model_behind_a_url() -> None:
     assert VisionSettings.resolve("auto", remote_llm=True).mode == "native"
     assert VisionSettings.resolve("auto", remote_llm=False).mode == "notes"
     assert VisionSettings.resolve("native", remote_llm=False).mode == "native"
+
+
+async def test_a_speculative_prompt_in_native_mode_carries_the_frames_the_reply_will_send() -> None:
+    from bargein.see.frames import decode_frame
+    from bargein.values import ChatMessage
+
+    engines = Engines(FakeVad(), FakeRecognizer(("hello",)), FakeLanguageModel(), FakeSynthesizer(),
+                      see=Seeing(VisionSettings("native", "qwen2.5-vl", 1280)))
+    session = RealtimeSession(engines)
+    session.eyes.offer(decode_frame(encode(sign("EXIT 12"), "JPEG"), 0.0))
+    asked = [ChatMessage("system", "be brief"), ChatMessage("user", "what does it say?")]
+    guessed = session.replies.with_memory(asked)
+    answered = session.eyes.prompt("resp_1", asked)
+    assert guessed == answered  # the prefetched reply's prompt matches, so the reply adopts it
+    assert [size_of(image.data_url) for image in answered[-1].images] == [(644, 476)]
+    session.eyes.offer(decode_frame(encode(sign("GATE 7"), "JPEG"), 500.0))
+    guessed = session.replies.with_memory(asked)
+    assert session.eyes.offer(decode_frame(encode(scene(5), "JPEG"), 900.0)) == "kept"  # the camera moved on
+    assert session.eyes.prompt("resp_2", asked) != guessed  # a prefetch that did not see it is not adopted

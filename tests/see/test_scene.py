@@ -105,7 +105,7 @@ async def test_the_pool_serves_sessions_in_turn_and_only_their_newest_frame() ->
 
 async def test_the_note_reaches_the_model_as_context_after_the_question() -> None:
     llm = FakeLanguageModel()
-    seeing = Seeing(VisionSettings("notes"), ScenePool(Detectors))
+    seeing = Seeing(VisionSettings("notes"), ScenePool(Detectors, niceness=0))  # a busy machine: read at once
     engines = Engines(FakeVad(), FakeRecognizer(("hello",)), llm, FakeSynthesizer(), see=seeing)
     session = RealtimeSession(engines)
     session.start()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+from typing import ClassVar
 
 import numpy as np
 
@@ -16,7 +17,7 @@ from tests.see.test_note_age import frame_of
 class PriorityDetectors:
     """Detectors that find nothing and note the priority of the thread that ran them."""
 
-    seen: list[int] = []
+    seen: ClassVar[list[int]] = []
 
     def read_text(self, pixels: np.ndarray) -> list[TextLine]:
         PriorityDetectors.seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
