@@ -283,3 +283,45 @@ def test_in_normal_mode_speech_over_a_reply_cuts_it_at_once(browser_page: tuple[
     _reply_playing(page, fake)
     fake.send({"type": "input_audio_buffer.speech_started", "item_id": "item_u", "audio_start_ms": 100})
     page.wait_for_function("window.bargeinTest.truncates.length === 1", timeout=10_000)
+
+
+REMOTE_PLAYBACK_PROBE = """async () => {
+  const { RemotePlayback } = await import('/remote-playback.js');
+  const msgs = [];
+  const playback = new RemotePlayback((m) => msgs.push(m), () => 40);
+  const wait = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+  const playedMs = () => msgs.filter((m) => m.type === 'cursor').at(-1).items.i1 / 24;
+  playback.observe({ type: 'response.output_item.added', response_id: 'r1', item: { id: 'i1', type: 'message' } });
+  const t0 = performance.now();
+  playback.observe({ type: 'output_audio_buffer.started', response_id: 'r1' });
+  await wait(300);
+  playback.observe({ type: 'bargein.reply.paused', response_id: 'r1', item_id: 'i1' });
+  const paused = playedMs();
+  await wait(200);
+  const stillPaused = playedMs();
+  playback.observe({ type: 'bargein.reply.resumed', response_id: 'r1', item_id: 'i1', audio_start_ms: 250 });
+  await wait(200);
+  playback.observe({ type: 'output_audio_buffer.stopped', response_id: 'r1' });
+  const stopped = playedMs();
+  playback.observe({ type: 'conversation.item.truncated', item_id: 'i1', audio_end_ms: 123 });
+  return { paused, stillPaused, stopped, truncated: playedMs(),
+    started: msgs.filter((m) => m.type === 'started').map((m) => m.at - t0),
+    drained: msgs.filter((m) => m.type === 'drained').map((m) => m.itemId),
+    received: msgs.filter((m) => m.type === 'received').reduce((n, m) => n + m.ms, 0) };
+}"""
+
+
+def test_the_webrtc_playback_estimate_follows_the_servers_events(browser_page: tuple[Any, FakeRealtime]) -> None:
+    """Over WebRTC the page has no playback cursor: remote-playback.js runs one on the server's events (started,
+    the storm guard's pause and resume, stopped, a truncation), as the worklet would report it."""
+    page, _ = browser_page
+    result = page.evaluate(REMOTE_PLAYBACK_PROBE)
+    # timers fire late on a busy machine, never early: lower bounds are tight, upper bounds loose
+    assert len(result["started"]) == 1 and 40 <= result["started"][0] < 200  # the jitter buffer's delay counted
+    assert 290 <= result["paused"] < 800
+    assert result["stillPaused"] == result["paused"]  # nothing plays while paused
+    assert 440 <= result["stopped"] < 1000  # resumed from the server's 250 ms
+    assert result["drained"] == ["i1"]
+    assert result["truncated"] == 123  # the server's word is final
+    # audio arrived while it played: before the pause, and from the resume (at 250 ms) to the stop
+    assert abs(result["received"] - (result["paused"] + result["stopped"] - 250)) < 2
