@@ -94,6 +94,7 @@ def test_page_talks_over_webrtc_and_a_barge_in_stops_the_reply(server: str, tmp_
 def check_the_server_cut_the_reply(page: Any) -> None:
     """The second utterance interrupts: the server clears its output and truncates; the track goes quiet."""
     page.wait_for_function("window.bargeinTest.events['output_audio_buffer.cleared'] >= 1", timeout=20_000)
+    assert page.get_attribute("#agent-state", "data-state") == "interrupted"  # the user is still talking
     page.wait_for_timeout(300)  # what was already in the jitter buffer plays out
     before = page.evaluate(ENERGY)
     page.wait_for_timeout(700)

@@ -202,6 +202,9 @@ function onEvent(ev) {
     case 'response.output_text.done':
       view.agentDone(ev.item_id);
       break;
+    case 'output_audio_buffer.cleared':
+      status.agent('interrupted'); // the server emptied the reply track (WebRTC): the barge-in cut it
+      break;
     case 'conversation.item.deleted':
       // noise (a cough, a backchannel) leaves the conversation: it was never addressed to the agent
       view.userDiscard(ev.item_id);
