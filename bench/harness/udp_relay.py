@@ -208,12 +208,12 @@ class UdpRelay:
         self.client = sender
         if self.server is not None and self._server_socket.transport is not None:
             server, transport = self.server, self._server_socket.transport
-            self.to_server.admit(data, lambda datagram: transport.sendto(datagram, server))
+            self.to_server.admit(data, lambda datagram: _send(transport, datagram, server))
 
     def _from_server(self, data: bytes, sender: Address) -> None:
         if self.client is not None and self._client_socket.transport is not None:
             client, transport = self.client, self._client_socket.transport
-            self.to_client.admit(data, lambda datagram: transport.sendto(datagram, client))
+            self.to_client.admit(data, lambda datagram: _send(transport, datagram, client))
 
     def summary(self) -> str:
         """The counters of both directions, one line."""
@@ -221,6 +221,12 @@ class UdpRelay:
             return (f"{name}: {counters.forwarded} forwarded, {counters.dropped} dropped, {counters.reordered} "
                     f"reordered, {counters.spared} handshake packets spared")
         return f"{lane('to server', self.to_server.counters)}; {lane('to client', self.to_client.counters)}"
+
+
+def _send(transport: asyncio.DatagramTransport, datagram: bytes, to: Address) -> None:
+    """Send unless the relay was closed while the datagram was in flight (then it is lost)."""
+    if not transport.is_closing():
+        transport.sendto(datagram, to)
 
 
 def _bound(socket: _Socket) -> Address:
