@@ -6,7 +6,8 @@
 Starts ``bargein serve --engines instant`` (the real Silero VAD, instant fake ASR/LLM/TTS) listening on
 all interfaces in local-only mode, with ``FORWARDED_ALLOW_IPS=*`` in its environment (which must change
 nothing), a 4 s idle timeout, a 3 s handshake timeout and a 5 s rate-limit tolerance, so that those attacks
-finish quickly, and a 64 MiB history budget per client address (:mod:`bench.robustness.abuse_caps`). A
+finish quickly, a 3 s limit on a WebRTC call's connecting (:mod:`bench.robustness.webrtc_attacks`), and a 64 MiB
+history budget per client address (:mod:`bench.robustness.abuse_caps`). A
 separate process keeps one honest session open from 127.0.0.1 and measures round trips (a no-op
 ``session.update`` every 50 ms to its ``session.updated``); the attacks run one after another from
 127.0.0.2 (:mod:`bench.robustness.abuse_attacks`). Two attacks start a server of their own: the caps across
@@ -45,8 +46,9 @@ from bench.robustness.abuse_attacks import ATTACKS as BASE_ATTACKS
 from bench.robustness.abuse_attacks import Target
 from bench.robustness.abuse_cache import CACHE_ATTACKS, CACHE_TIMEOUT_S
 from bench.robustness.abuse_caps import CAP_ATTACKS, server_environment
+from bench.robustness.webrtc_attacks import WEBRTC_ATTACKS
 
-ATTACKS = {**BASE_ATTACKS, **CAP_ATTACKS, **CACHE_ATTACKS}
+ATTACKS = {**BASE_ATTACKS, **WEBRTC_ATTACKS, **CAP_ATTACKS, **CACHE_ATTACKS}
 
 RSS_LIMIT_MB = 150.0
 RTT_LIMIT_MS = 100.0
@@ -54,6 +56,7 @@ IDLE_TIMEOUT_S = 4.0
 HANDSHAKE_TIMEOUT_S = 3.0
 RATE_SUSTAIN_S = 5.0
 PER_CLIENT = 16
+WEBRTC_CONNECT_TIMEOUT_S = 3.0
 
 
 @dataclass
@@ -177,13 +180,14 @@ def main() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, 4096)), hard))
     os.environ["FORWARDED_ALLOW_IPS"] = "*"
     os.environ.update(server_environment())
+    os.environ["BARGEIN_WEBRTC_CONNECT_TIMEOUT_S"] = str(WEBRTC_CONNECT_TIMEOUT_S)
     print(f"load average before: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}", flush=True)
     extra = ["--host", "0.0.0.0", "--idle-timeout", str(IDLE_TIMEOUT_S),
              "--handshake-timeout", str(HANDSHAKE_TIMEOUT_S), "--max-connections-per-client", str(PER_CLIENT),
              "--rate-limit-sustain", str(RATE_SUSTAIN_S)]
     with ServerProcess("instant", extra_args=extra) as server:
         target = Target(server.host_port, outside_address(), IDLE_TIMEOUT_S, HANDSHAKE_TIMEOUT_S, PER_CLIENT,
-                        args.duration_s)
+                        args.duration_s, webrtc_connect_timeout_s=WEBRTC_CONNECT_TIMEOUT_S)
         context = multiprocessing.get_context("spawn")
         stop, results = context.Event(), context.Queue()
         honest = context.Process(target=honest_session, args=(server.host_port, stop, results), daemon=True)

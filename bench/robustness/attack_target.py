@@ -27,6 +27,8 @@ class Target:
     per_client: int
     duration_s: float
     events_per_s: float = 200.0
+    webrtc_connect_timeout_s: float = 15.0
+    """How long an answered WebRTC call may take to connect before the server reaps it."""
 
 
 @dataclass
