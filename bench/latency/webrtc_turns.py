@@ -1,0 +1,255 @@
+"""Spoken turns over any :class:`~bench.latency.webrtc_links.Link`, measured the same way on both transports.
+
+Every other turn cuts into the reply before it (after ``PLAY_BEFORE_CUT_S`` of it has played); the other replies
+are cancelled once ``PLAY_BEFORE_CANCEL_S`` has played, so a run of ``n`` turns lasts about ``n`` times (clip + 3 s)
+whatever the reply's length. Speech onsets that cut in are at least 5.5 s apart, so the storm guard never enters
+confirm mode. Measured per turn (docs/design.md's definitions, on the client's clock):
+
+- **first audio**: the chunk holding the last speech sample leaving the client to the first audible agent frame
+  the client can play (over WebRTC, out of aiortc's jitter buffer and decoder); **at the wire**: to the first
+  voiced RTP packet reaching the client (over the WebSocket, the same);
+- **stop** (turns that cut in): the chunk holding the first speech sample leaving the client to the last voiced
+  packet of the interrupted reply reaching the client (over WebRTC on loopback, the last reply packet the server
+  sent, a fraction of a millisecond later); **heard**: to the last audible frame out of the jitter buffer;
+- **started**: the same onset to ``input_audio_buffer.speech_started`` arriving;
+- **heard** (turns that cut in): the words of the interrupted reply the client played (its tone bursts,
+  :mod:`bench.latency.webrtc_engines`) against the words the server's history kept of it
+  (``conversation.item.retrieve``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from bench.harness.realtime_harness import WIRE_RATE, SpeechClip
+from bench.latency.webrtc_links import AudioFrame, Link, Received
+
+AUDIBLE = 33
+"""A frame is audible above -60 dBFS (as ``bench.harness.realtime_harness.AUDIBLE_INT16``)."""
+WORD_LEVEL = 1000
+"""A frame belongs to a word's burst above -30 dBFS (the bursts are at -14 dBFS; codec ringing stays under)."""
+WORD_GAP_FRAMES_MS = 40.0
+"""Quiet audio that separates two bursts (the synthesiser leaves 80 ms)."""
+PLAY_BEFORE_CUT_S = 1.2
+PLAY_BEFORE_CANCEL_S = 0.8
+CUT_IN_LEAD_S = 0.1
+BARGE_GAP_S = 5.5
+
+
+@dataclass
+class TurnFigures:
+    """One turn's figures (ms; None where not measured)."""
+
+    index: int
+    clip: str
+    cut_in: bool
+    first_audio_ms: float | None = None
+    first_wire_ms: float | None = None
+    stop_ms: float | None = None
+    stop_heard_ms: float | None = None
+    started_ms: float | None = None
+    played_words: int | None = None
+    history_words: int | None = None
+    history_text: str | None = None
+
+    @property
+    def completed(self) -> bool:
+        """The turn got an audible reply."""
+        return self.first_audio_ms is not None
+
+    def line(self) -> str:
+        """One printed line."""
+        def ms(value: float | None) -> str:
+            return "-" if value is None else f"{value:.0f}"
+        heard = "" if self.played_words is None else f", heard {self.played_words} words, history {self.history_words}"
+        return (f"turn {self.index:2d} {self.clip:28s} first audio {ms(self.first_audio_ms)} ms (wire "
+                f"{ms(self.first_wire_ms)})"
+                + (f", stop {ms(self.stop_ms)} ms (heard {ms(self.stop_heard_ms)}), speech_started "
+                   f"{ms(self.started_ms)} ms{heard}" if self.cut_in else ""))
+
+
+def even_levels(clips: list[SpeechClip], speech_dbfs: float = -20.0) -> list[SpeechClip]:
+    """The clips scaled so that each one's speech has the same RMS level (as a browser's auto gain would leave
+    them): the listening policy takes speech well under the user's own level for the room's, and the held-out
+    voices differ by 10 dB."""
+    import numpy as np
+
+    even = []
+    for clip in clips:
+        samples = np.frombuffer(clip.pcm, dtype="<i2").astype(np.float32)
+        speech = samples[clip.onset:clip.end + 1]
+        rms = float(np.sqrt(np.mean(np.square(speech)))) if len(speech) else 0.0
+        gain = 32768 * 10 ** (speech_dbfs / 20) / rms if rms > 0 else 1.0
+        pcm = np.clip(samples * gain, -32768, 32767).astype("<i2").tobytes()
+        even.append(SpeechClip(clip.name, pcm, clip.onset, clip.end, clip.longest_pause_s))
+    return even
+
+
+def audible_between(audio: list[AudioFrame], after: float, before: float, level: int = AUDIBLE) -> list[AudioFrame]:
+    """The frames above ``level`` that arrived in ``(after, before]``."""
+    return [frame for frame in audio if after < frame[0] <= before and frame[1] > level]
+
+
+def count_bursts(audio: list[AudioFrame]) -> int:
+    """Runs of loud frames separated by at least ``WORD_GAP_FRAMES_MS`` of quiet ones: the words played."""
+    bursts, quiet_ms, loud = 0, WORD_GAP_FRAMES_MS, False
+    for _at, peak, ms in audio:
+        if peak > WORD_LEVEL:
+            if not loud and quiet_ms >= WORD_GAP_FRAMES_MS:
+                bursts += 1
+            loud, quiet_ms = True, 0.0
+        else:
+            loud = False
+            quiet_ms += ms
+    return bursts
+
+
+async def first_audible_after(received: Received, after: float, timeout_s: float, *,
+                              wire: bool = False) -> float | None:
+    """The arrival of the first audible frame (``wire``: voiced packet) after ``after`` (None: none within
+    ``timeout_s``)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        frames = audible_between(received.wire if wire else received.audio, after, float("inf"))
+        if frames:
+            return frames[0][0]
+        if time.monotonic() >= deadline:
+            return None
+        await asyncio.sleep(0.01)
+
+
+async def run_turns(link: Link, clips: list[SpeechClip], turns: int, *, barge: bool = True,
+                    reply_timeout_s: float = 20.0, quiet: bool = False) -> list[TurnFigures]:
+    """Speak ``turns`` clips (cycling), cutting into every other reply when ``barge``; figures per turn (each
+    printed unless ``quiet``)."""
+    results: list[TurnFigures] = []
+    cut_reply: tuple[str | None, float] | None = None  # (the reply to cut, when it became audible)
+    last_cut = -1e9
+    await asyncio.sleep(0.5)
+    for index in range(turns):
+        clip = clips[index % len(clips)]
+        if cut_reply is not None:
+            await asyncio.sleep(max(0.0, last_cut + BARGE_GAP_S - time.monotonic()))
+        figures, reply_id, audible_at = await _turn(link, clip, index, cut_reply, reply_timeout_s)
+        if figures.cut_in:
+            last_cut = time.monotonic()
+        results.append(figures)
+        if not quiet:
+            print(figures.line(), flush=True)
+        cut_reply = None
+        if audible_at is None:
+            await asyncio.sleep(1.0)
+        elif barge and index % 2 == 0 and index < turns - 1:
+            await asyncio.sleep(max(0.0, audible_at + PLAY_BEFORE_CUT_S - time.monotonic()))
+            cut_reply = (reply_id, audible_at)
+        else:
+            await _cancel_after(link, audible_at)
+    return results
+
+
+async def _turn(link: Link, clip: SpeechClip, index: int, cut_reply: tuple[str | None, float] | None,
+                timeout_s: float) -> tuple[TurnFigures, str | None, float | None]:
+    skip = max(0, clip.onset - int(CUT_IN_LEAD_S * WIRE_RATE)) if cut_reply else 0
+    start = link.mic.play(clip.from_sample(skip))
+    onset_at = await link.mic.wait_sent(start + clip.onset - skip)
+    end_at = await link.mic.wait_sent(start + clip.end - skip)
+    figures = TurnFigures(index, clip.name, cut_in=cut_reply is not None)
+    audible_at = await first_audible_after(link.received, end_at, timeout_s)
+    if audible_at is not None:
+        figures.first_audio_ms = 1000 * (audible_at - end_at)
+        wire_at = await first_audible_after(link.received, end_at, 0.0, wire=True)
+        figures.first_wire_ms = None if wire_at is None else 1000 * (wire_at - end_at)
+    if cut_reply is not None:
+        await _judge_cut(link, figures, cut_reply, onset_at, end_at)
+    reply_id = _reply_created_after(link.received, end_at - 1.0)
+    return figures, reply_id, audible_at
+
+
+def _reply_created_after(received: Received, after: float) -> str | None:
+    created = received.events_of("response.created", after)
+    return str(created[-1][1]["response"]["id"]) if created else None
+
+
+async def _judge_cut(link: Link, figures: TurnFigures, cut_reply: tuple[str | None, float], onset_at: float,
+                     end_at: float) -> None:
+    """The interrupted reply: when its last audible frame arrived, when speech_started did, and its words played
+    against those its history item kept."""
+    reply_id, reply_audible_at = cut_reply
+    cut_packets = audible_between(link.received.wire, onset_at, end_at)
+    figures.stop_ms = 1000 * (cut_packets[-1][0] - onset_at) if cut_packets else 0.0
+    cut_frames = audible_between(link.received.audio, onset_at, end_at)
+    figures.stop_heard_ms = 1000 * (cut_frames[-1][0] - onset_at) if cut_frames else 0.0
+    with contextlib.suppress(TimeoutError):
+        at, _ = await link.received.wait_event("input_audio_buffer.speech_started", onset_at - 0.2, 3.0)
+        figures.started_ms = 1000 * (at - onset_at)
+    last = cut_frames[-1][0] if cut_frames else onset_at
+    played = [frame for frame in link.received.audio if reply_audible_at - 0.001 <= frame[0] <= last]
+    figures.played_words = count_bursts(played)
+    figures.history_text = await _history_text(link, reply_id)
+    figures.history_words = None if figures.history_text is None else len(figures.history_text.split())
+
+
+async def _history_text(link: Link, reply_id: str | None) -> str | None:
+    """The transcript the server's history holds for the reply's audio item (once the reply is done)."""
+    if reply_id is None:
+        return None
+    added = [event for _at, event in link.received.events_of("response.output_item.added")
+             if event.get("response_id") == reply_id]
+    if not added:
+        return None
+    item_id = added[0]["item"]["id"]
+    with contextlib.suppress(TimeoutError):
+        await link.received.wait_event("response.done", 0.0, 5.0,
+                                       where=lambda e: e["response"]["id"] == reply_id)
+    await asyncio.sleep(0.3)  # the heard position may settle after the cancel
+    asked = time.monotonic()
+    await link.send({"type": "conversation.item.retrieve", "item_id": item_id})
+    try:
+        _at, event = await link.received.wait_event("conversation.item.retrieved", asked - 0.001, 5.0,
+                                                    where=lambda e: e["item"]["id"] == item_id)
+    except TimeoutError:
+        return None
+    return " ".join(str(part.get("transcript") or part.get("text") or "") for part in event["item"]["content"])
+
+
+async def _cancel_after(link: Link, audible_at: float) -> None:
+    """Let the reply play ``PLAY_BEFORE_CANCEL_S``, cancel it, wait for its audio to stop."""
+    await asyncio.sleep(max(0.0, audible_at + PLAY_BEFORE_CANCEL_S - time.monotonic()))
+    await link.send({"type": "response.cancel"})
+    with contextlib.suppress(Exception):
+        await link.send({"type": "output_audio_buffer.clear"})
+    quiet_since = time.monotonic()
+    deadline = quiet_since + 5.0
+    while time.monotonic() < deadline:
+        if audible_between(link.received.audio, time.monotonic() - 0.4, float("inf")):
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since >= 0.4:
+            break
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.4)
+
+
+def transcripts_in_order(received: Received) -> list[str]:
+    """The user turns' final transcripts, in the order their items were committed."""
+    order = [event.get("item_id") for _at, event in received.events_of("input_audio_buffer.committed")]
+    done = {event.get("item_id"): str(event.get("transcript", ""))
+            for _at, event in received.events_of("conversation.item.input_audio_transcription.completed")}
+    return [done[item] for item in order if item in done]
+
+
+def summary_of(results: list[TurnFigures]) -> dict[str, Any]:
+    """The lists the report takes percentiles of."""
+    return {
+        "first": [r.first_audio_ms for r in results if r.first_audio_ms is not None],
+        "first_wire": [r.first_wire_ms for r in results if r.first_wire_ms is not None],
+        "stop": [r.stop_ms for r in results if r.stop_ms is not None],
+        "stop_heard": [r.stop_heard_ms for r in results if r.stop_heard_ms is not None],
+        "started": [r.started_ms for r in results if r.started_ms is not None],
+        "heard_off": [abs(r.played_words - r.history_words) for r in results
+                      if r.played_words is not None and r.history_words is not None],
+        "completed": sum(r.completed for r in results), "turns": len(results),
+    }
