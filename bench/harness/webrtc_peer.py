@@ -30,6 +30,8 @@ import numpy.typing as npt
 from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
 
+from bench.harness.udp_relay import UdpRelay
+
 FRAME_S = 0.020
 AUDIBLE_INT16 = 33
 """A received sample is "non-silent" above -60 dBFS."""
@@ -118,13 +120,15 @@ class WebRtcPeer:
 
     def __init__(self, base_url: str, key: str | None = None, *, rate: int = 24_000, own_events: bool = False,
                  model: str | None = None, session: dict[str, Any] | None = None,
-                 connect_timeout_s: float = 20.0) -> None:
+                 connect_timeout_s: float = 20.0, relay: UdpRelay | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.key = key
         self.own_events = own_events
         self.model = model
         self.session = session
         self.connect_timeout_s = connect_timeout_s
+        self.relay = relay
+        """A lossy relay (``udp_relay.py``) the call is routed through: both descriptions are rewritten to it."""
         self.pc = RTCPeerConnection()
         self.microphone = MicrophoneTrack(rate)
         self.channel = self.pc.createDataChannel("oai-events")
@@ -165,14 +169,16 @@ class WebRtcPeer:
     async def __aenter__(self) -> WebRtcPeer:
         self.pc.addTransceiver(self.microphone, direction="sendrecv")
         await self.pc.setLocalDescription(await self.pc.createOffer())
-        response = await self.post_offer(self.pc.localDescription.sdp)
+        offer = self.pc.localDescription.sdp
+        response = await self.post_offer(self.relay.route_offer(offer) if self.relay is not None else offer)
         if response.status_code != 201:
             await self.pc.close()
             raise ConnectionError(f"the call was refused: {response.status_code} {response.text[:300]}")
         self.location = response.headers.get("location")
         self.call_id = (self.location or "").rsplit("/", 1)[-1]
         self.answer_sdp = response.text
-        await self.pc.setRemoteDescription(RTCSessionDescription(sdp=response.text, type="answer"))
+        answer = self.relay.route_answer(response.text) if self.relay is not None else response.text
+        await self.pc.setRemoteDescription(RTCSessionDescription(sdp=answer, type="answer"))
         await asyncio.wait_for(self._open.wait(), self.connect_timeout_s)
         return self
 

@@ -51,4 +51,3 @@ def test_a_data_channel_flood_is_served_at_the_event_rate_at_most() -> None:
     with running_server(_engines(), settings) as host:
         outcome = asyncio.run(data_channel_flood(_target(host, 2.5, events_per_s=50.0)))
     assert outcome.held, outcome.note
-    assert "ended by the server: True" in outcome.note  # held back past the 1 s tolerance, inside the 2.5 s flood
