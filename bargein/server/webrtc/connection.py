@@ -35,7 +35,7 @@ from bargein.server.session_host import Ending
 from bargein.server.session_locks import SessionLocks
 from bargein.server.webrtc.media import CallMedia
 from bargein.server.webrtc.playout import PlayoutDelay, heard_ms, still_playing
-from bargein.server.webrtc.tracks import SEND_RATE, mono_float
+from bargein.server.webrtc.tracks import SEND_RATE, InputClock
 from bargein.session.outbound import OutboundClosed, Outgoing
 from bargein.session.realtime_session import RealtimeSession
 
@@ -109,17 +109,18 @@ class WebRtcConnection(SessionConnection):
     async def _read_audio(self) -> None:
         track = await self.media.remote_audio
         resampler: LowDelayResampler | None = None
+        clock = InputClock()
         while True:
             try:
                 frame = await track.recv()
             except Exception:  # MediaStreamError: the caller's track ended
                 return None
-            if not isinstance(frame, av.AudioFrame):
+            if not isinstance(frame, av.AudioFrame) or (heard := clock.place(frame)) is None:
                 continue
             rate = self.session.audio_in.wire_format.rate
             if resampler is None or resampler.out_rate != rate or resampler.in_rate != frame.sample_rate:
                 resampler = LowDelayResampler(int(frame.sample_rate), rate)
-            samples = resampler.process(mono_float(frame))
+            samples = resampler.process(heard)
             self.last_heard = time.monotonic()
             async with self.entry:
                 await self.session.append_audio(samples)

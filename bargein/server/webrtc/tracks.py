@@ -154,6 +154,39 @@ class ReplyAudioTrack(MediaStreamTrack):
             self.on_wire = OnWire(chunk.response_id, chunk.item_id, reached, start, self._sent_at)
 
 
+MAX_GAP_S = 1.0
+"""A jump in the caller's RTP clock longer than this is a new start (a muted track, a paused sender), not loss."""
+
+
+class InputClock:
+    """Keeps the caller's audio on the caller's clock: lost packets leave a gap in the RTP timestamps, which is filled
+    with silence (aiortc's decoder has no loss concealment), so stream time still runs with the caller's time; a
+    frame from before what was already heard (late, duplicated) is dropped."""
+
+    def __init__(self) -> None:
+        self.next_pts: int | None = None
+        self.filled_samples = 0
+        """Silence put in for lost audio (at the decoder's rate)."""
+        self.dropped_frames = 0
+
+    def place(self, frame: av.AudioFrame) -> npt.NDArray[np.float32] | None:
+        """The frame as mono float32, after silence for any audio lost before it; None for a frame to drop."""
+        samples = mono_float(frame)
+        pts = frame.pts
+        if pts is None or self.next_pts is None:
+            self.next_pts = None if pts is None else pts + len(samples)
+            return samples
+        gap = pts - self.next_pts
+        if gap < 0 and -gap < MAX_GAP_S * frame.sample_rate:
+            self.dropped_frames += 1
+            return None
+        self.next_pts = pts + len(samples)
+        if 0 < gap <= MAX_GAP_S * frame.sample_rate:
+            self.filled_samples += gap
+            return np.concatenate([np.zeros(gap, dtype=np.float32), samples])
+        return samples
+
+
 def mono_float(frame: av.AudioFrame) -> npt.NDArray[np.float32]:
     """A decoded frame (aiortc's Opus decoder gives packed s16, stereo at 48 kHz) as mono float32."""
     data = frame.to_ndarray()

@@ -5,11 +5,13 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator
 
+import av
+import numpy as np
 import pytest
 
 from bargein.server.webrtc.offer import OfferError, body_limit, parse_offer, read_bounded
 from bargein.server.webrtc.playout import DEFAULT_PLAYOUT_DELAY_MS, PlayoutDelay, heard_ms, still_playing
-from bargein.server.webrtc.tracks import OnWire
+from bargein.server.webrtc.tracks import InputClock, OnWire
 
 OFFER = ("v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\ns=-\r\nt=0 0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\n"
          "a=rtpmap:111 opus/48000/2\r\n")
@@ -82,3 +84,25 @@ def test_the_playout_delay_follows_the_receiver_reports() -> None:
     assert delay.delay_ms == pytest.approx(50.0 + 90.0 + 20.0)
     delay.update(30.0, 0)
     assert delay.delay_ms == 1000.0, "a glitch is bounded"
+
+
+def opus_frame(pts: int, value: int = 1000) -> av.AudioFrame:
+    """A decoded frame as aiortc's Opus decoder gives it: 20 ms of packed stereo s16 at 48 kHz."""
+    frame = av.AudioFrame.from_ndarray(np.full((1, 2 * 960), value, dtype=np.int16), format="s16", layout="stereo")
+    frame.sample_rate = 48_000
+    frame.pts = pts
+    return frame
+
+
+def test_lost_audio_is_filled_with_silence_and_late_audio_dropped_so_the_callers_clock_holds() -> None:
+    clock = InputClock()
+    first = clock.place(opus_frame(0))
+    assert first is not None and len(first) == 960 and first[0] == pytest.approx(1000 / 32768)
+    assert clock.place(opus_frame(960)) is not None
+    after_loss = clock.place(opus_frame(2880))  # the frame at 1920 was lost
+    assert after_loss is not None and len(after_loss) == 2 * 960
+    assert not after_loss[:960].any() and after_loss[960:].all()
+    assert clock.place(opus_frame(1920)) is None, "it came too late: its time was filled already"
+    restarted = clock.place(opus_frame(2880 + 960 + 48_000 * 5))  # a sender that paused for 5 s
+    assert restarted is not None and len(restarted) == 960
+    assert clock.filled_samples == 960 and clock.dropped_frames == 1
