@@ -42,8 +42,9 @@ from bargein.session.realtime_session import RealtimeSession
 log = logging.getLogger(__name__)
 CLEAR_EVENT = "output_audio_buffer.clear"
 UNSENT_EVENTS = 256
-FAREWELL_S = 0.5
-"""How long the last error may take to leave on the data channel before the peer connection closes."""
+FAREWELL_S = 1.0
+"""How long the last error (and the events before it) may take to leave on the data channel before the peer
+connection closes."""
 
 
 class WebRtcConnection(SessionConnection):
@@ -154,9 +155,12 @@ class WebRtcConnection(SessionConnection):
                 self.last_heard = time.monotonic()  # a call whose reply is still playing is not idle
 
     def _flush(self) -> None:
-        """Send what waits for the data channel, once it is open."""
+        """Send what waits for the data channel, once it is open. Events the client leaves unread count against the
+        session's outbound budget as on the WebSocket: past it, the overflow watch ends the call."""
         while self.unsent and self.media.send(self.unsent[0]):
             self.unsent.popleft()
+        if self.media.buffered_bytes > self.session.outbound.max_bytes:
+            self.session.outbound.overflowed.set()
 
     async def _flush_when_open(self) -> None:
         await self.media.channel_open.wait()
@@ -259,5 +263,5 @@ class WebRtcConnection(SessionConnection):
         text = json.dumps(message, separators=(",", ":"))
         self._fan_out(text)
         if self.media.send(text):
-            await asyncio.sleep(FAREWELL_S)  # the SCTP association sends it before the close
+            await self.media.drained(FAREWELL_S)  # the SCTP association sends it (and what was before it) first
         await self.media.close()

@@ -147,6 +147,21 @@ class CallMedia:
         channel.send(text)
         return True
 
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes the events channel holds that the client has not taken yet."""
+        return self.channel.bufferedAmount if self.channel is not None else 0
+
+    async def drained(self, timeout_s: float) -> None:
+        """Wait until the events channel has sent everything it buffered (at most ``timeout_s``)."""
+        channel = self.channel
+        if channel is None or channel.readyState != "open" or channel.bufferedAmount <= 0:
+            return
+        low = asyncio.Event()
+        channel.once("bufferedamountlow", low.set)  # emitted as the buffer falls to its threshold, 0
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(low.wait(), timeout_s)
+
     async def close(self) -> None:
         """Stop the media and close the peer connection (ICE, DTLS, the tracks)."""
         self.track.stop()
