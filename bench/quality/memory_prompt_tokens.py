@@ -14,6 +14,8 @@ turn (how memory was first built); and the notes given once where they were reca
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
+import json
 import statistics
 import tempfile
 from collections.abc import Callable
@@ -21,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from bargein.memory.recall import memory_context
+from bargein.memory.recall import memory_context, note_tokens
 from bargein.memory.session_memory import SessionMemory
 from bargein.memory.sqlite_store import SqliteMemoryStore
 from bargein.memory.store import LOCAL_SCOPE
@@ -85,6 +87,17 @@ async def _walk(render: Callable[[list[ChatMessage]], list[int]], tokenize: Call
     return counts
 
 
+async def _estimate(store_path: Path, tokenize: Callable[[str], list[int]]) -> None:
+    """The token budget's estimate of the newest notes against the model's own count of their quoted lines."""
+    store = SqliteMemoryStore(str(store_path))
+    notes = await store.entries(LOCAL_SCOPE, limit=50)
+    await store.close()
+    estimated = sum(note_tokens(note) for note in notes)
+    counted = sum(len(tokenize(json.dumps(line) + ", ")) for line in
+                  (f"{dt.datetime.fromtimestamp(n.updated_at, dt.UTC):%Y-%m-%d}: {n.text}" for n in notes))
+    print(f"token budget: {len(notes)} notes estimated at {estimated} tokens, the tokenizer counts {counted}")
+
+
 def _model() -> Any:
     import llama_cpp
 
@@ -109,6 +122,7 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "memory.sqlite3"
         await fill(path)
+        await _estimate(path, tokenize)
         for way, title in (("off", "memory off"), ("after", "notes after the question, recalled anew each turn"),
                            ("given", "notes given once where recalled (now)")):
             counts = await _walk(render, tokenize, way, path)
