@@ -31,16 +31,23 @@ const transport = new OpenAIRealtimeWebRTC({
   audioElement: document.getElementById('reply'),
 });
 const session = new RealtimeSession(agent, { transport, model: 'bargein' });
-session.on('transport_event', (event) => log.push({ server: event, at: Math.round(performance.now()) }));
+session.on('transport_event', (event) => {
+  log.push({ server: event, at: Math.round(performance.now()) });
+  // how much sound the reply track had carried when the server cut it or finished
+  if (event.type === 'output_audio_buffer.cleared' || event.type === 'output_audio_buffer.stopped') {
+    replyEnergy().then((energy) => log.push({ energy, after: event.type }));
+  }
+});
+transport.on('connection_change', (status) => log.push({ connection: status, at: Math.round(performance.now()) }));
 session.on('error', (error) => log.push({ error: String(error.error?.message ?? error.error ?? error) }));
 session.on('audio_interrupted', () => log.push({ interrupted: true }));
 // The reply track's audio energy so far (0 before any sound arrived), read from the transport's peer connection.
-window.replyEnergy = async () => {
+async function replyEnergy() {
   const pc = transport.connectionState.peerConnection;
   if (!pc) return 0;
   const stats = [...(await pc.getStats()).values()];
   return stats.find((s) => s.type === 'inbound-rtp' && s.kind === 'audio')?.totalAudioEnergy ?? 0;
-};
+}
 
 try {
   await session.connect({ apiKey: key });
