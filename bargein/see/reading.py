@@ -16,6 +16,8 @@ import numpy.typing as npt
 LINE_MARGIN = 0.6
 """A line's second reading reaches this many line heights past each end of its pieces: PP-OCR's detector
 draws its boxes tight, and a last digit at a line's right edge ('C37' read 'C3') falls outside them."""
+ECHO_OVERLAP = 0.6
+"""A piece whose horizontal span lies this much inside a longer piece's on the same line is read twice."""
 LINE_HEIGHT_MARGIN = 0.3
 """The second reading's crop is this much taller than the line (shared between top and bottom)."""
 
@@ -54,7 +56,25 @@ def group_lines(pieces: list[Piece]) -> list[list[Piece]]:
             lines[-1].append(piece)
         else:
             lines.append([piece])
-    return [sorted(line, key=lambda p: p.middle_x) for line in lines]
+    return [without_echoes(sorted(line, key=lambda p: p.middle_x)) for line in lines]
+
+
+def without_echoes(line: list[Piece]) -> list[Piece]:
+    """A line's pieces less those lying mostly (:data:`ECHO_OVERLAP`) inside a longer piece's span: on a tilted line
+    the detector may box a few letters a second time ('Main Street t D36')."""
+    def span(piece: Piece) -> tuple[float, float]:
+        return float(piece.box[:, 0].min()), float(piece.box[:, 0].max())
+
+    kept = []
+    for piece in line:
+        left, right = span(piece)
+        inside = any(
+            other is not piece and len(other.text) > len(piece.text)
+            and min(right, span(other)[1]) - max(left, span(other)[0]) >= ECHO_OVERLAP * max(1.0, right - left)
+            for other in line)
+        if not inside:
+            kept.append(piece)
+    return kept
 
 
 def line_corners(line: list[Piece]) -> npt.NDArray[np.float32]:

@@ -19,8 +19,9 @@ from dataclasses import replace
 from bargein.protocol import client_events as ce
 from bargein.protocol.errors import ProtocolError
 from bargein.protocol.server_events import event
-from bargein.protocol.session_config import SessionConfig
+from bargein.protocol.session_config import DEFAULT_INSTRUCTIONS, SessionConfig
 from bargein.see.frames import Frame, ImageRejected, decode_data_url
+from bargein.see.quoting import reading_answer
 from bargein.see.sampler import FrameSampler, SamplerLimits
 from bargein.see.scene import SceneNote
 from bargein.see.shared import Seeing
@@ -169,6 +170,17 @@ class SessionEyes(QuietObserver):
         if self.note is not None and age is not None:
             stripped.insert(last_user, camera_message(self.note, age))
         return stripped
+
+    def quote(self, messages: list[ChatMessage], instructions: str) -> str | None:
+        """The reply's words when the user's last message asks to read what the camera shows, in ``notes`` mode with
+        the server's English instructions and a note that is not stale: the writing quoted (:mod:`bargein.see.quoting`);
+        None: the model answers."""
+        last_user = next((m for m in reversed(messages) if m.role == "user"), None)
+        age = self.note_age_s()
+        if (self.settings.mode == "native" or instructions != DEFAULT_INSTRUCTIONS or last_user is None
+                or age is None or age > STALE_NOTE_S):
+            return None
+        return reading_answer(self.note, last_user.content)
 
     def prompt(self, response_id: str, messages: list[ChatMessage]) -> list[ChatMessage]:
         """The messages a reply's model reads: :meth:`context`, the turn's frames then taken (in ``native`` mode

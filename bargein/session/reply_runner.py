@@ -45,7 +45,10 @@ class See(Protocol):
         """The reply's messages with the turn's images or the camera's note."""
 
     def context(self, messages: list[ChatMessage]) -> list[ChatMessage]:
-        """The same without the turn's images (no side effects): a speculative reply's prompt."""
+        """The same without taking the turn's images (no side effects): a speculative reply's prompt."""
+
+    def quote(self, messages: list[ChatMessage], instructions: str) -> str | None:
+        """The reply's words when the user asks to read what the camera shows (None: the model answers)."""
 Closed = Callable[[str, str, float, float, bool, bool], None]
 """``(response_id, status, sent_ms, heard_ms, output_queued, playing)``: a reply's ``response.done`` went out
 (:meth:`~bargein.session.observers.SessionObserver.on_reply_closed`)."""
@@ -173,19 +176,23 @@ class ReplyRunner:
         return ReplyRequest(instructions, None if max_tokens == "inf" else max_tokens, tools, context, prefetch)
 
     def _plan(self, handle: ReplyHandle, request: ReplyRequest, order: v.GenerateReply) -> ReplyPlan:
-        """The pipeline's plan: the model's answer (with a speculative head start it may adopt), or the machine's
-        fixed line in the reply's voice and pace, with no tools."""
+        """The pipeline's plan: the model's answer (with a speculative head start it may adopt), or a fixed line (the
+        machine's, or the camera's writing quoted to a request to read it) in the reply's voice and pace, with no
+        tools."""
         state = handle.state
         messages = self.conversation.chat_messages(request.instructions, request.context)
+        fixed_line = order.fixed_line
         if self.see is not None:
+            if fixed_line is None and request.prefetch:  # a reply with per-response overrides is the model's
+                fixed_line = self.see.quote(messages, request.instructions)
             messages = self.see.prompt(handle.response_id, messages)
         messages = messages if self.remembered is None else self.remembered(messages)
         # an estimate at 4 characters a token: counting words would walk the whole history's text here
         state.input_tokens = sum(len(m.content) for m in messages) // 4
         config = self.config()
-        if order.fixed_line is not None:
+        if fixed_line is not None:
             return ReplyPlan(handle.response_id, messages, state.audio, state.voice, state.output_format,
-                             request.max_tokens, _said(order.fixed_line), speed=config.audio.output.speed)
+                             request.max_tokens, _said(fixed_line), speed=config.audio.output.speed)
         options = generation_options(request.max_tokens, request.tools, config.truncation_options())  # as below
         prefetched = self.take_prefetch(messages, options) if request.prefetch else None
         return ReplyPlan(handle.response_id, messages, state.audio, state.voice, state.output_format,

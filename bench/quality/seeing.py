@@ -7,7 +7,9 @@ Each frame of ``bench/quality/seeing_frames.py`` (printed text in several fonts,
 and backgrounds, and frames with no text) goes the way a camera frame goes in a session: JPEG-encoded, decoded
 and checked (``bargein/see/frames.py``), read by the offline scene reader (real PP-OCR and face detector), and its
 note given to the model as a system message just before the spoken question (``camera_message``, as
-``--vision notes`` does). The
+``--vision notes`` does), except that a question asking to read the writing is answered by quoting the note, as a
+session with the server's instructions answers it (``bargein/see/quoting.py``; ``--model-only`` asks the model every
+question). The
 model is the embedded one (``--llm embedded``, the default) or an echo of its prompt (``--llm echo``: the note
 alone, what a perfect reader of the note would answer).
 
@@ -37,6 +39,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from bargein.protocol.session_config import DEFAULT_INSTRUCTIONS
 from bargein.see.detectors import Detectors
 from bargein.see.frames import decode_frame
+from bargein.see.quoting import reading_answer
 from bargein.see.scene import SceneNote, read_scene
 from bargein.session.eyes import camera_message
 from bargein.values import CancelToken, ChatMessage, GenerationOptions
@@ -99,8 +102,9 @@ class Embedded:
         return " ".join("".join(pieces).split())
 
 
-async def run_frame(frame: BenchFrame, detectors: Detectors, llm: Echo | Embedded) -> Outcome:
-    """One frame through the seeing path and the model."""
+async def run_frame(frame: BenchFrame, detectors: Detectors, llm: Echo | Embedded, *, quoting: bool = True) -> Outcome:
+    """One frame through the seeing path and the model (a request to read quoted from the note, as a session with
+    the server's instructions answers it, unless ``quoting`` is off)."""
     encoded = io.BytesIO()
     frame.image.save(encoded, format="JPEG", quality=80)
     started = time.perf_counter()
@@ -109,7 +113,8 @@ async def run_frame(frame: BenchFrame, detectors: Detectors, llm: Echo | Embedde
     messages = [ChatMessage("system", DEFAULT_INSTRUCTIONS), camera_message(note, 1.0),
                 ChatMessage("user", frame.question)]
     started = time.perf_counter()
-    answer = await llm.answer(messages)
+    quoted = reading_answer(note, frame.question) if quoting else None  # as a session with these instructions does
+    answer = quoted if quoted is not None else await llm.answer(messages)
     answer_s = time.perf_counter() - started
     passed = reads_text(frame.text, answer) if frame.text else invents_nothing(note, answer)
     return Outcome(frame, note.line(), answer, passed, read_s, answer_s)
@@ -158,6 +163,8 @@ async def main() -> None:
     parser.add_argument("--seed", type=int, default=44, help="the first set's seed (44: the set as reported)")
     parser.add_argument("--llm", choices=["embedded", "echo"], default="embedded")
     parser.add_argument("--model", default=None, help="the embedded model's registry name (default: the server's)")
+    parser.add_argument("--model-only", action="store_true",
+                        help="every question to the model, none answered by quoting the note (as before quoting)")
     args = parser.parse_args()
     start_load = load_average()
     detectors = Detectors()
@@ -168,8 +175,9 @@ async def main() -> None:
         llm = await asyncio.to_thread(Embedded, args.model or DEFAULT_LLM)
     chosen = fresh_frames() if args.half == "fresh" else frames(
         args.half, per_pair=args.per_pair, blanks_per_background=max(6, args.per_pair), seed=args.seed)
-    outcomes = [await run_frame(frame, detectors, llm) for frame in chosen]
-    report(outcomes, args.half, args.llm if args.llm == "echo" else f"the embedded model ({args.model or 'default'})",
+    outcomes = [await run_frame(frame, detectors, llm, quoting=not args.model_only) for frame in chosen]
+    who = args.llm if args.llm == "echo" else f"the embedded model ({args.model or 'default'})"
+    report(outcomes, args.half, who + (", model only" if args.model_only else ", reading requests quoted"),
            (start_load, load_average()))
 
 

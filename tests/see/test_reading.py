@@ -98,3 +98,9 @@ def test_a_number_at_a_tilted_lines_right_end_is_read_whole() -> None:
     card = sign("NO PARKING C37", text_size=48).rotate(7, fillcolor="white")
     pixels = decode_frame(encode(card, "JPEG", quality=80)).pixels
     assert "NOPARKINGC37" in "".join(line.text for line in detectors.read_text(pixels)).replace(" ", "")
+
+
+def test_a_piece_boxed_twice_inside_a_longer_one_is_dropped() -> None:
+    lines = group_lines([piece("Main Street", 100, 100, width=300), piece("t", 380, 104, width=30),
+                         piece("D36", 420, 100, width=90)])
+    assert [[p.text for p in line] for line in lines] == [["Main Street", "D36"]]
