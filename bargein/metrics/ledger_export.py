@@ -12,7 +12,8 @@ the turn machine, resampling), per 20 ms of audio heard: ``session_us_per_20ms``
 ``session`` stage (each session's steps on the event loop, measured per session: :mod:`.loop_cpu`) and the little
 no session's step holds (WebSocket frames parsed before a session reads them, the threads reading the engine
 workers' pipes): the cores the session workers need run both, so the plan sizes them from the remainder, and from
-the ``session`` stage alone only in an export without ``server_cpu_s``. Take the export after the run's sessions
+the ``session`` stage alone only in an export without ``server_cpu_s``. (The ``session`` stage's ``requests`` are
+the steps it metered.) Take the export after the run's sessions
 have closed (a session's heard audio is counted when it closes).
 """
 

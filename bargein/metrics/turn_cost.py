@@ -1,10 +1,11 @@
 """What a turn cost, and what of it nobody heard: the cost half of the per-turn ledger.
 
 A turn's CPU seconds per stage come from the bills its engine calls charged (:mod:`bargein.metrics.cost_meter`:
-measured by the worker processes per request, and on the calling thread for the in-process VAD and end-of-turn
-model); its tokens from the reply's pipeline (``tokens`` generated; ``prompt_tokens`` and ``cached_tokens``, the
-prompt's tokens whose KV cache was reused, where the model tells them); its audio from the stream (the user's
-speech in) and the socket (the agent's audio sent).
+measured by the worker processes per request, on the calling thread for the in-process VAD and end-of-turn
+model, and per step on the event loop for the session's own work, the ``session`` stage,
+:mod:`bargein.metrics.loop_cpu`); its tokens from the reply's pipeline (``tokens`` generated; ``prompt_tokens``
+and ``cached_tokens``, the prompt's tokens whose KV cache was reused, where the model tells them); its audio from
+the stream (the user's speech in) and the socket (the agent's audio sent).
 
 **Waste** is what a barge-in made worthless: the audio sent but never heard (sent minus heard, both measured), and
 the generated tokens in the same proportion as the audio (a reply's tokens are spoken in order, so the unheard
