@@ -116,11 +116,12 @@ async def test_the_note_reaches_the_model_as_context_after_the_question() -> Non
     note = await next_event(session, "bargein.see.note")
     assert "PLATFORM" in note["note"].upper()
     await send(json.dumps({"type": "conversation.item.create", "item": {"type": "message", "role": "user", "content": [
-        {"type": "input_text", "text": "what does the sign say?"}]}}))
+        {"type": "input_text", "text": "which platform is this?"}]}}))
     await send(json.dumps({"type": "response.create"}))
     await next_event(session, "response.done")
     prompt = llm.seen[-1]
-    assert prompt[-1].role == "user" and prompt[-1].content == "what does the sign say?"  # the question leads
+    assert prompt[-1].role == "user" and prompt[-1].content == "which platform is this?"  # the question leads (a
+    # request to read it would be answered by quoting the note: tests/see/test_quoting.py)
     assert prompt[-2].role == "system" and prompt[-2].content.startswith("The user's camera, as read by")
     assert 'reads exactly: "PLATFORM' in prompt[-2].content
     assert all(not m.images for m in prompt)
