@@ -162,3 +162,31 @@ async def test_the_drain_tells_a_call_why_and_ends_it() -> None:
             async with httpx.AsyncClient(timeout=10) as client:
                 refused = await client.post(f"http://{host}/v1/realtime/calls", content=peer.answer_sdp, headers=SDP)
             assert refused.status_code == 503, refused.text
+
+
+async def test_a_client_secret_opens_one_call_with_its_bound_session_and_may_hang_it_up() -> None:
+    with phone_provider.phone_server(engines(), Settings(api_keys=["sk-test"])) as (host, _):
+        async with httpx.AsyncClient(timeout=10) as client:
+            minted = await client.post(f"http://{host}/v1/realtime/client_secrets",
+                                       headers={"Authorization": "Bearer sk-test"},
+                                       json={"session": {"type": "realtime", "instructions": "Bound."}})
+        secret = minted.json()["value"]
+        async with WebRtcPeer(f"http://{host}", secret) as peer:
+            _, created = await peer.next_event("session.created")
+            assert created["session"]["instructions"] == "Bound."
+            with pytest.raises(ConnectionError, match="401"):
+                async with WebRtcPeer(f"http://{host}", secret):
+                    pass
+            assert (await peer.hangup()).status_code == 200, "the secret that opened the call hangs it up"
+
+
+async def test_a_call_is_ended_at_the_longest_session_length() -> None:
+    with phone_provider.phone_server(engines(), Settings(max_session_s=1.5)) as (host, state):
+        async with WebRtcPeer(f"http://{host}") as peer:
+            await peer.next_event("session.created")
+            _, error = await peer.next_event("error", timeout=10)
+            assert error["error"]["code"] == "session_expired"
+            deadline = time.monotonic() + 10
+            while state.calls.calls and time.monotonic() < deadline:  # noqa: ASYNC110 (polls the server's state)
+                await asyncio.sleep(0.05)
+            assert not state.calls.calls and not state.registry.live
