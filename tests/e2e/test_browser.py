@@ -88,6 +88,7 @@ def chromium_args(microphone: Path) -> list[str]:
         "--disable-component-update",
         "--disable-sync",
         "--autoplay-policy=no-user-gesture-required",
+        "--allow-loopback-in-peer-connection",  # WebRTC to the server on loopback on a machine with only lo
     ]
 
 
