@@ -184,10 +184,11 @@ class WebRtcConnection(SessionConnection):
                 self.live.discard(response_id)
                 if message["response"]["status"] == "cancelled":
                     await self._barge_in()
-                else:
-                    self.done.add(response_id)
-                    if self._started_on_wire(response_id) and not self.media.track.holds(response_id):
-                        self._stopped(response_id)
+                elif self.media.track.holds(response_id):
+                    self.done.add(response_id)  # stopped once its last frame has gone out
+                elif self._started_on_wire(response_id) and response_id not in self.cleared:
+                    self._stopped(response_id)
+                self.cleared.discard(response_id)  # its deltas are all in: nothing more to drop
             case "input_audio_buffer.speech_started":
                 now = asyncio.get_running_loop().time()
                 if not self.live and (self.media.track.holds_audio or
