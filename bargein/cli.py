@@ -82,6 +82,11 @@ def _limit_arguments(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--rate-limit-sustain", dest="rate_limit_sustain_s", type=float,
                        help="close a session held back by the event rate this many seconds in a row (default 10)")
     serve.add_argument("--max-sessions", type=int, help="sessions per worker before new ones are refused")
+    # WebRTC calls (docs/webrtc.md): the STUN/TURN servers a call's answer gathers candidates with
+    serve.add_argument("--ice-server", dest="ice_servers", action="append",
+                       help="a STUN/TURN URL for WebRTC calls (repeatable; the TURN password only from "
+                            "BARGEIN_ICE_CREDENTIAL)")
+    serve.add_argument("--ice-username", help="the TURN servers' username")
 
 
 def _turn_arguments(serve: argparse.ArgumentParser) -> None:

@@ -9,6 +9,8 @@ import av
 import numpy as np
 import pytest
 
+from bargein.config import Settings
+from bargein.server.webrtc.media import ice_configuration
 from bargein.server.webrtc.offer import OfferError, body_limit, parse_offer, read_bounded
 from bargein.server.webrtc.playout import DEFAULT_PLAYOUT_DELAY_MS, PlayoutDelay, heard_ms, still_playing
 from bargein.server.webrtc.tracks import InputClock, OnWire
@@ -106,3 +108,17 @@ def test_lost_audio_is_filled_with_silence_and_late_audio_dropped_so_the_callers
     restarted = clock.place(opus_frame(2880 + 960 + 48_000 * 5))  # a sender that paused for 5 s
     assert restarted is not None and len(restarted) == 960
     assert clock.filled_samples == 960 and clock.dropped_frames == 1
+
+
+def test_the_ice_servers_come_from_the_flags_and_the_credential_from_the_environment(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.cli.test_cli_inputs import _served_settings
+
+    monkeypatch.setenv("BARGEIN_ICE_CREDENTIAL", "s3cret")
+    settings = _served_settings(["serve", "--engines", "fake", "--ice-server", "stun:stun.example.com:3478",
+                                 "--ice-server", "turn:turn.example.com:3478", "--ice-username", "bargein"],
+                                monkeypatch)
+    (server,) = ice_configuration(settings).iceServers
+    assert server.urls == ["stun:stun.example.com:3478", "turn:turn.example.com:3478"]
+    assert (server.username, server.credential) == ("bargein", "s3cret")
+    assert ice_configuration(Settings()).iceServers == [], "none: host candidates only"
