@@ -118,7 +118,9 @@ def test_the_ice_servers_come_from_the_flags_and_the_credential_from_the_environ
     settings = _served_settings(["serve", "--engines", "fake", "--ice-server", "stun:stun.example.com:3478",
                                  "--ice-server", "turn:turn.example.com:3478", "--ice-username", "bargein"],
                                 monkeypatch)
-    (server,) = ice_configuration(settings).iceServers
+    servers = ice_configuration(settings).iceServers
+    assert servers is not None
+    (server,) = servers
     assert server.urls == ["stun:stun.example.com:3478", "turn:turn.example.com:3478"]
     assert (server.username, server.credential) == ("bargein", "s3cret")
     assert ice_configuration(Settings()).iceServers == [], "none: host candidates only"
