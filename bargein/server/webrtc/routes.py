@@ -77,10 +77,14 @@ async def answer_call(request: Request, state: ServerState) -> Response:
         log.warning("refused a WebRTC call from %s: %s", peer_address(request.scope), decision.reason)
         return _refused(decision.reason)
     try:
-        body = await read_bounded(request.stream(), body_limit(settings.max_sdp_bytes))
+        async with asyncio.timeout(settings.handshake_timeout_s):  # a body sent a byte at a time holds nothing long
+            body = await read_bounded(request.stream(), body_limit(settings.max_sdp_bytes))
         offer = parse_offer(request.headers.get("content-type", ""), body, settings.max_sdp_bytes)
     except OfferError as error:
         return error_response(400, str(error), "invalid_offer")
+    except TimeoutError:
+        return error_response(408, f"the offer did not arrive within {settings.handshake_timeout_s:g} s",
+                              "request_timeout")
     if state.engines is None:
         return error_response(503, "the server is still loading its models", "server_unavailable",
                               type_="server_error")

@@ -190,3 +190,18 @@ async def test_a_call_is_ended_at_the_longest_session_length() -> None:
             while state.calls.calls and time.monotonic() < deadline:  # noqa: ASYNC110 (polls the server's state)
                 await asyncio.sleep(0.05)
             assert not state.calls.calls and not state.registry.live
+
+
+async def test_an_offer_sent_a_trickle_at_a_time_is_given_up_after_the_handshake_time() -> None:
+    with phone_provider.phone_server(engines(), Settings(handshake_timeout_s=1.0)) as (host, state):
+        hostname, port = host.split(":")
+        reader, writer = await asyncio.open_connection(hostname, int(port))
+        writer.write(f"POST /v1/realtime/calls HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/sdp\r\n"
+                     "Content-Length: 4000\r\n\r\nv=0\r\n".encode())
+        await writer.drain()
+        started = time.monotonic()
+        status = await asyncio.wait_for(reader.readline(), 10)
+        assert time.monotonic() - started < 5
+        assert status.split()[1] == b"408", status
+        writer.close()
+        assert not state.calls.calls
