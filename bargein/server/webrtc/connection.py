@@ -157,10 +157,27 @@ class WebRtcConnection(SessionConnection):
     def _flush(self) -> None:
         """Send what waits for the data channel, once it is open. Events the client leaves unread count against the
         session's outbound budget as on the WebSocket: past it, the overflow watch ends the call."""
-        while self.unsent and self.media.send(self.unsent[0]):
+        while self.unsent:
+            try:
+                if not self.media.send(self.unsent[0]):
+                    break
+            except ValueError:  # over the size the client's SCTP stack takes (a browser's: 256 KiB)
+                self._too_large(self.unsent[0])
             self.unsent.popleft()
         if self.media.buffered_bytes > self.session.outbound.max_bytes:
             self.session.outbound.overflowed.set()
+
+    def _too_large(self, text: str) -> None:
+        """An event too large for the data channel is not sent: the client gets an ``error`` naming it instead."""
+        kind = "server"
+        with contextlib.suppress(ValueError, AttributeError):
+            kind = str(json.loads(text).get("type"))[:64]
+        log.warning("a %d-byte %s event was too large for the data channel", len(text), kind)
+        refusal = error_event(ProtocolError(
+            f"a {kind} event of {len(text)} bytes is larger than the data channel carries; it was not sent "
+            "(a sideband WebSocket carries it)", code="event_too_large", type="server_error"))
+        with contextlib.suppress(ValueError):
+            self.media.send(json.dumps(refusal, separators=(",", ":")))
 
     async def _flush_when_open(self) -> None:
         await self.media.channel_open.wait()

@@ -205,3 +205,20 @@ async def test_an_offer_sent_a_trickle_at_a_time_is_given_up_after_the_handshake
         assert status.split()[1] == b"408", status
         writer.close()
         assert not state.calls.calls
+
+
+async def test_an_event_too_large_for_the_data_channel_is_refused_by_name_and_the_call_goes_on() -> None:
+    with phone_provider.phone_server(engines(), Settings(api_keys=["sk-test"])) as (host, _):
+        async with WebRtcPeer(f"http://{host}", "sk-test") as peer:
+            await peer.next_event("session.created")
+            uri = f"ws://{host}/v1/realtime?call_id={peer.call_id}"
+            async with websockets.connect(uri, additional_headers={"Authorization": "Bearer sk-test"},
+                                          max_size=None) as side:
+                await side.send(json.dumps({"type": "session.update", "session": {"instructions": "é" * 100_000}}))
+                seen = json.loads(await asyncio.wait_for(side.recv(), 10))
+                assert seen["type"] == "session.updated", seen
+                _, error = await peer.next_event("error")
+                assert error["error"]["code"] == "event_too_large" and "session.updated" in error["error"]["message"]
+                await side.send(json.dumps({"type": "session.update", "session": {"instructions": "Short."}}))
+                _, updated = await peer.next_event("session.updated")
+                assert updated["session"]["instructions"] == "Short."
