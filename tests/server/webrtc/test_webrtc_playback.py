@@ -85,3 +85,26 @@ async def test_the_clients_output_audio_buffer_clear_cuts_the_audio_playing() ->
             await asyncio.sleep(0.5)
             refusals = [e["error"] for _, e in peer.events if e["type"] == "error"]
             assert any(r["event_id"] == "evt_again" and r["code"] == "output_audio_buffer_empty" for r in refusals)
+
+
+async def test_a_reply_paused_by_a_noise_resumes_from_where_it_was_heard_and_plays_to_its_end() -> None:
+    engines = Engines(FakeVad(), FakeRecognizer(("hello can you hear me", "")), FakeLanguageModel(),
+                      FakeSynthesizer())
+    with phone_provider.phone_server(engines) as (host, state):
+        async with WebRtcPeer(f"http://{host}", own_events=True) as peer:
+            await peer.next_event("session.created")
+            await peer.say(tone_pcm(0.8) + silence_pcm(0.8))
+            started, event = await peer.next_event("output_audio_buffer.started", timeout=20)
+            await asyncio.sleep(0.6)
+            await peer.say(tone_pcm(0.3) + silence_pcm(2.0))  # a cough: paused, judged noise, resumed
+            cleared, _ = await peer.next_event("output_audio_buffer.cleared", after=started)
+            _, truncated = await peer.next_event("conversation.item.truncated", after=started)
+            resumed, resume = await peer.next_event("bargein.reply.resumed", after=cleared, timeout=10)
+            assert abs(resume["audio_start_ms"] - truncated["audio_end_ms"]) < 1.0, "restarts at the cut"
+            again, _ = await peer.next_event("output_audio_buffer.started", after=resumed)
+            _, done = await peer.next_event("response.done", after=again, timeout=20)
+            assert done["response"]["status"] == "completed" and done["response"]["id"] == event["response_id"]
+            await peer.next_event("output_audio_buffer.stopped", after=again, timeout=20)
+            assert peer.audio.voiced_ms_between(peer.arrival(resumed)) > 200, "the rest of the reply was heard"
+            item = assistant_item(state, truncated["item_id"])
+            assert item.heard_ms is None or item.heard_ms >= item.audio_ms - 1.0, "heard to its end"
