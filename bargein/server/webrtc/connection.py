@@ -102,7 +102,7 @@ class WebRtcConnection(SessionConnection):
             with contextlib.suppress(ValueError):
                 message = json.loads(data)
                 if isinstance(message, dict) and message.get("type") == CLEAR_EVENT:
-                    await self._clear(message.get("event_id"))
+                    await self._clear()
                     return
         async with self.entry:
             await self.session.handle_message(data)
@@ -257,13 +257,10 @@ class WebRtcConnection(SessionConnection):
                 "type": "conversation.item.truncate", "item_id": last.item_id, "content_index": 0,
                 "audio_end_ms": int(heard)}))
 
-    async def _clear(self, event_id: object) -> None:
-        """The client's ``output_audio_buffer.clear``: cut the audio playing now (the reply goes on unheard)."""
-        if self.media.track.on_wire is None and not self.media.track.holds_audio:
-            self.session.outbound.put(Outgoing(error_event(ProtocolError(
-                "no audio is playing to clear", code="output_audio_buffer_empty",
-                event_id=event_id if isinstance(event_id, str) else None))))
-            return
+    async def _clear(self) -> None:
+        """The client's ``output_audio_buffer.clear``: cut the audio playing now (the reply goes on unheard). With
+        nothing playing it does nothing: a client interrupting at ``speech_started`` sends it after the server's own
+        barge-in has already cleared the track."""
         await self._barge_in()
 
     def _fan_out(self, text: str) -> None:
