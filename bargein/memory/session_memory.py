@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 MAX_WAITING = 8
 RECALL_LIMIT = 8
 NEWEST_TOP_UP = 3
+FIRST_NOTES = 4
+"""The newest memories a session starts with, before the user has said anything to rank by: few, because they are
+evaluated while the first question is asked (on a loaded machine that is all the time there is)."""
 """Newest memories a reply's notes add to the matching ones (a small scope's facts all fit anyway)."""
 RECENT_TURNS = 3
 """User turns whose words rank the memories recalled for the next reply."""
@@ -107,7 +110,7 @@ class SessionMemory:
         """Recall the notes for the next reply, ranked by the user's recent words."""
         said = [m.content for m in self.history() if m.role == "user"][-RECENT_TURNS:]
         # before the user has said anything, the newest memories; after, the matching ones and a few newest
-        found = await self.store.recall(self.scope, " ".join(said), RECALL_LIMIT,
+        found = await self.store.recall(self.scope, " ".join(said), RECALL_LIMIT if said else FIRST_NOTES,
                                         newest=NEWEST_TOP_UP if said else None)
         self.notes = within_budget(found, self.budget_tokens)
         dropped = await self._drop_stale()
