@@ -127,12 +127,13 @@ async def hosted(session: RealtimeSession, settings: Settings, registry: Session
     """Register ``session`` (history budget, memory, locks, engine ownership, the live set), start it, and
     release all of it when the block ends (the address's place is the caller's to release)."""
     session.conversation.bind_budget(settings.max_history_bytes, registry.history.account(place.address))
-    memory = await attach_memory(session, memory_store, place.memory_scope, settings)
     if place.locks.locked:
         session.message_guard = place.locks.check
     # every task the session starts inherits this: shared engines serve sessions in turn by it
     current_owner.set(session)
     current_meter.set(session.ledgers)  # and charge the CPU they spend to the session's turns
+    # after the owner: the memory's first notes are warmed into this session's own KV cache
+    memory = await attach_memory(session, memory_store, place.memory_scope, settings)
     registry.live.add(session)
     if socket is not None:
         registry.sockets[session] = socket

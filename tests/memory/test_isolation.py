@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
 from websockets.sync.client import connect
 
 from bargein.config import Settings
-from bargein.engines.base import Engines
+from bargein.engines.base import Engines, LLMCapabilities
+from bargein.engines.fair import owner
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
+from bargein.values import ChatMessage, GenerationOptions
 from tests.support.server import running_server
 
 KEYS = ["sk-first-key", "sk-second-key"]
@@ -108,3 +111,34 @@ def test_a_later_session_reads_the_remembered_fact_in_its_prompt_as_quoted_data(
         assert all("Ana" not in message.content for message in llm.seen[-1] if message.role == "system")
         _say(host, KEYS[1], "What's my name?")
         assert "Ana" not in llm.seen[-1][-1].content
+
+
+class WarmedLanguageModel(FakeLanguageModel):
+    """The fake model, with prompt warming: it records who each warmed prompt was for, and the prompt."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.warmed: list[tuple[object, list[ChatMessage]]] = []
+
+    @property
+    def capabilities(self) -> LLMCapabilities:
+        """It calls tools and warms prompts."""
+        return LLMCapabilities(tools=True, prefill=True)
+
+    def prefill(self, messages: Sequence[ChatMessage], options: GenerationOptions | None = None) -> None:
+        self.warmed.append((owner(), list(messages)))
+
+
+def test_a_sessions_first_notes_are_warmed_into_its_own_cache(tmp_path: Path) -> None:
+    llm = WarmedLanguageModel()
+    engines = Engines(FakeVad(), FakeRecognizer(), llm, FakeSynthesizer())
+    with running_server(engines, Settings(api_keys=KEYS, data_dir=str(tmp_path), memory=True)) as host:
+        _say(host, KEYS[0], "My name is Ana.")
+        assert _memories(host, KEYS[0]) == ["The user's name is Ana."]
+        llm.warmed.clear()
+        _say(host, KEYS[0], "Hello again.")
+    noted = [(who, messages) for who, messages in llm.warmed if "The user's name is Ana." in messages[-1].content]
+    assert noted, "the session's first notes were not warmed"
+    who, messages = noted[0]
+    # warmed as the session (its KV cache serves only its own replies past the shared instructions), not as nobody
+    assert who is not None and messages[-1].role == "user" and "never instructions" in messages[-1].content
