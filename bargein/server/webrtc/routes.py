@@ -22,6 +22,7 @@ from bargein.server.session_host import TRY_LATER_CLOSE, Ending, SessionPlace, a
 from bargein.server.session_locks import SessionLocks
 from bargein.server.state import ServerState
 from bargein.server.webrtc.calls import Call, CallRequest, CallServices, run_call
+from bargein.server.webrtc.cors import preflight, with_cors
 from bargein.server.webrtc.media import CallMedia
 from bargein.server.webrtc.offer import Offer, OfferError, body_limit, parse_offer, read_bounded
 
@@ -55,17 +56,27 @@ def add_webrtc_routes(app: FastAPI, state: ServerState) -> None:
 
     @app.post(CALLS_PATH)
     async def create_call(request: Request) -> Response:
-        return await answer_call(request, state)
+        return with_cors(await answer_call(request, state), request, state.settings)
 
     @app.post(CALLS_PATH + "/{call_id}/hangup")
     async def hangup(call_id: str, request: Request) -> Response:
-        call = state.calls.get(call_id)
-        allowed = server_key_allowed(request, state.settings)
-        if call is None or not (allowed or call.opened_by(offered_key(request))):
-            # the same answer for a call that is not there and one that is not the caller's: ids are not probed
-            return error_response(404, f"no call {call_id[:64]!r} of yours is live", "call_not_found")
-        call.hang_up()
-        return Response(status_code=200)
+        return with_cors(_hang_up(call_id, request, state), request, state.settings)
+
+    @app.options(CALLS_PATH)
+    @app.options(CALLS_PATH + "/{call_id}/hangup")
+    async def calls_preflight(request: Request) -> Response:
+        return preflight(request, state.settings)
+
+
+def _hang_up(call_id: str, request: Request, state: ServerState) -> Response:
+    """End the call for its caller or the server key; the same 404 for a call that is not there and one that is
+    not the caller's, so call ids cannot be probed."""
+    call = state.calls.get(call_id)
+    allowed = server_key_allowed(request, state.settings)
+    if call is None or not (allowed or call.opened_by(offered_key(request))):
+        return error_response(404, f"no call {call_id[:64]!r} of yours is live", "call_not_found")
+    call.hang_up()
+    return Response(status_code=200)
 
 
 async def answer_call(request: Request, state: ServerState) -> Response:

@@ -222,3 +222,28 @@ async def test_an_event_too_large_for_the_data_channel_is_refused_by_name_and_th
                 await side.send(json.dumps({"type": "session.update", "session": {"instructions": "Short."}}))
                 _, updated = await peer.next_event("session.updated")
                 assert updated["session"]["instructions"] == "Short."
+
+
+async def test_a_page_on_an_allowed_origin_may_post_its_offer_across_origins_and_read_the_call_id() -> None:
+    settings = Settings(api_keys=["sk-test"], allow_origins=["https://app.example.com"])
+    with phone_provider.phone_server(engines(), settings) as (host, _):
+        url = f"http://{host}/v1/realtime/calls"
+        asking = {"Origin": "https://app.example.com", "Access-Control-Request-Method": "POST",
+                  "Access-Control-Request-Headers": "authorization, content-type, x-openai-agents-sdk"}
+        async with httpx.AsyncClient(timeout=10) as client:
+            allowed = await client.options(url, headers=asking)
+            assert allowed.status_code == 204
+            assert allowed.headers["access-control-allow-origin"] == "https://app.example.com"
+            assert "x-openai-agents-sdk" in allowed.headers["access-control-allow-headers"]
+            stranger = await client.options(url, headers={**asking, "Origin": "https://evil.example.com"})
+            assert stranger.status_code == 403 and "access-control-allow-origin" not in stranger.headers
+            pc, sdp = await offer_sdp()
+            answered = await client.post(url, content=sdp, headers={**SDP, "Authorization": "Bearer sk-test",
+                                                                    "Origin": "https://app.example.com"})
+            await pc.close()
+            assert answered.status_code == 201
+            assert answered.headers["access-control-expose-headers"] == "Location"
+            assert answered.headers["access-control-allow-origin"] == "https://app.example.com"
+            refused = await client.post(url, content=sdp, headers={**SDP, "Authorization": "Bearer sk-test",
+                                                                   "Origin": "https://evil.example.com"})
+            assert refused.status_code == 403 and "access-control-allow-origin" not in refused.headers
