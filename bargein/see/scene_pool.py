@@ -5,12 +5,16 @@ and the sessions waiting are served in turn, each keeping its place in the queue
 a session streaming 30 fps gets no more reads than one sending a frame a second. The work runs on the pool's
 own threads (one by default: OCR is a fraction of a core for a moment per frame), at a lower scheduling priority
 than the rest of the server (:data:`SCENE_NICENESS`), never on the event loop and never in a reply's path; a reply
-reads the newest note already made, with its age.
+reads the newest note already made, with its age. And no read starts while any session's turn is between the
+user's last word and the reply's first audio (:meth:`ScenePool.hold`, at most :data:`MAX_HOLD_S`): on 2 cores a
+busy reader costs the model its second core just when a reply is being written (the LLM's thread governor runs
+it on one core while another thread is runnable).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import logging
 import os
@@ -27,6 +31,8 @@ from bargein.see.scene import SceneDetectors, SceneNote, read_scene
 
 log = logging.getLogger(__name__)
 Noted = Callable[[SceneNote], None]
+MAX_HOLD_S = 2.0
+"""Longest a session's turn holds the scene reads (a turn whose reply never comes does not stop the notes)."""
 SCENE_NICENESS = 10
 """How much lower than the server's other threads the scene reader's threads run (Linux nice, per thread): a
 note is worth having, but never at the price of a spoken turn's LLM, recogniser or voice, which win the cores
@@ -57,13 +63,17 @@ class ScenePool:
     """Reads scene notes for every session of a server process, in turn, on ``workers`` threads."""
 
     def __init__(self, detectors: Callable[[], SceneDetectors], *, workers: int = 1,
-                 niceness: int = SCENE_NICENESS) -> None:
+                 niceness: int = SCENE_NICENESS, max_hold_s: float = MAX_HOLD_S) -> None:
         self._make_detectors = detectors
         self._detectors: list[SceneDetectors] = []
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bargein-see-scene",
                                             initializer=lower_priority, initargs=(niceness,))
         self._workers = workers
         self._waiting: OrderedDict[object, _Waiting] = OrderedDict()
+        self._holds: dict[object, float] = {}
+        """Sessions whose turn is on its critical path, and until when (monotonic s) each may hold the reads."""
+        self._max_hold_s = max_hold_s
+        self._released: asyncio.Event | None = None
         self._wake: asyncio.Event | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.reads = 0
@@ -81,8 +91,37 @@ class ScenePool:
         self._wake.set()
 
     def forget(self, owner: object) -> None:
-        """Drop a session's waiting frame (the session ended)."""
+        """Drop a session's waiting frame and hold (the session ended)."""
         self._waiting.pop(owner, None)
+        self.release(owner)
+
+    def hold(self, owner: object) -> None:
+        """``owner``'s turn is between the user's last word and the reply's first audio: start no read until it
+        releases (or :data:`MAX_HOLD_S` has passed), so the reply's engines have the cores to themselves."""
+        self._holds[owner] = time.monotonic() + self._max_hold_s
+
+    def release(self, owner: object) -> None:
+        """``owner``'s reply is out (or its turn went on): reads may start again once no other session holds."""
+        if self._holds.pop(owner, None) is not None and self._released is not None:
+            self._released.set()
+
+    @property
+    def held(self) -> bool:
+        """Whether some session's turn holds the reads now."""
+        now = time.monotonic()
+        for owner, until in list(self._holds.items()):
+            if until <= now:
+                del self._holds[owner]
+        return bool(self._holds)
+
+    async def _quiet(self) -> None:
+        """Wait until no session holds the reads (each hold lasts at most its bound)."""
+        while self.held:
+            if self._released is None:
+                self._released = asyncio.Event()
+            self._released.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._released.wait(), max(0.0, min(self._holds.values()) - time.monotonic()))
 
     @property
     def waiting(self) -> int:
@@ -96,6 +135,9 @@ class ScenePool:
             if not self._waiting:
                 self._wake.clear()
                 await self._wake.wait()
+                continue
+            await self._quiet()
+            if not self._waiting:
                 continue
             _, job = self._waiting.popitem(last=False)
             try:

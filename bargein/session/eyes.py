@@ -221,10 +221,17 @@ class SessionEyes(QuietObserver):
 
     def on_action(self, action: v.Action) -> None:
         """A turn's speech opens and closes the clip of frames it keeps; its commit fixes the note's age, which the
-        reply to it reports."""
+        reply to it reports; from its silence to the reply's first audio it holds the server's scene reads."""
         if isinstance(action, v.SpeechStarted):
             self.sampler.speech_started()
         elif isinstance(action, v.SpeechStopped):
             self.sampler.speech_stopped()
         elif isinstance(action, v.CommitBuffer):
             self.age_at_commit_s = self.note_age_s()
+        if self.pool is None:
+            return
+        if isinstance(action, v.SilenceBegan):  # the guess and the prefetched reply start: the critical path
+            self.pool.hold(self)
+        elif isinstance(action, v.SpeechResumed | v.SegmentAbandoned | v.ForwardAudio | v.CompleteReply
+                        | v.CancelReply):
+            self.pool.release(self)

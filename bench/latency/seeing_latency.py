@@ -46,6 +46,8 @@ from bench.harness.spoken_session import run_session
 STREAM_FPS, AGE_FPS, HOLD_FRAMES = 2.0, 1.0, 3
 CROWD = 3
 CAMERA_TARGET, CROWD_TARGET, AGE_TARGET_MS = 1.05, 1.2, 1000.0
+LEDGER_STAGES = ("endpoint_ms", "asr_final_ms", "llm_first_token_ms", "first_clause_ms", "tts_synth_ms",
+                 "first_audio_ms", "scene_note_age_ms")
 
 
 def load() -> str:
@@ -118,7 +120,8 @@ async def watcher(host_port: str, urls: list[str], offset: int, stop: asyncio.Ev
 def session_args(turns: int) -> argparse.Namespace:
     """A spoken session as ``bench.latency.first_audio --clips questions --barge-every 0`` runs it."""
     return argparse.Namespace(turns=turns, barge_every=0, silence_ms=None, semantic=False, reply_timeout_s=60.0,
-                              max_reply_s=8.0, clips="questions", session=None)
+                              max_reply_s=8.0, clips="questions",
+                              session={"max_output_tokens": 48})  # short replies: more turns a minute
 
 
 async def spoken(host_port: str, turns: int, label: str,
@@ -128,6 +131,9 @@ async def spoken(host_port: str, turns: int, label: str,
     results, observer, _ = await run_session(host_port, session_args(turns), alongside=alongside)
     firsts = [r.first_audio_ms for r in results if r.first_audio_ms is not None]
     ages = [float(m["scene_note_age_ms"]) for m in observer.turn_metrics if "scene_note_age_ms" in m]
+    for metrics in observer.turn_metrics:  # where a slow turn's time went, by the server's ledger
+        print("   ledger: " + " ".join(f"{key.removesuffix('_ms')} {metrics[key]:.0f}" for key in LEDGER_STAGES
+                                     if isinstance(metrics.get(key), int | float)), flush=True)
     print(f"   {label}: {len(firsts)}/{len(results)} answered, load average {load()}", flush=True)
     return firsts, ages
 
