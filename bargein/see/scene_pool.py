@@ -31,6 +31,9 @@ from bargein.see.scene import SceneDetectors, SceneNote, read_scene
 
 log = logging.getLogger(__name__)
 Noted = Callable[[SceneNote], None]
+MAX_DUTY = 0.5
+"""Share of the time each reader thread reads (after a read it rests as long again): a crowd of cameras costs the
+server at most half a core, and each session's notes come as often as the sessions streaming share allows."""
 MAX_HOLD_S = 2.0
 """Longest a session's turn holds the scene reads (a turn whose reply never comes does not stop the notes)."""
 SCENE_NICENESS = 10
@@ -63,7 +66,7 @@ class ScenePool:
     """Reads scene notes for every session of a server process, in turn, on ``workers`` threads."""
 
     def __init__(self, detectors: Callable[[], SceneDetectors], *, workers: int = 1,
-                 niceness: int = SCENE_NICENESS, max_hold_s: float = MAX_HOLD_S) -> None:
+                 niceness: int = SCENE_NICENESS, max_hold_s: float = MAX_HOLD_S, duty: float = MAX_DUTY) -> None:
         self._make_detectors = detectors
         self._detectors: list[SceneDetectors] = []
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bargein-see-scene",
@@ -73,6 +76,7 @@ class ScenePool:
         self._holds: dict[object, float] = {}
         """Sessions whose turn is on its critical path, and until when (monotonic s) each may hold the reads."""
         self._max_hold_s = max_hold_s
+        self._rest_ratio = 1.0 / duty - 1.0
         self._released: asyncio.Event | None = None
         self._wake: asyncio.Event | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -140,6 +144,7 @@ class ScenePool:
             if not self._waiting:
                 continue
             _, job = self._waiting.popitem(last=False)
+            started = time.monotonic()
             try:
                 note, cpu_s = await loop.run_in_executor(self._executor, self._read, job)
             except Exception:  # a failed read costs one note, never the pool
@@ -148,6 +153,8 @@ class ScenePool:
             self.reads += 1
             charge("see", job.bill, cpu_s)
             job.noted(note)
+            # rest as long again as the read took: the reader keeps to half a core, however many cameras stream
+            await asyncio.sleep(self._rest_ratio * (time.monotonic() - started))
 
     def _read(self, job: _Waiting) -> tuple[SceneNote, float]:
         """The note and the CPU seconds of the thread that read it (OpenCV's and the OCR's own helper threads,

@@ -39,6 +39,8 @@ DECODE_WORKERS = 2
 _decoders = ThreadPoolExecutor(max_workers=DECODE_WORKERS, thread_name_prefix="bargein-see-decode")
 
 
+MAX_PIN_S = 5.0
+"""Longest a note stays pinned for a turn's reply (a turn that led to no reply does not keep it)."""
 ENCODINGS_KEPT = 16
 """Encoded frames a session keeps (twice a turn's clip)."""
 STALE_NOTE_S = 10.0
@@ -82,6 +84,8 @@ class SessionEyes(QuietObserver):
         """Frames encoded at a planned size (oldest first, at most :data:`ENCODINGS_KEPT`): a speculative reply's
         prompt and the reply's own share them."""
         self._note_arrived_s = 0.0
+        self._pinned: tuple[SceneNote, float] | None = None
+        self._pinned_s = 0.0
         self._newest_seen_s = 0.0
         self._config = config
         self._progress = progress
@@ -166,21 +170,34 @@ class SessionEyes(QuietObserver):
             if sent:
                 stripped[last_user] = replace(stripped[last_user], images=tuple(ChatImage(s.data_url) for s in sent))
             return stripped
-        age = self.note_age_s()
-        if self.note is not None and age is not None:
-            stripped.insert(last_user, camera_message(self.note, age))
+        seen = self._turn_note()
+        if seen is not None:
+            stripped.insert(last_user, camera_message(*seen))
         return stripped
+
+    def _turn_note_now(self) -> tuple[SceneNote, float] | None:
+        """The newest note and its age."""
+        age = self.note_age_s()
+        return None if self.note is None or age is None else (self.note, age)
+
+    def _turn_note(self) -> tuple[SceneNote, float] | None:
+        """The note a reply's prompt quotes, with its age: the one pinned when the user's speech fell silent (the
+        speculative reply and the reply then read the same note, so the reply adopts the speculative one even when
+        a newer note comes in between), else the newest."""
+        if self._pinned is not None and self._clock() - self._pinned_s <= MAX_PIN_S:
+            return self._pinned
+        return self._turn_note_now()
 
     def quote(self, messages: list[ChatMessage], instructions: str) -> str | None:
         """The reply's words when the user's last message asks to read what the camera shows, in ``notes`` mode with
         the server's English instructions and a note that is not stale: the writing quoted (:mod:`bargein.see.quoting`);
         None: the model answers."""
         last_user = next((m for m in reversed(messages) if m.role == "user"), None)
-        age = self.note_age_s()
+        seen = self._turn_note()
         if (self.settings.mode == "native" or instructions != DEFAULT_INSTRUCTIONS or last_user is None
-                or age is None or age > STALE_NOTE_S):
+                or seen is None or seen[1] > STALE_NOTE_S):
             return None
-        return reading_answer(self.note, last_user.content)
+        return reading_answer(seen[0], last_user.content)
 
     def prompt(self, response_id: str, messages: list[ChatMessage]) -> list[ChatMessage]:
         """The messages a reply's model reads: :meth:`context`, the turn's frames then taken (in ``native`` mode
@@ -190,6 +207,7 @@ class SessionEyes(QuietObserver):
             self._progress(response_id, "scene_note_age_ms", round(1000 * self.age_at_commit_s))
             self.age_at_commit_s = None
         prompt = self.context(messages)
+        self._pinned = None  # the turn's reply has its prompt: the next turn reads the newest note
         if self.settings.mode == "native":
             tokens = sum(s.cost.tokens for s in self._turn_images())
             self.sampler.take_turn()
@@ -228,6 +246,10 @@ class SessionEyes(QuietObserver):
             self.sampler.speech_stopped()
         elif isinstance(action, v.CommitBuffer):
             self.age_at_commit_s = self.note_age_s()
+        if isinstance(action, v.SilenceBegan):
+            self._pinned, self._pinned_s = self._turn_note_now(), self._clock()
+        elif isinstance(action, v.SpeechResumed | v.SegmentAbandoned):
+            self._pinned = None
         if self.pool is None:
             return
         if isinstance(action, v.SilenceBegan):  # the guess and the prefetched reply start: the critical path

@@ -72,3 +72,27 @@ async def test_a_late_note_of_a_scene_still_in_view_is_as_young_as_its_last_dupl
             break
     assert eyes.note_age_s() == 0.0
     await pool.aclose()
+
+
+async def test_the_note_at_the_silence_is_the_one_the_turns_prompts_quote() -> None:
+    from bargein.engines.base import Engines
+    from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
+    from bargein.see.scene import SceneNote
+    from bargein.session.realtime_session import RealtimeSession
+
+    engines = Engines(FakeVad(), FakeRecognizer(("hello",)), FakeLanguageModel(), FakeSynthesizer(),
+                      see=Seeing(VisionSettings("notes")))
+    session = RealtimeSession(engines)
+    eyes = session.eyes
+    eyes.note, eyes.note_seen_s = SceneNote(("EXIT 12",), 0, "even light", (), None, 0.0), eyes._clock()
+    asked = [ChatMessage("system", "be brief"), ChatMessage("user", "which exit is it?")]
+    eyes.on_action(v.SilenceBegan("item_1", 2000.0))
+    guessed = session.replies.with_memory(asked)  # the speculative reply, at the guess
+    eyes.note = SceneNote(("GATE 7",), 0, "even light", (), None, 2500.0)  # a newer note before the reply
+    answered = eyes.prompt("resp_1", asked)
+    assert answered == guessed and "EXIT 12" in answered[1].content  # so the reply adopts the speculative one
+    assert "GATE 7" in eyes.context(asked)[1].content  # the next turn reads the newest
+    eyes.on_action(v.SilenceBegan("item_2", 9000.0))
+    eyes.on_action(v.SpeechResumed("item_2"))  # the turn went on: nothing stays pinned
+    eyes.note = SceneNote(("PLATFORM 4",), 0, "even light", (), None, 9500.0)
+    assert "PLATFORM 4" in eyes.context(asked)[1].content
