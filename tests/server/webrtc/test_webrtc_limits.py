@@ -137,7 +137,7 @@ async def test_a_data_channel_flood_is_held_to_the_event_rate_and_ended_without_
                 honest.send({"type": "session.update", "session": {"instructions": f"Reply {index}."}})
                 found, _ = await honest.next_event("session.updated", after=len(honest.events))
                 round_trips.append(honest.arrival(found) - asked)
-            assert max(round_trips) < 0.5, round_trips
+            assert max(round_trips) < 1.5, round_trips  # a starved call would wait the flood's minute
             deadline = time.monotonic() + 15
             while len(state.registry.live) > 1 and time.monotonic() < deadline:  # noqa: ASYNC110
                 await asyncio.sleep(0.1)

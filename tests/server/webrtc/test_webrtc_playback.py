@@ -14,7 +14,7 @@ from bench.harness import phone_provider
 from bench.harness.webrtc_peer import WebRtcPeer
 from tests.server.webrtc.test_webrtc_call import silence_pcm, tone_pcm
 
-IN_FLIGHT_MS = 200.0
+IN_FLIGHT_MS = 300.0
 """Reply audio sent before a clear that may still arrive after it (the receiver's jitter buffer, the network)."""
 FILLER = " ".join(["and here is one more thing I would like to tell you about"] * 6)
 
@@ -41,7 +41,7 @@ async def test_a_barge_in_clears_the_reply_audio_and_the_history_keeps_what_was_
             cleared, event = await peer.next_event("output_audio_buffer.cleared", after=started, timeout=10)
             cleared_at = peer.arrival(cleared)
             assert event["response_id"] == response_id
-            assert cleared_at - onset_at < 1.0, "the audio is cleared at the barge-in"
+            assert cleared_at - onset_at < 1.5, "the audio is cleared at the barge-in"
             _, truncated = await peer.next_event("conversation.item.truncated", after=started)
             await asyncio.sleep(0.5)
             # what was on its way when the track was cleared still arrives (aiortc's receiver holds about 100 ms
