@@ -68,7 +68,7 @@ async def test_with_keys_a_call_needs_the_server_key() -> None:
 
 
 async def test_a_call_that_never_completes_ice_is_reaped_and_releases_its_place() -> None:
-    settings = Settings(webrtc_connect_timeout_s=1.0, max_connections_per_client=1)
+    settings = Settings(webrtc_connect_timeout_s=3.0, max_connections_per_client=1)
     with phone_provider.phone_server(engines(), settings) as (host, state):
         url = f"http://{host}/v1/realtime/calls"
         pc, sdp = await offer_sdp()  # answered, but this peer never takes the answer: ICE never completes
