@@ -120,15 +120,17 @@ def part_e(args: argparse.Namespace) -> dict[str, Any]:
     from bench.latency.webrtc_load import run_load
 
     figures: dict[str, Any] = {}
-    with engine_server(INSTANT, max_sessions=max(64, 2 * args.calls),
-                       max_connections_per_client=max(64, 2 * args.calls)) as (host_port, pid):
+    room = max(64, 2 * args.calls)
+    with engine_server(INSTANT, max_sessions=room, max_connections_per_client=room,
+                       max_loop_lag_ms=args.max_loop_lag_ms) as (host_port, pid):
         for transport in ("webrtc", "websocket"):
             print(f"-- e, {args.calls} {transport} calls: load average {load()}", flush=True)
             run = run_load(host_port, pid, transport, args.calls, args.processes, args.stagger_s)
             figures[transport] = run.__dict__
             print(_row(f"{transport}: onset to the last reply audio", run.stops_ms))
             print(_row(f"{transport}: onset to speech_started", run.started_ms))
-            print(f"  {transport}: {run.completed_turns}/{run.turns} turns answered; server CPU "
+            print(f"  {transport}: {run.calls - run.not_connected}/{run.calls} calls connected, "
+                  f"{run.completed_turns}/{run.turns} turns answered; server CPU "
                   f"{run.server_cpu_s_per_call:.2f} s per call, {100 * run.server_cores_per_call:.1f} % of a core per "
                   f"call over {run.window_s:.0f} s; load average {load()}")
     stop99 = percentile(figures["webrtc"]["stops_ms"], 99)
@@ -144,7 +146,9 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=10, help="turns per session (parts a-d)")
     parser.add_argument("--calls", type=int, default=50, help="concurrent calls (part e)")
     parser.add_argument("--processes", type=int, default=4, help="client processes carrying the calls (part e)")
-    parser.add_argument("--stagger-s", type=float, default=5.0, help="the calls' starts spread over this (part e)")
+    parser.add_argument("--max-loop-lag-ms", type=float, default=200.0,
+                        help="the server refuses new sessions past this loop lag (part e; its default 200)")
+    parser.add_argument("--stagger-s", type=float, default=15.0, help="the calls' starts spread over this (part e)")
     parser.add_argument("--json", type=Path, help="write every figure here")
     parser.add_argument("--plot", help="draw first audio and barge-in stop (parts a, b) as a PNG here")
     args = parser.parse_args()

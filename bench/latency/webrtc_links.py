@@ -150,7 +150,7 @@ class PeerMicrophone:
     async def wait_sent(self, sample: int) -> float:
         """When position ``sample`` was (or will be) sent."""
         clip, offset = divmod(sample, self.CLIP_SPAN)
-        started = await self._started[clip]
+        started = await asyncio.wait_for(asyncio.shield(self._started[clip]), 30.0)  # a dead call sends nothing
         await asyncio.sleep(max(0.0, started + offset / self.rate - time.monotonic()))
         return started + offset / self.rate
 

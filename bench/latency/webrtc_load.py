@@ -20,6 +20,9 @@ from dataclasses import dataclass
 from bench.harness.question_clips import question_clips
 from bench.latency.webrtc_turns import even_levels, run_turns
 
+CALL_TIMEOUT_S = 90.0
+"""A call's two turns take about 15 s; one that has not finished in this is counted as not completed."""
+
 
 @dataclass
 class LoadFigures:
@@ -27,6 +30,8 @@ class LoadFigures:
 
     transport: str
     calls: int
+    not_connected: int
+    """Calls the server refused (it sheds load once its event loop lags) or that failed to connect."""
     stops_ms: list[float]
     """Onset to the interrupted reply's last audio reaching the client (its last RTP packet over WebRTC)."""
     started_ms: list[float]
@@ -41,8 +46,8 @@ class LoadFigures:
 
 
 async def _calls(host_port: str, transport: str, count: int, offset: int, stagger_s: float) -> list[list[float]]:
-    """``count`` calls from this process; per call, [stop ms, speech_started ms, completed turns] (NaN: not
-    measured)."""
+    """``count`` calls from this process; per call, [stop ms, speech_started ms, completed turns, 1 if refused]
+    (NaN: not measured)."""
     from bench.latency.webrtc_links import WebRtcLink, WebSocketLink
 
     clips = even_levels(question_clips())
@@ -50,15 +55,22 @@ async def _calls(host_port: str, transport: str, count: int, offset: int, stagge
     async def one(index: int) -> list[float]:
         await asyncio.sleep(stagger_s * index)
         ours = [clips[(offset + index) % len(clips)], clips[(offset + index + 3) % len(clips)]]
-        link = await (WebRtcLink.open(host_port) if transport == "webrtc" else WebSocketLink.open(host_port))
         try:
-            results = await run_turns(link, ours, 2, quiet=True)
+            link = await (WebRtcLink.open(host_port) if transport == "webrtc" else WebSocketLink.open(host_port))
+        except Exception as error:  # refused (the server sheds load past its loop lag) or failed to connect
+            print(f"call {offset + index} not connected: {str(error)[:160]}", flush=True)
+            return [float("nan"), float("nan"), 0.0, 1.0]
+        try:
+            results = await asyncio.wait_for(run_turns(link, ours, 2, quiet=True), CALL_TIMEOUT_S)
+        except (TimeoutError, ConnectionError) as error:  # a call that died on an overloaded machine
+            print(f"call {offset + index} broke off: {type(error).__name__}", flush=True)
+            return [float("nan"), float("nan"), 0.0, 0.0]
         finally:
             await link.close()
         cut = results[1] if len(results) > 1 else None
         stop = cut.stop_ms if cut is not None and cut.stop_ms is not None else float("nan")
         started = cut.started_ms if cut is not None and cut.started_ms is not None else float("nan")
-        return [stop, started, float(sum(r.completed for r in results))]
+        return [stop, started, float(sum(r.completed for r in results)), 0.0]
 
     return list(await asyncio.gather(*(one(i) for i in range(count))))
 
@@ -91,5 +103,6 @@ def run_load(host_port: str, server_pid: int, transport: str, calls: int, proces
     per_call = [row for chunk in results for row in chunk]
     stops = [row[0] for row in per_call if row[0] == row[0]]
     started = [row[1] for row in per_call if row[1] == row[1]]
-    return LoadFigures(transport, calls, stops, started, int(sum(row[2] for row in per_call)), 2 * calls,
+    return LoadFigures(transport, calls, int(sum(row[3] for row in per_call)), stops, started,
+                       int(sum(row[2] for row in per_call)), 2 * calls,
                        spent / calls, spent / max(1e-6, window) / calls, window)
