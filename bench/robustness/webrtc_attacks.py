@@ -46,6 +46,14 @@ async def post_offer(client: httpx.AsyncClient, target: Target, sdp: str) -> htt
                              headers={"Content-Type": "application/sdp"})
 
 
+async def probe_and_hang_up(client: httpx.AsyncClient, target: Target, sdp: str) -> int:
+    """One more offer's status; a call it opened is hung up at once, so it holds no place for the next attack."""
+    answer = await post_offer(client, target, sdp)
+    if answer.status_code == 201 and (location := answer.headers.get("location")):
+        await client.post(f"http://{target.host_port}{location}/hangup")
+    return answer.status_code
+
+
 async def _sessions(target: Target) -> int:
     async with httpx.AsyncClient() as client:
         return int((await client.get(f"http://{target.host_port}/healthz", timeout=5)).json()["sessions"])
@@ -70,7 +78,7 @@ async def offer_flood(target: Target) -> Outcome:
         await asyncio.gather(*(sender(client) for _ in range(8)))
         answered_at_most = statuses["201"]
         await asyncio.sleep(target.webrtc_connect_timeout_s + 2.0)
-        after = (await post_offer(client, target, sdp)).status_code
+        after = await probe_and_hang_up(client, target, sdp)
     sessions = await _sessions(target)
     unexpected = set(statuses) - {"201", "429", "503", "closed"}
     held = not unexpected and after == 201 and sessions <= 1 and \
@@ -87,10 +95,10 @@ async def never_connecting(target: Target) -> Outcome:
         began = time.monotonic()
         answers = await asyncio.gather(*(post_offer(client, target, sdp) for _ in range(target.per_client)))
         held_places = sum(answer.status_code == 201 for answer in answers)
-        one_more = (await post_offer(client, target, sdp)).status_code
+        one_more = await probe_and_hang_up(client, target, sdp)
         await asyncio.sleep(max(0.0, target.duration_s - (time.monotonic() - began)))
         await asyncio.sleep(max(0.0, began + target.webrtc_connect_timeout_s + 2.0 - time.monotonic()))
-        after = (await post_offer(client, target, sdp)).status_code
+        after = await probe_and_hang_up(client, target, sdp)
     held = held_places == target.per_client and one_more == 429 and after == 201
     return Outcome(held, f"{held_places} answered and left unconnected; one more: {one_more}; after "
                          f"{target.webrtc_connect_timeout_s:g} s (reaped): {after}")
