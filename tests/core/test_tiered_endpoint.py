@@ -188,6 +188,9 @@ def test_a_last_word_the_recogniser_doubts_waits_the_long_tier() -> None:
     assert DEFAULT_TIERS.silence_ms(0.19, "My flight leads.", 0.95) == 500, "a sure word: the words as they read"
     assert DEFAULT_TIERS.silence_ms(0.99, "Can you tell me the weather for Friday?", 0.96) == DEFAULT_TIERS.short_ms
     assert DEFAULT_TIERS.silence_ms(0.99, "Can you tell me the weather for Friday?", None) == DEFAULT_TIERS.short_ms
+    assert DEFAULT_TIERS.silence_ms(0.98, "Write a note about the budget meeting.", 0.27) == DEFAULT_TIERS.short_ms, \
+        "Smart Turn and the words agree the turn is finished: a doubted word does not overrule both"
+    assert DEFAULT_TIERS.silence_ms(None, "My flight leads.", 0.12) == DEFAULT_TIERS.long_ms, "no score: plain, doubted"
     for recorded, wanted in ((TIDIED, DEFAULT_TIERS.long_ms), (SURE, 500)):
         t = Listening(TIERED)
         t.speech(1600)
