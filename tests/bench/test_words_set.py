@@ -15,6 +15,7 @@ from testdata import endpoint_set, make_family_set, make_listening_set
 from testdata.endpoint_clips import HELD_OUT_VOICES
 from testdata.make_family_set import SPLIT_FILE
 from testdata.make_words_set import OVER_REPLY, PAUSED, SEED, VOICES, build_over_reply, build_pauses
+from testdata.words_splits import FRESH, SPLITS, TRAIN, WordsSplit
 
 
 def _plain(text: str) -> str:
@@ -47,6 +48,31 @@ def test_the_voices_were_never_fitted_on() -> None:
     assert not {v.split("-", 1)[1] for v in VOICES if v.startswith("flite-")} - HELD_OUT_VOICES, \
         "the endpoint tiers were fitted on the other flite voices"
     assert not any(v.startswith(("kokoro", "espeak-us", "espeak-gb")) for v in VOICES)
+
+
+def _texts(split: WordsSplit) -> set[str]:
+    return {_plain(t) for texts in split.over_reply.values() for t in texts} | {
+        _plain(s.replace("|", " ")) for s in split.paused}
+
+
+def test_every_split_has_its_own_new_texts_and_seed() -> None:
+    fitted = _fitted_texts()
+    splits = list(SPLITS.values())
+    assert len({s.seed for s in splits}) == len(splits) and len({s.folder for s in splits}) == len(splits)
+    for split in splits:
+        assert set(split.over_reply) == set(OVER_REPLY), split.name
+        assert not _texts(split) & fitted, split.name
+        assert all("|" in s for s in split.paused), split.name
+        for other in splits:
+            assert other is split or not _texts(split) & _texts(other), (split.name, other.name)
+
+
+def test_the_study_split_is_training_families_and_the_fresh_set_is_not() -> None:
+    table = json.loads(SPLIT_FILE.read_text())
+    assert set(TRAIN.voices) <= set(table["train"]) and set(TRAIN.talkers) <= set(table["background_talkers"]["train"])
+    assert not set(FRESH.voices) & set(table["train"])
+    assert set(FRESH.voices) - {"espeak-classic-new"} <= set(table["held_out"])
+    assert set(FRESH.talkers) <= set(table["background_talkers"]["held_out"])
 
 
 def _digest(folder: Path) -> str:
