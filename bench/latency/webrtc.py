@@ -98,7 +98,8 @@ def part_d(args: argparse.Namespace) -> dict[str, Any]:
     references = [turn.text for turn in question_turns()]
     figures: dict[str, Any] = {}
     with engine_server(WHISPER) as (host_port, _pid):
-        for name, impairment in (("clean", CLEAN), ("lossy", Impairment())):
+        lossy = Impairment(args.relay_delay_ms, args.relay_jitter_ms, args.relay_loss)
+        for name, impairment in (("clean", CLEAN), ("lossy", lossy)):
             print(f"-- d, {name} relay: load average {load()}", flush=True)
             summary, link = asyncio.run(_session(lambda i=impairment: WebRtcLink.open(host_port, relay=i),
                                                  args.turns, barge=False))
@@ -110,7 +111,8 @@ def part_d(args: argparse.Namespace) -> dict[str, Any]:
                   f"relay: {link.relay_summary}")
     gap = 100 * (figures["lossy"]["wer"] - figures["clean"]["wer"])
     every = figures["lossy"]["completed"] == figures["lossy"]["turns"]
-    print(f"d. under 80 +- 30 ms and 5 % loss: every turn answered: {every}; WER {gap:+.1f} points over the clean "
+    relay = f"{args.relay_delay_ms:g} +- {args.relay_jitter_ms:g} ms and {100 * args.relay_loss:g} % loss"
+    print(f"d. under {relay}: every turn answered: {every}; WER {gap:+.1f} points over the clean "
           f"run ({'meets' if gap <= 5 and every else 'misses'} the target)")
     return figures
 
@@ -145,6 +147,9 @@ def main() -> None:
     parser.add_argument("--parts", nargs="+", default=["a", "b", "c", "d", "e"], choices=list("abcde"))
     parser.add_argument("--turns", type=int, default=10, help="turns per session (parts a-d)")
     parser.add_argument("--calls", type=int, default=50, help="concurrent calls (part e)")
+    parser.add_argument("--relay-delay-ms", type=float, default=80.0, help="the lossy relay's delay (part d)")
+    parser.add_argument("--relay-jitter-ms", type=float, default=30.0, help="its jitter, +- (part d)")
+    parser.add_argument("--relay-loss", type=float, default=0.05, help="the fraction it drops (part d)")
     parser.add_argument("--processes", type=int, default=4, help="client processes carrying the calls (part e)")
     parser.add_argument("--max-loop-lag-ms", type=float, default=200.0,
                         help="the server refuses new sessions past this loop lag (part e; its default 200)")
