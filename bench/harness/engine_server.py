@@ -3,7 +3,7 @@
 ``bargein serve`` picks its engines by name; a benchmark that needs a long scripted reply, a synthesiser whose
 words can be counted in the audio, or Whisper beside instant fakes builds its :class:`Engines` with a factory
 (``"module:function"``, called in the child) and gets a real uvicorn server on a free loopback port. The server
-runs in its own process so its CPU time is its own (``psutil.Process(pid).cpu_times()``) and the benchmark's
+runs in its own process so its CPU time is its own (``/proc/PID/stat``) and the benchmark's
 clients (Opus, SRTP, asyncio) do not share its interpreter lock.
 """
 

@@ -39,7 +39,11 @@ from multiprocessing.synchronize import Event as EventType
 from typing import Any
 
 import httpx
-import psutil
+
+try:
+    import psutil
+except ImportError:  # not in every environment: the server's RSS and CPU are read from /proc (Linux) instead
+    psutil = None
 
 from bench.harness.realtime_harness import ServerProcess, percentile
 from bench.robustness.abuse_attacks import ATTACKS as BASE_ATTACKS
@@ -101,25 +105,42 @@ def honest_session(host_port: str, stop: EventType, results: Any) -> None:
     results.put(samples)
 
 
+def rss_bytes(pid: int) -> int:
+    """The resident memory of process ``pid``."""
+    if psutil is not None:
+        return int(psutil.Process(pid).memory_info().rss)
+    with open(f"/proc/{pid}/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def cpu_s(pid: int) -> float:
+    """The user and system CPU seconds process ``pid`` has used."""
+    if psutil is not None:
+        return float(sum(psutil.Process(pid).cpu_times()[:2]))
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class RssPeak:
     """Samples a process's RSS every 20 ms in a thread; :meth:`reset` starts a new peak."""
 
     def __init__(self, pid: int) -> None:
-        self.process = psutil.Process(pid)
-        self.peak = self.process.memory_info().rss
+        self.pid = pid
+        self.peak = rss_bytes(pid)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._thread.start()
 
     def reset(self) -> int:
         """Current RSS, which is also the new peak."""
-        self.peak = self.process.memory_info().rss
+        self.peak = rss_bytes(self.pid)
         return self.peak
 
     def _sample(self) -> None:
         while not self._stop.wait(0.02):
-            with contextlib.suppress(psutil.Error):
-                self.peak = max(self.peak, self.process.memory_info().rss)
+            with contextlib.suppress(Exception):  # the server went away: the run reports it
+                self.peak = max(self.peak, rss_bytes(self.pid))
 
     def close(self) -> None:
         """Stop sampling."""
@@ -195,13 +216,12 @@ def main() -> None:
         time.sleep(3.0)
         rss = RssPeak(server.pid)
         windows: list[tuple[str, float, float, Any, float, float, float]] = []
-        server_process = psutil.Process(server.pid)
         for name in names:
             print(f"-- {name}", flush=True)
             before = rss.reset()
-            lags, cpu = loop_lag_buckets(target.host_port), sum(server_process.cpu_times()[:2])
+            lags, cpu = loop_lag_buckets(target.host_port), cpu_s(server.pid)
             began, ended, outcome = run_attack(name, target)
-            cores = (sum(server_process.cpu_times()[:2]) - cpu) / max(1e-3, ended - began)
+            cores = (cpu_s(server.pid) - cpu) / max(1e-3, ended - began)
             windows.append((name, began, ended, outcome, (rss.peak - before) / 2**20, cores,
                             lag_p99_ms(lags, loop_lag_buckets(target.host_port))))
         rss.close()

@@ -15,7 +15,7 @@ Whisper and the voice load but never run) and, in each round, from fresh session
   to the first ``response.output_text.delta``), in alternating order;
 * the victim asks again in its own session (the positive control: what a reuse looks like).
 
-``python -m bench.robustness.abuse_cache`` runs it alone (the rest of the abuse bench needs ``psutil``). The
+``python -m bench.robustness.abuse_cache`` runs it alone (the rest of the abuse bench starts other servers). The
 attack holds when the guessed text is not answered sooner than the unrelated one beyond the noise (the
 spread of either's first-token times over the rounds).
 """
