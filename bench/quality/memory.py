@@ -2,7 +2,7 @@
 
     python -m bench.quality.memory                 # the held-out half (the figures to quote)
     python -m bench.quality.memory --half training # the half the extraction rules were fitted on
-    python -m bench.quality.memory --latency --turns 20   # first audio with memory on (1,000 memories) vs off
+    python -m bench.quality.memory --latency --turns 24 --rounds 4   # first audio, memory on (1,000) vs off
 
 Every conversation of ``bench/quality/memory_conversations.py`` lives in its own scope of one SQLite store. Its
 sessions are played turn by turn through :class:`~bargein.memory.session_memory.SessionMemory` (the rules, then
@@ -10,9 +10,9 @@ the store), then each probe opens a new session whose first user turn is the que
 reply's prompt would carry. A probe's fact is *recalled* when a note holds all its words; a corrected or
 forgotten fact, or a note from another scope, in the notes is a failure however the rest went.
 
-``--latency`` serves the default engines in this process with 1,000 memories in the local scope and alternates
-sessions with memory on and off (``session.update`` ``memory: false``), the same questions in each, and reports
-first audio p50 for both (``bench/latency/first_audio.py``'s measure).
+``--latency`` serves the default engines in a server process with 1,000 memories in the local scope and, after an
+unmeasured warm-up session, alternates sessions with memory on and off (``session.update`` ``memory: false``), the
+same questions in each, and reports first audio p50 for both (``bench/latency/first_audio.py``'s measure).
 """
 
 from __future__ import annotations
@@ -103,11 +103,13 @@ def main() -> None:
     parser.add_argument("--half", choices=["held-out", "training"], default="held-out")
     parser.add_argument("--latency", action="store_true", help="first audio with memory on vs off instead")
     parser.add_argument("--turns", type=int, default=20, help="--latency: turns per condition")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="--latency: sessions per condition, alternating (on, off; off, on; ...)")
     args = parser.parse_args()
     if args.latency:
         from bench.quality.memory_latency import compare
 
-        asyncio.run(compare(args.turns))
+        asyncio.run(compare(args.turns, rounds=args.rounds))
         return
     report(args.half, asyncio.run(run(HELD_OUT if args.half == "held-out" else TRAINING)))
 
