@@ -10,9 +10,7 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator
-from typing import Any
 
 import numpy as np
 
@@ -67,26 +65,8 @@ def _question_texts() -> tuple[str, ...]:
     return tuple(turn.text.lower() for turn in question_turns())
 
 
-def _server_audio_prefetch() -> None:
-    """A diagnosis, not a setting: with ``BENCH_SERVER_AUDIO_PREFETCH=N`` in the environment, the benchmark's server
-    process builds aiortc's audio receive jitter buffers with ``prefetch=N`` instead of aiortc's 4, to see what those
-    packets held back cost the user's speech on its way to the VAD."""
-    value = os.environ.get("BENCH_SERVER_AUDIO_PREFETCH")
-    if value is None:
-        return
-    import aiortc.rtcrtpreceiver as receiver
-
-    original = receiver.JitterBuffer
-
-    def buffer(capacity: int, prefetch: int = 0, is_video: bool = False) -> Any:
-        return original(capacity, prefetch if is_video else int(value), is_video)
-
-    receiver.JitterBuffer = buffer  # type: ignore[misc, assignment]
-
-
 def instant_engines() -> Engines:
     """Silero VAD, the clips' questions as transcripts, a long reply, countable words."""
-    _server_audio_prefetch()
     return Engines(SileroVad(), FakeRecognizer(_question_texts()), FakeLanguageModel(filler=FILLER),
                    WordBurstSynthesizer(), description={"engines": "instant, word bursts"})
 

@@ -1,9 +1,10 @@
 """A WebRTC call's session: the ``oai-events`` data channel and the audio tracks bridged to the Realtime session.
 
 The reader takes the caller's events from the data channel (through the same event-rate limiter and size bound as
-the WebSocket) and the caller's audio from its Opus track (decoded by aiortc at 48 kHz, resampled to the session's
-input rate and handed to the session directly). The writer sends every server event on the data channel as JSON,
-except the reply audio deltas, which go to the reply track instead (an OpenAI WebRTC client gets its audio as RTP).
+the WebSocket) and the caller's audio from its Opus track (decoded at 48 kHz in :mod:`.receive`, resampled to the
+session's input rate and handed to the session directly). The writer sends every server event on the data channel
+as JSON, except the reply audio deltas, which go to the reply track instead (an OpenAI WebRTC client gets its
+audio as RTP).
 
 Playback truth: the reply track knows what it put on the wire. ``output_audio_buffer.started`` goes out with a
 response's first frame, ``.stopped`` once its audio has all left after its ``response.done``, ``.cleared`` when a

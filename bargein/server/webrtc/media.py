@@ -26,6 +26,7 @@ from aiortc import (
 )
 
 from bargein.config import Settings
+from bargein.server.webrtc.receive import receive_audio
 from bargein.server.webrtc.tracks import ReplyAudioTrack
 
 log = logging.getLogger(__name__)
@@ -120,7 +121,8 @@ class CallMedia:
 
     def _track(self, track: MediaStreamTrack) -> None:
         if track.kind == "audio" and not self.remote_audio.done():
-            self.remote_audio.set_result(track)
+            receiver = next((r for r in self.pc.getReceivers() if r.track is track), None)
+            self.remote_audio.set_result(track if receiver is None else receive_audio(receiver, track))
 
     def _state_changed(self) -> None:
         state = self.pc.connectionState

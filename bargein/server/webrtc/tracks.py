@@ -159,8 +159,8 @@ MAX_GAP_S = 1.0
 
 
 class InputClock:
-    """Keeps the caller's audio on the caller's clock: lost packets leave a gap in the RTP timestamps, which is filled
-    with silence (aiortc's decoder has no loss concealment), so stream time still runs with the caller's time; a
+    """Keeps the caller's audio on the caller's clock: a gap in the RTP timestamps that was not concealed (a jump past
+    the receive buffer, a paused sender) is filled with silence, so stream time still runs with the caller's time; a
     frame from before what was already heard (late, duplicated) is dropped."""
 
     def __init__(self) -> None:

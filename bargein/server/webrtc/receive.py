@@ -1,0 +1,198 @@
+"""The caller's audio from its RTP packets to decoded frames: in order with no prefetch, lost packets concealed.
+
+aiortc's audio receiver decodes what its jitter buffer releases, four packets late (``prefetch=4``), on a decoder
+thread, and with no loss concealment. :func:`receive_audio` puts a :class:`ReceiveBuffer` in that jitter buffer's
+place on the call's audio receiver: it takes each packet as aiortc hands it on (after SRTP, the RTCP statistics and
+the depayloading), orders it (:class:`~.reorder.Reorderer`), decodes it on the event loop (20 ms of Opus is tens of
+microseconds) and puts the frame on its own track, :class:`ReceivedAudio`, at once. aiortc's decoder thread then
+gets nothing. A lost packet is concealed by libopus itself (:class:`ConcealingDecoder`): decoding a packet that
+holds only the previous packet's table-of-contents byte makes libopus run its packet-loss concealment, which
+continues the voice and fades it; after ``MAX_CONCEALED`` lost packets in a row the rest of a gap is silence.
+
+aiortc offers no public hook for its receive buffer: :data:`RECEIVER_BUFFER` names the one private attribute this
+replaces (pyproject.toml pins aiortc, and ``tests/server/webrtc/test_aiortc_internals.py`` fails loudly when a
+newer aiortc renames it). Where it is missing, the call falls back to aiortc's own track, as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fractions
+import logging
+from typing import Any
+
+import av
+import numpy as np
+from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
+from av.packet import Packet
+
+from bargein.server.webrtc.reorder import Release, Reorderer
+
+log = logging.getLogger(__name__)
+RECEIVER_BUFFER = "_RTCRtpReceiver__jitter_buffer"
+"""aiortc's ``RTCRtpReceiver.__jitter_buffer``: ``add(packet) -> (pli_flag, encoded_frame | None)``, called with
+each depayloaded RTP packet (its ``_data``); what it returns goes to aiortc's decoder thread."""
+OPUS_RATE = 48_000
+TIME_BASE = fractions.Fraction(1, OPUS_RATE)
+MAX_CONCEALED = 5
+"""Lost packets in a row that libopus conceals (100 ms, its fade has run by then); the rest of a gap is silence."""
+MAX_FRAMES_QUEUED = 250
+"""Decoded frames (5 s) waiting for the session's reader; beyond it the oldest is dropped (a stalled reader)."""
+TOC_CODE_MASK = 0xFC
+"""An Opus packet's first byte without its frame-count code: the same byte with code 0 and no frame data is a
+packet whose one frame is missing, which libopus conceals."""
+
+
+class ConcealingDecoder:
+    """libopus (through PyAV) at 48 kHz mono, filling a lost packet with its packet-loss concealment."""
+
+    def __init__(self) -> None:
+        self.codec: Any = av.CodecContext.create("libopus", "r")
+        self.codec.format = "s16"
+        self.codec.layout = "mono"
+        self.codec.sample_rate = OPUS_RATE
+        self._toc: int | None = None
+        self._lost_in_a_row = 0
+        self._samples = 960
+
+    def decode(self, release: Release) -> list[av.AudioFrame]:
+        """The frames of one released packet, or of its concealment (silence past ``MAX_CONCEALED`` in a row)."""
+        if release.payload is not None:
+            self._lost_in_a_row = 0
+            if release.payload:
+                self._toc = release.payload[0] & TOC_CODE_MASK
+            frames = self._decode(release.payload)
+        else:
+            self._lost_in_a_row += 1
+            if self._toc is not None and self._lost_in_a_row <= MAX_CONCEALED:
+                frames = self._decode(bytes([self._toc]))
+            else:
+                frames = [self._silence()]
+        at = release.timestamp
+        for frame in frames:
+            frame.pts, frame.time_base, frame.sample_rate = at, TIME_BASE, OPUS_RATE
+            at += frame.samples
+            self._samples = frame.samples
+        return frames
+
+    def _decode(self, data: bytes) -> list[av.AudioFrame]:
+        try:
+            return list(self.codec.decode(Packet(data)))
+        except av.FFmpegError as error:  # a corrupt packet: conceal it rather than stop the call
+            log.debug("an Opus packet did not decode: %s", error)
+            return [self._silence()] if not data or self._toc is None else list(self.codec.decode(
+                Packet(bytes([self._toc]))))
+
+    def _silence(self) -> av.AudioFrame:
+        frame = av.AudioFrame.from_ndarray(np.zeros((1, self._samples), np.int16), format="s16", layout="mono")
+        frame.sample_rate = OPUS_RATE
+        return frame
+
+
+class ReceivedAudio(MediaStreamTrack):
+    """The caller's decoded audio, frame by frame as :class:`ReceiveBuffer` puts it (bounded)."""
+
+    kind = "audio"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._frames: asyncio.Queue[av.AudioFrame | None] = asyncio.Queue()
+        self.dropped = 0
+        self.watcher: asyncio.Future[None] | None = None
+        """The task that ends this track with aiortc's (kept here so that it is not collected)."""
+
+    def put(self, frame: av.AudioFrame) -> None:
+        """Queue ``frame`` for :meth:`recv`, dropping the oldest past ``MAX_FRAMES_QUEUED``."""
+        if self._frames.qsize() >= MAX_FRAMES_QUEUED:
+            self._frames.get_nowait()
+            self.dropped += 1
+        self._frames.put_nowait(frame)
+
+    def end(self) -> None:
+        """No more frames: :meth:`recv` raises once it has given those queued."""
+        self._frames.put_nowait(None)
+
+    async def recv(self) -> av.AudioFrame:
+        """The next decoded frame (raises ``MediaStreamError`` once the caller's track has ended)."""
+        if self.readyState != "live":
+            raise MediaStreamError
+        frame = await self._frames.get()
+        if frame is None:
+            self.stop()
+            raise MediaStreamError
+        return frame
+
+
+class ReceiveBuffer:
+    """What aiortc's audio receiver calls in place of its jitter buffer: orders, decodes and queues each packet."""
+
+    capacity = 16
+
+    def __init__(self, out: ReceivedAudio) -> None:
+        self.out = out
+        self.reorderer = Reorderer()
+        self.decoder = ConcealingDecoder()
+        self._first_timestamp: int | None = None
+        self._timer: asyncio.TimerHandle | None = None
+
+    def add(self, packet: Any) -> tuple[bool, None]:
+        """aiortc's ``JitterBuffer.add``: take the packet; nothing goes to aiortc's decoder (no picture loss)."""
+        if self._first_timestamp is None:
+            self._first_timestamp = packet.timestamp
+        timestamp = (packet.timestamp - self._first_timestamp) % (1 << 32)  # from 0, past the 32-bit wrap
+        loop = asyncio.get_running_loop()
+        payload = bytes(getattr(packet, "_data", b"") or b"")
+        self._emit(self.reorderer.take(packet.sequence_number, timestamp, payload, loop.time()))
+        self._arm(loop)
+        return False, None
+
+    def _emit(self, releases: list[Release]) -> None:
+        for release in releases:
+            for frame in self.decoder.decode(release):
+                self.out.put(frame)
+
+    def _arm(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Wake when the oldest held packet's wait runs out, to conceal what it waits for."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        deadline = self.reorderer.deadline()
+        if deadline is not None:
+            self._timer = loop.call_at(deadline, self._expire)
+
+    def _expire(self) -> None:
+        self._timer = None
+        loop = asyncio.get_running_loop()
+        self._emit(self.reorderer.due(loop.time()))
+        self._arm(loop)
+
+    def close(self) -> None:
+        """Stop the wake-up timer (the call ended)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+
+def receive_audio(receiver: Any, aiortc_track: MediaStreamTrack) -> MediaStreamTrack:
+    """Put a :class:`ReceiveBuffer` in ``receiver``'s jitter buffer's place; the track its frames arrive on. Where
+    this aiortc has no such attribute, ``aiortc_track`` (aiortc's own receive path) is returned, with an error."""
+    if not hasattr(receiver, RECEIVER_BUFFER):
+        log.error("aiortc's RTCRtpReceiver has no %s: the caller's audio goes through aiortc's own jitter buffer "
+                  "(4 packets late, no loss concealment)", RECEIVER_BUFFER)
+        return aiortc_track
+    out = ReceivedAudio()
+    buffer = ReceiveBuffer(out)
+    setattr(receiver, RECEIVER_BUFFER, buffer)
+    out.watcher = asyncio.ensure_future(_end_with(aiortc_track, out))
+    out.on("ended", buffer.close)
+    return out
+
+
+async def _end_with(aiortc_track: MediaStreamTrack, out: ReceivedAudio) -> None:
+    """End ``out`` when aiortc ends its own track (an RTCP BYE, the call closing): its decoder thread, given no
+    frames any more, then passes on only that end."""
+    try:
+        while True:
+            await aiortc_track.recv()
+    except MediaStreamError:
+        out.end()

@@ -1,0 +1,106 @@
+"""The caller's audio on its way in: packets released in order at once, reordering waited for, loss concealed."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import numpy as np
+import numpy.typing as npt
+
+from bargein.server.webrtc.receive import MAX_CONCEALED, ConcealingDecoder, ReceiveBuffer, ReceivedAudio
+from bargein.server.webrtc.reorder import CAPACITY, MAX_WAIT_S, MIN_WAIT_S, Release, Reorderer
+from tests.server.webrtc.opus_packets import FRAME, opus_packets, tone
+
+
+def _payloads(releases: list[Release]) -> list[bytes | None]:
+    return [release.payload for release in releases]
+
+
+def test_packets_in_order_leave_as_they_come() -> None:
+    reorderer = Reorderer()
+    for index in range(5):
+        assert _payloads(reorderer.take(100 + index, index * FRAME, bytes([index]), 0.0)) == [bytes([index])]
+    assert reorderer.deadline() is None and reorderer.concealed == 0
+
+
+def test_the_sequence_number_wraps_in_order() -> None:
+    reorderer = Reorderer()
+    out = [reorderer.take(sequence, index * FRAME, bytes([index]), 0.0)
+           for index, sequence in enumerate((65534, 65535, 0, 1))]
+    assert [_payloads(released) for released in out] == [[b"\x00"], [b"\x01"], [b"\x02"], [b"\x03"]]
+
+
+def test_a_reordered_packet_is_waited_for_and_both_leave_in_order() -> None:
+    reorderer = Reorderer()
+    reorderer.take(1, 0, b"a", 0.0)
+    assert reorderer.take(3, 2 * FRAME, b"c", 0.010) == []  # 2 is missing: 3 waits
+    assert reorderer.deadline() == 0.010 + MIN_WAIT_S
+    assert _payloads(reorderer.take(2, FRAME, b"b", 0.028)) == [b"b", b"c"]
+    assert reorderer.concealed == 0 and reorderer.deadline() is None
+    assert reorderer.wait_s > MIN_WAIT_S  # it came 18 ms late: the next gap waits that long with a margin
+
+
+def test_a_lost_packet_is_concealed_once_its_wait_runs_out_and_a_late_one_dropped() -> None:
+    reorderer = Reorderer()
+    reorderer.take(1, 0, b"a", 0.0)
+    reorderer.take(3, 2 * FRAME, b"c", 0.020)
+    assert reorderer.due(0.020 + MIN_WAIT_S / 2) == []
+    released = reorderer.due(0.020 + MIN_WAIT_S)
+    assert [(release.timestamp, release.payload) for release in released] == [(FRAME, None), (2 * FRAME, b"c")]
+    assert reorderer.take(2, FRAME, b"b", 0.1) == [] and reorderer.late == 1
+    assert MIN_WAIT_S < reorderer.wait_s <= MAX_WAIT_S
+
+
+def test_a_jump_past_the_capacity_gives_the_gap_up() -> None:
+    reorderer = Reorderer()
+    reorderer.take(1, 0, b"a", 0.0)
+    reorderer.take(3, 2 * FRAME, b"c", 0.0)
+    released = reorderer.take(3 + CAPACITY, (2 + CAPACITY) * FRAME, b"z", 0.001)
+    assert _payloads(released) == [b"c", b"z"] and reorderer.deadline() is None
+
+
+def _rms(samples: npt.NDArray[np.int16]) -> float:
+    return float(np.sqrt(np.mean(samples.astype(np.float64) ** 2)))
+
+
+def _decoded(decoder: ConcealingDecoder, release: Release) -> npt.NDArray[np.int16]:
+    return np.concatenate([frame.to_ndarray().reshape(-1) for frame in decoder.decode(release)])
+
+
+def test_a_dropped_packet_of_a_tone_is_continued_not_zeroed() -> None:
+    packets = opus_packets(tone(30))
+    decoder = ConcealingDecoder()
+    clean = [_decoded(decoder, Release(index * FRAME, packet)) for index, packet in enumerate(packets[:20])]
+    concealed = _decoded(decoder, Release(20 * FRAME, None))
+    assert len(concealed) == FRAME
+    assert _rms(concealed) > 0.5 * _rms(clean[-1])  # the voice goes on through the lost packet
+    spectrum = np.abs(np.fft.rfft(concealed.astype(np.float64)))
+    assert abs(np.argmax(spectrum) * 48_000 / FRAME - 440) <= 50  # and it is the same tone
+    after = _decoded(decoder, Release(21 * FRAME, packets[21]))
+    assert _rms(after) > 0.5 * _rms(clean[-1])
+
+
+def test_a_long_gap_fades_then_turns_to_silence() -> None:
+    packets = opus_packets(tone(30))
+    decoder = ConcealingDecoder()
+    for index, packet in enumerate(packets[:20]):
+        decoder.decode(Release(index * FRAME, packet))
+    gap = [_decoded(decoder, Release((20 + index) * FRAME, None)) for index in range(MAX_CONCEALED + 3)]
+    assert _rms(gap[0]) > 0
+    assert all(len(frame) == FRAME for frame in gap)
+    assert all(not frame.any() for frame in gap[MAX_CONCEALED:])  # bounded: silence after a few frames
+
+
+async def test_the_buffer_conceals_a_lost_packet_on_its_own_timer() -> None:
+    packets = opus_packets(tone(10))
+    out = ReceivedAudio()
+    buffer = ReceiveBuffer(out)
+    for index, packet in enumerate(packets[:10]):
+        if index != 4:  # packet 4 is lost
+            buffer.add(SimpleNamespace(sequence_number=500 + index, timestamp=7_000 + index * FRAME, _data=packet))
+    frames = [await asyncio.wait_for(out.recv(), 1.0) for _ in range(4)]  # the ones before the gap, at once
+    frames += [await asyncio.wait_for(out.recv(), 1.0) for _ in range(6)]  # the concealment, then the rest
+    assert [frame.pts for frame in frames] == [index * FRAME for index in range(10)]
+    assert frames[4].to_ndarray().any() and buffer.reorderer.concealed == 1
+    buffer.close()
