@@ -28,9 +28,15 @@ def _unused(arguments: dict[str, Any]) -> str:
 
 
 def memory_tools(memory: SessionMemory) -> tuple[Tool, ...]:
-    """The three memory tools of one session."""
+    """The three memory tools of one session; a session that turned memory off (``memory: false``) reads and
+    writes nothing through them."""
+
+    def check_on() -> None:
+        if not memory.enabled():
+            raise ValueError("memory is off in this session: nothing is remembered, forgotten or recalled")
 
     async def remember(arguments: dict[str, Any]) -> str:
+        check_on()
         fact = str(arguments["fact"]).strip()
         if not fact:
             raise ValueError("there is nothing to remember: say the fact")
@@ -45,6 +51,7 @@ def memory_tools(memory: SessionMemory) -> tuple[Tool, ...]:
         return json.dumps({"remembered": [finding.text for finding in findings]})
 
     async def forget(arguments: dict[str, Any]) -> str:
+        check_on()
         what = str(arguments["what"]).strip()
         found = [f for f in extract(f"forget {what}") if isinstance(f, Forget)]
         try:
@@ -55,6 +62,7 @@ def memory_tools(memory: SessionMemory) -> tuple[Tool, ...]:
         return json.dumps({"forgotten": gone})
 
     async def recall(arguments: dict[str, Any]) -> str:
+        check_on()
         try:
             found = await memory.store.recall(memory.scope, str(arguments.get("about") or ""), RECALL_LIMIT)
         except MemoryStoreError as error:

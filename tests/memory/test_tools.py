@@ -43,3 +43,16 @@ def test_memory_tools_are_offered_beside_a_clients_own_tools(tmp_path: Path) -> 
     assert setup.server_side is not None and "remember" in setup.server_side and "book_table" not in setup.server_side
     assert "get_current_time" in [tool["name"] for tool in tool_setup(SessionConfig(), None, registry).tools]
     assert tool_setup(SessionConfig(tools=[CLIENT_TOOL]), None, default_registry()).server_side is None
+
+
+async def test_a_session_that_turned_memory_off_reads_and_writes_nothing_through_the_tools(tmp_path: Path) -> None:
+    store = SqliteMemoryStore(str(tmp_path / "m.sqlite3"))
+    await store.remember("mine", "name", "The user's name is Ana.")
+    memory = SessionMemory(store, "mine", lambda: [], enabled=lambda: False)
+    tools = default_registry(extra=memory_tools(memory))
+    for name, arguments in (("remember", {"fact": "I live in Lisbon"}), ("recall", {"about": "name"}),
+                            ("forget", {"what": "my name"})):
+        answer = await tools.run_async(name, json.dumps(arguments))
+        assert not answer.ok and "Ana" not in answer.output and "memory is off" in answer.output
+    assert [m.text for m in await store.entries("mine")] == ["The user's name is Ana."]
+    await store.close()
