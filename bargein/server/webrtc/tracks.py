@@ -20,10 +20,17 @@ import numpy as np
 import numpy.typing as npt
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
+from bargein.audio.resample import LowDelayResampler
+
 SEND_RATE = 24_000
-"""The reply audio's rate on its way to the Opus encoder (which takes it to 48 kHz)."""
+"""The rate the reply audio is queued at (and counted in, for the playback truth)."""
+OPUS_RATE = 48_000
+"""The rate each frame is handed to aiortc's Opus encoder at. The encoder resamples to 48 kHz in 20 ms frames: a
+48 kHz frame of 960 samples passes its resampler straight through, where a 24 kHz one left nearly a whole frame
+held back in it (20 ms more before a cut reaches the wire)."""
 FRAME_S = 0.020
 FRAME_SAMPLES = int(SEND_RATE * FRAME_S)
+OPUS_FRAME_SAMPLES = int(OPUS_RATE * FRAME_S)
 MAX_BEHIND_S = 0.2
 """A sender this far behind its clock (a stalled loop) starts its clock afresh instead of sending a burst."""
 MAX_QUEUED_S = 30.0
@@ -74,6 +81,10 @@ class ReplyAudioTrack(MediaStreamTrack):
         self.on_wire: OnWire | None = None
         """The newest reply audio sent (None before any, and after a :meth:`clear`)."""
         self.frames_sent = 0
+        self._upsampler = LowDelayResampler(SEND_RATE, OPUS_RATE)
+        self._upsampled = np.zeros(0, np.float32)
+        """48 kHz samples made but not sent yet (fewer than a frame)."""
+        self._quiet = True
 
     @property
     def holds_audio(self) -> bool:
@@ -106,11 +117,12 @@ class ReplyAudioTrack(MediaStreamTrack):
         if self.readyState != "live":
             raise MediaStreamError
         await self._pace()
-        frame = av.AudioFrame.from_ndarray(self._take().reshape(1, -1), format="s16", layout="mono")
-        frame.sample_rate = SEND_RATE
+        samples = self._to_opus_rate(self._take())
+        frame = av.AudioFrame.from_ndarray(samples.reshape(1, -1), format="s16", layout="mono")
+        frame.sample_rate = OPUS_RATE
         frame.pts = self._pts
-        frame.time_base = fractions.Fraction(1, SEND_RATE)
-        self._pts += FRAME_SAMPLES
+        frame.time_base = fractions.Fraction(1, OPUS_RATE)
+        self._pts += OPUS_FRAME_SAMPLES
         self.frames_sent += 1
         return frame
 
@@ -122,6 +134,19 @@ class ReplyAudioTrack(MediaStreamTrack):
             await asyncio.sleep(self._next_at - now)
         self._next_at += FRAME_S
         self._sent_at = asyncio.get_running_loop().time()
+
+    def _to_opus_rate(self, samples: npt.NDArray[np.int16]) -> npt.NDArray[np.int16]:
+        """One 20 ms frame at 48 kHz (the streaming filter holds back a few samples: the first frame starts with
+        that much silence, once)."""
+        if not samples.any() and not self._upsampled.any() and self._quiet:
+            return np.zeros(OPUS_FRAME_SAMPLES, np.int16)  # silence stays silence, without the filter's work
+        self._quiet = not samples.any()
+        more = self._upsampler.process(samples.astype(np.float32) / 32768.0)
+        pending = np.concatenate([self._upsampled, more])
+        if len(pending) < OPUS_FRAME_SAMPLES:
+            pending = np.concatenate([np.zeros(OPUS_FRAME_SAMPLES - len(pending), np.float32), pending])
+        out, self._upsampled = pending[:OPUS_FRAME_SAMPLES], pending[OPUS_FRAME_SAMPLES:]
+        return (out * 32768.0).clip(-32768, 32767).astype(np.int16)
 
     def _take(self) -> npt.NDArray[np.int16]:
         """One frame of queued audio (silence where it runs short), noting what went on the wire."""
