@@ -41,6 +41,8 @@ _decoders = ThreadPoolExecutor(max_workers=DECODE_WORKERS, thread_name_prefix="b
 
 MAX_PIN_S = 5.0
 """Longest a note stays pinned for a turn's reply (a turn that led to no reply does not keep it)."""
+NOTED_TURNS_KEPT = 16
+"""Earlier turns whose note stays before their question in later prompts (older ones drop out of the prompt)."""
 ENCODINGS_KEPT = 16
 """Encoded frames a session keeps (twice a turn's clip)."""
 STALE_NOTE_S = 10.0
@@ -85,6 +87,9 @@ class SessionEyes(QuietObserver):
         prompt and the reply's own share them."""
         self._note_arrived_s = 0.0
         self._pinned: tuple[SceneNote, float] | None = None
+        self._noted_turns: dict[tuple[int, str], ChatMessage] = {}
+        """The note each recent turn's prompt put before its question, by (the question's place among the user's
+        messages, its words); at most :data:`NOTED_TURNS_KEPT`."""
         self._pinned_s = 0.0
         self._newest_seen_s = 0.0
         self._config = config
@@ -171,9 +176,26 @@ class SessionEyes(QuietObserver):
                 stripped[last_user] = replace(stripped[last_user], images=tuple(ChatImage(s.data_url) for s in sent))
             return stripped
         seen = self._turn_note()
+        noted = self._notes_before(stripped)
         if seen is not None:
-            stripped.insert(last_user, camera_message(*seen))
-        return stripped
+            noted[last_user] = camera_message(*seen)
+        return [m for i, message in enumerate(stripped) for m in ((noted[i], message) if i in noted else (message,))]
+
+    def _notes_before(self, messages: list[ChatMessage]) -> dict[int, ChatMessage]:
+        """Where earlier turns' prompts had a note, by message index: an earlier question keeps the note it was
+        asked with, so the model's prompt cache holds everything up to this turn's note (moving the note along
+        would make every turn evaluate the last question and answer again)."""
+        users = [i for i, m in enumerate(messages) if m.role == "user"]
+        return {i: self._noted_turns[(k, messages[i].content)] for k, i in enumerate(users[:-1])
+                if (k, messages[i].content) in self._noted_turns}
+
+    def _remember_note(self, messages: list[ChatMessage], note: ChatMessage) -> None:
+        """Keep the note the reply's prompt put before its question, for the later turns' prompts."""
+        users = [m for m in messages if m.role == "user"]
+        if users:
+            self._noted_turns[(len(users) - 1, users[-1].content)] = note
+            while len(self._noted_turns) > NOTED_TURNS_KEPT:
+                self._noted_turns.pop(next(iter(self._noted_turns)))
 
     def _turn_note_now(self) -> tuple[SceneNote, float] | None:
         """The newest note and its age."""
@@ -207,6 +229,9 @@ class SessionEyes(QuietObserver):
             self._progress(response_id, "scene_note_age_ms", round(1000 * self.age_at_commit_s))
             self.age_at_commit_s = None
         prompt = self.context(messages)
+        seen = self._turn_note()
+        if self.settings.mode != "native" and seen is not None:
+            self._remember_note(messages, camera_message(*seen))
         self._pinned = None  # the turn's reply has its prompt: the next turn reads the newest note
         if self.settings.mode == "native":
             tokens = sum(s.cost.tokens for s in self._turn_images())

@@ -96,3 +96,18 @@ async def test_the_note_at_the_silence_is_the_one_the_turns_prompts_quote() -> N
     eyes.on_action(v.SpeechResumed("item_2"))  # the turn went on: nothing stays pinned
     eyes.note = SceneNote(("PLATFORM 4",), 0, "even light", (), None, 9500.0)
     assert "PLATFORM 4" in eyes.context(asked)[1].content
+
+
+def test_an_earlier_question_keeps_the_note_it_was_asked_with() -> None:
+    from bargein.see.scene import SceneNote
+
+    eyes = SessionEyes(Seeing(VisionSettings("notes")))
+    eyes.note, eyes.note_seen_s = SceneNote(("EXIT 12",), 0, "even light", (), None, 0.0), eyes._clock()
+    first = [ChatMessage("system", "be brief"), ChatMessage("user", "which exit is it?")]
+    asked_first = eyes.prompt("resp_1", first)
+    eyes.note = SceneNote(("GATE 7",), 0, "even light", (), None, 5000.0)
+    second = [*first, ChatMessage("assistant", "Exit twelve."), ChatMessage("user", "and now?")]
+    asked_second = eyes.prompt("resp_2", second)
+    assert asked_second[:len(asked_first)] == asked_first  # the model's cache holds the whole first turn
+    assert [m.role for m in asked_second] == ["system", "system", "user", "assistant", "system", "user"]
+    assert "GATE 7" in asked_second[4].content
