@@ -1,7 +1,7 @@
 """What seeing costs the spoken turn: first audio with the camera streaming, a text-only session beside sessions
 that stream frames, and the scene note's age when a turn is committed (issue 44).
 
-    python -m bench.latency.seeing_latency [--turns 6] [--rounds 2] [--parts camera crowd age]
+    python -m bench.latency.seeing_latency [--turns 6] [--rounds 2] [--parts camera crowd age] [--scenes new|held]
 
 One server (``--engines default``: the embedded models and the offline scene reader), one run, every comparison
 side by side in it: each part alternates its two conditions in ``--rounds`` blocks of ``--turns`` spoken turns
@@ -11,7 +11,8 @@ client, as ``bench.latency.first_audio`` streams them), so a change in the machi
 * **camera**: first audio (docs/design.md) of one session with its camera off, and of one sending a frame every
   0.5 s (2 fps) as ``bargein.camera.frame``. Every frame shows a new scene (the fit half's frames of
   ``bench/quality/seeing_frames.py`` in turn), so none is dropped as a near-duplicate and every one asks the
-  scene reader for a note: the worst case. Target: p50 within +5 %.
+  scene reader for a note: the worst case (``--scenes held``: each scene held for three frames, as in **age**).
+  Target: p50 within +5 %.
 * **crowd**: a text-only session's first audio (its camera off) alone, and while three other sessions each
   stream new scenes at 2 fps (they only stream frames). Target: p95 within 1.2x.
 * **age**: the scene note's age when each turn is committed (``scene_note_age_ms`` in ``bargein.turn.metrics``)
@@ -166,7 +167,7 @@ async def run(host_port: str, args: argparse.Namespace) -> None:
     for round_ in range(args.rounds):
         print(f"== round {round_ + 1}/{args.rounds}", flush=True)
         if "camera" in args.parts:
-            order = [("off", None), ("on", camera(fresh, STREAM_FPS))]
+            order = [("off", None), ("on", camera(fresh if args.scenes == "new" else held, STREAM_FPS))]
             for key, alongside in order if round_ % 2 == 0 else order[::-1]:
                 firsts, _ = await spoken(host_port, args.turns, f"camera {key}", alongside)
                 figures[key] += firsts
@@ -183,7 +184,7 @@ def report(figures: dict[str, list[float]]) -> None:
     """The tables and the verdicts."""
     print(f"\n## bench.latency.seeing_latency (load average at the end {load()})\n")
     print("| condition | turns | p50 ms | p95 ms |\n|---|---|---|---|")
-    labels = {"off": "first audio, camera off", "on": "first audio, camera streaming new scenes at 2 fps",
+    labels = {"off": "first audio, camera off", "on": "first audio, camera streaming at 2 fps",
               "alone": "text-only session alone", "crowd": f"text-only session beside {CROWD} streaming at 2 fps",
               "age": "scene note age at commit, 1 fps (ms)"}
     for key, label in labels.items():
@@ -210,6 +211,9 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=6, help="spoken turns per condition and round")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--parts", nargs="+", default=["camera", "crowd", "age"], choices=["camera", "crowd", "age"])
+    parser.add_argument("--scenes", choices=["new", "held"], default="new",
+                        help="the camera part's stream: a new scene every frame (the worst case), or each scene held "
+                             "for three frames with fresh sensor noise (a phone held on one sign after another)")
     args = parser.parse_args()
     print(f"load average at the start {load()}", flush=True)
     with server_or_url("default", args.url) as (host_port, _pid):
