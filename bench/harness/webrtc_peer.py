@@ -2,9 +2,9 @@
 
 It does what an OpenAI WebRTC client does: it creates the ``oai-events`` data channel and a sendrecv audio track,
 posts its SDP offer to ``/v1/realtime/calls`` and takes the answer. Its microphone plays the clips it is given
-(16 or 24 kHz pcm16) in real time, 20 ms a frame, and silence in between; everything the server sends is logged
-with its arrival time (``time.monotonic``): the events of the data channel and the frames of the reply audio. Use it
-as an async context manager::
+(16 or 24 kHz pcm16) in real time, 20 ms a frame (handed to the encoder at 48 kHz, as a browser does), and
+silence in between; everything the server sends is logged with its arrival time (``time.monotonic``): the events
+of the data channel and the frames of the reply audio. Use it as an async context manager::
 
     async with WebRtcPeer("http://127.0.0.1:8000", key) as peer:
         await peer.next_event("session.created")
@@ -30,6 +30,7 @@ import numpy.typing as npt
 from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
 
+from bargein.server.webrtc.tracks import OPUS_FRAME_SAMPLES, OPUS_RATE, OpusRateFrames
 from bench.harness.udp_relay import UdpRelay
 
 FRAME_S = 0.020
@@ -56,6 +57,7 @@ class MicrophoneTrack(MediaStreamTrack):
         self._clips: deque[_Clip] = deque()
         self._next_at: float | None = None
         self._pts = 0
+        self._to_opus_rate = OpusRateFrames(rate)
 
     def say(self, pcm: bytes) -> asyncio.Future[float]:
         """Queue ``pcm`` (pcm16 at the track's rate); resolves to the monotonic time its first sample was sent."""
@@ -90,11 +92,11 @@ class MicrophoneTrack(MediaStreamTrack):
             filled += count
             if clip.offset >= len(clip.samples):
                 self._clips.popleft()
-        frame = av.AudioFrame.from_ndarray(out.reshape(1, -1), format="s16", layout="mono")
-        frame.sample_rate = self.rate
+        frame = av.AudioFrame.from_ndarray(self._to_opus_rate.frame(out).reshape(1, -1), format="s16", layout="mono")
+        frame.sample_rate = OPUS_RATE  # as a browser's microphone reaches its encoder: nothing held in a resampler
         frame.pts = self._pts
-        frame.time_base = fractions.Fraction(1, self.rate)
-        self._pts += self.frame_samples
+        frame.time_base = fractions.Fraction(1, OPUS_RATE)
+        self._pts += OPUS_FRAME_SAMPLES
         return frame
 
 

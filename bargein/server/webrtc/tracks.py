@@ -81,10 +81,7 @@ class ReplyAudioTrack(MediaStreamTrack):
         self.on_wire: OnWire | None = None
         """The newest reply audio sent (None before any, and after a :meth:`clear`)."""
         self.frames_sent = 0
-        self._upsampler = LowDelayResampler(SEND_RATE, OPUS_RATE)
-        self._upsampled = np.zeros(0, np.float32)
-        """48 kHz samples made but not sent yet (fewer than a frame)."""
-        self._quiet = True
+        self._to_opus_rate = OpusRateFrames(SEND_RATE)
 
     @property
     def holds_audio(self) -> bool:
@@ -117,7 +114,7 @@ class ReplyAudioTrack(MediaStreamTrack):
         if self.readyState != "live":
             raise MediaStreamError
         await self._pace()
-        samples = self._to_opus_rate(self._take())
+        samples = self._to_opus_rate.frame(self._take())
         frame = av.AudioFrame.from_ndarray(samples.reshape(1, -1), format="s16", layout="mono")
         frame.sample_rate = OPUS_RATE
         frame.pts = self._pts
@@ -134,19 +131,6 @@ class ReplyAudioTrack(MediaStreamTrack):
             await asyncio.sleep(self._next_at - now)
         self._next_at += FRAME_S
         self._sent_at = asyncio.get_running_loop().time()
-
-    def _to_opus_rate(self, samples: npt.NDArray[np.int16]) -> npt.NDArray[np.int16]:
-        """One 20 ms frame at 48 kHz (the streaming filter holds back a few samples: the first frame starts with
-        that much silence, once)."""
-        if not samples.any() and not self._upsampled.any() and self._quiet:
-            return np.zeros(OPUS_FRAME_SAMPLES, np.int16)  # silence stays silence, without the filter's work
-        self._quiet = not samples.any()
-        more = self._upsampler.process(samples.astype(np.float32) / 32768.0)
-        pending = np.concatenate([self._upsampled, more])
-        if len(pending) < OPUS_FRAME_SAMPLES:
-            pending = np.concatenate([np.zeros(OPUS_FRAME_SAMPLES - len(pending), np.float32), pending])
-        out, self._upsampled = pending[:OPUS_FRAME_SAMPLES], pending[OPUS_FRAME_SAMPLES:]
-        return (out * 32768.0).clip(-32768, 32767).astype(np.int16)
 
     def _take(self) -> npt.NDArray[np.int16]:
         """One frame of queued audio (silence where it runs short), noting what went on the wire."""
@@ -177,6 +161,29 @@ class ReplyAudioTrack(MediaStreamTrack):
         else:
             start = last.start_ms if abs(last.item_ms - chunk.item_ms) < 1.0 else chunk.item_ms  # a resume jumped
             self.on_wire = OnWire(chunk.response_id, chunk.item_id, reached, start, self._sent_at)
+
+
+class OpusRateFrames:
+    """20 ms frames at ``rate`` made 20 ms frames at 48 kHz, the rate aiortc's Opus encoder passes straight through
+    (the streaming low-delay filter holds back about a millisecond: the first frame starts with that much
+    silence, once)."""
+
+    def __init__(self, rate: int) -> None:
+        self._upsampler = LowDelayResampler(rate, OPUS_RATE)
+        self._pending = np.zeros(0, np.float32)
+        """48 kHz samples made but not sent yet (fewer than a frame)."""
+        self._quiet = True
+
+    def frame(self, samples: npt.NDArray[np.int16]) -> npt.NDArray[np.int16]:
+        """The next 20 ms at 48 kHz, pcm16, from the next 20 ms at the input rate."""
+        if self._quiet and not samples.any() and not self._pending.any():
+            return np.zeros(OPUS_FRAME_SAMPLES, np.int16)  # silence stays silence, without the filter's work
+        self._quiet = not samples.any()
+        pending = np.concatenate([self._pending, self._upsampler.process(samples.astype(np.float32) / 32768.0)])
+        if len(pending) < OPUS_FRAME_SAMPLES:
+            pending = np.concatenate([np.zeros(OPUS_FRAME_SAMPLES - len(pending), np.float32), pending])
+        out, self._pending = pending[:OPUS_FRAME_SAMPLES], pending[OPUS_FRAME_SAMPLES:]
+        return (out * 32768.0).clip(-32768, 32767).astype(np.int16)
 
 
 MAX_GAP_S = 1.0
