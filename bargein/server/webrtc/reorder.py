@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 CAPACITY = 16
 """Packets (320 ms) a gap may hold back; a packet further ahead than this is a jump, and the gap is given up."""
+MAX_MISORDER = 100
+"""A packet this many behind the next expected is a sender that started over, not a late one (as aiortc's)."""
 MIN_WAIT_S = 0.02
 MAX_WAIT_S = 0.12
 WAIT_MARGIN = 1.25
@@ -59,6 +61,10 @@ class Reorderer:
         if self.expected is None:
             self.expected = sequence
         delta = (sequence - self.expected + 0x8000) % 0x10000 - 0x8000
+        if delta < -MAX_MISORDER:  # far behind: the sender started over (a new stream), not a late packet
+            released = self._give_up_gap()
+            self.expected, self._last_timestamp = sequence, None
+            return [*released, *self.take(sequence, timestamp, payload, now)]
         if delta < 0 or self.expected + delta in self._held:
             self.late += 1
             self._saw_lateness(self.wait_s + MIN_WAIT_S)  # it missed the wait: wait longer next time

@@ -60,6 +60,14 @@ def test_a_jump_past_the_capacity_gives_the_gap_up() -> None:
     assert _payloads(released) == [b"c", b"z"] and reorderer.deadline() is None
 
 
+def test_a_sender_that_starts_over_far_behind_is_followed_not_dropped() -> None:
+    reorderer = Reorderer()
+    for index in range(3):
+        reorderer.take(5000 + index, index * FRAME, b"a", 0.0)
+    assert _payloads(reorderer.take(200, 3 * FRAME, b"new", 0.02)) == [b"new"]
+    assert _payloads(reorderer.take(201, 4 * FRAME, b"next", 0.04)) == [b"next"] and reorderer.late == 0
+
+
 def _rms(samples: npt.NDArray[np.int16]) -> float:
     return float(np.sqrt(np.mean(samples.astype(np.float64) ** 2)))
 
