@@ -105,7 +105,7 @@ class SessionEyes(QuietObserver):
         return self.settings.image_token_budget if own is None else own
 
     def note_age_s(self) -> float | None:
-        """How long ago the frame of the newest note arrived (None: no note yet)."""
+        """How long since the camera last showed the newest note's scene (None: no note yet)."""
         return None if self.note is None else self._clock() - self.note_seen_s
 
     async def take_item(self, message: ce.ConversationItemCreate, at_ms: float) -> tuple[Frame, ...]:
@@ -260,7 +260,9 @@ class SessionEyes(QuietObserver):
         if self.pool is not None:
             self.pool.forget(self)
         self.sampler = FrameSampler(self.sampler.limits)
-        self._last_read = None
+        self._last_read = self._note_frame = None
+        self._encodings.clear()
+        self._noted_turns.clear()
 
     def on_action(self, action: v.Action) -> None:
         """A turn's speech opens and closes the clip of frames it keeps; its commit fixes the note's age, which the
