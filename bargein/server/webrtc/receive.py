@@ -57,10 +57,9 @@ class ConcealingDecoder:
 
     def decode(self, release: Release) -> list[av.AudioFrame]:
         """The frames of one released packet, or of its concealment (silence past ``MAX_CONCEALED`` in a row)."""
-        if release.payload is not None:
+        if release.payload:  # an empty payload (padding only) is no packet to libopus: an empty one ends its stream
             self._lost_in_a_row = 0
-            if release.payload:
-                self._toc = release.payload[0] & TOC_CODE_MASK
+            self._toc = release.payload[0] & TOC_CODE_MASK
             frames = self._decode(release.payload)
         else:
             self._lost_in_a_row += 1
@@ -80,8 +79,7 @@ class ConcealingDecoder:
             return list(self.codec.decode(Packet(data)))
         except av.FFmpegError as error:  # a corrupt packet: conceal it rather than stop the call
             log.debug("an Opus packet did not decode: %s", error)
-            return [self._silence()] if not data or self._toc is None else list(self.codec.decode(
-                Packet(bytes([self._toc]))))
+            return [self._silence()]
 
     def _silence(self) -> av.AudioFrame:
         frame = av.AudioFrame.from_ndarray(np.zeros((1, self._samples), np.int16), format="s16", layout="mono")

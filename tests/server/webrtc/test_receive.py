@@ -100,6 +100,15 @@ def test_a_long_gap_fades_then_turns_to_silence() -> None:
     assert all(not frame.any() for frame in gap[MAX_CONCEALED:])  # bounded: silence after a few frames
 
 
+def test_an_empty_payload_is_concealed_and_the_decoder_goes_on() -> None:
+    packets = opus_packets(tone(10))
+    decoder = ConcealingDecoder()
+    for index, packet in enumerate(packets[:4]):
+        decoder.decode(Release(index * FRAME, packet))
+    assert len(_decoded(decoder, Release(4 * FRAME, b""))) == FRAME
+    assert _rms(_decoded(decoder, Release(5 * FRAME, packets[5]))) > 1000  # not ended by an empty packet
+
+
 async def test_the_buffer_conceals_a_lost_packet_on_its_own_timer() -> None:
     packets = opus_packets(tone(10))
     out = ReceivedAudio()
