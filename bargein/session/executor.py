@@ -145,10 +145,11 @@ class ActionExecutor:
             case _:
                 assert_never(action)
 
-    def warm_ahead(self) -> None:
+    def warm_ahead(self, text: str = "") -> None:
         """Have the model evaluate the conversation so far and what opens the next user message (long-term memory's
-        newly given notes) before the user speaks: a cache hint off the turn's path, no turn decision."""
-        self.speculator.warm(*self._prompt(self.config(), ""))
+        newly given notes, before the user speaks; a new camera note while the user speaks, with ``text``, the
+        words the core last warmed the turn with): a cache hint off the turn's path, no turn decision."""
+        self.speculator.warm(*self._prompt(self.config(), text))
 
     def _prompt(self, config: SessionConfig, text: str,
                 tools: ToolSetup | None = None) -> tuple[list[ChatMessage], GenerationOptions]:

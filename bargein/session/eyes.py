@@ -97,6 +97,13 @@ class SessionEyes(QuietObserver):
         self._emit = emit
         self._clock = clock
         self._last_read: Frame | None = None
+        self.rewarm: Callable[[str], None] | None = None
+        """Warms the reply's prompt again with the user's words so far (the session's executor): called when a new
+        note changes the camera message while the user is still speaking a turn the core has warmed."""
+        self._warming: tuple[str, str] | None = None
+        """The turn being spoken whose prompt the core had warmed, and the words it warmed with (None: none)."""
+        self._warmed_message = ""
+        """The camera message the turn's prompt was last warmed with."""
 
     @property
     def image_token_budget(self) -> int:
@@ -159,6 +166,20 @@ class SessionEyes(QuietObserver):
         self.note, self.note_seen_s, self._note_frame, self._note_arrived_s = note, shown_s, frame, arrived_s
         if self._emit is not None:
             self._emit(Outgoing(event("bargein.see.note", note=note.line(), frame_at_ms=round(note.frame_at_ms))))
+        self._rewarm_if_changed()
+
+    def _rewarm_if_changed(self) -> None:
+        """While the user speaks a turn whose prompt the core warmed, a note that changes the camera message warms
+        the prompt again with it (same words), so the model has read the message before the turn's silence and
+        the reply evaluates only the question (a note whose message is unchanged, as a near-duplicate scene's, or
+        one after the silence, whose note is pinned, warms nothing)."""
+        seen = self._turn_note()
+        if self._warming is None or self.rewarm is None or self.settings.mode == "native" or seen is None:
+            return
+        message = camera_message(*seen).content
+        if message != self._warmed_message:
+            self._warmed_message = message
+            self.rewarm(self._warming[1])
 
     def context(self, messages: list[ChatMessage]) -> list[ChatMessage]:
         """The messages as a reply's model would read them now, without taking the turn's frames: earlier turns'
@@ -264,6 +285,17 @@ class SessionEyes(QuietObserver):
         self._encodings.clear()
         self._noted_turns.clear()
 
+    def _track_warming(self, action: v.Action) -> None:
+        """The core's ``WarmPrompt`` says a reply may follow the turn being spoken (it warmed the prompt with the
+        note then current); from the turn's silence, or its end, a new note warms nothing."""
+        if isinstance(action, v.WarmPrompt):
+            seen = self._turn_note()
+            self._warming = (action.item_id, action.text)
+            self._warmed_message = camera_message(*seen).content if seen is not None else ""
+        elif isinstance(action, v.SilenceBegan | v.SpeechStopped | v.SegmentAbandoned | v.CommitBuffer
+                        | v.SpeechStarted):
+            self._warming = None
+
     def on_action(self, action: v.Action) -> None:
         """A turn's speech opens and closes the clip of frames it keeps; its commit fixes the note's age, which the
         reply to it reports; from its silence to the reply's first audio it holds the server's scene reads."""
@@ -273,6 +305,7 @@ class SessionEyes(QuietObserver):
             self.sampler.speech_stopped()
         elif isinstance(action, v.CommitBuffer):
             self.age_at_commit_s = self.note_age_s()
+        self._track_warming(action)
         if isinstance(action, v.SilenceBegan):
             self._pinned, self._pinned_s = self._turn_note_now(), self._clock()
         elif isinstance(action, v.SpeechResumed | v.SegmentAbandoned):

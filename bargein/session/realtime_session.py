@@ -112,6 +112,7 @@ class RealtimeSession:
             emit=emit, config=lambda: self.config, conversation=self.conversation, buffer=self.audio_in.buffer,
             tracker=tracker, speculator=speculator, transcriber=self.transcriber, replies=self.replies,
             timers=self.timers)
+        self.eyes.rewarm = self.executor.warm_ahead  # a new camera note mid-turn is evaluated before the silence
 
     @property
     def stream_ms(self) -> float:
