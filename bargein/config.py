@@ -153,6 +153,12 @@ class Settings(BaseSettings):
     """An SDP offer larger than this is refused (400) before it is parsed (a browser's offer is 3 to 8 KiB)."""
     webrtc_connect_timeout_s: float = Field(15.0, gt=0)
     """An answered call whose ICE and DTLS do not complete within this is reaped, and its place released."""
+    webrtc_offers_per_s: float = Field(2.0, gt=0)
+    """Call offers (``POST /v1/realtime/calls``) one client address may make per second, sustained; past it (and
+    ``webrtc_offer_burst``) an offer gets ``429`` with ``Retry-After`` before its body is read."""
+    webrtc_offer_burst: int = Field(16, ge=1)
+    """Call offers one client address may make at once above ``webrtc_offers_per_s`` (as many as the default
+    ``max_connections_per_client``: an address behind a NAT may fill its places at once)."""
     ice_servers: list[str] = Field(default_factory=list)
     """STUN/TURN server URLs the server's peer gathers candidates with (e.g. ``turn:turn.example.com:3478``);
     none: host candidates only, enough on a LAN or with a public address."""

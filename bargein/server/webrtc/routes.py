@@ -4,7 +4,8 @@ Authorised exactly as the WebSocket is (a server key or an ``ek_`` client secret
 local-only mode, loopback clients only), admitted against the same limits (the server's sessions, per client
 address, load and drain), with the WebSocket's query parameters (``model``, ``bargein_events=1``). The answer is
 ``201`` with the SDP answer and ``Location: /v1/realtime/calls/{call_id}``; a refusal is a JSON error with its
-reason: 400 for the offer itself, 401/403 for who is asking, 503 for a server that is loading, draining or full.
+reason: 400 for the offer itself, 401/403 for who is asking, 429 over the address's calls or its offer rate
+(checked first, before the body is read), 503 for a server that is loading, draining or full.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from bargein.server.webrtc.calls import Call, CallRequest, CallServices, run_cal
 from bargein.server.webrtc.cors import preflight, with_cors
 from bargein.server.webrtc.media import CallMedia
 from bargein.server.webrtc.offer import Offer, OfferError, body_limit, parse_offer, read_bounded
+from bargein.server.webrtc.offer_rate import OfferRate, retry_after
 
 log = logging.getLogger(__name__)
 CALLS_PATH = "/v1/realtime/calls"
@@ -53,10 +55,11 @@ def _ended(ending: Ending) -> JSONResponse:
 
 def add_webrtc_routes(app: FastAPI, state: ServerState) -> None:
     """Add the WebRTC call endpoints to ``app``."""
+    offers = OfferRate(state.settings.webrtc_offers_per_s, state.settings.webrtc_offer_burst)
 
     @app.post(CALLS_PATH)
     async def create_call(request: Request) -> Response:
-        return with_cors(await answer_call(request, state), request, state.settings)
+        return with_cors(await answer_call(request, state, offers), request, state.settings)
 
     @app.post(CALLS_PATH + "/{call_id}/hangup")
     async def hangup(call_id: str, request: Request) -> Response:
@@ -79,8 +82,21 @@ def _hang_up(call_id: str, request: Request, state: ServerState) -> Response:
     return Response(status_code=200)
 
 
-async def answer_call(request: Request, state: ServerState) -> Response:
+def _too_often(request: Request, offers: OfferRate) -> Response | None:
+    """A 429 for an address over its offer rate, decided from the socket alone (no body read, no key looked up)."""
+    wait_s = offers.admit(client_address(request.scope) or "unknown")
+    if wait_s <= 0.0:
+        return None
+    response = error_response(429, f"too many call offers from this address; retry in {wait_s:.1f} s",
+                              "rate_limit_exceeded")
+    response.headers["Retry-After"] = retry_after(wait_s)
+    return response
+
+
+async def answer_call(request: Request, state: ServerState, offers: OfferRate) -> Response:
     """Authorise, read and check the offer, admit the call and answer it (or say why not)."""
+    if (refused := _too_often(request, offers)) is not None:
+        return refused
     settings = state.settings
     offer_secret = await check_offered_secret(request, state.client_secrets, settings)
     decision = authorize(request, settings) if offer_secret is None else offer_secret.decision
