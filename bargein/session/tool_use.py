@@ -32,6 +32,8 @@ MAX_SERVER_ROUNDS = 3
 TOOL_RESULT_TIMEOUT_S = 60.0
 """How long a client function call waits for its output before it is closed as unanswered."""
 MAX_PENDING_CALLS = 16
+WORDS_ONLY_NOTE = "Call no tool now: answer the user's last message in plain spoken words."
+"""Asked after a dropped call, with the tools still in the prompt (see :func:`asked_again_in_words`)."""
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,7 @@ async def reply_with_tools(llm: LanguageModel, messages: Sequence[ChatMessage], 
 
     A built-in call the model chose (not a required one) whose arguments share nothing with what the user
     said or a tool answered (:func:`ungrounded_call`) is not run: when the round opens with it, the model is
-    asked again without tools and answers in words. ``first`` is a stream already started for the first
+    asked again for words (:func:`asked_again_in_words`). ``first`` is a stream already started for the first
     round (a speculative head start, which makes the same decision before the commit).
     """
     history = list(messages)
@@ -125,17 +127,41 @@ async def answered_in_words(stream: AsyncIterator[ReplyPiece], llm: LanguageMode
                             *, cancel: CancelToken, options: GenerationOptions,
                             drops_call: Callable[[ToolCall], bool]) -> AsyncIterator[ReplyPiece]:
     """``stream``, except that a call it opens with (before any words or other call) that ``drops_call``
-    drops is replaced by the model's reply to ``messages`` asked again without tools; the stream is closed
-    first, so its generation stops. Later calls pass through. A reply and its speculative head start both
-    read the model this way, so they decide alike."""
+    drops is replaced by the model's answer in words to ``messages`` (:func:`asked_again_in_words`); the
+    stream is closed first, so its generation stops. Later calls pass through. A reply and its speculative
+    head start both read the model this way, so they decide alike."""
     said = False
     async for piece in stream:
         if isinstance(piece, ToolCall) and not said and drops_call(piece):
             await close_stream(stream)
-            async for text in reply_pieces(llm, messages, cancel=cancel, options=replace(options, tools=())):
+            async for text in asked_again_in_words(llm, messages, cancel=cancel, options=options):
                 yield text
             return
         said = said or not isinstance(piece, str) or bool(piece.strip())
+        yield piece
+
+
+async def asked_again_in_words(llm: LanguageModel, messages: Sequence[ChatMessage], *, cancel: CancelToken,
+                               options: GenerationOptions) -> AsyncIterator[str]:
+    """The model's answer in words to ``messages``, after it opened a reply with a call that was dropped.
+
+    The tools stay in the prompt and a note after the conversation asks for words: the prompt then only
+    appends to the one just evaluated (and warmed while the user spoke), so an engine with a prompt cache
+    evaluates the note alone. Without the tools' descriptions the prompt would share only what precedes
+    them, and everything after (a memory session's notes, the conversation) would be evaluated again
+    after the user stopped. A model that opens with a call even so is asked again without tools."""
+    stream = reply_pieces(llm, [*messages, ChatMessage("system", WORDS_ONLY_NOTE)], cancel=cancel, options=options)
+    said = False
+    async for piece in stream:
+        if isinstance(piece, ToolCall):
+            if said:
+                continue  # words are under way: a later call is left out, as without tools
+            await close_stream(stream)
+            async for text in reply_pieces(llm, messages, cancel=cancel, options=replace(options, tools=())):
+                if isinstance(text, str):
+                    yield text
+            return
+        said = said or bool(piece.strip())
         yield piece
 
 

@@ -142,8 +142,8 @@ async def test_a_call_to_a_tool_no_one_offered_is_answered_in_words_not_with_a_r
     pieces = [piece async for piece in reply_with_tools(
         llm, said, cancel=CancelToken(), options=options, server_side=default_registry(),
         report=lambda call, outcome: ran.append(call.name))]
-    assert ran == [] and pieces == ["plain"], "asked again without tools, no refusal round"
-    assert all(messages == said for messages in llm.seen)
+    assert ran == [] and pieces == ["plain"], "asked for words, then again without tools: no refusal round"
+    assert all(messages[:1] == said and all(m.role in ("user", "system") for m in messages) for messages in llm.seen)
     # a refused call of an offered tool (arguments that cannot be mended) still gets its reason
     bad_arguments = ToolCall("calculate", "call_2", refused="the arguments do not fit")
     assert not ungrounded_call(bad_arguments, said, options, default_registry())
@@ -171,3 +171,33 @@ async def test_a_spoken_turn_whose_prefetch_drops_the_call_speaks_the_plain_answ
     counts = h.session.speculation
     assert counts.llm_used == 1 and counts.tts_used == 1, "the plain answer's first clause was ready at the commit"
     await h.session.close()
+
+
+HERMES_STYLE = (
+    "{% if tools %}<|im_start|>system\n{{ messages[0]['content'] }}\n<tools>{% for tool in tools %}"
+    "{{ tool | tojson }}{% endfor %}</tools><|im_end|>\n{% set rest = messages[1:] %}{% else %}"
+    "{% set rest = messages %}{% endif %}{% for message in rest %}<|im_start|>{{ message['role'] }}\n"
+    "{{ message['content'] }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n"
+    "{% endif %}"
+)
+"""A chat template that, like Qwen2.5's, describes the offered tools in the system turn."""
+
+
+async def test_the_answer_asked_again_after_a_dropped_call_only_appends_to_the_prompt_just_evaluated() -> None:
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    from bargein.engines.think.llama_prompt import render
+
+    formatter = Jinja2ChatFormatter(template=HERMES_STYLE, eos_token="<|im_end|>", bos_token="")
+    registry = default_registry()
+    options = GenerationOptions(tools=tuple(registry.definitions()))
+    llm = FakeLanguageModel(calls={"green": ("get_current_time", '{"place": "Tokyo"}')})
+    said = [ChatMessage("system", "Be brief."), ChatMessage("user", "Quoted notes. My favourite colour is green.")]
+    pieces = [piece async for piece in reply_with_tools(
+        llm, said, cancel=CancelToken(), options=options, server_side=registry, report=lambda call, outcome: None)]
+    assert "".join(p for p in pieces if isinstance(p, str)).startswith("You said: Quoted notes.")
+    assert len(llm.seen_options) == 2, "asked again with the tools still in the prompt"
+    first, again = (render(formatter, llm.seen[index], llm.seen_options[index]) for index in (0, 1))
+    evaluated = first.removesuffix("<|im_start|>assistant\n")
+    assert "get_current_time" in evaluated and again.startswith(evaluated), "the cached prompt is reused whole"
+    assert len(again) - len(evaluated) < 150, "only the note asking for words is new"
