@@ -45,6 +45,7 @@ try:
 except ImportError:  # not in every environment: the server's RSS and CPU are read from /proc (Linux) instead
     psutil = None
 
+from bargein.config import Settings
 from bench.harness.realtime_harness import ServerProcess, percentile
 from bench.robustness.abuse_attacks import ATTACKS as BASE_ATTACKS
 from bench.robustness.abuse_attacks import Target
@@ -168,6 +169,13 @@ def lag_p99_ms(before: dict[float, float], after: dict[float, float]) -> float:
     return next(1000 * bound for bound, count in counts.items() if count >= 0.99 * total)
 
 
+def offer_refill_s() -> float:
+    """How long the server's WebRTC offer rate takes to refill an address's burst (its defaults, or the
+    environment's ``BARGEIN_WEBRTC_OFFER*``)."""
+    settings = Settings()
+    return settings.webrtc_offer_burst / settings.webrtc_offers_per_s
+
+
 def outside_address() -> str | None:
     """A non-loopback IPv4 address of this machine, if it has one."""
     with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
@@ -208,7 +216,8 @@ def main() -> None:
              "--rate-limit-sustain", str(RATE_SUSTAIN_S)]
     with ServerProcess("instant", extra_args=extra) as server:
         target = Target(server.host_port, outside_address(), IDLE_TIMEOUT_S, HANDSHAKE_TIMEOUT_S, PER_CLIENT,
-                        args.duration_s, webrtc_connect_timeout_s=WEBRTC_CONNECT_TIMEOUT_S)
+                        args.duration_s, webrtc_connect_timeout_s=WEBRTC_CONNECT_TIMEOUT_S,
+                        offer_refill_s=offer_refill_s())
         context = multiprocessing.get_context("spawn")
         stop, results = context.Event(), context.Queue()
         honest = context.Process(target=honest_session, args=(server.host_port, stop, results), daemon=True)

@@ -29,6 +29,9 @@ class Target:
     events_per_s: float = 200.0
     webrtc_connect_timeout_s: float = 15.0
     """How long an answered WebRTC call may take to connect before the server reaps it."""
+    offer_refill_s: float = 0.0
+    """How long the server's offer rate takes to refill an address's burst (an attack that needs the whole burst
+    waits this long first, so the attack before it does not leave it rate-limited)."""
 
 
 @dataclass

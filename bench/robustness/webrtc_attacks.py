@@ -91,6 +91,7 @@ async def never_connecting(target: Target) -> Outcome:
     """As many answered calls as the address may hold, none of which ever completes ICE: one more is refused
     while they wait, and once they are reaped their places are free again."""
     sdp = await real_offer()
+    await asyncio.sleep(target.offer_refill_s)
     async with attacker_client() as client:
         began = time.monotonic()
         answers = await asyncio.gather(*(post_offer(client, target, sdp) for _ in range(target.per_client)))

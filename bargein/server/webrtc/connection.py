@@ -32,7 +32,7 @@ from bargein.metrics.prometheus import ServerMetrics
 from bargein.protocol.errors import ProtocolError
 from bargein.protocol.server_events import error_event, event
 from bargein.server.session_connection import SessionConnection, message_bytes
-from bargein.server.session_host import Ending
+from bargein.server.session_host import POLICY_CLOSE, Ending
 from bargein.server.session_locks import SessionLocks
 from bargein.server.webrtc.media import CallMedia
 from bargein.server.webrtc.playout import PlayoutDelay, heard_ms, still_playing
@@ -94,6 +94,9 @@ class WebRtcConnection(SessionConnection):
     async def _read_events(self) -> Ending | None:
         while True:
             data = await self.media.inbox.get()
+            if data is None:
+                return Ending("rate_limit_exceeded", f"the data channel stayed over {self.settings.events_per_s:g} "
+                              f"events per second for {self.limiter.sustain_s:g} s", POLICY_CLOSE)
             if (ending := await self.take(data, message_bytes(data))) is not None:
                 return ending
 

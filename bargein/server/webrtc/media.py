@@ -4,7 +4,9 @@
 (sendrecv), ICE candidates are gathered before the answer goes back (no trickle), so the answer holds the host
 candidates (and relayed ones when the deployment names TURN servers, ``ice_servers``). The data channel the client
 creates (``oai-events``) feeds a bounded inbox: a flood is dropped at the door, never queued without bound, and the
-reader then holds it to the session's event rate.
+reader then holds it to the session's event rate. What arrives is also counted at the door, before any parsing,
+against the same rate: a caller whose arrivals stay over it for ``rate_limit_sustain_s`` worth of events is
+flooding, and the call is ended (every message costs aiortc's SCTP handling on the event loop, dropped or not).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from aiortc import (
 )
 
 from bargein.config import Settings
+from bargein.server.limits import EventRateLimiter
 from bargein.server.webrtc.receive import receive_audio
 from bargein.server.webrtc.tracks import ReplyAudioTrack
 
@@ -50,14 +53,22 @@ class Inbox:
     """Data channel messages for the reader, bounded in count and bytes."""
 
     max_bytes: int
+    arrivals: EventRateLimiter | None = None
+    """Charged for every message as it arrives (never waited on): its ``close`` marks the caller as flooding."""
     messages: deque[str | bytes] = field(default_factory=deque)
     queued_bytes: int = 0
     dropped: int = 0
+    flooded: bool = False
+    """The caller kept the channel over the event rate for too long: the reader ends the call."""
     ready: asyncio.Event = field(default_factory=asyncio.Event)
 
     def put(self, message: str | bytes) -> None:
-        """Queue ``message``, or drop it when the inbox is full."""
+        """Queue ``message``, or drop it when the inbox is full or the caller is flooding."""
         size = len(message)
+        if self.flooded or (self.arrivals is not None and self.arrivals.admit(size).close):
+            self.flooded = True
+            self.ready.set()
+            return
         if len(self.messages) >= INBOX_MESSAGES or self.queued_bytes + size > self.max_bytes:
             self.dropped += 1
             return
@@ -65,11 +76,13 @@ class Inbox:
         self.queued_bytes += size
         self.ready.set()
 
-    async def get(self) -> str | bytes:
-        """The oldest message, waiting for one."""
-        while not self.messages:
+    async def get(self) -> str | bytes | None:
+        """The oldest message, waiting for one; None once the caller is flooding."""
+        while not self.messages and not self.flooded:
             self.ready.clear()
             await self.ready.wait()
+        if self.flooded:
+            return None
         message = self.messages.popleft()
         self.queued_bytes -= len(message)
         return message
@@ -81,7 +94,9 @@ class CallMedia:
     def __init__(self, settings: Settings) -> None:
         self.pc = RTCPeerConnection(ice_configuration(settings))
         self.track = ReplyAudioTrack(self._started, self._drained)
-        self.inbox = Inbox(max(2 * settings.max_message_bytes, 1024 * 1024))
+        self.inbox = Inbox(max(2 * settings.max_message_bytes, 1024 * 1024),
+                           EventRateLimiter(settings.events_per_s, settings.event_burst,
+                                            sustain_s=settings.rate_limit_sustain_s))
         self.channel: RTCDataChannel | None = None
         self.channel_open = asyncio.Event()
         self.remote_audio: asyncio.Future[MediaStreamTrack] = asyncio.get_running_loop().create_future()
