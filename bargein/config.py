@@ -107,8 +107,9 @@ class Settings(BaseSettings):
 
     # --- long-term memory (docs/memory.md) ---------------------------------------------------------------
     memory: bool = False
-    """Remember facts users tell about themselves across sessions, per scope (on: ``--memory``). Off by default:
-    recalled notes cost the embedded model first-audio time that is not yet within target (docs/memory.md)."""
+    """Remember facts users tell about themselves across sessions, per scope (on: ``--memory``). Off by default
+    (opt-in): it offers every session the memory tools and writes a memory file in the data directory; its cost
+    in first audio is measured in docs/memory.md."""
     memory_url: str | None = None
     """A PostgreSQL database for the memories (``postgresql://...``; unset: SQLite in ``data_dir``)."""
     data_dir: str = "~/.local/share/bargein"
