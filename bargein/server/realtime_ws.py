@@ -47,7 +47,6 @@ from bargein.server.session_host import (
     spend,
 )
 from bargein.server.session_locks import SessionLocks
-from bargein.session.outbound import OutboundClosed
 from bargein.session.realtime_session import RealtimeSession
 
 __all__ = ["FAREWELL_TIMEOUT_S", "GOING_AWAY_CLOSE", "POLICY_CLOSE", "TRY_LATER_CLOSE", "Ending",
@@ -147,12 +146,7 @@ class RealtimeConnection(SessionConnection):
                 return ending
 
     async def _write(self) -> None:
-        outbound = self.session.outbound
-        while True:
-            try:
-                item = await outbound.get()
-            except OutboundClosed:
-                return None  # the overflow watch says why, if it was an overflow
+        async for item in self.outgoing():
             if self.websocket.application_state != WebSocketState.CONNECTED:
                 return None
             text = self.visible(item)

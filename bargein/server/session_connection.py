@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import AsyncIterator
 
 from bargein.config import Settings
 from bargein.metrics.prometheus import ServerMetrics
@@ -21,7 +22,7 @@ from bargein.protocol.server_events import error_event
 from bargein.server.limits import EventRateLimiter
 from bargein.server.session_host import GOING_AWAY_CLOSE, POLICY_CLOSE, Ending
 from bargein.server.session_locks import SessionLocks
-from bargein.session.outbound import Outgoing
+from bargein.session.outbound import OutboundClosed, Outgoing
 from bargein.session.realtime_session import RealtimeSession
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,15 @@ class SessionConnection:
     async def _write(self) -> None:
         """Carry the session's outbound events to the client until the queue closes or the client is gone."""
         raise NotImplementedError
+
+    async def outgoing(self) -> AsyncIterator[Outgoing]:
+        """The session's outbound events as they are queued, until the queue closes (the session is ending; the
+        overflow watch says why, if it was an overflow)."""
+        while True:
+            try:
+                yield await self.session.outbound.get()
+            except OutboundClosed:
+                return
 
     async def take(self, data: str | bytes, size: int) -> Ending | None:
         """One client message of ``size`` bytes on the wire: held back above the event rate, refused over the size

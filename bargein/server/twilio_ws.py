@@ -58,7 +58,7 @@ from bargein.server.realtime_ws import (
 from bargein.server.serving import abort_connection
 from bargein.server.session_host import SessionPlace, hosted, new_session
 from bargein.server.session_locks import SessionLocks
-from bargein.session.outbound import OutboundClosed, Outgoing
+from bargein.session.outbound import Outgoing
 from bargein.session.realtime_session import RealtimeSession
 
 log = logging.getLogger(__name__)
@@ -221,12 +221,7 @@ class TwilioCall(RealtimeConnection):
         return False
 
     async def _write(self) -> None:
-        outbound = self.session.outbound
-        while True:
-            try:
-                item = await outbound.get()
-            except OutboundClosed:
-                return None
+        async for item in self.outgoing():
             if self.websocket.application_state != WebSocketState.CONNECTED:
                 return None
             try:

@@ -37,7 +37,7 @@ from bargein.server.session_locks import SessionLocks
 from bargein.server.webrtc.media import CallMedia
 from bargein.server.webrtc.playout import PlayoutDelay, heard_ms, still_playing
 from bargein.server.webrtc.tracks import SEND_RATE, InputClock
-from bargein.session.outbound import OutboundClosed, Outgoing
+from bargein.session.outbound import Outgoing
 from bargein.session.realtime_session import RealtimeSession
 
 log = logging.getLogger(__name__)
@@ -140,12 +140,7 @@ class WebRtcConnection(SessionConnection):
             flusher.cancel()
 
     async def _write_events(self) -> None:
-        outbound = self.session.outbound
-        while True:
-            try:
-                item = await outbound.get()
-            except OutboundClosed:
-                return None
+        async for item in self.outgoing():
             if self.media.ended.is_set():
                 return None
             await self._forward(item)
