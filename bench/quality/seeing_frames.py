@@ -142,15 +142,7 @@ def camera_effects(image: Image.Image, rng: random.Random) -> tuple[Image.Image,
 def blank_scene(kind: str, rng: random.Random) -> Image.Image:
     """A background with shapes and no text: a table, a wall, a window."""
     image, _ = background(kind, rng)
-    draw = ImageDraw.Draw(image)
-    for _ in range(rng.randint(2, 6)):
-        x, y = rng.randrange(0, 560), rng.randrange(0, 400)
-        colour = tuple(rng.randrange(0, 256) for _ in range(3))
-        if rng.random() < 0.5:
-            draw.ellipse((x, y, x + rng.randint(30, 160), y + rng.randint(30, 160)), fill=colour)
-        else:
-            draw.rectangle((x, y, x + rng.randint(30, 200), y + rng.randint(20, 120)), fill=colour)
-    return image
+    return scatter_shapes(image, rng)
 
 
 def frames(half: str, *, per_pair: int = 4, blanks_per_background: int = 6, seed: int = 44) -> list[BenchFrame]:
