@@ -140,66 +140,83 @@ MAX_PONG_BACKLOG_BYTES = 1 << 20
 however much output already waits: a client that sends pings and never reads would grow it without end)."""
 
 
+_WebSocketProtocol: Any = object
+"""The mixin's declared base: uvicorn's WebSocket protocols share no typed base class, so the mixin's
+``super()`` calls (into whichever protocol :func:`tracked_ws_protocol` composes it with) are typed loosely."""
+
+
+class TrackedWebSocket(_WebSocketProtocol):  # type: ignore[misc]
+    """What the server adds to uvicorn's WebSocket protocol: each connection's transport recorded by peer
+    address and port (for :func:`abort_connection`), what a connection sends parsed a slice per event-loop
+    turn, and pongs skipped for a client that leaves too much output unread. Composed with the protocol
+    class by :func:`tracked_ws_protocol`, which puts it first in the method order."""
+
+    _peer: tuple[str, int] | None = None
+    _backlog: bytearray | None = None
+    _paused_here = False
+
+    def _parse(self, data: bytes) -> None:
+        with metered_callback(connection_meter(getattr(self, "scope", None))):  # the session's own work
+            super().data_received(data)
+
+    def data_received(self, data: bytes) -> None:
+        """Parse a small read at once; queue a large one (or any while a backlog waits) for sliced parsing."""
+        if self._backlog is None and len(data) <= PARSE_SLICE_BYTES:
+            self._parse(data)
+            return
+        if self._backlog is None:
+            self._backlog = bytearray()
+            asyncio.get_running_loop().call_soon(self._parse_slice)
+        self._backlog += data
+        if len(self._backlog) > MAX_BACKLOG_BYTES:  # again each time: uvicorn may have resumed reading
+            self._paused_here = True
+            self.transport.pause_reading()
+
+    def handle_ping(self, *args: Any) -> None:
+        """Answer a ping, unless the client has left more than ``MAX_PONG_BACKLOG_BYTES`` of output unread."""
+        if self.transport.get_write_buffer_size() <= MAX_PONG_BACKLOG_BYTES:
+            super().handle_ping(*args)
+            return
+        _write_all_but_pongs(self)  # RFC 6455 5.5.3: an endpoint may skip pongs
+
+    def _parse_slice(self) -> None:
+        backlog = self._backlog
+        if backlog is None or self.transport.is_closing():
+            self._backlog = None
+            return
+        piece = bytes(backlog[:PARSE_SLICE_BYTES])
+        del backlog[:PARSE_SLICE_BYTES]
+        if backlog:
+            asyncio.get_running_loop().call_soon(self._parse_slice)
+        else:
+            self._backlog = None
+            if self._paused_here:
+                self._paused_here = False
+                if not getattr(self, "read_paused", False):  # unless uvicorn wants it paused itself
+                    self.transport.resume_reading()
+        self._parse(piece)
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Let the handshake guard go of the upgraded connection, and record its transport by peer."""
+        _release_handshake_guard(transport)
+        super().connection_made(transport)
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple) and len(peer) >= 2:
+            self._peer = (str(peer[0]), int(peer[1]))
+            _OPEN_WEBSOCKETS[self._peer] = transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """Forget the connection's transport."""
+        if self._peer is not None:
+            _OPEN_WEBSOCKETS.pop(self._peer, None)
+        super().connection_lost(exc)
+
+
 def tracked_ws_protocol(base: Any = AutoWebSocketsProtocol) -> type[asyncio.Protocol]:
-    """uvicorn's WebSocket protocol, recording each connection's transport by peer address and port, and
-    parsing what a connection sends a slice per event-loop turn."""
+    """uvicorn's WebSocket protocol ``base`` with :class:`TrackedWebSocket`'s behaviour in front of it."""
 
-    class Tracked(base):  # type: ignore[valid-type,misc]
-        _peer: tuple[str, int] | None = None
-        _backlog: bytearray | None = None
-        _paused_here = False
-
-        def _parse(self, data: bytes) -> None:
-            with metered_callback(connection_meter(getattr(self, "scope", None))):  # the session's own work
-                super().data_received(data)
-
-        def data_received(self, data: bytes) -> None:
-            if self._backlog is None and len(data) <= PARSE_SLICE_BYTES:
-                self._parse(data)
-                return
-            if self._backlog is None:
-                self._backlog = bytearray()
-                asyncio.get_running_loop().call_soon(self._parse_slice)
-            self._backlog += data
-            if len(self._backlog) > MAX_BACKLOG_BYTES:  # again each time: uvicorn may have resumed reading
-                self._paused_here = True
-                self.transport.pause_reading()
-
-        def handle_ping(self, *args: Any) -> None:
-            if self.transport.get_write_buffer_size() <= MAX_PONG_BACKLOG_BYTES:
-                super().handle_ping(*args)
-                return
-            _write_all_but_pongs(self)  # RFC 6455 5.5.3: an endpoint may skip pongs
-
-        def _parse_slice(self) -> None:
-            backlog = self._backlog
-            if backlog is None or self.transport.is_closing():
-                self._backlog = None
-                return
-            piece = bytes(backlog[:PARSE_SLICE_BYTES])
-            del backlog[:PARSE_SLICE_BYTES]
-            if backlog:
-                asyncio.get_running_loop().call_soon(self._parse_slice)
-            else:
-                self._backlog = None
-                if self._paused_here:
-                    self._paused_here = False
-                    if not getattr(self, "read_paused", False):  # unless uvicorn wants it paused itself
-                        self.transport.resume_reading()
-            self._parse(piece)
-
-        def connection_made(self, transport: asyncio.BaseTransport) -> None:
-            _release_handshake_guard(transport)
-            super().connection_made(transport)
-            peer = transport.get_extra_info("peername")
-            if isinstance(peer, tuple) and len(peer) >= 2:
-                self._peer = (str(peer[0]), int(peer[1]))
-                _OPEN_WEBSOCKETS[self._peer] = transport
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            if self._peer is not None:
-                _OPEN_WEBSOCKETS.pop(self._peer, None)
-            super().connection_lost(exc)
+    class Tracked(TrackedWebSocket, base):  # type: ignore[valid-type,misc]
+        pass
 
     return Tracked
 
