@@ -6,9 +6,9 @@ into its item the audio reached (:class:`~bargein.server.phone_marks.MarkLedger`
 a second ahead of the caller. On a barge-in (the machine pauses or cancels the reply, or the caller speaks over the
 tail of a reply that has ended on the server) a ``clear`` goes out at once, and the newest echoed mark becomes the
 client's playback position, as a ``conversation.item.truncate``: the history keeps exactly the words played
-before it. The provider's protocol has no error event: problems (malformed messages, refused events) are logged
-and counted (``bargein_errors_total``), and the call goes on; a session the server ends is closed with the same
-codes as a WebSocket session's.
+before it. The provider's protocol has no error event: problems (malformed messages, the session's ``error`` events,
+refused messages among them) are logged and counted (``bargein_client_errors_total``, as on the other transports),
+and the call goes on; a session the server ends is closed with the same codes as a WebSocket session's.
 
 Long-term memory is off on phone calls: every caller of a line comes in under the line's one key or token, so a
 key's memory would be shared by strangers.
@@ -174,38 +174,30 @@ class TwilioCall(RealtimeConnection):
         self.live: set[str] = set()
         """Responses begun and not done."""
         self.problems = 0
+        self.stopped = False
+        """The provider sent ``stop``: the call is over."""
 
     async def _read(self) -> Ending | None:
-        max_bytes = self.settings.max_message_bytes
-        while True:
+        while not self.stopped:
             try:
                 message = await self.websocket.receive()
             except (WebSocketDisconnect, RuntimeError):
                 return None
             if message["type"] == "websocket.disconnect":
                 return None
-            self.last_heard = time.monotonic()
             data: str | bytes = message.get("text") or message.get("bytes") or ""
-            size = message_bytes(data)
-            throttle = self.limiter.admit(size)
-            if throttle.close:
-                return Ending("rate_limit_exceeded", f"over {self.settings.events_per_s:g} messages per second for "
-                              f"{self.limiter.sustain_s:g} s", POLICY_CLOSE)
-            if throttle.wait_s > 0:
-                await asyncio.sleep(throttle.wait_s)  # meanwhile the socket is not read: TCP slows the provider
-            if size > max_bytes:
-                self._problem("message_too_large", f"a message of {size} bytes (limit {max_bytes})")
-                continue
-            try:
-                parsed = tw.parse_message(data)
-            except tw.MediaStreamError as error:
-                self._problem("phone_malformed", f"a malformed message: {error}")
-                continue
-            if await self._take(parsed):
-                return None
+            if (ending := await self.take(data, message_bytes(data))) is not None:
+                return ending
+        return None
 
-    async def _take(self, message: tw.ProviderMessage) -> bool:
-        """Act on one provider message; True when the call is over."""
+    async def handle(self, data: str | bytes) -> None:
+        """Act on one provider message that passed the shared budgets (:meth:`take`; a refused one becomes an
+        ``error`` event, which the writer logs); a ``stop`` ends the call."""
+        try:
+            message = tw.parse_message(data)
+        except tw.MediaStreamError as error:
+            self._problem("phone_malformed", f"a malformed message: {error}")
+            return
         match message:
             case tw.Media(payload=payload, track=track):
                 if track in ("inbound", ""):
@@ -215,10 +207,9 @@ class TwilioCall(RealtimeConnection):
                 self.marks.echoed(name)
             case tw.Stop():
                 log.info("the provider stopped the stream")
-                return True
+                self.stopped = True
             case tw.Start():
                 self._problem("phone_malformed", "a second start message")
-        return False
 
     async def _write(self) -> None:
         async for item in self.outgoing():
@@ -228,7 +219,7 @@ class TwilioCall(RealtimeConnection):
                 await self._forward(item)
             except (WebSocketDisconnect, RuntimeError, OSError):
                 return None
-            self.session.on_sent(item)  # the playback estimate and the observers, as on the WebSocket
+            self.sent(item)  # the playback estimate, the observers and the error counts, as on the WebSocket
 
     async def _forward(self, item: Outgoing) -> None:
         """Carry one session event to the provider, as far as its protocol can say it."""
@@ -253,9 +244,10 @@ class TwilioCall(RealtimeConnection):
             case "input_audio_buffer.speech_started":
                 if not self.live and self.marks.outstanding:  # over the tail of a reply done on the server
                     await self._barge_in()
-            case "error":
+            case "error":  # counted as it leaves (:meth:`sent`), as on the other transports: only logged here
                 error = event["error"]
-                self._problem(str(error.get("code")), f"the session refused an event: {error.get('message')}")
+                self._problem(str(error.get("code")), f"an error the provider cannot be told of: "
+                              f"{error.get('message')}", counted=False)
         if item.is_data:
             self.last_heard = time.monotonic()  # a call whose reply is still playing is not idle
 
@@ -281,11 +273,11 @@ class TwilioCall(RealtimeConnection):
             "type": "conversation.item.truncate", "item_id": heard.item_id, "content_index": 0,
             "audio_end_ms": int(heard.audio_end_ms)}))
 
-    def _problem(self, code: str, message: str) -> None:
-        """Count every problem; log the first ten and then every hundredth (a hostile provider cannot flood the
-        log at its message rate)."""
+    def _problem(self, code: str, message: str, *, counted: bool = True) -> None:
+        """Count every problem (unless it is counted elsewhere); log the first ten and then every hundredth (a
+        hostile provider cannot flood the log at its message rate)."""
         self.problems += 1
-        _problem(self.metrics, code, message if self.problems <= LOGGED_PROBLEMS else
+        _problem(self.metrics if counted else None, code, message if self.problems <= LOGGED_PROBLEMS else
                  f"{message} ({self.problems} problems on this call)",
                  logged=self.problems <= LOGGED_PROBLEMS or self.problems % 100 == 0)
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import httpx
 import pytest
 import websockets
 
@@ -140,6 +142,27 @@ async def test_malformed_and_hostile_messages_are_logged_and_the_call_goes_on(
             await phone.stop()
     lines = sum("phone call:" in record.getMessage() for record in caplog.records)
     assert 5 <= lines <= 15, lines
+
+
+async def test_refused_messages_are_logged_and_counted_in_metrics_as_error_events_are_on_the_websocket(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A message over the size bound and a burst over the event rate: the shared budgets make them ``error``
+    events, which the phone line cannot send, so they are logged, and counted once each as on the WebSocket."""
+    settings = Settings(events_per_s=100, event_burst=20, max_message_bytes=2048)
+    with phone_server(settings) as (host, _):
+        async with websockets.connect(f"ws://{host}/v1/telephony/twilio") as ws:
+            phone = ScriptedProvider(ws)  # its microphone sends 50 frames a second
+            await phone.begin()
+            await ws.send(json.dumps({"event": "mark", "mark": {"name": "x" * 4000}}))
+            for _ in range(40):  # twice the burst at once: held back about half a second, and told once
+                await ws.send(json.dumps({"event": "mark", "mark": {"name": "unknown"}}))
+            await asyncio.sleep(1.0)
+            text = (await asyncio.to_thread(httpx.get, f"http://{host}/metrics")).text
+            await phone.stop()
+    assert 'bargein_client_errors_total{code="message_too_large"} 1.0' in text
+    assert re.search(r'bargein_client_errors_total\{code="rate_limit_exceeded"\} [1-9]', text), text
+    logged = "\n".join(record.getMessage() for record in caplog.records if "phone call:" in record.getMessage())
+    assert "exceeds the limit of 2048 bytes" in logged and "events are being delayed" in logged
 
 
 async def test_a_provider_that_never_starts_is_closed_after_the_handshake_time() -> None:
