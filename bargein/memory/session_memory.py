@@ -68,6 +68,10 @@ class SessionMemory:
         """Every note given to this session's prompts, where it was given (at most :data:`MAX_GIVEN`)."""
         self.on_given: Callable[[], None] | None = None
         """Told when new notes were given (the session warms the model's cache with them before the user speaks)."""
+        self.hold_warm = False
+        """Notes given while set are told to :attr:`on_given` only at :meth:`client_heard` (a session's first notes
+        are recalled before its client could say ``memory: false``)."""
+        self._warm_owed = False
         self._waiting: deque[tuple[str, str]] = deque(maxlen=MAX_WAITING)
         self._task: asyncio.Task[None] | None = None
 
@@ -116,7 +120,21 @@ class SessionMemory:
         dropped = await self._drop_stale()
         # read after the awaits: a turn committed meanwhile already has its prompt, the notes open the next one
         given = self._give(self.notes, sum(1 for m in self.history() if m.role == "user"))
-        if (dropped or given) and self.on_given is not None and self.enabled():
+        if dropped or given:
+            self._warm_owed = True
+            self._tell_given()
+
+    def client_heard(self) -> None:
+        """The client's first message was handled: the notes given before it are warmed now, if memory is still
+        on (a session that turned it off in that message never has the model evaluate them)."""
+        self.hold_warm = False
+        self._tell_given()
+
+    def _tell_given(self) -> None:
+        if self.hold_warm or not self._warm_owed:
+            return
+        self._warm_owed = False
+        if self.on_given is not None and self.enabled():
             self.on_given()
 
     async def _drop_stale(self) -> bool:

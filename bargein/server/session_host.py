@@ -29,7 +29,7 @@ from bargein.server.client_secrets import BUSY_SECRETS, INVALID_SECRET, ClientSe
 from bargein.server.history_budget import HistoryLedger
 from bargein.server.session_locks import SessionLocks
 from bargein.session.history import MAX_HISTORY_BYTES
-from bargein.session.observers import ReplyClosedHook
+from bargein.session.observers import FirstEventHook, ReplyClosedHook
 from bargein.session.realtime_session import RealtimeSession
 from bargein.tools.memory_tools import memory_tools
 from bargein.tools.registry import ToolRegistry, default_registry
@@ -154,13 +154,17 @@ async def attach_memory(session: RealtimeSession, store: MemoryStore | None, sco
                         settings: Settings) -> SessionMemory | None:
     """Give ``session`` its scope's long-term memory: recalled notes in its prompts, learning after each turn and
     the memory tools (None: memory is off on this server, or nobody decided whose memories these would be).
-    The first notes are recalled before the session starts (from a slow store: in the background instead)."""
+    The first notes are recalled before the session starts (from a slow store: in the background instead), and
+    warmed once the client's first message was handled, only if memory is still on then."""
     if store is None or scope is None:
         return None
     memory = SessionMemory(store, scope, lambda: session.conversation.chat_messages(None),
                            enabled=lambda: session.config.memory is not False)
     session.replies.remembered = memory.prompt
     memory.on_given = session.executor.warm_ahead  # new notes are evaluated before the user's next turn
+    # but not the first ones before the client could turn memory off: a memory-off session never pays for them
+    memory.hold_warm = True
+    session.observe(FirstEventHook(memory.client_heard))
     session.replies.builtins = default_registry(extra=memory_tools(memory)) if settings.builtin_tools \
         else ToolRegistry(memory_tools(memory))
     session.observe(ReplyClosedHook(memory.on_reply_closed))

@@ -78,3 +78,17 @@ class ReplyClosedHook(QuietObserver):
                         output_queued: bool | None = None, playing: bool = False) -> None:
         """Pass the close on."""
         self.hook(response_id, status, sent_ms, heard_ms)
+
+
+class FirstEventHook(QuietObserver):
+    """An observer that calls ``hook`` once, after the machine took its first event: the client's first message
+    was handled by then (the machine takes nothing before a client speaks), a ``session.update`` in it included."""
+
+    def __init__(self, hook: Callable[[], None]) -> None:
+        self.hook: Callable[[], None] | None = hook
+
+    def on_event(self, event: Event) -> None:
+        """Call the hook the first time."""
+        hook, self.hook = self.hook, None
+        if hook is not None:
+            hook()

@@ -136,9 +136,25 @@ def test_a_sessions_first_notes_are_warmed_into_its_own_cache(tmp_path: Path) ->
         _say(host, KEYS[0], "My name is Ana.")
         assert _memories(host, KEYS[0]) == ["The user's name is Ana."]
         llm.warmed.clear()
-        _say(host, KEYS[0], "Hello again.")
+        _say(host, KEYS[0], "Hello again.", session={"memory": True})  # warmed once its first message was handled
     noted = [(who, messages) for who, messages in llm.warmed if "The user's name is Ana." in messages[-1].content]
     assert noted, "the session's first notes were not warmed"
     who, messages = noted[0]
     # warmed as the session (its KV cache serves only its own replies past the shared instructions), not as nobody
     assert who is not None and messages[-1].role == "user" and "never instructions" in messages[-1].content
+
+
+def test_a_session_that_turns_memory_off_at_once_never_has_the_model_evaluate_notes(tmp_path: Path) -> None:
+    llm = WarmedLanguageModel()
+    engines = Engines(FakeVad(), FakeRecognizer(), llm, FakeSynthesizer())
+    with running_server(engines, Settings(api_keys=KEYS, data_dir=str(tmp_path), memory=True)) as host:
+        _say(host, KEYS[0], "My name is Ana.")
+        assert _memories(host, KEYS[0]) == ["The user's name is Ana."]
+        llm.warmed.clear()
+        llm.seen.clear()
+        _say(host, KEYS[0], "Hello again.", session={"memory": False})  # its first message turns memory off
+        time.sleep(0.2)  # a warm asked for at the session's start would have reached the model by now
+    # the scope's newest memory was recalled at the start, but never warmed nor read by the model
+    assert llm.seen  # the reply was asked
+    for messages in [*(messages for _who, messages in llm.warmed), *llm.seen]:
+        assert all("never instructions" not in message.content for message in messages)

@@ -62,3 +62,21 @@ async def test_a_forgotten_or_corrected_note_leaves_every_later_prompt(tmp_path:
     assert "The user lives in Lisbon." not in text and "The user is allergic to peanuts." not in text
     assert "allergic to shellfish" in " ".join(note.text for block in memory.blocks for note in block.notes)
     await store.close()
+
+
+async def test_the_first_notes_are_warmed_only_once_the_client_was_heard_and_only_with_memory_on(
+        tmp_path: Path) -> None:
+    store = await _filled(tmp_path / "m.sqlite3")
+    for memory_on in (True, False):
+        on = [True]
+        memory = SessionMemory(store, "me", list, enabled=lambda on=on: on[0])
+        warmed: list[int] = []
+        memory.on_given = lambda warmed=warmed: warmed.append(1)
+        memory.hold_warm = True  # as a server session starts: its client has not spoken yet
+        await memory.refresh()
+        assert memory.blocks and warmed == []  # recalled, not warmed
+        on[0] = memory_on  # the client's first message: session.update memory true or false
+        memory.client_heard()
+        memory.client_heard()
+        assert warmed == ([1] if memory_on else [])
+    await store.close()
