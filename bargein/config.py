@@ -86,7 +86,8 @@ class Settings(BaseSettings):
     """A new session's turn detection. ``server_vad`` is the tiered endpoint (500 ms of silence, shorter when
     Smart Turn and the words agree the turn is finished, longer when they say it is not); ``semantic_vad``
     (Smart Turn, waiting long unless finished) cuts fewer turns off at mid-sentence pauses but waits longer
-    than 500 ms at the median on real read speech (docs/benchmarks.md)."""
+    than 500 ms at the median on real read speech
+    (docs/results/2026-11-30-endpoint-quality-semantic-vad-fit.md)."""
     tiered_endpoint: bool = True
     """``server_vad`` follows the tiered endpoint (Smart Turn scores every pause of 96 ms or more). Off, it
     waits plain silence, as the OpenAI Realtime API does: Smart Turn never runs for it, and a listening session

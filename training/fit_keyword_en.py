@@ -18,7 +18,8 @@ and noises under the threshold while scoring at most :data:`MAX_MISSED_SHARE` of
 under it. The model only ever lets a reply go on that the recall-first interruption model would cut, so
 a command it scores low is a "stop" the agent may talk through (unless a rule cuts it anyway, which the
 share does not discount: it bounds the loss from above). How the bound came to be none is in
-docs/turn_quality.md. The held-out families are read only to print the figures, after the model is fixed.
+docs/results/2026-12-01-keyword-en-runs-11-15.md. The held-out families are read only to print the figures, after the
+model is fixed.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ from training.fit_keyword import PENALTIES, Array, fit, out_of_fold
 TRAIN_SEEDS = (7, 8, 9)
 MAX_MISSED_SHARE = 0.0
 """Out of fold, at most this share of the training commands and queries may score "no command" (none: at
-1 % the held-out sessions lost three commands for nine false cuts saved, docs/turn_quality.md)."""
+1 % the held-out sessions lost three commands for nine false cuts saved,
+docs/results/2026-12-01-keyword-en-runs-11-15.md)."""
 
 
 def judged(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -96,7 +96,7 @@ def candidate_verdict(plain: Transcript, primed: Transcript | None) -> tuple[str
     in the primed transcript cuts when the plain one heard as many syllables (characters) as it (the plain
     recogniser counts syllables right while getting them wrong: 停 as 听, 不对 as 舞台; the primed echo of
     嗯嗯 as 停 does not). It cut a held-out voice's 嗯 and 对 (plain 冬 and 第, primed 停): see
-    docs/turn_quality.md.
+    docs/results/2026-11-30-mandarin-keyword-issue-16.md.
     """
     from bargein.languages import is_backchannel, normalise_utterance, text_units
 

@@ -149,7 +149,8 @@ def main() -> None:
     parser.add_argument("--json", help="also write the figures here")
     parser.add_argument("--quick", action="store_true", help="every fourth clip")
     parser.add_argument("--clear-db", type=float, default=voice_fade.CLEAR_VOICE_DB,
-                        help="replay with this CLEAR_VOICE_DB (how it was chosen: docs/benchmarks.md)")
+                        help="replay with this CLEAR_VOICE_DB (how it was chosen: "
+                             "docs/results/2026-12-03-voice-fade.md)")
     args = parser.parse_args()
     voice_fade.CLEAR_VOICE_DB = args.clear_db  # read at every frame: the replay's machines use this value
     clips = build(DEFAULT_DIR)

