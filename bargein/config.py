@@ -87,7 +87,7 @@ class Settings(BaseSettings):
     Smart Turn and the words agree the turn is finished, longer when they say it is not); ``semantic_vad``
     (Smart Turn, waiting long unless finished) cuts fewer turns off at mid-sentence pauses but waits longer
     than 500 ms at the median on real read speech
-    (docs/results/2026-11-30-endpoint-quality-semantic-vad-fit.md)."""
+    (live: docs/results/2026-11-30-first-audio-semantic-endpoint-issue-11.md)."""
     tiered_endpoint: bool = True
     """``server_vad`` follows the tiered endpoint (Smart Turn scores every pause of 96 ms or more). Off, it
     waits plain silence, as the OpenAI Realtime API does: Smart Turn never runs for it, and a listening session
