@@ -2,8 +2,9 @@
 
 It does what an OpenAI WebRTC client does: it creates the ``oai-events`` data channel and a sendrecv audio track,
 posts its SDP offer to ``/v1/realtime/calls`` and takes the answer. Its microphone plays the clips it is given
-(16 or 24 kHz pcm16) in real time, 20 ms a frame (handed to the encoder at 48 kHz, as a browser does), and
-silence in between; everything the server sends is logged with its arrival time (``time.monotonic``): the events
+(16 or 24 kHz pcm16) in real time, 20 ms a frame, and silence in between, Opus-encoded as a browser does it: at
+48 kHz, 32 kbit/s, with in-band FEC (``useinbandfec=1`` in its offer; aiortc's own encoder sends no FEC);
+everything the server sends is logged with its arrival time (``time.monotonic``): the events
 of the data channel and the frames of the reply audio. Use it as an async context manager::
 
     async with WebRtcPeer("http://127.0.0.1:8000", key) as peer:
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fractions
 import json
 import time
 from collections import deque
@@ -30,12 +30,15 @@ import numpy.typing as npt
 from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
 
-from bargein.server.webrtc.tracks import OPUS_FRAME_SAMPLES, OPUS_RATE, OpusRateFrames
+from bargein.server.webrtc.opus import OpusEncoder, with_inband_fec
+from bargein.server.webrtc.tracks import OPUS_FRAME_SAMPLES, OpusRateFrames
 from bench.harness.udp_relay import UdpRelay
 
 FRAME_S = 0.020
 AUDIBLE_INT16 = 33
 """A received sample is "non-silent" above -60 dBFS."""
+BROWSER_BIT_RATE = 32_000
+"""Chromium's default Opus bitrate for a mono microphone."""
 
 
 @dataclass
@@ -58,6 +61,7 @@ class MicrophoneTrack(MediaStreamTrack):
         self._next_at: float | None = None
         self._pts = 0
         self._to_opus_rate = OpusRateFrames(rate)
+        self._encoder = OpusEncoder(BROWSER_BIT_RATE)
 
     def say(self, pcm: bytes) -> asyncio.Future[float]:
         """Queue ``pcm`` (pcm16 at the track's rate); resolves to the monotonic time its first sample was sent."""
@@ -70,8 +74,8 @@ class MicrophoneTrack(MediaStreamTrack):
         """A clip is still being sent."""
         return bool(self._clips)
 
-    async def recv(self) -> av.AudioFrame:
-        """The next frame, at its time."""
+    async def recv(self) -> av.Packet[Any]:
+        """The next frame's packet, at its time."""
         if self.readyState != "live":
             raise MediaStreamError
         now = time.monotonic()
@@ -92,12 +96,9 @@ class MicrophoneTrack(MediaStreamTrack):
             filled += count
             if clip.offset >= len(clip.samples):
                 self._clips.popleft()
-        frame = av.AudioFrame.from_ndarray(self._to_opus_rate.frame(out).reshape(1, -1), format="s16", layout="mono")
-        frame.sample_rate = OPUS_RATE  # as a browser's microphone reaches its encoder: nothing held in a resampler
-        frame.pts = self._pts
-        frame.time_base = fractions.Fraction(1, OPUS_RATE)
+        packet = self._encoder.encode(self._to_opus_rate.frame(out), self._pts)
         self._pts += OPUS_FRAME_SAMPLES
-        return frame
+        return packet
 
 
 @dataclass
@@ -171,7 +172,7 @@ class WebRtcPeer:
     async def __aenter__(self) -> WebRtcPeer:
         self.pc.addTransceiver(self.microphone, direction="sendrecv")
         await self.pc.setLocalDescription(await self.pc.createOffer())
-        offer = self.pc.localDescription.sdp
+        offer = with_inband_fec(self.pc.localDescription.sdp)
         response = await self.post_offer(self.relay.route_offer(offer) if self.relay is not None else offer)
         if response.status_code != 201:
             await self.pc.close()

@@ -18,13 +18,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from bargein.server.webrtc.opus import FecDecoder, load_libopus
 from bench.harness.realtime_harness import CHUNK_SAMPLES, WIRE_RATE, Microphone
 
 AudioFrame = tuple[float, int, float]
 """(arrival, peak |sample| as int16, ms of audio) of each piece of agent audio, in arrival order."""
-VOICED_OPUS_BYTES = 24
-"""An Opus packet longer than this carries sound: aiortc's encoder (VBR, 96 kbit/s) packs 20 ms of digital
-silence into a few bytes, the synthesiser's tone into about a hundred."""
 
 
 @dataclass
@@ -34,16 +32,15 @@ class Received:
     events: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
     audio: list[AudioFrame] = field(default_factory=list)
     packets: list[AudioFrame] | None = None
-    """Over WebRTC, the reply's RTP packets as they reached the client, before its jitter buffer (peak: the
-    payload's size, over ``VOICED_OPUS_BYTES`` for sound); None over the WebSocket, where the audio is the packet."""
+    """Over WebRTC, the reply's RTP packets as they reached the client, before its jitter buffer, each with the peak
+    of its own audio (the packet decoded on arrival by a libopus decoder of the benchmark's); None over the
+    WebSocket, where the audio is the packet. (A packet's size no longer tells: with in-band FEC on, libopus codes
+    20 ms of silence into about 30 bytes.)"""
 
     @property
     def wire(self) -> list[AudioFrame]:
-        """The audio as it came off the network: the RTP packets where there are any, else the frames, with their
-        peaks as ``AUDIBLE``-comparable values (a voiced packet counts as loud)."""
-        if self.packets is None:
-            return self.audio
-        return [(at, 32767 if size > VOICED_OPUS_BYTES else 0, ms) for at, size, ms in self.packets]
+        """The audio as it came off the network: the RTP packets where there are any, else the frames."""
+        return self.audio if self.packets is None else self.packets
 
     def events_of(self, kind: str, after: float = 0.0) -> list[tuple[float, dict[str, Any]]]:
         """The events of type ``kind`` that arrived after ``after``."""
@@ -172,13 +169,19 @@ class WebRtcLink:
 
     def _log_packets(self, receiver: Any) -> None:
         """Log every RTP packet of the reply track as it reaches aiortc's receiver (private: ``_handle_rtp_packet``
-        is where the DTLS transport hands it over), before the jitter buffer holds it back."""
+        is where the DTLS transport hands it over), before the jitter buffer holds it back, with its decoded peak."""
         handle = receiver._handle_rtp_packet
         packets = self.received.packets
         assert packets is not None
+        lib = load_libopus()
+        assert lib is not None, "the benchmark decodes the reply's packets with libopus"
+        decoder = FecDecoder(lib)
 
         async def logged(packet: Any, arrival_time_ms: int) -> None:
-            packets.append((time.monotonic(), len(packet.payload), 20.0))
+            at = time.monotonic()
+            samples = decoder.decode(bytes(packet.payload)) if packet.payload else None
+            peak = 0 if samples is None else int(np.abs(samples.astype(np.int32)).max(initial=0))
+            packets.append((at, peak, 1000.0 * (len(samples) if samples is not None else 960) / 48_000))
             await handle(packet, arrival_time_ms)
 
         receiver._handle_rtp_packet = logged

@@ -2,7 +2,8 @@
 
 :func:`open_peer` answers an offer with aiortc: the server's reply track joins the offer's audio transceiver
 (sendrecv), ICE candidates are gathered before the answer goes back (no trickle), so the answer holds the host
-candidates (and relayed ones when the deployment names TURN servers, ``ice_servers``). The data channel the client
+candidates (and relayed ones when the deployment names TURN servers, ``ice_servers``), and says that the server
+takes Opus in-band FEC (``useinbandfec=1``: a browser then sends it). The data channel the client
 creates (``oai-events``) feeds a bounded inbox: a flood is dropped at the door, never queued without bound, and the
 reader then holds it to the session's event rate. What arrives is also counted at the door, before any parsing,
 against the same rate: a caller whose arrivals stay over it for ``rate_limit_sustain_s`` worth of events is
@@ -29,6 +30,7 @@ from aiortc import (
 
 from bargein.config import Settings
 from bargein.server.limits import EventRateLimiter
+from bargein.server.webrtc.opus import with_inband_fec
 from bargein.server.webrtc.receive import receive_audio
 from bargein.server.webrtc.tracks import ReplyAudioTrack
 
@@ -121,7 +123,7 @@ class CallMedia:
         await self.pc.setRemoteDescription(RTCSessionDescription(sdp=sdp, type="offer"))
         self.pc.addTrack(self.track)
         await self.pc.setLocalDescription(await self.pc.createAnswer())
-        return str(self.pc.localDescription.sdp)
+        return with_inband_fec(str(self.pc.localDescription.sdp))
 
     def _datachannel(self, channel: RTCDataChannel) -> None:
         if channel.label != EVENTS_LABEL or self.channel is not None:

@@ -5,9 +5,10 @@ thread, and with no loss concealment. :func:`receive_audio` puts a :class:`Recei
 place on the call's audio receiver: it takes each packet as aiortc hands it on (after SRTP, the RTCP statistics and
 the depayloading), orders it (:class:`~.reorder.Reorderer`), decodes it on the event loop (20 ms of Opus is tens of
 microseconds) and puts the frame on its own track, :class:`ReceivedAudio`, at once. aiortc's decoder thread then
-gets nothing. A lost packet is concealed by libopus itself (:class:`ConcealingDecoder`): decoding a packet that
-holds only the previous packet's table-of-contents byte makes libopus run its packet-loss concealment, which
-continues the voice and fades it; after ``MAX_CONCEALED`` lost packets in a row the rest of a gap is silence.
+gets nothing. A lost packet is recovered by libopus itself (:class:`ConcealingDecoder`): from the in-band FEC copy
+of it that the next packet carries (a browser sends one, ``useinbandfec=1``) when the next packet has come, else by
+libopus's packet-loss concealment, which continues the voice and fades it; after ``MAX_CONCEALED`` lost packets in
+a row the rest of a gap is silence.
 
 aiortc offers no public hook for its receive buffer: :data:`RECEIVER_BUFFER` names the one private attribute this
 replaces (pyproject.toml pins aiortc, and ``tests/server/webrtc/test_aiortc_internals.py`` fails loudly when a
@@ -23,9 +24,11 @@ from typing import Any
 
 import av
 import numpy as np
+import numpy.typing as npt
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from av.packet import Packet
 
+from bargein.server.webrtc.opus import FecDecoder, load_libopus
 from bargein.server.webrtc.reorder import Release, Reorderer
 
 log = logging.getLogger(__name__)
@@ -44,19 +47,29 @@ packet whose one frame is missing, which libopus conceals."""
 
 
 class ConcealingDecoder:
-    """libopus (through PyAV) at 48 kHz mono, filling a lost packet with its packet-loss concealment."""
+    """libopus at 48 kHz mono: a lost packet is recovered from the next packet's in-band FEC copy of it where that
+    packet has come, else concealed by libopus's packet-loss concealment (silence past ``MAX_CONCEALED`` in a row).
+    libopus is called directly (:class:`~.opus.FecDecoder`) where it loads; otherwise through PyAV, which cannot
+    decode FEC: a lost packet is then concealed by decoding a packet of only the previous packet's
+    table-of-contents byte."""
 
     def __init__(self) -> None:
-        self.codec: Any = av.CodecContext.create("libopus", "r")
-        self.codec.format = "s16"
-        self.codec.layout = "mono"
-        self.codec.sample_rate = OPUS_RATE
+        lib = load_libopus()
+        self._libopus = FecDecoder(lib) if lib is not None else None
+        self.codec: Any = None
+        if self._libopus is None:
+            self.codec = av.CodecContext.create("libopus", "r")
+            self.codec.format = "s16"
+            self.codec.layout = "mono"
+            self.codec.sample_rate = OPUS_RATE
         self._toc: int | None = None
         self._lost_in_a_row = 0
         self._samples = 960
+        self.recovered = 0
+        """Lost packets decoded from the next packet's FEC data (libopus conceals those whose next carries none)."""
 
     def decode(self, release: Release) -> list[av.AudioFrame]:
-        """The frames of one released packet, or of its concealment (silence past ``MAX_CONCEALED`` in a row)."""
+        """The frames of one released packet, or of its recovery or concealment (silence past ``MAX_CONCEALED``)."""
         if release.payload:  # an empty payload (padding only) is no packet to libopus: an empty one ends its stream
             self._lost_in_a_row = 0
             self._toc = release.payload[0] & TOC_CODE_MASK
@@ -64,9 +77,9 @@ class ConcealingDecoder:
         else:
             self._lost_in_a_row += 1
             if self._toc is not None and self._lost_in_a_row <= MAX_CONCEALED:
-                frames = self._decode(bytes([self._toc]))
+                frames = self._conceal(release.recovery)
             else:
-                frames = [self._silence()]
+                frames = [self._frame(None)]
         at = release.timestamp
         for frame in frames:
             frame.pts, frame.time_base, frame.sample_rate = at, TIME_BASE, OPUS_RATE
@@ -75,14 +88,27 @@ class ConcealingDecoder:
         return frames
 
     def _decode(self, data: bytes) -> list[av.AudioFrame]:
+        if self._libopus is not None:
+            return [self._frame(self._libopus.decode(data))]
         try:
             return list(self.codec.decode(Packet(data)))
         except av.FFmpegError as error:  # a corrupt packet: conceal it rather than stop the call
             log.debug("an Opus packet did not decode: %s", error)
-            return [self._silence()]
+            return [self._frame(None)]
 
-    def _silence(self) -> av.AudioFrame:
-        frame = av.AudioFrame.from_ndarray(np.zeros((1, self._samples), np.int16), format="s16", layout="mono")
+    def _conceal(self, recovery: bytes | None) -> list[av.AudioFrame]:
+        if self._libopus is None:
+            return self._decode(bytes([self._toc or 0]))
+        if recovery:
+            self.recovered += 1
+            return [self._frame(self._libopus.recover(recovery, self._samples))]
+        return [self._frame(self._libopus.conceal(self._samples))]
+
+    def _frame(self, samples: npt.NDArray[np.int16] | None) -> av.AudioFrame:
+        """``samples`` as a frame (silence, a frame long, for None: a packet libopus refused)."""
+        if samples is None or not len(samples):
+            samples = np.zeros(self._samples, np.int16)
+        frame = av.AudioFrame.from_ndarray(samples.reshape(1, -1), format="s16", layout="mono")
         frame.sample_rate = OPUS_RATE
         return frame
 

@@ -4,7 +4,8 @@ aiortc's own audio jitter buffer holds four packets back before it releases one 
 every word on its way to the VAD), and a missing packet at its head stops it until 16 more have piled up, after
 which it stays that far behind. :class:`Reorderer` instead releases each packet the moment it is next in sequence;
 a packet after a gap is held until the missing one arrives or its wait runs out, and then the missing one is
-released as a concealment (``payload`` None) for the decoder to fill in. The wait follows how late reordered
+released as a concealment (``payload`` None) for the decoder to fill in, with the packet after it when that one is
+here (its in-band FEC copy recovers the lost one). The wait follows how late reordered
 packets have come (the largest of the recent ones, with a margin, between ``MIN_WAIT_S`` and ``MAX_WAIT_S``), so
 a clean network costs nothing and a reordering one costs only the frames after a gap that much.
 """
@@ -32,6 +33,8 @@ class Release:
 
     timestamp: int
     payload: bytes | None
+    recovery: bytes | None = None
+    """For a lost packet, the payload of the packet after it when that one has come (it may carry a FEC copy)."""
 
 
 @dataclass
@@ -87,7 +90,8 @@ class Reorderer:
             if held is not None:
                 released.append(self._release(held.timestamp, held.payload))
             elif now - min(held.arrived for held in self._held.values()) >= self.wait_s:
-                released.append(self._release(self._next_timestamp(), None))
+                after = self._held.get(self.expected + 1)
+                released.append(self._release(self._next_timestamp(), None, after.payload if after else None))
             else:
                 break
             self.expected += 1
@@ -99,13 +103,13 @@ class Reorderer:
             return None
         return min(held.arrived for held in self._held.values()) + self.wait_s
 
-    def _release(self, timestamp: int, payload: bytes | None) -> Release:
+    def _release(self, timestamp: int, payload: bytes | None, recovery: bytes | None = None) -> Release:
         if payload is None:
             self.concealed += 1
         elif self._last_timestamp is not None and 0 < timestamp - self._last_timestamp <= 4 * DEFAULT_STEP:
             self._step = timestamp - self._last_timestamp
         self._last_timestamp = timestamp
-        return Release(timestamp, payload)
+        return Release(timestamp, payload, recovery)
 
     def _next_timestamp(self) -> int:
         return (self._last_timestamp + self._step) if self._last_timestamp is not None else 0

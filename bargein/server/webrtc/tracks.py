@@ -1,19 +1,23 @@
 """The call's media: the reply audio track the server sends, paced by the RTP clock, and the caller's audio decoded.
 
-:class:`ReplyAudioTrack` is what aiortc's RTP sender pulls a 20 ms frame from every 20 ms: the session's reply audio
-as it was queued (24 kHz pcm16), silence when there is nothing to play. It is also the server's playback truth:
-it knows which response's audio, and how far into its item, went on the wire with each frame (:class:`OnWire`), and
-a :meth:`ReplyAudioTrack.clear` drops everything queued, so the next frame is silence. Nothing here blocks: the
-sender's task awaits only the pacing sleep.
+:class:`ReplyAudioTrack` is what aiortc's RTP sender pulls a packet from every 20 ms: the session's reply audio as
+it was queued (24 kHz pcm16), silence when there is nothing to play, encoded by the track itself
+(:class:`~.opus.OpusEncoder`, in-band FEC on) so that aiortc only packs it. The frame is chosen and encoded after
+the pacing wait, the moment it is due, and goes out without a hop to aiortc's encoder thread; a
+:meth:`ReplyAudioTrack.clear` drops everything queued and resets the encoder, so the next packet is silence coded
+from nothing (not the cut reply's tail held in the codec's look-ahead). It is also the server's playback truth: it
+knows which response's audio, and how far into its item, went on the wire with each frame (:class:`OnWire`).
+Nothing here blocks: the sender's task awaits only the pacing sleep, and 20 ms of Opus encodes in well under a
+millisecond.
 """
 
 from __future__ import annotations
 
 import asyncio
-import fractions
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import av
 import numpy as np
@@ -21,13 +25,12 @@ import numpy.typing as npt
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 from bargein.audio.resample import LowDelayResampler
+from bargein.server.webrtc.opus import OpusEncoder
 
 SEND_RATE = 24_000
 """The rate the reply audio is queued at (and counted in, for the playback truth)."""
 OPUS_RATE = 48_000
-"""The rate each frame is handed to aiortc's Opus encoder at. The encoder resamples to 48 kHz in 20 ms frames: a
-48 kHz frame of 960 samples passes its resampler straight through, where a 24 kHz one left nearly a whole frame
-held back in it (20 ms more before a cut reaches the wire)."""
+"""The rate each frame is encoded at (Opus's own: no resampler inside the codec holds part of a frame back)."""
 FRAME_S = 0.020
 FRAME_SAMPLES = int(SEND_RATE * FRAME_S)
 OPUS_FRAME_SAMPLES = int(OPUS_RATE * FRAME_S)
@@ -82,6 +85,7 @@ class ReplyAudioTrack(MediaStreamTrack):
         """The newest reply audio sent (None before any, and after a :meth:`clear`)."""
         self.frames_sent = 0
         self._to_opus_rate = OpusRateFrames(SEND_RATE)
+        self._encoder = OpusEncoder()
 
     @property
     def holds_audio(self) -> bool:
@@ -104,24 +108,23 @@ class ReplyAudioTrack(MediaStreamTrack):
     def clear(self) -> OnWire | None:
         """Drop every queued sample (the next frame is silence): what was on the wire last, then forgotten."""
         last = self.on_wire
+        if self._queue or last is not None:
+            self._encoder.reset()
+            self._to_opus_rate = OpusRateFrames(SEND_RATE)
         self._queue.clear()
         self.queued_samples = 0
         self.on_wire = None
         return last
 
-    async def recv(self) -> av.AudioFrame:
-        """The next 20 ms frame, at its time on the RTP clock."""
+    async def recv(self) -> av.Packet[Any]:
+        """The next 20 ms packet, chosen and encoded at its time on the RTP clock."""
         if self.readyState != "live":
             raise MediaStreamError
         await self._pace()
-        samples = self._to_opus_rate.frame(self._take())
-        frame = av.AudioFrame.from_ndarray(samples.reshape(1, -1), format="s16", layout="mono")
-        frame.sample_rate = OPUS_RATE
-        frame.pts = self._pts
-        frame.time_base = fractions.Fraction(1, OPUS_RATE)
+        packet = self._encoder.encode(self._to_opus_rate.frame(self._take()), self._pts)
         self._pts += OPUS_FRAME_SAMPLES
         self.frames_sent += 1
-        return frame
+        return packet
 
     async def _pace(self) -> None:
         now = asyncio.get_running_loop().time()

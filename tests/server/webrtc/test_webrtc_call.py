@@ -32,6 +32,7 @@ async def test_a_call_is_answered_and_a_spoken_turn_gets_a_reply_with_audio_over
         async with WebRtcPeer(f"http://{host}") as peer:
             assert peer.location is not None and peer.location.startswith("/v1/realtime/calls/rtc_")
             assert "a=candidate:" in peer.answer_sdp and "m=audio" in peer.answer_sdp
+            assert "useinbandfec=1" in peer.answer_sdp  # the caller is asked for Opus in-band FEC
             await peer.next_event("session.created")
             peer.send({"type": "session.update", "session": {"instructions": "Be brief."}})
             _, updated = await peer.next_event("session.updated")
