@@ -11,8 +11,10 @@ reply's prompt would carry. A probe's fact is *recalled* when a note holds all i
 forgotten fact, or a note from another scope, in the notes is a failure however the rest went.
 
 ``--latency`` serves the default engines in a server process with 1,000 memories in the local scope and, after an
-unmeasured warm-up session, alternates sessions with memory on and off (``session.update`` ``memory: false``), the
-same questions in each, and reports first audio p50 for both (``bench/latency/first_audio.py``'s measure).
+unmeasured warm-up session, runs rounds of one session with memory on and one off (``session.update``
+``memory: false``), on, off; off, on; ... (A/B/B/A), the same clips in the same order in each. It reports first
+audio p50 for both (``bench/latency/first_audio.py``'s measure; the target) and their ratio, the median of the
+paired per-turn differences (turn ``i`` of a round's two sessions: the same clip), and each turn's endpoint.
 """
 
 from __future__ import annotations
@@ -104,7 +106,7 @@ def main() -> None:
     parser.add_argument("--latency", action="store_true", help="first audio with memory on vs off instead")
     parser.add_argument("--turns", type=int, default=20, help="--latency: turns per condition")
     parser.add_argument("--rounds", type=int, default=2,
-                        help="--latency: sessions per condition, alternating (on, off; off, on; ...)")
+                        help="--latency: rounds of one session per condition (on, off; off, on; ...)")
     args = parser.parse_args()
     if args.latency:
         from bench.quality.memory_latency import compare
