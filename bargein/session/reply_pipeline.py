@@ -70,8 +70,9 @@ class ReplySink(Protocol):
     def reply_tokens(self, count: int) -> None:
         """Tokens the LLM produced."""
 
-    def reply_tool_call(self, call: ToolCall) -> None:
-        """The model called one of the client's tools (or wrote a call that was refused)."""
+    def reply_tool_call(self, call: ToolCall, *, after_words: bool = False) -> None:
+        """The model called one of the client's tools (or wrote a call that was refused); ``after_words``: it wrote
+        words first (their message item precedes the call's, though their audio is still to come)."""
 
     def reply_server_call(self, call: ToolCall, outcome: ToolOutcome) -> None:
         """The model called a built-in tool, which the server ran."""
@@ -138,6 +139,7 @@ class ReplyPipeline:
         splitter = ClauseSplitter(first_max_words=FIRST_CLAUSE_WORDS)
         options = generation_options(plan.max_tokens, plan.tools, plan.truncation)
         tokens = 0
+        worded = False
         first_token_at: float | None = None
         try:
             source = reply_with_tools(
@@ -150,7 +152,7 @@ class ReplyPipeline:
                 if isinstance(token, ToolCall):
                     if tokens == 0:  # a reply that is only a client call still had a first token (marks count once)
                         sink.reply_mark("llm_first_token")
-                    sink.reply_tool_call(token)
+                    sink.reply_tool_call(token, after_words=worded)
                     continue
                 if isinstance(token, StageFallback):  # told before it is spoken, so before response.done
                     sink.reply_fallback(token)
@@ -158,6 +160,7 @@ class ReplyPipeline:
                     sink.reply_mark("llm_first_token")
                     first_token_at = time.monotonic()
                 tokens += 1
+                worded = worded or has_words(token)
                 if clauses is None:
                     sink.reply_text(token)
                     continue

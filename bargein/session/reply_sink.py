@@ -61,9 +61,10 @@ class HandleSink:
             self.handle.state.output_tokens += count
         self.progress(self.handle.response_id, "tokens", count)
 
-    def reply_tool_call(self, call: ToolCall) -> None:
-        """The model called a client tool."""
+    def reply_tool_call(self, call: ToolCall, *, after_words: bool = False) -> None:
+        """The model called a client tool (after writing words, when ``after_words``)."""
         if not self.handle.ended:
+            self.handle.state.worded = self.handle.state.worded or after_words
             self.handle.tool_call(call)
 
     def reply_server_call(self, call: ToolCall, outcome: ToolOutcome) -> None:

@@ -4,6 +4,11 @@ A :class:`ReplyState` owns the response's assistant item and emits, in protocol 
 output item and content part opened, audio/transcript (or text) deltas, then the closing events
 and ``response.done`` with the final status. Closing is idempotent, so a cancel racing the natural
 end cannot produce two ``response.done``.
+
+Output items are opened as the model produces them, as OpenAI's Realtime API does: the message item with the
+reply's first words, a ``function_call`` item with its call. A response that only calls tools has only its
+``function_call`` items (no empty message in the events, the ``response.done`` or the history); a response that
+produces nothing at all still has its empty message, so it is never without output.
 """
 
 from __future__ import annotations
@@ -44,7 +49,16 @@ class ReplyState:
     """Of the input tokens, those whose KV cache the model reused."""
     output_tokens: int = 0
     calls: list[Item] = field(default_factory=list)
-    """The ``function_call`` items of this response, after its message item (output_index 1, 2, ...)."""
+    """The ``function_call`` items of this response."""
+    outputs: list[Item] = field(default_factory=list)
+    """The output items opened so far, in order (an item's ``output_index`` is its place here)."""
+    message_index: int | None = None
+    """The message item's ``output_index`` once its first words opened it (None before)."""
+    conversation: Conversation | None = None
+    """Where the response's items go once they are opened (set by :meth:`open`)."""
+    worded: bool = False
+    """The model wrote words before a tool call: their message opens ahead of the call, in the order written, though
+    a spoken reply's words reach the client with their audio, after the call."""
     max_output_tokens: int | Literal["inf"] = "inf"
     """The token limit this response runs under (its own, else the session's), as reported."""
 
@@ -64,13 +78,13 @@ class ReplyState:
         return "audio" if self.audio else "text"
 
     def _ids(self) -> dict[str, Any]:
-        return {"response_id": self.response_id, "item_id": self.item.id, "output_index": 0,
+        return {"response_id": self.response_id, "item_id": self.item.id, "output_index": self.message_index,
                 "content_index": 0}
 
     def _response(self, status: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
         return response_object(
             self.response_id, status=status, modalities=self.modalities,
-            output=[self.item.wire(), *(call.wire() for call in self.calls)] if status != "in_progress" else [],
+            output=[item.wire() for item in self.outputs] if status != "in_progress" else [],
             status_details=details, metadata=self.metadata,
             usage=usage_object(self.input_tokens, self.output_tokens, self.cached_tokens)
             if status != "in_progress" else None,
@@ -79,11 +93,21 @@ class ReplyState:
         )
 
     def open(self, emit: Emit, conversation: Conversation) -> None:
-        """``response.created`` and the opening of its output item and content part."""
+        """``response.created``; its items open as the model produces them."""
+        self.conversation = conversation
         emit(Outgoing(event("response.created", response=self._response("in_progress"))))
-        previous = conversation.add(self.item) if self.in_conversation else None
-        emit(Outgoing(event("response.output_item.added", response_id=self.response_id, output_index=0,
-                            item=self.item.wire())))
+
+    def _open_message(self, emit: Emit) -> None:
+        """The opening of the message item (added to the conversation) and its content part, once."""
+        if self.message_index is not None:
+            return
+        self.message_index = len(self.outputs)
+        self.outputs.append(self.item)
+        previous = None
+        if self.in_conversation and self.conversation is not None:
+            previous = self.conversation.add(self.item)
+        emit(Outgoing(event("response.output_item.added", response_id=self.response_id,
+                            output_index=self.message_index, item=self.item.wire())))
         if self.in_conversation:
             emit(Outgoing(event("conversation.item.added", previous_item_id=previous, item=self.item.wire())))
         part = {"type": self.part_type, "transcript": ""} if self.audio else {"type": "text", "text": ""}
@@ -91,6 +115,7 @@ class ReplyState:
 
     def text_delta(self, emit: Emit, text: str) -> None:
         """A transcript (audio) or text delta."""
+        self._open_message(emit)
         self.text_parts.append(text)
         self.item.parts[0].text = "".join(self.text_parts)
         kind = "response.output_audio_transcript.delta" if self.audio else "response.output_text.delta"
@@ -99,6 +124,7 @@ class ReplyState:
 
     def audio_delta(self, emit: Emit, payload: bytes, duration_ms: float, words: Sequence[WordTiming]) -> None:
         """An audio delta; the item's length and word timings grow with what is actually sent."""
+        self._open_message(emit)
         offset = self.item.audio_ms
         self.item.words.extend(WordTiming(w.word, w.start_ms + offset, w.end_ms + offset) for w in words)
         self.item.audio_ms += duration_ms
@@ -107,9 +133,12 @@ class ReplyState:
 
     def function_call(self, emit: Emit, conversation: Conversation, call: ToolCall) -> Item:
         """A ``function_call`` output item: added, its arguments streamed and done, then the item done."""
+        if self.worded:
+            self._open_message(emit)
         item = Item(new_id("item"), "assistant", [], status="in_progress", type="function_call", call=call)
-        index = 1 + len(self.calls)
+        index = len(self.outputs)
         self.calls.append(item)
+        self.outputs.append(item)
         previous = conversation.add(item) if self.in_conversation else None
         emit(Outgoing(event("response.output_item.added", response_id=self.response_id, output_index=index,
                             item=item.wire())))
@@ -132,6 +161,18 @@ class ReplyState:
             return
         self.closed = True
         self.item.status = "completed" if status == "completed" else "incomplete"
+        if self.message_index is not None or not self.calls:  # a response of tool calls alone has no message
+            self._close_message(emit)
+        details: dict[str, Any] = {"type": status}
+        if reason:
+            details["reason"] = reason
+        if error:
+            details["error"] = error
+        emit(Outgoing(event("response.done", response=self._response(status, details))))
+
+    def _close_message(self, emit: Emit) -> None:
+        """The message item's closing events (opened first if it never had words: the response's only item)."""
+        self._open_message(emit)
         ids = self._ids()
         heard = self.item.heard_text()
         if self.audio:
@@ -142,16 +183,10 @@ class ReplyState:
             emit(Outgoing(event("response.output_text.done", **ids, text=heard)))
             part = {"type": "text", "text": heard}
         emit(Outgoing(event("response.content_part.done", **ids, part=part)))
-        emit(Outgoing(event("response.output_item.done", response_id=self.response_id, output_index=0,
-                            item=self.item.wire())))
+        emit(Outgoing(event("response.output_item.done", response_id=self.response_id,
+                            output_index=self.message_index, item=self.item.wire())))
         if self.in_conversation:
             emit(Outgoing(event("conversation.item.done", item=self.item.wire())))
-        details: dict[str, Any] = {"type": status}
-        if reason:
-            details["reason"] = reason
-        if error:
-            details["error"] = error
-        emit(Outgoing(event("response.done", response=self._response(status, details))))
 
 
 def reply_state(response_id: str, config: SessionConfig, params: ce.ResponseParams | None) -> ReplyState:

@@ -175,7 +175,7 @@ class WordSink:
     def reply_tokens(self, count: int) -> None:
         return None
 
-    def reply_tool_call(self, call: ToolCall) -> None:
+    def reply_tool_call(self, call: ToolCall, *, after_words: bool = False) -> None:
         return None
 
     def reply_server_call(self, call: ToolCall, outcome: Any) -> None:

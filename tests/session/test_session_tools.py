@@ -81,6 +81,42 @@ async def test_client_tool_call_round_trip() -> None:
     await h.session.close()
 
 
+class SaysThenCalls(FakeLanguageModel):
+    """Says it will look, then calls the client's ``get_weather``."""
+
+    async def stream_reply(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
+                           options: GenerationOptions | None = None) -> AsyncIterator[ReplyPiece]:
+        yield "Let me look that up."
+        yield resolve_call('{"city": "Oslo"}', offered_tools(options or GenerationOptions()), name="get_weather")
+
+
+async def test_a_response_that_only_calls_a_tool_has_no_message_item_and_one_that_speaks_first_keeps_it() -> None:
+    """As on OpenAI's Realtime API, a response's items are those the model produced: a call alone opens no empty
+    assistant message (not in the events, the ``response.done`` or the history); words then a call keep both, the
+    message first."""
+    for modality in ("text", "audio"):
+        for llm, expected in ((FakeLanguageModel(calls={"weather": ("get_weather", '{"city": "Paris"}')}),
+                               ["function_call"]), (SaysThenCalls(), ["message", "function_call"])):
+            h = Harness(llm)
+            await h.send(type="session.update", session={"tools": [WEATHER], "output_modalities": [modality]})
+            await h.say("weather please")
+            await h.send(type="response.create")
+            done = (await h.until("response.done"))["response"]
+            assert [item["type"] for item in done["output"]] == expected, modality
+            for kind in ("response.output_item.added", "response.output_item.done"):  # the message is done last
+                assert sorted((e["output_index"], e["item"]["type"]) for e in h.of(kind)) == \
+                    list(enumerate(expected)), (modality, kind)
+            added = [e for e in h.of("conversation.item.added") if e["item"].get("role") != "user"]
+            assert [e["item"]["type"] for e in added] == expected
+            assert sorted(e["item"]["type"] for e in h.of("conversation.item.done")
+                          if e["item"].get("role") != "user") == sorted(expected)
+            user = next(item.id for item in h.session.conversation if item.role == "user")
+            assert [e["previous_item_id"] for e in added] == [user, *(e["item"]["id"] for e in added[:-1])]
+            assert [item.type for item in h.session.conversation] == ["message", *expected]
+            assert bool(h.of("response.content_part.added")) == (expected[0] == "message")
+            await h.session.close()
+
+
 async def test_builtin_tools_run_on_the_server_and_the_client_hears_the_answer() -> None:
     llm = FakeLanguageModel(calls={"calculate": ("calculate", '{"expression": "17 * 23"}')})
     h = Harness(llm, builtins=default_registry())
