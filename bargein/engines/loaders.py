@@ -64,11 +64,11 @@ def load_llm(settings: Settings, *, worker_process: bool = False) -> tuple[Langu
 
         return FakeLanguageModel(token_delay_s=_fake_delay(settings)), "fake"
     if settings.llm_url:
-        from bargein.engines.think.openai_llm import OpenAICompatibleLanguageModel
+        from bargein.engines.think.openai_llm import OpenAICompatibleLanguageModel, public_url
 
         model = settings.llm_model if settings.llm_model != "default" else "default"
         return OpenAICompatibleLanguageModel(settings.llm_url, model, settings.llm_api_key), \
-            f"{model} at {settings.llm_url}"
+            f"{model} at {public_url(settings.llm_url)}"  # logged and shown: never its credentials
     from bargein.engines.think.llama_llm import DEFAULT_LLM, load_llama
     from bargein.engines.think.llm_models import describe
 

@@ -21,7 +21,9 @@ from starlette.requests import Request
 from bargein.config import Settings
 from bargein.server.auth import host_allowed, is_loopback, origin_allowed, peer_address
 
-_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s;,()<>\"']+")
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
+"""A URL runs to the next space: its password or query may hold any of , ; ( ) ' (RFC 3986's sub-delims)."""
+_TRAILING = re.compile(r"[;,.)\]>'\"]+$")
 _ERROR_KIND = re.compile(r"^(retry: )?((?:vad|asr|llm|tts|turn) )?(timed out|[A-Za-z_][\w.]*(?=: )|\w+ returned \w+)")
 WITHHELD = "details in the server's log"
 LOAD_FAILED = "the engines failed to load"
@@ -44,7 +46,17 @@ def operator_allowed(request: Request, settings: Settings) -> bool:
 
 def redact_urls(text: str) -> str:
     """``text`` with every URL's user, password, query and fragment left out."""
-    return _URL.sub(lambda match: _bare_url(match.group(0)), text)
+    return _URL.sub(_bare_token, text)
+
+
+def _bare_token(match: re.Match[str]) -> str:
+    """The URL bared, and the punctuation after it (``;`` ``,`` ``)`` ...) kept: it came after the URL, or ended
+    its query, which goes anyway."""
+    token = match.group(0)
+    trailing = _TRAILING.search(token)
+    if trailing is not None and "@" not in token[trailing.start():]:
+        return _bare_url(token[:trailing.start()]) + trailing.group(0)
+    return _bare_url(token)
 
 
 def _bare_url(url: str) -> str:

@@ -121,3 +121,17 @@ def test_urls_lose_their_credentials_and_errors_their_payloads() -> None:
     assert error_kind("asr timed out").startswith("asr timed out")
     assert error_kind("some upstream text without a kind") == "details in the server's log"
     assert error_kind(None) is None
+
+
+@pytest.mark.parametrize("url", [
+    "http://alice:hun,ter2@llm.internal:8080/v1", "http://alice:hun;ter2@llm.internal:8080/v1",
+    "http://alice:hun(ter2)@llm.internal:8080/v1", "http://alice:hun'ter2@llm.internal:8080/v1",
+    "http://llm.internal:8080/v1?api_key=sk,upstream", "http://llm.internal:8080/v1?api_key=sk(upstream)",
+])
+def test_a_credential_holding_a_delimiter_is_withheld_whole(url: str) -> None:
+    """RFC 3986 lets a password or a query hold , ; ( ) ': the whole of it goes, not only what precedes one."""
+    from bargein.server.operator_pages import redact_urls
+
+    shown = redact_urls(f"qwen at {url}")
+    assert shown.rstrip(")") == "qwen at http://llm.internal:8080/v1"  # a closing bracket may be the text's
+    assert [part for part in ("alice", "ter2", "upstream") if part in shown] == []

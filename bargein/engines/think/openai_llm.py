@@ -16,6 +16,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -30,6 +31,32 @@ log = logging.getLogger(__name__)
 
 class LanguageModelError(RuntimeError):
     """The server refused the request or sent something that is not a chat completion stream."""
+
+
+def public_url(url: str) -> str:
+    """``url`` as a log line or a description may show it: without its user, password, query or fragment (an
+    ``--llm-url`` may carry credentials in any of them)."""
+    try:
+        parts = urlsplit(str(url))
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port is not None else ""
+    except ValueError:
+        return "<url withheld>"
+    return urlunsplit((parts.scheme, (f"[{host}]" if ":" in host else host) + port, parts.path, "", ""))
+
+
+class _PublicUrls(logging.Filter):
+    """httpx logs every request's URL at INFO: it is shown as :func:`public_url`."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Rewrite the record's URL arguments; never drops a record."""
+        if isinstance(record.args, tuple) and any(isinstance(arg, httpx.URL) for arg in record.args):
+            record.args = tuple(public_url(str(arg)) if isinstance(arg, httpx.URL) else arg for arg in record.args)
+        return True
+
+
+if not any(isinstance(existing, _PublicUrls) for existing in logging.getLogger("httpx").filters):
+    logging.getLogger("httpx").addFilter(_PublicUrls())
 
 
 def to_openai_messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
@@ -128,6 +155,8 @@ class OpenAICompatibleLanguageModel(LanguageModel):
                  system_prompt: str | None = DEFAULT_SYSTEM_PROMPT, timeout_s: float = 60.0,
                  client: httpx.AsyncClient | None = None) -> None:
         self.base_url = base_url.rstrip("/")
+        self.shown_url = public_url(self.base_url)
+        """The URL for the log (the base URL may carry credentials)."""
         self.model = model
         self.system_prompt = system_prompt
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -185,7 +214,7 @@ class OpenAICompatibleLanguageModel(LanguageModel):
             if response.status_code >= 400:
                 detail = await _body_start(response, 500)
                 # the URL and the body are for the operator's log, not for the client
-                log.warning("%s/chat/completions answered %d: %s", self.base_url, response.status_code, detail)
+                log.warning("%s/chat/completions answered %d: %s", self.shown_url, response.status_code, detail)
                 raise LanguageModelError(f"the language model server answered HTTP {response.status_code}")
             lines = response.aiter_lines()
             events = 0
@@ -195,7 +224,7 @@ class OpenAICompatibleLanguageModel(LanguageModel):
                 if line is None:
                     if events == 0 and not cancel.cancelled:
                         # a 200 with an error body, a whole JSON completion, nothing: no reply, not an empty one
-                        log.warning("%s/chat/completions answered %d without events: %r", self.base_url,
+                        log.warning("%s/chat/completions answered %d without events: %r", self.shown_url,
                                     response.status_code, other)
                         raise LanguageModelError("the language model server's answer held no events")
                     return

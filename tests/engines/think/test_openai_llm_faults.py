@@ -5,6 +5,7 @@ never a connection held open for good, memory without bound, or a silent reply t
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 
 import httpx
@@ -130,3 +131,27 @@ async def test_an_error_status_reads_only_the_start_of_its_body() -> None:
         _ = [piece async for piece in llm.stream(HELLO, cancel=CancelToken())]
     await client.aclose()
     assert body.sent <= 1_048_576
+
+
+async def test_an_llm_url_with_credentials_appears_in_no_log_or_description(caplog: pytest.LogCaptureFixture) -> None:
+    """``--llm-url http://user:password@host/v1?key=...``: the startup line, httpx's line for every request
+    (INFO) and the error line name the server without the user, the password or the query."""
+    from bargein.config import Settings
+    from bargein.engines.loaders import load_llm
+
+    url = "http://alice:hunter2@llm.test/v1?api_key=sk-upstream"
+    llm, description = load_llm(Settings(llm_url=url, llm_model="m"))
+    assert isinstance(llm, OpenAICompatibleLanguageModel) and description == "m at http://llm.test/v1"
+    await llm.aclose()
+    answers = iter([httpx.Response(200, text='data: {"choices":[{"delta":{"content":"Hi"}}]}\n\ndata: [DONE]\n\n',
+                                   headers=SSE), httpx.Response(500, text="upstream failure")])
+    client = httpx.AsyncClient(transport=httpx.MockTransport(lambda request: next(answers)))
+    llm = OpenAICompatibleLanguageModel(url, "m", client=client)
+    with caplog.at_level(logging.INFO):
+        assert [piece async for piece in llm.stream(HELLO, cancel=CancelToken())] == ["Hi"]
+        with pytest.raises(LanguageModelError, match="500"):
+            _ = [piece async for piece in llm.stream(HELLO, cancel=CancelToken())]
+    await client.aclose()
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert "llm.test/v1" in logged, "nothing was logged: the test would prove nothing"
+    assert [secret for secret in ("alice", "hunter2", "sk-upstream") if secret in logged] == []
