@@ -124,3 +124,34 @@ def test_a_spec_that_builds_no_service_is_refused_at_start() -> None:
 def test_a_bare_engine_describes_itself() -> None:
     assert WorkerSpec("bargein.engines.fakes:FakeRecognizer").build_engine()[1] == "FakeRecognizer"
     assert WorkerSpec("bargein.engines.fakes:FakeSynthesizer").build_engine()[1] == "FakeSynthesizer"
+
+
+class _Session:
+    """A session as the server holds one: weakly referable, freed when it ends (so its ``id()`` is reused)."""
+
+
+async def test_a_new_session_never_carries_an_ended_sessions_key_into_the_worker(echo: EngineProcess) -> None:
+    """The LLM worker keeps each session's KV snapshots under the key its requests carry: a session that got the
+    key of one that ended would be served that conversation whole, and its first-token time would tell it."""
+    import gc
+    import weakref
+
+    async def as_session(session: _Session) -> list[Any]:
+        current_owner.set(session)
+        return await ask(echo, "owner")
+
+    ended = _Session()
+    ended_id, alive = id(ended), weakref.ref(ended)
+    ended_key = await asyncio.create_task(as_session(ended))
+    del ended
+    for _ in range(5):  # the request's last callbacks (and their contexts) go on the next few loop turns
+        await asyncio.sleep(0.01)
+    gc.collect()
+    assert alive() is None, "the ended session is still referenced"
+    held: list[_Session] = []
+    new = _Session()
+    while id(new) != ended_id and len(held) < 10_000:  # CPython hands the freed memory to a new object soon
+        held.append(new)
+        new = _Session()
+    assert id(new) == ended_id, "no new session took the ended one's memory: the test would prove nothing"
+    assert await asyncio.create_task(as_session(new)) != ended_key
