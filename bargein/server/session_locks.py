@@ -8,7 +8,8 @@ add (the official client passes it as ``extra_body``)::
 
 A session opened with that secret then refuses, with a ``session_field_locked`` error, any ``session.update``
 that would change a locked field (the whole update: nothing of it is applied, so the field keeps its value;
-one that repeats the same value, as some SDKs resend their whole configuration, passes) and any
+one that repeats the same value, as some SDKs resend their whole configuration, passes; one that changes a
+locked field through another, as a new language brings its default instructions, does not) and any
 ``response.create`` that overrides one for a reply. Locking ``instructions`` also refuses ``system`` messages
 from the client, which would otherwise stand in for them. With ``hide_locked`` the locked fields are left out of
 ``session.created`` and ``session.updated`` as the browser receives them.
@@ -92,13 +93,15 @@ class SessionLocks:
 
     def _session_changes(self, message: ce.SessionUpdate, config: SessionConfig) -> list[str]:
         touched = sorted(self.locked & set(message.session))
-        if not touched:
-            return []
-        try:
-            updated = config.updated({name: message.session[name] for name in touched})
-        except (ValidationError, ValueError):  # an invalid value of a locked field is a change all the same
-            return touched
-        return [name for name in touched if _plain(getattr(updated, name)) != _plain(getattr(config, name))]
+        try:  # the whole update: one field may move another (a new language brings its default instructions)
+            updated = config.updated(message.session)
+        except (ValidationError, ValueError):  # the update is refused anyway; judge the locked fields it names
+            try:
+                updated = config.updated({name: message.session[name] for name in touched})
+            except (ValidationError, ValueError):  # an invalid value of a locked field is a change all the same
+                return touched
+        return [name for name in sorted(self.locked)
+                if _plain(getattr(updated, name)) != _plain(getattr(config, name))]
 
     def visible(self, wire: str, event_type: str, event: dict[str, Any]) -> str:
         """``wire`` as the client may see it: hidden locked fields left out of the session events."""

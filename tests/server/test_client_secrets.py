@@ -387,3 +387,22 @@ def test_locks_compare_what_an_update_would_make_of_the_field() -> None:
         assert refused_change.value.code == "session_field_locked"
     with pytest.raises(ValueError, match="cannot lock"):
         LockRequest(locked=["type"])
+
+
+def test_a_locked_field_cannot_be_changed_through_another_field() -> None:
+    """A change of language brings that language's default instructions: with ``instructions`` locked (the
+    backend kept the default), an update that names only the transcription language must not swap them."""
+    from bargein.protocol import client_events as ce
+    from bargein.protocol.errors import ProtocolError
+    from bargein.server.session_locks import LockRequest, SessionLocks
+
+    locks = SessionLocks.of(LockRequest(locked=["instructions"]))
+    config = SessionConfig()
+    update = ce.parse_client_event(json.dumps({"type": "session.update", "session": {
+        "audio": {"input": {"transcription": {"model": "whisper-1", "language": "zh"}}}}}))
+    assert isinstance(update, ce.SessionUpdate)
+    assert config.updated(update.session).instructions != config.instructions  # what the lock must stop
+    with pytest.raises(ProtocolError) as refused:
+        locks.check(update, config)
+    assert refused.value.code == "session_field_locked" and refused.value.param == "instructions"
+    locks.check(update, config.updated({"instructions": "The backend's own."}))  # its own instructions stay put
