@@ -66,10 +66,28 @@ def client_address(scope: Mapping[str, Any]) -> str | None:
 
     Only ``--forwarded-allow-ips`` proxies get ``scope["client"]`` rewritten (``X-Forwarded-For`` from anyone
     else is ignored), so a client cannot pick its own address; behind a proxy, counting the socket's peer would
-    count every user of the server as one client.
+    count every user of the server as one client. One host's addresses count as one client (an IPv6 /64).
     """
     client = scope.get("client")
-    return str(client[0]) if client else peer_address(scope)
+    address = str(client[0]) if client else peer_address(scope)
+    return None if address is None else _one_client(address)
+
+
+IPV6_CLIENT_PREFIX = 64
+"""An IPv6 host is given a whole /64 and may use any address of it: one client per /64, not per address."""
+
+
+def _one_client(address: str) -> str:
+    """The key one client's addresses share: an IPv4 address (mapped into IPv6 or not), an IPv6 /64."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    if isinstance(ip, ipaddress.IPv4Address) or ip.is_loopback:
+        return str(ip)
+    return str(ipaddress.ip_network(f"{ip}/{IPV6_CLIENT_PREFIX}", strict=False))
 
 
 def offered_key(websocket: HTTPConnection) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -268,3 +269,22 @@ def test_the_per_client_session_cap_holds_across_workers() -> None:
             ws.close()
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_one_host_counts_as_one_client_whichever_of_its_addresses_it_uses() -> None:
+    """An IPv6 host holds a whole /64 (privacy addresses, or any it binds): a cap per exact address would let it
+    open ``max_connections_per_client`` sessions from each. An IPv4 address mapped into IPv6 is that address."""
+    from bargein.server.auth import client_address
+    from bargein.server.client_counts import LocalSessionCounts
+
+    def key(host: str) -> str | None:
+        return client_address({"type": "websocket", "client": (host, 50_000)})
+
+    one_host = ["2001:db8:1:2::1", "2001:db8:1:2:a:b:c:d", "2001:DB8:1:2:ffff:ffff:ffff:fffe"]
+    assert len({key(host) for host in one_host}) == 1
+    assert key("2001:db8:1:2::1") != key("2001:db8:1:3::1")
+    assert key("::ffff:203.0.113.7") == key("203.0.113.7") != key("203.0.113.8")
+    assert key("::1") == "::1" and key("127.0.0.1") == "127.0.0.1"
+    counts = LocalSessionCounts(per_address=2)
+    admitted = [asyncio.run(counts.acquire(key(host) or "unknown")) for host in one_host]
+    assert admitted == [True, True, False]
