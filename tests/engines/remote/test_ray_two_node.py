@@ -3,7 +3,8 @@
 Two "machines" on 127.0.0.1, each with its own throwaway HOME and Ray temp dir and its own free ports: B makes
 a token (``ray get-auth-token --generate``) and starts a head with ``RAY_AUTH_MODE=token``; A gets a copy of
 B's token and joins with ``--num-cpus 0``. Then bargein's own join (what ``bargein serve --ray-address`` runs)
-accepts the cluster and sees both nodes alive, and a client without the token is refused. Each node runs as
+accepts the cluster and sees both nodes alive, and a client without the token is refused, at the GCS and at the
+head's Ray Client port (one with it runs code there). Each node runs as
 ``ray start --block`` so stopping it stops exactly its processes (never ``ray stop``: it stops every Ray
 cluster of the machine's user).
 """
@@ -40,6 +41,14 @@ print(json.dumps([node["NodeManagerPort"] for node in ray.nodes() if node["Alive
 ray.shutdown()
 """
 """bargein's join as ``bargein serve --ray-address`` makes it, then the alive nodes' manager ports as JSON."""
+_STRANGER_RUNS_CODE = """
+import sys
+import ray
+ray.init(sys.argv[1], logging_level="ERROR")
+print("ran:", ray.get(ray.remote(lambda: 6 * 7).remote()))
+"""
+"""A client of the head's Ray Client server (``ray://``, port 10001 by default, on every interface) runs code:
+machine A with the token may, a stranger without one (its own HOME, token auth off) may not."""
 
 
 def _free_ports(count: int) -> list[int]:
@@ -161,6 +170,15 @@ def test_the_documented_two_node_cluster_requires_the_token(homes: tuple[Path, P
         assert joined.returncode == 0, joined.stderr.decode(errors="replace")[-3000:]
         alive = json.loads(joined.stdout.decode().strip().splitlines()[-1])
         assert sorted(alive) == sorted(node.manager_port for node in nodes)
+
+        client = f"ray://{LOOPBACK}:{client_port}"
+        stranger = subprocess.run([sys.executable, "-c", _STRANGER_RUNS_CODE, client],
+                                  env={**_machine_env(home_a / "stranger"), "RAY_AUTH_MODE": "disabled"},
+                                  capture_output=True, timeout=START_TIMEOUT_S * 2, check=False)
+        friend = subprocess.run([sys.executable, "-c", _STRANGER_RUNS_CODE, client], env=_machine_env(home_a),
+                                capture_output=True, timeout=START_TIMEOUT_S * 2, check=False)
+        assert b"ran: 42" in friend.stdout, friend.stderr.decode(errors="replace")[-3000:]  # the port serves
+        assert b"ran: 42" not in stranger.stdout, "the head's Ray Client port ran a stranger's code without a token"
     finally:
         for node in reversed(nodes):
             node.stop()
