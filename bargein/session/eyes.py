@@ -49,21 +49,27 @@ STALE_NOTE_S = 10.0
 """A note older than this is said to be from a while ago (the camera has sent nothing newer)."""
 
 
+CAMERA_GUIDANCE = ("The user's camera, as read by a text and face detector, is described below. Mention the camera "
+                   "only when the question needs it. When the user asks what it says, answer with the writing it "
+                   "shows, word for word, or say you see no writing if it shows none.")
+"""How to use the camera message, the same words for every note: it opens the message, so the model's prompt cache
+keeps it when a new note changes only what follows it (the facts, about a third of the message's tokens)."""
+
+
 def camera_message(note: SceneNote, age_s: float) -> ChatMessage:
     """The scene note as a system message for just before the user's question: the question leads and stays the
     user's own words; the note is context, and says how to use it, so the model answers the question instead of
-    describing the picture. (The embedded model read the sign in 15 of 18 fit-half frames so, against 11 with the
-    note quoted after the question; after the history, the prompt cache keeps everything before it.)"""
+    describing the picture (after the history, the prompt cache keeps everything before it). The guidance comes
+    first and the note's facts last, so a new note costs the model only the facts when it reads the prompt again
+    (the turn's prompt is warmed while the user speaks, and warmed again when the note changes)."""
     if note.text:
-        writing = (f'It shows writing that reads exactly: "{" ".join(note.text)}". When the user asks what it says, '
-                   "answer with that writing, word for word.")
+        writing = f'It shows writing that reads exactly: "{" ".join(note.text)}".'
     else:
-        writing = "It shows no writing at all; if the user asks what it says, say you see no writing."
-    when = " as it was a while ago (nothing newer has come)" if age_s > STALE_NOTE_S else ""
+        writing = "It shows no writing at all."
     faces = {0: "no face", 1: "one face"}.get(note.faces, f"{note.faces} faces")
     also = "; ".join(part for part in (faces, note.light, note.motion) if part)
-    return ChatMessage("system", f"The user's camera{when}, as read by a text and face detector. {writing} "
-                                 f"(Also in view: {also}.) Mention the camera only when the question needs it.")
+    when = " That is as it was a while ago: nothing newer has come." if age_s > STALE_NOTE_S else ""
+    return ChatMessage("system", f"{CAMERA_GUIDANCE} {writing} (Also in view: {also}.){when}")
 
 
 class SessionEyes(QuietObserver):
@@ -98,12 +104,16 @@ class SessionEyes(QuietObserver):
         self._clock = clock
         self._last_read: Frame | None = None
         self.rewarm: Callable[[str], None] | None = None
-        """Warms the reply's prompt again with the user's words so far (the session's executor): called when a new
-        note changes the camera message while the user is still speaking a turn the core has warmed."""
+        """Warms the reply's prompt with the user's words so far (the session's executor): called when a turn's
+        speech starts with a note in view (no words yet), and when a new note changes the camera message while the
+        user is still speaking a turn that was warmed."""
         self._warming: tuple[str, str] | None = None
-        """The turn being spoken whose prompt the core had warmed, and the words it warmed with (None: none)."""
+        """The turn being spoken whose prompt was warmed (at its start, or by the core), and the words it was
+        warmed with (None: none)."""
         self._warmed_message = ""
         """The camera message the turn's prompt was last warmed with."""
+        self._live_replies: set[str] = set()
+        """Replies started and not yet completed or cancelled (at most a few: the core closes each)."""
 
     @property
     def image_token_budget(self) -> int:
@@ -169,10 +179,11 @@ class SessionEyes(QuietObserver):
         self._rewarm_if_changed()
 
     def _rewarm_if_changed(self) -> None:
-        """While the user speaks a turn whose prompt the core warmed, a note that changes the camera message warms
-        the prompt again with it (same words), so the model has read the message before the turn's silence and
-        the reply evaluates only the question (a note whose message is unchanged, as a near-duplicate scene's, or
-        one after the silence, whose note is pinned, warms nothing)."""
+        """While the user speaks a turn whose prompt was warmed, a note that changes the camera message warms the
+        prompt again with it (same words), so the model has read the message before the turn's silence and the
+        reply evaluates only the question; the message's guidance stays in the model's cache, only its facts are
+        read again (a note whose message is unchanged, as a near-duplicate scene's, or one after the silence, whose
+        note is pinned, warms nothing)."""
         seen = self._turn_note()
         if self._warming is None or self.rewarm is None or self.settings.mode == "native" or seen is None:
             return
@@ -287,7 +298,8 @@ class SessionEyes(QuietObserver):
 
     def _track_warming(self, action: v.Action) -> None:
         """The core's ``WarmPrompt`` says a reply may follow the turn being spoken (it warmed the prompt with the
-        note then current); from the turn's silence, or its end, a new note warms nothing."""
+        note then current), as does a turn's start with a note in view (:meth:`_warm_at_speech_start`); from the
+        turn's silence, or its end, a new note warms nothing."""
         if isinstance(action, v.WarmPrompt):
             seen = self._turn_note()
             self._warming = (action.item_id, action.text)
@@ -295,6 +307,26 @@ class SessionEyes(QuietObserver):
         elif isinstance(action, v.SilenceBegan | v.SpeechStopped | v.SegmentAbandoned | v.CommitBuffer
                         | v.SpeechStarted):
             self._warming = None
+        if isinstance(action, v.StartReply):
+            self._live_replies.add(action.response_id)
+        elif isinstance(action, v.CompleteReply | v.CancelReply):
+            self._live_replies.discard(action.response_id)
+        elif isinstance(action, v.SpeechStarted):
+            self._warm_at_speech_start(action.item_id)
+
+    def _warm_at_speech_start(self, item_id: str) -> None:
+        """A turn begins with a note in view: warm its prompt with the camera message at once (no words yet), so the
+        model has read the message by the turn's silence (the core's own warm waits for a partial of the words, a
+        second or more in, too late for the message's tokens on a busy core); later notes warm it again. Not over
+        a live reply (whose end, and so the turn's history, is not known yet, as the core's warm), nor where the
+        turn gets no reply of its own."""
+        seen = self._turn_note()
+        detection = self._config().audio.input.turn_detection if self._config is not None else None
+        if (seen is None or self.rewarm is None or self.settings.mode == "native" or self._live_replies
+                or detection is None or not detection.create_response):
+            return
+        self._warming, self._warmed_message = (item_id, ""), camera_message(*seen).content
+        self.rewarm("")
 
     def on_action(self, action: v.Action) -> None:
         """A turn's speech opens and closes the clip of frames it keeps; its commit fixes the note's age, which the

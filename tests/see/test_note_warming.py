@@ -3,12 +3,15 @@ camera message before the turn's silence and the reply evaluates only the questi
 
 from __future__ import annotations
 
+import json
+
 from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.see.scene import SceneNote
 from bargein.see.shared import Seeing
 from bargein.see.vision import VisionSettings
 from bargein.session.core import vocabulary as v
+from bargein.session.eyes import CAMERA_GUIDANCE, camera_message
 from bargein.session.realtime_session import RealtimeSession
 from bargein.values import ChatMessage
 from tests.see.test_note_age import frame_of
@@ -17,6 +20,12 @@ from tests.session.test_prompt_warming import PrefillingModel
 
 def note(text: str, at_ms: float) -> SceneNote:
     return SceneNote((text,), 0, "even light", (), None, at_ms)
+
+
+def shared_start(*texts: str) -> str:
+    """The longest start every one of ``texts`` has."""
+    end = next((i for i, chars in enumerate(zip(*texts, strict=False)) if len(set(chars)) > 1), min(map(len, texts)))
+    return texts[0][:end]
 
 
 def warm_turn(session: RealtimeSession, text: str) -> None:
@@ -35,17 +44,17 @@ async def test_a_note_changed_mid_turn_warms_the_prompt_the_reply_then_extends()
     eyes._noted(note("EXIT 12", 0.0), frame, 1.0)
     assert llm.prefilled == []  # no turn is being spoken
     eyes.on_action(v.SpeechStarted("item_1", 0.0))
-    warm_turn(session, "which exit")
-    assert len(llm.prefilled) == 1 and "EXIT 12" in llm.prefilled[0][0][-2].content
+    warm_turn(session, "which exit")  # warmed twice: at the speech's start, then with the words
+    assert len(llm.prefilled) == 2 and "EXIT 12" in llm.prefilled[-1][0][-2].content
     eyes._noted(note("EXIT 12", 500.0), frame, 2.0)  # the same message again (the same scene read): nothing
-    assert len(llm.prefilled) == 1
-    eyes._noted(note("GATE 7", 1000.0), frame, 3.0)  # the camera turned to a new sign mid-turn
     assert len(llm.prefilled) == 2
+    eyes._noted(note("GATE 7", 1000.0), frame, 3.0)  # the camera turned to a new sign mid-turn
+    assert len(llm.prefilled) == 3
     warmed = llm.prefilled[-1][0]
     assert warmed[-1] == ChatMessage("user", "which exit")  # the words the core warmed the turn with
     eyes.on_action(v.SilenceBegan("item_1", 2000.0))
     eyes._noted(note("PLATFORM 4", 2500.0), frame, 4.0)  # after the silence the turn's note is pinned
-    assert len(llm.prefilled) == 2
+    assert len(llm.prefilled) == 3
     asked = [*session.conversation.chat_messages(session.config.instructions),
              ChatMessage("user", "which exit is it?")]
     answered = eyes.prompt("resp_1", asked)
@@ -64,3 +73,52 @@ async def test_no_note_warms_a_turn_the_core_did_not_warm() -> None:
     eyes._noted(note("GATE 7", 500.0), frame, 2.0)
     assert llm.prefilled == []
     await session.close()
+
+
+async def test_a_turn_that_starts_with_a_note_in_view_is_warmed_with_it_at_once() -> None:
+    """The core's own warm waits for a partial of the words (a second or more in); the camera message, some 60
+    tokens, is read by then only if its warm began when the speech did."""
+    llm = PrefillingModel()
+    session = RealtimeSession(Engines(FakeVad(), FakeRecognizer(("hello",)), llm, FakeSynthesizer(),
+                                      see=Seeing(VisionSettings("notes"))))
+    eyes = session.eyes
+    eyes._noted(note("EXIT 12", 0.0), frame_of(1, 0.0), 1.0)
+    eyes.on_action(v.SpeechStarted("item_1", 0.0))
+    assert len(llm.prefilled) == 1
+    at_start = llm.prefilled[0][0]
+    assert at_start[-1] == ChatMessage("user", "") and "EXIT 12" in at_start[-2].content  # no words yet
+    warm_turn(session, "which exit")  # the core's warm, a partial later: the same note, the words after it
+    assert llm.prefilled[-1][0][:-1] == at_start[:-1]
+    eyes.on_action(v.SilenceBegan("item_1", 2000.0))
+    asked = [*session.conversation.chat_messages(session.config.instructions),
+             ChatMessage("user", "which exit is it?")]
+    assert eyes.prompt("resp_1", asked)[:-1] == at_start[:-1]  # the reply adds only its question
+    await session.close()
+
+
+async def test_no_warm_at_the_start_of_a_turn_over_a_live_reply_or_one_that_gets_no_reply() -> None:
+    llm = PrefillingModel()
+    session = RealtimeSession(Engines(FakeVad(), FakeRecognizer(("hello",)), llm, FakeSynthesizer(),
+                                      see=Seeing(VisionSettings("notes"))))
+    eyes = session.eyes
+    eyes._noted(note("EXIT 12", 0.0), frame_of(1, 0.0), 1.0)
+    eyes.on_action(v.StartReply("resp_1", "turn_detected", None))
+    eyes.on_action(v.SpeechStarted("item_1", 0.0))  # over the live reply: its end is not known yet
+    assert llm.prefilled == []
+    eyes.on_action(v.CompleteReply("resp_1", "completed"))
+    await session.handle_message(json.dumps({"type": "session.update", "session": {
+        "audio": {"input": {"turn_detection": {"type": "server_vad", "create_response": False}}}}}))
+    eyes.on_action(v.SpeechStarted("item_2", 5000.0))  # the client asks for its replies itself
+    assert llm.prefilled == []
+    await session.close()
+
+
+def test_a_new_note_changes_only_the_end_of_the_camera_message() -> None:
+    """The guidance opens the message and the facts close it, so the prompt cache keeps the guidance when the note
+    changes and a warm evaluates the new facts only."""
+    first = camera_message(SceneNote(("EXIT 12",), 0, "even light", (), "little motion", 0.0), 1.0).content
+    second = camera_message(SceneNote(("GATE 7",), 1, "dim light", (), "much motion", 500.0), 1.0).content
+    blank = camera_message(SceneNote((), 0, "even light", (), None, 900.0), 30.0).content
+    shared = shared_start(first, second, blank)
+    assert shared.startswith(CAMERA_GUIDANCE)
+    assert len(first) - len(shared) < len(first) / 3
