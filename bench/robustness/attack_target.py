@@ -27,6 +27,8 @@ class Target:
     per_client: int
     duration_s: float
     events_per_s: float = 200.0
+    event_burst: int = 200
+    """The server's ``--event-burst``: events it serves at once before the rate holds them back."""
     webrtc_connect_timeout_s: float = 15.0
     """How long an answered WebRTC call may take to connect before the server reaps it."""
     offer_refill_s: float = 0.0
