@@ -4,12 +4,13 @@ One Python process holds the GIL for everything its sessions do, so one process 
 ``--workers N`` uvicorn's supervisor starts N worker processes that accept on the same listening socket
 (the kernel hands each new connection to whichever worker accepts first, so a busy worker takes fewer),
 restarts a worker that dies, and each worker builds the app below from the settings the parent passed
-in its environment, less the keys: those (the API keys, the LLM's key, the shared engines' hub key)
-travel in uvicorn's configuration, which reaches each worker over its spawn pipe (:class:`WorkerConfig`),
-so no worker's environment or command line holds a key. The stages that run in worker processes (Whisper,
-the embedded LLM, Kokoro) are loaded once, in this parent, and shared by every session worker
-(:mod:`bargein.server.shared_engines`; ``--engines-per-worker`` has each session worker load its own); each
-worker admits sessions against its own load, and publishes its figures so that any worker's ``/metrics`` covers all.
+in its environment, less the keys: those (the API keys, the LLM's key, the metrics key, a memory URL with
+its password, the shared engines' hub key) travel in uvicorn's configuration, which reaches each worker over
+its spawn pipe (:class:`WorkerConfig`), so no worker's environment or command line holds a key. The stages that
+run in worker processes (Whisper, the embedded LLM, Kokoro) are loaded once, in this parent, and shared by every
+session worker (:mod:`bargein.server.shared_engines`; ``--engines-per-worker`` has each session worker load its
+own); each worker admits sessions against its own load, and publishes its figures so that any worker's
+``/metrics`` covers all.
 """
 
 from __future__ import annotations

@@ -101,3 +101,25 @@ def test_the_keys_reach_a_worker_through_its_configuration_never_its_environment
     assert in_worker.api_keys == ["sk-client-key"] and in_worker.llm_api_key == "sk-llm-key"
     assert os.environ["BARGEIN_API_KEYS"] == '["sk-client-key"]'  # the parent's own environment is restored
     assert os.environ["OPENAI_API_KEY"] == "sk-another-services-key"
+
+
+def test_the_metrics_key_and_a_memory_urls_password_reach_no_workers_environment_and_no_engine(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The metrics key reads /metrics, a memory URL's password opens every user's memories: like the API keys
+    they reach a session worker through its configuration only, and an engine worker not at all."""
+    from bargein.engines.process import frames, wire
+
+    monkeypatch.setenv("BARGEIN_METRICS_KEY", "mk-scraper-secret")
+    monkeypatch.setenv("BARGEIN_MEMORY_URL", "postgresql://bargein:pw-secret@db.internal/memories")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    settings = Settings(workers=2)
+    config = pickle.loads(pickle.dumps(workers.worker_config(settings, "warning")))  # as uvicorn's spawn pipe
+    monkeypatch.setattr(workers, "WORKER_PROTOCOLS", workers.WorkerProtocols())
+    with workers.worker_environment(settings):
+        leaked = [key for key, value in os.environ.items() if "mk-scraper" in value or "pw-secret" in value]
+        assert leaked == [], f"a worker would inherit a secret in {leaked}"
+        config.load()
+        in_worker = workers.worker_settings()
+    assert in_worker.metrics_key == "mk-scraper-secret" and in_worker.memory_url == settings.memory_url
+    frame = frames.encode(("spec", wire.WorkerSpec("x:y", {"settings": settings})), wire._describe)
+    assert b"mk-scraper" not in frame and b"pw-secret" not in frame, "an engine worker would receive a secret"

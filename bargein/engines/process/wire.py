@@ -95,8 +95,9 @@ WIRE_TYPES: dict[str, str] = {
 }
 """The only objects that cross the wire besides plain values: dataclasses built from their fields (and the
 settings, from their validated dump). A reader builds no other type, whatever a frame names."""
-SECRET_SETTINGS = frozenset({"api_keys", "llm_api_key"})
-"""Settings no worker process needs: left out when settings cross to one (a worker sees no key)."""
+SECRET_SETTINGS = frozenset({"api_keys", "llm_api_key", "metrics_key", "memory_url"})
+"""Settings no engine worker needs: left out when settings cross to one (a worker sees no key, and no memory URL,
+whose password opens every user's memories); a session worker gets them through its configuration."""
 
 
 @cache
