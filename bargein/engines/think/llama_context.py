@@ -67,8 +67,9 @@ class LlamaPrompt:
 
     def fit_public(self, messages: Sequence[ChatMessage], options: GenerationOptions) -> tuple[list[int], int]:
         """:meth:`fit`'s tokens, and how many of them no user wrote: the prompt's public prefix, as long as
-        it agrees with the rendering of the instructions and the offered tools alone (the KV caches another
-        session may reuse; see :mod:`~bargein.engines.think.llama_kv`)."""
+        it agrees with the rendering of the instructions (the first system message, not the system notes after
+        it) and the offered tools alone (the KV caches another session may reuse; see
+        :mod:`~bargein.engines.think.llama_kv`)."""
         n_ctx = self.n_ctx
         limit = n_ctx * CHARS_PER_TOKEN_CAP
         history = [m if len(m.content) <= limit else replace(m, content=f"{m.content[:limit // 2]} … "
@@ -101,11 +102,10 @@ class LlamaPrompt:
         return tokens, self._public_length(history, options, tokens)
 
     def _public_length(self, history: list[ChatMessage], options: GenerationOptions, tokens: list[int]) -> int:
-        leading: list[ChatMessage] = []
-        for message in history:
-            if message.role != "system":
-                break
-            leading.append(ChatMessage(role="system", content=message.content))
+        # the instructions only: a system message after them is a camera's note or a client's own system item,
+        # what a user's camera saw or a user wrote, which another session must not be able to guess by its timing
+        leading = [ChatMessage(role="system", content=history[0].content)] \
+            if history and history[0].role == "system" else []
         key = (tuple(message.content for message in leading), repr(options.tools), repr(options.tool_choice))
         public = self._public.get(key)
         if public is None:

@@ -324,3 +324,28 @@ async def test_another_session_reuses_the_instructions_never_a_conversation(mode
         "session B's first-token time would tell it how session A's conversation began"
     again = await asyncio.create_task(as_session("a"))
     assert again.reused_tokens == again.prompt_tokens - 1  # A's own conversation comes back whole
+
+
+async def test_another_session_reuses_no_system_note_a_user_caused(model: LlamaLanguageModel) -> None:
+    """A camera note (or a client's own system item) follows the instructions as a system message: it is what a
+    user's camera saw or a user wrote, so another session guessing it must not be served it from the cache."""
+    from bargein.engines.fair import current_owner
+
+    instructions = ChatMessage("system", "You are a helpful voice assistant. Answer in one short sentence.")
+    note = ChatMessage("system", "The user's camera, as read by a text detector, shows a card: PIN 4921, account "
+                                 "number 7781 3345 0912, holder Jane Q. Example, expiry 09/29, code 118.")
+    secret = [instructions, note, user("What does the card say?")]
+    alone = [instructions, user("What does the card say?")]
+
+    async def as_session(name: str, messages: list[ChatMessage]) -> TurnStats:
+        current_owner.set(name)
+        await collect(model, messages)
+        assert model.last_stats is not None
+        return model.last_stats
+
+    await asyncio.create_task(as_session("c", alone))
+    shared_instructions = (await asyncio.create_task(as_session("d", alone))).reused_tokens
+    await asyncio.create_task(as_session("a", secret))
+    guess = await asyncio.create_task(as_session("b", secret))  # B guesses A's camera note, word for word
+    assert 0 < guess.reused_tokens <= shared_instructions, \
+        "session B's first-token time would tell it what session A's camera saw"
