@@ -175,3 +175,21 @@ def test_an_item_that_makes_its_session_forget_is_charged_only_what_it_adds_and_
         history.add(Item("c", "user", [Part("input_text", "\U0001f600" * 522_000)]), from_client=True)
     assert [item.id for item in history] == ["b"] and (ledger.total, history.bytes) == before
     assert history.forgotten == 1
+
+
+def test_function_items_and_audio_transcripts_are_charged_to_the_clients_budget() -> None:
+    """The budgets hold for every kind of item a client creates, not only input_text: a function call's
+    arguments, a function call output and an input_audio part's transcript weigh what they hold in memory."""
+    from bargein.server.history_budget import HistoryLedger
+
+    ledger = HistoryLedger(per_client=150_000, per_worker=10_000_000)
+    history = Conversation(account=ledger.account("10.0.0.1"))
+    wide = "\U0001f600" * 16_000  # 64 KB in memory in 16,000 characters (128 KB once validated: its UTF-8 is kept)
+    history.add(function_item(FunctionCallItem(type="function_call", name="f", call_id="c1", arguments=wide)),
+                from_client=True)
+    for item in (function_item(FunctionCallOutputItem(type="function_call_output", call_id="c1", output=wide)),
+                 Item("heard", "user", [Part("input_audio", wide)])):
+        with pytest.raises(ProtocolError) as refused:
+            history.add(item, from_client=True)
+        assert refused.value.code == "history_budget_exceeded"
+    assert len(history) == 1 and ledger.total == history.bytes > 100_000
