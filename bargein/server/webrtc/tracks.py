@@ -4,9 +4,11 @@
 it was queued (24 kHz pcm16), silence when there is nothing to play, encoded by the track itself
 (:class:`~.opus.OpusEncoder`, in-band FEC on) so that aiortc only packs it. The frame is chosen and encoded after
 the pacing wait, the moment it is due, and goes out without a hop to aiortc's encoder thread; a
-:meth:`ReplyAudioTrack.clear` drops everything queued and resets the encoder, so the next packet is silence coded
-from nothing (not the cut reply's tail held in the codec's look-ahead). It is also the server's playback truth: it
-knows which response's audio, and how far into its item, went on the wire with each frame (:class:`OnWire`).
+:meth:`ReplyAudioTrack.clear` drops everything queued and resets the encoder, so the packets after it code silence
+from nothing (not the cut reply's ringing tail), and wakes the sender, so the first of them (which still holds the
+codec's look-ahead, the last 6.5 ms of the reply) leaves at once rather than at its tick. It is also the server's
+playback truth: it knows which response's audio, and how far into its item, went on the wire with each frame
+(:class:`OnWire`).
 Nothing here blocks: the sender's task awaits only the pacing sleep, and 20 ms of Opus encodes in well under a
 millisecond.
 """
@@ -86,6 +88,9 @@ class ReplyAudioTrack(MediaStreamTrack):
         self.frames_sent = 0
         self._to_opus_rate = OpusRateFrames(SEND_RATE)
         self._encoder = OpusEncoder()
+        self._wake: asyncio.Future[None] | None = None
+        """What the sender's task awaits until the next tick (a cut resolves it early)."""
+        self._cut = False
 
     @property
     def holds_audio(self) -> bool:
@@ -111,6 +116,9 @@ class ReplyAudioTrack(MediaStreamTrack):
         if self._queue or last is not None:
             self._encoder.reset()
             self._to_opus_rate = OpusRateFrames(SEND_RATE)
+            self._cut = True
+            if self._wake is not None and not self._wake.done():
+                self._wake.set_result(None)  # the packet after the cut leaves now, not at its tick
         self._queue.clear()
         self.queued_samples = 0
         self.on_wire = None
@@ -127,13 +135,24 @@ class ReplyAudioTrack(MediaStreamTrack):
         return packet
 
     async def _pace(self) -> None:
-        now = asyncio.get_running_loop().time()
+        """Wait for the next tick of the RTP clock; after a cut, not at all. The packet after a cut still holds the
+        cut reply's last few milliseconds (the codec's look-ahead): it goes at once, up to 20 ms before its tick (a
+        receiver's jitter buffer holds it that much longer), and the ticks after it keep their times."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
         if self._next_at is None or now - self._next_at > MAX_BEHIND_S:
             self._next_at = now
-        elif self._next_at > now:
-            await asyncio.sleep(self._next_at - now)
+        elif self._next_at > now and not self._cut:
+            self._wake = loop.create_future()
+            tick = loop.call_at(self._next_at, _wake_up, self._wake)
+            try:
+                await self._wake
+            finally:
+                tick.cancel()
+                self._wake = None
+        self._cut = False
         self._next_at += FRAME_S
-        self._sent_at = asyncio.get_running_loop().time()
+        self._sent_at = loop.time()
 
     def _take(self) -> npt.NDArray[np.int16]:
         """One frame of queued audio (silence where it runs short), noting what went on the wire."""
@@ -164,6 +183,11 @@ class ReplyAudioTrack(MediaStreamTrack):
         else:
             start = last.start_ms if abs(last.item_ms - chunk.item_ms) < 1.0 else chunk.item_ms  # a resume jumped
             self.on_wire = OnWire(chunk.response_id, chunk.item_id, reached, start, self._sent_at)
+
+
+def _wake_up(wake: asyncio.Future[None]) -> None:
+    if not wake.done():
+        wake.set_result(None)
 
 
 class OpusRateFrames:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import numpy as np
 import pytest
 
+from bargein.server.webrtc import tracks
 from bargein.server.webrtc.opus import FecDecoder, load_libopus
 from bargein.server.webrtc.tracks import OPUS_FRAME_SAMPLES, SEND_RATE, ReplyAudioTrack
 
@@ -49,3 +52,37 @@ async def test_without_a_cut_the_reply_plays_through(decoder: FecDecoder) -> Non
         assert samples is not None
         peaks.append(int(np.abs(samples.astype(np.int32)).max()))
     assert min(peaks[1:8]) > 4000
+
+
+
+@pytest.fixture
+def slow_ticks(monkeypatch: pytest.MonkeyPatch) -> float:
+    """The track's clock ticking once a second, so that what is early or on time is plain on a loaded machine."""
+    monkeypatch.setattr(tracks, "FRAME_S", 1.0)
+    return 1.0
+
+
+async def test_the_packet_after_a_cut_leaves_at_once_and_the_ticks_after_it_keep_their_times(slow_ticks: float) -> None:
+    track = ReplyAudioTrack(lambda _response: None, lambda _response: None)
+    track.play("resp_1", "item_1", 0.0, np.full(SEND_RATE, 8000, np.int16))
+    await track.recv()  # the first tick: at once
+    waiting = asyncio.ensure_future(track.recv())  # the second: a second later
+    await asyncio.sleep(0.1)
+    assert not waiting.done()
+    track.clear()
+    await asyncio.wait_for(waiting, 0.5)  # the packet after the cut leaves now
+    third = asyncio.ensure_future(track.recv())
+    await asyncio.sleep(0.5)
+    assert not third.done(), "the tick after the early packet moved"
+    await asyncio.wait_for(third, 2 * slow_ticks)
+
+
+async def test_a_clear_with_nothing_playing_moves_no_tick(slow_ticks: float) -> None:
+    track = ReplyAudioTrack(lambda _response: None, lambda _response: None)
+    await track.recv()
+    waiting = asyncio.ensure_future(track.recv())
+    await asyncio.sleep(0.1)
+    track.clear()
+    await asyncio.sleep(0.3)
+    assert not waiting.done()
+    await asyncio.wait_for(waiting, 2 * slow_ticks)
