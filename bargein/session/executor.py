@@ -131,6 +131,11 @@ class ActionExecutor:
                 self.timers.arm_pause(response_id, delay_ms)
             case v.ArmPlayOutTimer(response_id, delay_ms, arm):
                 self.timers.arm_play_out(response_id, delay_ms, arm)
+            case v.ArmClosedPlaybackTimer(response_id, delay_ms, arm):
+                self.timers.arm_closed_playback(response_id, delay_ms, arm)
+            case v.ReplyHeard(response_id, heard_ms):
+                self.timers.disarm_closed_playback(response_id)
+                self.replies.playing.played(response_id, heard_ms)
             case v.ArmIdleTimer(delay_ms):  # counted from when the client has played the agent's last sample
                 self.timers.arm_idle(delay_ms + round(max(0.0, self.replies.playing.left_ms())))
             case v.DisarmIdleTimer():

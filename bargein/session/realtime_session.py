@@ -176,8 +176,7 @@ class RealtimeSession:
             case ce.ConversationItemTruncate():
                 clamped = self.conversation.truncate(message.item_id, message.content_index,
                                                      message.audio_end_ms, event_id=message.event_id)
-                if self.replies.playing.truncated(message.item_id):
-                    self.feed(v.PlaybackCut())  # the idle timer counted from the end of all of its audio
+                self.feed(v.ClosedReplyTruncated(message.item_id, clamped))  # a closed reply it still played
                 self.outbound.put(Outgoing(event("conversation.item.truncated", item_id=message.item_id,
                                                  content_index=message.content_index, audio_end_ms=int(clamped))))
                 self.replies.truncated(message.item_id)  # the machine ends a reply playing out (response.done)

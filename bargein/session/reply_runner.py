@@ -98,7 +98,7 @@ class ReplyRunner:
         self.live: dict[str, ReplyHandle] = {}
         self.recent: deque[ReplyHandle] = deque(maxlen=RECENT_REPLIES)
         self.tasks: set[asyncio.Task[None]] = set()
-        self.playing = PlayingOut(heard)
+        self.playing = PlayingOut(heard, feed)
         """Closed replies the client may still be playing: how much of each was heard is told when that ends."""
         self.closing = False
 
@@ -327,7 +327,7 @@ class ReplyRunner:
             or self.playing.replies.get(item.response_id)  # an older reply the client may still play
         if handle is not None:
             handle.playback.on_sent(item.audio_ms)
-            self.playing.watch(handle)
+            self.playing.sent(handle)
 
     def _tracked(self) -> list[ReplyHandle]:
         """The replies whose playback is followed: the recent ones, and older ones the client may still play."""

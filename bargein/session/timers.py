@@ -1,5 +1,5 @@
-"""The session's timers: the idle timer, the false-interruption timer of a paused reply and the play-out timer of a
-reply playing out its last stretch.
+"""The session's timers: the idle timer, the false-interruption timer of a paused reply, the play-out timer of a
+reply playing out its last stretch and the timer of a closed reply the client still plays.
 
 They turn the machine's ``Arm…`` actions into events fed back after a delay; the machine checks on
 arrival whether a timer is stale, so disarming is only housekeeping.
@@ -14,7 +14,7 @@ from bargein.session.core import vocabulary as v
 
 
 class Timers:
-    """The idle timer, the pause timers and the play-out timers of one session."""
+    """The idle timer, the pause timers, the play-out timers and the closed replies' timers of one session."""
 
     def __init__(self, feed: Callable[[v.Event], None], stream_ms: Callable[[], float]) -> None:
         self.feed = feed
@@ -22,6 +22,7 @@ class Timers:
         self._idle: asyncio.TimerHandle | None = None
         self._pauses: dict[str, asyncio.TimerHandle] = {}
         self._play_outs: dict[str, asyncio.TimerHandle] = {}
+        self._closed: dict[str, asyncio.TimerHandle] = {}
 
     def arm_idle(self, delay_ms: int) -> None:
         """Fire ``IdleTimerFired`` after ``delay_ms`` (replacing any armed idle timer)."""
@@ -57,6 +58,21 @@ class Timers:
         self.disarm_pause(response_id)
         self._forget(self._play_outs, response_id)
 
+    def arm_closed_playback(self, response_id: str, delay_ms: float, arm: int) -> None:
+        """Fire ``ClosedPlaybackTimerFired`` (with ``arm``) for a closed reply the client still plays after
+        ``delay_ms`` (replacing its timer)."""
+        self._forget(self._closed, response_id)
+        self._closed[response_id] = asyncio.get_running_loop().call_later(
+            delay_ms / 1000, self._closed_fired, response_id, arm)
+
+    def _closed_fired(self, response_id: str, arm: int) -> None:
+        self._closed.pop(response_id, None)
+        self.feed(v.ClosedPlaybackTimerFired(response_id, arm))
+
+    def disarm_closed_playback(self, response_id: str) -> None:
+        """Forget a closed reply's timer (its playback ended)."""
+        self._forget(self._closed, response_id)
+
     @staticmethod
     def _forget(timers: dict[str, asyncio.TimerHandle], response_id: str) -> None:
         if (timer := timers.pop(response_id, None)) is not None:
@@ -65,7 +81,7 @@ class Timers:
     def close(self) -> None:
         """Cancel everything (the session is ending)."""
         self.disarm_idle()
-        for timers in (self._pauses, self._play_outs):
+        for timers in (self._pauses, self._play_outs, self._closed):
             for timer in timers.values():
                 timer.cancel()
             timers.clear()

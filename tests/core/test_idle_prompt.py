@@ -238,13 +238,22 @@ def test_a_reply_that_ends_under_manual_turns_leaves_no_idle_prompt_for_later() 
     _idle_after_a_reply(t)
 
 
+def _truncate_a_closed_reply(t: Listening) -> list[dx.Action]:
+    """The client truncates a closed reply it still plays (a stop button): its playback is told as heard to the
+    truncate; what else the truncate did."""
+    assert t.feed(dx.ClosedReplyPlaying("resp_closed", "item_closed", 3000.0, 1000.0, 2600.0)) == []
+    truncated = t.feed(dx.ClosedReplyTruncated("item_closed", 500.0))
+    assert truncated[:1] == [dx.ReplyHeard("resp_closed", 500.0)]
+    return truncated[1:]
+
+
 def test_a_reply_whose_playback_the_client_cuts_counts_the_idle_timeout_from_the_cut() -> None:
     """The timer armed at the reply's end counts from the end of its audio (the shell adds what the client still
     has to play); a ``conversation.item.truncate`` of that reply (a stop button) ended its playback now, so the
     timer is armed again, counted from the truncate."""
     t = Listening(IDLE)
     _idle_after_a_reply(t)
-    assert t.feed(dx.PlaybackCut()) == [dx.ArmIdleTimer(5000)]
+    assert _truncate_a_closed_reply(t) == [dx.ArmIdleTimer(5000)]
     assert of(t.feed(dx.IdleTimerFired(t.now_ms + 5000)), dx.IdleTimeout)
 
 
@@ -253,11 +262,11 @@ def test_a_playback_cut_arms_no_idle_timer_while_none_runs() -> None:
     a truncate then arms nothing."""
     live = Listening(IDLE)
     live.agent_speaking()
-    assert live.feed(dx.PlaybackCut()) == []
+    assert _truncate_a_closed_reply(live) == []
     speaking = Listening(IDLE)
     _idle_after_a_reply(speaking)
     speaking.speech(320)
-    assert speaking.feed(dx.PlaybackCut()) == []
+    assert _truncate_a_closed_reply(speaking) == []
     off = Listening()
     assert not of(off.feed(dx.ReplyFinished(off.agent_speaking())), dx.ArmIdleTimer)
-    assert off.feed(dx.PlaybackCut()) == []
+    assert _truncate_a_closed_reply(off) == []

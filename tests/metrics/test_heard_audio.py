@@ -11,7 +11,7 @@ import pytest
 from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.metrics.prometheus import ServerMetrics
-from bargein.session import play_out
+from bargein.session.core import closed_playback
 from bargein.session.core import vocabulary as v
 from bargein.session.turn_ledger import TurnLedgers
 from tests.metrics.test_turn_ledger import TALK, _one_typed_turn, delta, sample, turn_metrics, with_metrics
@@ -83,7 +83,7 @@ async def test_a_truncate_after_the_user_spoke_over_a_finished_reply_is_what_cou
     With no truncate, the server's estimate counts once the grace period is over."""
     filler = "and then it goes on for a good while longer so that there is plenty to interrupt."
     for truncate in (True, False):
-        monkeypatch.setattr(play_out, "CUT_GRACE_S", 5.0 if truncate else 0.05)
+        monkeypatch.setattr(closed_playback, "CUT_GRACE_MS", 5000.0 if truncate else 50.0)
         h = Harness(Engines(FakeVad(), FakeRecognizer(("stop",)), FakeLanguageModel(filler=filler),
                             FakeSynthesizer()))
         metrics = with_metrics(h)
@@ -164,7 +164,7 @@ async def test_the_client_is_told_the_heard_audio_of_a_finished_reply_cut_while_
         monkeypatch: pytest.MonkeyPatch) -> None:
     """``bargein.turn.metrics`` goes out at ``response.done`` with all the reply as heard; the user then speaks over
     it: once the cut is final, ``bargein.turn.heard`` tells the client what it really played."""
-    monkeypatch.setattr(play_out, "CUT_GRACE_S", 0.05)
+    monkeypatch.setattr(closed_playback, "CUT_GRACE_MS", 50.0)
     filler = "and then it goes on for a good while longer so that there is plenty to interrupt."
     h = Harness(Engines(FakeVad(), FakeRecognizer(("stop",)), FakeLanguageModel(filler=filler), FakeSynthesizer()))
     h.session.replies.output_lead_ms = 60_000.0

@@ -32,6 +32,11 @@ One machine, its sub-states named. :class:`DuplexMachine` owns these records, ea
 ``play_out``: the play-out timer (:class:`~bargein.session.core.play_out.PlayOutWait`) of a reply playing out
     unarmed -> armed (its words all out, unpaused; armed afresh at a resume) -> fired (it completes the reply) or
     stale (the reply paused, resumed, or ended since: a firing of an earlier arming changes nothing).
+``closed_playback``: the closed replies the client still plays
+    (:class:`~bargein.session.core.closed_playback.ClosedPlayback`, at most 8), each: playing (its deltas leaving)
+    -> timed (all left: armed for what it has left to play) -> heard in full (fired); or -> cut (the user spoke over
+    it: a grace armed) -> heard to the client's truncate, else to the estimate (fired); or heard as far as it had
+    played (pushed out past the bound, the session closing); a firing of a replaced arming is stale.
 ``partials``: the partial recognitions (:class:`~bargein.session.core.partials.Partials`) of the turn being spoken
     idle -> running (``RecognisePartial``: at most one a session, every ``partial_every_ms`` of speech, none in a
     silence) -> idle (its ``PartialTranscript`` came back: reported while the turn is spoken, ``WarmPrompt`` too).
@@ -57,6 +62,7 @@ from bargein.protocol.client_events import ResponseParams
 from bargein.session.core import client_requests, listening_decisions, reply_course, voice_activity
 from bargein.session.core import vocabulary as v
 from bargein.session.core.admission import admission, admit
+from bargein.session.core.closed_playback import ClosedPlayback
 from bargein.session.core.idle_prompt import IdlePrompt
 from bargein.session.core.listening.segment_book import SegmentBook
 from bargein.session.core.partials import Partials
@@ -116,6 +122,7 @@ class DuplexMachine:
     idle: IdlePrompt = field(default_factory=IdlePrompt, init=False)
     tools: ToolOutputs = field(default_factory=ToolOutputs, init=False)
     play_out: PlayOutWait = field(default_factory=PlayOutWait, init=False)
+    closed_playback: ClosedPlayback = field(default_factory=ClosedPlayback, init=False)
     partials: Partials = field(default_factory=Partials, init=False)
     last_ms: float = field(default=0.0, init=False)
     """Stream time of the last VAD frame."""
@@ -168,8 +175,12 @@ class DuplexMachine:
                 client_requests.on_create(self, event)
             case v.ClientResponseCancel():
                 client_requests.on_cancel(self, event)
-            case v.PlaybackCut():
-                client_requests.on_playback_cut(self)
+            case v.ClosedReplyTruncated():
+                if self.closed_playback.truncated(event, self.emit):
+                    client_requests.on_playback_cut(self)
+            case v.ClosedReplyPlaying() | v.ClosedReplySent() | v.ClosedReplyCut() | v.ClosedPlaybackTimerFired() \
+                    | v.SessionClosing():
+                self.closed_playback.feed(event, self.emit)
             case v.ReplyAudio() | v.ReplyText():
                 reply = self.reply
                 how = admission(reply.response_id if reply else None, bool(reply and reply.paused), event.response_id)

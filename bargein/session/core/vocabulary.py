@@ -36,10 +36,18 @@ from bargein.session.core.speech_vocabulary import SpeechStarted as SpeechStarte
 from bargein.session.core.speech_vocabulary import SpeechStopped as SpeechStopped
 from bargein.session.core.speech_vocabulary import VoiceEnded as VoiceEnded
 from bargein.session.core.tool_wait import ToolWait as ToolWait
+from bargein.session.core.work_vocabulary import ArmClosedPlaybackTimer as ArmClosedPlaybackTimer
 from bargein.session.core.work_vocabulary import ArmPlayOutTimer as ArmPlayOutTimer
+from bargein.session.core.work_vocabulary import ClosedPlaybackTimerFired as ClosedPlaybackTimerFired
+from bargein.session.core.work_vocabulary import ClosedReplyCut as ClosedReplyCut
+from bargein.session.core.work_vocabulary import ClosedReplyPlaying as ClosedReplyPlaying
+from bargein.session.core.work_vocabulary import ClosedReplySent as ClosedReplySent
+from bargein.session.core.work_vocabulary import ClosedReplyTruncated as ClosedReplyTruncated
 from bargein.session.core.work_vocabulary import PlayOutTimerFired as PlayOutTimerFired
 from bargein.session.core.work_vocabulary import RecognisePartial as RecognisePartial
+from bargein.session.core.work_vocabulary import ReplyHeard as ReplyHeard
 from bargein.session.core.work_vocabulary import ReportPartial as ReportPartial
+from bargein.session.core.work_vocabulary import SessionClosing as SessionClosing
 from bargein.session.core.work_vocabulary import WarmPrompt as WarmPrompt
 
 
@@ -159,17 +167,11 @@ class PauseTimerFired:
     response_id: str
 
 
-@dataclass(frozen=True)
-class PlaybackCut:
-    """``conversation.item.truncate`` of a closed reply the client was still playing (a stop button): its playback
-    ended now, not where its audio ends."""
-
-
 Event = (VadFrame | AudioAppended | ClientCommit | ClientClear | ClientResponseCreate | ClientResponseCancel
          | ReplyAudio | ReplyText | ReplyPlayingOut | ReplyFinished | IdleTimerFired | SettingsChanged
          | SegmentClassified | SegmentTranscribed | GuessTranscribed | PartialTranscript | PauseTimerFired
-         | TurnEndScored | ToolWait | PlaybackCut | PlayOutTimerFired
-         | ReplyInputReady | ReplyTruncated)
+         | TurnEndScored | ToolWait | PlayOutTimerFired | ReplyInputReady | ReplyTruncated | ClosedReplyPlaying
+         | ClosedReplySent | ClosedReplyCut | ClosedReplyTruncated | ClosedPlaybackTimerFired | SessionClosing)
 
 
 # --- actions (outputs) --------------------------------------------------------------------------------
@@ -342,4 +344,4 @@ Action = (SpeechStarted | SpeechAnnounced | SilenceBegan | ScoreTurnEnd | VoiceE
           | ForwardAudio | DropAudio | ForwardText | HoldText | DropText | CompleteReply | ArmIdleTimer
           | DisarmIdleTimer | IdleTimeout | Reject | PauseReply | HoldAudio | ResumeReply | ArmPauseTimer
           | AwaitClassification | ReportSegment | DiscardSegment | PrefetchReply | ModeChanged | ArmPlayOutTimer
-          | GenerateReply | RecognisePartial | ReportPartial | WarmPrompt)
+          | GenerateReply | RecognisePartial | ReportPartial | WarmPrompt | ArmClosedPlaybackTimer | ReplyHeard)

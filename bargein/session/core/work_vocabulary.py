@@ -1,5 +1,6 @@
 """The duplex machine's vocabulary for work it times itself and has the shell carry out: partial recognition of the
-turn being spoken and what its words are used for, and the wait for a reply's last stretch to be played.
+turn being spoken and what its words are used for, the wait for a reply's last stretch to be played, and the
+playback of closed replies the client still plays (:mod:`~bargein.session.core.closed_playback`).
 
 Part of :mod:`bargein.session.core.vocabulary` (which re-exports every name here), kept apart so each
 module stays small.
@@ -59,3 +60,78 @@ class PlayOutTimerFired:
 
     response_id: str
     arm: int
+
+
+@dataclass(frozen=True)
+class ClosedReplyPlaying:
+    """A spoken reply's ``response.done`` went out, not cut short, while the client may still play it: ``audio_ms``
+    of audio forwarded (its item ``item_id``), ``sent_ms`` of it left for the client, ``left_ms`` of it not played
+    yet by the shell's playback estimate."""
+
+    response_id: str
+    item_id: str
+    audio_ms: float
+    sent_ms: float
+    left_ms: float
+
+
+@dataclass(frozen=True)
+class ClosedReplySent:
+    """A delta of a closed reply the client still plays left for it: now ``sent_ms`` of its audio has left, and
+    ``left_ms`` is not played yet by the playback estimate."""
+
+    response_id: str
+    sent_ms: float
+    left_ms: float
+
+
+@dataclass(frozen=True)
+class ClosedReplyCut:
+    """The user spoke over a closed reply the client still played: ``heard_ms`` into it by the server's playback
+    estimate (which its item now keeps)."""
+
+    response_id: str
+    heard_ms: float
+
+
+@dataclass(frozen=True)
+class ClosedReplyTruncated:
+    """The client truncated ``item_id`` to ``heard_ms`` (``conversation.item.truncate``, clamped to its audio): where
+    its playback of that item stopped."""
+
+    item_id: str
+    heard_ms: float
+
+
+@dataclass(frozen=True)
+class ClosedPlaybackTimerFired:
+    """The closed reply's timer armed by :class:`ArmClosedPlaybackTimer` number ``arm`` ran out."""
+
+    response_id: str
+    arm: int
+
+
+@dataclass(frozen=True)
+class SessionClosing:
+    """The session ends: the client stops playing whatever it still holds."""
+
+
+@dataclass(frozen=True)
+class ArmClosedPlaybackTimer:
+    """Fire :class:`ClosedPlaybackTimerFired` with ``arm`` after ``delay_ms``: for a closed reply the client still
+    plays, when it has had time to play the last sample, or when a cut's grace ends (re-arming replaces the reply's
+    timer)."""
+
+    response_id: str
+    delay_ms: float
+    arm: int
+    """Which arming this is: a firing of an earlier one (replaced by a cut, or for a reply told since) is stale."""
+
+
+@dataclass(frozen=True)
+class ReplyHeard:
+    """The client's playback of a closed reply ended: tell its observers how much of it was heard, once.
+    ``heard_ms`` None: as far as the shell's playback estimate had reached by now (at most its audio)."""
+
+    response_id: str
+    heard_ms: float | None
