@@ -146,10 +146,13 @@ def _args(turns: int, session: dict[str, object] | None) -> argparse.Namespace:
 
 
 def _stages(metrics: list[dict[str, Any]]) -> str:
-    """Each turn's endpoint, ASR final, LLM first token and prompt tokens (of which cached), from
-    ``bargein.turn.metrics``."""
-    return "; ".join(f"endpoint {m.get('endpoint_ms')} asr {m.get('asr_final_ms')} llm {m.get('llm_first_token_ms')}"
-                     f" ms, prompt {m.get('prompt_tokens')} ({m.get('cached_tokens')} cached)"
+    """Each turn's endpoint, the guess's words back (after the speech end), the LLM's first token and the commit to
+    the first delta sent, from ``bargein.turn.metrics`` (ms)."""
+    def cell(m: dict[str, Any], key: str) -> str:
+        return "-" if m.get(key) is None else f"{m[key]:.0f}"
+
+    return "; ".join(f"endpoint {cell(m, 'endpoint_ms')} guess {cell(m, 'guess_ms')} "
+                     f"llm {cell(m, 'llm_first_token_ms')} delta {cell(m, 'first_delta_sent_ms')}"
                      for m in metrics if m.get("response_id"))
 
 
