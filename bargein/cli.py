@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import uvicorn
 from pydantic import ValidationError
@@ -193,11 +194,27 @@ def api_keys_from_file(path: Path) -> list[str]:
     return [line for line in lines if line and not line.startswith("#")]
 
 
+def _warn_of_secrets_in_argv(args: argparse.Namespace) -> None:
+    """Say which secrets the command line carries, where ``ps`` shows them to every user of this machine, and
+    where each belongs instead (a file or the environment)."""
+    shown = {"--api-key": ("--api-key-file or BARGEIN_API_KEYS", bool(getattr(args, "api_keys", None))),
+             "--metrics-key": ("BARGEIN_METRICS_KEY", bool(getattr(args, "metrics_key", None))),
+             "--memory-url": ("BARGEIN_MEMORY_URL", _has_password(getattr(args, "memory_url", None))),
+             "--llm-url": ("BARGEIN_LLM_URL", _has_password(getattr(args, "llm_url", None)))}
+    for flag, (instead, given) in shown.items():
+        if given:
+            print(f"bargein: warning: {flag} puts a secret on the command line, where ps shows it to every user "
+                  f"of this machine; use {instead} instead", file=sys.stderr, flush=True)
+
+
+def _has_password(url: str | None) -> bool:
+    """True when ``url`` carries a password (``scheme://user:password@host``)."""
+    return url is not None and urlsplit(url).password is not None
+
+
 def _key_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    """The keys the command line gives (a file's, then any ``--api-key``'s), warning about the latter."""
-    if getattr(args, "api_keys", None):
-        print("bargein: warning: --api-key puts a key on the command line, where ps shows it to every user of "
-              "this machine; use --api-key-file or BARGEIN_API_KEYS instead", file=sys.stderr, flush=True)
+    """The keys the command line gives (a file's, then any ``--api-key``'s), warning about secrets in argv."""
+    _warn_of_secrets_in_argv(args)
     path: Path | None = getattr(args, "api_key_file", None)
     if path is None:
         return {"api_keys": args.api_keys} if getattr(args, "api_keys", None) else {}

@@ -122,6 +122,27 @@ def test_a_key_on_the_command_line_is_warned_about(monkeypatch: pytest.MonkeyPat
     assert "--api-key-file" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("flags, warned", [
+    (["--metrics-key", "mk-visible"], "--metrics-key"),
+    (["--memory-url", "postgresql://bargein:hunter2@db/memories"], "--memory-url"),
+    (["--llm-url", "http://user:hunter2@127.0.0.1:8080/v1"], "--llm-url"),
+])
+def test_every_secret_on_the_command_line_is_warned_about(flags: list[str], warned: str,
+                                                          monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    # only --api-key was warned about: a metrics key or a database password in argv went by silently
+    _served_settings(["serve", "--engines", "fake", *flags], monkeypatch)
+    err = capsys.readouterr().err
+    assert f"warning: {warned} puts a secret" in err and "BARGEIN_" in err
+
+
+def test_a_url_without_a_password_is_not_warned_about(monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    _served_settings(["serve", "--engines", "fake", "--llm-url", "http://127.0.0.1:8080/v1",
+                      "--memory-url", "postgresql://db/memories"], monkeypatch)
+    assert "warning" not in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("content", [None, "# no key here\n\n"])
 def test_a_missing_or_empty_key_file_refuses_to_start(content: str | None, tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
