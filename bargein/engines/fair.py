@@ -20,7 +20,9 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import itertools
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable, Coroutine, Hashable
 from typing import Any, Generic, TypeVar
@@ -61,6 +63,32 @@ def refusal_text(message: str) -> bool:
 def owner() -> Hashable | None:
     """The owner of the work being submitted now."""
     return current_owner.get()
+
+
+_OWNER_KEYS: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+_NEXT_OWNER_KEY = itertools.count(1)
+
+
+def owner_key(session: Hashable | None) -> int | None:
+    """A number standing for ``session`` for its whole life, and never one an ended session had. What an
+    engine keeps past a request (an LLM's KV snapshots, a worker's session table) is kept under it: ``id()``
+    would be reused by a later session, which would then be served the ended one's conversation, and keeping
+    the session object itself would hold an ended session's memory until the entry is evicted. A session
+    that cannot be weakly referenced keeps ``id()``; a key already (a worker process is sent the key) is kept."""
+    if session is None or isinstance(session, int):
+        return session
+    try:
+        key = _OWNER_KEYS.get(session)
+        if key is None:
+            key = _OWNER_KEYS[session] = next(_NEXT_OWNER_KEY)
+        return key
+    except TypeError:
+        return id(session)
+
+
+def owner_now() -> int | None:
+    """:func:`owner_key` of the work being submitted now."""
+    return owner_key(current_owner.get())
 
 
 def urgent() -> bool:

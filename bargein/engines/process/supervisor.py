@@ -42,7 +42,7 @@ import weakref
 from collections.abc import AsyncIterator, Callable, Hashable
 from typing import Any
 
-from bargein.engines.fair import owner, refusal_text
+from bargein.engines.fair import owner_now, refusal_text
 from bargein.engines.process import wire
 from bargein.engines.process.hub_link import connect, shut
 from bargein.engines.process.in_flight import Pending, Relay, RequestBills
@@ -53,24 +53,6 @@ from bargein.values import CancelToken
 
 __all__ = ["EngineProcess", "Launch", "python_worker"]
 log = logging.getLogger(__name__)
-_SESSION_KEYS: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
-_NEXT_SESSION_KEY = itertools.count(1)
-
-
-def session_key(session: Hashable | None) -> int | None:
-    """The number a session's requests carry to the worker: the same for the session's whole life, and never
-    one an ended session had. ``id()`` would be reused by a later session, and an LLM worker keeps each
-    session's KV snapshots under this key: the later session would be served the ended one's conversation
-    (and its first-token time would say so). A session that cannot be weakly referenced keeps ``id()``."""
-    if session is None:
-        return None
-    try:
-        key = _SESSION_KEYS.get(session)
-        if key is None:
-            key = _SESSION_KEYS[session] = next(_NEXT_SESSION_KEY)
-        return key
-    except TypeError:
-        return id(session)
 _LIVE: weakref.WeakSet[EngineProcess] = weakref.WeakSet()
 
 
@@ -148,7 +130,7 @@ class EngineProcess:
         await self._wait_ready(cancel)
         if cancel.cancelled:
             return
-        key = session_key(owner())
+        key = owner_now()
         if len(self._pending) >= self.max_in_flight or (
                 key is not None and sum(p.owner == key for p in list(self._pending.values())) >= self.max_per_owner):
             raise WorkerBusy(f"{self.name}: {len(self._pending)} requests are already in flight")
@@ -196,7 +178,7 @@ class EngineProcess:
 
         The hint is the current session's unless ``for_owner`` names one (a hub forwarding a client's hint).
         """
-        key = for_owner if for_owner is not None else session_key(owner())
+        key = for_owner if for_owner is not None else owner_now()
         with contextlib.suppress(OSError, ValueError, WorkerDied):
             self._send(("notify", payload, key))
 

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
 from bargein.engines.base import LLMCapabilities
-from bargein.engines.fair import owner
+from bargein.engines.fair import owner_now
 from bargein.engines.speak.clauses import FIRST_CLAUSE_WORDS, ClauseSplitter
 from bargein.engines.think.llama_prompt import TemplateToolCalling
 from bargein.engines.think.llama_stats import TurnStats
@@ -52,7 +52,7 @@ class Job:
     """The reply's first characters: whether it is a tool call."""
     prefill_only: bool = False
     submitted: float = field(default_factory=time.perf_counter)
-    owner: Hashable | None = field(default_factory=owner)
+    owner: Hashable | None = field(default_factory=owner_now)
     decoder: codecs.IncrementalDecoder = field(
         default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="replace"))
     done: threading.Event = field(default_factory=threading.Event)

@@ -51,3 +51,30 @@ def test_replies_already_speaking_get_a_turn_once_first_clauses_kept_them_waitin
     assert serve_later_first(False, 10.0, 10.0)  # nothing urgent: serve them
     assert not serve_later_first(True, 10.0, 10.0 + TAIL_GRACE_S / 2)  # first clauses first...
     assert serve_later_first(True, 10.0, 10.0 + TAIL_GRACE_S)  # ...but not for ever
+
+
+def test_a_job_names_its_session_by_a_key_that_holds_no_session_alive() -> None:
+    # a job's owner travels into the KV snapshots the engine keeps: it held the session object itself, so an
+    # ended session (its history, its audio) stayed in memory until its snapshots were evicted
+    import contextvars
+    import gc
+    import weakref
+
+    from bargein.engines.fair import current_owner
+
+    class Session:
+        """Stands for a session: anything hashable and weakly referable."""
+
+    session = Session()
+    context = contextvars.copy_context()
+    context.run(current_owner.set, session)
+    first, second = context.run(job), context.run(job)
+    gone = weakref.ref(session)
+    context.run(current_owner.set, None)  # the session ended: only the jobs (and what the engine kept) remain
+    del session
+    gc.collect()
+    assert gone() is None
+    assert isinstance(first.owner, int) and first.owner == second.owner  # one session, one key, for its life
+    later = Session()
+    context.run(current_owner.set, later)
+    assert context.run(job).owner != first.owner  # never the ended session's key
