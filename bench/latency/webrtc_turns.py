@@ -55,6 +55,8 @@ class TurnFigures:
     played_words: int | None = None
     history_words: int | None = None
     history_text: str | None = None
+    unanswered: str | None = None
+    """For a turn with no audible reply: the server events that came after its speech ended, to tell why."""
 
     @property
     def completed(self) -> bool:
@@ -69,7 +71,8 @@ class TurnFigures:
         return (f"turn {self.index:2d} {self.clip:28s} first audio {ms(self.first_audio_ms)} ms (wire "
                 f"{ms(self.first_wire_ms)})"
                 + (f", stop {ms(self.stop_ms)} ms (heard {ms(self.stop_heard_ms)}), speech_started "
-                   f"{ms(self.started_ms)} ms{heard}" if self.cut_in else ""))
+                   f"{ms(self.started_ms)} ms{heard}" if self.cut_in else "")
+                + (f"; no reply audio, events after its speech: {self.unanswered}" if self.unanswered else ""))
 
 
 def even_levels(clips: list[SpeechClip], speech_dbfs: float = -20.0) -> list[SpeechClip]:
@@ -163,6 +166,11 @@ async def _turn(link: Link, clip: SpeechClip, index: int, cut_reply: tuple[str |
         figures.first_audio_ms = 1000 * (audible_at - end_at)
         wire_at = await first_audible_after(link.received, end_at, 0.0, wire=True)
         figures.first_wire_ms = None if wire_at is None else 1000 * (wire_at - end_at)
+    else:
+        seen = [event.get("type", "?").replace("response.", "r.").replace("input_audio_buffer.", "iab.")
+                + (f"({event['response'].get('status')})" if event.get("type") == "response.done" else "")
+                for at, event in link.received.events if at > end_at - 1.0 and "delta" not in event.get("type", "")]
+        figures.unanswered = " ".join(seen[:40]) or "none"
     if cut_reply is not None:
         await _judge_cut(link, figures, cut_reply, onset_at, end_at)
     reply_id = _reply_created_after(link.received, end_at - 1.0)

@@ -7,7 +7,9 @@ from types import SimpleNamespace
 
 import numpy as np
 import numpy.typing as npt
+import pytest
 
+from bargein.server.webrtc import receive
 from bargein.server.webrtc.receive import MAX_CONCEALED, ConcealingDecoder, ReceiveBuffer, ReceivedAudio
 from bargein.server.webrtc.reorder import CAPACITY, MAX_WAIT_S, MIN_WAIT_S, Release, Reorderer
 from tests.server.webrtc.opus_packets import FRAME, opus_packets, tone
@@ -121,3 +123,13 @@ async def test_the_buffer_conceals_a_lost_packet_on_its_own_timer() -> None:
     assert [frame.pts for frame in frames] == [index * FRAME for index in range(10)]
     assert frames[4].to_ndarray().any() and buffer.reorderer.concealed == 1
     buffer.close()
+
+
+def test_without_libopus_to_call_pyav_decodes_and_conceals(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(receive, "load_libopus", lambda: None)
+    packets = opus_packets(tone(30))
+    decoder = ConcealingDecoder()
+    assert decoder.codec is not None  # PyAV's libopus decoder, with concealment only
+    clean = [_decoded(decoder, Release(index * FRAME, packet)) for index, packet in enumerate(packets[:20])]
+    concealed = _decoded(decoder, Release(20 * FRAME, None, packets[21]))
+    assert len(concealed) == FRAME and _rms(concealed) > 0.5 * _rms(clean[-1]) and decoder.recovered == 0
