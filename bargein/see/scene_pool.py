@@ -60,6 +60,9 @@ class _Waiting:
     noted: Noted
     bill: Bill | None = field(default_factory=bill_now)
     """The session's bill, taken in its context: the read's CPU is charged to the ``see`` stage on it."""
+    context: contextvars.Context = field(default_factory=contextvars.copy_context)
+    """The session's context, where ``noted`` runs: what it asks of the engines (a new note warms the turn's
+    prompt) is the session's own, in its fair share and its KV cache, not an ownerless stranger's."""
 
 
 class ScenePool:
@@ -84,7 +87,7 @@ class ScenePool:
 
     def submit(self, owner: object, frame: Frame, previous: Frame | None, noted: Noted) -> None:
         """Queue ``frame`` for ``owner`` (its session), replacing one it still has waiting; ``noted`` gets the
-        note on the event loop."""
+        note on the event loop, in the caller's context (the session's)."""
         self._waiting[owner] = _Waiting(frame, previous, noted)  # an owner already waiting keeps its place
         if not self._tasks:
             self._wake = asyncio.Event()
@@ -152,7 +155,7 @@ class ScenePool:
                 continue
             self.reads += 1
             charge("see", job.bill, cpu_s)
-            job.noted(note)
+            job.context.run(job.noted, note)
             # rest as long again as the read took: the reader keeps to half a core, however many cameras stream
             await asyncio.sleep(self._rest_ratio * (time.monotonic() - started))
 

@@ -9,6 +9,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from bargein.engines.fair import current_owner, owner
 from bargein.see.detectors import TextLine
 from bargein.see.scene_pool import SCENE_NICENESS, ScenePool
 from tests.see.test_note_age import frame_of
@@ -83,4 +84,23 @@ async def test_a_session_holds_from_its_silence_to_its_first_audio() -> None:
     eyes.on_action(v.SilenceBegan("item_1", 2000.0))
     eyes.on_action(v.ForwardAudio("resp_1", v.AudioPiece(b"\0\0", 0.04, ())))
     assert not pool.held
+    await pool.aclose()
+
+
+async def test_a_note_reaches_its_session_in_the_sessions_own_context() -> None:
+    """What a new note asks of the engines (a warm of the turn's prompt) is the session's own: the LLM serves it in
+    that session's fair share and KV cache, not as an ownerless job that evicts the session's cache."""
+    pool = ScenePool(PriorityDetectors)
+    owners: list[object] = []
+
+    async def session() -> None:
+        current_owner.set("session 1")
+        pool.submit("session 1", frame_of(3, 0.0), None, lambda note: owners.append(owner()))
+
+    await asyncio.create_task(session())
+    for _ in range(200):
+        await asyncio.sleep(0.005)
+        if owners:
+            break
+    assert owners == ["session 1"]
     await pool.aclose()
