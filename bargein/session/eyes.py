@@ -49,11 +49,11 @@ STALE_NOTE_S = 10.0
 """A note older than this is said to be from a while ago (the camera has sent nothing newer)."""
 
 
-CAMERA_GUIDANCE = ("The user's camera, as read by a text and face detector (mention it only when the question needs "
-                   "it; asked what it says, answer with its writing, word for word):")
+CAMERA_GUIDANCE = ("The user's camera, as read by a text and face detector. Mention the camera only when the question "
+                   "needs it; when the user asks what it says, answer with its writing, word for word.")
 """How to use the camera message, the same words for every note: it opens the message, so the model's prompt cache
-keeps it when a new note changes only what follows it (the note's facts, some 15 to 25 of the message's 50 to 60
-tokens with the embedded model's tokenizer, against 70 before, most of them after the first fact)."""
+keeps it when a new note changes only what follows it (the note's facts: some 30 of the message's 65 to 70 tokens
+with the embedded model's tokenizer, where the note's first fact used to come 15 tokens in)."""
 
 
 def camera_message(note: SceneNote, age_s: float) -> ChatMessage:
@@ -62,7 +62,10 @@ def camera_message(note: SceneNote, age_s: float) -> ChatMessage:
     describing the picture (after the history, the prompt cache keeps everything before it). The guidance comes
     first and the note's facts last, so a new note costs the model only the facts when it reads the prompt again
     (the turn's prompt is warmed while the user speaks, and warmed again when the note changes)."""
-    writing = f'writing that reads exactly: "{" ".join(note.text)}"' if note.text else "no writing at all"
+    if note.text:
+        writing = f'It shows writing that reads exactly: "{" ".join(note.text)}"'
+    else:
+        writing = "It shows no writing at all (if the user asks what it says, say you see no writing)"
     faces = {0: "no face", 1: "one face"}.get(note.faces, f"{note.faces} faces")
     facts = "; ".join(part for part in (writing, faces, note.light, note.motion) if part)
     when = " (as it was a while ago: nothing newer has come)" if age_s > STALE_NOTE_S else ""
