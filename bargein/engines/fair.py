@@ -69,13 +69,15 @@ _OWNER_KEYS: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 _NEXT_OWNER_KEY = itertools.count(1)
 
 
-def owner_key(session: Hashable | None) -> int | None:
+def owner_key(session: Hashable | None) -> Hashable | None:
     """A number standing for ``session`` for its whole life, and never one an ended session had. What an
     engine keeps past a request (an LLM's KV snapshots, a worker's session table) is kept under it: ``id()``
     would be reused by a later session, which would then be served the ended one's conversation, and keeping
     the session object itself would hold an ended session's memory until the entry is evicted. A session
-    that cannot be weakly referenced keeps ``id()``; a key already (a worker process is sent the key) is kept."""
-    if session is None or isinstance(session, int):
+    that cannot be weakly referenced keeps ``id()``; a key already is kept: a worker process is sent the key,
+    and behind a shared engine's hub the tuple ``(hub client, key)``, rebuilt for every request (its ``id()``
+    would change each time, and come back for another session)."""
+    if session is None or isinstance(session, int | tuple):
         return session
     try:
         key = _OWNER_KEYS.get(session)
@@ -86,7 +88,7 @@ def owner_key(session: Hashable | None) -> int | None:
         return id(session)
 
 
-def owner_now() -> int | None:
+def owner_now() -> Hashable | None:
     """:func:`owner_key` of the work being submitted now."""
     return owner_key(current_owner.get())
 

@@ -78,3 +78,23 @@ def test_a_job_names_its_session_by_a_key_that_holds_no_session_alive() -> None:
     later = Session()
     context.run(current_owner.set, later)
     assert context.run(job).owner != first.owner  # never the ended session's key
+
+
+def test_a_job_served_through_a_shared_engine_hub_keeps_its_sessions_key() -> None:
+    # behind a hub the owner is (hub client, session key), a tuple rebuilt for every request: its id() was a
+    # new key each time (the session's own snapshots never matched) that a later request of another session
+    # could get again (that session would then be served this one's private snapshot whole)
+    import contextvars
+
+    from bargein.engines.fair import current_owner
+
+    def job_of(owner: tuple[int, int]) -> Job:
+        context = contextvars.copy_context()
+        context.run(current_owner.set, owner)
+        return context.run(job)
+
+    requests = [(1, 7), (1, 7), (2, 7)]
+    requests = [tuple(list(owner)) for owner in requests]  # each a tuple of its own, as each frame read builds
+    first, again, other = (job_of(owner) for owner in requests)
+    assert first.owner == again.owner  # the same session, every request
+    assert other.owner != first.owner  # another session worker's session 7
