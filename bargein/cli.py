@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 import uvicorn
 from pydantic import ValidationError
@@ -208,8 +208,20 @@ def _warn_of_secrets_in_argv(args: argparse.Namespace) -> None:
 
 
 def _has_password(url: str | None) -> bool:
-    """True when ``url`` carries a password (``scheme://user:password@host``)."""
-    return url is not None and urlsplit(url).password is not None
+    """True when ``url`` carries a password (``scheme://user:password@host``, or a query's ``password=``,
+    ``api_key=``, ``token=``: libpq and some LLM servers take them there); a URL that does not parse is taken
+    to carry one when it names a user (it is not shown, so it is not known not to)."""
+    if url is None:
+        return False
+    try:
+        parts = urlsplit(url)
+        return parts.password is not None or any(
+            word in name.lower() for name, _ in parse_qsl(parts.query) for word in _SECRET_QUERY_WORDS)
+    except ValueError:
+        return "@" in url
+
+
+_SECRET_QUERY_WORDS = ("pass", "key", "token", "secret")
 
 
 def _key_overrides(args: argparse.Namespace) -> dict[str, Any]:

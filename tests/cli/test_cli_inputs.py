@@ -126,6 +126,9 @@ def test_a_key_on_the_command_line_is_warned_about(monkeypatch: pytest.MonkeyPat
     (["--metrics-key", "mk-visible"], "--metrics-key"),
     (["--memory-url", "postgresql://bargein:hunter2@db/memories"], "--memory-url"),
     (["--llm-url", "http://user:hunter2@127.0.0.1:8080/v1"], "--llm-url"),
+    (["--memory-url", "postgresql://bargein@db/memories?password=hunter2"], "--memory-url"),  # libpq's own form
+    (["--llm-url", "http://127.0.0.1:8080/v1?api_key=hunter2"], "--llm-url"),
+    (["--llm-url", "http://user:hunter2@[::1/v1"], "--llm-url"),  # a malformed URL raised out of the warning
 ])
 def test_every_secret_on_the_command_line_is_warned_about(flags: list[str], warned: str,
                                                           monkeypatch: pytest.MonkeyPatch,
@@ -139,7 +142,7 @@ def test_every_secret_on_the_command_line_is_warned_about(flags: list[str], warn
 def test_a_url_without_a_password_is_not_warned_about(monkeypatch: pytest.MonkeyPatch,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     _served_settings(["serve", "--engines", "fake", "--llm-url", "http://127.0.0.1:8080/v1",
-                      "--memory-url", "postgresql://db/memories"], monkeypatch)
+                      "--memory-url", "postgresql://db/memories?sslmode=require"], monkeypatch)
     assert "warning" not in capsys.readouterr().err
 
 
