@@ -7,7 +7,7 @@ Each case calls the one shell part that owns the job; none of them decides anyth
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from functools import partial
 from typing import assert_never
 
@@ -35,7 +35,8 @@ class ActionExecutor:
 
     def __init__(self, *, emit: Callable[[Outgoing], None], config: Callable[[], SessionConfig],
                  conversation: Conversation, buffer: InputBuffer, tracker: SegmentTracker, speculator: Speculator,
-                 transcriber: Transcriber, replies: ReplyRunner, timers: Timers) -> None:
+                 transcriber: Transcriber, replies: ReplyRunner, timers: Timers,
+                 playing_to_end: Callable[[], Collection[str]]) -> None:
         self.emit = emit
         self.config = config
         self.conversation = conversation
@@ -45,6 +46,8 @@ class ActionExecutor:
         self.transcriber = transcriber
         self.replies = replies
         self.timers = timers
+        self.playing_to_end = playing_to_end
+        """The machine's closed replies the client may still play to their end: the idle timer waits for those."""
         self.dropped_audio_chunks = 0
 
     def run(self, action: v.Action) -> None:
@@ -137,7 +140,8 @@ class ActionExecutor:
                 self.timers.disarm_closed_playback(response_id)
                 self.replies.playing.played(response_id, heard_ms)
             case v.ArmIdleTimer(delay_ms):  # counted from when the client has played the agent's last sample
-                self.timers.arm_idle(delay_ms + round(max(0.0, self.replies.playing.left_ms())))
+                left_ms = self.replies.playing.left_ms(self.playing_to_end())
+                self.timers.arm_idle(delay_ms + round(max(0.0, left_ms)))
             case v.DisarmIdleTimer():
                 self.timers.disarm_idle()
             case v.IdleTimeout(item_id, start_ms, end_ms):

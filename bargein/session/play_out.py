@@ -7,13 +7,13 @@ Pacing sends a reply's end up to ``output_lead_ms`` before it is played; its han
 can still go out while the client holds audio of it (a longer output lead, a client whose deltas are slow to leave,
 a failed reply). :class:`PlayingOut` keeps such replies' handles, tells the machine how their playback goes
 (``ClosedReplyPlaying``, ``ClosedReplySent``, ``ClosedReplyCut``, ``SessionClosing``) and carries out its
-``ReplyHeard``; the decisions (played out, the cut's grace, the client's truncate, the bound) are
-:mod:`bargein.session.core.closed_playback`'s.
+``ReplyHeard``; the decisions (played out, the cut's grace, the client's truncate, the bound, the replies the idle
+timeout waits for) are :mod:`bargein.session.core.closed_playback`'s.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from bargein.session.core import vocabulary as v
 from bargein.session.reply_handle import ReplyHandle
@@ -59,11 +59,12 @@ class PlayingOut:
         if self.heard is not None:
             self.heard(response_id, heard_ms)
 
-    def left_ms(self) -> float:
-        """How long the client may still play the replies it holds (0 for one the user cut): the idle timeout
-        counts from the end of the agent's audio, not from its ``response.done``."""
-        return max((reply.audio_left_ms() for reply in self.replies.values()
-                    if reply.state.item.heard_ms is None or reply.state.item.heard_ms >= reply.state.item.audio_ms),
+    def left_ms(self, counted: Collection[str]) -> float:
+        """How long the client may still play the replies ``counted`` (the machine's
+        :meth:`~bargein.session.core.closed_playback.ClosedPlayback.playing_to_end`: not one the user cut), by
+        their playback estimates: the idle timeout counts from the end of the agent's audio, not from its
+        ``response.done``."""
+        return max((reply.audio_left_ms() for response_id, reply in self.replies.items() if response_id in counted),
                    default=0.0)
 
     def close(self) -> None:

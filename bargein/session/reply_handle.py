@@ -17,6 +17,7 @@ from typing import Literal
 from bargein.engines.fallback import StageFallback
 from bargein.protocol.errors import ProtocolError, fallback_error
 from bargein.protocol.server_events import error_event, event
+from bargein.session.core.closed_playback import speech_cuts
 from bargein.session.core.vocabulary import AudioPiece, GenerateReply
 from bargein.session.history import Conversation, Item
 from bargein.session.outbound import Outbound, Outgoing
@@ -208,12 +209,13 @@ class ReplyHandle:
     def cut_by_speech(self) -> float | None:
         """The user spoke while the client may still be playing this closed reply: its item keeps what was heard
         by the playback estimate, which is returned; ``None`` when nothing was cut (the reply is still live, was
-        cut already by a cancel or the client's truncate, or was played to its end)."""
+        cut already by a cancel or the client's truncate, or was played to its end: the machine's
+        :func:`~bargein.session.core.closed_playback.speech_cuts` decides, from what was sent and heard)."""
         item = self.state.item
         if not self.ended or (item.heard_ms is not None and item.heard_ms < item.audio_ms):
             return None
         heard = self.playback.heard_ms()
-        if heard >= self.playback.sent_ms - 1.0:
+        if not speech_cuts(self.playback.sent_ms, heard):
             return None
         item.heard_ms = heard
         item.status = "incomplete"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bargein.session import core as dx
-from bargein.session.core.closed_playback import CUT_GRACE_MS, MAX_PLAYING
+from bargein.session.core.closed_playback import CUT_GRACE_MS, MAX_PLAYING, speech_cuts
 from tests.support.timelines import Listening, Timeline
 
 R, ITEM, AUDIO = "resp_closed", "item_closed", 3000.0
@@ -108,3 +108,36 @@ def test_a_truncate_counts_the_idle_timeout_from_now_unless_the_server_had_cut_t
         if cut:
             t.feed(dx.ClosedReplyCut(reply, 400.0))
         assert t.feed(dx.ClosedReplyTruncated(ITEM, 300.0)) == [dx.ReplyHeard(reply, 300.0), *rearmed]
+
+
+@pytest.mark.parametrize(("sent_ms", "heard_ms", "cuts"), [
+    (1000.0, 0.0, True),
+    (1000.0, 998.9, True),  # just over 1 ms short of what was sent: cut
+    (1000.0, 999.0, False),  # within 1 ms of it: played out
+    (1000.0, 1000.0, False),
+    (1000.0, 1400.0, False),  # the estimate's clock ran on past the last delta
+    (0.0, 0.0, False),  # nothing was sent: nothing to cut
+])
+def test_speech_cuts_a_closed_reply_only_short_of_what_was_sent(sent_ms: float, heard_ms: float, cuts: bool) -> None:
+    """The user speaking over a closed reply cuts it unless the client had played all it was sent (to within 1 ms)."""
+    assert speech_cuts(sent_ms, heard_ms) is cuts
+
+
+def test_the_idle_timeout_waits_for_the_replies_played_to_their_end_not_the_cut_ones() -> None:
+    """Of the closed replies the client still plays, the idle timer waits for those not cut: a cut one's playback
+    stopped at the cut (it leaves the count at the cut, and the reply at its truncate or the end of the grace)."""
+    t = Timeline()
+    for number in range(3):
+        assert t.feed(playing(sent_ms=1000.0, left_ms=2600.0, response_id=f"resp_{number}",
+                              item_id=f"item_{number}")) == []
+    closed = t.machine.closed_playback
+    assert closed.playing_to_end() == {"resp_0", "resp_1", "resp_2"}
+    t.feed(dx.ClosedReplyCut("resp_1", 400.0))
+    assert closed.playing_to_end() == {"resp_0", "resp_2"}, "cut: its playback stopped there"
+    t.feed(dx.ClosedReplyCut("resp_gone", 400.0))
+    assert closed.playing_to_end() == {"resp_0", "resp_2"}, "a reply not held changes nothing"
+    t.feed(dx.ClosedReplyTruncated("item_2", 900.0))
+    assert closed.playing_to_end() == {"resp_0"}, "truncated: played no further"
+    t.feed(dx.ClosedPlaybackTimerFired("resp_1", 1))
+    t.feed(dx.SessionClosing())
+    assert closed.playing_to_end() == frozenset(), "the session closed: nothing left to play"

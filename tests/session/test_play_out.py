@@ -20,7 +20,7 @@ def _reply(number: int, *, audio_ms: float = 3000.0, sent_ms: float = 1000.0, pl
                            audio_left_ms=lambda: audio_ms - played_ms)
 
 
-def _playing_out(told: list[tuple[str, float]]) -> PlayingOut:
+def _wired(told: list[tuple[str, float]]) -> tuple[PlayingOut, dx.DuplexMachine]:
     """The shell's closed replies wired to a machine, as a session wires them: its ``ReplyHeard`` carried out (its
     timers are not: these replies' deltas never all leave)."""
     counter = itertools.count(1)
@@ -33,7 +33,12 @@ def _playing_out(told: list[tuple[str, float]]) -> PlayingOut:
                 playing.played(action.response_id, action.heard_ms)
 
     playing = PlayingOut(lambda response_id, heard_ms: told.append((response_id, heard_ms)), feed)
-    return playing
+    return playing, machine
+
+
+def _playing_out(told: list[tuple[str, float]]) -> PlayingOut:
+    """:func:`_wired`'s closed replies alone."""
+    return _wired(told)[0]
 
 
 def test_replies_whose_playback_never_ends_are_told_as_played_so_far_past_the_bound() -> None:
@@ -61,3 +66,19 @@ async def test_a_cut_reply_evicted_past_the_bound_is_told_as_far_as_its_cut() ->
     assert told == [("resp_0", 250.0)]
     playing.close()
     assert len(told) == MAX_PLAYING + 1 and not playing.replies
+
+
+def test_the_idle_timer_waits_for_what_is_left_of_the_replies_the_machine_says_play_to_their_end() -> None:
+    """The executor arms the idle timer for what is left of the replies the machine counts: a reply the user cut
+    (with more left by its estimate than any other) no longer counts; none left, nothing to wait for."""
+    told: list[tuple[str, float]] = []
+    playing, machine = _wired(told)
+    short, long = _reply(0, played_ms=2500.0), _reply(1, played_ms=400.0)
+    playing.add(short)  # type: ignore[arg-type]
+    playing.add(long)  # type: ignore[arg-type]
+    assert playing.left_ms(machine.closed_playback.playing_to_end()) == 2600.0, "the longer of the two"
+    long.state.item.heard_ms = 400.0  # type: ignore[attr-defined]
+    playing.cut(long, 400.0)  # type: ignore[arg-type]
+    assert playing.left_ms(machine.closed_playback.playing_to_end()) == 500.0, "the cut one stopped at its cut"
+    playing.close()
+    assert playing.left_ms(machine.closed_playback.playing_to_end()) == 0.0

@@ -12,6 +12,9 @@ The machine keeps such replies (at most :data:`MAX_PLAYING`) and tells how much 
 - pushed out past the bound, or when the session closes: as far as its cut, else as far as it had played (which
   only the shell's playback estimate can say, so ``ReplyHeard`` leaves it to the shell).
 
+Whether speech cuts a closed reply or finds it played out (:func:`speech_cuts`), and which replies the idle timeout
+counts from the end of (:meth:`ClosedPlayback.playing_to_end`), are decided here too: the shell only measures.
+
 A reply has at most one timer (its play-out, or its cut's grace, which replaces it); a firing of a timer replaced
 since, or for a reply told already, is stale and changes nothing. Pure: the machine arms, the shell's timer fires.
 """
@@ -40,6 +43,14 @@ CUT_GRACE_MS = 2000.0
 (an OpenAI client sends it once it has stopped its playback, after ``speech_started``)."""
 SLACK_MS = 1.0
 """Audio within this of the end counts as sent, or as played."""
+
+
+def speech_cuts(sent_ms: float, heard_ms: float) -> bool:
+    """The user spoke with the client's playback ``heard_ms`` into a closed reply of which ``sent_ms`` had left for
+    it: True when that cuts the reply, False when the client had played all it was sent (within :data:`SLACK_MS`),
+    so the reply played out."""
+    return heard_ms < sent_ms - SLACK_MS
+
 
 Emit = Callable[[ArmClosedPlaybackTimer | ReplyHeard], None]
 
@@ -86,6 +97,12 @@ class ClosedPlayback:
             case SessionClosing():
                 for response_id in list(self.replies):
                     self._stopped(response_id, emit)
+
+    def playing_to_end(self) -> frozenset[str]:
+        """The replies the client may still play to their end (not one the user cut): the idle timeout counts from
+        the end of the one it finishes last, a cut one's playback having stopped at the cut."""
+        return frozenset(response_id for response_id, reply in self.replies.items()
+                         if reply.cut_ms is None or reply.cut_ms >= reply.audio_ms)
 
     def truncated(self, event: ClosedReplyTruncated, emit: Emit) -> bool:
         """The client truncated ``event.item_id``: a reply held here was cut there, for good. True when it was one
