@@ -118,6 +118,9 @@ class ChatMessage:
     images: tuple[ChatImage, ...] = ()
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
+    private: bool = False
+    """A system message a user caused (a camera's note, a client's own system item), not the instructions:
+    an engine that shares prompt caches across sessions never counts it as the shared, public prefix."""
 
 
 ToolChoice = str | Mapping[str, Any]

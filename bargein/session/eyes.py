@@ -69,7 +69,7 @@ def camera_message(note: SceneNote, age_s: float) -> ChatMessage:
     faces = {0: "no face", 1: "one face"}.get(note.faces, f"{note.faces} faces")
     facts = "; ".join(part for part in (writing, faces, note.light, note.motion) if part)
     when = " (as it was a while ago: nothing newer has come)" if age_s > STALE_NOTE_S else ""
-    return ChatMessage("system", f"{CAMERA_GUIDANCE} {facts}{when}.")
+    return ChatMessage("system", f"{CAMERA_GUIDANCE} {facts}{when}.", private=True)
 
 
 class SessionEyes(QuietObserver):

@@ -387,5 +387,5 @@ class Conversation:
             text = " ".join(p.text for p in item.parts if p.type in ("input_text", "input_audio") and p.text)
             images = tuple(ChatImage(p.image_url) for p in item.parts if p.type == "input_image" and p.image_url)
             if text or images:
-                messages.append(ChatMessage(item.role, text.strip(), images))
+                messages.append(ChatMessage(item.role, text.strip(), images, private=item.role == "system"))
         return messages

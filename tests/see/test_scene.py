@@ -143,6 +143,7 @@ def test_the_camera_message_says_how_to_use_the_note() -> None:
     from bargein.session.eyes import camera_message
 
     read = camera_message(SceneNote(("EXIT 12",), 1, "dim light", (), "little motion", 0.0), 2.0)
+    assert read.private  # what a user's camera saw: never the shared prefix of another session's prompt
     assert read.role == "system" and 'writing that reads exactly: "EXIT 12"' in read.content
     assert "one face; dim light; little motion" in read.content and "a while ago" not in read.content
     blank = camera_message(SceneNote((), 0, "even light", (), None, 0.0), 30.0)

@@ -193,3 +193,14 @@ def test_function_items_and_audio_transcripts_are_charged_to_the_clients_budget(
             history.add(item, from_client=True)
         assert refused.value.code == "history_budget_exceeded"
     assert len(history) == 1 and ledger.total == history.bytes > 100_000
+
+
+def test_a_clients_own_system_item_is_marked_private_and_the_instructions_are_not() -> None:
+    # an LLM that shares prompt caches across sessions shares only the instructions: a system item a client wrote
+    # leads the prompt when the instructions are empty, and was taken for them
+    history = Conversation()
+    history.add(Item("s1", "system", [Part("input_text", "The user's PIN is 4921.")]))
+    history.add(Item("u1", "user", [Part("input_text", "what is my PIN?")]))
+    assert [(m.role, m.private) for m in history.chat_messages("be brief")] == [
+        ("system", False), ("system", True), ("user", False)]
+    assert [(m.role, m.private) for m in history.chat_messages("")] == [("system", True), ("user", False)]

@@ -105,7 +105,7 @@ class LlamaPrompt:
         # the instructions only: a system message after them is a camera's note or a client's own system item,
         # what a user's camera saw or a user wrote, which another session must not be able to guess by its timing
         leading = [ChatMessage(role="system", content=history[0].content)] \
-            if history and history[0].role == "system" else []
+            if history and history[0].role == "system" and not history[0].private else []
         key = (tuple(message.content for message in leading), repr(options.tools), repr(options.tool_choice))
         public = self._public.get(key)
         if public is None:

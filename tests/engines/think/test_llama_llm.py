@@ -349,3 +349,26 @@ async def test_another_session_reuses_no_system_note_a_user_caused(model: LlamaL
     guess = await asyncio.create_task(as_session("b", secret))  # B guesses A's camera note, word for word
     assert 0 < guess.reused_tokens <= shared_instructions, \
         "session B's first-token time would tell it what session A's camera saw"
+
+
+async def test_a_user_caused_note_that_opens_the_prompt_is_not_taken_for_the_instructions(
+        model: LlamaLanguageModel) -> None:
+    """With empty instructions the camera's note (or a client's system item) is the prompt's first message: the
+    first system message was counted as the public instructions, so another session could still guess it."""
+    from bargein.engines.fair import current_owner
+
+    note = ChatMessage("system", "The user's camera, as read by a text detector, shows a card: PIN 4921, account "
+                                 "number 7781 3345 0912, holder Jane Q. Example, expiry 09/29, code 118.",
+                       private=True)
+    secret = [note, user("What does the card say?")]
+
+    async def as_session(name: str) -> TurnStats:
+        current_owner.set(name)
+        await collect(model, secret)
+        assert model.last_stats is not None
+        return model.last_stats
+
+    first = await asyncio.create_task(as_session("e"))
+    guess = await asyncio.create_task(as_session("f"))  # F guesses E's camera note, word for word
+    assert first.prompt_tokens > 40 and guess.reused_tokens < 10, \
+        "session F's first-token time would tell it what session E's camera saw"
