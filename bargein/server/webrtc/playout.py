@@ -20,6 +20,7 @@ import logging
 from aiortc import RTCRtpSender
 from aiortc.stats import RTCRemoteInboundRtpStreamStats
 
+from bargein.server.webrtc.opus import OPUS_RATE
 from bargein.server.webrtc.tracks import OnWire
 
 log = logging.getLogger(__name__)
@@ -29,8 +30,6 @@ DEFAULT_PLAYOUT_DELAY_MS = 60.0
 JITTER_BUFFER_FLOOR_MS = 40.0
 JITTER_MULTIPLE = 3.0
 """A receiver's jitter buffer holds a few times the interarrival jitter (NetEq's target grows with it)."""
-OPUS_CLOCK_HZ = 48_000
-"""RTCP reports jitter in RTP timestamp units: Opus runs its clock at 48 kHz."""
 MAX_PLAYOUT_DELAY_MS = 1000.0
 """A report saying more than this is taken as this (a clock glitch must not erase a whole reply from history)."""
 READ_EVERY_S = 1.0
@@ -49,7 +48,7 @@ class PlayoutDelay:
         if round_trip_s is None and jitter_units is None:
             return
         one_way_ms = 500.0 * round_trip_s if round_trip_s is not None else 0.0
-        jitter_ms = 1000.0 * (jitter_units or 0.0) / OPUS_CLOCK_HZ
+        jitter_ms = 1000.0 * (jitter_units or 0.0) / OPUS_RATE  # RTP timestamp units: Opus's 48 kHz clock
         buffer_ms = max(JITTER_BUFFER_FLOOR_MS, JITTER_MULTIPLE * jitter_ms)
         self.delay_ms = min(MAX_PLAYOUT_DELAY_MS, one_way_ms + buffer_ms + 20.0)
         self.reported = True

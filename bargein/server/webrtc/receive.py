@@ -18,7 +18,6 @@ newer aiortc renames it). Where it is missing, the call falls back to aiortc's o
 from __future__ import annotations
 
 import asyncio
-import fractions
 import logging
 from typing import Any
 
@@ -28,15 +27,13 @@ import numpy.typing as npt
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from av.packet import Packet
 
-from bargein.server.webrtc.opus import FecDecoder, load_libopus
+from bargein.server.webrtc.opus import OPUS_RATE, TIME_BASE, FecDecoder, load_libopus
 from bargein.server.webrtc.reorder import Release, Reorderer
 
 log = logging.getLogger(__name__)
 RECEIVER_BUFFER = "_RTCRtpReceiver__jitter_buffer"
 """aiortc's ``RTCRtpReceiver.__jitter_buffer``: ``add(packet) -> (pli_flag, encoded_frame | None)``, called with
 each depayloaded RTP packet (its ``_data``); what it returns goes to aiortc's decoder thread."""
-OPUS_RATE = 48_000
-TIME_BASE = fractions.Fraction(1, OPUS_RATE)
 MAX_CONCEALED = 5
 """Lost packets in a row that libopus conceals (100 ms, its fade has run by then); the rest of a gap is silence."""
 MAX_FRAMES_QUEUED = 250

@@ -78,7 +78,7 @@ class Reorderer:
             self._last_timestamp = None
             return [*released, *self.take(sequence, timestamp, payload, now)]
         if delta == 0 and self._held:  # the missing packet came: how late it was tells how long to wait
-            self._saw_lateness(now - min(held.arrived for held in self._held.values()))
+            self._saw_lateness(now - self._oldest_arrival())
         self._held[self.expected + delta] = _Held(timestamp, payload, now)
         return self.due(now)
 
@@ -89,7 +89,7 @@ class Reorderer:
             held = self._held.pop(self.expected, None)
             if held is not None:
                 released.append(self._release(held.timestamp, held.payload))
-            elif now - min(held.arrived for held in self._held.values()) >= self.wait_s:
+            elif now - self._oldest_arrival() >= self.wait_s:
                 after = self._held.get(self.expected + 1)
                 released.append(self._release(self._next_timestamp(), None, after.payload if after else None))
             else:
@@ -101,7 +101,11 @@ class Reorderer:
         """When the oldest held packet's wait runs out (None when nothing waits)."""
         if not self._held:
             return None
-        return min(held.arrived for held in self._held.values()) + self.wait_s
+        return self._oldest_arrival() + self.wait_s
+
+    def _oldest_arrival(self) -> float:
+        """When the packet held longest arrived (some are held)."""
+        return min(held.arrived for held in self._held.values())
 
     def _release(self, timestamp: int, payload: bytes | None, recovery: bytes | None = None) -> Release:
         if payload is None:

@@ -27,12 +27,10 @@ import numpy.typing as npt
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 from bargein.audio.resample import LowDelayResampler
-from bargein.server.webrtc.opus import OpusEncoder
+from bargein.server.webrtc.opus import OPUS_RATE, OpusEncoder
 
 SEND_RATE = 24_000
 """The rate the reply audio is queued at (and counted in, for the playback truth)."""
-OPUS_RATE = 48_000
-"""The rate each frame is encoded at (Opus's own: no resampler inside the codec holds part of a frame back)."""
 FRAME_S = 0.020
 FRAME_SAMPLES = int(SEND_RATE * FRAME_S)
 OPUS_FRAME_SAMPLES = int(OPUS_RATE * FRAME_S)
@@ -191,9 +189,9 @@ def _wake_up(wake: asyncio.Future[None]) -> None:
 
 
 class OpusRateFrames:
-    """20 ms frames at ``rate`` made 20 ms frames at 48 kHz, the rate aiortc's Opus encoder passes straight through
-    (the streaming low-delay filter holds back about a millisecond: the first frame starts with that much
-    silence, once)."""
+    """20 ms frames at ``rate`` made 20 ms frames at 48 kHz, the rate the track's Opus encoder codes without a
+    resampler of its own (the streaming low-delay filter holds back about a millisecond: the first frame starts
+    with that much silence, once)."""
 
     def __init__(self, rate: int) -> None:
         self._upsampler = LowDelayResampler(rate, OPUS_RATE)
