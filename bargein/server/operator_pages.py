@@ -14,11 +14,11 @@ import hmac
 import re
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from starlette.requests import Request
 
 from bargein.config import Settings
+from bargein.engines.think.openai_llm import public_url
 from bargein.server.auth import host_allowed, is_loopback, origin_allowed, peer_address
 
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
@@ -55,20 +55,8 @@ def _bare_token(match: re.Match[str]) -> str:
     token = match.group(0)
     trailing = _TRAILING.search(token)
     if trailing is not None and "@" not in token[trailing.start():]:
-        return _bare_url(token[:trailing.start()]) + trailing.group(0)
-    return _bare_url(token)
-
-
-def _bare_url(url: str) -> str:
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        port = f":{parts.port}" if parts.port is not None else ""
-    except ValueError:
-        return "<url withheld>"
-    if ":" in host:  # an IPv6 literal keeps its brackets
-        host = f"[{host}]"
-    return urlunsplit((parts.scheme, host + port, parts.path, "", ""))
+        return public_url(token[:trailing.start()]) + trailing.group(0)
+    return public_url(token)
 
 
 def error_kind(text: str | None) -> str | None:
