@@ -38,20 +38,15 @@ class Timers:
 
     def arm_pause(self, response_id: str, delay_ms: int) -> None:
         """Fire ``PauseTimerFired`` for a paused reply after ``delay_ms``."""
-        self.disarm_pause(response_id)
-        self._pauses[response_id] = asyncio.get_running_loop().call_later(
-            delay_ms / 1000, lambda: self.feed(v.PauseTimerFired(response_id)))
+        self._arm(self._pauses, response_id, delay_ms, v.PauseTimerFired(response_id))
 
     def disarm_pause(self, response_id: str) -> None:
         """Forget a reply's pause timer (it resumed or ended)."""
-        if (timer := self._pauses.pop(response_id, None)) is not None:
-            timer.cancel()
+        self._forget(self._pauses, response_id)
 
     def arm_play_out(self, response_id: str, delay_ms: int, arm: int) -> None:
         """Fire ``PlayOutTimerFired`` (with ``arm``) for a reply playing out after ``delay_ms``."""
-        self._forget(self._play_outs, response_id)
-        self._play_outs[response_id] = asyncio.get_running_loop().call_later(
-            delay_ms / 1000, lambda: self.feed(v.PlayOutTimerFired(response_id, arm)))
+        self._arm(self._play_outs, response_id, delay_ms, v.PlayOutTimerFired(response_id, arm))
 
     def disarm_reply(self, response_id: str) -> None:
         """Forget a reply's pause and play-out timers (it ended)."""
@@ -61,17 +56,23 @@ class Timers:
     def arm_closed_playback(self, response_id: str, delay_ms: float, arm: int) -> None:
         """Fire ``ClosedPlaybackTimerFired`` (with ``arm``) for a closed reply the client still plays after
         ``delay_ms`` (replacing its timer)."""
-        self._forget(self._closed, response_id)
-        self._closed[response_id] = asyncio.get_running_loop().call_later(
-            delay_ms / 1000, self._closed_fired, response_id, arm)
-
-    def _closed_fired(self, response_id: str, arm: int) -> None:
-        self._closed.pop(response_id, None)
-        self.feed(v.ClosedPlaybackTimerFired(response_id, arm))
+        self._arm(self._closed, response_id, delay_ms, v.ClosedPlaybackTimerFired(response_id, arm))
 
     def disarm_closed_playback(self, response_id: str) -> None:
         """Forget a closed reply's timer (its playback ended)."""
         self._forget(self._closed, response_id)
+
+    def _arm(self, timers: dict[str, asyncio.TimerHandle], response_id: str, delay_ms: float,
+             fired: v.Event) -> None:
+        """Feed ``fired`` after ``delay_ms``, replacing the reply's timer in ``timers`` (which forgets it as it
+        fires)."""
+        self._forget(timers, response_id)
+        timers[response_id] = asyncio.get_running_loop().call_later(delay_ms / 1000, self._fire, timers,
+                                                                    response_id, fired)
+
+    def _fire(self, timers: dict[str, asyncio.TimerHandle], response_id: str, fired: v.Event) -> None:
+        timers.pop(response_id, None)
+        self.feed(fired)
 
     @staticmethod
     def _forget(timers: dict[str, asyncio.TimerHandle], response_id: str) -> None:
