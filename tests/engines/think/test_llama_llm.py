@@ -307,46 +307,42 @@ async def test_switching_the_thread_count_mid_reply_changes_no_greedy_token(mode
     assert "".join(switching) == "".join(fixed) == "".join(again)
 
 
-async def test_another_session_reuses_the_instructions_never_a_conversation(model: LlamaLanguageModel) -> None:
+async def as_session(model: LlamaLanguageModel, name: str, messages: list[ChatMessage]) -> TurnStats:
+    """One turn of ``messages`` asked as the session ``name`` (run it in a task of its own: the owner is set in
+    the task's context); the model's figures for it."""
     from bargein.engines.fair import current_owner
 
+    current_owner.set(name)
+    await collect(model, messages)
+    assert model.last_stats is not None
+    return model.last_stats
+
+
+async def test_another_session_reuses_the_instructions_never_a_conversation(model: LlamaLanguageModel) -> None:
     secret = [user("My bank PIN is 4921, my dog is called Rex and I live at 12 Elm Street.")]
 
-    async def as_session(name: str) -> TurnStats:
-        current_owner.set(name)
-        await collect(model, secret)
-        assert model.last_stats is not None
-        return model.last_stats
-
-    first = await asyncio.create_task(as_session("a"))
-    guess = await asyncio.create_task(as_session("b"))  # B guesses how A's conversation began, word for word
+    first = await asyncio.create_task(as_session(model, "a", secret))
+    # B guesses how A's conversation began, word for word
+    guess = await asyncio.create_task(as_session(model, "b", secret))
     assert 0 < guess.reused_tokens <= first.prompt_tokens - 10, \
         "session B's first-token time would tell it how session A's conversation began"
-    again = await asyncio.create_task(as_session("a"))
+    again = await asyncio.create_task(as_session(model, "a", secret))
     assert again.reused_tokens == again.prompt_tokens - 1  # A's own conversation comes back whole
 
 
 async def test_another_session_reuses_no_system_note_a_user_caused(model: LlamaLanguageModel) -> None:
     """A camera note (or a client's own system item) follows the instructions as a system message: it is what a
     user's camera saw or a user wrote, so another session guessing it must not be served it from the cache."""
-    from bargein.engines.fair import current_owner
-
     instructions = ChatMessage("system", "You are a helpful voice assistant. Answer in one short sentence.")
     note = ChatMessage("system", "The user's camera, as read by a text detector, shows a card: PIN 4921, account "
                                  "number 7781 3345 0912, holder Jane Q. Example, expiry 09/29, code 118.")
     secret = [instructions, note, user("What does the card say?")]
     alone = [instructions, user("What does the card say?")]
 
-    async def as_session(name: str, messages: list[ChatMessage]) -> TurnStats:
-        current_owner.set(name)
-        await collect(model, messages)
-        assert model.last_stats is not None
-        return model.last_stats
-
-    await asyncio.create_task(as_session("c", alone))
-    shared_instructions = (await asyncio.create_task(as_session("d", alone))).reused_tokens
-    await asyncio.create_task(as_session("a", secret))
-    guess = await asyncio.create_task(as_session("b", secret))  # B guesses A's camera note, word for word
+    await asyncio.create_task(as_session(model, "c", alone))
+    shared_instructions = (await asyncio.create_task(as_session(model, "d", alone))).reused_tokens
+    await asyncio.create_task(as_session(model, "a", secret))
+    guess = await asyncio.create_task(as_session(model, "b", secret))  # B guesses A's camera note, word for word
     assert 0 < guess.reused_tokens <= shared_instructions, \
         "session B's first-token time would tell it what session A's camera saw"
 
@@ -355,20 +351,12 @@ async def test_a_user_caused_note_that_opens_the_prompt_is_not_taken_for_the_ins
         model: LlamaLanguageModel) -> None:
     """With empty instructions the camera's note (or a client's system item) is the prompt's first message: the
     first system message was counted as the public instructions, so another session could still guess it."""
-    from bargein.engines.fair import current_owner
-
     note = ChatMessage("system", "The user's camera, as read by a text detector, shows a card: PIN 4921, account "
                                  "number 7781 3345 0912, holder Jane Q. Example, expiry 09/29, code 118.",
                        private=True)
     secret = [note, user("What does the card say?")]
 
-    async def as_session(name: str) -> TurnStats:
-        current_owner.set(name)
-        await collect(model, secret)
-        assert model.last_stats is not None
-        return model.last_stats
-
-    first = await asyncio.create_task(as_session("e"))
-    guess = await asyncio.create_task(as_session("f"))  # F guesses E's camera note, word for word
+    first = await asyncio.create_task(as_session(model, "e", secret))
+    guess = await asyncio.create_task(as_session(model, "f", secret))  # F guesses E's camera note, word for word
     assert first.prompt_tokens > 40 and guess.reused_tokens < 10, \
         "session F's first-token time would tell it what session E's camera saw"
