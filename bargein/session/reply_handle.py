@@ -151,12 +151,14 @@ class ReplyHandle:
     # -- pause and resume ---------------------------------------------------------------------------
 
     def pause(self, segment_item_id: str) -> None:
-        """Stop sending at once; remember where the client's playback stands (the cut point)."""
+        """Stop sending at once; remember where the client's playback stands (the cut point). The event names the
+        reply's item only once the client was told of it: a reply paused before its first words has none yet."""
         self.wiring.outbound.purge(self.response_id)
         cut_ms = self.playback.heard_ms()
         self.paused = Pause(cut_ms, segment_item_id)
         self.gate.clear()
-        self._emit(Outgoing(event("bargein.reply.paused", response_id=self.response_id, item_id=self.state.item.id,
+        self._emit(Outgoing(event("bargein.reply.paused", response_id=self.response_id,
+                                  item_id=self.state.announced_item_id,
                                   segment_item_id=segment_item_id, audio_end_ms=round(cut_ms, 3))))
 
     def resume(self) -> None:
@@ -172,8 +174,8 @@ class ReplyHandle:
         item.heard_ms = None
         item.status = "in_progress"
         self.playback, self.pacer = restarted_clocks(cut.cut_ms, self.lead_ms)
-        self._emit(Outgoing(event("bargein.reply.resumed", response_id=self.response_id, item_id=item.id,
-                                  audio_start_ms=round(cut.cut_ms, 3))))
+        self._emit(Outgoing(event("bargein.reply.resumed", response_id=self.response_id,
+                                  item_id=self.state.announced_item_id, audio_start_ms=round(cut.cut_ms, 3))))
         for piece in [*cut.pieces, *pause.held]:
             if isinstance(piece, str):
                 self.forward_text(piece)

@@ -77,6 +77,12 @@ class ReplyState:
         """The content part's type in ``response.content_part.*`` events."""
         return "audio" if self.audio else "text"
 
+    @property
+    def announced_item_id(self) -> str | None:
+        """The message item's id once ``response.output_item.added`` announced it to the client, else None: an
+        event about the reply must not name an item the client has not been told of."""
+        return self.item.id if self.message_index is not None else None
+
     def _ids(self) -> dict[str, Any]:
         return {"response_id": self.response_id, "item_id": self.item.id, "output_index": self.message_index,
                 "content_index": 0}

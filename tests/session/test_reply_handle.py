@@ -150,3 +150,25 @@ async def test_played_out_waits_for_the_clients_last_sample_or_the_end() -> None
     assert not waiting.done(), "a paused reply waits for its resume or its end"
     handle.cancel("turn_detected")
     await asyncio.wait_for(waiting, 1.0)
+
+
+async def _events(handle: ReplyHandle) -> list[dict[str, object]]:
+    """The events the handle queued so far, taken off its outbound queue."""
+    outbound = handle.wiring.outbound
+    return [(await outbound.get()).event for _ in range(len(outbound))]
+
+
+async def test_a_reply_paused_before_its_first_words_names_no_item_the_client_was_never_told_of() -> None:
+    handle = _handle(Clock())
+    handle.pause("item_user")  # the user spoke while the reply was still thinking
+    handle.hold(" hello")
+    handle.resume()
+    events = await _events(handle)
+    kinds = [e["type"] for e in events]
+    paused = events[kinds.index("bargein.reply.paused")]
+    resumed = events[kinds.index("bargein.reply.resumed")]
+    assert paused["item_id"] is None and resumed["item_id"] is None, "the item was announced only after them"
+    assert kinds.index("response.output_item.added") > kinds.index("bargein.reply.resumed")
+    handle.pause("item_user_2")  # now its first words are out: the item is the client's to know
+    (paused_again,) = [e for e in await _events(handle) if e["type"] == "bargein.reply.paused"]
+    assert paused_again["item_id"] == "item_a"

@@ -128,8 +128,9 @@ function onEvent(ev) {
       cutDeferred = false;
       bargeIn().catch((err) => status.error('client', err));
     }
-    if (type === 'bargein.reply.resumed') {
-      // A cough or a backchannel paused the reply; it goes on from exactly where playback stopped.
+    if (type === 'bargein.reply.resumed' && ev.item_id) {
+      // A cough or a backchannel paused the reply; it goes on from exactly where playback stopped. (A reply
+      // paused before its first words names no item: nothing of it was played, so there is nothing to seek.)
       cutItems.delete(ev.item_id);
       test.receivedMsByItem[ev.item_id] = ev.audio_start_ms;
       conn.audio?.seek(ev.item_id, ev.audio_start_ms);
