@@ -30,7 +30,7 @@ import numpy.typing as npt
 from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
 
-from bargein.server.webrtc.opus import OpusEncoder, with_inband_fec
+from bargein.server.webrtc.opus import OPUS_RATE, OpusEncoder, with_inband_fec
 from bargein.server.webrtc.tracks import OPUS_FRAME_SAMPLES, OpusRateFrames
 from bench.harness.udp_relay import UdpRelay
 
@@ -62,6 +62,9 @@ class MicrophoneTrack(MediaStreamTrack):
         self._pts = 0
         self._to_opus_rate = OpusRateFrames(rate)
         self._encoder = OpusEncoder(BROWSER_BIT_RATE)
+        self.starts: list[tuple[float, int]] = []
+        """Per clip begun, in order: the monotonic time and the 48 kHz RTP timestamp (from the track's first packet)
+        of its first sample."""
 
     def say(self, pcm: bytes) -> asyncio.Future[float]:
         """Queue ``pcm`` (pcm16 at the track's rate); resolves to the monotonic time its first sample was sent."""
@@ -90,6 +93,7 @@ class MicrophoneTrack(MediaStreamTrack):
             clip = self._clips[0]
             if not clip.started.done():
                 clip.started.set_result(time.monotonic() + filled / self.rate)
+                self.starts.append((clip.started.result(), self._pts + filled * OPUS_RATE // self.rate))
             count = min(self.frame_samples - filled, len(clip.samples) - clip.offset)
             out[filled:filled + count] = clip.samples[clip.offset:clip.offset + count]
             clip.offset += count

@@ -30,6 +30,7 @@ import argparse
 import asyncio
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +39,12 @@ from bench.harness.question_clips import question_clips, question_turns
 from bench.harness.realtime_harness import percentile
 from bench.harness.udp_relay import CLEAN, Impairment
 from bench.latency.webrtc_links import WebRtcLink, WebSocketLink
+from bench.latency.webrtc_onset import TRACE_ENV
+from bench.latency.webrtc_onset import report as onset_report
 from bench.latency.webrtc_turns import even_levels, run_turns, summary_of, transcripts_in_order
 
 INSTANT = "bench.latency.webrtc_engines:instant_engines"
+TRACED = "bench.latency.webrtc_onset:traced_instant_engines"
 WHISPER = "bench.latency.webrtc_engines:whisper_engines"
 
 
@@ -64,11 +68,19 @@ async def _session(link_factory: Any, turns: int, barge: bool = True) -> tuple[d
 
 
 def parts_abc(args: argparse.Namespace) -> dict[str, Any]:
-    """First audio on both transports, barge-in stop and heard text over WebRTC."""
-    with engine_server(INSTANT) as (host_port, _pid):
-        print(f"-- a, b, c: load average {load()}", flush=True)
-        ws, _ = asyncio.run(_session(lambda: WebSocketLink.open(host_port), args.turns))
-        rtc, _ = asyncio.run(_session(lambda: WebRtcLink.open(host_port), args.turns))
+    """First audio on both transports, barge-in stop and heard text over WebRTC (the stop traced term by term)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        trace = Path(scratch) / "onset-trace.jsonl"
+        os.environ[TRACE_ENV] = str(trace)  # the server's child process inherits it
+        try:
+            with engine_server(TRACED) as (host_port, _pid):
+                print(f"-- a, b, c: load average {load()}", flush=True)
+                ws, _ = asyncio.run(_session(lambda: WebSocketLink.open(host_port), args.turns))
+                rtc, _ = asyncio.run(_session(lambda: WebRtcLink.open(host_port), args.turns))
+        finally:
+            os.environ.pop(TRACE_ENV, None)
+        terms = onset_report(trace, rtc["cuts"])
+    rtc["terms"] = [t.__dict__ for t in terms]
     difference = percentile(rtc["first"], 50) - percentile(ws["first"], 50)
     wire_difference = percentile(rtc["first_wire"], 50) - percentile(ws["first"], 50)
     print(f"a. first audio (ms), load average {load()}:")
@@ -82,6 +94,8 @@ def parts_abc(args: argparse.Namespace) -> dict[str, Any]:
     print(_row("WebRTC: onset to the last reply audio played", rtc["stop_heard"]))
     print(_row("WebRTC: onset to speech_started", rtc["started"]))
     print(_row("WebSocket: onset to speech_started", ws["started"]))
+    if terms:
+        print(_row("WebRTC: onset to the first voiced VAD frame's end", [t.speech for t in terms]))
     stop99 = percentile(rtc["stop"], 99)
     print(f"  WebRTC stop p99 {stop99:.1f} ms ({'meets' if stop99 <= 60 else 'misses'} the 60 ms target)")
     within = sum(off <= 1 for off in rtc["heard_off"])

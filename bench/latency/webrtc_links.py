@@ -151,6 +151,13 @@ class PeerMicrophone:
         await asyncio.sleep(max(0.0, started + offset / self.rate - time.monotonic()))
         return started + offset / self.rate
 
+    def rtp_position(self, sample: int) -> int | None:
+        """Position ``sample`` as the 48 kHz RTP timestamp (from the call's first packet) it was sent at, once its
+        clip has begun (None before)."""
+        clip, offset = divmod(sample, self.CLIP_SPAN)
+        starts = self.peer.microphone.starts
+        return starts[clip][1] + offset * 48_000 // self.rate if clip < len(starts) else None
+
     def stop(self) -> None:
         """Nothing to stop: the track ends with the call."""
 

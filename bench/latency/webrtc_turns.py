@@ -56,6 +56,11 @@ class TurnFigures:
     history_words: int | None = None
     history_text: str | None = None
     unanswered: str | None = None
+    onset_at: float | None = None
+    """A cut's onset leaving the client (``time.monotonic``), with its RTP timestamp (WebRTC only) and the interrupted
+    reply's last voiced packet arriving: for :mod:`bench.latency.webrtc_onset`'s terms."""
+    onset_rtp: int | None = None
+    last_packet_at: float | None = None
     """For a turn with no audible reply: the server events that came after its speech ended, to tell why."""
 
     @property
@@ -161,6 +166,8 @@ async def _turn(link: Link, clip: SpeechClip, index: int, cut_reply: tuple[str |
     onset_at = await link.mic.wait_sent(start + clip.onset - skip)
     end_at = await link.mic.wait_sent(start + clip.end - skip)
     figures = TurnFigures(index, clip.name, cut_in=cut_reply is not None)
+    rtp_position = getattr(link.mic, "rtp_position", None)
+    figures.onset_rtp = rtp_position(start + clip.onset - skip) if rtp_position is not None else None
     audible_at = await first_audible_after(link.received, end_at, timeout_s)
     if audible_at is not None:
         figures.first_audio_ms = 1000 * (audible_at - end_at)
@@ -189,6 +196,8 @@ async def _judge_cut(link: Link, figures: TurnFigures, cut_reply: tuple[str | No
     reply_id, reply_audible_at = cut_reply
     cut_packets = audible_between(link.received.wire, onset_at, end_at)
     figures.stop_ms = 1000 * (cut_packets[-1][0] - onset_at) if cut_packets else 0.0
+    figures.onset_at = onset_at
+    figures.last_packet_at = cut_packets[-1][0] if cut_packets else onset_at
     cut_frames = audible_between(link.received.audio, onset_at, end_at)
     figures.stop_heard_ms = 1000 * (cut_frames[-1][0] - onset_at) if cut_frames else 0.0
     with contextlib.suppress(TimeoutError):
@@ -260,4 +269,6 @@ def summary_of(results: list[TurnFigures]) -> dict[str, Any]:
         "heard_off": [abs(r.played_words - r.history_words) for r in results
                       if r.played_words is not None and r.history_words is not None],
         "completed": sum(r.completed for r in results), "turns": len(results),
+        "cuts": [(r.onset_at, r.onset_rtp, r.last_packet_at) for r in results
+                 if r.onset_at is not None and r.onset_rtp is not None and r.last_packet_at is not None],
     }

@@ -1,0 +1,209 @@
+"""Where a WebRTC barge-in stop's time goes, term by term: a trace the benchmark's server writes, read per cut.
+
+``bench.latency.webrtc`` parts a to c serve with :func:`traced_instant_engines`: in the server's process it wraps,
+for the benchmark only, the receive buffer (each caller packet's arrival and RTP timestamp), the Silero stream
+(each 512-sample frame's submission, result and probability, by frame index), the connection's event forwarding
+(``input_audio_buffer.speech_started`` and ``bargein.reply.paused`` as the writer carries them out) and the reply
+track (its clear, and the first packet after it leaving), and appends them to the JSON-lines file named by
+``BENCH_ONSET_TRACE``. The client's microphone notes the RTP timestamp its clip began at
+(:attr:`~bench.harness.webrtc_peer.MicrophoneTrack.starts`), so the clip's onset is a position in the server's
+stream: 16 kHz sample ``n`` is 48 kHz RTP timestamp ``3 n`` from the first packet (the listen path's resamplers
+shift nothing, ``bargein/audio/resample.py``). :func:`stop_terms` splits each cut's stop (ms, on the one
+``time.monotonic`` clock both processes read):
+
+- **receive**: the onset's packet leaving the client to its arrival in the server's receive buffer;
+- **speech**: the onset to the end of the first Silero frame at or over the threshold (its ``audio_start_ms``), in
+  ms of audio, and how many frames after the onset's own frame that was (``frames``);
+- **assembly**: that frame's end (the onset's send time plus ``speech``) to the frame reaching Silero: the packet
+  that completes it (the benchmark's microphone sends a packet as its 20 ms begins, so this can be negative), the
+  listen path's resamplers (a frame whose last sample falls in a packet's last few milliseconds waits for the next
+  packet) and the session's work;
+- **vad**: the frame's submission to its probability (the batcher's loop passes and the inference);
+- **core**: the probability to the writer carrying out ``speech_started`` (the machine, the outbound queue);
+- **cut**: that to the reply track's clear (the writer carries out ``bargein.reply.paused`` next);
+- **send**: the clear to the first packet after it leaving;
+- **tail**: that packet's leaving to the last voiced reply packet's arrival at the client (negative when the
+  onset fell in a gap between the reply's words).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bargein.engines.base import Engines
+
+TRACE_ENV = "BENCH_ONSET_TRACE"
+FRAME_SAMPLES = 512
+LISTEN_RATE = 16_000
+RTP_PER_LISTEN_SAMPLE = 3
+THRESHOLD = 0.5
+
+
+class _Trace:
+    """Appends records to the trace file, flushed at the events a cut is read by."""
+
+    def __init__(self, path: str) -> None:
+        self._file = open(path, "a", buffering=1 << 16)  # noqa: SIM115 - open for the server's life
+
+    def note(self, record: dict[str, Any], *, flush: bool = False) -> None:
+        self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
+        if flush:
+            self._file.flush()
+
+
+def traced_instant_engines() -> Engines:
+    """:func:`~bench.latency.webrtc_engines.instant_engines`, with the trace installed when ``BENCH_ONSET_TRACE``
+    names a file."""
+    from bench.latency.webrtc_engines import instant_engines
+
+    engines = instant_engines()
+    path = os.environ.get(TRACE_ENV)
+    if path:
+        _install(_Trace(path), engines)
+    return engines
+
+
+def _install(trace: _Trace, engines: Engines) -> None:
+    from bargein.engines.listen.silero_vad import SileroStream
+    from bargein.server.webrtc.connection import WebRtcConnection
+    from bargein.server.webrtc.receive import ReceiveBuffer
+    from bargein.server.webrtc.tracks import ReplyAudioTrack
+
+    add = ReceiveBuffer.add
+
+    def traced_add(self: Any, packet: Any) -> tuple[bool, None]:
+        first = getattr(self, "_first_timestamp", None)
+        first = packet.timestamp if first is None else first
+        trace.note({"k": "pkt", "t": time.monotonic(), "ts": (packet.timestamp - first) % (1 << 32),
+                    "id": id(self)})
+        return add(self, packet)
+
+    probability = SileroStream.probability
+
+    async def traced_probability(self: Any, frame: Any) -> float:
+        index = self.__dict__.setdefault("_trace_frames", 0)
+        self._trace_frames = index + 1
+        submitted = time.monotonic()
+        result = await probability(self, frame)
+        trace.note({"k": "vad", "s": id(self), "i": index, "t0": submitted, "t1": time.monotonic(), "p": result})
+        return result
+
+    forward = WebRtcConnection._forward
+
+    async def traced_forward(self: Any, item: Any) -> None:
+        kind = item.event.get("type")
+        if kind in ("input_audio_buffer.speech_started", "bargein.reply.paused"):
+            trace.note({"k": kind, "t": time.monotonic(), "ms": item.event.get("audio_start_ms")}, flush=True)
+        await forward(self, item)
+
+    clear = ReplyAudioTrack.clear
+
+    def traced_clear(self: Any) -> Any:
+        had = self.holds_audio
+        trace.note({"k": "clear", "t": time.monotonic(), "had": had}, flush=True)
+        self._trace_cut = had
+        return clear(self)
+
+    recv = ReplyAudioTrack.recv
+
+    async def traced_recv(self: Any) -> Any:
+        packet = await recv(self)
+        if getattr(self, "_trace_cut", False):
+            self._trace_cut = False
+            trace.note({"k": "after_cut", "t": time.monotonic()}, flush=True)
+        return packet
+
+    ReceiveBuffer.add = traced_add  # type: ignore[method-assign]
+    SileroStream.probability = traced_probability  # type: ignore[method-assign]
+    WebRtcConnection._forward = traced_forward  # type: ignore[method-assign]
+    ReplyAudioTrack.clear = traced_clear  # type: ignore[method-assign]
+    ReplyAudioTrack.recv = traced_recv  # type: ignore[method-assign]
+
+
+@dataclass
+class StopTerms:
+    """One cut's stop split into its terms (ms; see the module docstring)."""
+
+    receive: float
+    speech: float
+    frames: int
+    assembly: float
+    vad: float
+    core: float
+    cut: float
+    send: float
+    tail: float
+    stop: float
+
+    def line(self) -> str:
+        """One printed line."""
+        return (f"receive {self.receive:5.1f}  speech {self.speech:5.1f} ({self.frames} frame(s) after the onset's)  "
+                f"assembly {self.assembly:5.1f}  vad {self.vad:4.1f}  core {self.core:4.1f}  cut {self.cut:4.1f}  "
+                f"send {self.send:4.1f}  tail {self.tail:6.1f}  = stop {self.stop:6.1f}")
+
+
+def read_trace(path: Path) -> list[dict[str, Any]]:
+    """The trace's records (a line the server was writing as it stopped is skipped)."""
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records
+
+
+def stop_terms(records: list[dict[str, Any]], onset_at: float, onset_pts: int,
+               last_packet_at: float) -> StopTerms | None:
+    """The terms of one cut: the onset sent at ``onset_at`` (client clock) as RTP timestamp ``onset_pts``, the
+    interrupted reply's last voiced packet arriving at ``last_packet_at``; None when the trace lacks a step."""
+    packets = [r for r in records if r["k"] == "pkt"]
+    if not packets:
+        return None
+    call = packets[-1]["id"]  # the WebRTC call (parts a to c hold one)
+    arrival = next((r["t"] for r in packets if r["id"] == call and r["ts"] >= onset_pts
+                    and r["t"] > onset_at - 1.0), None)
+    started = next((r for r in records if r["k"] == "input_audio_buffer.speech_started" and r["t"] > onset_at - 0.2),
+                   None)
+    if arrival is None or started is None or started["ms"] is None:
+        return None
+    voiced_index = round(started["ms"] * LISTEN_RATE / 1000 / FRAME_SAMPLES)
+    frames = [r for r in records if r["k"] == "vad" and r["i"] == voiced_index and abs(r["t1"] - started["t"]) < 1.0]
+    clears = [r for r in records if r["k"] == "clear" and r["t"] >= started["t"] - 0.05]
+    after = [r for r in records if r["k"] == "after_cut" and clears and r["t"] >= clears[0]["t"]]
+    if not frames or not clears or not after:
+        return None
+    frame = min(frames, key=lambda r: abs(r["t1"] - started["t"]))
+    onset_sample = onset_pts / RTP_PER_LISTEN_SAMPLE
+    end_sample = (voiced_index + 1) * FRAME_SAMPLES
+    speech_ms = 1000.0 * (end_sample - onset_sample) / LISTEN_RATE
+    frame_end_at = onset_at + speech_ms / 1000.0
+    ms = 1000.0
+    return StopTerms(
+        receive=ms * (arrival - onset_at), speech=speech_ms,
+        frames=voiced_index - int(onset_sample // FRAME_SAMPLES),
+        assembly=ms * (frame["t0"] - frame_end_at), vad=ms * (frame["t1"] - frame["t0"]),
+        core=ms * (started["t"] - frame["t1"]), cut=ms * (clears[0]["t"] - started["t"]),
+        send=ms * (after[0]["t"] - clears[0]["t"]), tail=ms * (last_packet_at - after[0]["t"]),
+        stop=ms * (last_packet_at - onset_at))
+
+
+def report(trace_path: Path, cuts: list[tuple[float, int, float]]) -> list[StopTerms]:
+    """Print each cut's terms and their medians (and maxima); the terms."""
+    records = read_trace(trace_path) if trace_path.is_file() else []
+    terms = [t for cut in cuts if (t := stop_terms(records, *cut)) is not None]
+    print(f"   where the stop went, per cut ({len(terms)} of {len(cuts)} cuts traced; ms):")
+    for each in terms:
+        print(f"    {each.line()}")
+    if terms:
+        import statistics
+
+        names = ("receive", "speech", "assembly", "vad", "core", "cut", "send", "tail", "stop")
+        print("    median: " + "  ".join(f"{n} {statistics.median(getattr(t, n) for t in terms):.1f}" for n in names))
+        print("    max:    " + "  ".join(f"{n} {max(getattr(t, n) for t in terms):.1f}" for n in names))
+    return terms
