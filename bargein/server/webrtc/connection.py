@@ -244,7 +244,7 @@ class WebRtcConnection(SessionConnection):
         """Empty the reply track (the next frame is silence) and truncate the item to what the caller heard."""
         now = asyncio.get_running_loop().time()
         holding = self.media.track.holds_audio
-        last = self.media.track.clear()
+        last = await self.media.track.cut()  # the packet after the cut leaves before the truncate's work
         if last is None or not (holding or still_playing(last, self.delay.delay_ms, now)):
             return
         self.cleared.add(last.response_id)

@@ -6,7 +6,8 @@ it was queued (24 kHz pcm16), silence when there is nothing to play, encoded by 
 the pacing wait, the moment it is due, and goes out without a hop to aiortc's encoder thread; a
 :meth:`ReplyAudioTrack.clear` drops everything queued and resets the encoder, so the packets after it code silence
 from nothing (not the cut reply's ringing tail), and wakes the sender, so the first of them (which still holds the
-codec's look-ahead, the last 6.5 ms of the reply) leaves at once rather than at its tick. It is also the server's
+codec's look-ahead, the last 6.5 ms of the reply) leaves at once rather than at its tick; :meth:`ReplyAudioTrack.cut`
+also lets it leave before the caller's next work. It is also the server's
 playback truth: it knows which response's audio, and how far into its item, went on the wire with each frame
 (:class:`OnWire`).
 Nothing here blocks: the sender's task awaits only the pacing sleep, and 20 ms of Opus encodes in well under a
@@ -120,6 +121,16 @@ class ReplyAudioTrack(MediaStreamTrack):
         self._queue.clear()
         self.queued_samples = 0
         self.on_wire = None
+        return last
+
+    async def cut(self) -> OnWire | None:
+        """:meth:`clear`, and when the sender's task is waiting for its tick, one loop pass for it to take the packet
+        after the cut (aiortc packs and sends it in the same step) before the caller goes on: the work of a barge-in
+        that follows (the truncate, the events after it on the data channel) would otherwise hold that packet."""
+        waiting = self._wake is not None and not self._wake.done()
+        last = self.clear()
+        if waiting:
+            await asyncio.sleep(0)
         return last
 
     async def recv(self) -> av.Packet[Any]:

@@ -86,3 +86,21 @@ async def test_a_clear_with_nothing_playing_moves_no_tick(slow_ticks: float) -> 
     await asyncio.sleep(0.3)
     assert not waiting.done()
     await asyncio.wait_for(waiting, 2 * slow_ticks)
+
+
+async def test_a_cut_lets_the_waiting_sender_take_the_packet_after_it_before_the_caller_goes_on(
+        slow_ticks: float) -> None:
+    track = ReplyAudioTrack(lambda _response: None, lambda _response: None)
+    track.play("resp_1", "item_1", 0.0, np.full(SEND_RATE, 8000, np.int16))
+    await track.recv()
+    waiting = asyncio.ensure_future(track.recv())  # the sender, waiting for its tick a second away
+    await asyncio.sleep(0.1)
+    last = await track.cut()
+    assert waiting.done(), "the packet after the cut was taken before the barge-in's own work"
+    assert last is not None and last.response_id == "resp_1"
+    assert not track.holds_audio
+    idle = asyncio.ensure_future(track.recv())  # no audio queued: a cut with nothing playing waits for nothing
+    await asyncio.sleep(0.1)
+    assert await track.cut() is None
+    assert not idle.done(), "nothing was playing: the tick stays"
+    idle.cancel()
