@@ -291,20 +291,27 @@ REMOTE_PLAYBACK_PROBE = """async () => {
   const playback = new RemotePlayback((m) => msgs.push(m), () => 40);
   const wait = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
   const playedMs = () => msgs.filter((m) => m.type === 'cursor').at(-1).items.i1 / 24;
+  const queue = (from, to) => playback.observe(
+    { type: 'bargein.reply.audio', response_id: 'r1', item_id: 'i1', audio_start_ms: from, audio_end_ms: to });
   playback.observe({ type: 'response.output_item.added', response_id: 'r1', item: { id: 'i1', type: 'message' } });
+  queue(0, 400);
   const t0 = performance.now();
   playback.observe({ type: 'output_audio_buffer.started', response_id: 'r1' });
-  await wait(300);
+  await wait(150);
+  playback.tick();
+  const playing = { ms: playedMs(), elapsed: performance.now() - t0 };
+  await wait(150);
   playback.observe({ type: 'bargein.reply.paused', response_id: 'r1', item_id: 'i1' });
   const paused = playedMs();
   await wait(200);
   const stillPaused = playedMs();
   playback.observe({ type: 'bargein.reply.resumed', response_id: 'r1', item_id: 'i1', audio_start_ms: 250 });
+  queue(250, 2250);
   await wait(200);
   playback.observe({ type: 'output_audio_buffer.stopped', response_id: 'r1' });
   const stopped = playedMs();
   playback.observe({ type: 'conversation.item.truncated', item_id: 'i1', audio_end_ms: 123 });
-  return { paused, stillPaused, stopped, truncated: playedMs(),
+  return { playing, paused, stillPaused, stopped, truncated: playedMs(),
     started: msgs.filter((m) => m.type === 'started').map((m) => m.at - t0),
     drained: msgs.filter((m) => m.type === 'drained').map((m) => m.itemId),
     received: msgs.filter((m) => m.type === 'received').reduce((n, m) => n + m.ms, 0) };
@@ -312,16 +319,51 @@ REMOTE_PLAYBACK_PROBE = """async () => {
 
 
 def test_the_webrtc_playback_estimate_follows_the_servers_events(browser_page: tuple[Any, FakeRealtime]) -> None:
-    """Over WebRTC the page has no playback cursor: remote-playback.js runs one on the server's events (started,
-    the storm guard's pause and resume, stopped, a truncation), as the worklet would report it."""
+    """Over WebRTC the page has no playback cursor: remote-playback.js runs one on the server's events (the audio
+    it queued, started, the storm guard's pause and resume, stopped, a truncation), as the worklet would report
+    it."""
     page, _ = browser_page
     result = page.evaluate(REMOTE_PLAYBACK_PROBE)
     # timers fire late on a busy machine, never early: lower bounds are tight, upper bounds loose
     assert len(result["started"]) == 1 and 40 <= result["started"][0] < 200  # the jitter buffer's delay counted
-    assert 290 <= result["paused"] < 800
+    # while it plays, the caller hears what the track sent less the jitter buffer's 40 ms
+    assert 100 <= result["playing"]["ms"] <= result["playing"]["elapsed"] - 39
+    assert 290 <= result["paused"] <= 400  # never past the 400 ms the server queued
     assert result["stillPaused"] == result["paused"]  # nothing plays while paused
     assert 440 <= result["stopped"] < 1000  # resumed from the server's 250 ms
     assert result["drained"] == ["i1"]
     assert result["truncated"] == 123  # the server's word is final
-    # audio arrived while it played: before the pause, and from the resume (at 250 ms) to the stop
-    assert abs(result["received"] - (result["paused"] + result["stopped"] - 250)) < 2
+    # audio arrived as the server queued it: 400 ms, then from the resume at 250 ms to 2250 ms
+    assert result["received"] == 400 + 2000
+
+
+UNDERRUN_PROBE = """async () => {
+  const { RemotePlayback } = await import('/remote-playback.js');
+  const msgs = [];
+  const playback = new RemotePlayback((m) => msgs.push(m), () => 0);
+  const wait = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+  const playedMs = () => msgs.filter((m) => m.type === 'cursor').at(-1).items.i1 / 24;
+  const queue = (from, to) => playback.observe(
+    { type: 'bargein.reply.audio', response_id: 'r1', item_id: 'i1', audio_start_ms: from, audio_end_ms: to });
+  queue(0, 100);
+  playback.observe({ type: 'output_audio_buffer.started', response_id: 'r1' });
+  await wait(300);
+  playback.tick();
+  const starved = playedMs();
+  const t1 = performance.now();
+  queue(100, 1100);
+  await wait(200);
+  playback.tick();
+  const fed = { ms: playedMs(), elapsed: performance.now() - t1 };
+  playback.reset();
+  return { starved, fed };
+}"""
+
+
+def test_the_webrtc_cursor_waits_while_the_track_has_nothing_queued(browser_page: tuple[Any, FakeRealtime]) -> None:
+    """The track sends silence when the reply's audio runs short (the speech engine behind real time): the cursor
+    stops at the audio queued, and runs on in real time from there once more comes."""
+    page, _ = browser_page
+    result = page.evaluate(UNDERRUN_PROBE)
+    assert result["starved"] == 100
+    assert 100 + 190 <= result["fed"]["ms"] <= 100 + result["fed"]["elapsed"] + 1

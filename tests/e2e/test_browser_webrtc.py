@@ -76,6 +76,7 @@ def test_page_talks_over_webrtc_and_a_barge_in_stops_the_reply(server: str, tmp_
             page.wait_for_function("window.bargeinTest.events['output_audio_buffer.started'] >= 1", timeout=20_000)
             page.wait_for_function(f"{ENERGY}.then((e) => e > {TONE_ENERGY_PER_S * 0.3})", timeout=10_000)
             assert page.evaluate("window.bargeinTest.turns[0].firstAudioMs") > 0
+            check_the_words_show_as_heard(page)
 
             check_the_server_cut_the_reply(page)
 
@@ -89,6 +90,24 @@ def test_page_talks_over_webrtc_and_a_barge_in_stops_the_reply(server: str, tmp_
             assert page_errors == []
         finally:
             browser.close()
+
+
+FIRST_REPLY = "window.bargeinTest.transcripts.agent[0]"
+NOT_YET_HEARD = "(document.querySelector('.msg.agent .pending')?.textContent ?? '')"
+
+
+def check_the_words_show_as_heard(page: Any) -> None:
+    """While the reply plays, the words the track has not played yet are shown as not yet heard (the page's grey
+    part, as over the WebSocket), placed by the audio the server says it queued, and the heard part grows."""
+    page.wait_for_function(f"{FIRST_REPLY} && {FIRST_REPLY}.heard.length > 0 && {NOT_YET_HEARD}.length > 0",
+                           timeout=10_000)
+    before = page.evaluate(FIRST_REPLY)
+    assert before["receivedMs"] > 0 and before["cutMs"] is None
+    assert 0 < len(before["heard"]) < len(before["text"]) and before["text"].startswith(before["heard"])
+    page.wait_for_timeout(250)
+    after = page.evaluate(FIRST_REPLY)
+    if after["cutMs"] is None:  # not yet cut by the second utterance
+        assert len(after["heard"]) > len(before["heard"]), (before, after)
 
 
 def check_the_server_cut_the_reply(page: Any) -> None:

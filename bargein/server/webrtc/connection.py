@@ -143,8 +143,9 @@ class WebRtcConnection(SessionConnection):
         async for item in self.outgoing():
             if self.media.ended.is_set():
                 return None
-            await self._forward(item)
-            text = None if item.event["type"] == "response.output_audio.delta" else self.visible(item)
+            queued = await self._forward(item)
+            shown = queued if item.event["type"] == "response.output_audio.delta" else item
+            text = None if shown is None else self.visible(shown)
             if text is not None:
                 self._fan_out(text)
                 self.unsent.append(text)
@@ -182,12 +183,13 @@ class WebRtcConnection(SessionConnection):
         await self.media.channel_open.wait()
         self._flush()
 
-    async def _forward(self, item: Outgoing) -> None:
-        """Carry out what one server event means for the media (audio to the track, barge-ins, buffer events)."""
+    async def _forward(self, item: Outgoing) -> Outgoing | None:
+        """Carry out what one server event means for the media (audio to the track, barge-ins, buffer events); an
+        audio delta queued on the track returns what the data channel carries in its place."""
         message = item.event
         match message["type"]:
             case "response.output_audio.delta":
-                self._play(message["response_id"], message["item_id"], decode_base64(message["delta"]))
+                return self._play(message["response_id"], message["item_id"], decode_base64(message["delta"]))
             case "bargein.reply.resumed":  # re-sent from the cut point
                 self.positions[message["item_id"]] = float(message["audio_start_ms"])
                 self.cleared.discard(message.get("response_id", ""))
@@ -210,10 +212,14 @@ class WebRtcConnection(SessionConnection):
                 if not self.live and (self.media.track.holds_audio or
                                       still_playing(self.media.track.on_wire, self.delay.delay_ms, now)):
                     await self._barge_in()  # over the tail of a reply done on the server
+        return None
 
-    def _play(self, response_id: str, item_id: str, payload: bytes) -> None:
+    def _play(self, response_id: str, item_id: str, payload: bytes) -> Outgoing | None:
+        """Queue an audio delta on the reply track (none of a cleared response's) and return its stand-in for the
+        data channel: ``bargein.reply.audio``, the stretch of the item it queued, the delta without its audio, so a
+        client that shows the words as they are heard places each transcript delta as it would over a WebSocket."""
         if response_id in self.cleared:
-            return
+            return None
         wire = self.session.config.output_format
         samples = wire.decode(payload)
         if wire.rate != SEND_RATE:
@@ -224,6 +230,9 @@ class WebRtcConnection(SessionConnection):
             self.positions.pop(next(iter(self.positions)))
         self.positions[item_id] = start_ms + 1000.0 * len(samples) / SEND_RATE
         self.media.track.play(response_id, item_id, start_ms, samples)
+        queued = event("bargein.reply.audio", response_id=response_id, item_id=item_id,
+                       audio_start_ms=round(start_ms, 3), audio_end_ms=round(self.positions[item_id], 3))
+        return Outgoing(queued, response_id=response_id, wire=json.dumps(queued, separators=(",", ":")))
 
     def _started_on_wire(self, response_id: str) -> bool:
         on_wire = self.media.track.on_wire

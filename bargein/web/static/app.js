@@ -111,7 +111,9 @@ function onEvent(ev) {
   const type = ev.type ?? '?';
   test.events[type] = (test.events[type] ?? 0) + 1;
   if (type.startsWith('bargein.')) {
-    test.bargeinEvents.push(ev);
+    // bargein.reply.audio (WebRTC: a stretch of reply audio queued on the track) is remote-playback.js's, and
+    // comes with every audio delta: counted, not kept
+    if (type !== 'bargein.reply.audio') test.bargeinEvents.push(ev);
     if (type === 'bargein.turn.metrics') {
       turns.metrics(ev);
       if (ev.image_tokens) $('image-tokens').textContent = `the last turn sent ${ev.image_tokens} image tokens`;

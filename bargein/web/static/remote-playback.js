@@ -1,10 +1,13 @@
 // The reply's playback over WebRTC, as the page's playback worklet reports it over the WebSocket.
 //
-// The reply arrives as a media track that the browser plays at once, so the page has no cursor of its own: the
-// server's `output_audio_buffer.started` / `.stopped` / `.cleared` bracket what it sent, and its audio runs in real
-// time in between. This turns those events into the worklet's messages (`started`, `cursor`, `drained`) plus
-// `received` (audio of an item arrived), so the conversation view and the turn log work unchanged. The positions are
-// an estimate (the jitter buffer adds a few tens of ms); the server's `conversation.item.truncated` is the truth.
+// The reply arrives as a media track that the browser plays at once, so the page has no cursor of its own. The server
+// says what it put on the track and when: `bargein.reply.audio` for each stretch of an item it queued (the audio
+// delta without its audio, in order with the transcript deltas), and `output_audio_buffer.started` / `.stopped` /
+// `.cleared` bracketing what it sent. The track plays what is queued in real time from `started`, and silence once
+// the queue is empty, so the cursor runs in real time but never past the audio queued; the caller hears it the jitter
+// buffer's delay later. This turns those events into the worklet's messages (`received`, `started`, `cursor`,
+// `drained`), so the conversation view and the turn log work unchanged. The positions are an estimate (a few tens
+// of ms); the server's `conversation.item.truncated` is the truth at a cut.
 
 const TICK_MS = 50;
 const RATE = 24000; // the worklet reports positions in 24 kHz samples
@@ -19,7 +22,8 @@ export class RemotePlayback {
     this.onPlayback = onPlayback ?? (() => {});
     this.playoutMs = playoutMs;
     this.itemOfResponse = new Map(); // response_id -> its audio (message) item
-    this.playedMs = {}; // item_id -> ms played
+    this.playedMs = {}; // item_id -> ms of it the track has sent
+    this.queuedMs = {}; // item_id -> ms of it the server queued on the track (bargein.reply.audio)
     this.started = new Set(); // items whose first audio was reported
     this.totalMs = 0;
     this.current = null; // {itemId, responseId, since} while the server is sending a reply
@@ -31,6 +35,9 @@ export class RemotePlayback {
     switch (ev.type) {
       case 'response.output_item.added':
         if (ev.item?.type === 'message' && ev.item.id) this.itemOfResponse.set(ev.response_id, ev.item.id);
+        break;
+      case 'bargein.reply.audio':
+        this.queued(ev);
         break;
       case 'output_audio_buffer.started':
         this.start(ev.response_id);
@@ -54,11 +61,24 @@ export class RemotePlayback {
     }
   }
 
+  /** A stretch of the item went on the track: it arrived, as an audio delta arrives over the WebSocket. */
+  queued(ev) {
+    if (!ev.item_id) return;
+    if (ev.response_id && !this.itemOfResponse.has(ev.response_id)) this.itemOfResponse.set(ev.response_id, ev.item_id);
+    if (this.current && this.itemId() === ev.item_id) this.tick(); // up to now the track had only what it had
+    this.queuedMs[ev.item_id] = ev.audio_end_ms;
+    const ms = ev.audio_end_ms - ev.audio_start_ms;
+    if (ms > 0) this.onPlayback({ type: 'received', itemId: ev.item_id, ms });
+  }
+
   start(responseId, itemId, fromMs) {
     this.stop(false);
     this.forgetOld();
     this.current = { responseId, itemId: itemId ?? null, since: performance.now() };
-    if (fromMs !== undefined && itemId) this.playedMs[itemId] = fromMs;
+    if (fromMs !== undefined && itemId) {
+      this.playedMs[itemId] = fromMs; // re-sent from the cut: the track's queue starts there again
+      this.queuedMs[itemId] = fromMs;
+    }
     this.timer = setInterval(() => this.tick(), TICK_MS);
     this.tick();
   }
@@ -74,16 +94,17 @@ export class RemotePlayback {
     const itemId = this.itemId();
     if (!itemId) return;
     const now = performance.now();
-    const ms = now - this.current.since;
+    const elapsed = now - this.current.since;
     this.current.since = now;
-    if (!(itemId in this.playedMs)) this.playedMs[itemId] = 0;
-    if (!this.started.has(itemId)) {
+    const played = this.playedMs[itemId] ?? 0;
+    // the track sends what is queued in real time, then silence: the cursor waits for the next audio
+    const ms = Math.max(0, Math.min(elapsed, (this.queuedMs[itemId] ?? 0) - played));
+    this.playedMs[itemId] = played + ms;
+    if (ms > 0 && !this.started.has(itemId)) {
       this.started.add(itemId);
-      this.onPlayback({ type: 'started', itemId, at: now + this.playoutMs() }); // when its first sample sounds
+      this.onPlayback({ type: 'started', itemId, at: now - elapsed + this.playoutMs() }); // its first sample sounds
     }
-    this.playedMs[itemId] += ms;
     this.totalMs += ms;
-    this.onPlayback({ type: 'received', itemId, ms });
     this.report();
   }
 
@@ -102,15 +123,21 @@ export class RemotePlayback {
     const items = Object.keys(this.playedMs);
     for (const id of items.slice(0, Math.max(0, items.length - KEEP))) {
       delete this.playedMs[id];
+      delete this.queuedMs[id];
       this.started.delete(id);
     }
     const responses = [...this.itemOfResponse.keys()];
     for (const id of responses.slice(0, Math.max(0, responses.length - KEEP))) this.itemOfResponse.delete(id);
   }
 
+  /** Each item's heard position: what the track sent, less the jitter buffer's delay for the one still sending. */
   report() {
+    const playing = this.current ? this.itemId() : null;
+    const lag = playing ? this.playoutMs() : 0;
     const items = {};
-    for (const [id, ms] of Object.entries(this.playedMs)) items[id] = Math.round((ms * RATE) / 1000);
+    for (const [id, ms] of Object.entries(this.playedMs)) {
+      items[id] = Math.round((Math.max(0, id === playing ? ms - lag : ms) * RATE) / 1000);
+    }
     this.onPlayback({ type: 'cursor', totalPlayed24k: Math.round((this.totalMs * RATE) / 1000), items,
       underruns: 0, bufferedMs: 0, state: this.current ? 'playing' : 'idle', transport: 'webrtc' });
   }

@@ -4,7 +4,8 @@
 //
 // The offer goes to POST /v1/realtime/calls (the answer carries the server's host candidates: no trickle). Over
 // WebRTC the server knows what it played, so the page sends no playback cursor and no truncate: the server cuts
-// the reply itself and says so with `output_audio_buffer.cleared` and `conversation.item.truncated`.
+// the reply itself and says so with `output_audio_buffer.cleared` and `conversation.item.truncated`. The page's own
+// cursor (remote-playback.js) follows what the server says it queued on the track (`bargein.reply.audio`).
 
 import { RemotePlayback } from './remote-playback.js';
 

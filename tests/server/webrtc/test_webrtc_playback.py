@@ -5,6 +5,7 @@ heard it; the client's ``output_audio_buffer.clear`` does the same on request.""
 from __future__ import annotations
 
 import asyncio
+from itertools import pairwise
 from typing import Any
 
 from bargein.engines.base import Engines
@@ -86,6 +87,7 @@ async def test_the_clients_output_audio_buffer_clear_cuts_the_audio_playing() ->
             after, _ = await peer.next_event("session.updated", after=cleared)
             assert "error" not in peer.types()[cleared:after], "a clear with nothing playing is not an error"
             assert peer.types().count("output_audio_buffer.cleared") == 1
+            assert "bargein.reply.audio" not in peer.types(), "bargein's own events only to a client that asked"
 
 
 async def test_a_reply_paused_by_a_noise_resumes_from_where_it_was_heard_and_plays_to_its_end() -> None:
@@ -102,6 +104,9 @@ async def test_a_reply_paused_by_a_noise_resumes_from_where_it_was_heard_and_pla
             _, truncated = await peer.next_event("conversation.item.truncated", after=started)
             resumed, resume = await peer.next_event("bargein.reply.resumed", after=cleared, timeout=10)
             assert abs(resume["audio_start_ms"] - truncated["audio_end_ms"]) < 1.0, "restarts at the cut"
+            assert "bargein.reply.audio" not in peer.types()[cleared:resumed], "nothing queued while it was paused"
+            _, requeued = await peer.next_event("bargein.reply.audio", after=resumed)
+            assert requeued["audio_start_ms"] == resume["audio_start_ms"], "queued again from the cut"
             again, _ = await peer.next_event("output_audio_buffer.started", after=resumed)
             _, done = await peer.next_event("response.done", after=again, timeout=20)
             assert done["response"]["status"] == "completed" and done["response"]["id"] == event["response_id"]
@@ -109,3 +114,27 @@ async def test_a_reply_paused_by_a_noise_resumes_from_where_it_was_heard_and_pla
             assert peer.audio.voiced_ms_between(peer.arrival(resumed)) > 200, "the rest of the reply was heard"
             item = assistant_item(state, truncated["item_id"])
             assert item.heard_ms is None or item.heard_ms >= item.audio_ms - 1.0, "heard to its end"
+
+
+async def test_the_data_channel_places_each_stretch_of_reply_audio_the_track_queued() -> None:
+    """The reply's audio deltas ride the track, not the data channel: a client that asked for bargein's events gets
+    each one's place in its item instead (``bargein.reply.audio``), in order with the transcript deltas, so it can
+    show the words as they are heard. The stretches tile the item's audio from 0 to its end."""
+    engines = Engines(FakeVad(), FakeRecognizer(("hello can you hear me",)), FakeLanguageModel(), FakeSynthesizer())
+    with phone_provider.phone_server(engines) as (host, state):
+        async with WebRtcPeer(f"http://{host}", own_events=True) as peer:
+            await peer.next_event("session.created")
+            await peer.say(tone_pcm(0.8) + silence_pcm(0.8))
+            started, _ = await peer.next_event("output_audio_buffer.started", timeout=20)
+            await peer.next_event("output_audio_buffer.stopped", after=started, timeout=20)
+            events = [event for _, event in peer.events]
+            kinds = [event["type"] for event in events]
+            queued = [event for event in events if event["type"] == "bargein.reply.audio"]
+            assert kinds.index("response.output_audio_transcript.delta") < kinds.index("bargein.reply.audio"), \
+                "a clause's words come just before its audio, as over a WebSocket"
+            assert kinds.index("bargein.reply.audio") < started, "queued, then its first frame went out"
+            assert queued[0]["audio_start_ms"] == 0
+            assert all(a["audio_end_ms"] == b["audio_start_ms"] for a, b in pairwise(queued))
+            item = assistant_item(state, queued[0]["item_id"])
+            assert abs(queued[-1]["audio_end_ms"] - item.audio_ms) < 1.0
+            assert {event["item_id"] for event in queued} == {item.id}
