@@ -1,10 +1,10 @@
 """A WebRTC call's session: the ``oai-events`` data channel and the audio tracks bridged to the Realtime session.
 
 The reader takes the caller's events from the data channel (through the same event-rate limiter and size bound as
-the WebSocket) and the caller's audio from its Opus track (decoded at 48 kHz in :mod:`.receive`, resampled to the
-session's input rate and handed to the session directly). The writer sends every server event on the data channel
-as JSON, except the reply audio deltas, which go to the reply track instead (an OpenAI WebRTC client gets its
-audio as RTP).
+the WebSocket) and the caller's audio from its Opus track (decoded in :mod:`.receive` at the session's default input
+rate, 24 kHz, resampled only when the session's input rate is another, and handed to the session directly). The
+writer sends every server event on the data channel as JSON, except the reply audio deltas, which go to the reply
+track instead (an OpenAI WebRTC client gets its audio as RTP).
 
 Playback truth: the reply track knows what it put on the wire. ``output_audio_buffer.started`` goes out with a
 response's first frame, ``.stopped`` once its audio has all left after its ``response.done``, ``.cleared`` when a
@@ -123,9 +123,12 @@ class WebRtcConnection(SessionConnection):
             if not isinstance(frame, av.AudioFrame) or (heard := clock.place(frame)) is None:
                 continue
             rate = self.session.audio_in.wire_format.rate
-            if resampler is None or resampler.out_rate != rate or resampler.in_rate != frame.sample_rate:
-                resampler = LowDelayResampler(int(frame.sample_rate), rate)
-            samples = resampler.process(heard)
+            if frame.sample_rate == rate:  # decoded at the session's rate (receive.DECODE_RATE): nothing to hold
+                samples, resampler = heard, None
+            else:
+                if resampler is None or resampler.out_rate != rate or resampler.in_rate != frame.sample_rate:
+                    resampler = LowDelayResampler(int(frame.sample_rate), rate)
+                samples = resampler.process(heard)
             self.last_heard = time.monotonic()
             async with self.entry:
                 await self.session.append_audio(samples)

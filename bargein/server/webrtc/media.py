@@ -31,7 +31,7 @@ from aiortc import (
 from bargein.config import Settings
 from bargein.server.limits import EventRateLimiter
 from bargein.server.webrtc.opus import with_inband_fec
-from bargein.server.webrtc.receive import receive_audio
+from bargein.server.webrtc.receive import DECODE_RATE, receive_audio
 from bargein.server.webrtc.tracks import ReplyAudioTrack
 
 log = logging.getLogger(__name__)
@@ -139,7 +139,7 @@ class CallMedia:
     def _track(self, track: MediaStreamTrack) -> None:
         if track.kind == "audio" and not self.remote_audio.done():
             receiver = next((r for r in self.pc.getReceivers() if r.track is track), None)
-            self.remote_audio.set_result(track if receiver is None else receive_audio(receiver, track))
+            self.remote_audio.set_result(track if receiver is None else receive_audio(receiver, track, DECODE_RATE))
 
     def _state_changed(self) -> None:
         state = self.pc.connectionState

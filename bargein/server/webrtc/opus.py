@@ -63,11 +63,12 @@ def load_libopus() -> Any | None:
 
 
 class FecDecoder:
-    """One libopus decoder at 48 kHz mono: packets, concealment of a lost one, and its recovery from the next."""
+    """One libopus decoder, mono at ``rate`` (48 kHz, or any rate Opus decodes at: 8, 12, 16 or 24 kHz, which libopus
+    reaches inside its own synthesis): packets, concealment of a lost one, and its recovery from the next."""
 
-    def __init__(self, lib: Any) -> None:
+    def __init__(self, lib: Any, rate: int = OPUS_RATE) -> None:
         error = ctypes.c_int(0)
-        handle = lib.opus_decoder_create(OPUS_RATE, 1, ctypes.byref(error))
+        handle = lib.opus_decoder_create(rate, 1, ctypes.byref(error))
         if not handle or error.value != 0:
             raise RuntimeError(f"opus_decoder_create failed ({error.value})")
         self._lib = lib

@@ -4,11 +4,11 @@ aiortc's audio receiver decodes what its jitter buffer releases, four packets la
 thread, and with no loss concealment. :func:`receive_audio` puts a :class:`ReceiveBuffer` in that jitter buffer's
 place on the call's audio receiver: it takes each packet as aiortc hands it on (after SRTP, the RTCP statistics and
 the depayloading), orders it (:class:`~.reorder.Reorderer`), decodes it on the event loop (20 ms of Opus is tens of
-microseconds) and puts the frame on its own track, :class:`ReceivedAudio`, at once. aiortc's decoder thread then
-gets nothing. A lost packet is recovered by libopus itself (:class:`ConcealingDecoder`): from the in-band FEC copy
-of it that the next packet carries (a browser sends one, ``useinbandfec=1``) when the next packet has come, else by
-libopus's packet-loss concealment, which continues the voice and fades it; after ``MAX_CONCEALED`` lost packets in
-a row the rest of a gap is silence.
+microseconds) at the session's default input rate (:data:`DECODE_RATE`), and puts the frame on its own track,
+:class:`ReceivedAudio`, at once. aiortc's decoder thread then gets nothing. A lost packet is recovered by libopus
+itself (:class:`ConcealingDecoder`): from the in-band FEC copy of it that the next packet carries (a browser sends
+one, ``useinbandfec=1``) when the next packet has come, else by libopus's packet-loss concealment, which continues
+the voice and fades it; after ``MAX_CONCEALED`` lost packets in a row the rest of a gap is silence.
 
 aiortc offers no public hook for its receive buffer: :data:`RECEIVER_BUFFER` names the one private attribute this
 replaces (pyproject.toml pins aiortc, and ``tests/server/webrtc/test_aiortc_internals.py`` fails loudly when a
@@ -18,6 +18,7 @@ newer aiortc renames it). Where it is missing, the call falls back to aiortc's o
 from __future__ import annotations
 
 import asyncio
+import fractions
 import logging
 from typing import Any
 
@@ -27,7 +28,7 @@ import numpy.typing as npt
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from av.packet import Packet
 
-from bargein.server.webrtc.opus import OPUS_RATE, TIME_BASE, FecDecoder, load_libopus
+from bargein.server.webrtc.opus import OPUS_RATE, FecDecoder, load_libopus
 from bargein.server.webrtc.reorder import Release, Reorderer
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,11 @@ MAX_CONCEALED = 5
 """Lost packets in a row that libopus conceals (100 ms, its fade has run by then); the rest of a gap is silence."""
 MAX_FRAMES_QUEUED = 250
 """Decoded frames (5 s) waiting for the session's reader; beyond it the oldest is dropped (a stalled reader)."""
+DECODE_RATE = 24_000
+"""The rate a call's audio is decoded at: the Realtime API's default input rate, which the session's listen path
+takes to 16 kHz in one resampling step (decoded at 48 kHz, a second step held back another 17 samples at 16 kHz;
+a VAD frame whose last sample fell in that stretch of a packet waited for the next packet, 20 ms).
+libopus decodes at 24 kHz within its own synthesis, holding nothing back."""
 TOC_CODE_MASK = 0xFC
 """An Opus packet's first byte without its frame-count code: the same byte with code 0 and no frame data is a
 packet whose one frame is missing, which libopus conceals."""
@@ -50,9 +56,13 @@ class ConcealingDecoder:
     decode FEC: a lost packet is then concealed by decoding a packet of only the previous packet's
     table-of-contents byte."""
 
-    def __init__(self) -> None:
+    def __init__(self, rate: int = OPUS_RATE) -> None:
         lib = load_libopus()
-        self._libopus = FecDecoder(lib) if lib is not None else None
+        self._libopus = FecDecoder(lib, rate) if lib is not None else None
+        self.rate = rate if self._libopus is not None else OPUS_RATE
+        """The rate frames come out at (their ``pts`` count its samples; the packets' RTP clock is 48 kHz): the one
+        asked for, or 48 kHz through PyAV (FFmpeg's libopus decoder always decodes at 48 kHz)."""
+        self._time_base = fractions.Fraction(1, self.rate)
         self.codec: Any = None
         if self._libopus is None:
             self.codec = av.CodecContext.create("libopus", "r")
@@ -61,7 +71,7 @@ class ConcealingDecoder:
             self.codec.sample_rate = OPUS_RATE
         self._toc: int | None = None
         self._lost_in_a_row = 0
-        self._samples = 960
+        self._samples = self.rate // 50
         self.recovered = 0
         """Lost packets decoded from the next packet's FEC data (libopus conceals those whose next carries none)."""
 
@@ -77,9 +87,9 @@ class ConcealingDecoder:
                 frames = self._conceal(release.recovery)
             else:
                 frames = [self._frame(None)]
-        at = release.timestamp
+        at = release.timestamp * self.rate // OPUS_RATE
         for frame in frames:
-            frame.pts, frame.time_base, frame.sample_rate = at, TIME_BASE, OPUS_RATE
+            frame.pts, frame.time_base, frame.sample_rate = at, self._time_base, self.rate
             at += frame.samples
             self._samples = frame.samples
         return frames
@@ -106,7 +116,7 @@ class ConcealingDecoder:
         if samples is None or not len(samples):
             samples = np.zeros(self._samples, np.int16)
         frame = av.AudioFrame.from_ndarray(samples.reshape(1, -1), format="s16", layout="mono")
-        frame.sample_rate = OPUS_RATE
+        frame.sample_rate = self.rate
         return frame
 
 
@@ -149,10 +159,10 @@ class ReceiveBuffer:
 
     capacity = 16
 
-    def __init__(self, out: ReceivedAudio) -> None:
+    def __init__(self, out: ReceivedAudio, rate: int = OPUS_RATE) -> None:
         self.out = out
         self.reorderer = Reorderer()
-        self.decoder = ConcealingDecoder()
+        self.decoder = ConcealingDecoder(rate)
         self._first_timestamp: int | None = None
         self._timer: asyncio.TimerHandle | None = None
 
@@ -194,15 +204,16 @@ class ReceiveBuffer:
             self._timer = None
 
 
-def receive_audio(receiver: Any, aiortc_track: MediaStreamTrack) -> MediaStreamTrack:
-    """Put a :class:`ReceiveBuffer` in ``receiver``'s jitter buffer's place; the track its frames arrive on. Where
-    this aiortc has no such attribute, ``aiortc_track`` (aiortc's own receive path) is returned, with an error."""
+def receive_audio(receiver: Any, aiortc_track: MediaStreamTrack, rate: int = OPUS_RATE) -> MediaStreamTrack:
+    """Put a :class:`ReceiveBuffer` decoding at ``rate`` in ``receiver``'s jitter buffer's place; the track its frames
+    arrive on. Where this aiortc has no such attribute, ``aiortc_track`` (aiortc's own receive path, 48 kHz) is
+    returned, with an error."""
     if not hasattr(receiver, RECEIVER_BUFFER):
         log.error("aiortc's RTCRtpReceiver has no %s: the caller's audio goes through aiortc's own jitter buffer "
                   "(4 packets late, no loss concealment)", RECEIVER_BUFFER)
         return aiortc_track
     out = ReceivedAudio()
-    buffer = ReceiveBuffer(out)
+    buffer = ReceiveBuffer(out, rate)
     setattr(receiver, RECEIVER_BUFFER, buffer)
     out.watcher = asyncio.ensure_future(_end_with(aiortc_track, out))
     out.on("ended", buffer.close)

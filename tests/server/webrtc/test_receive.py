@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+from fractions import Fraction
 from types import SimpleNamespace
 
 import numpy as np
 import numpy.typing as npt
 import pytest
 
+from bargein.audio.resample import LowDelayResampler
 from bargein.server.webrtc import receive
-from bargein.server.webrtc.receive import MAX_CONCEALED, ConcealingDecoder, ReceiveBuffer, ReceivedAudio
+from bargein.server.webrtc.receive import DECODE_RATE, MAX_CONCEALED, ConcealingDecoder, ReceiveBuffer, ReceivedAudio
 from bargein.server.webrtc.reorder import CAPACITY, MAX_WAIT_S, MIN_WAIT_S, Release, Reorderer
 from tests.server.webrtc.opus_packets import FRAME, opus_packets, tone
 
@@ -133,3 +135,44 @@ def test_without_libopus_to_call_pyav_decodes_and_conceals(monkeypatch: pytest.M
     clean = [_decoded(decoder, Release(index * FRAME, packet)) for index, packet in enumerate(packets[:20])]
     concealed = _decoded(decoder, Release(20 * FRAME, None, packets[21]))
     assert len(concealed) == FRAME and _rms(concealed) > 0.5 * _rms(clean[-1]) and decoder.recovered == 0
+
+
+def test_at_the_sessions_rate_frames_and_their_clock_are_in_its_samples() -> None:
+    packets = opus_packets(tone(30))
+    decoder = ConcealingDecoder(DECODE_RATE)
+    half = FRAME * DECODE_RATE // 48_000
+    frames = [frame for index, packet in enumerate(packets[:20]) for frame in decoder.decode(Release(index * FRAME,
+                                                                                                      packet))]
+    assert [(frame.sample_rate, frame.samples) for frame in frames] == [(DECODE_RATE, half)] * 20
+    assert [frame.pts for frame in frames] == [index * half for index in range(20)]  # the 48 kHz RTP clock, halved
+    assert frames[0].time_base == Fraction(1, DECODE_RATE)
+    spectrum = np.abs(np.fft.rfft(frames[-1].to_ndarray().reshape(-1).astype(np.float64)))
+    assert abs(np.argmax(spectrum) * DECODE_RATE / half - 440) <= 50  # the same tone
+    concealed = decoder.decode(Release(20 * FRAME, None))
+    assert [(frame.pts, frame.samples) for frame in concealed] == [(20 * half, half)]
+    assert _rms(concealed[0].to_ndarray().reshape(-1)) > 0.5 * _rms(frames[-1].to_ndarray().reshape(-1))
+
+
+def test_decoded_at_the_sessions_rate_the_listen_path_holds_back_less_of_each_packet() -> None:
+    """Each packet reaches 16 kHz through one resampling step, not two: 17 fewer samples of it wait for the next."""
+    packets = opus_packets(tone(10))
+    ways = {48_000: (ConcealingDecoder(), [LowDelayResampler(48_000, 24_000), LowDelayResampler(24_000, 16_000)]),
+            DECODE_RATE: (ConcealingDecoder(DECODE_RATE), [LowDelayResampler(DECODE_RATE, 16_000)])}
+    held = {}
+    for rate, (decoder, steps) in ways.items():
+        out = 0
+        for index, packet in enumerate(packets[:10]):
+            for frame in decoder.decode(Release(index * FRAME, packet)):
+                audio = frame.to_ndarray().reshape(-1).astype(np.float32) / 32768.0
+                for step in steps:
+                    audio = step.process(audio)
+                out += len(audio)
+        held[rate] = 10 * 320 - out
+    assert held == {48_000: 42, DECODE_RATE: 25}
+
+
+def test_without_libopus_frames_come_at_48_khz_whatever_rate_was_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(receive, "load_libopus", lambda: None)
+    decoder = ConcealingDecoder(DECODE_RATE)
+    (frame,) = decoder.decode(Release(3 * FRAME, opus_packets(tone(4))[0]))
+    assert (decoder.rate, frame.sample_rate, frame.samples, frame.pts) == (48_000, 48_000, FRAME, 3 * FRAME)
