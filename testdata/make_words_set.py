@@ -1,9 +1,10 @@
 """Issue 43's sets: words that take the turn over a reply, and pauses after words that lead on.
 
-    python -m testdata.make_words_set [--split issue43|train|fresh] [--part reply|pauses|both] [--out DIR]
+    python -m testdata.make_words_set [--split issue43|train|fresh|third] [--part reply|pauses|both] [--out DIR]
 
 The texts, voices and seeds of each split are in :mod:`testdata.words_splits`: ``issue43`` (the first held-out set,
-described here), ``train`` (training families, studied) and ``fresh`` (the second held-out set, reported once).
+described here), ``train`` (training families, studied), ``fresh`` (the second held-out set) and ``third`` (the
+third); each held-out set reported once.
 
 New sentences written for this set only (none is in any set the listening policy or the endpoint tiers were
 fitted or shaped on: ``tests/bench/test_words_set.py`` checks), rendered by voices no fitting used:
@@ -44,7 +45,7 @@ from testdata.make_family_set import ASK, PHONE_RATE, ROOM_SNRS, TALKER_BED_SNR_
 from testdata.make_family_set import place as place_over_reply
 from testdata.make_listening_set import Case, case_seed, write_wav
 from testdata.noise_sources import BACKGROUNDS, RATE, Audio
-from testdata.voices import FAMILIES, Family, _run, _wav_to_24k
+from testdata.voices import FAMILIES, Family, _run, _wav_to_24k, espeak
 from testdata.words_splits import ISSUE_43, SPLITS, WordsSplit
 
 SEED = ISSUE_43.seed
@@ -87,13 +88,30 @@ def classic_new(text: str, rng: np.random.Generator) -> Audio:
     return _wav_to_24k(_run(command))
 
 
+def classic_plain(text: str, rng: np.random.Generator) -> Audio:
+    """Debian's ``espeak`` 1.48 in its plain English voices (the third held-out set's), variants no set drew."""
+    accent = ("en", "en-gb")[int(rng.integers(2))]
+    variant = ("f3", "f4", "m1", "m6")[int(rng.integers(4))]
+    command = ["espeak", "-v", f"{accent}+{variant}", "-s", str(int(rng.integers(140, 186))),
+               "-p", str(int(rng.integers(30, 71))), "-w", "{out}", text]
+    return _wav_to_24k(_run(command))
+
+
+NEW_NG_VARIANTS = ("m4", "m5", "m7", "f5", "klatt3", "klatt4")
+"""eSpeak NG variants its training families (``espeak-us``, ``espeak-gb``) never drew."""
 CLASSIC = Family("espeak-classic", "espeak-1.48", False, classic)
 CLASSIC_NEW = Family("espeak-classic-new", "espeak-1.48", False, classic_new)
+THIRD_FAMILIES = (Family("espeak-ng-nyc", "espeak-ng", False, espeak("en-us-nyc", NEW_NG_VARIANTS)),
+                  Family("espeak-ng-lancaster", "espeak-ng", False, espeak("en-gb-x-gbclan", NEW_NG_VARIANTS)),
+                  Family("espeak-ng-caribbean", "espeak-ng", False, espeak("en-029", NEW_NG_VARIANTS)),
+                  Family("espeak-classic-plain", "espeak-1.48", False, classic_plain))
+"""The third held-out set's voices: eSpeak NG in accents no set used, and eSpeak 1.48's plain English voices."""
 
 
 def voice(name: str) -> Family:
     """A family of these sets by name."""
-    return {CLASSIC.name: CLASSIC, CLASSIC_NEW.name: CLASSIC_NEW}.get(name) or FAMILIES[name]
+    ours = {f.name: f for f in (CLASSIC, CLASSIC_NEW, *THIRD_FAMILIES)}
+    return ours.get(name) or FAMILIES[name]
 
 
 def _key(split: WordsSplit, seed: int, voices: tuple[str, ...], limit: int | None) -> dict[str, object]:
@@ -220,7 +238,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=CACHE)
     parser.add_argument("--split", choices=sorted(SPLITS), default=ISSUE_43.name,
-                        help="which set: issue43 (the first held-out set), train, fresh (the second held-out set)")
+                        help="which set: issue43 (the first held-out set), train, fresh (the second held-out set), "
+                        "third (the third)")
     parser.add_argument("--part", choices=("reply", "pauses", "both"), default="both")
     args = parser.parse_args()
     started = time.monotonic()

@@ -10,7 +10,7 @@ rules miss, and held-out splits to report on.
   (American, RP and West Indian English; ``espeak-classic`` used Scottish, northern and West Midlands).
 * :data:`THIRD`: a third held-out set, its sentences written before the mid-sentence pause rules of 2026-12-05's
   second round were measured, and reported once after them, in voices no earlier split used: eSpeak NG in accents
-  no set used (New York City, Lancaster, Caribbean, Scotland) with variants its training families never drew, and
+  no set used (New York City, Lancaster, Caribbean) with variants its training families never drew, and
   Debian's eSpeak 1.48 in its plain English voice with variants no set drew. No synthesiser beyond eSpeak, Flite
   and Festival is installed here, and every Flite and Festival voice is already in an earlier split.
 

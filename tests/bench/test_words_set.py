@@ -15,7 +15,7 @@ from testdata import endpoint_set, make_family_set, make_listening_set
 from testdata.endpoint_clips import HELD_OUT_VOICES
 from testdata.make_family_set import SPLIT_FILE
 from testdata.make_words_set import OVER_REPLY, PAUSED, SEED, VOICES, build_over_reply, build_pauses
-from testdata.words_splits import FRESH, SPLITS, TRAIN, WordsSplit
+from testdata.words_splits import FRESH, ISSUE_43, SPLITS, THIRD, TRAIN, WordsSplit
 
 
 def _plain(text: str) -> str:
@@ -75,6 +75,13 @@ def test_the_study_split_is_training_families_and_the_fresh_set_is_not() -> None
     assert set(FRESH.talkers) <= set(table["background_talkers"]["held_out"])
 
 
+def test_the_third_set_speaks_in_voices_no_earlier_split_used() -> None:
+    table = json.loads(SPLIT_FILE.read_text())
+    earlier = {v for split in (ISSUE_43, TRAIN, FRESH) for v in split.voices}
+    assert not set(THIRD.voices) & (earlier | set(table["train"]) | set(table["held_out"]))
+    assert set(THIRD.talkers) <= set(table["background_talkers"]["held_out"])
+
+
 def _digest(folder: Path) -> str:
     hashes = hashlib.sha256()
     for path in sorted(folder.glob("*.wav")):
@@ -93,3 +100,12 @@ def test_the_set_is_deterministic_from_its_seed(tmp_path: Path) -> None:
     other = build_over_reply(tmp_path / "c", voices=voices, limit=1, seed=SEED + 1)
     assert _digest(tmp_path / "c") != _digest(tmp_path / "a" / "over_reply"), "the seed draws the mix"
     assert {c.category for c in other} == set(OVER_REPLY)
+
+
+@pytest.mark.skipif(not (shutil.which("espeak-ng") and shutil.which("espeak")), reason="eSpeak makes the voices")
+def test_the_third_set_is_deterministic_from_its_seed(tmp_path: Path) -> None:
+    voices = ("espeak-ng-caribbean", "espeak-classic-plain")
+    for run in ("a", "b"):
+        build_pauses(tmp_path / run, split=THIRD, voices=voices, limit=1)
+    assert _digest(tmp_path / "a") == _digest(tmp_path / "b")
+    assert len(list((tmp_path / "a").glob("*.wav"))) == 4, "both voices say the sentence whole and paused"
