@@ -34,6 +34,8 @@ class SilenceRun:
     """What Whisper tiny.en heard from the turn's start to the run's start (speculation has these)."""
     last_word_probability: float = float("nan")
     """How sure Whisper was of the last of those words (NaN: no words)."""
+    last_word_end_ms: float = float("nan")
+    """Where Whisper's word timings put the end of the last of those words, from the clip's start (NaN: no words)."""
 
 
 def vad_probabilities(clips: list[np.ndarray]) -> list[np.ndarray]:
@@ -83,9 +85,11 @@ def score_runs(audio: np.ndarray, runs: list[SilenceRun], model: object, asr: ob
         end = int((run.start_ms + FRAME_MS) * RATE / 1000)
         probability = float(model.probabilities([audio[:end]])[0])  # type: ignore[attr-defined]
         heard = asr.transcribe_sync(audio[:int(run.start_ms * RATE / 1000)])  # type: ignore[attr-defined]
-        last = heard.words[-1].probability if heard.words else None
+        last = heard.words[-1] if heard.words else None
+        sure = None if last is None else last.probability
         scored.append(SilenceRun(run.start_ms, run.length_ms, probability, heard.text,
-                                 float("nan") if last is None else float(last)))
+                                 float("nan") if sure is None else float(sure),
+                                 float("nan") if last is None else last.end_ms))
     return scored
 
 
@@ -103,8 +107,8 @@ def score_all(out: Path, clips: list[Clip]) -> dict[str, list[SilenceRun]]:
     """Silence runs with Smart Turn scores for every clip (cached next to the set)."""
     cache = out / "scores.json"
     stored = json.loads(cache.read_text()) if cache.is_file() else {}
-    # a clip scored before the last word's probability was kept (four fields a run) is scored again
-    missing = [clip for clip in clips if clip.id not in stored or any(len(run) < 5 for run in stored[clip.id])]
+    # a clip scored before the last word's probability and end were kept (four or five fields a run) is scored again
+    missing = [clip for clip in clips if clip.id not in stored or any(len(run) < 6 for run in stored[clip.id])]
     if missing:
         from bargein.engines.listen.smart_turn import SmartTurnModel
         from bargein.engines.transcribe.whisper_asr import load_whisper
@@ -114,7 +118,7 @@ def score_all(out: Path, clips: list[Clip]) -> dict[str, list[SilenceRun]]:
         audios = [load(out, clip) for clip in missing]
         for clip, audio, probabilities in zip(missing, audios, vad_probabilities(audios), strict=True):
             runs = score_runs(audio, silence_runs(probabilities), model, asr)
-            stored[clip.id] = [[run.start_ms, run.length_ms, run.probability, run.words, run.last_word_probability]
-                               for run in runs]
+            stored[clip.id] = [[run.start_ms, run.length_ms, run.probability, run.words, run.last_word_probability,
+                                run.last_word_end_ms] for run in runs]
         cache.write_text(json.dumps(stored))
     return {clip.id: [SilenceRun(*run) for run in stored[clip.id]] for clip in clips}

@@ -210,6 +210,23 @@ def test_what_leads_on() -> None:
         assert not leads_on(words), words
 
 
+@pytest.mark.parametrize(("words", "leads"), [
+    ("Tell me a joke about.", True), ("Is there a pharmacy near", True), ("Walk towards.", True),
+    ("Send it via.", True), ("What is it about?", True),  # a stranded preposition, as "what is it for?" already
+    ("Come over.", False), ("See you after.", False), ("Look around.", False), ("Turn the lights off.", False),
+])
+def test_prepositions_lead_on_as_a_class_but_not_particles(words: str, leads: bool) -> None:
+    assert leads_on(words) is leads
+
+
+@pytest.mark.parametrize(("words", "leads"), [
+    ("Could you please?", True), ("Can you please?", True), ("can you please.", True),
+    ("Would you, please?", False), ("Could you speak slower please?", False), ("Thank you, please.", False),
+])
+def test_a_please_right_after_you_leads_on_whatever_the_mark(words: str, leads: bool) -> None:
+    assert leads_on(words) is leads
+
+
 def test_only_a_clients_own_silence_means_plain_silence() -> None:
     server_vad = {"audio": {"input": {"turn_detection": {"type": "server_vad", "silence_duration_ms": 500}}}}
     assert plain_silence_after(server_vad, False)

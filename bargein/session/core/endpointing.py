@@ -60,13 +60,16 @@ _LEADING = """
 a an the my your his her its our their some any every each no
 and but or nor so because if when while although though unless until since than as
 to of for at by with from into onto between through during without within against among
+about near toward towards upon via per despite amid amongst beneath underneath
 um uh er erm i he she we they which whose
 """
 LEADING_WORDS = frozenset(_LEADING.split())
 """Closed-class words (articles, possessives, conjunctions, prepositions, subject pronouns, fillers) after which an
 English sentence rarely ends: a turn whose words so far end on one most likely goes on. Words that often end a
 sentence are left out (object pronouns and demonstratives as in "repeat that", particles as in "turn it on",
-question words as in "why?"). English grammar, not fitted on the endpoint set."""
+question words as in "why?"). Prepositions are in as a class, every one that is not also a common particle or
+adverb ("turn it on", "come over", "see you after", "look around" end sentences; "a joke about", "a pharmacy near"
+do not). English grammar, not fitted on the endpoint set."""
 _AUXILIARY = ("is are was were am be been being will would shall should can could may might must "
               "do does did have has had")
 AUXILIARIES = frozenset(_AUXILIARY.split())
@@ -76,7 +79,8 @@ I can.", "it is.")."""
 SHORT_ANSWER_WORDS = 3
 _POLITE_END = re.compile(r",\s*please\W*$")
 """A closing "please" ("two coffees, please."); "please" leads on otherwise ("can you please ... turn it off"),
-except in a sentence marked as a question ("could you speak slower please?")."""
+except in a sentence marked as a question ("could you speak slower please?") whose "please" does not follow "you"
+straight away: "could you please?" has no verb yet, whatever mark the recogniser put after it."""
 _WORD = re.compile(r"[a-z0-9']+")
 _OPEN_END = re.compile(r"(?:,|\.\.\.|…)[\"')\]]*$")
 
@@ -92,7 +96,8 @@ def leads_on(words: str) -> bool:
     if found[-1] in LEADING_WORDS or _OPEN_END.search(text) is not None:
         return True
     if found[-1] == "please":
-        return not text.endswith("?") and _POLITE_END.search(text.lower()) is None
+        asks_no_verb = len(found) > 1 and found[-2] == "you"
+        return (asks_no_verb or not text.endswith("?")) and _POLITE_END.search(text.lower()) is None
     return found[-1] in AUXILIARIES and not text.endswith("?") and len(found) > SHORT_ANSWER_WORDS
 
 
