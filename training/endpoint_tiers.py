@@ -1,6 +1,7 @@
 """The tiered default endpoint: fitted on the training voices of the endpoint set, reported on held-out ones.
 
-    python -m training.endpoint_tiers [--json figures.json]
+    python -m training.endpoint_tiers [--json figures.json]   # fits and reports in seconds (endpoint_quality's cache)
+    python -m training.endpoint_tiers --no-fit                # the committed DEFAULT_TIERS only
 
 bargein's default endpoint (:class:`bargein.session.core.endpointing.TieredPreset`) waits server_vad's plain
 500 ms of silence unless the two witnesses at the first silence agree: a short silence when Smart Turn says
@@ -8,7 +9,10 @@ finished and the words read as a finished sentence, a long one when the words le
 unfinished and the words do not read finished. This fits its thresholds (``high``, ``low``, the fewest
 words, the short silence) on the **training** voices and reports every policy on the **held-out** ones,
 with Wilson 95 % intervals. The split follows docs/turn_quality.md: Flite's ``slt`` and real recorded
-speech (LibriVox and commands) are held out; Kokoro, eSpeak NG and Flite's other voices are training.
+speech (LibriVox and commands) are held out; Kokoro (3 rates), eSpeak NG (4 voices) and Flite's rms, awb and kal16
+are training. The held-out synthetic clips speak the same 24 sentences as the training ones (the real ones do
+not). eSpeak NG and Flite, held out for ``bench.quality.endpoint_quality``'s ``semantic_vad`` fit, are training
+data here.
 
 The clips, the VAD runs, the Smart Turn scores and the words come from ``bench.quality.endpoint_quality``'s cache
 (stream time, as that bench). Three kinds of false cut-off are counted:
@@ -19,10 +23,12 @@ The clips, the VAD runs, the Smart Turn scores and the words come from ``bench.q
 * **complete clips** committed before their last word.
 
 The fit takes one tier at a time, on the training voices. The short tier (``high``, the fewest words, the
-short silence): the lowest mean commit delay on complete clips (to the ms) with short-pause cut-offs and
-cut complete clips each within 5 %; ties go to the more cautious thresholds. Then the long tier (``low``):
-the fewest long-pause cut-offs with complete clips committed later than server_vad would (and cut
-complete clips) within 5 %.
+short silence from 200 / 250 / 300 ms): the lowest mean commit delay on complete clips (to the ms) with
+short-pause cut-offs and cut complete clips each within 5 %; ties go to the more cautious thresholds. Then the
+long tier (``low``): the fewest long-pause cut-offs with complete clips committed later than server_vad would (and
+cut complete clips) within 5 %. The middle (500 ms) and long (1.5 s) silences are given, not fitted. Delays run
+from the end of the last word to the commit, on complete clips, in stream time (the live wait for the words is not
+in it).
 """
 
 from __future__ import annotations

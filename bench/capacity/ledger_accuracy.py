@@ -17,6 +17,8 @@ bench reads the server's ledger export (``GET /v1/ledger/export``) and the CPU t
   process spent beyond its stages (the loop's own machinery, WebSocket frames parsed before a session's task reads
   them, the threads reading the workers' pipes) is printed as ``unattributed``, with the server's CPU by thread
   and the number of session steps metered (the measuring costs a few microseconds a step).
+
+The ledger export is also what ``bargein capacity --ledger`` reads.
 """
 
 from __future__ import annotations

@@ -5,33 +5,58 @@
     python -m bench.capacity.sessions --engines default --modes talking --steps 1,2,4
 
 It starts ``bargein serve`` on loopback (``--engines``, default ``instant``: fake ASR/LLM/TTS that answer
-at once, and the real Silero VAD, which always runs), then ramps the number of sessions N. For each N
-it starts several load-generator processes (``bench/capacity/capacity_worker.py``), each streaming its share of
-the sessions in real time through the official ``openai`` client, and measures for ``--measure-s``
-after a warm-up:
+at once, and the real Silero VAD, which always runs), then ramps the number of sessions N (``--steps``, default
+4,8,16,32,64,128). For each N it starts ``--procs`` load-generator processes (default 2;
+``bench/capacity/capacity_worker.py``), each streaming its share of the sessions in real time on one asyncio loop
+through the official ``openai`` client, and measures for ``--measure-s`` (15) after ``--warmup-s`` (4):
 
-* **inbound frame lag p99**: the round trip of a no-op ``session.update`` probe every 0.5 s per session.
+* **listening** sessions: ``turn_detection.create_response: false``; a clip, 1 to 2.5 s of silence, the next
+  clip: VAD, endpointing and transcription run, no reply.
+* **talking** sessions: the server answers every turn; the session lets the reply play out, pauses 0.3 to 1 s,
+  speaks again. Sessions start at random phases so their speech is spread over time.
+
+Per step it prints:
+
+* **inbound frame lag** p50/p99: the round trip of a no-op ``session.update`` probe every 0.5 s per session.
   The server handles a connection's messages in order, so the answer leaves only after every audio
   append sent before the probe was processed (decoded, resampled, VAD'ed). An idle server answers in
   about a millisecond; a server that falls behind the audio answers late. (``speech_started`` lag
-  against the onset VAD frame is shown too, but it includes the resampler's fixed hold-back.)
+  against the onset VAD frame, ``onset99``, is shown too, not judged: one sample per utterance, and it includes
+  the resampler's fixed hold-back.)
 * **first audio p95** (talking): last energy-detected speech sample sent to first audible reply sample.
-* **CPU per session**: the server process's CPU time over the window / window / N (psutil).
-* **RSS per session**: (peak server RSS in the window - RSS before the step) / N.
+* **CPU per session**: the server process's CPU time over the window / window / N (psutil; % of one core), and
+  the server's and the generators' total CPU (cores).
+* **RSS per session**: (peak server RSS in the window - RSS before the step) / N (Python rarely returns memory,
+  so later steps read low).
+* errors; ``gen99``, the generators' own timer lag p99; ``late``, chunks a generator sent more than 40 ms after
+  the previous one; ``miss``, replies that never came; ``srv99``, the server's own event-loop lag p99 from its
+  ``/metrics``; and the load average.
 
 A step passes when lag p99 <= ``--lag-limit-ms`` (20 ms, the target; 32 ms is one VAD frame), every
-session connected and no session saw an error. The answer is the largest passing N, also per core. A
-ramp stops at its first failing step; the whole run stops by itself within ``--budget-s``.
+session connected and no session saw an error. A failing step is run once more (``--retries``) and the better run
+kept, because on a shared machine one stall by someone else's job fails a p99. The answer is the largest passing
+N, also per core of the machine and per fully used core (1 / CPU per session). A ramp stops at its first failing
+step; steps that would overrun ``--budget-s`` (540 s) are skipped, so the whole run stops by itself within it. The
+plot (``--plot``, default ``capacity.png``) shows lag p99, first audio p95, CPU and RSS per session against N.
 
 ``--barge-turns K`` adds, in each step's window, one measured session (:mod:`bench.latency.first_audio`) that
-interrupts every reply: its barge-in stop p99 beside the N others (target <= 50 ms). Its K turns must fit
-the window (about 5 s a turn): the script warns when they outlast it, since the last turns then ran
-with fewer sessions beside them. ``--workers N`` serves with N session worker processes.
+interrupts every reply: its barge-in stop p99 (``barge99``, ``n`` samples) beside the N others, and whether the
+best passing step meets the target (<= 50 ms). Its K turns must fit the window (about 5 s a turn): the script
+warns when they outlast it, since the last turns then ran with fewer sessions beside them. ``--workers N`` serves
+with N session worker processes (CPU and RSS then cover all of them); ``--server-args="..."`` passes flags to
+``bargein serve`` (``--plain-silence``, for instance).
 
-On a quiet machine, the issue's targets (>= 50 listening and >= 25 talking sessions per core):
+The issue's targets (>= 50 listening and >= 25 talking sessions per core at lag p99 <= 20 ms, barge-in stop p99
+<= 50 ms beside them): run each on an otherwise idle machine, one after the other, and quote ``uptime`` before
+and after (about 2 minutes per step with the retry):
 
     python -m bench.capacity.sessions --workers 2 --barge-turns 6 --warmup-s 5 --measure-s 35 --budget-s 3600 \
-        --steps 16,32,64,100,128,160,200 --plot capacity.png --json capacity.json
+        --steps 16,32,64,100,128,160,200 --plot capacity_w2.png --json capacity_w2.json
+    python -m bench.capacity.sessions --workers 1 --barge-turns 6 --warmup-s 5 --measure-s 35 --budget-s 3600 \
+        --steps 16,32,64,100,128,160,200 --plot capacity_w1.png --json capacity_w1.json
+
+Caveat: the load generator runs on the same cores as the server, so at high N the generator starves too (``gen99``
+grows); the script says so when that happened at the failing step.
 """
 
 from __future__ import annotations
@@ -54,6 +79,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import psutil
 
+from bench.capacity.capacity_plot import plot
 from bench.capacity.capacity_worker import StepPlan, run_worker
 from bench.harness.realtime_harness import fmt_ms, percentile, server_or_url
 from bench.harness.server_scrape import lag_p99_ms, read_server, scored_share
@@ -302,49 +328,6 @@ def report(steps: list[StepFigures], cores: int) -> None:
 def _finite(row: dict[str, Any]) -> dict[str, Any]:
     """NaN (no samples) as null, so the file is strict JSON."""
     return {key: None if isinstance(value, float) and math.isnan(value) else value for key, value in row.items()}
-
-
-def plot(steps: list[StepFigures], path: str, title: str) -> None:
-    """lag p99, first audio p95, CPU and RSS per session against N."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("no plot: matplotlib is not installed (pip install matplotlib)")
-        return
-    fig, axes = plt.subplots(2, 2, figsize=(10, 7))
-    panels = ((axes[0][0], "lag_p99", "inbound frame lag p99 and barge-in stop p99 (ms)"),
-              (axes[0][1], "first_audio_p95", "first audio p95 (ms)"),
-              (axes[1][0], "cpu_per_session", "server CPU per session (% of a core)"),
-              (axes[1][1], "rss_per_session_mb", "server RSS per session (MB)"))
-    for axis, field, label in panels:
-        for mode in dict.fromkeys(s.mode for s in steps):
-            points = [(s.sessions, getattr(s, field) * (100 if field == "cpu_per_session" else 1))
-                      for s in steps if s.mode == mode and not math.isnan(getattr(s, field))]
-            if points:
-                axis.plot(*zip(*points, strict=True), marker="o", label=mode,
-                          color="tab:blue" if mode == "listening" else "tab:orange")
-        if field == "lag_p99":
-            for mode in dict.fromkeys(s.mode for s in steps):
-                barges = [(s.sessions, s.barge_p99) for s in steps if s.mode == mode and s.barge_n]
-                if barges:
-                    axis.plot(*zip(*barges, strict=True), marker="x", linestyle=":", label=f"{mode}: barge-in stop p99",
-                              color="tab:blue" if mode == "listening" else "tab:orange")
-            limit = steps[0].lag_limit
-            axis.axhline(limit, color="red", linestyle="--", linewidth=1, label=f"{limit:.0f} ms limit")
-            axis.set_yscale("log")
-        axis.set_xscale("log", base=2)
-        axis.set_xlabel("concurrent sessions N")
-        axis.set_title(label, fontsize=10)
-        axis.grid(alpha=0.3)
-        axis.legend(fontsize=8)
-    fig.suptitle(f"{title}; load average {min(s.load_average for s in steps):.1f} to "
-                 f"{max(s.load_average for s in steps):.1f}", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    print(f"plot: {path}")
 
 
 def main() -> None:

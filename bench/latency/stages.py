@@ -8,7 +8,8 @@ from end of speech to the final transcript (cold, and as served with speculative
 LLM's warm time to first token and tokens/s; Kokoro's real-time factor and time to first audio; the
 TTS -> ASR round-trip word accuracy on 20 sentences; and first audio with the defaults, measured in
 process (a session fed a LibriVox clip in real time: from the last sample of speech, as the VAD placed
-it in the stream, to the first non-silent agent sample leaving the session).
+it in the stream, to the first non-silent agent sample leaving the session; no network, no client: the floor of
+what ``bench/latency/first_audio.py`` measures).
 Medians throughout: the machine is shared and noisy.
 """
 

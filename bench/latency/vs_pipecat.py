@@ -2,17 +2,17 @@
 
     .venv-pipecat/bin/python -m bench.latency.vs_pipecat --turns 10
 
-Needs an environment with ``pipecat-ai`` besides bargein (see docs/benchmarks.md); it starts, on
+Needs an environment with ``pipecat-ai`` besides bargein (the set-up below); it starts, on
 loopback, one ``python -m llama_cpp.server`` (SmolLM2-135M by default) that both systems use as their
 OpenAI-compatible LLM, ``python -m bargein serve`` on its default engines, and a Pipecat pipeline
 (``bench/latency/pipecat_server.py``) on the same engines from bargein's own factory (processes started by
 ``bench/latency/vs_pipecat_engines.py``), then alternates between them round by round (the
 order flips every round), so machine noise hits both. It stops by itself (``--time-limit-s``).
 
-Each round gives each system one fresh connection and one episode: clip A; when the first audible agent
-sample of the reply arrives, clip B cuts in (from 0.1 s before its speech onset); the reply to B plays
-for a second; the connection closes. The client is a microphone: one 20 ms chunk every 20 ms of 24 kHz
-pcm16 (silence between clips), every chunk's send time logged. bargein gets it as
+Each round gives each system one fresh connection and one episode: 1 s of silence, clip A; when the first
+audible agent sample of the reply arrives, clip B cuts in (from 0.1 s before its speech onset); the reply to B
+plays for a second; the connection closes; a pause (``--settle-s``) follows. The client is a microphone: one 20 ms
+chunk every 20 ms of 24 kHz pcm16 (silence between clips), every chunk's send time logged. bargein gets it as
 ``input_audio_buffer.append`` through the official ``openai`` client; Pipecat as audio frames of its
 stock ``ProtobufFrameSerializer`` through a plain ``websockets`` client, resampled to 16 kHz in the
 client by the streaming resampler bargein's server uses on its side.
@@ -21,14 +21,86 @@ client by the streaming resampler bargein's server uses on its side.
   bounds from frame energy, offline) to the arrival of the first agent audio chunk holding a non-silent
   sample (above -60 dBFS) after it. Two per episode: clip A and clip B (the turn after a barge-in).
 * **first audio heard**: the same, to when that sample would sound at a client with no jitter buffer
-  (see :class:`Link`): bargein sends audio up to 1 s ahead in large deltas, Pipecat 40 ms frames.
+  (see :class:`Link`): bargein sends each clause's audio up to 1 s ahead in larger deltas,
+  Pipecat 40 ms frames at twice real time.
 * **barge-in signal**: from the send time of the chunk holding the first speech sample of clip B to the
   arrival of the server's interruption signal: ``input_audio_buffer.speech_started`` for bargein, the
   ``interruption`` frame Pipecat's output transport writes for its ``InterruptionFrame``
   (it writes it after it has dropped its queued audio). Both tell a client to flush its playback.
 * **barge-in stop**: the later of the signal and the last audible agent chunk arriving between clip B's
   onset and its end (audio of the interrupted reply still coming), from the same onset. A client that
-  flushes on the signal plays nothing of the interrupted reply after this moment.
+  flushes on the signal plays nothing of the interrupted reply after this moment. The agent audio that arrived
+  after the signal is summed too.
+* **paired difference**: for each round, clip and turn, Pipecat's first audio minus bargein's.
+* **server-side stages**: what each system reports about itself, medians; the definitions differ (bargein's
+  ``bargein.turn.metrics`` ledger; Pipecat's TTFB metrics: STT from the VAD stop to the transcript, LLM time to
+  first token, TTS from a sentence's text to its first audio).
+
+**Set-up (a separate environment).** Pipecat must not go into bargein's own virtualenv. It gets a second one
+beside it, ``.venv-pipecat`` (``.venv*/`` is git-ignored): ``scripts/setup.sh test`` makes it with only what
+Pipecat's Realtime client needs for ``tests/e2e/test_pipecat_client.py``
+(``tests/pipecat_client/requirements.txt``). The benchmark needs more in it (Pipecat's Silero VAD, bargein itself,
+the LLM server)::
+
+    python3 -m venv .venv-pipecat  # if scripts/setup.sh test has not made it
+    .venv-pipecat/bin/pip install -e ".[bench]" "pipecat-ai[websocket,silero,openai]==1.14.0" \
+        "llama-cpp-python[server]" "openai[realtime]"
+    .venv-pipecat/bin/python -m bench.latency.vs_pipecat --turns 20 --plot docs/benchmarks/vs_pipecat.png
+
+Install the same llama-cpp-python wheel the project venv uses (``pip install --force-reinstall --no-deps
+<that wheel>``): a wheel built for other CPU features can crash the shared LLM server on its first request.
+
+Options: ``--turns N`` (first-audio turns per system, two per round; default 10), ``--llm NAME`` (a packaged GGUF,
+default ``smollm2-135m``), ``--warmup K`` (unmeasured episodes per system, default 1), ``--pipecat-stop-secs S``
+(Pipecat's VAD ``stop_secs``, default 0.2), ``--pipecat-smart-turn`` (below), ``--settle-s`` (pause between
+episodes, default 2), ``--time-limit-s`` (no new round after this, default 840), ``--plot PATH``. With the defaults
+it ends by itself in about 5 minutes; ``--turns 20`` takes about 9.
+
+**What runs**: three loopback processes, all started and stopped by the script.
+
+- **the LLM**: one ``python -m llama_cpp.server`` serving the packaged GGUF, with the thread count bargein's own
+  policy gives (``bargein.engines.think.llama_llm.default_threads()``). Both systems talk to this one server, with
+  the same system prompt (bargein's default session instructions), temperature (0.7) and token cap (80).
+- **bargein**: ``python -m bargein serve --engines default --llm-url http://127.0.0.1:PORT/v1
+  --llm-model smollm2-135m --asr-model tiny.en --tts kokoro``, the real entry point and engine factory.
+- **Pipecat** (``bench/latency/pipecat_server.py``): a FastAPI WebSocket server (``FastAPIWebsocketTransport``,
+  one pipeline per connection), the standard cascade ``transport in -> STT -> user aggregator (VAD,
+  turn strategies) -> OpenAILLMService -> TTS -> transport out -> assistant aggregator``. Its engines
+  come from bargein's own factory (``bargein.engines.factory.load_engines``), so they are the same classes,
+  models and settings: Pipecat's own ``SileroVADAnalyzer`` (its bundled ``silero_vad.onnx`` is checked at start to
+  have the sha256 bargein pins, or the bench stops); a ``SegmentedSTTService`` subclass around bargein's
+  ``WhisperRecognizer``, which like Pipecat's ``WhisperSTTService`` transcribes each VAD segment when the VAD
+  reports the stop; Pipecat's ``OpenAILLMService`` pointed at the shared server; a ``TTSService`` subclass around
+  bargein's ``KokoroSynthesizer`` (an interruption cancels the synthesis); Pipecat's stock
+  ``ProtobufFrameSerializer`` on the wire (pcm16, 16 kHz up, 24 kHz down, its ``InterruptionFrame`` and the stage
+  metrics).
+
+Turn-taking is matched to bargein's ``server_vad`` defaults: threshold 0.5 (Pipecat ``confidence``), a turn starts
+on the first 32 ms frame over it (``start_secs=0.032``), no volume gate (``min_volume=0``), and 500 ms of silence
+ends it (Pipecat's VAD ``stop_secs`` 0.2 plus ``SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=0.3)``).
+With ``--pipecat-smart-turn`` the bench leaves bargein's ``silence_duration_ms`` unset, so bargein runs on its
+tiered default endpoint, and Pipecat ends a turn with its ``LocalSmartTurnAnalyzerV3`` at each VAD stop, as its
+users run it for low latency.
+
+**What is still not equal.**
+
+- **Endpoint.** bargein counts silence from the first frame below 0.35 (threshold minus hysteresis), Pipecat from
+  the first frame below 0.5; Pipecat also waits for its transcript before it ends the turn.
+- **Early work is each framework's own.** bargein recognises, and starts the LLM, speculatively when the silence
+  begins, and transcribes partials during speech; Pipecat transcribes at the VAD stop and starts the LLM at the
+  end of the turn. Pipecat aggregates whole sentences before its TTS (``TextAggregationMode.SENTENCE``); bargein
+  speaks the first clause as soon as it is complete. Neither was turned off.
+- **Settings matched to bargein, not Pipecat's defaults** (``confidence`` 0.7, ``start_secs`` 0.2, ``min_volume``
+  0.6, ``user_speech_timeout`` 0.6 would make its barge-in later and its endpoint longer), and **Pipecat runs
+  bargein's recogniser**, with bargein's short Whisper encoder window: both favour Pipecat.
+- **One LLM server, one prompt cache.** Within a round the second system may reuse more of the cached prompt;
+  the order flips every round.
+- **Transport and client.** JSON with base64 24 kHz audio through the ``openai`` client against protobuf frames of
+  16 kHz audio through ``websockets``; the client's own costs are small and outside both servers, but not
+  identical.
+- **Noise.** On a shared machine one slow turn on either side can come from someone else's job. Alternation
+  spreads this over both systems and the paired difference compares turns taken seconds apart, but p95 and max
+  are noise.
 """
 
 from __future__ import annotations
@@ -103,7 +175,7 @@ def summary(episodes: list[Episode]) -> None:
     if paired:
         print(f"first audio, paired (same round, clip and turn) pipecat - bargein: median "
               f"{percentile(paired, 50):+.0f} ms, bargein sooner in {sum(d > 0 for d in paired)} of {len(paired)}")
-    print("server-side stages, medians (ms; each system's own definitions, see docs/benchmarks.md):")
+    print("server-side stages, medians (ms; each system's own definitions, see bench/latency/vs_pipecat.py):")
     for system in SYSTEMS:
         merged: dict[str, list[float]] = {}
         for episode in (e for e in episodes if e.system == system):

@@ -57,7 +57,7 @@ def build_engines(llm_url: str, llm_model: str) -> Engines:
 def pipecat_silero_path() -> Path:
     """Pipecat's bundled Silero file, checked to be byte-identical to bargein's pinned one."""
     path = Path(str(resources.files("pipecat.audio.vad.data").joinpath("silero_vad.onnx")))
-    verify_sha256(path, SILERO_ONNX.sha256, fix="install the pipecat-ai version named in docs/benchmarks.md")
+    verify_sha256(path, SILERO_ONNX.sha256, fix="install the pipecat-ai version named in bench/latency/vs_pipecat.py")
     return path
 
 

