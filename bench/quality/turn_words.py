@@ -5,10 +5,11 @@ mid-sentence pauses after a word that leads on.
     python -m bench.quality.turn_words --part reply       # over a reply only: 128 timelines, live
     python -m bench.quality.turn_words --part pauses      # the endpoint on paused and whole sentences, offline
     python -m bench.quality.turn_words --split fresh      # the second held-out set (``train``: the study split)
+    python -m bench.quality.turn_words --part pauses --text-end  # also the LLM's end-of-turn estimate (offline)
 
 The sets are ``testdata/make_words_set.py``'s (texts, voices and seeds in ``testdata/words_splits.py``; generated on
 first use): ``issue43`` the first held-out set, ``train`` the split the misses were studied on, ``fresh`` the
-second held-out set.
+second held-out set, ``third`` the third.
 
 * **reply**: every case runs as ``bench.quality.turn_quality`` runs the family set (an in-process session, real
   Silero VAD and Whisper tiny.en, fake LLM and TTS, the sound streamed in real time over a live reply, 4 sessions at
@@ -29,9 +30,11 @@ import asyncio
 import os
 import time
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bargein.session.core.endpointing import DEFAULT_TIERS, TieredPreset
+from bench.harness import text_end
 from bench.harness import turn_quality_families as families
 from bench.harness.endpoint_runs import SilenceRun, score_all, wilson
 from bench.harness.turn_quality_runner import CaseResult
@@ -106,7 +109,21 @@ class TieredWithoutDoubt(Tiered):
         return float(self.tiers.silence_ms(probability, run.words))
 
 
-def pauses_part(split: WordsSplit) -> None:
+@dataclass(frozen=True)
+class TieredWithTextEnd(Tiered):
+    """The tiers, and the long tier where the language model reads the words as unfinished (offline only:
+    :mod:`bench.harness.text_end`)."""
+
+    finished: dict[str, float] = field(default_factory=dict)
+
+    def wait_ms(self, run: SilenceRun) -> float:
+        """The tiers' silence, or the long one when the words read as unfinished."""
+        if self.finished.get(run.words, 1.0) < text_end.UNFINISHED_BELOW:
+            return float(self.tiers.long_ms)
+        return super().wait_ms(run)
+
+
+def pauses_part(split: WordsSplit, *, text_ends: bool = False) -> None:
     """Replay the endpoint clips and print false cut-offs and commit delays per voice and pooled."""
     folder = CACHE / split.folder / "pauses"
     clips = build_pauses(folder, split=split)
@@ -116,6 +133,13 @@ def pauses_part(split: WordsSplit) -> None:
           f"load average {before} at the start, {load()} at the end")
     policies = [Tiered("server default (tiered)", 0.0, 0, 0), TieredWithoutDoubt("tiered, no doubted word", 0.0, 0, 0),
                 Policy("fixed 500 ms", 0.0, 500, 500)]
+    if text_ends:
+        started = time.monotonic()
+        with_text = TieredWithTextEnd("tiered + text end (LLM)", 0.0, 0, 0, finished=text_end.finished_probabilities(
+            run.words for runs in scored.values() for run in runs))
+        print(f"text end of turn: {len(with_text.finished)} texts in {time.monotonic() - started:.0f} s, load average "
+              f"{load()}")
+        policies.insert(1, with_text)
     print(f"{'voice':<18} {'policy':<24} {'paused':>6} {'false cut-off [95% CI]':>24} {'whole':>6} "
           f"{'cut':>4} {'delay p50':>9} {'delay p90':>9}")
     for name in (*split.voices, "all"):
@@ -139,10 +163,12 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--verbose", action="store_true", help="every case, every segment's decision and reasons")
     parser.add_argument("--dump", type=Path, help="over a reply: every case's result as JSON")
+    parser.add_argument("--text-end", action="store_true",
+                        help="pauses: also the tiers with the language model's end-of-turn estimate (offline only)")
     args = parser.parse_args()
     args.asr_model, args.language, args.speed, args.timeline_speed = "tiny.en", None, 3.0, 1.0
     if args.part in ("pauses", "both"):
-        pauses_part(SPLITS[args.split])
+        pauses_part(SPLITS[args.split], text_ends=args.text_end)
     if args.part in ("reply", "both"):
         reply_part(args)
 
