@@ -207,3 +207,94 @@ def report(trace_path: Path, cuts: list[tuple[float, int, float]]) -> list[StopT
         print("    median: " + "  ".join(f"{n} {statistics.median(getattr(t, n) for t in terms):.1f}" for n in names))
         print("    max:    " + "  ".join(f"{n} {max(getattr(t, n) for t in terms):.1f}" for n in names))
     return terms
+
+
+def onset_phases(phase_step: int = 16) -> dict[str, list[tuple[float, float]]]:
+    """Offline, per clip: the speech Silero needs before its first frame at or over the threshold, at every phase of
+    its 512-sample grid against the clip (``phase_step`` samples apart), alone and with a second stream on the grid
+    offset by 256 samples (the first voiced frame of either: what a half-hop onset would buy).
+
+    Each clip is played as a cut does it: the turn before it (the clip before it in the benchmark's order), 2 s of
+    silence (its reply's first audio and the 1.2 s it plays), then the clip from 100 ms before its onset; encoded as
+    the benchmark's client does (32 kbit/s, FEC), decoded as the server does (:data:`~bargein.server.webrtc.receive.
+    DECODE_RATE`) and resampled to 16 kHz by the session's listen path. Silero starts afresh at the turn before, so
+    its state at the onset is a session's after a turn and a silence (from silence alone it is slower to fire)."""
+    import numpy as np
+
+    from bargein.audio.resample import LowDelayResampler
+    from bargein.engines.listen.silero_vad import SileroModel
+    from bargein.server.webrtc.receive import DECODE_RATE, ConcealingDecoder
+    from bargein.server.webrtc.reorder import Release
+    from bargein.server.webrtc.tracks import OPUS_FRAME_SAMPLES, OpusRateFrames
+    from bench.harness.question_clips import question_clips
+    from bench.harness.realtime_harness import WIRE_RATE
+    from bench.harness.webrtc_peer import BROWSER_BIT_RATE
+    from bench.latency.webrtc_turns import CUT_IN_LEAD_S, even_levels
+
+    model = SileroModel()
+    lead = int(2.0 * WIRE_RATE)
+    chunk = WIRE_RATE // 50
+
+    def heard(pcm: Any) -> Any:
+        from bargein.server.webrtc.opus import OpusEncoder
+
+        encoder, to_opus, decoder = OpusEncoder(BROWSER_BIT_RATE), OpusRateFrames(WIRE_RATE), ConcealingDecoder(
+            DECODE_RATE)
+        listen = LowDelayResampler(decoder.rate, LISTEN_RATE)
+        out = []
+        for index in range(len(pcm) // chunk):
+            packet = bytes(encoder.encode(to_opus.frame(pcm[index * chunk:(index + 1) * chunk]),
+                                          index * OPUS_FRAME_SAMPLES))
+            for frame in decoder.decode(Release(index * OPUS_FRAME_SAMPLES, packet)):
+                out.append(listen.process(frame.to_ndarray().reshape(-1).astype(np.float32) / 32768.0))
+        return np.concatenate(out)
+
+    def first_voiced_end(audio: Any, phase: int, onset: int) -> int:
+        """The end of the first frame over the threshold that ends after the onset (the turn before fires too)."""
+        padded = np.concatenate([np.zeros(phase, np.float32), audio])
+        state = np.zeros((2, 1, 128), np.float32)
+        context = np.zeros((1, 64), np.float32)
+        for start in range(0, len(padded) - FRAME_SAMPLES + 1, FRAME_SAMPLES):
+            frame = padded[None, start:start + FRAME_SAMPLES]
+            probability, state = model.step(frame, context, state)
+            context = frame[:, -64:]
+            if probability[0] >= THRESHOLD and start + FRAME_SAMPLES - phase > onset:
+                return start + FRAME_SAMPLES - phase
+        return len(audio)
+
+    figures: dict[str, list[tuple[float, float]]] = {}
+    clips = even_levels(question_clips())
+    for index, clip in enumerate(clips):
+        before = np.frombuffer(clips[index - 1].pcm, dtype="<i2")
+        skip = max(0, clip.onset - int(CUT_IN_LEAD_S * WIRE_RATE))
+        samples = np.frombuffer(clip.from_sample(skip), dtype="<i2")[:WIRE_RATE]
+        audio = heard(np.concatenate([before, np.zeros(lead, np.int16), samples]))
+        onset = (len(before) + lead + clip.onset - skip) * LISTEN_RATE // WIRE_RATE
+        ends = {phase: first_voiced_end(audio, phase, onset) for phase in range(0, FRAME_SAMPLES, phase_step)}
+        half = FRAME_SAMPLES // 2
+        figures[clip.name] = [(1000.0 * (end - onset) / LISTEN_RATE,
+                               1000.0 * (min(end, ends.get((phase + half) % FRAME_SAMPLES, end)) - onset) / LISTEN_RATE)
+                              for phase, end in ends.items()]
+    return figures
+
+
+def main() -> None:
+    """Print :func:`onset_phases` per clip and over all clips."""
+    import numpy as np
+
+    figures = onset_phases()
+    print("ms of speech before Silero's first voiced frame, over the grid's phases: alone | with a half-hop stream")
+    every = []
+    for name, rows in figures.items():
+        alone, both = [row[0] for row in rows], [row[1] for row in rows]
+        every += rows
+        print(f"  {name:30s} mean {np.mean(alone):5.1f} max {max(alone):5.1f} | mean {np.mean(both):5.1f} "
+              f"max {max(both):5.1f}")
+    for label, column in (("alone", 0), ("half-hop", 1)):
+        values = [row[column] for row in every]
+        print(f"  all clips, {label:8s}: p50 {np.percentile(values, 50):5.1f}  p90 {np.percentile(values, 90):5.1f}  "
+              f"max {max(values):5.1f}  (n = {len(values)})")
+
+
+if __name__ == "__main__":
+    main()
