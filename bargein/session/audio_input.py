@@ -119,9 +119,17 @@ class AudioInput:
 
         return slices()
 
-    def listen(self, samples: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-        """Client-rate float samples (a media transport's, already decoded) to 16 kHz, as :meth:`decode` does."""
-        return self._listen(samples)
+    def listen(self, samples: npt.NDArray[np.float32], rate: int | None = None) -> npt.NDArray[np.float32]:
+        """Client-rate float samples (a media transport's, already decoded) to 16 kHz, as :meth:`decode` does. A
+        transport that decodes at the listening rate itself (``rate``, 16 kHz) hands them on unresampled while the
+        suppressor is off: no filter then holds back the end of each packet, which a VAD frame ending there waits for
+        (raises ``ValueError`` for any other rate, or at 16 kHz with the suppressor on, which takes the wire rate)."""
+        if rate is None or rate == self.wire_format.rate:
+            return self._listen(samples)
+        if rate != LISTEN_SAMPLE_RATE or self._suppressor is not None:
+            raise ValueError(f"audio at {rate} Hz is heard at the input format's rate, or at {LISTEN_SAMPLE_RATE} Hz "
+                             "without noise reduction")
+        return self._after_carry(samples)
 
     def _listen(self, samples: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         """Client-rate samples to 16 kHz, through the suppressor when it is on."""

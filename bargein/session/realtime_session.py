@@ -214,19 +214,21 @@ class RealtimeSession:
             await self._hear(audio)
         self.feed(v.AudioAppended(self.stream_ms))
 
-    async def append_audio(self, samples: Float32Audio) -> None:
-        """Input audio from a media transport (a WebRTC track), as float samples at the input format's rate: heard as
-        an ``input_audio_buffer.append`` of them would be, without the base64 and JSON (a full buffer is refused
-        with the same error)."""
+    async def append_audio(self, samples: Float32Audio, rate: int | None = None) -> None:
+        """Input audio from a media transport (a WebRTC track), as float samples at the input format's rate (or at the
+        listening rate, ``rate``, :meth:`AudioInput.listen`): heard as an ``input_audio_buffer.append`` of them would
+        be, without the base64 and JSON (a full buffer is refused with the same error)."""
+        wire = self.audio_in.wire_format
+        in_wire_samples = len(samples) if rate is None else len(samples) * wire.rate // rate
         try:
-            self.audio_in.check_room(len(samples) * self.audio_in.wire_format.bytes_per_sample, event_id=None)
+            self.audio_in.check_room(in_wire_samples * wire.bytes_per_sample, event_id=None)
         except ProtocolError as error:
             if not self._audio_refused:  # once while it stays full: a track brings 50 frames a second
                 self.outbound.put(Outgoing(error_event(error)))
             self._audio_refused = True
             return
         self._audio_refused = False
-        await self._hear(self.audio_in.listen(samples))
+        await self._hear(self.audio_in.listen(samples, rate))
         self.feed(v.AudioAppended(self.stream_ms))
 
     async def _hear(self, audio: Float32Audio) -> None:

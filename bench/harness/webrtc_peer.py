@@ -73,6 +73,11 @@ class MicrophoneTrack(MediaStreamTrack):
         return started
 
     @property
+    def sent_pts(self) -> int:
+        """The 48 kHz RTP timestamp of the next packet: how much audio the track has sent."""
+        return self._pts
+
+    @property
     def speaking(self) -> bool:
         """A clip is still being sent."""
         return bool(self._clips)

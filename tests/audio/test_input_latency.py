@@ -14,6 +14,7 @@ from bargein.audio.codecs import AudioFormat
 from bargein.audio.resample import LowDelayResampler, resample
 from bargein.engines.fakes import FakeVad
 from bargein.session.audio_input import AudioInput
+from bargein.weights import WeightError
 
 PCM = AudioFormat()
 PCMU = AudioFormat("audio/pcmu", 8000)
@@ -86,3 +87,38 @@ async def test_with_noise_reduction_only_rnnoise_own_delay_is_held_back(fmt: Aud
     await audio_in.hear(audio_in.held())
     assert audio_in.buffer.end_sample == 100 * 320
     audio_in.close()
+
+
+async def _frames_out_per_packet(audio_in: AudioInput, rate: int | None, packet: int) -> list[int]:
+    """How many VAD frames each of 16 packets of 20 ms (``packet`` samples, heard at ``rate``) made whole."""
+    rng = np.random.default_rng(7)
+    counts = []
+    for _ in range(16):
+        samples = (rng.standard_normal(packet) * 0.05).astype(np.float32)
+        counts.append(len(await audio_in.hear(audio_in.listen(samples, rate))))
+    return counts
+
+
+async def test_audio_decoded_at_the_listening_rate_makes_each_vad_frame_whole_on_the_packet_that_ends_it() -> None:
+    """A frame whose last sample ends a packet (every fifth: 512 and 320 samples meet every 2,560) comes out with that
+    packet when the transport hands 16 kHz on as it is; through the input rate's resampler, one packet later."""
+    direct = await _frames_out_per_packet(AudioInput(FakeVad(), PCM), 16_000, 320)
+    resampled = await _frames_out_per_packet(AudioInput(FakeVad(), PCM), None, 480)
+    # 16 packets are 5,120 samples: frames end at 512, 1,024, ..., and the 5th and 10th end packets 8 and 16 exactly
+    assert direct == [0, 1, 0, 1, 1, 0, 1, 1, 0, 1, 0, 1, 1, 0, 1, 1]
+    assert resampled == [0, 1, 0, 1, 1, 0, 1, 0, 1, 1, 0, 1, 1, 0, 1, 0]
+    assert sum(direct) == 10 and sum(resampled) == 9  # the 10th waits for the 17th packet
+
+
+async def test_listening_rate_audio_is_refused_where_the_suppressor_wants_the_input_rate() -> None:
+    audio_in = AudioInput(FakeVad(), PCM)
+    with pytest.raises(ValueError, match="16000 Hz"):
+        audio_in.listen(np.zeros(320, np.float32), 8_000)
+    samples = np.linspace(-0.5, 0.5, 320, dtype=np.float32)
+    assert np.array_equal(audio_in.listen(samples, 16_000), samples)  # no filter, nothing held
+    try:
+        audio_in.set_noise_reduction(True)
+    except WeightError:  # RNNoise is optional
+        pytest.skip("no RNNoise installed")
+    with pytest.raises(ValueError):
+        audio_in.listen(samples, 16_000)

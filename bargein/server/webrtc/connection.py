@@ -1,8 +1,9 @@
 """A WebRTC call's session: the ``oai-events`` data channel and the audio tracks bridged to the Realtime session.
 
 The reader takes the caller's events from the data channel (through the same event-rate limiter and size bound as
-the WebSocket) and the caller's audio from its Opus track (decoded in :mod:`.receive` at the session's default input
-rate, 24 kHz, resampled only when the session's input rate is another, and handed to the session directly). The
+the WebSocket) and the caller's audio from its Opus track (decoded in :mod:`.receive` at the listening rate, 16 kHz,
+and handed to the session's listen path as it is; resampled to the session's input rate only for noise reduction,
+whose suppressor takes that rate). The
 writer sends every server event on the data channel as JSON, except the reply audio deltas, which go to the reply
 track instead (an OpenAI WebRTC client gets its audio as RTP).
 
@@ -39,6 +40,7 @@ from bargein.server.webrtc.playout import PlayoutDelay, heard_ms, still_playing
 from bargein.server.webrtc.tracks import SEND_RATE, InputClock
 from bargein.session.outbound import Outgoing
 from bargein.session.realtime_session import RealtimeSession
+from bargein.values import LISTEN_SAMPLE_RATE, Float32Audio
 
 log = logging.getLogger(__name__)
 CLEAR_EVENT = "output_audio_buffer.clear"
@@ -122,16 +124,29 @@ class WebRtcConnection(SessionConnection):
                 return None
             if not isinstance(frame, av.AudioFrame) or (heard := clock.place(frame)) is None:
                 continue
-            rate = self.session.audio_in.wire_format.rate
-            if frame.sample_rate == rate:  # decoded at the session's rate (receive.DECODE_RATE): nothing to hold
-                samples, resampler = heard, None
-            else:
-                if resampler is None or resampler.out_rate != rate or resampler.in_rate != frame.sample_rate:
-                    resampler = LowDelayResampler(int(frame.sample_rate), rate)
-                samples = resampler.process(heard)
             self.last_heard = time.monotonic()
             async with self.entry:
-                await self.session.append_audio(samples)
+                resampler = await self._hand_on(heard, int(frame.sample_rate), resampler)
+
+    async def _hand_on(self, heard: Float32Audio, rate: int,
+                       resampler: LowDelayResampler | None) -> LowDelayResampler | None:
+        """Give the session decoded audio: as it is at the listening rate (receive.DECODE_RATE) unless noise
+        reduction wants the input rate, else resampled to the input rate; the resampler in use (None: none)."""
+        audio_in = self.session.audio_in
+        wire_rate = audio_in.wire_format.rate
+        if rate == LISTEN_SAMPLE_RATE and not audio_in.noise_reduction:
+            if resampler is not None:  # noise reduction just went off: what the resamplers held is heard first
+                tail = audio_in.listen(resampler.process(np.zeros(0, np.float32), last=True))
+                heard = np.concatenate([tail, audio_in.held(), heard]).astype(np.float32, copy=False)
+            await self.session.append_audio(heard, LISTEN_SAMPLE_RATE)
+            return None
+        if rate == wire_rate:
+            await self.session.append_audio(heard)
+            return None
+        if resampler is None or resampler.out_rate != wire_rate or resampler.in_rate != rate:
+            resampler = LowDelayResampler(rate, wire_rate)
+        await self.session.append_audio(resampler.process(heard))
+        return resampler
 
     # -- writing -------------------------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ aiortc's audio receiver decodes what its jitter buffer releases, four packets la
 thread, and with no loss concealment. :func:`receive_audio` puts a :class:`ReceiveBuffer` in that jitter buffer's
 place on the call's audio receiver: it takes each packet as aiortc hands it on (after SRTP, the RTCP statistics and
 the depayloading), orders it (:class:`~.reorder.Reorderer`), decodes it on the event loop (20 ms of Opus is tens of
-microseconds) at the session's default input rate (:data:`DECODE_RATE`), and puts the frame on its own track,
+microseconds) at the listening rate (:data:`DECODE_RATE`), and puts the frame on its own track,
 :class:`ReceivedAudio`, at once. aiortc's decoder thread then gets nothing. A lost packet is recovered by libopus
 itself (:class:`ConcealingDecoder`): from the in-band FEC copy of it that the next packet carries (a browser sends
 one, ``useinbandfec=1``) when the next packet has come, else by libopus's packet-loss concealment, which continues
@@ -30,6 +30,7 @@ from av.packet import Packet
 
 from bargein.server.webrtc.opus import OPUS_RATE, FecDecoder, load_libopus
 from bargein.server.webrtc.reorder import Release, Reorderer
+from bargein.values import LISTEN_SAMPLE_RATE
 
 log = logging.getLogger(__name__)
 RECEIVER_BUFFER = "_RTCRtpReceiver__jitter_buffer"
@@ -39,11 +40,11 @@ MAX_CONCEALED = 5
 """Lost packets in a row that libopus conceals (100 ms, its fade has run by then); the rest of a gap is silence."""
 MAX_FRAMES_QUEUED = 250
 """Decoded frames (5 s) waiting for the session's reader; beyond it the oldest is dropped (a stalled reader)."""
-DECODE_RATE = 24_000
-"""The rate a call's audio is decoded at: the Realtime API's default input rate, which the session's listen path
-takes to 16 kHz in one resampling step (decoded at 48 kHz, a second step held back another 17 samples at 16 kHz;
-a VAD frame whose last sample fell in that stretch of a packet waited for the next packet, 20 ms).
-libopus decodes at 24 kHz within its own synthesis, holding nothing back."""
+DECODE_RATE = LISTEN_SAMPLE_RATE
+"""The rate a call's audio is decoded at: the listening rate, 16 kHz, which libopus reaches within its own synthesis,
+holding nothing back, so the session's VAD gets each packet's audio whole (decoded at 48 or 24 kHz, the listen
+path's resampler held back the last 25 to 42 samples of each packet, and the one VAD frame in five whose last sample
+ends a packet waited for the next one, 20 ms; 512 and 320 samples meet every 2,560)."""
 TOC_CODE_MASK = 0xFC
 """An Opus packet's first byte without its frame-count code: the same byte with code 0 and no frame data is a
 packet whose one frame is missing, which libopus conceals."""

@@ -137,14 +137,14 @@ def test_without_libopus_to_call_pyav_decodes_and_conceals(monkeypatch: pytest.M
     assert len(concealed) == FRAME and _rms(concealed) > 0.5 * _rms(clean[-1]) and decoder.recovered == 0
 
 
-def test_at_the_sessions_rate_frames_and_their_clock_are_in_its_samples() -> None:
+def test_at_the_listening_rate_frames_and_their_clock_are_in_its_samples() -> None:
     packets = opus_packets(tone(30))
     decoder = ConcealingDecoder(DECODE_RATE)
     half = FRAME * DECODE_RATE // 48_000
     frames = [frame for index, packet in enumerate(packets[:20]) for frame in decoder.decode(Release(index * FRAME,
                                                                                                       packet))]
     assert [(frame.sample_rate, frame.samples) for frame in frames] == [(DECODE_RATE, half)] * 20
-    assert [frame.pts for frame in frames] == [index * half for index in range(20)]  # the 48 kHz RTP clock, halved
+    assert [frame.pts for frame in frames] == [index * half for index in range(20)]  # the 48 kHz RTP clock, scaled
     assert frames[0].time_base == Fraction(1, DECODE_RATE)
     spectrum = np.abs(np.fft.rfft(frames[-1].to_ndarray().reshape(-1).astype(np.float64)))
     assert abs(np.argmax(spectrum) * DECODE_RATE / half - 440) <= 50  # the same tone
@@ -153,14 +153,15 @@ def test_at_the_sessions_rate_frames_and_their_clock_are_in_its_samples() -> Non
     assert _rms(concealed[0].to_ndarray().reshape(-1)) > 0.5 * _rms(frames[-1].to_ndarray().reshape(-1))
 
 
-def test_decoded_at_the_sessions_rate_the_listen_path_holds_back_less_of_each_packet() -> None:
-    """Each packet reaches 16 kHz through one resampling step, not two: 17 fewer samples of it wait for the next."""
+def test_decoded_at_the_listening_rate_no_resampler_holds_back_the_end_of_a_packet() -> None:
+    """Decoded at 48 kHz, the listen path's two resampling steps held back 42 samples of each packet at 16 kHz (one
+    step from 24 kHz, 25); at 16 kHz there is no step, and nothing is held."""
     packets = opus_packets(tone(10))
-    ways = {48_000: (ConcealingDecoder(), [LowDelayResampler(48_000, 24_000), LowDelayResampler(24_000, 16_000)]),
-            DECODE_RATE: (ConcealingDecoder(DECODE_RATE), [LowDelayResampler(DECODE_RATE, 16_000)])}
+    ways = {48_000: [LowDelayResampler(48_000, 24_000), LowDelayResampler(24_000, 16_000)],
+            24_000: [LowDelayResampler(24_000, 16_000)], DECODE_RATE: []}
     held = {}
-    for rate, (decoder, steps) in ways.items():
-        out = 0
+    for rate, steps in ways.items():
+        decoder, out = ConcealingDecoder(rate), 0
         for index, packet in enumerate(packets[:10]):
             for frame in decoder.decode(Release(index * FRAME, packet)):
                 audio = frame.to_ndarray().reshape(-1).astype(np.float32) / 32768.0
@@ -168,7 +169,7 @@ def test_decoded_at_the_sessions_rate_the_listen_path_holds_back_less_of_each_pa
                     audio = step.process(audio)
                 out += len(audio)
         held[rate] = 10 * 320 - out
-    assert held == {48_000: 42, DECODE_RATE: 25}
+    assert held == {48_000: 42, 24_000: 25, DECODE_RATE: 0}
 
 
 def test_without_libopus_frames_come_at_48_khz_whatever_rate_was_asked(monkeypatch: pytest.MonkeyPatch) -> None:

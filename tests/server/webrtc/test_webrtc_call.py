@@ -3,7 +3,10 @@ events travel both ways on ``oai-events``, a spoken turn is answered with audio 
 
 from __future__ import annotations
 
+import asyncio
+
 import numpy as np
+import pytest
 
 from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
@@ -60,3 +63,30 @@ async def test_a_multipart_offer_brings_its_session_config_as_session_update_wou
         async with WebRtcPeer(f"http://{host}", session=refused) as peer:
             _, error = await peer.next_event("error")
             assert "format" in str(error["error"]), error
+
+
+async def test_the_callers_audio_keeps_the_callers_clock_through_noise_reduction_on_and_off() -> None:
+    """Decoded at 16 kHz, the caller's audio goes to the listen path as it is; with noise reduction on it is
+    resampled to the input rate for the suppressor. Switching either way loses and repeats nothing: the session's
+    stream stays within the few ms a path holds back of the caller's own clock (its RTP timestamps)."""
+    from bargein.audio.noise_suppression import NoiseSuppressor
+    from bargein.weights import WeightError
+
+    try:
+        NoiseSuppressor(24_000, 16_000).close()
+    except WeightError:  # RNNoise is optional
+        pytest.skip("no RNNoise installed")
+    with phone_provider.phone_server(engines()) as (host, state):
+        async with WebRtcPeer(f"http://{host}") as peer:
+            await peer.next_event("session.created")
+            (session,) = state.registry.live
+            after = 0
+            for reduction in ({"type": "near_field"}, None, {"type": "far_field"}, None):
+                peer.send({"type": "session.update", "session": {"audio": {"input": {"noise_reduction": reduction}}}})
+                after, _ = await peer.next_event("session.updated", after=after + 1)
+                await asyncio.sleep(0.6)
+            await peer.say(tone_pcm(0.8) + silence_pcm(0.6))
+            await peer.next_event("input_audio_buffer.speech_started", timeout=10)
+            await asyncio.sleep(0.5)
+            sent_ms = peer.microphone.sent_pts / 48.0
+            assert abs(session.audio_in.stream_ms - sent_ms) <= 60.0, (session.audio_in.stream_ms, sent_ms)
