@@ -115,14 +115,17 @@ def part_d(args: argparse.Namespace) -> dict[str, Any]:
         lossy = Impairment(args.relay_delay_ms, args.relay_jitter_ms, args.relay_loss)
         for name, impairment in (("clean", CLEAN), ("lossy", lossy)):
             print(f"-- d, {name} relay: load average {load()}", flush=True)
-            summary, link = asyncio.run(_session(lambda i=impairment: WebRtcLink.open(host_port, relay=i),
-                                                 args.turns, barge=False))
+            summary, link = asyncio.run(_session(
+                lambda i=impairment: WebRtcLink.open(host_port, relay=i, seed=args.relay_seed), args.turns,
+                barge=False))
             heard = transcripts_in_order(link.received)
             wanted = [references[i % len(references)] for i in range(args.turns)]
             wer = word_error_rate([" ".join(wanted)], [" ".join(heard)])
             figures[name] = {**summary, "wer": wer, "transcripts": heard, "relay": link.relay_summary}
+            stops = summary["cancel_stop"]
             print(f"  {name}: {summary['completed']}/{summary['turns']} turns answered, WER {100 * wer:.1f} %; "
-                  f"relay: {link.relay_summary}")
+                  f"a cancelled reply's last packet {max(stops, default=float('nan')):.0f} ms after the cancel at "
+                  f"the latest ({summary['cancel_never_stopped']} played on); relay: {link.relay_summary}")
     gap = 100 * (figures["lossy"]["wer"] - figures["clean"]["wer"])
     every = figures["lossy"]["completed"] == figures["lossy"]["turns"]
     relay = f"{args.relay_delay_ms:g} +- {args.relay_jitter_ms:g} ms and {100 * args.relay_loss:g} % loss"
@@ -164,6 +167,7 @@ def main() -> None:
     parser.add_argument("--relay-delay-ms", type=float, default=80.0, help="the lossy relay's delay (part d)")
     parser.add_argument("--relay-jitter-ms", type=float, default=30.0, help="its jitter, +- (part d)")
     parser.add_argument("--relay-loss", type=float, default=0.05, help="the fraction it drops (part d)")
+    parser.add_argument("--relay-seed", type=int, default=0, help="the seed of its delays and losses (part d)")
     parser.add_argument("--processes", type=int, default=4, help="client processes carrying the calls (part e)")
     parser.add_argument("--max-loop-lag-ms", type=float, default=200.0,
                         help="the server refuses new sessions past this loop lag (part e; its default 200)")

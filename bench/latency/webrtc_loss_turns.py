@@ -24,8 +24,8 @@ from typing import Any
 from bench.harness.engine_server import engine_server
 from bench.harness.question_clips import question_clips
 from bench.harness.udp_relay import Impairment
-from bench.latency.webrtc_links import AudioFrame, Received, WebRtcLink
-from bench.latency.webrtc_turns import AUDIBLE, even_levels, run_turns
+from bench.latency.webrtc_links import WebRtcLink
+from bench.latency.webrtc_turns import even_levels, event_trail, run_turns, voiced_runs
 
 INSTANT = "bench.latency.webrtc_engines:instant_engines"
 WHISPER = "bench.latency.webrtc_engines:whisper_engines"
@@ -34,45 +34,6 @@ WHISPER = "bench.latency.webrtc_engines:whisper_engines"
 def load() -> str:
     """``uptime``'s three load averages."""
     return " ".join(f"{value:.2f}" for value in os.getloadavg())
-
-
-def event_trail(received: Received, after: float, before: float,
-                marks: list[tuple[float, str]] | None = None) -> list[str]:
-    """The events (no deltas) that arrived in ``(after, before]``, each with its arrival relative to ``after``."""
-    trail: list[tuple[float, str]] = list(marks or [])
-    for at, event in received.events:
-        kind = str(event.get("type", "?"))
-        if not after < at <= before or "delta" in kind:
-            continue
-        detail = ""
-        if kind == "response.done":
-            detail = f"({event['response'].get('status')}:{event['response'].get('id')})"
-        elif kind == "response.created":
-            detail = f"({event['response'].get('id')})"
-        elif kind == "error":
-            detail = f"({event.get('error', {}).get('code')}: {event.get('error', {}).get('message')})"
-        elif kind == "bargein.listen.segment":
-            detail = f"({event.get('decision')}: {event.get('action')}; {event.get('reasons')})"
-        elif kind.startswith("output_audio_buffer") or kind == "response.cancel":
-            detail = f"({event.get('response_id')})"
-        trail.append((at, f"{kind}{detail}"))
-    for name, frames in (("wire", received.wire), ("played", received.audio)):
-        runs = voiced_runs(frames, after, before)
-        trail.extend((start, f"[{name} audio {end - start:.2f} s]") for start, end in runs)
-    return [f"+{at - after:7.2f} {text}" for at, text in sorted(trail)]
-
-
-def voiced_runs(frames: list[AudioFrame], after: float, before: float, gap_s: float = 0.3) -> list[tuple[float, float]]:
-    """The stretches of audible frames in ``(after, before]`` (a gap over ``gap_s`` ends one)."""
-    runs: list[tuple[float, float]] = []
-    for at, peak, _ms in frames:
-        if not after < at <= before or peak <= AUDIBLE:
-            continue
-        if runs and at - runs[-1][1] <= gap_s:
-            runs[-1] = (runs[-1][0], at)
-        else:
-            runs.append((at, at))
-    return runs
 
 
 async def one_session(host_port: str, impairment: Impairment, seed: int, turns: int,
@@ -93,7 +54,9 @@ async def one_session(host_port: str, impairment: Impairment, seed: int, turns: 
                 "reply_wire_s": [round(end - start, 2)
                                  for start, end in voiced_runs(link.received.wire, 0.0, float("inf"), 0.6)],
                 "failures": failures, "trail": trail, "relay": link.relay_summary,
-                "client_sctp_t3": retransmits}
+                "client_sctp_t3": retransmits,
+                "segments": [{key: value for key, value in event.items() if key != "type"}
+                             for _at, event in link.received.events_of("bargein.listen.segment")]}
     finally:
         await link.close()
 
@@ -124,10 +87,18 @@ def main() -> None:
     parser.add_argument("--jitter-ms", type=float, default=30.0)
     parser.add_argument("--seed", type=int, default=100)
     parser.add_argument("--whisper", action="store_true", help="Whisper tiny.en hears the user (as part d)")
+    parser.add_argument("--client-rto-s", type=float,
+                        help="hold the client's SCTP retransmission timeout at least this long (aiortc's minimum is "
+                             "1 s; a loaded, jittery path was seen to raise it past 5 s), so a lost client event "
+                             "arrives that late")
     parser.add_argument("--trail", action="store_true", help="print every session's trail, not only a failing one's")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     impairment = Impairment(args.delay_ms, args.jitter_ms, args.loss)
+    if args.client_rto_s is not None:
+        from aiortc import rtcsctptransport
+
+        rtcsctptransport.SCTP_RTO_MIN = rtcsctptransport.SCTP_RTO_INITIAL = args.client_rto_s
     runs = []
     with engine_server(WHISPER if args.whisper else INSTANT) as (host_port, _pid):
         for index in range(args.sessions):

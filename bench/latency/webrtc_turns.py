@@ -1,7 +1,7 @@
 """Spoken turns over any :class:`~bench.latency.webrtc_links.Link`, measured the same way on both transports.
 
 Every other turn cuts into the reply before it (after ``PLAY_BEFORE_CUT_S`` of it has played); the other replies
-are cancelled once ``PLAY_BEFORE_CANCEL_S`` has played, so a run of ``n`` turns lasts about ``n`` times (clip + 3 s)
+are cancelled (by their id, see :func:`_cancel_after`) once ``PLAY_BEFORE_CANCEL_S`` has played, so a run of ``n`` turns lasts about ``n`` times (clip + 3 s)
 whatever the reply's length. Speech onsets that cut in are at least 5.5 s apart, so the storm guard never enters
 confirm mode. Measured per turn (docs/design.md's definitions, on the client's clock):
 
@@ -36,6 +36,12 @@ WORD_GAP_FRAMES_MS = 40.0
 """Quiet audio that separates two bursts (the synthesiser leaves 80 ms)."""
 PLAY_BEFORE_CUT_S = 1.2
 PLAY_BEFORE_CANCEL_S = 0.8
+CANCEL_WAIT_S = 15.0
+"""How long a cancelled reply may play on before the next turn is spoken anyway (two SCTP retransmissions of a
+late cancel fit)."""
+REPLY_ID_WAIT_S = 10.0
+"""How long a turn waits for its reply's ``response.created`` (the data channel may lag the audio) before it
+cancels the reply unnamed."""
 CUT_IN_LEAD_S = 0.1
 BARGE_GAP_S = 5.5
 
@@ -56,12 +62,15 @@ class TurnFigures:
     history_words: int | None = None
     history_text: str | None = None
     unanswered: str | None = None
+    """For a turn with no audible reply: what reached the client after its speech ended, to tell why."""
+    cancel_stop_ms: float | None = None
+    """For a reply the turn cancelled: how long after the cancel its audio stopped arriving (None: not cancelled,
+    or it played on through ``CANCEL_WAIT_S``)."""
     onset_at: float | None = None
     """A cut's onset leaving the client (``time.monotonic``), with its RTP timestamp (WebRTC only) and the interrupted
     reply's last voiced packet arriving: for :mod:`bench.latency.webrtc_onset`'s terms."""
     onset_rtp: int | None = None
     last_packet_at: float | None = None
-    """For a turn with no audible reply: the server events that came after its speech ended, to tell why."""
 
     @property
     def completed(self) -> bool:
@@ -137,12 +146,15 @@ async def run_turns(link: Link, clips: list[SpeechClip], turns: int, *, barge: b
     results: list[TurnFigures] = []
     cut_reply: tuple[str | None, float] | None = None  # (the reply to cut, when it became audible)
     last_cut = -1e9
+    handled: set[str] = set()  # the replies turns have answered with so far (cut or cancelled)
     await asyncio.sleep(0.5)
     for index in range(turns):
         clip = clips[index % len(clips)]
         if cut_reply is not None:
             await asyncio.sleep(max(0.0, last_cut + BARGE_GAP_S - time.monotonic()))
-        figures, reply_id, audible_at = await _turn(link, clip, index, cut_reply, reply_timeout_s)
+        figures, reply_id, audible_at = await _turn(link, clip, index, cut_reply, reply_timeout_s, handled)
+        if reply_id is not None:
+            handled.add(reply_id)
         if figures.cut_in:
             last_cut = time.monotonic()
         results.append(figures)
@@ -155,12 +167,12 @@ async def run_turns(link: Link, clips: list[SpeechClip], turns: int, *, barge: b
             await asyncio.sleep(max(0.0, audible_at + PLAY_BEFORE_CUT_S - time.monotonic()))
             cut_reply = (reply_id, audible_at)
         else:
-            await _cancel_after(link, audible_at)
+            figures.cancel_stop_ms = await _cancel_after(link, audible_at, reply_id)
     return results
 
 
 async def _turn(link: Link, clip: SpeechClip, index: int, cut_reply: tuple[str | None, float] | None,
-                timeout_s: float) -> tuple[TurnFigures, str | None, float | None]:
+                timeout_s: float, handled: set[str]) -> tuple[TurnFigures, str | None, float | None]:
     skip = max(0, clip.onset - int(CUT_IN_LEAD_S * WIRE_RATE)) if cut_reply else 0
     start = link.mic.play(clip.from_sample(skip))
     onset_at = await link.mic.wait_sent(start + clip.onset - skip)
@@ -174,19 +186,66 @@ async def _turn(link: Link, clip: SpeechClip, index: int, cut_reply: tuple[str |
         wire_at = await first_audible_after(link.received, end_at, 0.0, wire=True)
         figures.first_wire_ms = None if wire_at is None else 1000 * (wire_at - end_at)
     else:
-        seen = [event.get("type", "?").replace("response.", "r.").replace("input_audio_buffer.", "iab.")
-                + (f"({event['response'].get('status')})" if event.get("type") == "response.done" else "")
-                for at, event in link.received.events if at > end_at - 1.0 and "delta" not in event.get("type", "")]
-        figures.unanswered = " ".join(seen[:40]) or "none"
+        figures.unanswered = "; ".join(event_trail(link.received, end_at - 1.0, time.monotonic())[:60]) or "none"
     if cut_reply is not None:
         await _judge_cut(link, figures, cut_reply, onset_at, end_at)
-    reply_id = _reply_created_after(link.received, end_at - 1.0)
+    reply_id = await _reply_of_turn(link.received, end_at - 1.0, handled,
+                                    REPLY_ID_WAIT_S if audible_at is not None else 0.0)
     return figures, reply_id, audible_at
 
 
-def _reply_created_after(received: Received, after: float) -> str | None:
-    created = received.events_of("response.created", after)
-    return str(created[-1][1]["response"]["id"]) if created else None
+def event_trail(received: Received, after: float, before: float,
+                marks: list[tuple[float, str]] | None = None) -> list[str]:
+    """What reached the client in ``(after, before]``, one line each with its arrival relative to ``after``: the
+    events (not the deltas, nor ``bargein.reply.audio``), with the status, verdict or error that tells why a turn
+    went unanswered, the stretches of reply audio at the wire and out of the jitter buffer, and ``marks``."""
+    trail: list[tuple[float, str]] = list(marks or [])
+    for at, event in received.events:
+        kind = str(event.get("type", "?"))
+        if not after < at <= before or "delta" in kind or kind == "bargein.reply.audio":
+            continue
+        detail = ""
+        if kind == "response.done":
+            detail = f"({event['response'].get('status')}:{event['response'].get('id')})"
+        elif kind == "response.created":
+            detail = f"({event['response'].get('id')})"
+        elif kind == "error":
+            detail = f"({event.get('error', {}).get('code')}: {event.get('error', {}).get('message')})"
+        elif kind == "bargein.listen.segment":
+            detail = f"({event.get('decision')}: {event.get('action')}; {event.get('reasons')})"
+        elif kind.startswith("output_audio_buffer") or kind == "response.cancel":
+            detail = f"({event.get('response_id')})"
+        trail.append((at, f"{kind}{detail}"))
+    for name, frames in (("wire", received.wire), ("played", received.audio)):
+        runs = voiced_runs(frames, after, before)
+        trail.extend((start, f"[{name} audio {end - start:.2f} s]") for start, end in runs)
+    return [f"+{at - after:7.2f} {text}" for at, text in sorted(trail)]
+
+
+def voiced_runs(frames: list[AudioFrame], after: float, before: float, gap_s: float = 0.3) -> list[tuple[float, float]]:
+    """The stretches of audible frames in ``(after, before]`` (a gap over ``gap_s`` ends one)."""
+    runs: list[tuple[float, float]] = []
+    for at, peak, _ms in frames:
+        if not after < at <= before or peak <= AUDIBLE:
+            continue
+        if runs and at - runs[-1][1] <= gap_s:
+            runs[-1] = (runs[-1][0], at)
+        else:
+            runs.append((at, at))
+    return runs
+
+
+async def _reply_of_turn(received: Received, after: float, handled: set[str], wait_s: float) -> str | None:
+    """The turn's reply: the newest ``response.created`` after ``after`` for a reply no earlier turn answered with,
+    waiting up to ``wait_s`` for it (over WebRTC the events' data channel may lag the reply's RTP audio by seconds
+    on a lossy path, so an earlier reply's event can arrive after this turn's speech)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        fresh = [str(event["response"]["id"]) for _at, event in received.events_of("response.created", after)
+                 if str(event["response"]["id"]) not in handled]
+        if fresh or time.monotonic() >= deadline:
+            return fresh[-1] if fresh else None
+        await asyncio.sleep(0.02)
 
 
 async def _judge_cut(link: Link, figures: TurnFigures, cut_reply: tuple[str | None, float], onset_at: float,
@@ -233,21 +292,33 @@ async def _history_text(link: Link, reply_id: str | None) -> str | None:
     return " ".join(str(part.get("transcript") or part.get("text") or "") for part in event["item"]["content"])
 
 
-async def _cancel_after(link: Link, audible_at: float) -> None:
-    """Let the reply play ``PLAY_BEFORE_CANCEL_S``, cancel it, wait for its audio to stop."""
+async def _cancel_after(link: Link, audible_at: float, reply_id: str | None) -> float | None:
+    """Let the reply play ``PLAY_BEFORE_CANCEL_S``, cancel it by its id, and wait (at most ``CANCEL_WAIT_S``) for its
+    audio to stop; how long after the cancel its last voiced packet arrived (ms; None: it played on).
+
+    The cancel names the reply, and no ``output_audio_buffer.clear`` follows it (over WebRTC the server empties the
+    reply track at the cancel itself). A client event can arrive seconds late: SCTP resends a lost packet only after
+    its retransmission timeout, which the lossy relay on a loaded machine was seen to push past 5 s. An unnamed cancel,
+    and a clear (which names nothing), that late land on whatever reply is live then: the next turn's, which then
+    never sounds. A late cancel naming this reply is refused, and the wait keeps the next turn from being spoken over
+    a reply still playing."""
     await asyncio.sleep(max(0.0, audible_at + PLAY_BEFORE_CANCEL_S - time.monotonic()))
-    await link.send({"type": "response.cancel"})
-    with contextlib.suppress(Exception):
-        await link.send({"type": "output_audio_buffer.clear"})
-    quiet_since = time.monotonic()
-    deadline = quiet_since + 5.0
+    await link.send({"type": "response.cancel", **({"response_id": reply_id} if reply_id else {})})
+    cancelled_at = quiet_since = time.monotonic()
+    deadline = cancelled_at + CANCEL_WAIT_S
+    stopped = False
     while time.monotonic() < deadline:
         if audible_between(link.received.audio, time.monotonic() - 0.4, float("inf")):
             quiet_since = time.monotonic()
         elif time.monotonic() - quiet_since >= 0.4:
+            stopped = True
             break
         await asyncio.sleep(0.05)
     await asyncio.sleep(0.4)
+    if not stopped:
+        return None
+    after = audible_between(link.received.wire, cancelled_at, float("inf"))
+    return 1000 * (after[-1][0] - cancelled_at) if after else 0.0
 
 
 def transcripts_in_order(received: Received) -> list[str]:
@@ -269,6 +340,8 @@ def summary_of(results: list[TurnFigures]) -> dict[str, Any]:
         "heard_off": [abs(r.played_words - r.history_words) for r in results
                       if r.played_words is not None and r.history_words is not None],
         "completed": sum(r.completed for r in results), "turns": len(results),
+        "cancel_stop": [r.cancel_stop_ms for r in results if r.cancel_stop_ms is not None],
+        "cancel_never_stopped": sum(r.completed and not r.cut_in and r.cancel_stop_ms is None for r in results),
         "cuts": [(r.onset_at, r.onset_rtp, r.last_packet_at) for r in results
                  if r.onset_at is not None and r.onset_rtp is not None and r.last_packet_at is not None],
     }
