@@ -1,9 +1,10 @@
 """Spoken turns over any :class:`~bench.latency.webrtc_links.Link`, measured the same way on both transports.
 
 Every other turn cuts into the reply before it (after ``PLAY_BEFORE_CUT_S`` of it has played); the other replies
-are cancelled (by their id, see :func:`_cancel_after`) once ``PLAY_BEFORE_CANCEL_S`` has played, so a run of ``n`` turns lasts about ``n`` times (clip + 3 s)
-whatever the reply's length. Speech onsets that cut in are at least 5.5 s apart, so the storm guard never enters
-confirm mode. Measured per turn (docs/design.md's definitions, on the client's clock):
+are cancelled by their id (:func:`_cancel_after`) once ``PLAY_BEFORE_CANCEL_S`` has played, so a run of ``n`` turns
+lasts about ``n`` times (clip + 3 s) whatever the reply's length. Speech onsets that cut in are at least 5.5 s
+apart, so the storm guard never enters confirm mode. Measured per turn (docs/design.md's definitions, on the
+client's clock):
 
 - **first audio**: the chunk holding the last speech sample leaving the client to the first audible agent frame
   the client can play (over WebRTC, out of aiortc's jitter buffer and decoder); **at the wire**: to the first
