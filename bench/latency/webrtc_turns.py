@@ -64,6 +64,8 @@ class TurnFigures:
     history_text: str | None = None
     unanswered: str | None = None
     """For a turn with no audible reply: what reached the client after its speech ended, to tell why."""
+    cancelled: bool = False
+    """The turn cancelled its reply (rather than the next turn cutting into it)."""
     cancel_stop_ms: float | None = None
     """For a reply the turn cancelled: how long after the cancel its audio stopped arriving (None: not cancelled,
     or it played on through ``CANCEL_WAIT_S``)."""
@@ -168,6 +170,7 @@ async def run_turns(link: Link, clips: list[SpeechClip], turns: int, *, barge: b
             await asyncio.sleep(max(0.0, audible_at + PLAY_BEFORE_CUT_S - time.monotonic()))
             cut_reply = (reply_id, audible_at)
         else:
+            figures.cancelled = True
             figures.cancel_stop_ms = await _cancel_after(link, audible_at, reply_id)
     return results
 
@@ -342,7 +345,7 @@ def summary_of(results: list[TurnFigures]) -> dict[str, Any]:
                       if r.played_words is not None and r.history_words is not None],
         "completed": sum(r.completed for r in results), "turns": len(results),
         "cancel_stop": [r.cancel_stop_ms for r in results if r.cancel_stop_ms is not None],
-        "cancel_never_stopped": sum(r.completed and not r.cut_in and r.cancel_stop_ms is None for r in results),
+        "cancel_never_stopped": sum(r.cancelled and r.cancel_stop_ms is None for r in results),
         "cuts": [(r.onset_at, r.onset_rtp, r.last_packet_at) for r in results
                  if r.onset_at is not None and r.onset_rtp is not None and r.last_packet_at is not None],
     }
