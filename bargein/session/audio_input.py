@@ -18,9 +18,9 @@ from bargein.audio.codecs import AudioFormat, AudioFormatError, int16_to_float
 from bargein.audio.framing import Framer
 from bargein.audio.noise_suppression import NoiseSuppressor
 from bargein.audio.resample import LowDelayResampler, resample
-from bargein.engines.base import VoiceActivityDetector
+from bargein.engines.base import VadStream, VoiceActivityDetector
 from bargein.protocol.errors import ProtocolError
-from bargein.session.core.vocabulary import VadFrame
+from bargein.session.core.vocabulary import OnsetProbe, VadFrame
 from bargein.session.input_buffer import MS_PER_SAMPLE, InputBuffer
 from bargein.values import LISTEN_SAMPLE_RATE
 
@@ -40,8 +40,11 @@ class AudioInput:
     """Decodes, resamples, buffers and runs the VAD for one session."""
 
     def __init__(self, vad: VoiceActivityDetector, wire_format: AudioFormat) -> None:
+        self._detector = vad
         self._vad = vad.open_stream()
         self._framer = Framer(vad.frame_samples)
+        self._probe: HalfHopStream | None = None
+        """The half-hop stream, while the machine wants onset probes."""
         self.buffer = InputBuffer()
         self.wire_format = wire_format
         self._resampler = _listen_resampler(wire_format)
@@ -170,28 +173,82 @@ class AudioInput:
         samples = int16_to_float(self.wire_format.decode(payload))
         return resample(samples, self.wire_format.rate, LISTEN_SAMPLE_RATE)
 
-    async def hear(self, audio16k: npt.NDArray[np.float32]) -> list[VadFrame]:
-        """Buffer 16 kHz audio and return the VAD frames that became whole, placed in stream time."""
+    async def hear(self, audio16k: npt.NDArray[np.float32], *,
+                   onset_probe: bool = False) -> list[VadFrame | OnsetProbe]:
+        """Buffer 16 kHz audio and return the VAD frames that became whole, placed in stream time; with
+        ``onset_probe``, the half-hop stream's frames too (:class:`HalfHopStream`), all in the order they end (each
+        awaited in turn, as the main frames alone were: a frame's probability never waits for a later frame's)."""
         self.buffer.append(audio16k)
-        if not self.vad_running:
-            self._framer.push(audio16k)  # frames dropped, but the framer stays on the stream clock
-            return []
         first_sample = self._framer.samples_framed
         step = self._framer.frame_samples
-        frames: list[VadFrame] = []
-        for index, frame in enumerate(self._framer.push(audio16k)):
+        main = self._framer.push(audio16k)
+        if not onset_probe or not self.vad_running:
+            self._stop_probe()
+        elif self._probe is None:
+            self._probe = HalfHopStream(self._detector.open_stream(), step, grid_start=first_sample,
+                                        from_sample=self.buffer.end_sample - len(audio16k))
+        if not self.vad_running:
+            return []  # frames dropped, but the framer stays on the stream clock
+        probed = self._probe.push(audio16k) if self._probe is not None else []
+        frames: list[VadFrame | OnsetProbe] = []
+        for index, frame in enumerate(main):
             start = first_sample + index * step
+            if self._probe is not None:  # the probe frames that end before this one, first
+                frames += await self._probe.hear(probed, before=start + step)
             probability = await self._vad.probability(frame)
             energy_db = 10.0 * math.log10(float(np.mean(np.square(frame))) + 1e-10)
             frames.append(VadFrame(start * MS_PER_SAMPLE, (start + step) * MS_PER_SAMPLE, probability, energy_db))
+        if self._probe is not None:
+            frames += await self._probe.hear(probed, before=None)
         return frames
+
+    def _stop_probe(self) -> None:
+        if self._probe is not None:
+            self._probe.stream.close()
+            self._probe = None
 
     def close(self) -> None:
         """Release the VAD stream and the suppressor's state."""
         self._vad.close()
+        self._stop_probe()
         if self._suppressor is not None:
             self._suppressor.close()
             self._suppressor = None
+
+
+class HalfHopStream:
+    """A second VAD stream on the main grid shifted by half a frame: each of its frames ends ``frame_samples / 2``
+    after a main frame's, with its own recurrent state, fed the same audio. It begins at the first half-hop grid
+    point at or after the sample it is opened at (from silence, as a session's first stream does)."""
+
+    def __init__(self, stream: VadStream, frame_samples: int, *, grid_start: int, from_sample: int) -> None:
+        self.stream = stream
+        phase = (grid_start + frame_samples // 2) % frame_samples
+        first = from_sample + (phase - from_sample) % frame_samples
+        self._skip = first - from_sample
+        """Samples still to pass before the stream's first frame begins."""
+        self._framer = Framer(frame_samples)
+        self._framer.samples_framed = first
+
+    def push(self, audio16k: npt.NDArray[np.float32]) -> list[tuple[int, npt.NDArray[np.float32]]]:
+        """The frames ``audio16k`` completes, each with its first sample's stream position."""
+        skipped = min(self._skip, len(audio16k))
+        self._skip -= skipped
+        first = self._framer.samples_framed
+        step = self._framer.frame_samples
+        return [(first + index * step, frame) for index, frame in enumerate(self._framer.push(audio16k[skipped:]))]
+
+    async def hear(self, pushed: list[tuple[int, npt.NDArray[np.float32]]], *, before: int | None) \
+            -> list[OnsetProbe]:
+        """The probes of ``pushed``'s frames that end before stream sample ``before`` (all: ``None``), taken off it
+        in order."""
+        step = self._framer.frame_samples
+        probes: list[OnsetProbe] = []
+        while pushed and (before is None or pushed[0][0] + step < before):
+            start, frame = pushed.pop(0)
+            probability = await self.stream.probability(frame)
+            probes.append(OnsetProbe(start * MS_PER_SAMPLE, (start + step) * MS_PER_SAMPLE, probability))
+        return probes
 
 
 def _listen_resampler(wire_format: AudioFormat) -> LowDelayResampler:

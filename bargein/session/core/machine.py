@@ -141,6 +141,8 @@ class DuplexMachine:
                 if event.end_ms < self.last_ms or event.end_ms < event.start_ms:
                     raise IllegalTransition(f"VAD frame {event} goes back in stream time (at {self.last_ms})")
                 voice_activity.on_vad_frame(self, event)
+            case v.OnsetProbe():
+                voice_activity.on_onset_probe(self, event)
             case v.AudioAppended():
                 if self.settings.vad and self.turn is None:
                     self.emit(v.TrimBuffer(event.stream_ms - self.settings.buffer_keep_ms))
@@ -251,6 +253,15 @@ class DuplexMachine:
         """Speech now is spoken over the agent: a reply is live and not merely playing out its last stretch (a turn
         begun then is judged as one after the reply: "yes" answers the agent, it does not acknowledge it)."""
         return self.reply is not None and not self.reply.playing_out
+
+    @property
+    def wants_onset_probe(self) -> bool:
+        """The shell runs the half-hop VAD stream (:class:`~bargein.session.core.vocabulary.OnsetProbe`) now: a
+        reply is live and speech over it would pause it (the stream runs through the reply's pauses, so its
+        recurrent state is warm when the reply resumes)."""
+        interruption = self.settings.interruption
+        return (self.settings.vad and interruption.enabled and interruption.half_hop_onset
+                and self.reply is not None)
 
     @property
     def user_busy(self) -> bool:

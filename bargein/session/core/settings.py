@@ -73,6 +73,11 @@ class Interruption:
     """A paused reply resumes if no query is recognised this long after the segment ends."""
     confirm_query_ms: int = 600
     """In confirm mode, speech must last this long before it may pause a reply."""
+    half_hop_onset: bool = False
+    """While a reply is live, a second VAD stream offset by half a frame may begin the turn that pauses it
+    (:class:`~bargein.session.core.vocabulary.OnsetProbe`): the onset is decided every 16 ms instead of every 32.
+    Off until the held-out listening figures with it are measured (a second chance per frame for a cough to
+    pause the reply)."""
     playout_wait_ms: int | None = None
     """A reply whose words are all out stays live at most this long (pauses not counted) while the client plays
     the audio pacing sent ahead, so speech there still pauses it (:mod:`~bargein.session.core.play_out`); every

@@ -78,6 +78,17 @@ class VadFrame:
 
 
 @dataclass(frozen=True)
+class OnsetProbe:
+    """A second VAD stream's frame, on the grid offset by half a frame (its end falls midway between two
+    :class:`VadFrame` ends), run while a reply is live: a second, sooner chance to hear a barge-in's onset. Only
+    an onset over a playing reply is decided on it; the turn's speech, silence and end stay the main frames'."""
+
+    start_ms: float
+    end_ms: float
+    probability: float
+
+
+@dataclass(frozen=True)
 class ClientCommit:
     """``input_audio_buffer.commit`` with ``buffered_ms`` of audio in the buffer."""
 
@@ -167,8 +178,9 @@ class PauseTimerFired:
     response_id: str
 
 
-Event = (VadFrame | AudioAppended | ClientCommit | ClientClear | ClientResponseCreate | ClientResponseCancel
-         | ReplyAudio | ReplyText | ReplyPlayingOut | ReplyFinished | IdleTimerFired | SettingsChanged
+Event = (VadFrame | OnsetProbe | AudioAppended | ClientCommit | ClientClear | ClientResponseCreate
+         | ClientResponseCancel | ReplyAudio | ReplyText | ReplyPlayingOut | ReplyFinished | IdleTimerFired
+         | SettingsChanged
          | SegmentClassified | SegmentTranscribed | GuessTranscribed | PartialTranscript | PauseTimerFired
          | TurnEndScored | ToolWait | PlayOutTimerFired | ReplyInputReady | ReplyTruncated | ClosedReplyPlaying
          | ClosedReplySent | ClosedReplyCut | ClosedReplyTruncated | ClosedPlaybackTimerFired | SessionClosing)

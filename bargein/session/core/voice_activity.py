@@ -28,6 +28,19 @@ def on_vad_frame(m: MachineState, frame: v.VadFrame) -> None:
     m.segments.frame(speaking, frame.probability, frame.energy_db, frame.end_ms - frame.start_ms)
 
 
+def on_onset_probe(m: MachineState, probe: v.OnsetProbe) -> None:
+    """A half-hop frame begins a turn only where it is sooner than the main grid could: no turn yet, a live reply
+    playing (not paused) that the turn would pause, and the probe at or over the threshold, as an onset on the
+    main grid is. Everything after the onset (speech, silence, the endpoint, the segment's frames) is the main
+    frames'; a probe behind the main grid's stream time is stale and ignored."""
+    settings, reply = m.settings, m.reply
+    if (not settings.vad or not settings.interruption.enabled or not settings.interruption.half_hop_onset
+            or m.turn is not None or reply is None or reply.paused or probe.end_ms < m.last_ms):
+        return
+    if probe.probability >= settings.endpointing.threshold:
+        begin_turn(m, probe.start_ms)
+
+
 def detect_turn(m: MachineState, frame: v.VadFrame) -> None:
     """The frame's meaning for the turn being spoken: it begins one, is speech or silence in it, and may end it."""
     settings = m.settings
