@@ -2,7 +2,8 @@
 cascade. Every file is checked against its pinned sha256 before it is loaded; both run on one thread each.
 
 OCR on a 640 x 480 frame takes 0.2-0.5 s of one core, so it never runs on the event loop or a reply's path:
-:mod:`bargein.see.scene_pool` runs it in the background.
+:mod:`bargein.see.scene_pool` runs it in the background, and stops a read that is running when a spoken turn
+reaches its critical path (:meth:`Detectors.stop`: the ONNX runs end between two of the graph's nodes).
 """
 
 from __future__ import annotations
@@ -38,6 +39,25 @@ FACE_SIDE = 640
 """Frames are scanned for faces at most this wide (a face under ~30 px there is too small to matter)."""
 
 
+class ReadStopped(Exception):
+    """A read was stopped before its end (:meth:`Detectors.stop`): it made no note."""
+
+
+class _StoppableSession:
+    """An ONNX Runtime session whose runs end early, between two nodes of the graph, once the detectors are told to
+    stop (its run options' ``terminate``); the rest is the session's own."""
+
+    def __init__(self, session: Any, detectors: Detectors) -> None:
+        self._session = session
+        self._detectors = detectors
+
+    def run(self, names: Any, feed: Any) -> Any:
+        return self._session.run(names, feed, self._detectors.run_options)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)
+
+
 @dataclass(frozen=True)
 class TextLine:
     """One line of text read in a frame, with the recogniser's confidence and the line's height in pixels."""
@@ -50,8 +70,12 @@ class TextLine:
 class Detectors:
     """The loaded OCR and face models (one instance per server process; not thread-safe: one caller at a time)."""
 
+    _stopped = False
+    """Whether the read running now was told to stop (:meth:`stop`)."""
+
     def __init__(self) -> None:
         import cv2
+        import onnxruntime
         from rapidocr_onnxruntime import RapidOCR
 
         self._ocr: Any = RapidOCR(det_model_path=str(OCR_DETECTOR.verified_path()),
@@ -61,12 +85,33 @@ class Detectors:
         self._faces: Any = cv2.CascadeClassifier(str(FACE_CASCADE.verified_path()))
         if self._faces.empty():
             raise RuntimeError(f"OpenCV could not load {FACE_CASCADE.relative_path}")
+        self._new_options: Any = onnxruntime.RunOptions
+        self.run_options: Any = self._new_options()
+        """The current read's ONNX run options (a new one per read: a stopped one stays stopped)."""
+        for model in (self._ocr.text_det.infer, self._ocr.text_cls.infer, self._ocr.text_rec.session):
+            model.session = _StoppableSession(model.session, self)
+
+    def stop(self) -> None:
+        """Stop the read running now (called from another thread): its ONNX runs end between two of the graph's
+        nodes and the read raises :class:`ReadStopped` (the face scan, not stoppable, is skipped when it has not
+        begun). A read that begins later runs as usual."""
+        self._stopped = True
+        self.run_options.terminate = True
+
+    def begin(self) -> None:
+        """A new read begins (in the reader's thread): a stop told before it does not apply."""
+        self._stopped = False
+        self.run_options = self._new_options()
+
+    def _check(self) -> None:
+        if self._stopped:
+            raise ReadStopped
 
     def read_text(self, pixels: npt.NDArray[np.uint8]) -> list[TextLine]:
         """The lines of text in an RGB frame, top to bottom, each line's pieces left to right, each line read a
         second time as one wider crop (:mod:`bargein.see.reading`)."""
         bgr = np.ascontiguousarray(pixels[:, :, ::-1])  # PP-OCR reads BGR, as OpenCV does
-        found, _ = self._ocr(bgr)
+        found = self._ocr_stoppable(bgr)
         pieces = [Piece(str(text).strip(), float(score), np.asarray(box, dtype=np.float32))
                   for box, text, score in found or () if float(score) >= MIN_TEXT_SCORE]
         lines = []
@@ -75,7 +120,7 @@ class Detectors:
                 continue  # lone marks only: shapes and glare
             text = " ".join(piece.text for piece in line)
             score = min(piece.score for piece in line)
-            reread, _ = self._ocr(line_crop(bgr, line), use_det=False, use_cls=False, use_rec=True)
+            reread = self._ocr_stoppable(line_crop(bgr, line), use_det=False, use_cls=False, use_rec=True)
             if reread:
                 line_text, line_score = " ".join(str(t) for t, _ in reread).strip(), min(float(s) for _, s in reread)
                 if better_reading(text, line_text, line_score, REREAD_MIN_SCORE):
@@ -85,10 +130,23 @@ class Detectors:
                 lines.append(TextLine(text, score, int(max(piece.height for piece in line))))
         return lines
 
+    def _ocr_stoppable(self, bgr: npt.NDArray[np.uint8], **steps: bool) -> Any:
+        """PP-OCR's findings in ``bgr`` (``steps``: which of its models run); raises :class:`ReadStopped` when the
+        read was stopped (rapidocr reports the ended run as an error of its own)."""
+        self._check()
+        try:
+            found, _ = self._ocr(bgr, **steps)
+        except Exception:
+            self._check()
+            raise
+        self._check()
+        return found
+
     def count_faces(self, pixels: npt.NDArray[np.uint8]) -> int:
         """How many frontal faces an RGB frame shows."""
         import cv2
 
+        self._check()
         grey = cv2.cvtColor(pixels, cv2.COLOR_RGB2GRAY)
         if grey.shape[1] > FACE_SIDE:
             scale = FACE_SIDE / grey.shape[1]

@@ -5,10 +5,12 @@ and the sessions waiting are served in turn, each keeping its place in the queue
 a session streaming 30 fps gets no more reads than one sending a frame a second. The work runs on the pool's
 own threads (one by default: OCR is a fraction of a core for a moment per frame), at a lower scheduling priority
 than the rest of the server (:data:`SCENE_NICENESS`), never on the event loop and never in a reply's path; a reply
-reads the newest note already made, with its age. And no read starts while any session's turn is between the
-user's last word and the reply's first audio (:meth:`ScenePool.hold`, at most :data:`MAX_HOLD_S`): on 2 cores a
-busy reader costs the model its second core just when a reply is being written (the LLM's thread governor runs
-it on one core while another thread is runnable).
+reads the newest note already made, with its age. And no read runs while any session's turn is between the
+user's last word and the reply's first audio (:meth:`ScenePool.hold`, at most :data:`MAX_HOLD_S`): none starts,
+and one already running is stopped (detectors that can stop: :meth:`~bargein.see.detectors.Detectors.stop`) and its
+frame read again once the hold ends. On 2 cores a busy reader costs the model its second core just when a reply is
+being written (the LLM's thread governor runs it on one core while another thread is runnable), and a niced thread
+still takes a core the turn's engines leave idle for a moment, with the memory bandwidth they share.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from bargein.metrics.cost_meter import Bill, bill_now, charge
+from bargein.see.detectors import ReadStopped
 from bargein.see.frames import Frame
 from bargein.see.scene import SceneDetectors, SceneNote, read_scene
 
@@ -84,6 +87,15 @@ class ScenePool:
         self._wake: asyncio.Event | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.reads = 0
+        self.reading = 0
+        """Reads running now (a hold starts none, and stops one that is running where its detectors can stop)."""
+        self.stopped = 0
+        """Reads stopped by a hold (their frames read again after it)."""
+        self._busy: set[SceneDetectors] = set()
+        """Detectors reading now (the reader threads add and remove them; a hold stops them)."""
+        self._busy_lock = threading.Lock()
+        self._holding = False
+        """Whether a hold was in force when last looked at (read by the reader threads)."""
 
     def submit(self, owner: object, frame: Frame, previous: Frame | None, noted: Noted) -> None:
         """Queue ``frame`` for ``owner`` (its session), replacing one it still has waiting; ``noted`` gets the
@@ -106,11 +118,19 @@ class ScenePool:
         """``owner``'s turn is between the user's last word and the reply's first audio: start no read until it
         releases (or :data:`MAX_HOLD_S` has passed), so the reply's engines have the cores to themselves."""
         self._holds[owner] = time.monotonic() + self._max_hold_s
+        self._holding = True
+        with self._busy_lock:
+            busy = list(self._busy)
+        for detectors in busy:
+            stop = getattr(detectors, "stop", None)
+            if stop is not None:
+                stop()
 
     def release(self, owner: object) -> None:
         """``owner``'s reply is out (or its turn went on): reads may start again once no other session holds."""
         if self._holds.pop(owner, None) is not None and self._released is not None:
             self._released.set()
+        self._holding = bool(self._holds)
 
     @property
     def held(self) -> bool:
@@ -119,7 +139,8 @@ class ScenePool:
         for owner, until in list(self._holds.items()):
             if until <= now:
                 del self._holds[owner]
-        return bool(self._holds)
+        self._holding = bool(self._holds)
+        return self._holding
 
     async def _quiet(self) -> None:
         """Wait until no session holds the reads (each hold lasts at most its bound)."""
@@ -146,13 +167,22 @@ class ScenePool:
             await self._quiet()
             if not self._waiting:
                 continue
-            _, job = self._waiting.popitem(last=False)
+            owner, job = self._waiting.popitem(last=False)
             started = time.monotonic()
+            self.reading += 1
             try:
                 note, cpu_s = await loop.run_in_executor(self._executor, self._read, job)
+            except ReadStopped:  # a hold began: the frame is read after it, unless the session sent a newer one
+                self.stopped += 1
+                if owner not in self._waiting:
+                    self._waiting[owner] = job
+                    self._waiting.move_to_end(owner, last=False)
+                continue
             except Exception:  # a failed read costs one note, never the pool
                 log.exception("the scene reader failed on a frame")
                 continue
+            finally:
+                self.reading -= 1
             self.reads += 1
             charge("see", job.bill, cpu_s)
             job.context.run(job.noted, note)
@@ -164,9 +194,18 @@ class ScenePool:
         where they start any, are not seen: the ``see`` stage's figure is a lower bound)."""
         detectors = self._detectors.pop() if self._detectors else self._make_detectors()
         started = time.thread_time()
+        with self._busy_lock:
+            self._busy.add(detectors)
         try:
+            begin = getattr(detectors, "begin", None)
+            if begin is not None:
+                begin()  # a stop told before this read does not apply to it...
+            if self._holding:
+                raise ReadStopped  # ...but a hold that began as it was handed out does
             return read_scene(job.frame, job.previous, detectors), time.thread_time() - started
         finally:
+            with self._busy_lock:
+                self._busy.discard(detectors)
             self._detectors.append(detectors)
 
     async def aclose(self) -> None:

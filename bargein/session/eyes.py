@@ -114,6 +114,11 @@ class SessionEyes(QuietObserver):
         """The camera message the turn's prompt was last warmed with."""
         self._live_replies: set[str] = set()
         """Replies started and not yet completed or cancelled (at most a few: the core closes each)."""
+        self._message: tuple[SceneNote, bool, ChatMessage] | None = None
+        """The camera message last made: its note, whether that note was stale, the message (made once per note)."""
+        self._read_at_silence: bool | None = None
+        """Whether a scene read was running when the turn's last silence began (the hold starts no new read, one
+        already running goes on): reported with the reply's prompt as ``scene_read_at_silence`` (None: no pool)."""
 
     @property
     def image_token_budget(self) -> int:
@@ -184,12 +189,11 @@ class SessionEyes(QuietObserver):
         reply evaluates only the question; the message's guidance stays in the model's cache, only its facts are
         read again (a note whose message is unchanged, as a near-duplicate scene's, or one after the silence, whose
         note is pinned, warms nothing)."""
-        seen = self._turn_note()
-        if self._warming is None or self.rewarm is None or self.settings.mode == "native" or seen is None:
+        message = self.turn_message()
+        if self._warming is None or self.rewarm is None or message is None:
             return
-        message = camera_message(*seen).content
-        if message != self._warmed_message:
-            self._warmed_message = message
+        if message.content != self._warmed_message:
+            self._warmed_message = message.content
             self.rewarm(self._warming[1])
 
     def context(self, messages: list[ChatMessage]) -> list[ChatMessage]:
@@ -207,10 +211,10 @@ class SessionEyes(QuietObserver):
             if sent:
                 stripped[last_user] = replace(stripped[last_user], images=tuple(ChatImage(s.data_url) for s in sent))
             return stripped
-        seen = self._turn_note()
+        message = self.turn_message()
         noted = self._notes_before(stripped)
-        if seen is not None:
-            noted[last_user] = camera_message(*seen)
+        if message is not None:
+            noted[last_user] = message
         return [m for i, message in enumerate(stripped) for m in ((noted[i], message) if i in noted else (message,))]
 
     def _notes_before(self, messages: list[ChatMessage]) -> dict[int, ChatMessage]:
@@ -233,6 +237,19 @@ class SessionEyes(QuietObserver):
         """The newest note and its age."""
         age = self.note_age_s()
         return None if self.note is None or age is None else (self.note, age)
+
+    def turn_message(self) -> ChatMessage | None:
+        """The camera message a reply's prompt would put before its question now, in ``notes`` mode (None: no note,
+        or ``native`` mode): :func:`camera_message` of :meth:`_turn_note`, made once per note (and once more when it
+        turns stale), so the turn's prompts, warms and kept notes all quote the same message."""
+        seen = self._turn_note()
+        if seen is None or self.settings.mode == "native":
+            return None
+        note, age_s = seen
+        stale = age_s > STALE_NOTE_S
+        if self._message is None or self._message[0] is not note or self._message[1] != stale:
+            self._message = (note, stale, camera_message(note, age_s))
+        return self._message[2]
 
     def _turn_note(self) -> tuple[SceneNote, float] | None:
         """The note a reply's prompt quotes, with its age: the one pinned when the user's speech fell silent (the
@@ -260,10 +277,13 @@ class SessionEyes(QuietObserver):
         if self.age_at_commit_s is not None and self._progress is not None:
             self._progress(response_id, "scene_note_age_ms", round(1000 * self.age_at_commit_s))
             self.age_at_commit_s = None
+        if self._read_at_silence is not None and self._progress is not None:
+            self._progress(response_id, "scene_read_at_silence", int(self._read_at_silence))
+            self._read_at_silence = None
         prompt = self.context(messages)
-        seen = self._turn_note()
-        if self.settings.mode != "native" and seen is not None:
-            self._remember_note(messages, camera_message(*seen))
+        message = self.turn_message()
+        if message is not None:
+            self._remember_note(messages, message)
         self._pinned = None  # the turn's reply has its prompt: the next turn reads the newest note
         if self.settings.mode == "native":
             tokens = sum(s.cost.tokens for s in self._turn_images())
@@ -301,31 +321,43 @@ class SessionEyes(QuietObserver):
         note then current), as does a turn's start with a note in view (:meth:`_warm_at_speech_start`); from the
         turn's silence, or its end, a new note warms nothing."""
         if isinstance(action, v.WarmPrompt):
-            seen = self._turn_note()
+            message = self.turn_message()
             self._warming = (action.item_id, action.text)
-            self._warmed_message = camera_message(*seen).content if seen is not None else ""
+            self._warmed_message = message.content if message is not None else ""
         elif isinstance(action, v.SilenceBegan | v.SpeechStopped | v.SegmentAbandoned | v.CommitBuffer
-                        | v.SpeechStarted):
+                        | v.SpeechStarted | v.StartReply):
             self._warming = None
         if isinstance(action, v.StartReply):
             self._live_replies.add(action.response_id)
         elif isinstance(action, v.CompleteReply | v.CancelReply):
             self._live_replies.discard(action.response_id)
         elif isinstance(action, v.SpeechStarted):
-            self._warm_at_speech_start(action.item_id)
+            self._warm_next_turn(action.item_id)
 
-    def _warm_at_speech_start(self, item_id: str) -> None:
-        """A turn begins with a note in view: warm its prompt with the camera message at once (no words yet), so the
-        model has read the message by the turn's silence (the core's own warm waits for a partial of the words, a
-        second or more in, too late for the message's tokens on a busy core); later notes warm it again. Not over
-        a live reply (whose end, and so the turn's history, is not known yet, as the core's warm), nor where the
-        turn gets no reply of its own."""
-        seen = self._turn_note()
+    def on_reply_closed(self, response_id: str, status: str, sent_ms: float, heard_ms: float, *,
+                        output_queued: bool | None = None, playing: bool = False) -> None:
+        """A reply completed: the next turn's prompt is known up to the user's words (the history as it now stands,
+        then the camera message), so it is warmed now, while the reply plays and before the user speaks, not only
+        once the next turn's speech starts (:meth:`_warm_next_turn`; item ``""``: no turn yet). New notes before
+        the speech starts warm nothing (with a new scene every frame they would keep the model busy between turns):
+        the speech's start warms the message again, when it changed only its facts."""
+        if status == "completed":
+            self._warm_next_turn("")
+            self._warming = None  # a note before the turn's speech warms nothing: its start warms the message again
+
+    def _warm_next_turn(self, item_id: str) -> None:
+        """Warm the next turn's prompt with the camera message and no words yet, so the model has read the message by
+        the turn's silence (the core's own warm waits for a partial of the words, a second or more into the turn,
+        too late for the message's tokens on a busy core): when a reply completes, and again when the turn's speech
+        starts (nearly free when nothing changed since); a new note warms it again until the turn's silence. Not
+        with a live reply (whose end, and so the turn's history, is not known yet, as the core's warm), nor where
+        the turn gets no reply of its own."""
+        message = self.turn_message()
         detection = self._config().audio.input.turn_detection if self._config is not None else None
-        if (seen is None or self.rewarm is None or self.settings.mode == "native" or self._live_replies
-                or detection is None or not detection.create_response):
+        if (message is None or self.rewarm is None or self._live_replies or detection is None
+                or not detection.create_response):
             return
-        self._warming, self._warmed_message = (item_id, ""), camera_message(*seen).content
+        self._warming, self._warmed_message = (item_id, ""), message.content
         self.rewarm("")
 
     def on_action(self, action: v.Action) -> None:
@@ -345,6 +377,7 @@ class SessionEyes(QuietObserver):
         if self.pool is None:
             return
         if isinstance(action, v.SilenceBegan):  # the guess and the prefetched reply start: the critical path
+            self._read_at_silence = self.pool.reading > 0
             self.pool.hold(self)
         elif isinstance(action, v.SpeechResumed | v.SegmentAbandoned | v.ForwardAudio | v.CompleteReply
                         | v.CancelReply):

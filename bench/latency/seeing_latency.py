@@ -34,21 +34,44 @@ import os
 import random
 import statistics
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from PIL import Image
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("BARGEIN_LLM_TRACE", "1")  # the server started here logs every LLM job (its wait, new tokens)
 
-from bench.harness.realtime_harness import percentile, server_or_url
+from bench.harness.llm_trace import log_size
+from bench.harness.realtime_harness import ServerProcess, percentile
 from bench.harness.spoken_session import run_session
+from bench.latency.seeing_turns import (
+    MEDIANS_HEADER,
+    MODEL_HEADER,
+    REPLY_CAP,
+    ModelJob,
+    Tokenize,
+    TurnFigures,
+    figures,
+    medians,
+    model_jobs,
+    model_medians,
+    model_tokenizer,
+    transcripts,
+)
 
 STREAM_FPS, AGE_FPS, HOLD_FRAMES = 2.0, 1.0, 3
 CROWD = 3
 CAMERA_TARGET, CROWD_TARGET, AGE_TARGET_MS = 1.05, 1.2, 1000.0
 LEDGER_STAGES = ("endpoint_ms", "asr_final_ms", "llm_first_token_ms", "first_clause_ms", "tts_synth_ms",
                  "first_audio_ms", "scene_note_age_ms")
+
+
+TOKENIZER: Tokenize | None = None
+"""The embedded model's tokenizer, for the tokens of each reply's first clause (loaded by :func:`main`)."""
+SERVER_LOG: Path | None = None
+"""The log of the server started here (its LLM's job trace); None with ``--url``."""
 
 
 def load() -> str:
@@ -122,19 +145,32 @@ def session_args(turns: int) -> argparse.Namespace:
     """A spoken session as ``bench.latency.first_audio --clips questions --barge-every 0`` runs it."""
     return argparse.Namespace(turns=turns, barge_every=0, silence_ms=None, semantic=False, reply_timeout_s=60.0,
                               max_reply_s=8.0, clips="questions",
-                              session={"max_output_tokens": 48})  # short replies: more turns a minute
+                              session={"max_output_tokens": REPLY_CAP})  # short replies: more turns a minute
 
 
 async def spoken(host_port: str, turns: int, label: str,
-                 alongside: Callable[[Any], Awaitable[None]] | None = None) -> tuple[list[float], list[float]]:
-    """One session's first audio per answered turn (ms) and its ledger's note ages at commit (ms)."""
+                 alongside: Callable[[Any], Awaitable[None]] | None = None,
+                 accounts: list[TurnFigures] | None = None,
+                 jobs: list[ModelJob] | None = None) -> tuple[list[float], list[float]]:
+    """One session's first audio per answered turn (ms) and its ledger's note ages at commit (ms); each turn's
+    account (where its first audio went) is printed, and added to ``accounts``, and its LLM jobs to ``jobs``."""
     print(f"-- {label}: load average {load()}", flush=True)
+    since = log_size(SERVER_LOG)
     results, observer, _ = await run_session(host_port, session_args(turns), alongside=alongside)
+    for job in model_jobs(SERVER_LOG, since):
+        print(job.line(), flush=True)
+        if jobs is not None:
+            jobs.append(job)
     firsts = [r.first_audio_ms for r in results if r.first_audio_ms is not None]
     ages = [float(m["scene_note_age_ms"]) for m in observer.turn_metrics if "scene_note_age_ms" in m]
+    replies = transcripts(observer.other)
     for metrics in observer.turn_metrics:  # where a slow turn's time went, by the server's ledger
         print("   ledger: " + " ".join(f"{key.removesuffix('_ms')} {metrics[key]:.0f}" for key in LEDGER_STAGES
                                      if isinstance(metrics.get(key), int | float)), flush=True)
+        account = figures(metrics, replies.get(metrics.get("response_id") or "", ""), TOKENIZER)
+        print(account.line(), flush=True)
+        if accounts is not None:
+            accounts.append(account)
     print(f"   {label}: {len(firsts)}/{len(results)} answered, load average {load()}", flush=True)
     return firsts, ages
 
@@ -164,12 +200,15 @@ async def run(host_port: str, args: argparse.Namespace) -> None:
     images = scene_images()
     fresh, held = new_scene_urls(images), held_scene_urls(images)
     figures: dict[str, list[float]] = {key: [] for key in ("off", "on", "alone", "crowd", "age")}
+    accounts: dict[str, list[TurnFigures]] = {"off": [], "on": []}
+    jobs: dict[str, list[ModelJob]] = {"off": [], "on": []}
     for round_ in range(args.rounds):
         print(f"== round {round_ + 1}/{args.rounds}", flush=True)
         if "camera" in args.parts:
             order = [("off", None), ("on", camera(fresh if args.scenes == "new" else held, STREAM_FPS))]
             for key, alongside in order if round_ % 2 == 0 else order[::-1]:
-                firsts, _ = await spoken(host_port, args.turns, f"camera {key}", alongside)
+                firsts, _ = await spoken(host_port, args.turns, f"camera {key}", alongside, accounts[key],
+                                         jobs[key])
                 figures[key] += firsts
         if "crowd" in args.parts:
             figures["alone"] += (await spoken(host_port, args.turns, "text-only alone"))[0]
@@ -178,6 +217,13 @@ async def run(host_port: str, args: argparse.Namespace) -> None:
             figures["age"] += (await spoken(host_port, args.turns, "camera at 1 fps, held scenes",
                                             camera(held, AGE_FPS, random.Random(round_).randrange(len(held)))))[1]
     report(figures)
+    if accounts["on"] or accounts["off"]:
+        print(f"\n### where first audio went (medians per turn; the ledger's stages)\n\n{MEDIANS_HEADER}")
+        for key in ("off", "on"):
+            print(f"| camera {key} | {medians(accounts[key])} |")
+        print(f"\n### the LLM's jobs (its trace)\n\n{MODEL_HEADER}")
+        for key in ("off", "on"):
+            print(f"| camera {key} | {model_medians(jobs[key], len(accounts[key]))} |")
 
 
 def report(figures: dict[str, list[float]]) -> None:
@@ -215,9 +261,16 @@ def main() -> None:
                         help="the camera part's stream: a new scene every frame (the worst case), or each scene held "
                              "for three frames with fresh sensor noise (a phone held on one sign after another)")
     args = parser.parse_args()
+    global TOKENIZER, SERVER_LOG
+    TOKENIZER = model_tokenizer()
     print(f"load average at the start {load()}", flush=True)
-    with server_or_url("default", args.url) as (host_port, _pid):
-        asyncio.run(run(host_port, args))
+    if args.url:
+        asyncio.run(run(args.url.removeprefix("ws://").removeprefix("http://").split("/")[0], args))
+        return
+    with ServerProcess("default") as server:
+        print(f"server: bargein serve --engines default on {server.host_port} (log {server.log_path})", flush=True)
+        SERVER_LOG = server.log_path
+        asyncio.run(run(server.host_port, args))
 
 
 if __name__ == "__main__":

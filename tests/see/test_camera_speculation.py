@@ -38,3 +38,44 @@ async def test_a_camera_on_turn_adopts_its_head_start_though_a_newer_note_came_a
     at_start = llm.prefilled[0][0]  # the warm when the speech began, before any words
     assert at_start[-1].content == "" and at_start[:-1] == asked[:-1]
     await h.session.close()
+
+
+async def test_a_completed_reply_warms_the_next_turns_prompt_with_the_camera_message_before_the_user_speaks() -> None:
+    """The next turn's prompt is known up to its words once a reply completes: the message (some 70 tokens) is read
+    while the reply plays, not in the next turn's few seconds of speech; a note that comes between turns is warmed
+    when the turn's speech starts, and the next turn's reply adds only its question to that warm."""
+    llm = PrefillingModel()
+    h = Harness(Engines(FakeVad(), FakeRecognizer(("how far is the exit",)), llm, FakeSynthesizer(),
+                        see=Seeing(VisionSettings("notes"))))
+    h.session.eyes._noted(note("EXIT 12", 0.0), frame_of(1, 0.0), 0.0)
+    await stream(h, np.concatenate([quiet(0.3), tone(0.8), quiet(1.5)]))
+    await h.drain(until="response.done")
+    first_reply = llm.seen[-1]
+    ahead = llm.prefilled[-1][0]  # warmed when the reply completed
+    assert ahead[-1].content == "" and ahead[-2].content == first_reply[-2].content  # no words yet, the same note
+    assert ahead[len(first_reply) - 1].role == "user" and ahead[len(first_reply)].role == "assistant"
+    warms = len(llm.prefilled)
+    h.session.eyes._noted(note("GATE 7", 3000.0), frame_of(2, 3000.0), 3.0)  # between turns: warms nothing yet
+    assert len(llm.prefilled) == warms
+    await stream(h, np.concatenate([tone(0.8), quiet(1.5)]))
+    await h.drain(until="response.done")
+    at_start = llm.prefilled[warms][0]  # the next turn's speech began: the new note's message, after the same history
+    assert "GATE 7" in at_start[-2].content and at_start[:-2] == ahead[:-2]
+    asked = llm.seen[-1]
+    assert "GATE 7" in asked[-2].content and asked[:-1] == at_start[:-1]
+    await h.session.close()
+
+
+async def test_a_cancelled_reply_or_no_note_warms_nothing_between_turns() -> None:
+    llm = PrefillingModel()
+    h = Harness(Engines(FakeVad(), FakeRecognizer(("how far is the exit",)), llm, FakeSynthesizer(),
+                        see=Seeing(VisionSettings("notes"))))
+    await stream(h, np.concatenate([quiet(0.3), tone(0.8), quiet(1.5)]))
+    await h.drain(until="response.done")
+    assert llm.prefilled == [] or all(m[-1].content for m, _ in llm.prefilled)  # no note: no message to warm
+    warms = len(llm.prefilled)
+    h.session.eyes.on_reply_closed("resp_x", "cancelled", 0.0, 0.0)
+    h.session.eyes._noted(note("EXIT 12", 0.0), frame_of(1, 0.0), 0.0)
+    h.session.eyes.on_reply_closed("resp_y", "cancelled", 0.0, 0.0)
+    assert len(llm.prefilled) == warms
+    await h.session.close()

@@ -8,10 +8,11 @@ import threading
 from typing import ClassVar
 
 import numpy as np
+import pytest
 
 from bargein.engines.fair import current_owner, owner
-from bargein.see.detectors import TextLine
-from bargein.see.scene_pool import SCENE_NICENESS, ScenePool
+from bargein.see.detectors import ReadStopped, TextLine
+from bargein.see.scene_pool import SCENE_NICENESS, ScenePool, _Waiting
 from tests.see.test_note_age import frame_of
 
 
@@ -103,4 +104,63 @@ async def test_a_note_reaches_its_session_in_the_sessions_own_context() -> None:
         if owners:
             break
     assert owners == ["session 1"]
+    await pool.aclose()
+
+
+class StoppableDetectors:
+    """Detectors whose text step runs until it is stopped (as PP-OCR's ONNX runs end when told), counting reads."""
+
+    def __init__(self) -> None:
+        self.begun = threading.Event()
+        self.stopped = threading.Event()
+        self.finish = threading.Event()
+        self.reads = 0
+
+    def begin(self) -> None:
+        self.stopped.clear()
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+    def read_text(self, pixels: np.ndarray) -> list[TextLine]:
+        self.reads += 1
+        self.begun.set()
+        while not self.finish.wait(0.005):
+            if self.stopped.is_set():
+                raise ReadStopped
+        return [TextLine("EXIT 12", 0.9, 40)]
+
+    def count_faces(self, pixels: np.ndarray) -> int:
+        return 0
+
+
+async def test_a_hold_stops_the_read_running_at_the_silence_and_its_frame_is_read_after_it() -> None:
+    """A read already running when a turn falls silent would take a core (and the memory bandwidth) from the turn's
+    engines until its end, up to half a second of CPU: it is stopped, and read again once the reply is out."""
+    detectors = StoppableDetectors()
+    pool = ScenePool(lambda: detectors, max_hold_s=30.0)
+    noted: list[object] = []
+    pool.submit("camera session", frame_of(2, 0.0), None, noted.append)
+    assert await asyncio.to_thread(detectors.begun.wait, 5.0) and pool.reading == 1
+    pool.hold("camera session")  # its user stopped speaking, the read still running
+    for _ in range(200):
+        if pool.reading == 0:
+            break
+        await asyncio.sleep(0.005)
+    assert pool.reading == 0 and pool.stopped == 1 and noted == []
+    detectors.finish.set()
+    assert not await wait_for(noted, 0.2)  # nothing read while the turn holds
+    pool.release("camera session")
+    assert await wait_for(noted, 5.0) and detectors.reads == 2  # the same frame, read after the hold
+    await pool.aclose()
+
+
+async def test_a_read_that_would_begin_under_a_hold_does_not() -> None:
+    detectors = StoppableDetectors()
+    detectors.finish.set()
+    pool = ScenePool(lambda: detectors, max_hold_s=30.0)
+    pool._holding = True  # a hold told as the read was handed to its thread
+    with pytest.raises(ReadStopped):
+        pool._read(_Waiting(frame_of(2, 0.0), None, lambda note: None))
+    assert detectors.reads == 0
     await pool.aclose()
