@@ -51,17 +51,20 @@ STALE_NOTE_S = 10.0
 
 CAMERA_GUIDANCE = ("The user's camera, as read by a text and face detector. Mention the camera only when the question "
                    "needs it; when the user asks what it says, answer with its writing, word for word.")
-"""How to use the camera message, the same words for every note: it opens the message, so the model's prompt cache
-keeps it when a new note changes only what follows it (the note's facts: some 30 of the message's 65 to 70 tokens
-with the embedded model's tokenizer, where the note's first fact used to come 15 tokens in)."""
+"""How to use the camera's readings: a system message of its own after the instructions (:data:`GUIDANCE`), from the
+session's first note on, so the model's prompt cache keeps it for the rest of the session and each turn's camera
+message holds only the note's facts (about 30 tokens with the embedded model's tokenizer, where guidance and facts
+in one message were 65 to 70, which the model read again every turn, the history having grown in front of them).
+The words are the ones that opened that one message (the model reads the fit half's frames as well with them)."""
+GUIDANCE = ChatMessage("system", CAMERA_GUIDANCE, private=True)
+"""The guidance as the prompt carries it (private: the public prefix a session may share ends with the instructions)."""
 
 
 def camera_message(note: SceneNote, age_s: float) -> ChatMessage:
     """The scene note as a system message for just before the user's question: the question leads and stays the
-    user's own words; the note is context, and says how to use it, so the model answers the question instead of
-    describing the picture (after the history, the prompt cache keeps everything before it). The guidance comes
-    first and the note's facts last, so a new note costs the model only the facts when it reads the prompt again
-    (the turn's prompt is warmed while the user speaks, and warmed again when the note changes)."""
+    user's own words; the note is context (the guidance before the history says how to use it, so the model answers
+    the question instead of describing the picture), after the history, so the prompt cache keeps everything before
+    it. The turn's prompt is warmed with it while the user speaks, and warmed again when the note changes."""
     if note.text:
         writing = f'It shows writing that reads exactly: "{" ".join(note.text)}"'
     else:
@@ -69,7 +72,14 @@ def camera_message(note: SceneNote, age_s: float) -> ChatMessage:
     faces = {0: "no face", 1: "one face"}.get(note.faces, f"{note.faces} faces")
     facts = "; ".join(part for part in (writing, faces, note.light, note.motion) if part)
     when = " (as it was a while ago: nothing newer has come)" if age_s > STALE_NOTE_S else ""
-    return ChatMessage("system", f"{CAMERA_GUIDANCE} {facts}{when}.", private=True)
+    return ChatMessage("system", f"{facts}{when}.", private=True)
+
+
+def with_guidance(messages: list[ChatMessage]) -> list[ChatMessage]:
+    """``messages`` with :data:`GUIDANCE` after the instructions (the first message, a system message no user
+    wrote), or first where there are none."""
+    at = 1 if messages and messages[0].role == "system" and not messages[0].private else 0
+    return [*messages[:at], GUIDANCE, *messages[at:]]
 
 
 class SessionEyes(QuietObserver):
@@ -198,8 +208,9 @@ class SessionEyes(QuietObserver):
 
     def context(self, messages: list[ChatMessage]) -> list[ChatMessage]:
         """The messages as a reply's model would read them now, without taking the turn's frames: earlier turns'
-        images left out; in ``notes`` mode the scene note as a system message just before the last user message;
-        in ``native`` mode the frames the turn would send (:meth:`FrameSampler.peek_turn`) on that message. No side
+        images left out; in ``notes`` mode, once the session has a note, the guidance after the instructions
+        (:func:`with_guidance`) and the scene note as a system message just before the last user message; in
+        ``native`` mode the frames the turn would send (:meth:`FrameSampler.peek_turn`) on that message. No side
         effects: a speculative reply's prompt is built with it, and matches the real reply's (so the reply adopts
         it) while the note stands and the camera has shown nothing new."""
         stripped = [replace(m, images=()) if m.images else m for m in messages]
@@ -215,7 +226,8 @@ class SessionEyes(QuietObserver):
         noted = self._notes_before(stripped)
         if message is not None:
             noted[last_user] = message
-        return [m for i, message in enumerate(stripped) for m in ((noted[i], message) if i in noted else (message,))]
+        prompt = [m for i, message in enumerate(stripped) for m in ((noted[i], message) if i in noted else (message,))]
+        return with_guidance(prompt) if noted else prompt
 
     def _notes_before(self, messages: list[ChatMessage]) -> dict[int, ChatMessage]:
         """Where earlier turns' prompts had a note, by message index: an earlier question keeps the note it was

@@ -6,12 +6,12 @@
 Each frame of ``bench/quality/seeing_frames.py`` (printed text in several fonts, sizes, angles, blur, noise, glare
 and backgrounds, and frames with no text) goes the way a camera frame goes in a session: JPEG-encoded, decoded
 and checked (``bargein/see/frames.py``), read by the offline scene reader (real PP-OCR and face detector), and its
-note given to the model as a system message just before the spoken question (``camera_message``, as
-``--vision notes`` does), except that a question asking to read the writing is answered by quoting the note, as a
-session with the server's instructions answers it (``bargein/see/quoting.py``; ``--model-only`` asks the model every
-question). The
-model is the embedded one (``--llm embedded``, the default) or an echo of its prompt (``--llm echo``: the note
-alone, what a perfect reader of the note would answer).
+note given to the model as a system message just before the spoken question (``camera_message``, after the
+guidance that follows the instructions, ``with_guidance``, as ``--vision notes`` does), except that a question
+asking to read the writing is answered by quoting the note, as a session with the server's instructions answers
+it (``bargein/see/quoting.py``; ``--model-only`` asks the model every question). The model is the embedded one
+(``--llm embedded``, the default) or an echo of its prompt (``--llm echo``: the note alone, what a perfect reader
+of the note would answer).
 
 Scores, on the fresh held-out set by default (``fresh``: made after the reading was tuned, never fitted on; the
 first set's ``held_out`` half has been examined failure by failure and is no longer blind):
@@ -41,7 +41,7 @@ from bargein.see.detectors import Detectors
 from bargein.see.frames import decode_frame
 from bargein.see.quoting import reading_answer
 from bargein.see.scene import SceneNote, read_scene
-from bargein.session.eyes import camera_message
+from bargein.session.eyes import camera_message, with_guidance
 from bargein.values import CancelToken, ChatMessage, GenerationOptions
 from bench.quality.seeing_frames import BenchFrame, frames, fresh_frames
 
@@ -84,7 +84,7 @@ class Echo:
     """The note alone: 'answers' with the writing the camera message quotes, as a perfect reader of it would."""
 
     async def answer(self, messages: list[ChatMessage]) -> str:
-        quoted = re.search(r'writing that reads exactly: "(.*)"\. When', messages[-2].content, re.S)
+        quoted = re.search(r'writing that reads exactly: "(.*)"', messages[-2].content, re.S)
         return f"It says {quoted.group(1)}" if quoted else "I see no writing."
 
 
@@ -110,8 +110,8 @@ async def run_frame(frame: BenchFrame, detectors: Detectors, llm: Echo | Embedde
     started = time.perf_counter()
     note = read_scene(decode_frame(encoded.getvalue()), None, detectors)
     read_s = time.perf_counter() - started
-    messages = [ChatMessage("system", DEFAULT_INSTRUCTIONS), camera_message(note, 1.0),
-                ChatMessage("user", frame.question)]
+    messages = with_guidance([ChatMessage("system", DEFAULT_INSTRUCTIONS), camera_message(note, 1.0),
+                              ChatMessage("user", frame.question)])  # as a session's first turn with the camera on
     started = time.perf_counter()
     quoted = reading_answer(note, frame.question) if quoting else None  # as a session with these instructions does
     answer = quoted if quoted is not None else await llm.answer(messages)

@@ -90,12 +90,12 @@ async def test_the_note_at_the_silence_is_the_one_the_turns_prompts_quote() -> N
     guessed = session.replies.with_memory(asked)  # the speculative reply, at the guess
     eyes.note = SceneNote(("GATE 7",), 0, "even light", (), None, 2500.0)  # a newer note before the reply
     answered = eyes.prompt("resp_1", asked)
-    assert answered == guessed and "EXIT 12" in answered[1].content  # so the reply adopts the speculative one
-    assert "GATE 7" in eyes.context(asked)[1].content  # the next turn reads the newest
+    assert answered == guessed and "EXIT 12" in answered[-2].content  # so the reply adopts the speculative one
+    assert "GATE 7" in eyes.context(asked)[-2].content  # the next turn reads the newest
     eyes.on_action(v.SilenceBegan("item_2", 9000.0))
     eyes.on_action(v.SpeechResumed("item_2"))  # the turn went on: nothing stays pinned
     eyes.note = SceneNote(("PLATFORM 4",), 0, "even light", (), None, 9500.0)
-    assert "PLATFORM 4" in eyes.context(asked)[1].content
+    assert "PLATFORM 4" in eyes.context(asked)[-2].content
 
 
 def test_an_earlier_question_keeps_the_note_it_was_asked_with() -> None:
@@ -109,5 +109,5 @@ def test_an_earlier_question_keeps_the_note_it_was_asked_with() -> None:
     second = [*first, ChatMessage("assistant", "Exit twelve."), ChatMessage("user", "and now?")]
     asked_second = eyes.prompt("resp_2", second)
     assert asked_second[:len(asked_first)] == asked_first  # the model's cache holds the whole first turn
-    assert [m.role for m in asked_second] == ["system", "system", "user", "assistant", "system", "user"]
-    assert "GATE 7" in asked_second[4].content
+    assert [m.role for m in asked_second] == ["system", "system", "system", "user", "assistant", "system", "user"]
+    assert "GATE 7" in asked_second[5].content

@@ -11,7 +11,7 @@ from bargein.see.scene import SceneNote
 from bargein.see.shared import Seeing
 from bargein.see.vision import VisionSettings
 from bargein.session.core import vocabulary as v
-from bargein.session.eyes import CAMERA_GUIDANCE, camera_message
+from bargein.session.eyes import CAMERA_GUIDANCE, GUIDANCE, SessionEyes, camera_message
 from bargein.session.realtime_session import RealtimeSession
 from bargein.values import ChatMessage
 from tests.see.test_note_age import frame_of
@@ -113,12 +113,20 @@ async def test_no_warm_at_the_start_of_a_turn_over_a_live_reply_or_one_that_gets
     await session.close()
 
 
-def test_a_new_note_changes_only_the_end_of_the_camera_message() -> None:
-    """The guidance opens the message and the facts close it, so the prompt cache keeps the guidance when the note
-    changes and a warm evaluates the new facts only."""
+def test_the_guidance_stays_before_the_history_and_each_turns_message_holds_the_facts_alone() -> None:
+    """Each turn's camera message comes after the history, so the model reads it anew every turn: it holds only the
+    note's facts; the guidance on how to use them is read once, after the instructions, and stays in the prompt
+    cache while the conversation grows behind it."""
     first = camera_message(SceneNote(("EXIT 12",), 0, "even light", (), "little motion", 0.0), 1.0).content
     second = camera_message(SceneNote(("GATE 7",), 1, "dim light", (), "much motion", 500.0), 1.0).content
     blank = camera_message(SceneNote((), 0, "even light", (), None, 900.0), 30.0).content
-    shared = shared_start(first, second, blank)
-    assert shared.startswith(CAMERA_GUIDANCE)
-    assert len(first) - len(shared) < len(first) / 3
+    assert not any(CAMERA_GUIDANCE[:40] in message for message in (first, second, blank))
+    assert len(first) < len(CAMERA_GUIDANCE) and shared_start(first, second, blank)
+    eyes = SessionEyes(Seeing(VisionSettings("notes")))
+    assert eyes.context([ChatMessage("system", "be brief"), ChatMessage("user", "hi")])[1].role == "user"  # no note
+    eyes._noted(note("EXIT 12", 0.0), frame_of(1, 0.0), 1.0)
+    first_turn = eyes.prompt("resp_1", [ChatMessage("system", "be brief"), ChatMessage("user", "which exit?")])
+    later = eyes.context([ChatMessage("system", "be brief"), ChatMessage("user", "which exit?"),
+                          ChatMessage("assistant", "Exit twelve."), ChatMessage("user", "and now?")])
+    assert later[:len(first_turn)] == first_turn and later[1] == first_turn[1] == GUIDANCE
+    assert [m.content for m in later].count(CAMERA_GUIDANCE) == 1

@@ -19,6 +19,7 @@ from bargein.see.scene import SceneNote, dominant_colours, light_of, motion_betw
 from bargein.see.scene_pool import ScenePool
 from bargein.see.shared import Seeing
 from bargein.see.vision import VisionSettings
+from bargein.session.eyes import GUIDANCE
 from bargein.session.realtime_session import RealtimeSession
 from bargein.values import ChatMessage
 from tests.support.pictures import data_url, encode, scene, sign
@@ -122,7 +123,8 @@ async def test_the_note_reaches_the_model_as_context_after_the_question() -> Non
     prompt = llm.seen[-1]
     assert prompt[-1].role == "user" and prompt[-1].content == "which platform is this?"  # the question leads (a
     # request to read it would be answered by quoting the note: tests/see/test_quoting.py)
-    assert prompt[-2].role == "system" and prompt[-2].content.startswith("The user's camera, as read by")
+    assert prompt[-2].role == "system" and prompt[-2].content.startswith("It shows writing")
+    assert prompt[1] == GUIDANCE  # how to use the camera's readings: after the instructions, before the history
     assert 'reads exactly: "PLATFORM' in prompt[-2].content
     assert all(not m.images for m in prompt)
     assert isinstance(session.eyes.note, SceneNote)
@@ -173,7 +175,8 @@ async def test_a_speculative_prompt_gets_the_same_camera_message_as_the_reply() 
     guessed = session.replies.with_memory([ChatMessage("system", "be brief"), ChatMessage("user", "what is that")])
     answered = session.eyes.prompt("resp_1", [ChatMessage("system", "be brief"), ChatMessage("user", "what is that")])
     assert guessed == answered  # the prefetched reply's prompt matches, so it can be adopted
-    assert [m.role for m in answered] == ["system", "system", "user"] and "EXIT 12" in answered[1].content
+    assert [m.role for m in answered] == ["system", "system", "system", "user"] and "EXIT 12" in answered[2].content
+    assert answered[1] == GUIDANCE
 
 
 async def test_a_closed_session_leaves_no_frame_waiting() -> None:
