@@ -13,7 +13,8 @@ shift nothing, ``bargein/audio/resample.py``). :func:`stop_terms` splits each cu
 
 - **receive**: the onset's packet leaving the client to its arrival in the server's receive buffer;
 - **speech**: the onset to the end of the first Silero frame at or over the threshold (its ``audio_start_ms``), in
-  ms of audio, and how many frames after the onset's own frame that was (``frames``);
+  ms of audio, and how many frames after the onset's own frame that was (``frames``); with the half-hop onset
+  stream, that frame may be one of its frames, whose ``audio_start_ms`` lies half a frame off the main grid;
 - **assembly**: that frame's end (the onset's send time plus ``speech``) to the frame reaching Silero: the packet
   that completes it (the benchmark's microphone sends a packet as its 20 ms begins, so this can be negative), the
   listen path's resamplers (a frame whose last sample falls in a packet's last few milliseconds waits for the next
@@ -172,15 +173,18 @@ def stop_terms(records: list[dict[str, Any]], onset_at: float, onset_pts: int,
                    None)
     if arrival is None or started is None or started["ms"] is None:
         return None
-    voiced_index = round(started["ms"] * LISTEN_RATE / 1000 / FRAME_SAMPLES)
-    frames = [r for r in records if r["k"] == "vad" and r["i"] == voiced_index and abs(r["t1"] - started["t"]) < 1.0]
+    onset_at_sample = round(started["ms"] * LISTEN_RATE / 1000)
+    half_hop = onset_at_sample % FRAME_SAMPLES == FRAME_SAMPLES // 2  # a half-hop stream's frame began the turn
+    voiced_index = onset_at_sample // FRAME_SAMPLES
+    frames = [r for r in records if r["k"] == "vad" and abs(r["t1"] - started["t"]) < 1.0 and (
+        r["t1"] <= started["t"] if half_hop else r["i"] == voiced_index)]  # the probe stream counts from its start
     clears = [r for r in records if r["k"] == "clear" and r["t"] >= started["t"] - 0.05]
     after = [r for r in records if r["k"] == "after_cut" and clears and r["t"] >= clears[0]["t"]]
     if not frames or not clears or not after:
         return None
-    frame = min(frames, key=lambda r: abs(r["t1"] - started["t"]))
+    frame = min(frames, key=lambda r: abs(r["t1"] - started["t"]))  # a half-hop onset: the last result before it
     onset_sample = onset_pts / RTP_PER_LISTEN_SAMPLE
-    end_sample = (voiced_index + 1) * FRAME_SAMPLES
+    end_sample = onset_at_sample + FRAME_SAMPLES
     speech_ms = 1000.0 * (end_sample - onset_sample) / LISTEN_RATE
     frame_end_at = onset_at + speech_ms / 1000.0
     ms = 1000.0
@@ -209,7 +213,7 @@ def report(trace_path: Path, cuts: list[tuple[float, int, float]]) -> list[StopT
     return terms
 
 
-def onset_phases(phase_step: int = 16) -> dict[str, list[tuple[float, float]]]:
+def onset_phases(phase_step: int = 16, *, probe_from_silence: bool = False) -> dict[str, list[tuple[float, float]]]:
     """Offline, per clip: the speech Silero needs before its first frame at or over the threshold, at every phase of
     its 512-sample grid against the clip (``phase_step`` samples apart), alone and with a second stream on the grid
     offset by 256 samples (the first voiced frame of either: what a half-hop onset would buy).
@@ -218,7 +222,9 @@ def onset_phases(phase_step: int = 16) -> dict[str, list[tuple[float, float]]]:
     silence (its reply's first audio and the 1.2 s it plays), then the clip from 100 ms before its onset; encoded as
     the benchmark's client does (32 kbit/s, FEC), decoded as the server does (:data:`~bargein.server.webrtc.receive.
     DECODE_RATE`) and resampled to 16 kHz by the session's listen path. Silero starts afresh at the turn before, so
-    its state at the onset is a session's after a turn and a silence (from silence alone it is slower to fire)."""
+    its state at the onset is a session's after a turn and a silence (from silence alone it is slower to fire).
+    ``probe_from_silence``: the half-hop stream starts afresh 300 ms into the silence, as a session's starts with the
+    reply (``AudioInput``'s half-hop stream runs while a reply is live), instead of at the turn before."""
     import numpy as np
 
     from bargein.audio.resample import LowDelayResampler
@@ -249,12 +255,15 @@ def onset_phases(phase_step: int = 16) -> dict[str, list[tuple[float, float]]]:
                 out.append(listen.process(frame.to_ndarray().reshape(-1).astype(np.float32) / 32768.0))
         return np.concatenate(out)
 
-    def first_voiced_end(audio: Any, phase: int, onset: int) -> int:
-        """The end of the first frame over the threshold that ends after the onset (the turn before fires too)."""
+    def first_voiced_end(audio: Any, phase: int, onset: int, begin: int = 0) -> int:
+        """The end of the first frame over the threshold that ends after the onset (the turn before fires too), the
+        stream starting at the first frame that starts at or after ``begin``."""
         padded = np.concatenate([np.zeros(phase, np.float32), audio])
         state = np.zeros((2, 1, 128), np.float32)
         context = np.zeros((1, 64), np.float32)
         for start in range(0, len(padded) - FRAME_SAMPLES + 1, FRAME_SAMPLES):
+            if start - phase < begin:
+                continue
             frame = padded[None, start:start + FRAME_SAMPLES]
             probability, state = model.step(frame, context, state)
             context = frame[:, -64:]
@@ -271,18 +280,24 @@ def onset_phases(phase_step: int = 16) -> dict[str, list[tuple[float, float]]]:
         audio = heard(np.concatenate([before, np.zeros(lead, np.int16), samples]))
         onset = (len(before) + lead + clip.onset - skip) * LISTEN_RATE // WIRE_RATE
         ends = {phase: first_voiced_end(audio, phase, onset) for phase in range(0, FRAME_SAMPLES, phase_step)}
+        begin = (len(before) + int(0.3 * WIRE_RATE)) * LISTEN_RATE // WIRE_RATE if probe_from_silence else 0
+        probes = ends if not begin else {phase: first_voiced_end(audio, phase, onset, begin)
+                                         for phase in range(0, FRAME_SAMPLES, phase_step)}
         half = FRAME_SAMPLES // 2
-        figures[clip.name] = [(1000.0 * (end - onset) / LISTEN_RATE,
-                               1000.0 * (min(end, ends.get((phase + half) % FRAME_SAMPLES, end)) - onset) / LISTEN_RATE)
+        either = {phase: min(end, probes.get((phase + half) % FRAME_SAMPLES, end)) for phase, end in ends.items()}
+        figures[clip.name] = [(1000.0 * (end - onset) / LISTEN_RATE, 1000.0 * (either[phase] - onset) / LISTEN_RATE)
                               for phase, end in ends.items()]
     return figures
 
 
 def main() -> None:
-    """Print :func:`onset_phases` per clip and over all clips."""
+    """Print :func:`onset_phases` per clip and over all clips (``--probe-from-silence``: its half-hop stream starting
+    with the reply, as a session's does)."""
+    import sys
+
     import numpy as np
 
-    figures = onset_phases()
+    figures = onset_phases(probe_from_silence="--probe-from-silence" in sys.argv[1:])
     print("ms of speech before Silero's first voiced frame, over the grid's phases: alone | with a half-hop stream")
     every = []
     for name, rows in figures.items():
