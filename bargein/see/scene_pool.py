@@ -87,8 +87,6 @@ class ScenePool:
         self._wake: asyncio.Event | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.reads = 0
-        self.reading = 0
-        """Reads running now (a hold starts none, and stops one that is running where its detectors can stop)."""
         self.stopped = 0
         """Reads stopped by a hold (their frames read again after it)."""
         self._busy: set[SceneDetectors] = set()
@@ -96,6 +94,10 @@ class ScenePool:
         self._busy_lock = threading.Lock()
         self._holding = False
         """Whether a hold was in force when last looked at (read by the reader threads)."""
+        self._read_for: list[object] = []
+        """The sessions whose frames are being read now (one a worker at most)."""
+        self._ended: set[object] = set()
+        """Sessions that ended while their frame was being read: a stopped read of theirs is not queued again."""
 
     def submit(self, owner: object, frame: Frame, previous: Frame | None, noted: Noted) -> None:
         """Queue ``frame`` for ``owner`` (its session), replacing one it still has waiting; ``noted`` gets the
@@ -112,6 +114,8 @@ class ScenePool:
     def forget(self, owner: object) -> None:
         """Drop a session's waiting frame and hold (the session ended)."""
         self._waiting.pop(owner, None)
+        if owner in self._read_for:
+            self._ended.add(owner)
         self.release(owner)
 
     def hold(self, owner: object) -> None:
@@ -152,6 +156,11 @@ class ScenePool:
                 await asyncio.wait_for(self._released.wait(), max(0.0, min(self._holds.values()) - time.monotonic()))
 
     @property
+    def reading(self) -> int:
+        """Reads running now (a hold starts none, and stops one that is running where its detectors can stop)."""
+        return len(self._read_for)
+
+    @property
     def waiting(self) -> int:
         """Sessions with a frame waiting."""
         return len(self._waiting)
@@ -169,12 +178,12 @@ class ScenePool:
                 continue
             owner, job = self._waiting.popitem(last=False)
             started = time.monotonic()
-            self.reading += 1
+            self._read_for.append(owner)
             try:
                 note, cpu_s = await loop.run_in_executor(self._executor, self._read, job)
-            except ReadStopped:  # a hold began: the frame is read after it, unless the session sent a newer one
+            except ReadStopped:  # a hold began: the frame is read after it, unless the session sent another or ended
                 self.stopped += 1
-                if owner not in self._waiting:
+                if owner not in self._waiting and owner not in self._ended:
                     self._waiting[owner] = job
                     self._waiting.move_to_end(owner, last=False)
                 continue
@@ -182,7 +191,9 @@ class ScenePool:
                 log.exception("the scene reader failed on a frame")
                 continue
             finally:
-                self.reading -= 1
+                self._read_for.remove(owner)
+                if owner not in self._read_for:
+                    self._ended.discard(owner)
             self.reads += 1
             charge("see", job.bill, cpu_s)
             job.context.run(job.noted, note)

@@ -164,3 +164,25 @@ async def test_a_read_that_would_begin_under_a_hold_does_not() -> None:
         pool._read(_Waiting(frame_of(2, 0.0), None, lambda note: None))
     assert detectors.reads == 0
     await pool.aclose()
+
+
+async def test_a_read_stopped_after_its_session_ended_is_not_read_again() -> None:
+    """A session that ended while its frame was being read has nothing to read it for: when another session's hold
+    stops that read, the frame is dropped, not queued to be read (and noted) after the hold."""
+    detectors = StoppableDetectors()
+    pool = ScenePool(lambda: detectors, max_hold_s=30.0)
+    noted: list[object] = []
+    pool.submit("ended session", frame_of(2, 0.0), None, noted.append)
+    assert await asyncio.to_thread(detectors.begun.wait, 5.0) and pool.reading == 1
+    pool.forget("ended session")
+    pool.hold("speaking session")
+    for _ in range(200):
+        if pool.reading == 0:
+            break
+        await asyncio.sleep(0.005)
+    assert pool.reading == 0 and pool.stopped == 1
+    assert pool.waiting == 0, "no frame of the ended session waits"
+    detectors.finish.set()
+    pool.release("speaking session")
+    assert not await wait_for(noted, 0.3) and detectors.reads == 1
+    await pool.aclose()
