@@ -120,11 +120,15 @@ export class RemotePlayback {
   }
 
   forgetOld() {
-    const items = Object.keys(this.playedMs);
-    for (const id of items.slice(0, Math.max(0, items.length - KEEP))) {
-      delete this.playedMs[id];
-      delete this.queuedMs[id];
-      this.started.delete(id);
+    // queued holds every item the server queued, played only those that started: a reply cut before its first
+    // frame went out is in the one alone
+    for (const positions of [this.playedMs, this.queuedMs]) {
+      const items = Object.keys(positions);
+      for (const id of items.slice(0, Math.max(0, items.length - KEEP))) {
+        delete this.playedMs[id];
+        delete this.queuedMs[id];
+        this.started.delete(id);
+      }
     }
     const responses = [...this.itemOfResponse.keys()];
     for (const id of responses.slice(0, Math.max(0, responses.length - KEEP))) this.itemOfResponse.delete(id);
