@@ -51,11 +51,11 @@ packet whose one frame is missing, which libopus conceals."""
 
 
 class ConcealingDecoder:
-    """libopus at 48 kHz mono: a lost packet is recovered from the next packet's in-band FEC copy of it where that
-    packet has come, else concealed by libopus's packet-loss concealment (silence past ``MAX_CONCEALED`` in a row).
-    libopus is called directly (:class:`~.opus.FecDecoder`) where it loads; otherwise through PyAV, which cannot
-    decode FEC: a lost packet is then concealed by decoding a packet of only the previous packet's
-    table-of-contents byte."""
+    """libopus, mono at ``rate`` (a call's is :data:`DECODE_RATE`): a lost packet is recovered from the next packet's
+    in-band FEC copy of it where that packet has come, else concealed by libopus's packet-loss concealment (silence
+    past ``MAX_CONCEALED`` in a row). libopus is called directly (:class:`~.opus.FecDecoder`) where it loads;
+    otherwise through PyAV, at 48 kHz, which cannot decode FEC: a lost packet is then concealed by decoding a packet
+    of only the previous packet's table-of-contents byte."""
 
     def __init__(self, rate: int = OPUS_RATE) -> None:
         lib = load_libopus()
