@@ -213,6 +213,51 @@ def report(trace_path: Path, cuts: list[tuple[float, int, float]]) -> list[StopT
     return terms
 
 
+def _through_webrtc(pcm: Any) -> Any:
+    """``pcm`` (24 kHz) encoded as the benchmark's client does (32 kbit/s, FEC), decoded as the server does
+    (:data:`~bargein.server.webrtc.receive.DECODE_RATE`) and resampled to 16 kHz by the session's listen path."""
+    import numpy as np
+
+    from bargein.audio.resample import LowDelayResampler
+    from bargein.server.webrtc.opus import OpusEncoder
+    from bargein.server.webrtc.receive import DECODE_RATE, ConcealingDecoder
+    from bargein.server.webrtc.reorder import Release
+    from bargein.server.webrtc.tracks import OPUS_FRAME_SAMPLES, OpusRateFrames
+    from bench.harness.realtime_harness import WIRE_RATE
+    from bench.harness.webrtc_peer import BROWSER_BIT_RATE
+
+    chunk = WIRE_RATE // 50
+    encoder, to_opus, decoder = OpusEncoder(BROWSER_BIT_RATE), OpusRateFrames(WIRE_RATE), ConcealingDecoder(
+        DECODE_RATE)
+    listen = LowDelayResampler(decoder.rate, LISTEN_RATE)
+    out = []
+    for index in range(len(pcm) // chunk):
+        packet = bytes(encoder.encode(to_opus.frame(pcm[index * chunk:(index + 1) * chunk]),
+                                      index * OPUS_FRAME_SAMPLES))
+        for frame in decoder.decode(Release(index * OPUS_FRAME_SAMPLES, packet)):
+            out.append(listen.process(frame.to_ndarray().reshape(-1).astype(np.float32) / 32768.0))
+    return np.concatenate(out)
+
+
+def _first_voiced_end(model: Any, audio: Any, phase: int, onset: int, begin: int = 0) -> int:
+    """The end of the first frame over the threshold that ends after the onset (the turn before fires too), the
+    stream starting at the first frame that starts at or after ``begin``."""
+    import numpy as np
+
+    padded = np.concatenate([np.zeros(phase, np.float32), audio])
+    state = np.zeros((2, 1, 128), np.float32)
+    context = np.zeros((1, 64), np.float32)
+    for start in range(0, len(padded) - FRAME_SAMPLES + 1, FRAME_SAMPLES):
+        if start - phase < begin:
+            continue
+        frame = padded[None, start:start + FRAME_SAMPLES]
+        probability, state = model.step(frame, context, state)
+        context = frame[:, -64:]
+        if probability[0] >= THRESHOLD and start + FRAME_SAMPLES - phase > onset:
+            return start + FRAME_SAMPLES - phase
+    return len(audio)
+
+
 def onset_phases(phase_step: int = 16, *, probe_from_silence: bool = False) -> dict[str, list[tuple[float, float]]]:
     """Offline, per clip: the speech Silero needs before its first frame at or over the threshold, at every phase of
     its 512-sample grid against the clip (``phase_step`` samples apart), alone and with a second stream on the grid
@@ -227,61 +272,24 @@ def onset_phases(phase_step: int = 16, *, probe_from_silence: bool = False) -> d
     reply (``AudioInput``'s half-hop stream runs while a reply is live), instead of at the turn before."""
     import numpy as np
 
-    from bargein.audio.resample import LowDelayResampler
     from bargein.engines.listen.silero_vad import SileroModel
-    from bargein.server.webrtc.receive import DECODE_RATE, ConcealingDecoder
-    from bargein.server.webrtc.reorder import Release
-    from bargein.server.webrtc.tracks import OPUS_FRAME_SAMPLES, OpusRateFrames
     from bench.harness.question_clips import question_clips
     from bench.harness.realtime_harness import WIRE_RATE
-    from bench.harness.webrtc_peer import BROWSER_BIT_RATE
     from bench.latency.webrtc_turns import CUT_IN_LEAD_S, even_levels
 
     model = SileroModel()
     lead = int(2.0 * WIRE_RATE)
-    chunk = WIRE_RATE // 50
-
-    def heard(pcm: Any) -> Any:
-        from bargein.server.webrtc.opus import OpusEncoder
-
-        encoder, to_opus, decoder = OpusEncoder(BROWSER_BIT_RATE), OpusRateFrames(WIRE_RATE), ConcealingDecoder(
-            DECODE_RATE)
-        listen = LowDelayResampler(decoder.rate, LISTEN_RATE)
-        out = []
-        for index in range(len(pcm) // chunk):
-            packet = bytes(encoder.encode(to_opus.frame(pcm[index * chunk:(index + 1) * chunk]),
-                                          index * OPUS_FRAME_SAMPLES))
-            for frame in decoder.decode(Release(index * OPUS_FRAME_SAMPLES, packet)):
-                out.append(listen.process(frame.to_ndarray().reshape(-1).astype(np.float32) / 32768.0))
-        return np.concatenate(out)
-
-    def first_voiced_end(audio: Any, phase: int, onset: int, begin: int = 0) -> int:
-        """The end of the first frame over the threshold that ends after the onset (the turn before fires too), the
-        stream starting at the first frame that starts at or after ``begin``."""
-        padded = np.concatenate([np.zeros(phase, np.float32), audio])
-        state = np.zeros((2, 1, 128), np.float32)
-        context = np.zeros((1, 64), np.float32)
-        for start in range(0, len(padded) - FRAME_SAMPLES + 1, FRAME_SAMPLES):
-            if start - phase < begin:
-                continue
-            frame = padded[None, start:start + FRAME_SAMPLES]
-            probability, state = model.step(frame, context, state)
-            context = frame[:, -64:]
-            if probability[0] >= THRESHOLD and start + FRAME_SAMPLES - phase > onset:
-                return start + FRAME_SAMPLES - phase
-        return len(audio)
-
     figures: dict[str, list[tuple[float, float]]] = {}
     clips = even_levels(question_clips())
     for index, clip in enumerate(clips):
         before = np.frombuffer(clips[index - 1].pcm, dtype="<i2")
         skip = max(0, clip.onset - int(CUT_IN_LEAD_S * WIRE_RATE))
         samples = np.frombuffer(clip.from_sample(skip), dtype="<i2")[:WIRE_RATE]
-        audio = heard(np.concatenate([before, np.zeros(lead, np.int16), samples]))
+        audio = _through_webrtc(np.concatenate([before, np.zeros(lead, np.int16), samples]))
         onset = (len(before) + lead + clip.onset - skip) * LISTEN_RATE // WIRE_RATE
-        ends = {phase: first_voiced_end(audio, phase, onset) for phase in range(0, FRAME_SAMPLES, phase_step)}
+        ends = {phase: _first_voiced_end(model, audio, phase, onset) for phase in range(0, FRAME_SAMPLES, phase_step)}
         begin = (len(before) + int(0.3 * WIRE_RATE)) * LISTEN_RATE // WIRE_RATE if probe_from_silence else 0
-        probes = ends if not begin else {phase: first_voiced_end(audio, phase, onset, begin)
+        probes = ends if not begin else {phase: _first_voiced_end(model, audio, phase, onset, begin)
                                          for phase in range(0, FRAME_SAMPLES, phase_step)}
         half = FRAME_SAMPLES // 2
         either = {phase: min(end, probes.get((phase + half) % FRAME_SAMPLES, end)) for phase, end in ends.items()}
