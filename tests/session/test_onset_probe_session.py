@@ -1,0 +1,38 @@
+"""A session runs the half-hop VAD stream over a live reply and feeds its frames to the machine: speech that the
+main grid would hear only at its next frame's end begins the turn on the half-hop grid instead."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from bargein.engines.base import Engines
+from bargein.engines.fakes import FakeRecognizer, FakeSynthesizer, FakeVad
+from bargein.session.core import vocabulary as v
+from tests.support.session_harness import TONE_S, CountingLanguageModel, Harness, pcm_appends
+
+MAIN_FRAME_MS = 32
+
+
+@pytest.mark.parametrize("half_hop", [True, False])
+async def test_over_a_reply_a_half_hop_frame_begins_the_turn_half_a_frame_off_the_main_grid(half_hop: bool) -> None:
+    h = Harness(Engines(FakeVad(), FakeRecognizer(("stop",)), CountingLanguageModel(), FakeSynthesizer()))
+    settings = h.session.machine.settings
+    h.session.feed(v.SettingsChanged(replace(settings, interruption=replace(settings.interruption,
+                                                                            half_hop_onset=half_hop))))
+    await h.send(type="conversation.item.create", item={"type": "message", "role": "user",
+                                                        "content": [{"type": "input_text", "text": "talk"}]})
+    await h.send(type="response.create")
+    await h.drain(until="response.output_audio.delta")
+    # the tone begins 100 samples (at 16 kHz) after a main frame's start: the half-hop frame ending 156 samples
+    # into it hears it 256 samples before the main frame does
+    lead = np.zeros(int((20 * 512 + 100) * 1.5))
+    for chunk in pcm_appends(np.concatenate([lead, TONE_S[:12_000], np.zeros(12_000)])):
+        await h.send(type="input_audio_buffer.append", audio=chunk)
+    await h.drain(until="input_audio_buffer.speech_started")
+    onset_ms = h.events[-1]["audio_start_ms"]
+    assert onset_ms % MAIN_FRAME_MS == (MAIN_FRAME_MS // 2 if half_hop else 0), onset_ms
+    await h.drain(until="bargein.reply.paused")
+    await h.session.close()
