@@ -5,9 +5,10 @@
 One :class:`~bargein.session.audio_input.AudioInput` on the real Silero hears a recorded read speech clip in 20 ms
 packets at 16 kHz (as the WebRTC path hands them over), once with the main stream alone and once with the half-hop
 stream on (``onset_probe``, as a session runs it while a reply is live), in turn, ``--rounds`` times. It prints the
-process CPU per second of audio and per main frame (one 32 ms frame, or a main frame and a half-hop frame together,
-which the batcher runs as one batch of two), and the batches run. Quote the load average: the figures are CPU time,
-less sensitive to the other processes than wall time, but not immune to a busy cache.
+process CPU per second of audio and per main frame (the whole listen path's: buffering, framing, the level and the
+inference; with the half-hop stream, its frame too, each in a batch of its own since a session awaits its frames one
+at a time), and the batches run. Quote the load average: the figures are CPU time, less sensitive to the other
+processes than wall time, but not immune to a busy cache.
 """
 
 from __future__ import annotations
