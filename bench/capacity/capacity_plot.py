@@ -7,6 +7,8 @@ import math
 from collections.abc import Sequence
 from typing import Protocol
 
+from bench.harness.plotting import pyplot
+
 
 class StepFigures(Protocol):
     """What the plot reads of one ramp step (``bench.capacity.sessions.StepFigures``; read by name, as ``getattr``
@@ -22,13 +24,8 @@ class StepFigures(Protocol):
 
 def plot(steps: Sequence[StepFigures], path: str, title: str) -> None:
     """lag p99, first audio p95, CPU and RSS per session against N."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("no plot: matplotlib is not installed (pip install matplotlib)")
+    plt = pyplot()
+    if plt is None:
         return
     fig, axes = plt.subplots(2, 2, figsize=(10, 7))
     panels = ((axes[0][0], "lag_p99", "inbound frame lag p99 and barge-in stop p99 (ms)"),

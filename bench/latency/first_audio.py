@@ -75,6 +75,7 @@ from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from bench.harness.plotting import pyplot
 from bench.harness.realtime_harness import fmt_ms, percentile, server_or_url
 from bench.harness.session_observer import Observer, TurnResult
 from bench.harness.spoken_session import run_session
@@ -174,13 +175,8 @@ def _ledger_medians(events: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def _plot(path: str, figures: dict[str, Any], title: str) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("--plot needs matplotlib (pip install matplotlib); no plot drawn")
+    plt = pyplot()
+    if plt is None:
         return
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     for label, values in (("first audio", figures["first"]), ("beyond endpoint", figures["beyond"]),

@@ -116,6 +116,7 @@ from collections.abc import Callable
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from bench.harness.plotting import pyplot
 from bench.harness.realtime_harness import fmt_ms, load_clips, percentile
 from bench.latency.vs_pipecat_engines import services
 from bench.latency.vs_pipecat_episode import Episode, run_episode
@@ -231,13 +232,8 @@ def main() -> None:
 
 def plot(episodes: list[Episode], path: str) -> None:
     """CDFs of first audio and barge-in stop, both systems."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("--plot needs matplotlib; no plot drawn")
+    plt = pyplot()
+    if plt is None:
         return
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for axis, title, pick in ((axes[0], "first audio", lambda e: e.first_audio),

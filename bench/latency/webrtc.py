@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness.engine_server import engine_server
+from bench.harness.plotting import pyplot
 from bench.harness.question_clips import question_clips, question_turns
 from bench.harness.realtime_harness import percentile
 from bench.harness.udp_relay import CLEAN, Impairment
@@ -191,13 +192,8 @@ def main() -> None:
 
 
 def _plot(path: str, figures: dict[str, Any]) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("--plot needs matplotlib; no plot drawn")
+    plt = pyplot()
+    if plt is None:
         return
     fig, axis = plt.subplots(figsize=(7, 4))
     for label, values in (("first audio, WebSocket", figures["websocket"]["first"]),
