@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
 from pathlib import Path
 
-import pytest
+from tests.node_script import run_node_json
 
 TURNS_JS = Path(__file__).resolve().parents[2] / "bargein" / "web" / "static" / "turns.js"
 SCRIPT = """
@@ -27,12 +24,7 @@ console.log(JSON.stringify({ cells: rows[0].children.map((c) => c.textContent), 
 
 
 def test_the_turn_row_shows_the_cpu_the_tokens_and_the_waste() -> None:
-    node = shutil.which("node")
-    if node is None:
-        pytest.fail("node is missing: the test set-up installs it")
-    out = subprocess.run([node, "--input-type=module", "-e", SCRIPT, str(TURNS_JS)], capture_output=True,
-                         text=True, timeout=60, check=True).stdout
-    shown = json.loads(out)
+    shown = run_node_json(SCRIPT, str(TURNS_JS))
     assert shown["cells"][4:] == ["1.67 s", "40 (240/300 cached)", "30 tok, 1.5 s"]  # the session's own CPU too
     assert "llm 1.200 s" in shown["title"]
     assert "session (protocol, turn machine) 0.050 s" in shown["title"]

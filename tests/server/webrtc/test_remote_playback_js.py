@@ -3,12 +3,9 @@ Node, as the page runs it."""
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
 from pathlib import Path
 
-import pytest
+from tests.node_script import run_node_json
 
 REMOTE_PLAYBACK_JS = Path(__file__).resolve().parents[3] / "bargein" / "web" / "static" / "remote-playback.js"
 SCRIPT = """
@@ -33,11 +30,6 @@ console.log(JSON.stringify({ queued: Object.keys(playback.queuedMs).length,
 
 
 def test_replies_cut_before_they_played_are_forgotten_like_the_rest() -> None:
-    node = shutil.which("node")
-    if node is None:
-        pytest.fail("node is missing: the test set-up installs it")
-    out = subprocess.run([node, "--input-type=module", "-e", SCRIPT, str(REMOTE_PLAYBACK_JS)], capture_output=True,
-                         text=True, timeout=60, check=True).stdout
-    remembered = json.loads(out)
+    remembered = run_node_json(SCRIPT, str(REMOTE_PLAYBACK_JS))
     assert remembered["played"] <= 64 and remembered["responses"] <= 64
     assert remembered["queued"] <= 64, remembered  # the newest replies only, as for the positions played
