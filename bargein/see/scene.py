@@ -40,6 +40,13 @@ class SceneDetectors(Protocol):
     def count_faces(self, pixels: npt.NDArray[np.uint8]) -> int:
         """Frontal faces."""
 
+    def begin(self) -> None:
+        """A new read begins (in the reader's thread): a stop told before it does not apply to it."""
+
+    def stop(self) -> None:
+        """Stop the read running now, from another thread (it raises
+        :class:`~bargein.see.detectors.ReadStopped`); detectors that cannot stop a read do nothing."""
+
 
 @dataclass(frozen=True)
 class SceneNote:

@@ -126,9 +126,7 @@ class ScenePool:
         with self._busy_lock:
             busy = list(self._busy)
         for detectors in busy:
-            stop = getattr(detectors, "stop", None)
-            if stop is not None:
-                stop()
+            detectors.stop()
 
     def release(self, owner: object) -> None:
         """``owner``'s reply is out (or its turn went on): reads may start again once no other session holds."""
@@ -208,9 +206,7 @@ class ScenePool:
         with self._busy_lock:
             self._busy.add(detectors)
         try:
-            begin = getattr(detectors, "begin", None)
-            if begin is not None:
-                begin()  # a stop told before this read does not apply to it...
+            detectors.begin()  # a stop told before this read does not apply to it...
             if self._holding:
                 raise ReadStopped  # ...but a hold that began as it was handed out does
             return read_scene(job.frame, job.previous, detectors), time.thread_time() - started

@@ -87,6 +87,12 @@ class EmptyDetectors:
     def count_faces(self, pixels: np.ndarray) -> int:
         return 0
 
+    def begin(self) -> None:
+        """Nothing to reset: these detectors cannot stop a read."""
+
+    def stop(self) -> None:
+        """These detectors cannot stop a read."""
+
 
 async def test_the_pool_serves_sessions_in_turn_and_only_their_newest_frame() -> None:
     pool = ScenePool(EmptyDetectors)

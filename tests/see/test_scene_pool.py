@@ -28,6 +28,12 @@ class PriorityDetectors:
     def count_faces(self, pixels: np.ndarray) -> int:
         return 0
 
+    def begin(self) -> None:
+        """Nothing to reset: these detectors cannot stop a read."""
+
+    def stop(self) -> None:
+        """These detectors cannot stop a read."""
+
 
 async def test_scenes_are_read_at_a_lower_priority_than_the_server() -> None:
     pool = ScenePool(PriorityDetectors)
