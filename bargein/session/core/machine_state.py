@@ -49,6 +49,10 @@ class MachineState(Protocol):
     def user_busy(self) -> bool:
         """The user is speaking, or a segment of theirs is being judged."""
 
+    @property
+    def wants_onset_probe(self) -> bool:
+        """The half-hop VAD stream runs now (the half-hop onset is on and a reply is live)."""
+
     def emit(self, action: v.Action) -> None:
         """Queue an action."""
 

@@ -33,11 +33,11 @@ def on_onset_probe(m: MachineState, probe: v.OnsetProbe) -> None:
     playing (not paused) that the turn would pause, and the probe at or over the threshold, as an onset on the
     main grid is. Everything after the onset (speech, silence, the endpoint, the segment's frames) is the main
     frames'; a probe behind the main grid's stream time is stale and ignored."""
-    settings, reply = m.settings, m.reply
-    if (not settings.vad or not settings.interruption.enabled or not settings.interruption.half_hop_onset
-            or m.turn is not None or reply is None or reply.paused or probe.end_ms < m.last_ms):
+    reply = m.reply
+    if (not m.wants_onset_probe or reply is None or reply.paused or m.turn is not None
+            or probe.end_ms < m.last_ms):
         return
-    if probe.probability >= settings.endpointing.threshold:
+    if probe.probability >= m.settings.endpointing.threshold:
         begin_turn(m, probe.start_ms)
 
 
