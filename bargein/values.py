@@ -7,7 +7,7 @@ policy, the turn core, the metrics and the engines can all speak in these types 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -121,6 +121,12 @@ class ChatMessage:
     private: bool = False
     """A system message a user caused (a camera's note, a client's own system item), not the instructions:
     an engine that shares prompt caches across sessions never counts it as the shared, public prefix."""
+
+
+def opens_with_instructions(messages: Sequence[ChatMessage]) -> bool:
+    """Whether ``messages`` open with the instructions: a first system message no user caused (the only message an
+    engine sharing prompt caches counts as the public prefix, and the one the camera's guidance follows)."""
+    return bool(messages) and messages[0].role == "system" and not messages[0].private
 
 
 ToolChoice = str | Mapping[str, Any]

@@ -30,7 +30,7 @@ from bargein.see.vision import SentImage, VisionSettings, encode_resized, images
 from bargein.session.core import vocabulary as v
 from bargein.session.observers import QuietObserver
 from bargein.session.outbound import Outgoing
-from bargein.values import ChatImage, ChatMessage
+from bargein.values import ChatImage, ChatMessage, opens_with_instructions
 
 Progress = Callable[[str, str, int], None]
 
@@ -78,7 +78,7 @@ def camera_message(note: SceneNote, age_s: float) -> ChatMessage:
 def with_guidance(messages: list[ChatMessage]) -> list[ChatMessage]:
     """``messages`` with :data:`GUIDANCE` after the instructions (the first message, a system message no user
     wrote), or first where there are none."""
-    at = 1 if messages and messages[0].role == "system" and not messages[0].private else 0
+    at = 1 if opens_with_instructions(messages) else 0
     return [*messages[:at], GUIDANCE, *messages[at:]]
 
 

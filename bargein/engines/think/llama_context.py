@@ -10,7 +10,7 @@ from typing import Any
 from bargein.engines.think.llama_prompt import CHATML, render
 from bargein.engines.think.llama_slots import shared_prefix
 from bargein.engines.think.llm_prompt import HistoryTooLong, TokenCounts, fit_history, with_system_prompt
-from bargein.values import ChatMessage, GenerationOptions
+from bargein.values import ChatMessage, GenerationOptions, opens_with_instructions
 
 CHARS_PER_TOKEN_CAP = 8
 """A message is cut to ``n_ctx * 8`` characters (its start and its end) before tokenising: more could never fit."""
@@ -104,8 +104,7 @@ class LlamaPrompt:
     def _public_length(self, history: list[ChatMessage], options: GenerationOptions, tokens: list[int]) -> int:
         # the instructions only: a system message after them is a camera's note or a client's own system item,
         # what a user's camera saw or a user wrote, which another session must not be able to guess by its timing
-        leading = [ChatMessage(role="system", content=history[0].content)] \
-            if history and history[0].role == "system" and not history[0].private else []
+        leading = [ChatMessage(role="system", content=history[0].content)] if opens_with_instructions(history) else []
         key = (tuple(message.content for message in leading), repr(options.tools), repr(options.tool_choice))
         public = self._public.get(key)
         if public is None:
