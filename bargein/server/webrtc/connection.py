@@ -209,7 +209,8 @@ class WebRtcConnection(SessionConnection):
             case "response.output_audio.delta":
                 return self._play(message["response_id"], message["item_id"], decode_base64(message["delta"]))
             case "bargein.reply.resumed":  # re-sent from the cut point
-                self.positions[message["item_id"]] = float(message["audio_start_ms"])
+                if message["item_id"] is not None:  # null: paused before its item was announced, nothing placed
+                    self.positions[message["item_id"]] = float(message["audio_start_ms"])
                 self.cleared.discard(message.get("response_id", ""))
             case "bargein.reply.paused":
                 await self._barge_in()
