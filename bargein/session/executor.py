@@ -18,6 +18,7 @@ from bargein.session.core.listening.classifier import segment_event_fields
 from bargein.session.history import Conversation, Item, Part
 from bargein.session.input_buffer import InputBuffer
 from bargein.session.outbound import Outgoing
+from bargein.session.output_hold import OutputHold
 from bargein.session.reply_pipeline import generation_options
 from bargein.session.reply_runner import ReplyRunner
 from bargein.session.segment_tracker import SegmentTracker
@@ -49,6 +50,9 @@ class ActionExecutor:
         self.playing_to_end = playing_to_end
         """The machine's closed replies the client may still play to their end: the idle timer waits for those."""
         self.dropped_audio_chunks = 0
+        self.output_hold = OutputHold()
+        """Carries out the provisional holds of a reply's audio (a transport that plays the audio itself replaces
+        it: WebRTC's reply track)."""
 
     def run(self, action: v.Action) -> None:
         """Carry out one action."""
@@ -127,6 +131,10 @@ class ActionExecutor:
                 pass
             case v.PauseReply(response_id, item_id):
                 self.replies.pause(response_id, item_id)
+            case v.HoldReplyOutput(response_id):
+                self.output_hold.hold(response_id)
+            case v.ReleaseReplyOutput(response_id):
+                self.output_hold.release(response_id)
             case v.ResumeReply(response_id):
                 self.timers.disarm_pause(response_id)
                 self.replies.resume(response_id)

@@ -1,5 +1,6 @@
 """A session runs the half-hop VAD stream over a live reply and feeds its frames to the machine: speech that the
-main grid would hear only at its next frame's end begins the turn on the half-hop grid instead."""
+main grid would hear only at its next frame's end holds the reply's audio at once, and the main grid's onset then
+begins the turn and pauses the reply, where it would with no probe."""
 
 from __future__ import annotations
 
@@ -11,14 +12,28 @@ import pytest
 from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.session.core import vocabulary as v
+from bargein.session.observers import QuietObserver
 from tests.support.session_harness import TONE_S, CountingLanguageModel, Harness, pcm_appends
 
 MAIN_FRAME_MS = 32
 
 
+class _Decided(QuietObserver):
+    """The kinds of the machine's actions, in order."""
+
+    def __init__(self) -> None:
+        self.kinds: list[type] = []
+
+    def on_action(self, action: v.Action) -> None:
+        self.kinds.append(type(action))
+
+
 @pytest.mark.parametrize("half_hop", [True, False])
-async def test_over_a_reply_a_half_hop_frame_begins_the_turn_half_a_frame_off_the_main_grid(half_hop: bool) -> None:
+async def test_over_a_reply_a_half_hop_frame_holds_the_reply_before_the_main_grid_begins_the_turn(
+        half_hop: bool) -> None:
     h = Harness(Engines(FakeVad(), FakeRecognizer(("stop",)), CountingLanguageModel(), FakeSynthesizer()))
+    decided = _Decided()
+    h.session.observers.append(decided)
     settings = h.session.machine.settings
     h.session.feed(v.SettingsChanged(replace(settings, interruption=replace(settings.interruption,
                                                                             half_hop_onset=half_hop))))
@@ -33,6 +48,9 @@ async def test_over_a_reply_a_half_hop_frame_begins_the_turn_half_a_frame_off_th
         await h.send(type="input_audio_buffer.append", audio=chunk)
     await h.drain(until="input_audio_buffer.speech_started")
     onset_ms = h.events[-1]["audio_start_ms"]
-    assert onset_ms % MAIN_FRAME_MS == (MAIN_FRAME_MS // 2 if half_hop else 0), onset_ms
+    assert onset_ms % MAIN_FRAME_MS == 0, onset_ms  # the main grid's onset either way
     await h.drain(until="bargein.reply.paused")
+    holds = [kind for kind in decided.kinds if kind in (v.HoldReplyOutput, v.ReleaseReplyOutput, v.SpeechStarted)]
+    assert holds == ([v.HoldReplyOutput, v.SpeechStarted] if half_hop else [v.SpeechStarted])
+    assert (h.session.executor.output_hold.held, h.session.executor.output_hold.released) == (int(half_hop), 0)
     await h.session.close()

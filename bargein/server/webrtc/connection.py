@@ -36,6 +36,7 @@ from bargein.server.session_connection import SessionConnection, message_bytes
 from bargein.server.session_host import POLICY_CLOSE, Ending
 from bargein.server.session_locks import SessionLocks
 from bargein.server.webrtc.media import CallMedia
+from bargein.server.webrtc.output_hold import TrackHold
 from bargein.server.webrtc.playout import PlayoutDelay, heard_ms, still_playing
 from bargein.server.webrtc.tracks import SEND_RATE, InputClock
 from bargein.session.outbound import Outgoing
@@ -70,6 +71,7 @@ class WebRtcConnection(SessionConnection):
         self.unsent: deque[str] = deque(maxlen=UNSENT_EVENTS)
         """Events waiting for the data channel to open (a channel that never opens keeps only the newest)."""
         media.listener = self._playback
+        session.executor.output_hold = TrackHold(media.track)  # a probe's provisional stop holds the track at once
 
     # -- reading -------------------------------------------------------------------------------------
 

@@ -7,9 +7,13 @@ the pacing wait, the moment it is due, and goes out without a hop to aiortc's en
 :meth:`ReplyAudioTrack.clear` drops everything queued and resets the encoder, so the packets after it code silence
 from nothing (not the cut reply's ringing tail), and wakes the sender, so the first of them (which still holds the
 codec's look-ahead, the last 6.5 ms of the reply) leaves at once rather than at its tick; :meth:`ReplyAudioTrack.cut`
-also lets it leave before the caller's next work. It is also the server's
-playback truth: it knows which response's audio, and how far into its item, went on the wire with each frame
-(:class:`OnWire`).
+also lets it leave before the caller's next work. A :meth:`ReplyAudioTrack.hold` (a half-hop onset probe's
+provisional stop) stops a response's audio at once the same way (the encoder reset: no ringing tail) but keeps it
+queued, the last frame's look-ahead put back in front (:data:`REPLAYED_S`), so a :meth:`ReplyAudioTrack.release`
+plays on from the sample the listener last heard; a :meth:`ReplyAudioTrack.clear` ends a hold (the pause that
+confirms it cuts the track).
+It is also the server's playback truth: it knows which response's audio, and how far into its item, went on the
+wire with each frame (:class:`OnWire`).
 Nothing here blocks: the sender's task awaits only the pacing sleep, and 20 ms of Opus encodes in well under a
 millisecond.
 """
@@ -37,6 +41,9 @@ FRAME_SAMPLES = int(SEND_RATE * FRAME_S)
 OPUS_FRAME_SAMPLES = int(OPUS_RATE * FRAME_S)
 MAX_BEHIND_S = 0.2
 """A sender this far behind its clock (a stalled loop) starts its clock afresh instead of sending a burst."""
+REPLAYED_S = 0.0075
+"""What a held frame puts back in front of the queue: the codec's look-ahead (6.5 ms at 48 kHz) and the upsampler's
+holdback (about 1 ms), which the reset encoder never codes; played again after a release, so none of it is lost."""
 MAX_QUEUED_S = 30.0
 """Reply audio the track may hold (the reply's pacer keeps about a second ahead; this only bounds a bug)."""
 
@@ -62,6 +69,8 @@ class _Chunk:
     """The item position of ``samples[offset]``."""
     samples: npt.NDArray[np.int16]
     offset: int = 0
+    replayed: bool = False
+    """The held frame's tail put back: it goes out again where it went before (no resume's jump)."""
 
 
 Started = Callable[[str], None]
@@ -90,6 +99,13 @@ class ReplyAudioTrack(MediaStreamTrack):
         self._wake: asyncio.Future[None] | None = None
         """What the sender's task awaits until the next tick (a cut resolves it early)."""
         self._cut = False
+        self._held: str | None = None
+        """The response whose audio a provisional hold keeps from the wire."""
+        self._held_at = 0.0
+        self._last_frame = np.zeros(0, np.int16)
+        """The reply samples of the newest frame taken (what a hold puts the tail of back)."""
+        self.held_s = 0.0
+        """Time the track spent holding audio it then released (the hiccups of holds no barge-in followed)."""
 
     @property
     def holds_audio(self) -> bool:
@@ -121,7 +137,34 @@ class ReplyAudioTrack(MediaStreamTrack):
         self._queue.clear()
         self.queued_samples = 0
         self.on_wire = None
+        self._held = None
         return last
+
+    def hold(self, response_id: str) -> None:
+        """Send silence in place of ``response_id``'s audio from the next packet, which leaves at once; the audio
+        stays queued, its place kept (what :attr:`on_wire` says was sent stays the truth)."""
+        if self._held is not None:
+            return
+        self._held = response_id
+        self._held_at = asyncio.get_running_loop().time()
+        last = self.on_wire
+        tail = self._last_frame[-int(REPLAYED_S * SEND_RATE):]
+        if last is not None and last.response_id == response_id and len(tail):
+            self._queue.appendleft(_Chunk(response_id, last.item_id, last.item_ms - 1000.0 * len(tail) / SEND_RATE,
+                                          tail.copy(), replayed=True))
+            self.queued_samples += len(tail)
+        self._encoder.reset()
+        self._to_opus_rate = OpusRateFrames(SEND_RATE)
+        self._cut = True
+        if self._wake is not None and not self._wake.done():
+            self._wake.set_result(None)
+
+    def release(self, response_id: str) -> None:
+        """Send ``response_id``'s held audio on from the sample the hold stopped at."""
+        if self._held != response_id:
+            return
+        self._held = None
+        self.held_s += asyncio.get_running_loop().time() - self._held_at
 
     async def cut(self) -> OnWire | None:
         """:meth:`clear`, and when the sender's task is waiting for its tick, one loop pass for it to take the packet
@@ -167,7 +210,7 @@ class ReplyAudioTrack(MediaStreamTrack):
         """One frame of queued audio (silence where it runs short), noting what went on the wire."""
         out = np.zeros(FRAME_SAMPLES, dtype=np.int16)
         filled = 0
-        while filled < FRAME_SAMPLES and self._queue:
+        while filled < FRAME_SAMPLES and self._queue and self._queue[0].response_id != self._held:
             chunk = self._queue[0]
             count = min(FRAME_SAMPLES - filled, len(chunk.samples) - chunk.offset)
             out[filled:filled + count] = chunk.samples[chunk.offset:chunk.offset + count]
@@ -180,6 +223,7 @@ class ReplyAudioTrack(MediaStreamTrack):
                 if not self.holds(chunk.response_id):
                     self._on_drained(chunk.response_id)
         self.queued_samples -= filled
+        self._last_frame = out[:filled]
         return out
 
     def _sent(self, chunk: _Chunk, count: int) -> None:
@@ -190,7 +234,8 @@ class ReplyAudioTrack(MediaStreamTrack):
             if last is None or last.response_id != chunk.response_id:
                 self._on_started(chunk.response_id)
         else:
-            start = last.start_ms if abs(last.item_ms - chunk.item_ms) < 1.0 else chunk.item_ms  # a resume jumped
+            kept = abs(last.item_ms - chunk.item_ms) < 1.0 or chunk.replayed
+            start = last.start_ms if kept else chunk.item_ms  # a resume jumped
             self.on_wire = OnWire(chunk.response_id, chunk.item_id, reached, start, self._sent_at)
 
 

@@ -40,6 +40,9 @@ One machine, its sub-states named. :class:`DuplexMachine` owns these records, ea
 ``partials``: the partial recognitions (:class:`~bargein.session.core.partials.Partials`) of the turn being spoken
     idle -> running (``RecognisePartial``: at most one a session, every ``partial_every_ms`` of speech, none in a
     silence) -> idle (its ``PartialTranscript`` came back: reported while the turn is spoken, ``WarmPrompt`` too).
+``hold``: the provisional hold of the reply's audio (:class:`~bargein.session.core.onset_hold.OnsetHold`)
+    none -> held (a half-hop probe heard speech over the playing reply) -> none: confirmed (a main-grid onset paused
+    or cancelled the reply) or released (no pause within two main frames, the reply ended, probes off).
 ``segments``: the listening book (:class:`~bargein.session.core.listening.segment_book.SegmentBook`): each
     segment from onset to verdict, the noise floor and the user's own level.
 
@@ -65,6 +68,7 @@ from bargein.session.core.admission import admission, admit
 from bargein.session.core.closed_playback import ClosedPlayback
 from bargein.session.core.idle_prompt import IdlePrompt
 from bargein.session.core.listening.segment_book import SegmentBook
+from bargein.session.core.onset_hold import OnsetHold
 from bargein.session.core.partials import Partials
 from bargein.session.core.play_out import PlayOutWait
 from bargein.session.core.settings import TurnSettings
@@ -124,6 +128,7 @@ class DuplexMachine:
     play_out: PlayOutWait = field(default_factory=PlayOutWait, init=False)
     closed_playback: ClosedPlayback = field(default_factory=ClosedPlayback, init=False)
     partials: Partials = field(default_factory=Partials, init=False)
+    hold: OnsetHold = field(default_factory=OnsetHold, init=False)
     last_ms: float = field(default=0.0, init=False)
     """Stream time of the last VAD frame."""
     heard_from_ms: float = field(default=0.0, init=False)
@@ -217,6 +222,10 @@ class DuplexMachine:
                     self.idle_again()
             case _:
                 assert_never(event)
+        if self.hold.held and (release := self.hold.settle(  # after the event: confirmed, released or held on
+                live_id=self.active_response_id, paused=bool(self.reply and self.reply.paused),
+                turn_begun=self.turn is not None, now_ms=self.last_ms, wanted=self.wants_onset_probe)) is not None:
+            self.emit(release)
 
     def take_actions(self) -> list[v.Action]:
         """Everything due since the last call, in order."""
@@ -334,6 +343,8 @@ class DuplexMachine:
         response_id = self.reply.response_id
         self.reply = None
         self.ended_replies.append(response_id)
+        if self.hold.response_id == response_id:
+            self.hold.confirm()  # the cancel stops the audio the hold stopped
         self.emit(v.CancelReply(response_id, reason))
         self.tell_speech()
 

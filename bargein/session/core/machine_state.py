@@ -13,6 +13,7 @@ from bargein.protocol.client_events import ResponseParams
 from bargein.session.core import vocabulary as v
 from bargein.session.core.idle_prompt import IdlePrompt
 from bargein.session.core.listening.segment_book import SegmentBook
+from bargein.session.core.onset_hold import OnsetHold
 from bargein.session.core.partials import Partials
 from bargein.session.core.settings import TurnSettings
 from bargein.session.core.storm_guard import StormGuard
@@ -34,6 +35,7 @@ class MachineState(Protocol):
     idle: IdlePrompt
     tools: ToolOutputs
     partials: Partials
+    hold: OnsetHold
     last_ms: float
     heard_from_ms: float
 

@@ -74,10 +74,10 @@ class Interruption:
     confirm_query_ms: int = 600
     """In confirm mode, speech must last this long before it may pause a reply."""
     half_hop_onset: bool = False
-    """While a reply is live, a second VAD stream offset by half a frame may begin the turn that pauses it
-    (:class:`~bargein.session.core.vocabulary.OnsetProbe`): the onset is decided every 16 ms instead of every 32.
-    Off: on the held-out listening set it cut about five commands in 144 fewer, the same cases in two pairs of runs
-    (docs/results/2026-12-05-webrtc-stop.md)."""
+    """While a reply is live, a second VAD stream offset by half a frame (:class:`~bargein.session.core.vocabulary.
+    OnsetProbe`) may hold the reply's audio at once, provisionally, until the main grid's onset pauses it or not
+    (:mod:`~bargein.session.core.onset_hold`): the onset, the segments and the verdicts stay the main grid's. Off
+    until measured (docs/results/2026-12-05-webrtc-stop.md)."""
     playout_wait_ms: int | None = None
     """A reply whose words are all out stays live at most this long (pauses not counted) while the client plays
     the audio pacing sent ahead, so speech there still pauses it (:mod:`~bargein.session.core.play_out`); every

@@ -101,3 +101,22 @@ class SpeechStopped:
     item_id: str
     audio_end_ms: float
     told: bool = True
+
+
+@dataclass(frozen=True)
+class HoldReplyOutput:
+    """A half-hop onset probe heard speech over the playing reply ``response_id``: stop sending its audio at once,
+    keeping its place (nothing is dropped, and the client is told nothing); the main VAD grid confirms the stop by
+    pausing the reply, or it is released (:class:`ReleaseReplyOutput`). See
+    :mod:`~bargein.session.core.onset_hold`."""
+
+    response_id: str
+    probe_start_ms: float
+    """Where the probe frame that heard the speech began (stream time), for the record."""
+
+
+@dataclass(frozen=True)
+class ReleaseReplyOutput:
+    """The main grid did not confirm the hold of ``response_id``'s audio: send it on from where it was held."""
+
+    response_id: str

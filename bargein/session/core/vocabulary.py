@@ -27,6 +27,8 @@ from bargein.session.core.reply_vocabulary import ReplyInputReady as ReplyInputR
 from bargein.session.core.reply_vocabulary import ReplyTruncated as ReplyTruncated
 from bargein.session.core.reply_vocabulary import UserWords as UserWords
 from bargein.session.core.settings import TurnSettings
+from bargein.session.core.speech_vocabulary import HoldReplyOutput as HoldReplyOutput
+from bargein.session.core.speech_vocabulary import ReleaseReplyOutput as ReleaseReplyOutput
 from bargein.session.core.speech_vocabulary import ScoreTurnEnd as ScoreTurnEnd
 from bargein.session.core.speech_vocabulary import SegmentAbandoned as SegmentAbandoned
 from bargein.session.core.speech_vocabulary import SilenceBegan as SilenceBegan
@@ -80,8 +82,10 @@ class VadFrame:
 @dataclass(frozen=True)
 class OnsetProbe:
     """A second VAD stream's frame, on the grid offset by half a frame (its end falls midway between two
-    :class:`VadFrame` ends), run while a reply is live: a second, sooner chance to hear a barge-in's onset. Only
-    an onset over a playing reply is decided on it; the turn's speech, silence and end stay the main frames'."""
+    :class:`VadFrame` ends), run while a reply is live: a second, sooner chance to hear a barge-in's onset. It
+    begins no turn: over a playing reply it only holds the reply's audio until the main frames confirm the
+    barge-in or not (:mod:`~bargein.session.core.onset_hold`); the turn's onset, speech, silence and end stay the
+    main frames'."""
 
     start_ms: float
     end_ms: float
@@ -356,4 +360,5 @@ Action = (SpeechStarted | SpeechAnnounced | SilenceBegan | ScoreTurnEnd | VoiceE
           | ForwardAudio | DropAudio | ForwardText | HoldText | DropText | CompleteReply | ArmIdleTimer
           | DisarmIdleTimer | IdleTimeout | Reject | PauseReply | HoldAudio | ResumeReply | ArmPauseTimer
           | AwaitClassification | ReportSegment | DiscardSegment | PrefetchReply | ModeChanged | ArmPlayOutTimer
-          | GenerateReply | RecognisePartial | ReportPartial | WarmPrompt | ArmClosedPlaybackTimer | ReplyHeard)
+          | GenerateReply | RecognisePartial | ReportPartial | WarmPrompt | ArmClosedPlaybackTimer | ReplyHeard
+          | HoldReplyOutput | ReleaseReplyOutput)

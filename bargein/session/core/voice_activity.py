@@ -29,16 +29,19 @@ def on_vad_frame(m: MachineState, frame: v.VadFrame) -> None:
 
 
 def on_onset_probe(m: MachineState, probe: v.OnsetProbe) -> None:
-    """A half-hop frame begins a turn only where it is sooner than the main grid could: no turn yet, a live reply
-    playing (not paused) that the turn would pause, and the probe at or over the threshold, as an onset on the
-    main grid is. Everything after the onset (speech, silence, the endpoint, the segment's frames) is the main
-    frames'; a probe behind the main grid's stream time is stale and ignored."""
+    """A half-hop frame at or over the threshold holds the playing reply's audio (:mod:`.onset_hold`) where a main
+    frame's onset would stop it at once: no turn yet, a live reply playing (not paused) under interruption, and not
+    in confirm mode (whose onset does not pause the reply). It begins no turn: the onset, speech, silence, the
+    endpoint and the segment's frames are the main frames' alone, as with no probe; a probe behind the main grid's
+    stream time is stale and ignored."""
     reply = m.reply
     if (not m.wants_onset_probe or reply is None or reply.paused or m.turn is not None
-            or probe.end_ms < m.last_ms):
+            or probe.end_ms < m.last_ms or probe.probability < m.settings.endpointing.threshold):
         return
-    if probe.probability >= m.settings.endpointing.threshold:
-        begin_turn(m, probe.start_ms)
+    if m.settings.listening.classify and m.storm.mode != "normal":
+        return
+    if (hold := m.hold.take(reply.response_id, probe.start_ms, probe.end_ms)) is not None:
+        m.emit(hold)
 
 
 def detect_turn(m: MachineState, frame: v.VadFrame) -> None:

@@ -104,3 +104,60 @@ async def test_a_cut_lets_the_waiting_sender_take_the_packet_after_it_before_the
     assert await track.cut() is None
     assert not idle.done(), "nothing was playing: the tick stays"
     idle.cancel()
+
+
+def _tone() -> np.ndarray:
+    return (8000 * np.sin(2 * np.pi * 220 * np.arange(SEND_RATE // 2) / SEND_RATE)).astype(np.int16)  # 500 ms
+
+
+async def test_a_hold_sends_nothing_of_the_reply_and_a_release_plays_on_from_the_sample_it_held_at(
+        decoder: FecDecoder) -> None:
+    track = ReplyAudioTrack(lambda _response: None, lambda _response: None)
+    track.play("resp_1", "item_1", 0.0, _tone())
+    peaks, reached = [], []
+    for index in range(14):
+        if index == 4:
+            track.hold("resp_1")
+        if index == 8:
+            track.release("resp_1")
+        samples = decoder.decode(bytes(await track.recv()))
+        assert samples is not None
+        peaks.append(int(np.abs(samples.astype(np.int32)).max()))
+        assert track.on_wire is not None
+        reached.append(track.on_wire.item_ms)
+    assert min(peaks[1:4]) > 4000
+    # packet 4 (the first after the hold) rings with the codec's look-ahead only; then nothing while it is held
+    assert all(peak <= AUDIBLE for peak in peaks[5:8]), peaks
+    assert reached[3:8] == [80.0] * 5, "nothing of the reply went on the wire while held"
+    # it plays on from the held sample, the 7.5 ms the reset codec never coded first: none lost
+    assert reached[8:] == [92.5, 112.5, 132.5, 152.5, 172.5, 192.5]
+    assert track.on_wire is not None and track.on_wire.start_ms == 0.0, "no resume's jump"
+    assert min(peaks[9:]) > 4000, peaks
+    assert track.held_s > 0.0
+
+
+async def test_the_packet_after_a_hold_leaves_at_once(slow_ticks: float) -> None:
+    track = ReplyAudioTrack(lambda _response: None, lambda _response: None)
+    track.play("resp_1", "item_1", 0.0, np.full(SEND_RATE, 8000, np.int16))
+    await track.recv()
+    waiting = asyncio.ensure_future(track.recv())  # the sender, waiting for its tick a second away
+    await asyncio.sleep(0.1)
+    track.hold("resp_1")
+    await asyncio.wait_for(waiting, 0.5)
+    assert track.holds("resp_1"), "the held audio stays queued"
+
+
+async def test_a_cut_after_a_hold_reports_where_the_hold_stopped_and_ends_it() -> None:
+    """The pause that confirms a hold cuts the track: what the caller heard is what went out before the hold."""
+    track = ReplyAudioTrack(lambda _response: None, lambda _response: None)
+    track.play("resp_1", "item_1", 0.0, _tone())
+    for _ in range(3):
+        await track.recv()
+    track.hold("resp_1")
+    for _ in range(3):
+        await track.recv()
+    last = await track.cut()
+    assert last is not None and (last.response_id, last.item_ms) == ("resp_1", 60.0)
+    track.play("resp_2", "item_2", 0.0, _tone())  # the next reply is not held
+    await track.recv()
+    assert track.on_wire is not None and (track.on_wire.response_id, track.on_wire.item_ms) == ("resp_2", 20.0)
