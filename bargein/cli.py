@@ -100,6 +100,9 @@ def _turn_arguments(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--plain-silence", dest="tiered_endpoint", action="store_const", const=False,
                        help="server_vad waits plain silence (500 ms unless a client sets it), without the tiered "
                             "endpoint's Smart Turn at pauses: more sessions per core, slower turns")
+    serve.add_argument("--no-text-end", dest="text_end_estimate", action="store_const", const=False,
+                       help="the tiered endpoint without the language model's estimate that a pause's words end "
+                            "the sentence")
     serve.add_argument("--turn-model-cpu-share", type=float,
                        help="share of one core the tiered endpoint's Smart Turn scores may use; past it a pause "
                             "waits plain silence (default 0.25; the number of cores: no limit)")

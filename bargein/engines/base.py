@@ -156,6 +156,9 @@ class LLMCapabilities:
     (:meth:`LanguageModel.stream_reply`)."""
     prefill: bool = False
     """:meth:`LanguageModel.prefill` evaluates a prompt ahead of the turn, to be reused when the reply is asked for."""
+    text_end: bool = False
+    """:meth:`LanguageModel.text_end` estimates whether the user's last words end their sentence (the embedded
+    one-sequence engine; a remote model has no such read of its logits)."""
 
 
 @runtime_checkable
@@ -185,6 +188,13 @@ class LanguageModel(SharedEngine, Protocol):
 
     def prefill(self, messages: Sequence[ChatMessage], options: GenerationOptions | None = None) -> None:
         """Evaluate ``messages`` ahead of the turn where ``capabilities.prefill`` says it can (else nothing)."""
+        return None
+
+    async def text_end(self, messages: Sequence[ChatMessage], options: GenerationOptions | None = None) -> float | None:
+        """The probability that the last message's words end the sentence (a final mark or the end of the turn
+        next, after them with the recogniser's final mark stripped: :mod:`bargein.engines.think.text_end`), read
+        from the prompt a reply to ``messages`` would evaluate, where ``capabilities.text_end`` says it can; None
+        otherwise, or when the words cannot be found in that prompt."""
         return None
 
 

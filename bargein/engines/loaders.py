@@ -82,7 +82,8 @@ def load_llm(settings: Settings, *, worker_process: bool = False) -> tuple[Langu
     if worker_process:
         from bargein.engines.think.llm_process import ProcessLanguageModel, WorkerSpec
 
-        return ProcessLanguageModel(WorkerSpec(factory, kwargs), name=name), \
+        # the one-sequence engine reads the end-of-sentence estimate from its logits; the batched one does not
+        return ProcessLanguageModel(WorkerSpec(factory, kwargs), name=name, text_end=settings.llm_sequences == 1), \
             f"{describe(name)} {what}, in a supervised worker process"
     if settings.llm_sequences > 1:
         from bargein.engines.think.llama_batched import load_batched_llama

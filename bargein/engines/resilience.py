@@ -82,6 +82,15 @@ class ResilientLanguageModel(GuardedEngine[LanguageModel], LanguageModel):
         """The inner model's prefill (no deadline: it never waits)."""
         self.inner.prefill(messages, options)
 
+    async def text_end(self, messages: Sequence[ChatMessage], options: GenerationOptions | None = None) -> float | None:
+        """The inner model's end-of-sentence estimate; None when it fails (the endpoint then goes on without it,
+        and the reply that follows meets the failure itself)."""
+        try:
+            return await self.inner.text_end(messages, options)
+        except Exception:
+            log.debug("the end-of-sentence estimate failed", exc_info=True)
+            return None
+
     async def stream(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
                      options: GenerationOptions | None = None) -> AsyncIterator[str]:
         """The inner model's tokens, or the apology when it fails (the session hears something)."""

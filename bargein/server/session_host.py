@@ -118,7 +118,7 @@ def new_session(settings: Settings, engines: Engines, metrics: ServerMetrics | N
                            listen=settings.listen, outbound_bytes=settings.max_outbound_bytes,
                            builtin_tools=default_registry() if settings.builtin_tools else None,
                            semantic_default=settings.turn_detection == "semantic_vad",
-                           tiered_default=settings.tiered_endpoint)
+                           tiered_default=settings.tiered_endpoint, text_end_default=settings.text_end_estimate)
 
 
 @asynccontextmanager

@@ -99,14 +99,16 @@ class ActionExecutor:
                 with contextlib.suppress(Exception):
                     self.conversation.delete(item_id)
                     self._send("conversation.item.deleted", item_id=item_id)
-            case v.PrefetchReply(item_id, text):
+            case v.PrefetchReply(item_id, text, estimate_end):
                 config = self.config()
                 tools = self.replies.default_tools()
                 messages, options = self._prompt(config, text, tools)
-                self.speculator.prefetch(item_id, messages, options, config.audio.output.voice,
-                                         config.audio.output.speed,
-                                         drops_call=partial(ungrounded_call, messages=messages, options=options,
-                                                            server_side=tools.server_side))
+                estimate = self.speculator.prefetch(
+                    item_id, messages, options, config.audio.output.voice, config.audio.output.speed,
+                    drops_call=partial(ungrounded_call, messages=messages, options=options,
+                                       server_side=tools.server_side), estimate_end=estimate_end)
+                if estimate is not None:
+                    self.tracker.follow_text_end(item_id, text, estimate)
             case v.StartReply(response_id, trigger, params):
                 self.replies.start(response_id, trigger, params)
             case v.GenerateReply():

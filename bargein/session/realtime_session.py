@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -61,10 +62,12 @@ class RealtimeSession:
                  output_lead_ms: float = 1000.0, metrics: ServerMetrics | None = None,
                  listen: bool = True, observers: Iterable[SessionObserver] = (),
                  builtin_tools: ToolRegistry | None = None, outbound_bytes: int = MAX_OUTBOUND_BYTES,
-                 semantic_default: bool = False, tiered_default: bool = True) -> None:
+                 semantic_default: bool = False, tiered_default: bool = True, text_end_default: bool = True) -> None:
         self.listen = listen
         self.tiered_default = tiered_default
         """``server_vad`` follows the tiered endpoint when there is an end-of-turn model (off: plain silence)."""
+        self.tiers = DEFAULT_TIERS if text_end_default else replace(DEFAULT_TIERS, text_end_below=None)
+        """The tiered endpoint's preset: with the language model's end-of-sentence estimate unless told not to."""
         self.languages: frozenset[str] | None = engines.asr.capabilities.languages
         """What the recogniser can transcribe (None: it cannot tell); a session asking for more gets an error."""
         self.synthesiser = engines.tts
@@ -260,7 +263,7 @@ class RealtimeSession:
         """The machine's settings: server_vad follows the tiered endpoint unless the client set its silence,
         the server has no end-of-turn model, or the server chose plain silence."""
         tiered = self.semantic_endpoint and self.tiered_default and not self.plain_silence
-        return settings_from_config(config, listen=self.listen, tiers=DEFAULT_TIERS if tiered else None)
+        return settings_from_config(config, listen=self.listen, tiers=self.tiers if tiered else None)
 
     def _update_session(self, message: ce.SessionUpdate) -> None:
         try:

@@ -3,7 +3,8 @@
 ``input_audio_transcription.delta``), speculative recognition at its pause (:class:`SilenceBegan`, fed back as
 :class:`GuessTranscribed`; over a paused reply its loud stretch is also recognised primed, at the pause or when the
 user's voice ended, :class:`VoiceEnded`, and fed back as a second :class:`GuessTranscribed` with both), and the
-end-of-turn model's score (:class:`ScoreTurnEnd`, fed back as :class:`TurnEndScored`).
+end-of-turn model's score (:class:`ScoreTurnEnd`, fed back as :class:`TurnEndScored`); and the language model's
+end-of-sentence estimate asked with the pause's speculative reply, fed back as :class:`TextEndEstimate`.
 Nothing here decides anything about the turn: when each is due is the machine's (:mod:`bargein.session.core.partials`).
 """
 
@@ -148,6 +149,16 @@ class SegmentTracker:
             except Exception:  # the turn then waits the long silence; the session goes on
                 log.exception("end-of-turn scoring failed")
         self.feed(v.TurnEndScored(item_id, at_ms, probability))
+
+    def follow_text_end(self, item_id: str, words: str, task: asyncio.Task[float | None]) -> None:
+        """Feed the language model's end-of-sentence estimate for the guess ``words`` back when it comes (none when
+        it failed, was dropped with its guess, or the model had none)."""
+        task.add_done_callback(lambda done: self._estimated(item_id, words, done))
+
+    def _estimated(self, item_id: str, words: str, task: asyncio.Task[float | None]) -> None:
+        if task.cancelled() or task.exception() is not None or (probability := task.result()) is None:
+            return
+        self.feed(v.TextEndEstimate(item_id, words, probability))
 
     def _guessed(self, item_id: str, at_ms: float, task: asyncio.Task[Transcript]) -> None:
         if task.cancelled() or task.exception() is not None:

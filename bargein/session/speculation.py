@@ -162,6 +162,8 @@ class _Guess:
     item_id: str
     recognition: asyncio.Task[Transcript]
     reply: PrefetchedReply | None = None
+    estimate: asyncio.Task[float | None] | None = None
+    """The language model's end-of-sentence estimate for the words the reply answers (asked with it)."""
     used: bool = False
     work: Speculative = field(default_factory=Speculative)
     """The recognition's CPU, wasted if it is discarded."""
@@ -221,13 +223,20 @@ class Speculator:
 
     def prefetch(self, item_id: str, messages: Sequence[ChatMessage], options: GenerationOptions,
                  voice: str | None = None, speed: float = 1.0, *,
-                 drops_call: Callable[[ToolCall], bool] | None = None) -> None:
-        """Start the reply's LLM stream early (and its first clause's speech in ``voice``), for ``item_id``."""
+                 drops_call: Callable[[ToolCall], bool] | None = None,
+                 estimate_end: bool = False) -> asyncio.Task[float | None] | None:
+        """Start the reply's LLM stream early (and its first clause's speech in ``voice``), for ``item_id``; with
+        ``estimate_end``, where the LLM can, its end-of-sentence estimate for the words first (asked just before the
+        reply, whose prompt then reuses the evaluation: :meth:`~bargein.engines.base.LanguageModel.text_end`),
+        returned as a task."""
         guess = self._guesses.get(item_id)
         if guess is None or guess.reply is not None:
-            return
+            return None
+        if estimate_end and self.llm.capabilities.text_end:
+            guess.estimate = asyncio.create_task(self.llm.text_end(messages, options))
         guess.reply = PrefetchedReply(self.llm, messages, options, self.tts, voice, speed, drops_call=drops_call)
         self.counts.llm_started += 1
+        return guess.estimate
 
     def warm(self, messages: Sequence[ChatMessage], options: GenerationOptions) -> None:
         """Have the LLM evaluate ``messages`` without replying (where it can), so a later prompt that begins
@@ -258,6 +267,8 @@ class Speculator:
                 guess.recognition.cancel()
             self.counts.asr_discarded += 1
             guess.work.discard()
+        if guess.estimate is not None:
+            guess.estimate.cancel()
         if guess.reply is not None:
             self.counts.llm_discarded += 1
             self.counts.tts_started += guess.reply.first_clause is not None

@@ -5,7 +5,7 @@ mid-sentence pauses after a word that leads on.
     python -m bench.quality.turn_words --part reply       # over a reply only: 128 timelines, live
     python -m bench.quality.turn_words --part pauses      # the endpoint on paused and whole sentences, offline
     python -m bench.quality.turn_words --split fresh      # the second held-out set (``train``: the study split)
-    python -m bench.quality.turn_words --part pauses --text-end  # also the LLM's end-of-turn estimate (offline)
+    python -m bench.quality.turn_words --part pauses --text-end  # the tiers with the LLM's estimate (read offline)
 
 The sets are ``testdata/make_words_set.py``'s (texts, voices and seeds in ``testdata/words_splits.py``; generated on
 first use): ``issue43`` the first held-out set, ``train`` the split the misses were studied on, ``fresh`` the
@@ -40,6 +40,7 @@ from bench.harness.endpoint_runs import SilenceRun, score_all, wilson
 from bench.harness.turn_quality_runner import CaseResult
 from bench.quality.endpoint_quality import Policy, evaluate
 from bench.quality.turn_quality import dump, print_case, run_all
+from testdata.endpoint_clips import Clip
 from testdata.make_words_set import CACHE, build_over_reply, build_pauses
 from testdata.words_splits import SPLITS, WordsSplit
 
@@ -111,14 +112,26 @@ class TieredWithoutDoubt(Tiered):
 
 @dataclass(frozen=True)
 class TieredWithTextEnd(Tiered):
-    """The tiers, and the long tier where the language model reads the words as unfinished (offline only:
-    :mod:`bench.harness.text_end`)."""
+    """The tiers with the language model's end-of-sentence estimate, as the server weighs it
+    (:attr:`~bargein.session.core.endpointing.TieredPreset.text_end_below`: the plain silence becomes the long one
+    under it), read offline (:mod:`bench.harness.text_end`) for each run's words."""
 
     finished: dict[str, float] = field(default_factory=dict)
 
     def wait_ms(self, run: SilenceRun) -> float:
-        """The tiers' silence, or the long one when the words read as unfinished."""
-        if self.finished.get(run.words, 1.0) < text_end.UNFINISHED_BELOW:
+        """The tiers' silence for this run's score, words and their estimate."""
+        probability = None if run.probability != run.probability else run.probability
+        last = None if run.last_word_probability != run.last_word_probability else run.last_word_probability
+        return float(self.tiers.silence_ms(probability, run.words, last, self.finished.get(run.words)))
+
+
+@dataclass(frozen=True)
+class TieredWithTextEndEverywhere(TieredWithTextEnd):
+    """The same estimate overruling every tier, the short one too (the alternative weighed on ``train``)."""
+
+    def wait_ms(self, run: SilenceRun) -> float:
+        """The long silence under the threshold, else the tiers'."""
+        if self.tiers.says_leads_on(self.finished.get(run.words)):
             return float(self.tiers.long_ms)
         return super().wait_ms(run)
 
@@ -135,13 +148,14 @@ def pauses_part(split: WordsSplit, *, text_ends: bool = False) -> None:
                 Policy("fixed 500 ms", 0.0, 500, 500)]
     if text_ends:
         started = time.monotonic()
-        with_text = TieredWithTextEnd("tiered + text end (LLM)", 0.0, 0, 0, finished=text_end.finished_probabilities(
-            run.words for runs in scored.values() for run in runs))
-        print(f"text end of turn: {len(with_text.finished)} texts in {time.monotonic() - started:.0f} s, load average "
+        finished = text_end.finished_probabilities(run.words for runs in scored.values() for run in runs)
+        print(f"text end of turn: {len(finished)} texts in {time.monotonic() - started:.0f} s, load average "
               f"{load()}")
-        policies.insert(1, with_text)
+        # live, the estimate comes after the guess: past the short tier's 200 ms, so only the plain tier weighs it
+        policies[1:1] = [TieredWithTextEnd("tiered + text end (LLM)", 0.0, 0, 0, finished=finished),
+                         TieredWithTextEndEverywhere("text end every tier", 0.0, 0, 0, finished=finished)]
     print(f"{'voice':<18} {'policy':<24} {'paused':>6} {'false cut-off [95% CI]':>24} {'whole':>6} "
-          f"{'cut':>4} {'delay p50':>9} {'delay p90':>9}")
+          f"{'cut':>4} {'delay p50':>9} {'delay p90':>9} {'later':>5}")
     for name in (*split.voices, "all"):
         subset = [c for c in clips if name in ("all", c.family)]
         for policy in policies:
@@ -150,7 +164,15 @@ def pauses_part(split: WordsSplit, *, text_ends: bool = False) -> None:
             print(f"{name:<18} {policy.name:<24} {result['paused']:>6.0f} {result['false_cutoffs']:>3.0f} "
                   f"{result['false_cutoff_pct']:>5.1f}% [{low:>4.1f}-{high:>4.1f}%] {result['complete']:>6.0f} "
                   f"{result['complete_cut_pct']:>3.0f}% {result['delay_p50_ms']:>7.0f}ms "
-                  f"{result['delay_p90_ms']:>7.0f}ms")
+                  f"{result['delay_p90_ms']:>7.0f}ms {later(policy, policies[0], scored, subset):>5}")
+
+
+def later(policy: Policy, default: Policy, scored: dict[str, list[SilenceRun]], clips: list[Clip]) -> int:
+    """Whole sentences ``policy`` commits later than the server's default does (the estimate's first-audio cost:
+    a plain silence turned into the long one)."""
+    never = float("inf")
+    return sum((policy.commit_ms(scored[c.id]) or never) > (default.commit_ms(scored[c.id]) or never)
+               for c in clips if c.kind == "complete")
 
 
 def main() -> None:

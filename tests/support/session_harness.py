@@ -41,9 +41,9 @@ class Harness:
     """A session plus a drain of its outbound queue."""
 
     def __init__(self, engines: Engines, *, semantic_default: bool = False, tiered_default: bool = True,
-                 builtins: ToolRegistry | None = None) -> None:
+                 builtins: ToolRegistry | None = None, text_end_default: bool = True) -> None:
         self.session = RealtimeSession(engines, semantic_default=semantic_default, tiered_default=tiered_default,
-                                       builtin_tools=builtins)
+                                       builtin_tools=builtins, text_end_default=text_end_default)
         self.events: list[dict[str, Any]] = []
         self.session.start()
 

@@ -183,6 +183,10 @@ class LlamaPrompt:
     def _text_tokens(self, text: str) -> int:
         return len(self._tokens(text))
 
+    def tokens_of(self, text: str) -> list[int]:
+        """``text``'s tokens as a message's content tokenises (no special tokens, no BOS)."""
+        return self._tokens(text)
+
     def _tokens(self, text: str) -> list[int]:
         tokens: list[int] = self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=False)
         return tokens

@@ -29,6 +29,7 @@ to greedy and are counted in ``nonfinite_fallbacks``.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import queue
@@ -42,9 +43,10 @@ from typing import Any
 
 import numpy as np
 
+from bargein.engines.base import LLMCapabilities
 from bargein.engines.cpu_reading import available_cores
 from bargein.engines.fair import FairQueue
-from bargein.engines.think import llm_sampling
+from bargein.engines.think import llm_sampling, text_end
 from bargein.engines.think.llama_context import LlamaPrompt, PromptTooLong
 from bargein.engines.think.llama_jobs import (
     GRACE_TOKENS,
@@ -92,6 +94,9 @@ class _Job(Job):
     """How many of the prompt's first tokens no user wrote (another session's cache may serve those)."""
     started: bool = False
     synced: bool = False
+    text_end_only: bool = False
+    """It evaluates the prompt only up to the user's last word and sends :func:`~bargein.engines.think.text_end.
+    end_probability` there (or None), leaving the context holding that prefix for the reply that follows."""
 
 
 def _turn_key(job: Job) -> object:
@@ -126,6 +131,7 @@ class LlamaLanguageModel(QueuedEngine):
         self._vocab = llama_cpp.llama_model_get_vocab(self._llama.model)
         self._rng = np.random.default_rng(seed)
         self._prompt = LlamaPrompt(self._llama, system_prompt)
+        self._finals = text_end.final_token_mask(self._llama)
         self._kv_saved = True  # nothing worth copying out yet
         self._kv_owner: Hashable | None = None
         """The session whose conversation the context holds."""
@@ -141,6 +147,36 @@ class LlamaLanguageModel(QueuedEngine):
     def _new_job(self, messages: Sequence[ChatMessage], options: GenerationOptions,
                  emit: Callable[[object], None], *, prefill_only: bool = False) -> Job:
         return _Job(list(messages), options, emit, prefill_only=prefill_only)
+
+    @property
+    def capabilities(self) -> LLMCapabilities:
+        """Tools and prefill (:class:`~bargein.engines.think.llama_jobs.QueuedEngine`), and the end-of-sentence
+        estimate (:meth:`text_end`)."""
+        return LLMCapabilities(tools=True, prefill=True, text_end=True)
+
+    async def text_end(self, messages: Sequence[ChatMessage], options: GenerationOptions | None = None) -> float | None:
+        """The probability that the last message's words end the sentence, read where the prompt a reply to
+        ``messages`` would evaluate reaches the user's last word (before the final mark and the template's close).
+
+        Asked just before that reply (the pause's speculative one), it costs one more read of logits: the
+        context is left holding the prompt up to the word, which the reply then reuses. An urgent job: it is
+        served with first clauses, before replies already speaking and prefills."""
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[float | None] = loop.create_future()
+
+        def settle(item: object) -> None:
+            if not answer.done():
+                answer.set_result(item if isinstance(item, float) else None)
+
+        def emit(item: object) -> None:
+            loop.call_soon_threadsafe(settle, item)
+
+        job = _Job(list(messages), options or GenerationOptions(), emit, text_end_only=True)
+        self._submit(job)
+        try:
+            return await answer
+        finally:
+            job.stop.set()  # cancelled while waiting: the model thread skips it
 
     def close(self) -> None:
         """Stop the worker (after the reply in progress) and free the model."""
@@ -218,6 +254,8 @@ class LlamaLanguageModel(QueuedEngine):
                 job.stats.waited_s = time.perf_counter() - job.submitted
                 job.tokens = self._prompt_tokens(job)
                 job.stats.prompt_tokens = len(job.tokens)
+            if job.text_end_only:
+                return self._estimate(job)
             if job.prefill_only:  # stopped between prompt chunks by any new job: it is only a head start
                 synced = self._sync_kv(job)
                 return self._finish(job, "prefilled" if synced else "cancelled" if job.stop.is_set() else "preempted")
@@ -254,6 +292,21 @@ class LlamaLanguageModel(QueuedEngine):
             self._kv_saved = True
             job.send(exc)
             return self._finish(job, "error")
+
+    def _estimate(self, job: _Job) -> bool:
+        """Evaluate ``job``'s prompt up to the user's last word and send the end-of-sentence probability there."""
+        last = job.messages[-1].content if job.messages and job.messages[-1].role == "user" else ""
+        words = self._prompt.tokens_of(text_end.estimate_words(last))
+        end = text_end.words_end(job.tokens, words)
+        if end is None:
+            job.send(None)
+            return self._finish(job, "no words")
+        job.tokens = job.tokens[:end]
+        if job.stop.is_set() or not self._sync_kv(job):
+            return self._finish(job, "cancelled")
+        logits = np.ctypeslib.as_array(self._lib.llama_get_logits_ith(self._llama.ctx, -1), shape=(self._n_vocab,))
+        job.send(text_end.end_probability(logits, self._finals))
+        return self._finish(job, "estimated")
 
     def _finish(self, job: _Job, reason: str) -> bool:
         self.recent_stats.append(job.stats)

@@ -31,9 +31,12 @@ class ProcessLanguageModel(ProcessClient, LanguageModel):
     """A :class:`~bargein.engines.base.LanguageModel` served by a supervised worker process."""
 
     def __init__(self, spec: WorkerSpec, *, name: str = "llm", start_timeout_s: float = 600.0,
-                 ready_wait_s: float = 60.0, restart_backoff_s: float = 0.5) -> None:
+                 ready_wait_s: float = 60.0, restart_backoff_s: float = 0.5, text_end: bool = False) -> None:
         self.spec = spec
         self.name = name
+        self._text_end = text_end
+        """Whether the worker's model estimates the end of the user's sentence (declared by whoever chose the
+        model: the embedded one-sequence engine does)."""
         self._nonfinite = 0
         self.process = EngineProcess(
             python_worker(WorkerSpec("bargein.engines.think.llm_process:LanguageModelService", {"model": spec}), "llm"),
@@ -42,8 +45,9 @@ class ProcessLanguageModel(ProcessClient, LanguageModel):
 
     @property
     def capabilities(self) -> LLMCapabilities:
-        """Tool calls and prefills go to the worker, which passes on what its model can do."""
-        return LLMCapabilities(tools=True, prefill=True)
+        """Tool calls and prefills go to the worker, which passes on what its model can do; the end-of-sentence
+        estimate where the constructor was told the worker's model has it."""
+        return LLMCapabilities(tools=True, prefill=True, text_end=self._text_end)
 
     async def stream(self, messages: Sequence[ChatMessage], *, cancel: CancelToken,
                      options: GenerationOptions | None = None) -> AsyncIterator[str]:
@@ -61,6 +65,16 @@ class ProcessLanguageModel(ProcessClient, LanguageModel):
     def prefill(self, messages: Sequence[ChatMessage], options: GenerationOptions | None = None) -> None:
         """Have the worker's model evaluate a prompt ahead of its reply, where it can; never waits."""
         self.process.notify((list(messages), options or GenerationOptions()))
+
+    async def text_end(self, messages: Sequence[ChatMessage], options: GenerationOptions | None = None) -> float | None:
+        """The worker's model's end-of-sentence estimate for the last message's words (None without one)."""
+        if not self._text_end:
+            return None
+        request = (list(messages), options or GenerationOptions(), False, "text_end")
+        estimate = None
+        async for item in self.process.stream(request, CancelToken()):  # one item at most, then the end
+            estimate = float(item)
+        return estimate
 
     async def _pieces(self, messages: Sequence[ChatMessage], cancel: CancelToken,
                       options: GenerationOptions | None, *, tools: bool) -> AsyncIterator[ReplyPiece]:
@@ -87,10 +101,14 @@ class LanguageModelService(EngineService):
         """Sent with ``ready``."""
         return {"model": type(self.engine).__name__}
 
-    async def handle(self, request: tuple[list[ChatMessage], GenerationOptions, bool],
-                     cancel: CancelToken) -> AsyncIterator[ReplyPiece]:
-        """The reply's pieces (tool calls too when asked and the model can make them)."""
-        messages, options, tools = request
+    async def handle(self, request: tuple[Any, ...], cancel: CancelToken) -> AsyncIterator[ReplyPiece | float]:
+        """The reply's pieces (tool calls too when asked and the model can make them); for a request marked
+        ``text_end``, the model's end-of-sentence estimate alone (nothing when it has none)."""
+        messages, options, tools = request[:3]
+        if request[3:] == ("text_end",):
+            if (estimate := await self.engine.text_end(messages, options)) is not None:
+                yield estimate
+            return
         if tools and self.engine.capabilities.tools:
             pieces: AsyncIterator[ReplyPiece] = self.engine.stream_reply(messages, cancel=cancel, options=options)
         else:

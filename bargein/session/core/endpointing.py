@@ -153,11 +153,24 @@ class TieredPreset:
     middle_ms: int
     long_ms: int
     score_after_ms: int = 96
+    text_end_below: float | None = None
+    """Under this, the language model's estimate that the guess's words end the sentence (:class:`TextEndEstimate`)
+    reads them as leading on: the long silence, where the plain one would end the turn (``None``: never)."""
 
     def silence_ms(self, probability: float | None, words: str | None,
-                   last_word_probability: float | None = None) -> int:
+                   last_word_probability: float | None = None, text_end: float | None = None) -> int:
         """The silence for this evidence (``last_word_probability``: the recogniser's for the guess's last word,
-        where it says)."""
+        where it says; ``text_end``: the language model's estimate for these words, once back)."""
+        silence = self._tier(probability, words, last_word_probability)
+        if silence == self.middle_ms and self.says_leads_on(text_end):
+            return self.long_ms
+        return silence
+
+    def says_leads_on(self, text_end: float | None) -> bool:
+        """Whether the language model's estimate (``None``: none, or not back yet) reads the words as leading on."""
+        return self.text_end_below is not None and text_end is not None and text_end < self.text_end_below
+
+    def _tier(self, probability: float | None, words: str | None, last_word_probability: float | None) -> int:
         if words is None or leads_on(words):
             return self.long_ms
         # a doubted last word turns the plain silence into the long one; it does not overrule both witnesses
@@ -173,7 +186,8 @@ class TieredPreset:
         return plain
 
 
-DEFAULT_TIERS = TieredPreset(high=0.93, low=0.91, min_words=4, short_ms=200, middle_ms=500, long_ms=1500)
+DEFAULT_TIERS = TieredPreset(high=0.93, low=0.91, min_words=4, short_ms=200, middle_ms=500, long_ms=1500,
+                             text_end_below=0.05)
 """Fitted by ``training/endpoint_tiers.py`` on the training voices of the endpoint set (the middle and long
 silences given: server_vad's 500 ms and semantic_vad's 1.5 s); held-out figures in
 docs/results/2026-11-30-tiered-endpoint.md."""
@@ -190,6 +204,18 @@ class TurnEndScored:
     probability: float | None
 
 
+@dataclass(frozen=True)
+class TextEndEstimate:
+    """The language model's probability that the guess ``words`` of turn ``item_id`` end the sentence (a final
+    mark or the end of the turn next: :mod:`bargein.engines.think.text_end`), read with the pause's speculative
+    reply (:class:`~bargein.session.core.listen_vocabulary.PrefetchReply` with ``estimate_end``). It counts only
+    for the guess whose words it was read for."""
+
+    item_id: str
+    words: str
+    probability: float
+
+
 @dataclass
 class TurnEvidence:
     """What the witnesses said about the current silence of one turn."""
@@ -199,10 +225,13 @@ class TurnEvidence:
     words: str | None = None
     last_word_probability: float | None = None
     """How sure the recogniser was of the guess's last word, where it says."""
+    text_end: float | None = None
+    """The language model's estimate that :attr:`words` end the sentence, once back (:class:`TextEndEstimate`)."""
 
     def silence(self, at_ms: float) -> None:
         """A new silence began: what was said about an earlier one no longer counts."""
         self.silence_at_ms, self.probability, self.words, self.last_word_probability = at_ms, None, None, None
+        self.text_end = None
 
     def take(self, event: Any) -> None:
         """Record a score (for this silence only) or the words of the guess made at this silence; a
@@ -210,9 +239,12 @@ class TurnEvidence:
         if isinstance(event, TurnEndScored):
             if event.at_ms == self.silence_at_ms:
                 self.probability = event.probability
+        elif isinstance(event, TextEndEstimate):
+            if self.words is not None and event.words == self.words.strip():
+                self.text_end = event.probability
         elif ((transcript := getattr(event, "transcript", None)) is not None and self.silence_at_ms is not None
               and getattr(event, "at_ms", None) in (None, self.silence_at_ms)):
-            self.words = str(transcript.text)
+            self.words, self.text_end = str(transcript.text), None  # an estimate was for the older words
             timings = getattr(transcript, "words", ())
             self.last_word_probability = timings[-1].probability if timings else None
 
@@ -228,7 +260,8 @@ def endpoint_silence_ms(base_ms: int, *, eagerness: str | None, evidence: TurnEv
     VAD) the preset's short, middle or long silence; each as the evidence says."""
     silence = base_ms
     if tiers is not None and evidence is not None:
-        silence = tiers.silence_ms(evidence.probability, evidence.words, evidence.last_word_probability)
+        silence = tiers.silence_ms(evidence.probability, evidence.words, evidence.last_word_probability,
+                                   evidence.text_end)
     if eagerness is not None:
         preset = SEMANTIC_PRESETS[eagerness]
         silence = preset.long_ms if evidence is None else evidence.silence_ms(preset)

@@ -71,6 +71,10 @@ class PrefetchReply:
 
     item_id: str
     text: str
+    estimate_end: bool = False
+    """Also have the language model estimate whether ``text`` ends the sentence, with the same prompt, where it can
+    (fed back as :class:`~bargein.session.core.endpointing.TextEndEstimate`): the turn being spoken, on the
+    tiered endpoint that weighs it."""
 
 
 @dataclass(frozen=True)

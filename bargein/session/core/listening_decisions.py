@@ -74,7 +74,10 @@ def on_guess(m: MachineState, event: v.GuessTranscribed) -> None:
     verdict = m.segments.guess(event.item_id, event.transcript, during_reply=m.over_reply)
     # over a paused reply too: a query will cancel it at the cut point the prompt is built with
     if verdict is not None and verdict.decision == "query" and (m.reply is None or m.reply.paused):
-        m.emit(v.PrefetchReply(event.item_id, event.transcript.text.strip()))
+        tiers, turn = settings.endpointing.tiers, m.turn
+        weighs = (tiers is not None and tiers.text_end_below is not None and settings.endpointing.eagerness is None
+                  and turn is not None and turn.item_id == event.item_id)
+        m.emit(v.PrefetchReply(event.item_id, event.transcript.text.strip(), estimate_end=weighs))
 
 
 def ignored_action(paused: bool, resumes: bool, confirm_ignores: bool, *, kept: bool = False) -> str:

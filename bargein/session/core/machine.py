@@ -151,10 +151,10 @@ class DuplexMachine:
             case v.AudioAppended():
                 if self.settings.vad and self.turn is None:
                     self.emit(v.TrimBuffer(event.stream_ms - self.settings.buffer_keep_ms))
-            case v.PartialTranscript() | v.TurnEndScored() | v.GuessTranscribed():
+            case v.PartialTranscript() | v.TurnEndScored() | v.GuessTranscribed() | v.TextEndEstimate():
                 if (turn := self.turn) is not None and turn.item_id == event.item_id:
                     turn.heard.take(event)
-                if not isinstance(event, v.TurnEndScored):  # words: reported, and they may warm the prompt
+                if isinstance(event, v.PartialTranscript | v.GuessTranscribed):  # reported, and may warm the prompt
                     for said in self.partials.heard(event, turn, self.reply, self.settings):
                         self.emit(said)
                 if isinstance(event, v.GuessTranscribed):

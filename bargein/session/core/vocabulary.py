@@ -12,6 +12,7 @@ from typing import Literal
 
 from bargein.protocol.client_events import ResponseParams
 from bargein.protocol.errors import ProtocolError
+from bargein.session.core.endpointing import TextEndEstimate as TextEndEstimate
 from bargein.session.core.endpointing import TurnEndScored as TurnEndScored
 from bargein.session.core.listen_vocabulary import AwaitClassification as AwaitClassification
 from bargein.session.core.listen_vocabulary import DiscardSegment as DiscardSegment
@@ -186,7 +187,8 @@ Event = (VadFrame | OnsetProbe | AudioAppended | ClientCommit | ClientClear | Cl
          | ClientResponseCancel | ReplyAudio | ReplyText | ReplyPlayingOut | ReplyFinished | IdleTimerFired
          | SettingsChanged
          | SegmentClassified | SegmentTranscribed | GuessTranscribed | PartialTranscript | PauseTimerFired
-         | TurnEndScored | ToolWait | PlayOutTimerFired | ReplyInputReady | ReplyTruncated | ClosedReplyPlaying
+         | TurnEndScored | TextEndEstimate | ToolWait | PlayOutTimerFired | ReplyInputReady | ReplyTruncated
+         | ClosedReplyPlaying
          | ClosedReplySent | ClosedReplyCut | ClosedReplyTruncated | ClosedPlaybackTimerFired | SessionClosing)
 
 

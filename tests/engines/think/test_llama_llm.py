@@ -18,6 +18,7 @@ from bargein.engines.think.llama_llm import LanguageModelError, LlamaLanguageMod
 from bargein.engines.think.llama_stats import TurnStats
 from bargein.engines.think.llm_models import LLM_MODELS, SMOLLM2_135M, SingleGguf
 from bargein.engines.think.llm_sampling import Pick, SamplingParams
+from bargein.engines.think.text_end import words_end
 from bargein.engines.think.thread_governor import ThreadGovernor
 from bargein.values import CancelToken, ChatMessage, GenerationOptions
 from bargein.weights import PinnedFile, WeightError
@@ -360,3 +361,18 @@ async def test_a_user_caused_note_that_opens_the_prompt_is_not_taken_for_the_ins
     guess = await asyncio.create_task(as_session(model, "f", secret))  # F guesses E's camera note, word for word
     assert first.prompt_tokens > 40 and guess.reused_tokens < 10, \
         "session F's first-token time would tell it what session E's camera saw"
+
+
+async def test_the_end_of_sentence_estimate_leaves_its_evaluation_to_the_reply(model: LlamaLanguageModel) -> None:
+    assert model.capabilities.text_end
+    asked = [user("Can you remind me to.")]
+    estimate = await model.text_end(asked)
+    assert estimate is not None and 0.0 <= estimate <= 1.0
+    prompt = model._prompt.fit(asked, GenerationOptions())
+    words = words_end(prompt, model._prompt.tokens_of("Can you remind me to"))
+    assert words is not None and words < len(prompt)
+    await collect(model, asked)
+    stats = model.last_stats
+    assert stats is not None and stats.reused_tokens == words, \
+        "the reply evaluated only what follows the estimate's words (the final mark, the template's close)"
+    assert await model.text_end([ChatMessage(role="assistant", content="Hello.")]) is None, "no user words: none"

@@ -134,3 +134,25 @@ async def test_real_llama_worker_killed_mid_reply_then_the_next_turn_is_answered
         assert model.restarts == 1 and model.pid not in (None, doomed)
     finally:
         model.close()
+
+
+async def test_the_estimate_is_declared_by_whoever_chose_the_model(worker_llm: ProcessLanguageModel) -> None:
+    assert not worker_llm.capabilities.text_end and await worker_llm.text_end(ASK) is None, "not declared: not asked"
+    declared = ProcessLanguageModel(WorkerSpec("bargein.engines.fakes:FakeLanguageModel"), name="fake", text_end=True)
+    try:
+        assert declared.capabilities.text_end
+        assert await declared.text_end(ASK) is None, "a worker whose model has none answers nothing"
+        assert "".join(await collect(declared)).startswith("You said: hello."), "and serves replies as before"
+    finally:
+        declared.close()
+
+
+@pytest.mark.slow
+async def test_a_real_llama_worker_reads_the_estimate() -> None:
+    model = ProcessLanguageModel(WorkerSpec("bargein.engines.think.llama_llm:load_llama", {"name": "smollm2-135m"}),
+                                 name="smollm2-135m", text_end=True)
+    try:
+        estimate = await model.text_end([ChatMessage("user", "I need a table for.")])
+        assert estimate is not None and 0.0 <= estimate <= 1.0
+    finally:
+        model.close()

@@ -1,0 +1,78 @@
+"""The session carries the language model's end-of-sentence estimate: asked with the pause's speculative reply, for
+exactly that reply's prompt, and fed back to the machine, which keeps a turn whose words lead on listening."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from bargein.engines.base import Engines, LLMCapabilities
+from bargein.engines.fakes import FakeEndOfTurn, FakeLanguageModel, FakeRecognizer, FakeSynthesizer, FakeVad
+from bargein.engines.health import StageHealth
+from bargein.engines.resilience import ResilientLanguageModel
+from bargein.engines.stage_calls import Deadlines
+from bargein.values import ChatMessage, GenerationOptions
+from tests.support.session_harness import Harness
+from tests.support.tones import quiet, stream, tone
+
+# a 700 ms pause: the plain 500 ms cuts the turn there unless something says the words lead on
+PAUSED = np.concatenate([quiet(0.3), tone(0.8), quiet(0.7), tone(0.8, 220.0), quiet(2.2)])
+
+
+class Estimating(FakeLanguageModel):
+    """A fake model with the end-of-sentence estimate, answering ``probability`` and recording what it was asked."""
+
+    capabilities = LLMCapabilities(tools=True, prefill=True, text_end=True)
+
+    def __init__(self, probability: float | None) -> None:
+        super().__init__(filler="Sure.")
+        self.probability = probability
+        self.asked: list[list[ChatMessage]] = []
+
+    async def text_end(self, messages: Sequence[ChatMessage], options: GenerationOptions | None = None) -> float | None:
+        self.asked.append(list(messages))
+        return self.probability
+
+
+def session(llm: FakeLanguageModel, *, text_end: bool = True) -> Harness:
+    """A default (tiered) session whose recogniser hears "Can you tell me." at every pause and whose Smart Turn is
+    unsure (the plain silence, as far as the sound and the words go)."""
+    engines = Engines(FakeVad(), FakeRecognizer(("Can you tell me.",)), llm, FakeSynthesizer(), FakeEndOfTurn((0.5,)))
+    return Harness(engines, text_end_default=text_end)
+
+
+@pytest.mark.parametrize(("probability", "commits"), [(0.0004, 1), (0.6, 2), (None, 2)])
+async def test_an_estimate_that_the_words_lead_on_keeps_the_turn_listening(probability: float | None,
+                                                                           commits: int) -> None:
+    llm = Estimating(probability)
+    h = session(llm)
+    await stream(h, PAUSED)
+    await h.drain(until="response.done")
+    assert h.types().count("input_audio_buffer.committed") == commits
+    assert llm.asked, "asked at the pause"
+    assert llm.asked[0] in llm.seen, "for exactly the prompt of the speculative reply, whose evaluation it shares"
+    await h.session.close()
+
+
+async def test_a_server_without_the_estimate_never_asks() -> None:
+    llm = Estimating(0.0004)
+    h = session(llm, text_end=False)
+    await stream(h, PAUSED)
+    await h.drain(until="response.done")
+    assert h.types().count("input_audio_buffer.committed") == 2 and not llm.asked
+    await h.session.close()
+
+
+async def test_a_model_without_the_estimate_is_not_asked_and_the_wrapper_passes_it_on() -> None:
+    assert not FakeLanguageModel().capabilities.text_end and await FakeLanguageModel().text_end([]) is None
+    wrapped = ResilientLanguageModel(Estimating(0.3), StageHealth("llm"), Deadlines())
+    assert wrapped.capabilities.text_end and await wrapped.text_end([ChatMessage("user", "hi")]) == 0.3
+
+
+def test_the_serve_command_can_leave_the_estimate_out() -> None:
+    from bargein.cli import _parser
+
+    assert _parser().parse_args(["serve", "--no-text-end"]).text_end_estimate is False
+    assert _parser().parse_args(["serve"]).text_end_estimate is None, "unset: the setting's default (on)"
