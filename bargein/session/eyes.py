@@ -27,6 +27,7 @@ from bargein.see.scene import SceneNote
 from bargein.see.shared import Seeing
 from bargein.see.tokens import ImageCost
 from bargein.see.vision import SentImage, VisionSettings, encode_resized, images_for_turn
+from bargein.session.camera_warms import CameraWarms
 from bargein.session.core import vocabulary as v
 from bargein.session.observers import QuietObserver
 from bargein.session.outbound import Outgoing
@@ -64,7 +65,8 @@ def camera_message(note: SceneNote, age_s: float) -> ChatMessage:
     """The scene note as a system message for just before the user's question: the question leads and stays the
     user's own words; the note is context (the guidance before the history says how to use it, so the model answers
     the question instead of describing the picture), after the history, so the prompt cache keeps everything before
-    it. The turn's prompt is warmed with it while the user speaks, and warmed again when the note changes."""
+    it. The next turn's prompt is warmed with it when a reply completes and at the turn's start, where it changed
+    (:class:`~bargein.session.camera_warms.CameraWarms`), never because a note changed while the user speaks."""
     if note.text:
         writing = f'It shows writing that reads exactly: "{" ".join(note.text)}"'
     else:
@@ -114,16 +116,9 @@ class SessionEyes(QuietObserver):
         self._clock = clock
         self._last_read: Frame | None = None
         self.rewarm: Callable[[str], None] | None = None
-        """Warms the reply's prompt with the user's words so far (the session's executor): called when a turn's
-        speech starts with a note in view (no words yet), and when a new note changes the camera message while the
-        user is still speaking a turn that was warmed."""
-        self._warming: tuple[str, str] | None = None
-        """The turn being spoken whose prompt was warmed (at its start, or by the core), and the words it was
-        warmed with (None: none)."""
-        self._warmed_message = ""
-        """The camera message the turn's prompt was last warmed with."""
-        self._live_replies: set[str] = set()
-        """Replies started and not yet completed or cancelled (at most a few: the core closes each)."""
+        """Warms the reply's prompt with the user's words so far (the session's executor): called with no words
+        when a reply completes and when a turn's speech starts, as :class:`CameraWarms` decides."""
+        self._warms = CameraWarms(self._message_text, self._replies_follow)
         self._message: tuple[SceneNote, bool, ChatMessage] | None = None
         """The camera message last made: its note, whether that note was stale, the message (made once per note)."""
         self._read_at_silence: bool | None = None
@@ -191,20 +186,6 @@ class SessionEyes(QuietObserver):
         self.note, self.note_seen_s, self._note_frame, self._note_arrived_s = note, shown_s, frame, arrived_s
         if self._emit is not None:
             self._emit(Outgoing(event("bargein.see.note", note=note.line(), frame_at_ms=round(note.frame_at_ms))))
-        self._rewarm_if_changed()
-
-    def _rewarm_if_changed(self) -> None:
-        """While the user speaks a turn whose prompt was warmed, a note that changes the camera message warms the
-        prompt again with it (same words), so the model has read the message before the turn's silence and the
-        reply evaluates only the question; the message's guidance stays in the model's cache, only its facts are
-        read again (a note whose message is unchanged, as a near-duplicate scene's, or one after the silence, whose
-        note is pinned, warms nothing)."""
-        message = self.turn_message()
-        if self._warming is None or self.rewarm is None or message is None:
-            return
-        if message.content != self._warmed_message:
-            self._warmed_message = message.content
-            self.rewarm(self._warming[1])
 
     def context(self, messages: list[ChatMessage]) -> list[ChatMessage]:
         """The messages as a reply's model would read them now, without taking the turn's frames: earlier turns'
@@ -328,49 +309,29 @@ class SessionEyes(QuietObserver):
         self._encodings.clear()
         self._noted_turns.clear()
 
-    def _track_warming(self, action: v.Action) -> None:
-        """The core's ``WarmPrompt`` says a reply may follow the turn being spoken (it warmed the prompt with the
-        note then current), as does a turn's start with a note in view (:meth:`_warm_at_speech_start`); from the
-        turn's silence, or its end, a new note warms nothing."""
-        if isinstance(action, v.WarmPrompt):
-            message = self.turn_message()
-            self._warming = (action.item_id, action.text)
-            self._warmed_message = message.content if message is not None else ""
-        elif isinstance(action, v.SilenceBegan | v.SpeechStopped | v.SegmentAbandoned | v.CommitBuffer
-                        | v.SpeechStarted | v.StartReply):
-            self._warming = None
-        if isinstance(action, v.StartReply):
-            self._live_replies.add(action.response_id)
-        elif isinstance(action, v.CompleteReply | v.CancelReply):
-            self._live_replies.discard(action.response_id)
-        elif isinstance(action, v.SpeechStarted):
-            self._warm_next_turn(action.item_id)
-
     def on_reply_closed(self, response_id: str, status: str, sent_ms: float, heard_ms: float, *,
                         output_queued: bool | None = None, playing: bool = False) -> None:
         """A reply completed: the next turn's prompt is known up to the user's words (the history as it now stands,
-        then the camera message), so it is warmed now, while the reply plays and before the user speaks, not only
-        once the next turn's speech starts (:meth:`_warm_next_turn`; item ``""``: no turn yet). New notes before
-        the speech starts warm nothing (with a new scene every frame they would keep the model busy between turns):
-        the speech's start warms the message again, when it changed only its facts."""
-        if status == "completed":
-            self._warm_next_turn("")
-            self._warming = None  # a note before the turn's speech warms nothing: its start warms the message again
+        then the camera message), so it is warmed now, while the reply plays and before the user speaks. New notes
+        after it warm nothing (with a new scene every frame they would keep the model busy): the next turn's speech
+        start warms the message again where it changed (:class:`CameraWarms`)."""
+        if status == "completed" and self._warms.on_reply_completed():
+            self._warm_next_turn()
 
-    def _warm_next_turn(self, item_id: str) -> None:
-        """Warm the next turn's prompt with the camera message and no words yet, so the model has read the message by
-        the turn's silence (the core's own warm waits for a partial of the words, a second or more into the turn,
-        too late for the message's tokens on a busy core): when a reply completes, and again when the turn's speech
-        starts (nearly free when nothing changed since); a new note warms it again until the turn's silence. Not
-        with a live reply (whose end, and so the turn's history, is not known yet, as the core's warm), nor where
-        the turn gets no reply of its own."""
+    def _message_text(self) -> str | None:
         message = self.turn_message()
+        return None if message is None else message.content
+
+    def _replies_follow(self) -> bool:
         detection = self._config().audio.input.turn_detection if self._config is not None else None
-        if (message is None or self.rewarm is None or self._live_replies or detection is None
-                or not detection.create_response):
-            return
-        self._warming, self._warmed_message = (item_id, ""), message.content
-        self.rewarm("")
+        return detection is not None and detection.create_response
+
+    def _warm_next_turn(self) -> None:
+        """Warm the next turn's prompt with the camera message and no words yet, so the model has read the message
+        before the turn's silence (the core's own warm waits for a partial of the words, a second or more into the
+        turn)."""
+        if self.rewarm is not None:
+            self.rewarm("")
 
     def on_action(self, action: v.Action) -> None:
         """A turn's speech opens and closes the clip of frames it keeps; its commit fixes the note's age, which the
@@ -381,7 +342,8 @@ class SessionEyes(QuietObserver):
             self.sampler.speech_stopped()
         elif isinstance(action, v.CommitBuffer):
             self.age_at_commit_s = self.note_age_s()
-        self._track_warming(action)
+        if self._warms.on_action(action):
+            self._warm_next_turn()
         if isinstance(action, v.SilenceBegan):
             self._pinned, self._pinned_s = self._turn_note_now(), self._clock()
         elif isinstance(action, v.SpeechResumed | v.SegmentAbandoned):

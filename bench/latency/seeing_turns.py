@@ -42,6 +42,9 @@ class TurnFigures:
     tts_synth_ms: float | None
     reply_tokens: int | None
     read_at_silence: bool | None
+    guess_ms: float | None = None
+    """When the speculative guess came back, from the speech end (a short-tier endpoint waits for it)."""
+    turn_end_probability: float | None = None
 
     @property
     def clause_words(self) -> int:
@@ -54,7 +57,9 @@ class TurnFigures:
             return "-" if value is None else f"{value:.0f}"
 
         read = {None: "-", True: "yes", False: "no"}[self.read_at_silence]
-        return (f"   turn: server first audio {cell(self.first_audio_ms)}, endpoint {cell(self.endpoint_ms)}, "
+        score = "-" if self.turn_end_probability is None else f"{self.turn_end_probability:.2f}"
+        return (f"   turn: server first audio {cell(self.first_audio_ms)}, endpoint {cell(self.endpoint_ms)} "
+                f"(guess {cell(self.guess_ms)}, score {score}), "
                 f"llm first token {cell(self.llm_first_token_ms)}, "
                 f"first clause {self.clause_words} words / {cell(self.clause_tokens)} tok "
                 f"in {cell(self.first_clause_ms)} ms, "
@@ -153,7 +158,7 @@ def figures(metrics: dict[str, Any], text: str, tokenize: Tokenize | None) -> Tu
                        number("llm_first_token_ms"), clause,
                        (count if count is not None else len(pieces)) if tokenize is not None else None,
                        number("first_clause_ms"), number("tts_synth_ms"), None if tokens is None else int(tokens),
-                       None if read is None else read > 0)
+                       None if read is None else read > 0, number("guess_ms"), number("turn_end_probability"))
 
 
 def model_tokenizer(model: str = "qwen2.5-coder-0.5b") -> Tokenize | None:
@@ -182,6 +187,7 @@ def medians(turns: Sequence[TurnFigures]) -> str:
     reads = [t.read_at_silence for t in turns if t.read_at_silence is not None]
     capped = sum(1 for t in turns if t.reply_tokens is not None and t.reply_tokens >= REPLY_CAP)
     return (f"{len(turns)} | {median([t.first_audio_ms for t in turns])} | {median([t.endpoint_ms for t in turns])} | "
+            f"{median([t.guess_ms for t in turns])} | "
             f"{median([t.llm_first_token_ms for t in turns])} | "
             f"{median([t.clause_tokens for t in turns])} | {median([t.clause_words for t in turns])} | "
             f"{median([t.first_clause_ms for t in turns])} | {median([t.tts_synth_ms for t in turns])} | "
@@ -189,6 +195,6 @@ def medians(turns: Sequence[TurnFigures]) -> str:
             f"{sum(reads)} of {len(reads)}")
 
 
-MEDIANS_HEADER = ("| condition | turns | server first audio | endpoint | llm first token | "
+MEDIANS_HEADER = ("| condition | turns | server first audio | endpoint | guess | llm first token | "
                   "first clause tok | words | first clause ms | tts ms | reply tok | read at silence |\n"
-                  "|---|---|---|---|---|---|---|---|---|---|---|")
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|")

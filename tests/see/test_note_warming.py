@@ -1,5 +1,5 @@
-"""A new scene note while the user is still speaking warms the reply's prompt with it, so the model has read the
-camera message before the turn's silence and the reply evaluates only the question after it."""
+"""The camera message is warmed into the model's prompt cache at a turn's start (where it changed since the last
+warm), never because a new scene note came while the user speaks; the core's own warm reads the newest message."""
 
 from __future__ import annotations
 
@@ -36,7 +36,10 @@ def warm_turn(session: RealtimeSession, text: str) -> None:
     session.executor.run(action)
 
 
-async def test_a_note_changed_mid_turn_warms_the_prompt_the_reply_then_extends() -> None:
+async def test_a_note_changed_mid_turn_warms_nothing_and_the_reply_reads_the_note_pinned_at_the_silence() -> None:
+    """With a new scene in every frame a warm on each new note kept the model busy through the user's speech,
+    beside the recogniser and the end-of-turn model; now a new note mid-turn warms nothing, the core's next warm
+    reads it with the words, and the reply extends that warm with its question."""
     llm = PrefillingModel()
     session = RealtimeSession(Engines(FakeVad(), FakeRecognizer(("hello",)), llm, FakeSynthesizer(),
                                       see=Seeing(VisionSettings("notes"))))
@@ -44,21 +47,21 @@ async def test_a_note_changed_mid_turn_warms_the_prompt_the_reply_then_extends()
     eyes._noted(note("EXIT 12", 0.0), frame, 1.0)
     assert llm.prefilled == []  # no turn is being spoken
     eyes.on_action(v.SpeechStarted("item_1", 0.0))
-    warm_turn(session, "which exit")  # warmed twice: at the speech's start, then with the words
-    assert len(llm.prefilled) == 2 and "EXIT 12" in llm.prefilled[-1][0][-2].content
-    eyes._noted(note("EXIT 12", 500.0), frame, 2.0)  # the same message again (the same scene read): nothing
+    assert len(llm.prefilled) == 1  # the turn's start: the message, no words yet
+    eyes._noted(note("GATE 7", 500.0), frame, 2.0)  # the camera turned to a new sign mid-turn
+    eyes._noted(note("PLATFORM 4", 800.0), frame, 2.5)  # and another
+    assert len(llm.prefilled) == 1
+    warm_turn(session, "which exit")  # the core's warm, a partial later: the newest message and the words
     assert len(llm.prefilled) == 2
-    eyes._noted(note("GATE 7", 1000.0), frame, 3.0)  # the camera turned to a new sign mid-turn
-    assert len(llm.prefilled) == 3
     warmed = llm.prefilled[-1][0]
-    assert warmed[-1] == ChatMessage("user", "which exit")  # the words the core warmed the turn with
+    assert "PLATFORM 4" in warmed[-2].content and warmed[-1] == ChatMessage("user", "which exit")
     eyes.on_action(v.SilenceBegan("item_1", 2000.0))
-    eyes._noted(note("PLATFORM 4", 2500.0), frame, 4.0)  # after the silence the turn's note is pinned
-    assert len(llm.prefilled) == 3
+    eyes._noted(note("GATE 9", 2500.0), frame, 4.0)  # after the silence the turn's note is pinned
+    assert len(llm.prefilled) == 2
     asked = [*session.conversation.chat_messages(session.config.instructions),
              ChatMessage("user", "which exit is it?")]
     answered = eyes.prompt("resp_1", asked)
-    assert "GATE 7" in answered[-2].content
+    assert "PLATFORM 4" in answered[-2].content
     assert answered[:-1] == warmed[:-1]  # the reply only adds its question to what was warmed
     await session.close()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 
-from bargein.values import ChatMessage
+from bargein.values import ChatMessage, opens_with_instructions
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a friendly voice assistant having a spoken conversation: everything you write is read "
@@ -17,9 +17,11 @@ DEFAULT_SYSTEM_PROMPT = (
 
 
 def with_system_prompt(messages: Sequence[ChatMessage], system_prompt: str | None) -> list[ChatMessage]:
-    """``messages`` with ``system_prompt`` in front, unless the caller brought its own system message."""
+    """``messages`` with ``system_prompt`` in front, unless the caller brought instructions of its own (a first
+    system message no user caused): a private system message (a camera's note or its guidance, a client's own
+    system item) is conversation, not instructions, and leaves the spoken style in place."""
     history = list(messages)
-    if system_prompt and not any(message.role == "system" for message in history):
+    if system_prompt and not opens_with_instructions(history):
         history.insert(0, ChatMessage(role="system", content=system_prompt))
     return history
 

@@ -350,16 +350,21 @@ async def test_another_session_reuses_no_system_note_a_user_caused(model: LlamaL
 
 async def test_a_user_caused_note_that_opens_the_prompt_is_not_taken_for_the_instructions(
         model: LlamaLanguageModel) -> None:
-    """With empty instructions the camera's note (or a client's system item) is the prompt's first message: the
-    first system message was counted as the public instructions, so another session could still guess it."""
+    """With empty instructions the camera's note (or a client's system item) is the conversation's first message:
+    the first system message was counted as the public instructions, so another session could still guess it. A
+    private note is not instructions: the engine's spoken-style prompt goes before it, and that is all another
+    session may reuse."""
     note = ChatMessage("system", "The user's camera, as read by a text detector, shows a card: PIN 4921, account "
                                  "number 7781 3345 0912, holder Jane Q. Example, expiry 09/29, code 118.",
                        private=True)
     secret = [note, user("What does the card say?")]
+    alone = [user("What does the card say?")]
 
+    await asyncio.create_task(as_session(model, "g", alone))
+    shared_style = (await asyncio.create_task(as_session(model, "h", alone))).reused_tokens
     first = await asyncio.create_task(as_session(model, "e", secret))
     guess = await asyncio.create_task(as_session(model, "f", secret))  # F guesses E's camera note, word for word
-    assert first.prompt_tokens > 40 and guess.reused_tokens < 10, \
+    assert first.prompt_tokens > 40 + shared_style and guess.reused_tokens <= shared_style, \
         "session F's first-token time would tell it what session E's camera saw"
 
 
