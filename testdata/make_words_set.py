@@ -1,10 +1,11 @@
 """Issue 43's sets: words that take the turn over a reply, and pauses after words that lead on.
 
-    python -m testdata.make_words_set [--split issue43|train|fresh|third] [--part reply|pauses|both] [--out DIR]
+    python -m testdata.make_words_set [--split issue43|train|fresh|third|fourth] [--part reply|pauses|both] [--out DIR]
 
 The texts, voices and seeds of each split are in :mod:`testdata.words_splits`: ``issue43`` (the first held-out set,
-described here), ``train`` (training families, studied), ``fresh`` (the second held-out set) and ``third`` (the
-third); each held-out set reported once.
+described here), ``train`` (training families, studied), ``fresh`` (the second held-out set), ``third`` and
+``fourth`` (the
+third and fourth); each held-out set reported once.
 
 New sentences written for this set only (none is in any set the listening policy or the endpoint tiers were
 fitted or shaped on: ``tests/bench/test_words_set.py`` checks), rendered by voices no fitting used:
@@ -31,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
@@ -106,11 +108,30 @@ THIRD_FAMILIES = (Family("espeak-ng-nyc", "espeak-ng", False, espeak("en-us-nyc"
                   Family("espeak-ng-caribbean", "espeak-ng", False, espeak("en-029", NEW_NG_VARIANTS)),
                   Family("espeak-classic-plain", "espeak-1.48", False, classic_plain))
 """The third held-out set's voices: eSpeak NG in accents no set used, and eSpeak 1.48's plain English voices."""
+NAMED_NG_VARIANTS = ("Andy", "Annie", "Steph", "Michael", "Linda", "Robert")
+"""eSpeak NG's named variants, which no set drew."""
+
+
+def classic_klatt(accent: str) -> Callable[[str, np.random.Generator], Audio]:
+    """Debian's ``espeak`` 1.48 in ``accent`` with its Klatt variants (the fourth held-out set's; no set drew them)."""
+    def say(text: str, rng: np.random.Generator) -> Audio:
+        variant = ("klatt", "klatt2", "klatt3", "klatt4")[int(rng.integers(4))]
+        command = ["espeak", "-v", f"{accent}+{variant}", "-s", str(int(rng.integers(140, 186))),
+                   "-p", str(int(rng.integers(30, 71))), "-w", "{out}", text]
+        return _wav_to_24k(_run(command))
+    return say
+
+
+FOURTH_FAMILIES = (Family("espeak-ng-scotland", "espeak-ng", False, espeak("en-gb-scotland", NAMED_NG_VARIANTS)),
+                   Family("espeak-ng-wmids", "espeak-ng", False, espeak("en-gb-x-gbcwmd", NAMED_NG_VARIANTS)),
+                   Family("espeak-classic-klatt-us", "espeak-1.48", False, classic_klatt("en-us")),
+                   Family("espeak-classic-klatt-rp", "espeak-1.48", False, classic_klatt("en-uk-rp")))
+"""The fourth held-out set's voices: eSpeak NG in accents and named variants no set used, eSpeak 1.48's Klatt ones."""
 
 
 def voice(name: str) -> Family:
     """A family of these sets by name."""
-    ours = {f.name: f for f in (CLASSIC, CLASSIC_NEW, *THIRD_FAMILIES)}
+    ours = {f.name: f for f in (CLASSIC, CLASSIC_NEW, *THIRD_FAMILIES, *FOURTH_FAMILIES)}
     return ours.get(name) or FAMILIES[name]
 
 

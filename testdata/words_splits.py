@@ -14,6 +14,12 @@ rules miss, and held-out splits to report on.
   Debian's eSpeak 1.48 in its plain English voice with variants no set drew. No synthesiser beyond eSpeak, Flite
   and Festival is installed here, and every Flite and Festival voice is already in an earlier split.
 
+* :data:`FOURTH`: a fourth held-out set, its sentences written before the language model's end-of-sentence estimate
+  was wired into the server (2026-12-05, third round) and reported once after it, in voices no earlier split used:
+  eSpeak NG in its Scottish and West Midlands accents (no split's eSpeak NG family spoke them) with named variants no
+  split drew (Andy, Annie, Steph, Michael, Linda, Robert), and Debian's eSpeak 1.48 with its Klatt variants (no split
+  drew them). Still no synthesiser beyond eSpeak, Flite and Festival is installed (no MBROLA voice, no Pico).
+
 A sentence of ``paused`` carries its hesitation as ``|``, right after a word that leads on.
 """
 
@@ -140,5 +146,30 @@ THIRD = WordsSplit(
     talkers=("flite-kal", "espeak-gb"),
 )
 
-SPLITS = {s.name: s for s in (ISSUE_43, TRAIN, FRESH, THIRD)}
+FOURTH = WordsSplit(
+    name="fourth", seed=4340, folder="fourth",
+    over_reply={
+        "followup": ("But what if I'm late?", "Or the cheaper flight?", "And for the kids?", "With extra cheese?",
+                     "So how long then?", "But which station?", "From the north side?", "Then how much?"),
+        "oneword": ("Whenever?", "Often?", "Instead?", "Somewhere?", "Exactly?", "Later?", "Nobody?", "Anytime?"),
+        "correction": ("No, the small one.", "Nope, not today.", "Wrong city.", "That's not my name.",
+                       "No, I said Monday.", "Not the red one.", "No, that's Tuesday.", "Incorrect, try again."),
+        "backchannel": ("Mm-hmm, yeah.", "Okay, I see.", "Right, sure.", "Yeah, got it.", "Uh-huh, okay.",
+                        "Sure, right.", "Oh, okay then.", "Alright, okay."),
+    },
+    paused=(
+        "Could you turn up the | volume in the kitchen?", "I'm planning a trip to | Lisbon next spring.",
+        "Remind me to pick up the | dry cleaning.", "What's the difference between | a hare and a rabbit?",
+        "Please read the last message from | my sister.", "Can you order some | paper towels?",
+        "How many calories are in | a boiled egg?", "Find a bus that goes to | the football stadium.",
+        "I left my umbrella at | the office yesterday.", "Set the thermostat to | twenty one degrees.",
+        "Who wrote the book about | the whale?", "My daughter needs help with | her maths homework.",
+        "Start a playlist for | a long drive.", "Tell me the opening hours of | the post office.",
+        "Is the bakery open until | midnight?", "Call the plumber and | ask about the leak.",
+    ),
+    voices=("espeak-ng-scotland", "espeak-ng-wmids", "espeak-classic-klatt-us", "espeak-classic-klatt-rp"),
+    talkers=("flite-kal", "espeak-gb"),
+)
+
+SPLITS = {s.name: s for s in (ISSUE_43, TRAIN, FRESH, THIRD, FOURTH)}
 """Every set by name."""

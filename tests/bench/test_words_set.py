@@ -15,7 +15,7 @@ from testdata import endpoint_set, make_family_set, make_listening_set
 from testdata.endpoint_clips import HELD_OUT_VOICES
 from testdata.make_family_set import SPLIT_FILE
 from testdata.make_words_set import OVER_REPLY, PAUSED, SEED, VOICES, build_over_reply, build_pauses
-from testdata.words_splits import FRESH, ISSUE_43, SPLITS, THIRD, TRAIN, WordsSplit
+from testdata.words_splits import FOURTH, FRESH, ISSUE_43, SPLITS, THIRD, TRAIN, WordsSplit
 
 
 def _plain(text: str) -> str:
@@ -82,6 +82,18 @@ def test_the_third_set_speaks_in_voices_no_earlier_split_used() -> None:
     assert set(THIRD.talkers) <= set(table["background_talkers"]["held_out"])
 
 
+def test_the_fourth_set_speaks_in_voices_and_variants_no_earlier_split_used() -> None:
+    from testdata.make_words_set import NAMED_NG_VARIANTS, NEW_NG_VARIANTS, voice
+    from testdata.voices import FAMILIES
+
+    table = json.loads(SPLIT_FILE.read_text())
+    earlier = {v for split in (ISSUE_43, TRAIN, FRESH, THIRD) for v in split.voices}
+    assert not set(FOURTH.voices) & (earlier | set(table["train"]) | set(table["held_out"]))
+    assert all(voice(name).name == name for name in FOURTH.voices)
+    assert not set(NAMED_NG_VARIANTS) & set(NEW_NG_VARIANTS), "the third set's eSpeak NG variants are not drawn again"
+    assert set(FOURTH.talkers) <= set(table["background_talkers"]["held_out"]) and "espeak-us" in FAMILIES
+
+
 def _digest(folder: Path) -> str:
     hashes = hashlib.sha256()
     for path in sorted(folder.glob("*.wav")):
@@ -107,5 +119,14 @@ def test_the_third_set_is_deterministic_from_its_seed(tmp_path: Path) -> None:
     voices = ("espeak-ng-caribbean", "espeak-classic-plain")
     for run in ("a", "b"):
         build_pauses(tmp_path / run, split=THIRD, voices=voices, limit=1)
+    assert _digest(tmp_path / "a") == _digest(tmp_path / "b")
+    assert len(list((tmp_path / "a").glob("*.wav"))) == 4, "both voices say the sentence whole and paused"
+
+
+@pytest.mark.skipif(not (shutil.which("espeak-ng") and shutil.which("espeak")), reason="eSpeak makes the voices")
+def test_the_fourth_set_is_deterministic_from_its_seed(tmp_path: Path) -> None:
+    voices = ("espeak-ng-scotland", "espeak-classic-klatt-rp")
+    for run in ("a", "b"):
+        build_pauses(tmp_path / run, split=FOURTH, voices=voices, limit=1)
     assert _digest(tmp_path / "a") == _digest(tmp_path / "b")
     assert len(list((tmp_path / "a").glob("*.wav"))) == 4, "both voices say the sentence whole and paused"
