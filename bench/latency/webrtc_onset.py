@@ -13,8 +13,8 @@ shift nothing, ``bargein/audio/resample.py``). :func:`stop_terms` splits each cu
 
 - **receive**: the onset's packet leaving the client to its arrival in the server's receive buffer;
 - **speech**: the onset to the end of the first Silero frame at or over the threshold (its ``audio_start_ms``), in
-  ms of audio, and how many frames after the onset's own frame that was (``frames``); with the half-hop onset
-  stream, that frame may be one of its frames, whose ``audio_start_ms`` lies half a frame off the main grid;
+  ms of audio, and how many frames after the onset's own frame that was (``frames``): the main grid's, with or
+  without the half-hop onset stream (whose frames only hold the reply's audio, :mod:`bargein.session.core.onset_hold`);
 - **assembly**: that frame's end (the onset's send time plus ``speech``) to the frame reaching Silero: the packet
   that completes it (the benchmark's microphone sends a packet as its 20 ms begins, so this can be negative), the
   listen path's resamplers (a frame whose last sample falls in a packet's last few milliseconds waits for the next
@@ -24,7 +24,9 @@ shift nothing, ``bargein/audio/resample.py``). :func:`stop_terms` splits each cu
 - **cut**: that to the reply track's clear (the writer carries out ``bargein.reply.paused`` next);
 - **send**: the clear to the first packet after it leaving;
 - **tail**: that packet's leaving to the last voiced reply packet's arrival at the client (negative when the
-  onset fell in a gap between the reply's words).
+  onset fell in a gap between the reply's words, or when a half-hop probe's hold stopped the reply first);
+- **held**: how long before the clear a half-hop probe's hold (``ReplyAudioTrack.hold``) stopped the reply's packets
+  (0 without one); the holds released (no barge-in followed: a hiccup in the reply) are counted over the run.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ FRAME_SAMPLES = 512
 LISTEN_RATE = 16_000
 RTP_PER_LISTEN_SAMPLE = 3
 THRESHOLD = 0.5
+HOLD_WINDOW_S = 0.2
+"""A hold this long before a cut's clear is that cut's (the core's window is 48 ms of stream time)."""
 
 
 class _Trace:
@@ -110,6 +114,16 @@ def _install(trace: _Trace, engines: Engines) -> None:
         self._trace_cut = had
         return clear(self)
 
+    hold, release = ReplyAudioTrack.hold, ReplyAudioTrack.release
+
+    def traced_hold(self: Any, response_id: str) -> None:
+        trace.note({"k": "hold", "t": time.monotonic()}, flush=True)
+        hold(self, response_id)
+
+    def traced_release(self: Any, response_id: str) -> None:
+        trace.note({"k": "release", "t": time.monotonic()}, flush=True)
+        release(self, response_id)
+
     recv = ReplyAudioTrack.recv
 
     async def traced_recv(self: Any) -> Any:
@@ -124,6 +138,8 @@ def _install(trace: _Trace, engines: Engines) -> None:
     WebRtcConnection._forward = traced_forward  # type: ignore[method-assign]
     ReplyAudioTrack.clear = traced_clear  # type: ignore[method-assign]
     ReplyAudioTrack.recv = traced_recv  # type: ignore[method-assign]
+    ReplyAudioTrack.hold = traced_hold  # type: ignore[method-assign]
+    ReplyAudioTrack.release = traced_release  # type: ignore[method-assign]
 
 
 @dataclass
@@ -140,12 +156,13 @@ class StopTerms:
     send: float
     tail: float
     stop: float
+    held: float = 0.0
 
     def line(self) -> str:
         """One printed line."""
         return (f"receive {self.receive:5.1f}  speech {self.speech:5.1f} ({self.frames} frame(s) after the onset's)  "
                 f"assembly {self.assembly:5.1f}  vad {self.vad:4.1f}  core {self.core:4.1f}  cut {self.cut:4.1f}  "
-                f"send {self.send:4.1f}  tail {self.tail:6.1f}  = stop {self.stop:6.1f}")
+                f"send {self.send:4.1f}  tail {self.tail:6.1f}  = stop {self.stop:6.1f}  held {self.held:4.1f}")
 
 
 def read_trace(path: Path) -> list[dict[str, Any]]:
@@ -174,15 +191,15 @@ def stop_terms(records: list[dict[str, Any]], onset_at: float, onset_pts: int,
     if arrival is None or started is None or started["ms"] is None:
         return None
     onset_at_sample = round(started["ms"] * LISTEN_RATE / 1000)
-    half_hop = onset_at_sample % FRAME_SAMPLES == FRAME_SAMPLES // 2  # a half-hop stream's frame began the turn
-    voiced_index = onset_at_sample // FRAME_SAMPLES
-    frames = [r for r in records if r["k"] == "vad" and abs(r["t1"] - started["t"]) < 1.0 and (
-        r["t1"] <= started["t"] if half_hop else r["i"] == voiced_index)]  # the probe stream counts from its start
+    voiced_index = onset_at_sample // FRAME_SAMPLES  # the main grid's (a half-hop probe begins no turn)
+    frames = [r for r in records if r["k"] == "vad" and abs(r["t1"] - started["t"]) < 1.0
+              and r["i"] == voiced_index]
     clears = [r for r in records if r["k"] == "clear" and r["t"] >= started["t"] - 0.05]
     after = [r for r in records if r["k"] == "after_cut" and clears and r["t"] >= clears[0]["t"]]
     if not frames or not clears or not after:
         return None
-    frame = min(frames, key=lambda r: abs(r["t1"] - started["t"]))  # a half-hop onset: the last result before it
+    frame = min(frames, key=lambda r: abs(r["t1"] - started["t"]))
+    holds = [r["t"] for r in records if r["k"] == "hold" and 0.0 <= clears[0]["t"] - r["t"] < HOLD_WINDOW_S]
     onset_sample = onset_pts / RTP_PER_LISTEN_SAMPLE
     end_sample = onset_at_sample + FRAME_SAMPLES
     speech_ms = 1000.0 * (end_sample - onset_sample) / LISTEN_RATE
@@ -194,20 +211,22 @@ def stop_terms(records: list[dict[str, Any]], onset_at: float, onset_pts: int,
         assembly=ms * (frame["t0"] - frame_end_at), vad=ms * (frame["t1"] - frame["t0"]),
         core=ms * (started["t"] - frame["t1"]), cut=ms * (clears[0]["t"] - started["t"]),
         send=ms * (after[0]["t"] - clears[0]["t"]), tail=ms * (last_packet_at - after[0]["t"]),
-        stop=ms * (last_packet_at - onset_at))
+        stop=ms * (last_packet_at - onset_at), held=ms * (clears[0]["t"] - holds[-1]) if holds else 0.0)
 
 
 def report(trace_path: Path, cuts: list[tuple[float, int, float]]) -> list[StopTerms]:
     """Print each cut's terms and their medians (and maxima); the terms."""
     records = read_trace(trace_path) if trace_path.is_file() else []
     terms = [t for cut in cuts if (t := stop_terms(records, *cut)) is not None]
-    print(f"   where the stop went, per cut ({len(terms)} of {len(cuts)} cuts traced; ms):")
+    released = sum(1 for r in records if r["k"] == "release")
+    print(f"   where the stop went, per cut ({len(terms)} of {len(cuts)} cuts traced; ms; half-hop holds "
+          f"{sum(1 for r in records if r['k'] == 'hold')}, released {released}):")
     for each in terms:
         print(f"    {each.line()}")
     if terms:
         import statistics
 
-        names = ("receive", "speech", "assembly", "vad", "core", "cut", "send", "tail", "stop")
+        names = ("receive", "speech", "assembly", "vad", "core", "cut", "send", "tail", "stop", "held")
         print("    median: " + "  ".join(f"{n} {statistics.median(getattr(t, n) for t in terms):.1f}" for n in names))
         print("    max:    " + "  ".join(f"{n} {max(getattr(t, n) for t in terms):.1f}" for n in names))
     return terms
