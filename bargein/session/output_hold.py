@@ -15,6 +15,11 @@ class OutputHold:
     """Carries out holds and releases of a reply's outbound audio; this base keeps sending (its transport's client
     plays from its own buffer) and only counts them."""
 
+    stops_audio = False
+    """A hold stops what the listener hears sooner on this transport: only then does the session run the half-hop
+    VAD stream whose probes take holds (elsewhere it would cost Silero's CPU for nothing, the turn's decisions being
+    the main grid's either way)."""
+
     def __init__(self) -> None:
         self.held = 0
         """Holds taken (each a half-hop probe over a playing reply)."""

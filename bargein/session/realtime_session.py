@@ -237,7 +237,8 @@ class RealtimeSession:
     async def _hear(self, audio: Float32Audio) -> None:
         """Buffer 16 kHz audio and feed its VAD frames; if the VAD fails, it stays buffered and turns go manual."""
         try:
-            frames = await self.audio_in.hear(audio, onset_probe=self.machine.wants_onset_probe)
+            frames = await self.audio_in.hear(audio, onset_probe=self.machine.wants_onset_probe
+                                              and self.executor.output_hold.stops_audio)  # where a hold is heard
         except Exception as error:  # only the VAD raises in there, after the audio is buffered
             self._lose_vad(error)
             return

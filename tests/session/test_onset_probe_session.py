@@ -13,6 +13,7 @@ from bargein.engines.base import Engines
 from bargein.engines.fakes import FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.session.core import vocabulary as v
 from bargein.session.observers import QuietObserver
+from bargein.session.output_hold import OutputHold
 from tests.support.session_harness import TONE_S, CountingLanguageModel, Harness, pcm_appends
 
 MAIN_FRAME_MS = 32
@@ -28,12 +29,28 @@ class _Decided(QuietObserver):
         self.kinds.append(type(action))
 
 
-@pytest.mark.parametrize("half_hop", [True, False])
+class _StoppingHold(OutputHold):
+    """A transport whose holds stop the audio heard (as WebRTC's reply track), recording them."""
+
+    stops_audio = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stopped: list[str] = []
+
+    def stop(self, response_id: str) -> None:
+        self.stopped.append(response_id)
+
+
+@pytest.mark.parametrize(("half_hop", "stops_audio"), [(True, True), (False, True), (True, False)])
 async def test_over_a_reply_a_half_hop_frame_holds_the_reply_before_the_main_grid_begins_the_turn(
-        half_hop: bool) -> None:
+        half_hop: bool, stops_audio: bool) -> None:
+    """Where the transport's hold stops what is heard; elsewhere (the WebSocket) the half-hop stream does not run."""
     h = Harness(Engines(FakeVad(), FakeRecognizer(("stop",)), CountingLanguageModel(), FakeSynthesizer()))
     decided = _Decided()
     h.session.observers.append(decided)
+    hold = h.session.executor.output_hold = _StoppingHold() if stops_audio else OutputHold()
+    probing = half_hop and stops_audio
     settings = h.session.machine.settings
     h.session.feed(v.SettingsChanged(replace(settings, interruption=replace(settings.interruption,
                                                                             half_hop_onset=half_hop))))
@@ -51,6 +68,7 @@ async def test_over_a_reply_a_half_hop_frame_holds_the_reply_before_the_main_gri
     assert onset_ms % MAIN_FRAME_MS == 0, onset_ms  # the main grid's onset either way
     await h.drain(until="bargein.reply.paused")
     holds = [kind for kind in decided.kinds if kind in (v.HoldReplyOutput, v.ReleaseReplyOutput, v.SpeechStarted)]
-    assert holds == ([v.HoldReplyOutput, v.SpeechStarted] if half_hop else [v.SpeechStarted])
-    assert (h.session.executor.output_hold.held, h.session.executor.output_hold.released) == (int(half_hop), 0)
+    assert holds == ([v.HoldReplyOutput, v.SpeechStarted] if probing else [v.SpeechStarted])
+    assert (hold.held, hold.released) == (int(probing), 0)
+    assert not isinstance(hold, _StoppingHold) or len(hold.stopped) == int(probing)
     await h.session.close()

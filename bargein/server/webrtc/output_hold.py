@@ -11,6 +11,8 @@ class TrackHold(OutputHold):
     """Holds carried out on the call's reply track. A confirmed hold needs nothing here: the pause that confirms it
     cuts the track (``bargein.reply.paused``), and what the caller heard is what went on the wire before the hold."""
 
+    stops_audio = True
+
     def __init__(self, track: ReplyAudioTrack) -> None:
         super().__init__()
         self.track = track
