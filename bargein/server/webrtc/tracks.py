@@ -148,8 +148,10 @@ class ReplyAudioTrack(MediaStreamTrack):
         self._held = response_id
         self._held_at = asyncio.get_running_loop().time()
         last = self.on_wire
+        if last is None or last.response_id != response_id:
+            return  # none of it on the wire yet (another reply's tail plays on): its first packet waits
         tail = self._last_frame[-int(REPLAYED_S * SEND_RATE):]
-        if last is not None and last.response_id == response_id and len(tail):
+        if len(tail):
             self._queue.appendleft(_Chunk(response_id, last.item_id, last.item_ms - 1000.0 * len(tail) / SEND_RATE,
                                           tail.copy(), replayed=True))
             self.queued_samples += len(tail)

@@ -161,3 +161,18 @@ async def test_a_cut_after_a_hold_reports_where_the_hold_stopped_and_ends_it() -
     track.play("resp_2", "item_2", 0.0, _tone())  # the next reply is not held
     await track.recv()
     assert track.on_wire is not None and (track.on_wire.response_id, track.on_wire.item_ms) == ("resp_2", 20.0)
+
+
+async def test_a_hold_of_a_reply_not_yet_on_the_wire_lets_the_tail_of_another_play_on(slow_ticks: float) -> None:
+    track = ReplyAudioTrack(lambda _response: None, lambda _response: None)
+    track.play("resp_1", "item_1", 0.0, _tone())
+    await track.recv()
+    waiting = asyncio.ensure_future(track.recv())
+    await asyncio.sleep(0.1)
+    track.hold("resp_2")  # a new reply, none of its audio sent yet
+    track.play("resp_2", "item_2", 0.0, _tone())
+    await asyncio.sleep(0.2)
+    assert not waiting.done(), "nothing of the held reply was playing: no early packet, no reset"
+    await asyncio.wait_for(waiting, 2 * slow_ticks)
+    assert track.on_wire is not None and track.on_wire.response_id == "resp_1"
+    track.release("resp_2")
