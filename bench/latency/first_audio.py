@@ -16,6 +16,7 @@ time.
 Options: ``--barge-every K`` (interrupt every K-th reply with the next clip, default 2, 0 = never),
 ``--silence-ms`` (sets ``turn_detection.silence_duration_ms``), ``--max-reply-s`` (longest a reply is let play
 before the next clip), ``--plot PATH``, ``--semantic`` (every session on ``semantic_vad``), ``--no-builtin-tools``,
+``--no-text-end`` (the server's tiered endpoint without the language model's end-of-sentence estimate),
 ``--clips questions``, ``--languages en zh ...`` (sessions alternating by language; needs ``--mandarin``).
 Printed per turn and as p50/p95/p99/max:
 
@@ -221,6 +222,8 @@ def main() -> None:
     parser.add_argument("--plot", help="draw a PNG here")
     parser.add_argument("--no-builtin-tools", action="store_true",
                         help="start the server without its built-in tools (the small LLM calls them on non-questions)")
+    parser.add_argument("--no-text-end", action="store_true",
+                        help="start the server without the LLM's end-of-sentence estimate in the tiered endpoint")
     parser.add_argument("--clips", default="librivox", choices=["librivox", "questions"],
                         help="English turns (Mandarin has its own): LibriVox narration cut mid-sentence (the "
                              "default), or finished questions and sentences in voices the endpoint was not fitted on")
@@ -229,6 +232,7 @@ def main() -> None:
     args = parser.parse_args()
     extra = ["--mandarin"] if "zh" in args.languages else []
     extra += ["--no-builtin-tools"] if args.no_builtin_tools else []
+    extra += ["--no-text-end"] if args.no_text_end else []
     runs = []
     with server_or_url(args.engines, args.url, extra_args=extra) as (host_port, _pid):
         for language in args.languages:
