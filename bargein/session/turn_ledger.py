@@ -73,6 +73,10 @@ class TurnLedger:
     """When the plain speculative recognition made at that silence came back (wall clock), if before the commit."""
     turn_end_probability: float | None = None
     """The end-of-turn model's score of that silence, if it came before the commit."""
+    text_end_wall_s: float | None = None
+    """When the language model's end-of-sentence estimate for that guess came back (wall clock), before the commit."""
+    text_end_probability: float | None = None
+    """That estimate (the tiers' plain silence becomes the long one under their ``text_end_below``)."""
     cost: TurnCost = field(default_factory=TurnCost)
     """The CPU its engine calls were charged."""
 
@@ -81,6 +85,7 @@ class TurnLedger:
         said of an earlier silence no longer counts."""
         if "commit" not in self.marks:
             self.silence_at_ms, self.guess_wall_s, self.turn_end_probability = at_ms, None, None
+            self.text_end_wall_s, self.text_end_probability = None, None
 
     def mark(self, stage: str, *, stream_ms: float | None = None, wall_s: float | None = None) -> None:
         """Record a stage once; later marks of the same stage are ignored."""
@@ -133,6 +138,11 @@ class TurnLedger:
                                if self.guess_wall_s is not None and "speech_end" in self.marks else None),
             "turn_end_probability": (round(self.turn_end_probability, 3)
                                      if self.turn_end_probability is not None else None),
+            # and the language model's end-of-sentence estimate for that guess: when it came back, and what it said
+            "text_end_ms": _round(1000.0 * (self.text_end_wall_s - self.marks["speech_end"].wall_s)
+                                  if self.text_end_wall_s is not None and "speech_end" in self.marks else None),
+            "text_end_probability": (round(self.text_end_probability, 4)
+                                     if self.text_end_probability is not None else None),
             **{key: round(value, 3) for key, value in self.counters.items()},
             **{f"cpu_{stage}_s": round(value, 4) for stage, value in self.cost.cpu_s.items()},
             # False: the client still played the reply, and a follow-up tells what it heard once it is known
@@ -214,6 +224,9 @@ class TurnLedgers:
                 ledger.turn_end_probability = event.probability
             elif event.transcript is not None and ledger.guess_wall_s is None:  # the plain guess, not the primed
                 ledger.guess_wall_s = ledger.clock()
+        elif isinstance(event, v.TextEndEstimate) and (ledger := self.ledgers.get(event.item_id)) is not None \
+                and "commit" not in ledger.marks and ledger.guess_wall_s is not None:  # for this silence's guess
+            ledger.text_end_wall_s, ledger.text_end_probability = ledger.clock(), event.probability
 
     def on_action(self, action: v.Action) -> None:
         """Stages the machine's decisions mark."""

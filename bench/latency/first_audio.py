@@ -157,12 +157,15 @@ def _ledger_per_turn(events: list[dict[str, Any]]) -> None:
              "first_audio_ms": "first"}
     print("server ledger per turn (ms; endpoint, guess back after the speech end, asr final, llm first token, first "
           "clause, tts first audio after it, first delta sent, first audio; end-of-turn score):")
-    print("           " + " ".join(f"{names[key]:>8s}" for key in PER_TURN_STAGES) + "   p(end)")
+    print("  and the language model's end-of-sentence estimate: when it came back after the speech end, its value")
+    print("           " + " ".join(f"{names[key]:>8s}" for key in PER_TURN_STAGES) + "   p(end)  text end")
     for index, metrics in enumerate(events):
         cells = ["-" if (value := metrics.get(key)) is None else f"{value:.0f}" for key in PER_TURN_STAGES]
-        score = metrics.get("turn_end_probability")
+        score, text_ms, text_end = (metrics.get(key) for key in ("turn_end_probability", "text_end_ms",
+                                                                  "text_end_probability"))
         print(f"  turn {index:2d}: " + " ".join(f"{cell:>8s}" for cell in cells)
-              + ("        -" if score is None else f"   {score:6.3f}"))
+              + ("        -" if score is None else f"   {score:6.3f}")
+              + ("" if text_end is None else f"  {text_ms:.0f} ms {text_end:.4f}"))
 
 
 def _ledger_medians(events: list[dict[str, Any]]) -> dict[str, float]:

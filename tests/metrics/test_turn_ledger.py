@@ -293,12 +293,16 @@ def test_the_guess_and_the_score_reported_are_those_of_the_silence_the_turn_ende
     now[0] = 10.25
     ledgers.on_event(v.GuessTranscribed("item_1", Transcript("I want to book a table."), at_ms=1500.0))
     ledgers.on_event(v.TurnEndScored("item_1", 1500.0, 0.95))
+    now[0] = 10.375
+    ledgers.on_event(v.TextEndEstimate("item_1", "I want to book a table.", 0.3))
     ledgers.on_action(v.CommitBuffer("item_1", 0.0, 1500.0))
     now[0] = 10.6
     ledgers.on_event(v.TurnEndScored("item_1", 1500.0, 0.1))  # after the commit: the endpoint did not hear it
+    ledgers.on_event(v.TextEndEstimate("item_1", "I want to book a table.", 0.01))  # nor this
     summary = ledger.summary()
     assert summary["guess_ms"] == 250.0
     assert summary["turn_end_probability"] == 0.95
+    assert summary["text_end_ms"] == 375.0 and summary["text_end_probability"] == 0.3
 
 
 def test_a_turn_committed_while_the_user_speaks_reports_no_guess_or_score() -> None:
@@ -316,3 +320,4 @@ def test_a_turn_committed_while_the_user_speaks_reports_no_guess_or_score() -> N
     assert ledger is not None
     summary = ledger.summary()
     assert summary["guess_ms"] is None and summary["turn_end_probability"] is None
+    assert summary["text_end_ms"] is None and summary["text_end_probability"] is None
