@@ -60,6 +60,8 @@ def test_the_evidence_keeps_an_estimate_only_for_its_own_words() -> None:
     assert evidence.text_end is None, "an estimate for other words"
     evidence.take(dx.TextEndEstimate("item", "Can you tell me?", LEADS_ON))
     assert evidence.text_end == LEADS_ON
+    evidence.take(dx.GuessTranscribed("item", Transcript(" Can you tell me? "), primed=Transcript("Can you")))
+    assert evidence.text_end == LEADS_ON, "the same words again (with the loud stretch's, over a reply): it holds"
     evidence.take(dx.GuessTranscribed("item", Transcript("Can you tell me the weather?")))
     assert evidence.text_end is None, "newer words: the estimate was for the older ones"
     evidence.take(dx.TextEndEstimate("item", "Can you tell me the weather?", ENDS))

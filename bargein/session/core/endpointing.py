@@ -234,8 +234,9 @@ class TurnEvidence:
         self.text_end = None
 
     def take(self, event: Any) -> None:
-        """Record a score (for this silence only) or the words of the guess made at this silence; a
-        partial transcript (no ``transcript`` field) is ignored, as it may predate the silence."""
+        """Record a score (for this silence only), the words of the guess made at this silence, or the language
+        model's estimate for exactly those words; a partial transcript (no ``transcript`` field) is ignored, as it
+        may predate the silence."""
         if isinstance(event, TurnEndScored):
             if event.at_ms == self.silence_at_ms:
                 self.probability = event.probability
@@ -244,7 +245,8 @@ class TurnEvidence:
                 self.text_end = event.probability
         elif ((transcript := getattr(event, "transcript", None)) is not None and self.silence_at_ms is not None
               and getattr(event, "at_ms", None) in (None, self.silence_at_ms)):
-            self.words, self.text_end = str(transcript.text), None  # an estimate was for the older words
+            if str(transcript.text) != self.words:  # an estimate was for the older words
+                self.words, self.text_end = str(transcript.text), None
             timings = getattr(transcript, "words", ())
             self.last_word_probability = timings[-1].probability if timings else None
 
