@@ -115,7 +115,7 @@ class RealtimeSession:
             emit=emit, config=lambda: self.config, conversation=self.conversation, buffer=self.audio_in.buffer,
             tracker=tracker, speculator=speculator, transcriber=self.transcriber, replies=self.replies,
             timers=self.timers, playing_to_end=self.machine.closed_playback.playing_to_end)
-        self.eyes.rewarm = self.executor.warm_ahead  # a new camera note mid-turn is evaluated before the silence
+        self.eyes.rewarm = self.executor.warm_ahead  # the camera message, read before the next turn's words
 
     @property
     def stream_ms(self) -> float:
