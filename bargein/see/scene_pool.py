@@ -64,8 +64,8 @@ class _Waiting:
     bill: Bill | None = field(default_factory=bill_now)
     """The session's bill, taken in its context: the read's CPU is charged to the ``see`` stage on it."""
     context: contextvars.Context = field(default_factory=contextvars.copy_context)
-    """The session's context, where ``noted`` runs: what it asks of the engines (a new note warms the turn's
-    prompt) is the session's own, in its fair share and its KV cache, not an ownerless stranger's."""
+    """The session's context, where ``noted`` runs: whatever it asks of the engines is the session's own, in its
+    fair share and its KV cache, not an ownerless stranger's."""
 
 
 class ScenePool:
