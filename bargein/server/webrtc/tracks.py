@@ -150,7 +150,10 @@ class ReplyAudioTrack(MediaStreamTrack):
         last = self.on_wire
         if last is None or last.response_id != response_id:
             return  # none of it on the wire yet (another reply's tail plays on): its first packet waits
-        tail = self._last_frame[-int(REPLAYED_S * SEND_RATE):]
+        # the look-ahead is the frame's last 7.5 ms: where the reply ran short, silence filled part of it, and the
+        # reply's samples before that silence were coded and heard already (put back, they would play twice)
+        uncoded = int(REPLAYED_S * SEND_RATE) - (FRAME_SAMPLES - len(self._last_frame))
+        tail = self._last_frame[len(self._last_frame) - uncoded:] if uncoded > 0 else self._last_frame[:0]
         if len(tail):
             self._queue.appendleft(_Chunk(response_id, last.item_id, last.item_ms - 1000.0 * len(tail) / SEND_RATE,
                                           tail.copy(), replayed=True))
