@@ -309,6 +309,8 @@ class Speculator:
             else:
                 self.counts.llm_discarded += 1
                 guess.reply.discard()
+                if guess.estimate is not None:
+                    guess.estimate.cancel()
         return chosen
 
     def close(self) -> None:

@@ -3,6 +3,7 @@ exactly that reply's prompt, and fed back to the machine, which keeps a turn who
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 import numpy as np
@@ -13,6 +14,7 @@ from bargein.engines.fakes import FakeEndOfTurn, FakeLanguageModel, FakeRecogniz
 from bargein.engines.health import StageHealth
 from bargein.engines.resilience import ResilientLanguageModel
 from bargein.engines.stage_calls import Deadlines
+from bargein.session.speculation import Speculator
 from bargein.values import ChatMessage, GenerationOptions
 from tests.support.session_harness import Harness
 from tests.support.tones import quiet, stream, tone
@@ -76,3 +78,38 @@ def test_the_serve_command_can_leave_the_estimate_out() -> None:
 
     assert _parser().parse_args(["serve", "--no-text-end"]).text_end_estimate is False
     assert _parser().parse_args(["serve"]).text_end_estimate is None, "unset: the setting's default (on)"
+
+
+class Pending(Estimating):
+    """An estimate that does not come back until told (a model busy with other work)."""
+
+    def __init__(self) -> None:
+        super().__init__(0.3)
+        self.answer = asyncio.Event()
+
+    async def text_end(self, messages: Sequence[ChatMessage], options: GenerationOptions | None = None) -> float | None:
+        await self.answer.wait()
+        return self.probability
+
+
+async def test_a_guess_discarded_when_the_reply_starts_takes_its_estimate_with_it() -> None:
+    """A reply for other messages discards the guess's prefetched reply, and its estimate with it (an urgent job of
+    the model's, for a prompt nobody will read); the adopted guess's estimate runs on (the reply reuses its work)."""
+    speculator = Speculator(FakeRecognizer(("hello",)), Pending())
+    audio = (0.2 * np.sin(np.arange(16_000) / 3)).astype(np.float32)
+    messages = [ChatMessage("user", "hello")]
+    estimates = []
+    for item_id in ("item_1", "item_2"):
+        recognition = speculator.recognise(item_id, audio)
+        assert recognition is not None
+        await recognition
+        estimate = speculator.prefetch(item_id, messages if item_id == "item_2" else [ChatMessage("user", "hi")],
+                                       GenerationOptions(), estimate_end=True)
+        assert estimate is not None
+        estimates.append(estimate)
+    assert speculator.take_reply(messages, GenerationOptions()) is not None
+    await asyncio.sleep(0)
+    assert estimates[0].cancelled(), "the discarded guess's estimate"
+    assert not estimates[1].done(), "the adopted one's runs on"
+    speculator.close()
+    estimates[1].cancel()
