@@ -77,7 +77,6 @@ def _install(trace: _Trace, engines: Engines) -> None:
     from bargein.engines.listen.silero_vad import SileroStream
     from bargein.server.webrtc.connection import WebRtcConnection
     from bargein.server.webrtc.receive import ReceiveBuffer
-    from bargein.server.webrtc.tracks import ReplyAudioTrack
 
     add = ReceiveBuffer.add
 
@@ -106,6 +105,16 @@ def _install(trace: _Trace, engines: Engines) -> None:
             trace.note({"k": kind, "t": time.monotonic(), "ms": item.event.get("audio_start_ms")}, flush=True)
         await forward(self, item)
 
+    ReceiveBuffer.add = traced_add  # type: ignore[method-assign]
+    SileroStream.probability = traced_probability  # type: ignore[method-assign]
+    WebRtcConnection._forward = traced_forward  # type: ignore[method-assign]
+    _install_track(trace)
+
+
+def _install_track(trace: _Trace) -> None:
+    """Trace the reply track's clears, holds, releases and the first packet after a clear."""
+    from bargein.server.webrtc.tracks import ReplyAudioTrack
+
     clear = ReplyAudioTrack.clear
 
     def traced_clear(self: Any) -> Any:
@@ -133,9 +142,6 @@ def _install(trace: _Trace, engines: Engines) -> None:
             trace.note({"k": "after_cut", "t": time.monotonic()}, flush=True)
         return packet
 
-    ReceiveBuffer.add = traced_add  # type: ignore[method-assign]
-    SileroStream.probability = traced_probability  # type: ignore[method-assign]
-    WebRtcConnection._forward = traced_forward  # type: ignore[method-assign]
     ReplyAudioTrack.clear = traced_clear  # type: ignore[method-assign]
     ReplyAudioTrack.recv = traced_recv  # type: ignore[method-assign]
     ReplyAudioTrack.hold = traced_hold  # type: ignore[method-assign]
