@@ -151,6 +151,9 @@ class ServerMetrics:
         self.tokens = Counter("bargein_llm_tokens", "Tokens generated", registry=self.registry)
         self.image_tokens = Counter("bargein_image_tokens", "Image tokens sent to vision models (by the token math)",
                                     registry=self.registry)
+        self.onset_holds = Counter("bargein_onset_holds", "Replies' audio held by a half-hop onset (WebRTC), by "
+                                   "whether a barge-in confirmed the hold or it was released (a hiccup)", ["outcome"],
+                                   registry=self.registry)
         self.audio_seconds = Counter("bargein_audio_seconds", "Agent audio sent and heard", ["kind"],
                                      registry=self.registry)
         self.sessions = Gauge("bargein_sessions", "Live sessions", registry=self.registry)
@@ -255,6 +258,9 @@ class ServerMetrics:
         self._prompt_counts[0] += cached
         self._prompt_counts[1] += max(0.0, prompt - cached)
         self.image_tokens.inc(float(summary.get("image_tokens", 0) or 0))
+        holds, released = float(summary.get("onset_holds", 0) or 0), float(summary.get("onset_holds_released", 0) or 0)
+        self.onset_holds.labels("confirmed").inc(max(0.0, holds - released))
+        self.onset_holds.labels("released").inc(released)
         self.audio_seconds.labels("sent").inc(float(summary.get("audio_sent_s", 0) or 0))
         if heard:
             self.observe_heard(float(summary.get("audio_heard_s", 0) or 0))

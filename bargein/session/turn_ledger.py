@@ -266,6 +266,12 @@ class TurnLedgers:
                                        maxlen=MAX_LEDGERS)
             case v.CancelReply(response_id, "turn_detected") | v.PauseReply(response_id):
                 self._mark_barge_in(response_id)
+            case v.HoldReplyOutput(response_id):  # a half-hop onset stopped its audio: confirmed, or released
+                if (ledger := self.for_reply(response_id)) is not None:
+                    ledger.add("onset_holds", 1)
+            case v.ReleaseReplyOutput(response_id):  # no barge-in followed: a hiccup where the transport stopped
+                if (ledger := self.for_reply(response_id)) is not None:
+                    ledger.add("onset_holds_released", 1)
             case _:
                 pass
 

@@ -321,3 +321,21 @@ def test_a_turn_committed_while_the_user_speaks_reports_no_guess_or_score() -> N
     summary = ledger.summary()
     assert summary["guess_ms"] is None and summary["turn_end_probability"] is None
     assert summary["text_end_ms"] is None and summary["text_end_probability"] is None
+
+
+def test_a_reply_s_onset_holds_are_counted_by_outcome_in_its_ledger_and_the_metrics() -> None:
+    """Two half-hop holds of one reply: the first released (the reply played on after a hiccup), the second
+    confirmed by the barge-in; another reply's hold is not this one's."""
+    ledgers, reports = recorder()
+    metrics = ServerMetrics()
+    ledgers.on_action(v.StartReply("resp_1", "client"))
+    ledgers.on_action(v.HoldReplyOutput("resp_1", 1000.0))
+    ledgers.on_action(v.ReleaseReplyOutput("resp_1"))
+    ledgers.on_action(v.HoldReplyOutput("resp_1", 2000.0))
+    ledgers.on_action(v.HoldReplyOutput("resp_gone", 2100.0))
+    ledgers.on_reply_closed("resp_1", "cancelled", 0.0, 0.0)
+    (report,) = reports
+    assert (report["onset_holds"], report["onset_holds_released"]) == (2, 1)
+    metrics.observe_turn(report["status"], report)
+    assert sample(metrics, "bargein_onset_holds_total", outcome="confirmed") == 1
+    assert sample(metrics, "bargein_onset_holds_total", outcome="released") == 1
