@@ -110,3 +110,25 @@ def test_mandarin_questions_and_corrections_over_a_reply() -> None:
         assert over_reply(text)[0] == "noise", text
     assert over_reply("多少钱？", logprob=-1.6)[0] == "noise", "under the language's confidence floor"
     assert takes_the_turn("谢谢观看？", "zh") is None
+
+
+def test_a_fragment_led_by_a_preposition_adds_to_the_request_even_without_its_question_mark() -> None:
+    # the training split's "With milk?" over a phone line: the loud stretch, primed, came back "With milk." (the
+    # question mark lost) and the plain recognition was the talker's, 13 dB under the user
+    for text in ("With milk.", "For two people.", "About the second one.", "Without onions", "To the station."):
+        decision, why = decide_over_reply(heard(text))
+        assert decision == "query" and why[0].startswith("follow_up: "), (text, why)
+    mixed = heard("with military", room_speech_ms=2112.0, speech_ms=2464.0, below_user_db=12.7, logprob=-1.77)
+    loud = primed_features(mixed, Transcript("With milk.", avg_logprob=-0.33), 19.0, 1.0)
+    decision, why = decide_over_reply(mixed, loud)
+    assert decision == "query" and why[0].startswith("primed: follow_up"), why
+    # set phrases of agreement open with a preposition but add nothing; a bare lead is no fragment
+    # nor does a preposition with only a pronoun: "At you." is what Whisper wrote for a sneeze (a vocal-sound case)
+    for text in ("For sure.", "With pleasure.", "At last.", "By all means.", "With.", "And so on.", "At you.",
+                 "For me."):
+        assert takes_the_turn(text, "en") is None, text
+    for text in ("Except the blue one.", "Although not today."):
+        assert takes_the_turn(text, "en") == ("follow_up", f"a follow-up led by {text.split()[0].lower()!r} "
+                                              f"({text.lower().rstrip('.')!r})"), text
+    assert takes_the_turn("给我妈妈。", "zh") is not None
+    assert takes_the_turn("给。", "zh") is None and takes_the_turn("给你。", "zh") is None

@@ -97,6 +97,15 @@ class TurnWords:
     objecting_leads: frozenset[str]
     """Leads that take the turn even without a question word or mark: "but ..." objects, "or ..." offers another
     way ("or maybe tomorrow"); "and ..." or "so ..." alone may only acknowledge ("so true")."""
+    adding_leads: frozenset[str]
+    """Prepositions that lead a fragment adding to what was asked ("with milk", "for two people", "about the second
+    one"): it takes the turn even without a question word or mark (Whisper often drops the mark of a short one),
+    unless it is one of :attr:`not_follow_ups`."""
+    not_follow_ups: frozenset[str]
+    """Set phrases of agreement that open with a lead but add nothing ("for sure", "with pleasure", "at last")."""
+    hollow_words: frozenset[str]
+    """Pronouns and articles: a preposition followed by only these adds nothing to what was asked ("at you", the
+    recogniser's near words for a sneeze; "for me" must ask to take the turn)."""
     corrections: frozenset[str]
     """Whole utterances that say "that's wrong" ("nope", "not that one", 不对)."""
     correction_leads: frozenset[str]
@@ -118,9 +127,20 @@ ENGLISH_TURN_WORDS = TurnWords(
     }),
     follow_up_leads=frozenset({
         "but", "and", "or", "so", "then", "for", "with", "about", "from", "to", "by", "in", "on", "at", "after",
-        "before", "without", "instead", "like", "than", "unless", "because",
+        "before", "without", "instead", "like", "than", "unless", "because", "except", "although",
     }),
     objecting_leads=frozenset({"but", "or", "instead", "except", "although"}),
+    adding_leads=frozenset({
+        "with", "without", "for", "about", "from", "to", "by", "in", "on", "at", "after", "before",
+    }),
+    not_follow_ups=frozenset({
+        "for sure", "for real", "with pleasure", "by all means", "in fact", "at last", "at least", "in a way",
+        "on it", "about right", "about time", "after all", "to be fair", "in a sense", "for a fact",
+    }),
+    hollow_words=frozenset({
+        "you", "me", "him", "her", "it", "us", "them", "i", "we", "he", "she", "they", "that", "this", "these",
+        "those", "there", "here", "the", "a", "an", "ya", "yours", "mine",
+    }),
     corrections=frozenset({
         "no", "nope", "nah", "wrong", "incorrect", "not that", "not that one", "not this one", "not this",
         "not quite", "not really", "not like that", "that's wrong", "that's not right", "that's not it",
@@ -151,6 +171,9 @@ MANDARIN_TURN_WORDS = TurnWords(
         "但是", "可是", "那", "那么", "还是", "或者", "而且", "然后", "所以", "给", "为了", "跟",
     }),
     objecting_leads=frozenset({"但是", "可是", "还是", "或者"}),
+    adding_leads=frozenset({"给", "跟", "为了"}),
+    not_follow_ups=frozenset(),
+    hollow_words=frozenset({"你", "我", "他", "她", "它", "你们", "我们", "他们", "这", "那", "这个", "那个"}),
     corrections=frozenset({
         "不", "不对", "不是", "错了", "不对不对", "不是不是", "不是这个", "不是那个", "不要这个", "搞错了", "说错了",
         "你错了", "不是这样", "不是这样的", "另一个", "不对吧",

@@ -15,7 +15,8 @@ the callers first, in :mod:`~bargein.session.core.listening.decide` (English) an
 1. :func:`correction`: the whole utterance is a correction, or a short one opens with one ("no, the other one");
 2. :func:`wh_question`: a question word among the first words ("how?", "okay but why is that");
 3. :func:`follow_up`: a fragment led by a conjunction or a preposition that asks (a question word or a final
-   mark: "for whom?", "and then?") or objects ("but I wanted the red one", "or maybe tomorrow");
+   mark: "for whom?", "and then?"), objects ("but I wanted the red one", "or maybe tomorrow") or, led by a
+   preposition, adds to what was asked ("with milk", "for two people"; not a set phrase of agreement: "for sure");
 4. :func:`question_mark`: a final question mark ("really?", "tomorrow?", Mandarin 吗/呢 too), unless the words are
    what the recogniser invents for noise ("Thank you?", "you?").
 """
@@ -112,8 +113,9 @@ def wh_question(s: Said) -> str | None:
 
 
 def follow_up(s: Said) -> str | None:
-    """A fragment led by a conjunction or a preposition that asks ("for whom?", "and then?") or objects ("but I
-    wanted the red one", "or maybe tomorrow"): it continues the conversation, it does not acknowledge."""
+    """A fragment led by a conjunction or a preposition that asks ("for whom?", "and then?"), objects ("but I
+    wanted the red one", "or maybe tomorrow") or, led by a preposition, adds to what was asked ("with milk", its
+    question mark lost): it continues the conversation, it does not acknowledge ("for sure" does)."""
     lead = _starts(s, s.row.follow_up_leads)
     if lead is None or _count(s) > QUESTION_MAX_WORDS or s.joined == lead:
         return None
@@ -121,7 +123,15 @@ def follow_up(s: Said) -> str | None:
         return f"a follow-up question led by {lead!r} ({s.joined!r})"
     if lead in s.row.objecting_leads:
         return f"a follow-up led by {lead!r} ({s.joined!r})"
+    if lead in s.row.adding_leads and s.joined not in s.row.not_follow_ups and _adds(s, lead):
+        return f"a follow-up adding to the request, led by {lead!r} ({s.joined!r})"
     return None
+
+
+def _adds(s: Said, lead: str) -> bool:
+    """Something follows the lead beyond pronouns and articles ("with milk", not "at you")."""
+    rest = s.words[1:] if s.spaced else (s.joined[len(lead):],)
+    return any(word not in s.row.hollow_words for word in rest)
 
 
 def question_mark(s: Said) -> str | None:
