@@ -129,11 +129,7 @@ class ReplyAudioTrack(MediaStreamTrack):
         """Drop every queued sample (the next frame is silence): what was on the wire last, then forgotten."""
         last = self.on_wire
         if self._queue or last is not None:
-            self._encoder.reset()
-            self._to_opus_rate = OpusRateFrames(SEND_RATE)
-            self._cut = True
-            if self._wake is not None and not self._wake.done():
-                self._wake.set_result(None)  # the packet after the cut leaves now, not at its tick
+            self._restart_codec()
         self._queue.clear()
         self.queued_samples = 0
         self.on_wire = None
@@ -158,6 +154,11 @@ class ReplyAudioTrack(MediaStreamTrack):
             self._queue.appendleft(_Chunk(response_id, last.item_id, last.item_ms - 1000.0 * len(tail) / SEND_RATE,
                                           tail.copy(), replayed=True))
             self.queued_samples += len(tail)
+        self._restart_codec()
+
+    def _restart_codec(self) -> None:
+        """The next packet codes from nothing (a reset encoder and upsampler: no ringing tail of what was sent) and
+        leaves at once, not at its tick (a cut or a hold)."""
         self._encoder.reset()
         self._to_opus_rate = OpusRateFrames(SEND_RATE)
         self._cut = True
