@@ -267,12 +267,9 @@ class Speculator:
                 guess.recognition.cancel()
             self.counts.asr_discarded += 1
             guess.work.discard()
-        if guess.estimate is not None:
-            guess.estimate.cancel()
         if guess.reply is not None:
-            self.counts.llm_discarded += 1
             self.counts.tts_started += guess.reply.first_clause is not None
-            guess.reply.discard()
+            self._discard_reply(guess, guess.reply)
 
     def take_recognition(self, item_id: str) -> asyncio.Task[Transcript] | None:
         """The endpoint confirmed the turn: its recognition (running or done), if one was guessed."""
@@ -307,11 +304,16 @@ class Speculator:
                 self.counts.llm_used += 1
                 self.counts.tts_used += spoke
             else:
-                self.counts.llm_discarded += 1
-                guess.reply.discard()
-                if guess.estimate is not None:
-                    guess.estimate.cancel()
+                self._discard_reply(guess, guess.reply)
         return chosen
+
+    def _discard_reply(self, guess: _Guess, reply: PrefetchedReply) -> None:
+        """A guess's prefetched reply nobody will play goes, and the end-of-sentence estimate asked with it (an
+        urgent model job for a prompt nobody reads)."""
+        self.counts.llm_discarded += 1
+        reply.discard()
+        if guess.estimate is not None:
+            guess.estimate.cancel()
 
     def close(self) -> None:
         """Cancel everything (the session is ending), the guesses a transcriber adopted too."""
