@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from bargein.engines.base import LLMCapabilities
 from bargein.engines.cpu_reading import available_cores
@@ -267,8 +268,7 @@ class LlamaLanguageModel(QueuedEngine):
                     return False
                 if not self._sync_kv(job):
                     return self._finish(job, "cancelled")
-                logits = np.ctypeslib.as_array(self._lib.llama_get_logits_ith(self._llama.ctx, -1),
-                                               shape=(self._n_vocab,))
+                logits = self._last_logits()
                 recent = np.asarray(job.generated[-self.sampling.repeat_window:], dtype=np.intc)
                 pick = llm_sampling.sample(logits, reply_sampling(self.sampling, job), self._rng, recent)
                 if pick.fell_back:
@@ -304,9 +304,13 @@ class LlamaLanguageModel(QueuedEngine):
         job.tokens = job.tokens[:end]
         if job.stop.is_set() or not self._sync_kv(job):
             return self._finish(job, "cancelled")
-        logits = np.ctypeslib.as_array(self._lib.llama_get_logits_ith(self._llama.ctx, -1), shape=(self._n_vocab,))
-        job.send(text_end.end_probability(logits, self._finals))
+        job.send(text_end.end_probability(self._last_logits(), self._finals))
         return self._finish(job, "estimated")
+
+    def _last_logits(self) -> npt.NDArray[np.float32]:
+        """The logits after the context's last evaluated token (a view into llama.cpp's buffer: read before the next
+        evaluation)."""
+        return np.ctypeslib.as_array(self._lib.llama_get_logits_ith(self._llama.ctx, -1), shape=(self._n_vocab,))
 
     def _finish(self, job: _Job, reason: str) -> bool:
         self.recent_stats.append(job.stats)
