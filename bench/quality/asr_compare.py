@@ -42,10 +42,11 @@ import numpy.typing as npt
 from bargein.audio.resample import resample
 from bargein.engines.transcribe.wer import normalize, word_error_rate
 from bench.harness.realtime_harness import percentile
+from testdata.make_family_set import CACHE as FAMILY_CACHE
 
 Audio = npt.NDArray[np.float32]
 RATE = 16_000
-FAMILY_SET = Path("~/.cache/bargein/listening-families/held_out").expanduser()
+FAMILY_SET = FAMILY_CACHE / "held_out"
 LEAD_S = 0.25
 """Audio kept before a family-set sound's true start (the VAD's segment opens a little early)."""
 TAIL_S = 0.35
