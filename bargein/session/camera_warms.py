@@ -7,7 +7,13 @@ the message changed since, leaves the model free while the user speaks: with a n
 each new note kept the model busy for more than a second of every turn (4.3 warms and 114 tokens a turn against
 1.2 and 18 with the camera off), slowing the turn's recogniser and end-of-turn model beside it on two cores, and
 the reply then waited for the warm's running chunk. The core's own warm (a partial of the words) still reads the
-newest message, and the speculative reply at the silence reads the note pinned there.
+newest message.
+
+Which note a turn's reply quotes (:func:`quotes_read_note`): the one whose message the model has already read after
+this history, where the newest differs from it and it is not older than :data:`READ_NOTE_MAX_AGE_S` at the silence.
+The speculative reply and the end-of-sentence estimate at the silence then read only the user's words (7 to 10
+tokens), where a note that changed while the user spoke made them read its facts too (26 to 53 tokens, the reply
+waiting 150 to 514 ms for them on a quiet machine).
 """
 
 from __future__ import annotations
@@ -16,6 +22,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bargein.session.core import vocabulary as v
+
+READ_NOTE_MAX_AGE_S = 1.5
+"""Oldest (since the camera last showed it) the note the model has read may be at a turn's silence for the reply to
+quote it instead of a newer one: past it the reply reads the newest note's facts after the silence (about 30 tokens)."""
+
+
+def quotes_read_note(newest: str, read: str | None, read_age_s: float | None,
+                     max_age_s: float = READ_NOTE_MAX_AGE_S) -> bool:
+    """Whether a turn's reply quotes the camera message the model has read (``read``, its note ``read_age_s`` old)
+    rather than the newest (``newest``): where they differ and the read one is not too old (the same words cost
+    nothing either way, and the newest note is the younger)."""
+    return read is not None and read != newest and read_age_s is not None and read_age_s <= max_age_s
 
 
 @dataclass

@@ -27,7 +27,7 @@ from bargein.see.scene import SceneNote
 from bargein.see.shared import Seeing
 from bargein.see.tokens import ImageCost
 from bargein.see.vision import SentImage, VisionSettings, encode_resized, images_for_turn
-from bargein.session.camera_warms import CameraWarms
+from bargein.session.camera_warms import CameraWarms, quotes_read_note
 from bargein.session.core import vocabulary as v
 from bargein.session.observers import QuietObserver
 from bargein.session.outbound import Outgoing
@@ -97,14 +97,21 @@ class SessionEyes(QuietObserver):
         self.note_seen_s = 0.0
         """When the camera last showed the note's scene (monotonic clock): the arrival of the frame the note
         describes, or of a later near-duplicate of it while it is still the newest scene."""
-        self.age_at_commit_s: float | None = None
-        """The note's age when the user's last turn was committed (None: no note then, or already reported)."""
+        self.age_at_commit_s: tuple[float | None, float | None] | None = None
+        """When the user's last turn was committed, the age of the note its reply's prompt quotes and of the newest
+        (which a quoted reading quotes); None: already reported."""
         self._note_frame: Frame | None = None
         self._encodings: dict[tuple[int, int, int], tuple[Frame, str]] = {}
         """Frames encoded at a planned size (oldest first, at most :data:`ENCODINGS_KEPT`): a speculative reply's
         prompt and the reply's own share them."""
         self._note_arrived_s = 0.0
         self._pinned: tuple[SceneNote, float] | None = None
+        """The note a reply's prompt quotes from the turn's silence, and its age then (:meth:`_pin`)."""
+        self._pinned_newest: tuple[SceneNote, float] | None = None  # the same for a quoted reading: the newest
+        self._read: tuple[SceneNote, float, str] | None = None
+        """The note whose camera message the model last read after the history as it stands (``CameraWarms.warmed``),
+        when the camera last showed it (while it is the newest, :attr:`note_seen_s` says), and the message."""
+        self._quoting = False
         self._noted_turns: dict[tuple[int, str], ChatMessage] = {}
         """The note each recent turn's prompt put before its question, by (the question's place among the user's
         messages, its words); at most :data:`NOTED_TURNS_KEPT`."""
@@ -183,6 +190,8 @@ class SessionEyes(QuietObserver):
             return  # a note of an older frame than the one already noted
         # still the newest scene: the camera showed it until its last near-duplicate; else until it arrived
         shown_s = self._newest_seen_s if frame is self.sampler.newest else arrived_s
+        if self._read is not None and self._read[0] is self.note:  # the read note stops being the newest
+            self._read = (self._read[0], self.note_seen_s, self._read[2])
         self.note, self.note_seen_s, self._note_frame, self._note_arrived_s = note, shown_s, frame, arrived_s
         if self._emit is not None:
             self._emit(Outgoing(event("bargein.see.note", note=note.line(), frame_at_ms=round(note.frame_at_ms))))
@@ -228,8 +237,7 @@ class SessionEyes(QuietObserver):
 
     def _turn_note_now(self) -> tuple[SceneNote, float] | None:
         """The newest note and its age."""
-        age = self.note_age_s()
-        return None if self.note is None or age is None else (self.note, age)
+        return None if self.note is None else (self.note, self._clock() - self.note_seen_s)
 
     def turn_message(self) -> ChatMessage | None:
         """The camera message a reply's prompt would put before its question now, in ``notes`` mode (None: no note,
@@ -244,32 +252,64 @@ class SessionEyes(QuietObserver):
             self._message = (note, stale, camera_message(note, age_s))
         return self._message[2]
 
-    def _turn_note(self) -> tuple[SceneNote, float] | None:
+    def _turn_note(self, pinned: tuple[SceneNote, float] | None = None) -> tuple[SceneNote, float] | None:
         """The note a reply's prompt quotes, with its age: the one pinned when the user's speech fell silent (the
         speculative reply and the reply then read the same note, so the reply adopts the speculative one even when
-        a newer note comes in between), else the newest."""
-        if self._pinned is not None and self._clock() - self._pinned_s <= MAX_PIN_S:
-            return self._pinned
+        a newer note comes in between), else the newest; with ``pinned`` (:attr:`_pinned_newest`), that pin's."""
+        pinned = self._pinned if pinned is None else pinned
+        if pinned is not None and self._clock() - self._pinned_s <= MAX_PIN_S:
+            return pinned
         return self._turn_note_now()
+
+    def _pin(self) -> None:
+        """The turn fell silent: pin the newest note for a quoted reading, and for the reply's prompt the note the
+        model has already read where :func:`quotes_read_note` says so (the silence's speculative reply and
+        end-of-sentence estimate then read only the words), else the newest."""
+        newest = self._pinned_newest = self._pinned = self._turn_note_now()
+        self._pinned_s = self._clock()
+        if newest is None or self._read is None:
+            return
+        note, shown_s, message = self._read
+        read_age_s = self._pinned_s - (self.note_seen_s if note is self.note else shown_s)
+        if quotes_read_note(camera_message(*newest).content, message, read_age_s):
+            self._pinned = (note, read_age_s)
+
+    def _age_now(self, pinned: tuple[SceneNote, float] | None) -> float | None:
+        """How old the note :meth:`_turn_note` gives for ``pinned`` is now (since the camera last showed it)."""
+        seen = self._turn_note(pinned)
+        if seen is None or seen[0] is self.note:
+            return None if seen is None else self.note_age_s()
+        return seen[1] + self._clock() - self._pinned_s  # pinned, and no longer the newest
+
+    def _sync_read(self) -> None:
+        """Follow ``CameraWarms.warmed`` (the message the model last read after this history) with its note."""
+        warmed = self._warms.warmed
+        if warmed is None:
+            self._read = None
+        elif (self._read is None or self._read[2] != warmed) and (seen := self._turn_note()) is not None:
+            self._read = (seen[0], self._clock() - seen[1], warmed)
 
     def quote(self, messages: list[ChatMessage], instructions: str) -> str | None:
         """The reply's words when the user's last message asks to read what the camera shows, in ``notes`` mode with
         the server's English instructions and a note that is not stale: the writing quoted (:mod:`bargein.see.quoting`);
         None: the model answers."""
         last_user = next((m for m in reversed(messages) if m.role == "user"), None)
-        seen = self._turn_note()
+        seen = self._turn_note(self._pinned_newest)  # no model reads it: the newest at the silence
         if (self.settings.mode == "native" or instructions != DEFAULT_INSTRUCTIONS or last_user is None
                 or seen is None or seen[1] > STALE_NOTE_S):
             return None
-        return reading_answer(seen[0], last_user.content)
+        answer = reading_answer(seen[0], last_user.content)
+        self._quoting = answer is not None
+        return answer
 
     def prompt(self, response_id: str, messages: list[ChatMessage]) -> list[ChatMessage]:
         """The messages a reply's model reads: :meth:`context`, the turn's frames then taken (in ``native`` mode
-        the tokens they cost go to the turn's ledger, as does the note's age when the turn was committed,
-        ``scene_note_age_ms``)."""
-        if self.age_at_commit_s is not None and self._progress is not None:
-            self._progress(response_id, "scene_note_age_ms", round(1000 * self.age_at_commit_s))
-            self.age_at_commit_s = None
+        the tokens they cost go to the turn's ledger, as does the age of the note the reply quotes, as it was when
+        the turn was committed, ``scene_note_age_ms``)."""
+        age_s = None if self.age_at_commit_s is None else self.age_at_commit_s[self._quoting]
+        if age_s is not None and self._progress is not None:
+            self._progress(response_id, "scene_note_age_ms", round(1000 * age_s))
+        self.age_at_commit_s, self._quoting = None, False
         if self._read_at_silence is not None and self._progress is not None:
             self._progress(response_id, "scene_read_at_silence", int(self._read_at_silence))
             self._read_at_silence = None
@@ -277,7 +317,7 @@ class SessionEyes(QuietObserver):
         message = self.turn_message()
         if message is not None:
             self._remember_note(messages, message)
-        self._pinned = None  # the turn's reply has its prompt: the next turn reads the newest note
+        self._pinned = self._pinned_newest = None  # the turn's reply has its prompt: the next turn's are not pinned
         if self.settings.mode == "native":
             tokens = sum(s.cost.tokens for s in self._turn_images())
             self.sampler.take_turn()
@@ -317,6 +357,7 @@ class SessionEyes(QuietObserver):
         start warms the message again where it changed (:class:`CameraWarms`)."""
         if status == "completed" and self._warms.on_reply_completed():
             self._warm_next_turn()
+        self._sync_read()
 
     def _message_text(self) -> str | None:
         message = self.turn_message()
@@ -341,13 +382,14 @@ class SessionEyes(QuietObserver):
         elif isinstance(action, v.SpeechStopped):
             self.sampler.speech_stopped()
         elif isinstance(action, v.CommitBuffer):
-            self.age_at_commit_s = self.note_age_s()
+            self.age_at_commit_s = (self._age_now(self._pinned), self._age_now(self._pinned_newest))
         if self._warms.on_action(action):
             self._warm_next_turn()
+        self._sync_read()
         if isinstance(action, v.SilenceBegan):
-            self._pinned, self._pinned_s = self._turn_note_now(), self._clock()
+            self._pin()
         elif isinstance(action, v.SpeechResumed | v.SegmentAbandoned):
-            self._pinned = None
+            self._pinned = self._pinned_newest = None
         if self.pool is None:
             return
         if isinstance(action, v.SilenceBegan):  # the guess and the prefetched reply start: the critical path

@@ -12,7 +12,8 @@ client, as ``bench.latency.first_audio`` streams them), so a change in the machi
   0.5 s (2 fps) as ``bargein.camera.frame``. Every frame shows a new scene (the fit half's frames of
   ``bench/quality/seeing_frames.py`` in turn), so none is dropped as a near-duplicate and every one asks the
   scene reader for a note: the worst case (``--scenes held``: each scene held for three frames, as in **age**).
-  Target: p50 within +5 %.
+  Target: p50 within +5 %. Also printed: the age at commit of the note each camera-on reply quotes (the ledger's
+  ``scene_note_age_ms``).
 * **crowd**: a text-only session's first audio (its camera off) alone, and while three other sessions each
   stream new scenes at 2 fps (they only stream frames). Target: p95 within 1.2x.
 * **age**: the scene note's age when each turn is committed (``scene_note_age_ms`` in ``bargein.turn.metrics``)
@@ -199,7 +200,7 @@ async def run(host_port: str, args: argparse.Namespace) -> None:
     """The parts asked for, each condition alternating by round; then the tables."""
     images = scene_images()
     fresh, held = new_scene_urls(images), held_scene_urls(images)
-    figures: dict[str, list[float]] = {key: [] for key in ("off", "on", "alone", "crowd", "age")}
+    figures: dict[str, list[float]] = {key: [] for key in ("off", "on", "on_age", "alone", "crowd", "age")}
     accounts: dict[str, list[TurnFigures]] = {"off": [], "on": []}
     jobs: dict[str, list[ModelJob]] = {"off": [], "on": []}
     for round_ in range(args.rounds):
@@ -207,9 +208,10 @@ async def run(host_port: str, args: argparse.Namespace) -> None:
         if "camera" in args.parts:
             order = [("off", None), ("on", camera(fresh if args.scenes == "new" else held, STREAM_FPS))]
             for key, alongside in order if round_ % 2 == 0 else order[::-1]:
-                firsts, _ = await spoken(host_port, args.turns, f"camera {key}", alongside, accounts[key],
-                                         jobs[key])
+                firsts, ages = await spoken(host_port, args.turns, f"camera {key}", alongside, accounts[key],
+                                            jobs[key])
                 figures[key] += firsts
+                figures["on_age"] += ages if key == "on" else []  # the quoted note's age (the ledger's)
         if "crowd" in args.parts:
             figures["alone"] += (await spoken(host_port, args.turns, "text-only alone"))[0]
             figures["crowd"] += await with_crowd(host_port, args.turns, fresh)
@@ -231,6 +233,7 @@ def report(figures: dict[str, list[float]]) -> None:
     print(f"\n## bench.latency.seeing_latency (load average at the end {load()})\n")
     print("| condition | turns | p50 ms | p95 ms |\n|---|---|---|---|")
     labels = {"off": "first audio, camera off", "on": "first audio, camera streaming at 2 fps",
+              "on_age": "age at commit of the note the camera-on replies quote (ms)",
               "alone": "text-only session alone", "crowd": f"text-only session beside {CROWD} streaming at 2 fps",
               "age": "scene note age at commit, 1 fps (ms)"}
     for key, label in labels.items():

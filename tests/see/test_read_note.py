@@ -1,0 +1,113 @@
+"""A note that changed while the user spoke costs the reply nothing at the silence: the reply quotes the note whose
+message the model has already read (unless it is too old, or the newest says the same), a request to read quotes
+the newest, and the age the turn's ledger reports is that of the note the reply quotes."""
+
+from __future__ import annotations
+
+from bargein.engines.base import Engines
+from bargein.engines.fakes import FakeRecognizer, FakeSynthesizer, FakeVad
+from bargein.protocol.session_config import DEFAULT_INSTRUCTIONS
+from bargein.see.scene import SceneNote
+from bargein.see.shared import Seeing
+from bargein.see.vision import VisionSettings
+from bargein.session.camera_warms import READ_NOTE_MAX_AGE_S, quotes_read_note
+from bargein.session.core import vocabulary as v
+from bargein.session.realtime_session import RealtimeSession
+from bargein.values import ChatMessage
+from tests.see.test_note_age import Clock, frame_of
+from tests.see.test_note_warming import warm_turn
+from tests.session.test_prompt_warming import PrefillingModel
+
+
+def note(text: str, at_ms: float) -> SceneNote:
+    return SceneNote((text,), 0, "even light", (), None, at_ms)
+
+
+def camera_session() -> tuple[RealtimeSession, PrefillingModel, Clock, list[tuple[str, str, int]]]:
+    llm, clock, progress = PrefillingModel(), Clock(), []
+    session = RealtimeSession(Engines(FakeVad(), FakeRecognizer(("hello",)), llm, FakeSynthesizer(),
+                                      see=Seeing(VisionSettings("notes"))))
+    session.eyes._clock = clock
+    session.eyes._progress = lambda *report: progress.append(report)
+    return session, llm, clock, progress
+
+
+def asked(session: RealtimeSession, words: str) -> list[ChatMessage]:
+    return [*session.conversation.chat_messages(session.config.instructions), ChatMessage("user", words)]
+
+
+def test_the_read_note_is_quoted_only_where_it_differs_from_the_newest_and_is_young_enough() -> None:
+    assert quotes_read_note("GATE 7", "EXIT 12", 0.8)
+    assert quotes_read_note("GATE 7", "EXIT 12", READ_NOTE_MAX_AGE_S)
+    assert not quotes_read_note("GATE 7", "EXIT 12", READ_NOTE_MAX_AGE_S + 0.1)  # too old: the newest, paid for
+    assert not quotes_read_note("EXIT 12", "EXIT 12", 0.8)  # the same words: the younger note
+    assert not quotes_read_note("GATE 7", None, None)  # nothing read after this history
+
+
+async def test_a_note_new_since_the_last_warm_is_not_read_at_the_silence_and_the_age_is_the_quoted_ones() -> None:
+    session, llm, clock, progress = camera_session()
+    eyes = session.eyes
+    eyes._noted(note("EXIT 12", 0.0), frame_of(1, 0.0), clock.now)
+    eyes.on_action(v.SpeechStarted("item_1", 0.0))
+    warm_turn(session, "which exit")  # the core's warm reads EXIT 12 with the words so far
+    warmed = llm.prefilled[-1][0]
+    clock.now += 0.6
+    eyes._noted(note("GATE 7", 600.0), frame_of(2, 600.0), clock.now)  # the camera moved on after that warm
+    clock.now += 0.4
+    eyes.on_action(v.SilenceBegan("item_1", 1000.0))
+    guessed = session.replies.with_memory(asked(session, "which exit is it"))  # the head start at the silence
+    assert "EXIT 12" in guessed[-2].content and guessed[:-1] == warmed[:-1]  # only the words are new to the model
+    clock.now += 0.3
+    eyes.on_action(v.CommitBuffer("item_1", 0.0, 1000.0))
+    answered = eyes.prompt("resp_1", asked(session, "which exit is it"))
+    assert answered == guessed
+    assert progress == [("resp_1", "scene_note_age_ms", 1300)]  # EXIT 12's frame, not GATE 7's, 1.3 s before
+    assert "GATE 7" in eyes.context(asked(session, "and now"))[-2].content  # the next turn reads the newest
+    await session.close()
+
+
+async def test_a_read_note_past_the_bound_gives_way_to_the_newest() -> None:
+    session, llm, clock, progress = camera_session()
+    eyes = session.eyes
+    eyes._noted(note("EXIT 12", 0.0), frame_of(1, 0.0), clock.now)
+    eyes.on_action(v.SpeechStarted("item_1", 0.0))  # the turn's start warms EXIT 12
+    assert "EXIT 12" in llm.prefilled[-1][0][-2].content
+    clock.now += 1.0
+    eyes._noted(note("GATE 7", 1000.0), frame_of(2, 1000.0), clock.now)
+    clock.now += READ_NOTE_MAX_AGE_S  # the read note is older than the bound at the silence
+    eyes.on_action(v.SilenceBegan("item_1", 2500.0))
+    eyes.on_action(v.CommitBuffer("item_1", 0.0, 2500.0))
+    assert "GATE 7" in eyes.prompt("resp_1", asked(session, "which exit is it"))[-2].content
+    assert progress == [("resp_1", "scene_note_age_ms", round(1000 * READ_NOTE_MAX_AGE_S))]
+    await session.close()
+
+
+async def test_a_request_to_read_quotes_the_newest_note_and_reports_its_age() -> None:
+    """A quoted reading needs no model, so the newest note costs it nothing."""
+    session, _llm, clock, progress = camera_session()
+    eyes = session.eyes
+    eyes._noted(note("EXIT 12", 0.0), frame_of(1, 0.0), clock.now)
+    eyes.on_action(v.SpeechStarted("item_1", 0.0))
+    clock.now += 0.5
+    eyes._noted(note("GATE 7", 500.0), frame_of(2, 500.0), clock.now)
+    clock.now += 0.2
+    eyes.on_action(v.SilenceBegan("item_1", 700.0))
+    eyes.on_action(v.CommitBuffer("item_1", 0.0, 700.0))
+    question = asked(session, "what does it say?")
+    assert eyes.quote(question, DEFAULT_INSTRUCTIONS) == 'It says: "GATE 7".'
+    eyes.prompt("resp_1", question)
+    assert progress == [("resp_1", "scene_note_age_ms", 200)]
+    await session.close()
+
+
+async def test_no_warm_since_the_history_changed_quotes_the_newest() -> None:
+    session, llm, clock, _progress = camera_session()
+    eyes = session.eyes
+    eyes._noted(note("EXIT 12", 0.0), frame_of(1, 0.0), clock.now)
+    eyes.on_action(v.SpeechStarted("item_1", 0.0))
+    assert "EXIT 12" in llm.prefilled[-1][0][-2].content
+    eyes.on_action(v.CommitBuffer("item_0", 0.0, 100.0))  # an earlier turn joins the history: nothing read after it
+    eyes._noted(note("GATE 7", 500.0), frame_of(2, 500.0), clock.now)
+    eyes.on_action(v.SilenceBegan("item_1", 700.0))
+    assert "GATE 7" in session.replies.with_memory(asked(session, "which exit"))[-2].content
+    await session.close()
