@@ -96,9 +96,9 @@ class Settings(BaseSettings):
     Smart Turn."""
     text_end_estimate: bool = True
     """The tiered endpoint also weighs the embedded language model's estimate that the words of a pause end the
-    sentence (read with the pause's speculative reply; under ``DEFAULT_TIERS.text_end_below`` the plain silence
-    becomes the long one). Off (``--no-text-end``), or with a model that has no such estimate (a remote one,
-    ``--llm-sequences`` over 1): the tiers without it."""
+    sentence (read with the pause's speculative reply; under ``DEFAULT_TIERS.text_end_below`` the plain or the short
+    silence becomes the long one, and the short one waits for it, up to the plain silence). Off (``--no-text-end``),
+    or with a model that has no such estimate (a remote one, ``--llm-sequences`` over 1): the tiers without it."""
     turn_model_cpu_share: float = Field(0.25, gt=0.0)
     """The share of one core the end-of-turn model may spend on the tiered endpoint's scores (per server
     process). Past it, a pause is not scored and its turn ends on ``server_vad``'s plain silence, so a crowd of

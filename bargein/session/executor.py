@@ -107,7 +107,7 @@ class ActionExecutor:
                     item_id, messages, options, config.audio.output.voice, config.audio.output.speed,
                     drops_call=partial(ungrounded_call, messages=messages, options=options,
                                        server_side=tools.server_side), estimate_end=estimate_end)
-                if estimate is not None:
+                if estimate_end:  # fed back however it goes: the short silence waits for it
                     self.tracker.follow_text_end(item_id, text, estimate)
             case v.StartReply(response_id, trigger, params):
                 self.replies.start(response_id, trigger, params)

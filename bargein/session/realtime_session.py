@@ -66,8 +66,10 @@ class RealtimeSession:
         self.listen = listen
         self.tiered_default = tiered_default
         """``server_vad`` follows the tiered endpoint when there is an end-of-turn model (off: plain silence)."""
-        self.tiers = DEFAULT_TIERS if text_end_default else replace(DEFAULT_TIERS, text_end_below=None)
-        """The tiered endpoint's preset: with the language model's end-of-sentence estimate unless told not to."""
+        estimates = text_end_default and engines.llm.capabilities.text_end
+        self.tiers = DEFAULT_TIERS if estimates else replace(DEFAULT_TIERS, text_end_below=None)
+        """The tiered endpoint's preset: with the language model's end-of-sentence estimate where the model has one
+        (``LLMCapabilities.text_end``) unless told not to; without, no tier waits for one."""
         self.languages: frozenset[str] | None = engines.asr.capabilities.languages
         """What the recogniser can transcribe (None: it cannot tell); a session asking for more gets an error."""
         self.synthesiser = engines.tts

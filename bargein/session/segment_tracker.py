@@ -150,15 +150,19 @@ class SegmentTracker:
                 log.exception("end-of-turn scoring failed")
         self.feed(v.TurnEndScored(item_id, at_ms, probability))
 
-    def follow_text_end(self, item_id: str, words: str, task: asyncio.Task[float | None]) -> None:
-        """Feed the language model's end-of-sentence estimate for the guess ``words`` back when it comes (none when
-        it failed, was dropped with its guess, or the model had none)."""
+    def follow_text_end(self, item_id: str, words: str, task: asyncio.Future[float | None] | None) -> None:
+        """Feed the language model's end-of-sentence estimate for the guess ``words`` back when it comes, or, with
+        no probability, that none will (it failed, was dropped with its guess, the model had none, or ``task`` is
+        ``None``: it was never started), so the endpoint waits for it no longer; never within the action that asked
+        (the machine is still handing out its actions)."""
+        if task is None:
+            task = asyncio.get_running_loop().create_future()
+            task.set_result(None)
         task.add_done_callback(lambda done: self._estimated(item_id, words, done))
 
-    def _estimated(self, item_id: str, words: str, task: asyncio.Task[float | None]) -> None:
-        if task.cancelled() or task.exception() is not None or (probability := task.result()) is None:
-            return
-        self.feed(v.TextEndEstimate(item_id, words, probability))
+    def _estimated(self, item_id: str, words: str, task: asyncio.Future[float | None]) -> None:
+        failed = task.cancelled() or task.exception() is not None
+        self.feed(v.TextEndEstimate(item_id, words, None if failed else task.result()))
 
     def _guessed(self, item_id: str, at_ms: float, task: asyncio.Task[Transcript]) -> None:
         if task.cancelled() or task.exception() is not None:

@@ -228,10 +228,10 @@ class Speculator:
         """Start the reply's LLM stream early (and its first clause's speech in ``voice``), for ``item_id``; with
         ``estimate_end``, where the LLM can, its end-of-sentence estimate for the words first (asked just before the
         reply, whose prompt then reuses the evaluation: :meth:`~bargein.engines.base.LanguageModel.text_end`),
-        returned as a task."""
+        returned as a task (an already prefetched guess's, if it has one; ``None``: no estimate will come)."""
         guess = self._guesses.get(item_id)
         if guess is None or guess.reply is not None:
-            return None
+            return guess.estimate if guess is not None else None
         if estimate_end and self.llm.capabilities.text_end:
             guess.estimate = asyncio.create_task(self.llm.text_end(messages, options))
         guess.reply = PrefetchedReply(self.llm, messages, options, self.tts, voice, speed, drops_call=drops_call)

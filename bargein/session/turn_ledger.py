@@ -76,7 +76,7 @@ class TurnLedger:
     text_end_wall_s: float | None = None
     """When the language model's end-of-sentence estimate for that guess came back (wall clock), before the commit."""
     text_end_probability: float | None = None
-    """That estimate (the tiers' plain silence becomes the long one under their ``text_end_below``)."""
+    """That estimate (the tiers' plain or short silence becomes the long one under their ``text_end_below``)."""
     cost: TurnCost = field(default_factory=TurnCost)
     """The CPU its engine calls were charged."""
 
@@ -224,7 +224,8 @@ class TurnLedgers:
                 ledger.turn_end_probability = event.probability
             elif event.transcript is not None and ledger.guess_wall_s is None:  # the plain guess, not the primed
                 ledger.guess_wall_s = ledger.clock()
-        elif isinstance(event, v.TextEndEstimate) and (ledger := self.ledgers.get(event.item_id)) is not None \
+        elif isinstance(event, v.TextEndEstimate) and event.probability is not None \
+                and (ledger := self.ledgers.get(event.item_id)) is not None \
                 and "commit" not in ledger.marks and ledger.guess_wall_s is not None:  # for this silence's guess
             ledger.text_end_wall_s, ledger.text_end_probability = ledger.clock(), event.probability
 

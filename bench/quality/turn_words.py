@@ -17,7 +17,9 @@ second held-out set, ``third`` the third, ``fourth`` the fourth.
   backchannel when the reply went on.
 * **pauses**: the endpoint set's offline replay (``bench/harness/endpoint_runs.py``: Silero frame by frame, Smart
   Turn and Whisper tiny.en at each silence) judged by the server's default end of turn (``DEFAULT_TIERS``, with
-  the words known at each silence) and, for comparison, a fixed 500 ms. A **false cut-off** is a paused clip
+  the words known at each silence; the server's row, marked SERVER, needs ``--text-end``: the language model's
+  estimate at the plain and short tiers, read offline; without it the tiers run without the estimate) and, for
+  comparison, the estimate at the plain tier only and a fixed 500 ms. A **false cut-off** is a paused clip
   committed before its second part; the **commit delay** runs from the last word of a whole clip to the commit.
   Live, the words of a silence come back 100-300 ms into it; the tiers now count words not yet back as leading
   on, so live cut-offs are at most the replay's.
@@ -30,7 +32,7 @@ import asyncio
 import os
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bargein.session.core.endpointing import DEFAULT_TIERS, TieredPreset
@@ -113,8 +115,9 @@ class TieredWithoutDoubt(Tiered):
 @dataclass(frozen=True)
 class TieredWithTextEnd(Tiered):
     """The tiers with the language model's end-of-sentence estimate, as the server weighs it
-    (:attr:`~bargein.session.core.endpointing.TieredPreset.text_end_below`: the plain silence becomes the long one
-    under it), read offline (:mod:`bench.harness.text_end`) for each run's words."""
+    (:attr:`~bargein.session.core.endpointing.TieredPreset.text_end_below`: the plain or the short silence becomes
+    the long one under it), read offline (:mod:`bench.harness.text_end`) for each run's words. Offline every estimate
+    is back in time; live the short silence waits for it, up to the plain one."""
 
     finished: dict[str, float] = field(default_factory=dict)
 
@@ -125,15 +128,16 @@ class TieredWithTextEnd(Tiered):
         return float(self.tiers.silence_ms(probability, run.words, last, self.finished.get(run.words)))
 
 
-@dataclass(frozen=True)
-class TieredWithTextEndEverywhere(TieredWithTextEnd):
-    """The same estimate overruling every tier, the short one too (the alternative weighed on ``train``)."""
+PLAIN_ONLY_TIERS = replace(DEFAULT_TIERS, text_end_short=False)
+"""The server's tiers with the estimate at the plain silence only."""
 
-    def wait_ms(self, run: SilenceRun) -> float:
-        """The long silence under the threshold, else the tiers'."""
-        if self.tiers.says_leads_on(self.finished.get(run.words)):
-            return float(self.tiers.long_ms)
-        return super().wait_ms(run)
+
+@dataclass(frozen=True)
+class TieredWithTextEndPlainOnly(TieredWithTextEnd):
+    """The same estimate weighed at the plain silence only, never over the short one (the server's rule before the
+    every-tier one: ``text_end_short`` off)."""
+
+    tiers: TieredPreset = PLAIN_ONLY_TIERS
 
 
 def pauses_part(split: WordsSplit, *, text_ends: bool = False) -> None:
@@ -144,16 +148,18 @@ def pauses_part(split: WordsSplit, *, text_ends: bool = False) -> None:
     scored = score_all(folder, clips)
     print(f"\nmid-sentence pauses ({split.name}): {len(clips)} clips, replayed in {time.monotonic() - started:.0f} s, "
           f"load average {before} at the start, {load()} at the end")
-    policies = [Tiered("server default (tiered)", 0.0, 0, 0), TieredWithoutDoubt("tiered, no doubted word", 0.0, 0, 0),
+    policies = [Tiered("tiered, no text end", 0.0, 0, 0), TieredWithoutDoubt("tiered, no doubted word", 0.0, 0, 0),
                 Policy("fixed 500 ms", 0.0, 500, 500)]
     if text_ends:
         started = time.monotonic()
         finished = text_end.finished_probabilities(run.words for runs in scored.values() for run in runs)
         print(f"text end of turn: {len(finished)} texts in {time.monotonic() - started:.0f} s, load average "
               f"{load()}")
-        # live, the estimate comes after the guess: past the short tier's 200 ms, so only the plain tier weighs it
-        policies[1:1] = [TieredWithTextEnd("tiered + text end (LLM)", 0.0, 0, 0, finished=finished),
-                         TieredWithTextEndEverywhere("text end every tier", 0.0, 0, 0, finished=finished)]
+        # the server's rule: the estimate at the plain and the short tier (live, the short one waits for it)
+        policies[1:1] = [TieredWithTextEnd("SERVER: text end, tiers", 0.0, 0, 0, finished=finished),
+                         TieredWithTextEndPlainOnly("text end at plain only", 0.0, 0, 0, finished=finished)]
+    else:
+        print("(the server also weighs the language model's estimate at the plain and short tiers: --text-end)")
     print(f"{'voice':<18} {'policy':<24} {'paused':>6} {'false cut-off [95% CI]':>24} {'whole':>6} "
           f"{'cut':>4} {'delay p50':>9} {'delay p90':>9} {'later':>5}")
     for name in (*split.voices, "all"):
@@ -168,8 +174,8 @@ def pauses_part(split: WordsSplit, *, text_ends: bool = False) -> None:
 
 
 def later(policy: Policy, default: Policy, scored: dict[str, list[SilenceRun]], clips: list[Clip]) -> int:
-    """Whole sentences ``policy`` commits later than the server's default does (the estimate's first-audio cost:
-    a plain silence turned into the long one)."""
+    """Whole sentences ``policy`` commits later than ``default`` (the tiers without the estimate) does (the
+    estimate's first-audio cost: a plain or short silence turned into the long one)."""
     never = float("inf")
     return sum((policy.commit_ms(scored[c.id]) or never) > (default.commit_ms(scored[c.id]) or never)
                for c in clips if c.kind == "complete")

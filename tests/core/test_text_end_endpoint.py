@@ -39,8 +39,8 @@ def silence_until_commit(t: Listening, began_ms: float, limit_ms: float = 3000) 
     return None
 
 
-def test_the_estimate_turns_only_the_plain_silence_into_the_long_one() -> None:
-    tiers = DEFAULT_TIERS
+def test_with_the_plain_tier_only_the_estimate_turns_only_the_plain_silence_into_the_long_one() -> None:
+    tiers = replace(DEFAULT_TIERS, text_end_short=False)  # the rule before the every-tier one (an option)
     assert tiers.silence_ms(*TIDIED) == 500
     assert tiers.silence_ms(*TIDIED, None, LEADS_ON) == tiers.long_ms
     assert tiers.silence_ms(*TIDIED, None, ENDS) == 500

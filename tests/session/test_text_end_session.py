@@ -14,6 +14,9 @@ from bargein.engines.fakes import FakeEndOfTurn, FakeLanguageModel, FakeRecogniz
 from bargein.engines.health import StageHealth
 from bargein.engines.resilience import ResilientLanguageModel
 from bargein.engines.stage_calls import Deadlines
+from bargein.session.core.endpointing import TextEndEstimate
+from bargein.session.input_buffer import InputBuffer
+from bargein.session.segment_tracker import SegmentTracker
 from bargein.session.speculation import Speculator
 from bargein.values import ChatMessage, GenerationOptions
 from tests.support.session_harness import Harness
@@ -113,3 +116,39 @@ async def test_a_guess_discarded_when_the_reply_starts_takes_its_estimate_with_i
     assert not estimates[1].done(), "the adopted one's runs on"
     speculator.close()
     estimates[1].cancel()
+
+
+class Failing(Estimating):
+    """A model whose estimate fails (a worker that died mid-job)."""
+
+    async def text_end(self, messages: Sequence[ChatMessage], options: GenerationOptions | None = None) -> float | None:
+        raise RuntimeError("the worker went away")
+
+
+def agreed_session(llm: FakeLanguageModel) -> Harness:
+    """A default session where Smart Turn and the words agree every pause is finished (the short silence)."""
+    engines = Engines(FakeVad(), FakeRecognizer(("How many calories are in a banana?",)), llm, FakeSynthesizer(),
+                      FakeEndOfTurn((0.99,)))
+    return Harness(engines)
+
+
+@pytest.mark.parametrize(("llm", "commits"), [(Estimating(0.002), 1), (Estimating(0.9), 2), (Failing(0.9), 2),
+                                              (FakeLanguageModel(filler="Sure."), 2)])
+async def test_the_estimate_overrules_the_short_silence_and_a_lost_one_does_not_hold_it(
+        llm: FakeLanguageModel, commits: int) -> None:
+    h = agreed_session(llm)
+    assert (h.session.tiers.text_end_below is not None) is llm.capabilities.text_end, "weighed where the model can"
+    await stream(h, PAUSED)
+    await h.drain(until="response.done")
+    assert h.types().count("input_audio_buffer.committed") == commits
+    await h.session.close()
+
+
+async def test_an_estimate_never_started_is_reported_lost_after_the_action_that_asked() -> None:
+    fed: list[object] = []
+    tracker = SegmentTracker(FakeRecognizer(), InputBuffer(), Speculator(FakeRecognizer(), Estimating(0.3)),
+                             feed=fed.append, emit=lambda _: None)
+    tracker.follow_text_end("item_1", "Hello there.", None)
+    assert not fed, "not within the action that asked"
+    await asyncio.sleep(0)
+    assert fed == [TextEndEstimate("item_1", "Hello there.", None)]

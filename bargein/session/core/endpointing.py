@@ -140,6 +140,10 @@ class TieredPreset:
     a pause it tidies a fragment into a sentence by dropping or mishearing the word that leads on. Not where Smart
     Turn and the words agree the turn is finished (the short silence). A score that has not come back leaves the
     plain silence.
+    With :attr:`text_end_below`, the language model's end-of-sentence estimate for the guess's words (asked with the
+    pause's speculative reply, back 44-168 ms after the guess) weighs at the plain and the short silence: under the
+    threshold either becomes the long one, and the short one waits for an estimate still coming, up to the plain
+    silence (issue 43: Smart Turn and the words agreed on "How many calories are in?"; the estimate did not).
     Short answers ("Yes.", "Stop.") need no word count to avoid the long wait.
 
     The sound is scored only once the silence has lasted ``score_after_ms``: a pause the speech resumes from
@@ -155,15 +159,28 @@ class TieredPreset:
     score_after_ms: int = 96
     text_end_below: float | None = None
     """Under this, the language model's estimate that the guess's words end the sentence (:class:`TextEndEstimate`)
-    reads them as leading on: the long silence, where the plain one would end the turn (``None``: never)."""
+    reads them as leading on: the long silence, where the plain or (with :attr:`text_end_short`) the short one would
+    end the turn (``None``: never, and no tier waits for it)."""
+    text_end_short: bool = True
+    """The estimate weighs at the short silence too: while an estimate asked for the guess's words has not come back,
+    the short silence counts as the plain one (the machine re-checks the endpoint when it comes), and one under
+    :attr:`text_end_below` turns it into the long one. Off: it weighs at the plain silence only, and the short
+    silence never waits for it (the rule before issue 43's every-tier one, kept for side-by-side figures)."""
 
     def silence_ms(self, probability: float | None, words: str | None,
-                   last_word_probability: float | None = None, text_end: float | None = None) -> int:
+                   last_word_probability: float | None = None, text_end: float | None = None, *,
+                   text_end_pending: bool = False) -> int:
         """The silence for this evidence (``last_word_probability``: the recogniser's for the guess's last word,
-        where it says; ``text_end``: the language model's estimate for these words, once back)."""
+        where it says; ``text_end``: the language model's estimate for these words, once back;
+        ``text_end_pending``: that estimate was asked for these words and has not come back yet)."""
         silence = self._tier(probability, words, last_word_probability)
-        if silence == self.middle_ms and self.says_leads_on(text_end):
+        short = silence == self.short_ms and self.text_end_short
+        if self.text_end_below is None or not (short or silence == self.middle_ms):
+            return silence
+        if self.says_leads_on(text_end):
             return self.long_ms
+        if short and text_end is None and text_end_pending:
+            return self.middle_ms  # at most the plain silence waits for it: a late estimate costs no more
         return silence
 
     def says_leads_on(self, text_end: float | None) -> bool:
@@ -209,11 +226,12 @@ class TextEndEstimate:
     """The language model's probability that the guess ``words`` of turn ``item_id`` end the sentence (a final
     mark or the end of the turn next: :mod:`bargein.engines.think.text_end`), read with the pause's speculative
     reply (:class:`~bargein.session.core.listen_vocabulary.PrefetchReply` with ``estimate_end``). It counts only
-    for the guess whose words it was read for."""
+    for the guess whose words it was read for. ``probability`` ``None``: none will come (the model failed, the
+    estimate was dropped with its guess, or it was never started), so no tier waits for it."""
 
     item_id: str
     words: str
-    probability: float
+    probability: float | None
 
 
 @dataclass
@@ -227,26 +245,38 @@ class TurnEvidence:
     """How sure the recogniser was of the guess's last word, where it says."""
     text_end: float | None = None
     """The language model's estimate that :attr:`words` end the sentence, once back (:class:`TextEndEstimate`)."""
+    text_end_asked: bool = False
+    """That estimate was asked for :attr:`words` and has not come back, nor been reported lost."""
+
+    @property
+    def text_end_pending(self) -> bool:
+        """An estimate for the current words is still coming."""
+        return self.text_end_asked and self.text_end is None
 
     def silence(self, at_ms: float) -> None:
         """A new silence began: what was said about an earlier one no longer counts."""
         self.silence_at_ms, self.probability, self.words, self.last_word_probability = at_ms, None, None, None
-        self.text_end = None
+        self.text_end, self.text_end_asked = None, False
+
+    def ask_text_end(self, words: str) -> None:
+        """The language model's estimate was asked for ``words``: pending, if they are this silence's guess's."""
+        if self.words is not None and self.words.strip() == words.strip():
+            self.text_end_asked = True
 
     def take(self, event: Any) -> None:
         """Record a score (for this silence only), the words of the guess made at this silence, or the language
-        model's estimate for exactly those words; a partial transcript (no ``transcript`` field) is ignored, as it
-        may predate the silence."""
+        model's estimate for exactly those words (or the news that none will come); a partial transcript (no
+        ``transcript`` field) is ignored, as it may predate the silence."""
         if isinstance(event, TurnEndScored):
             if event.at_ms == self.silence_at_ms:
                 self.probability = event.probability
         elif isinstance(event, TextEndEstimate):
             if self.words is not None and event.words == self.words.strip():
-                self.text_end = event.probability
+                self.text_end, self.text_end_asked = event.probability, False
         elif ((transcript := getattr(event, "transcript", None)) is not None and self.silence_at_ms is not None
               and getattr(event, "at_ms", None) in (None, self.silence_at_ms)):
-            if str(transcript.text) != self.words:  # an estimate was for the older words
-                self.words, self.text_end = str(transcript.text), None
+            if str(transcript.text) != self.words:  # an estimate was (or is being) read for the older words
+                self.words, self.text_end, self.text_end_asked = str(transcript.text), None, False
             timings = getattr(transcript, "words", ())
             self.last_word_probability = timings[-1].probability if timings else None
 
@@ -263,7 +293,7 @@ def endpoint_silence_ms(base_ms: int, *, eagerness: str | None, evidence: TurnEv
     silence = base_ms
     if tiers is not None and evidence is not None:
         silence = tiers.silence_ms(evidence.probability, evidence.words, evidence.last_word_probability,
-                                   evidence.text_end)
+                                   evidence.text_end, text_end_pending=evidence.text_end_pending)
     if eagerness is not None:
         preset = SEMANTIC_PRESETS[eagerness]
         silence = preset.long_ms if evidence is None else evidence.silence_ms(preset)

@@ -74,7 +74,8 @@ class PrefetchReply:
     estimate_end: bool = False
     """Also have the language model estimate whether ``text`` ends the sentence, with the same prompt, where it can
     (fed back as :class:`~bargein.session.core.endpointing.TextEndEstimate`): the turn being spoken, on the
-    tiered endpoint that weighs it."""
+    tiered endpoint that weighs it. The shell feeds one back however it goes (``probability`` ``None`` where none
+    will come): the short silence waits for it."""
 
 
 @dataclass(frozen=True)

@@ -77,7 +77,10 @@ def on_guess(m: MachineState, event: v.GuessTranscribed) -> None:
         tiers, turn = settings.endpointing.tiers, m.turn
         weighs = (tiers is not None and tiers.text_end_below is not None and settings.endpointing.eagerness is None
                   and turn is not None and turn.item_id == event.item_id)
-        m.emit(v.PrefetchReply(event.item_id, event.transcript.text.strip(), estimate_end=weighs))
+        words = event.transcript.text.strip()
+        if weighs and turn is not None:
+            turn.heard.ask_text_end(words)  # the endpoint may wait for it (re-checked when it comes)
+        m.emit(v.PrefetchReply(event.item_id, words, estimate_end=weighs))
 
 
 def ignored_action(paused: bool, resumes: bool, confirm_ignores: bool, *, kept: bool = False) -> str:
