@@ -1,11 +1,12 @@
 """Issue 43's sets: words that take the turn over a reply, and pauses after words that lead on.
 
-    python -m testdata.make_words_set [--split issue43|train|fresh|third|fourth] [--part reply|pauses|both] [--out DIR]
+    python -m testdata.make_words_set [--split issue43|train|fresh|third|fourth|fifth] [--part reply|pauses|both]
+                                      [--out DIR]
 
 The texts, voices and seeds of each split are in :mod:`testdata.words_splits`: ``issue43`` (the first held-out set,
-described here), ``train`` (training families, studied), ``fresh`` (the second held-out set), ``third`` and
-``fourth`` (the
-third and fourth); each held-out set reported once.
+described here), ``train`` (training families, studied), ``fresh`` (the second held-out set), ``third``, ``fourth``
+and ``fifth`` (the third, fourth and fifth: the fifth in Piper's joe voice, :mod:`testdata.piper_voice`); each
+held-out set reported once.
 
 New sentences written for this set only (none is in any set the listening policy or the endpoint tiers were
 fitted or shaped on: ``tests/bench/test_words_set.py`` checks), rendered by voices no fitting used:
@@ -47,6 +48,7 @@ from testdata.make_family_set import ASK, PHONE_RATE, ROOM_SNRS, TALKER_BED_SNR_
 from testdata.make_family_set import place as place_over_reply
 from testdata.make_listening_set import Case, case_seed, write_wav
 from testdata.noise_sources import BACKGROUNDS, RATE, Audio
+from testdata.piper_voice import joe
 from testdata.voices import FAMILIES, Family, _run, _wav_to_24k, espeak
 from testdata.words_splits import ISSUE_43, SPLITS, WordsSplit
 
@@ -129,9 +131,13 @@ FOURTH_FAMILIES = (Family("espeak-ng-scotland", "espeak-ng", False, espeak("en-g
 """The fourth held-out set's voices: eSpeak NG in accents and named variants no set used, eSpeak 1.48's Klatt ones."""
 
 
+FIFTH_FAMILIES = (Family("piper-joe", "piper", False, joe()),)
+"""The fifth held-out set's voice: Piper's neural en_US joe voice (a synthesiser and a speaker no set used)."""
+
+
 def voice(name: str) -> Family:
     """A family of these sets by name."""
-    ours = {f.name: f for f in (CLASSIC, CLASSIC_NEW, *THIRD_FAMILIES, *FOURTH_FAMILIES)}
+    ours = {f.name: f for f in (CLASSIC, CLASSIC_NEW, *THIRD_FAMILIES, *FOURTH_FAMILIES, *FIFTH_FAMILIES)}
     return ours.get(name) or FAMILIES[name]
 
 
@@ -260,7 +266,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=CACHE)
     parser.add_argument("--split", choices=sorted(SPLITS), default=ISSUE_43.name,
                         help="which set: issue43 (the first held-out set), train, fresh (the second held-out set), "
-                        "third (the third)")
+                        "third, fourth, fifth (the third, fourth and fifth)")
     parser.add_argument("--part", choices=("reply", "pauses", "both"), default="both")
     args = parser.parse_args()
     started = time.monotonic()

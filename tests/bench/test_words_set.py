@@ -15,7 +15,7 @@ from testdata import endpoint_set, make_family_set, make_listening_set
 from testdata.endpoint_clips import HELD_OUT_VOICES
 from testdata.make_family_set import SPLIT_FILE
 from testdata.make_words_set import OVER_REPLY, PAUSED, SEED, VOICES, build_over_reply, build_pauses
-from testdata.words_splits import FOURTH, FRESH, ISSUE_43, SPLITS, THIRD, TRAIN, WordsSplit
+from testdata.words_splits import FIFTH, FOURTH, FRESH, ISSUE_43, SPLITS, THIRD, TRAIN, WordsSplit
 
 
 def _plain(text: str) -> str:
@@ -130,3 +130,27 @@ def test_the_fourth_set_is_deterministic_from_its_seed(tmp_path: Path) -> None:
         build_pauses(tmp_path / run, split=FOURTH, voices=voices, limit=1)
     assert _digest(tmp_path / "a") == _digest(tmp_path / "b")
     assert len(list((tmp_path / "a").glob("*.wav"))) == 4, "both voices say the sentence whole and paused"
+
+
+def test_the_fifth_set_shares_no_sentence_and_no_voice_with_the_other_splits() -> None:
+    from testdata.make_words_set import voice
+    from testdata.voices import FAMILIES
+
+    table = json.loads(SPLIT_FILE.read_text())
+    others = [split for split in SPLITS.values() if split is not FIFTH]
+    assert len(FIFTH.paused) == 16 and all(len(texts) == 8 for texts in FIFTH.over_reply.values())
+    for other in others:
+        assert not _texts(FIFTH) & _texts(other), other.name
+        assert not set(FIFTH.voices) & set(other.voices), other.name
+    engines = {voice(name).engine for split in others for name in split.voices} | {f.engine for f in FAMILIES.values()}
+    assert {voice(name).engine for name in FIFTH.voices} == {"piper"} and "piper" not in engines
+    assert not set(FIFTH.voices) & (set(table["train"]) | set(table["held_out"]))
+    assert set(FIFTH.talkers) <= set(table["background_talkers"]["held_out"])
+
+
+@pytest.mark.skipif(not shutil.which("espeak-ng"), reason="eSpeak NG writes the Piper voice's phonemes")
+def test_the_fifth_set_is_deterministic_from_its_seed(tmp_path: Path) -> None:
+    for run in ("a", "b"):
+        build_pauses(tmp_path / run, split=FIFTH, limit=1)
+    assert _digest(tmp_path / "a") == _digest(tmp_path / "b")
+    assert len(list((tmp_path / "a").glob("*.wav"))) == 2, "the voice says the sentence whole and paused"
