@@ -27,8 +27,9 @@ rules miss, and held-out splits to report on.
   articles, conjunctions (``and``, ``or``, ``if``), auxiliaries (``have``, ``be``), ``to``, possessives (``my``,
   ``son's``), and content words that plainly go on ("Reserve a room for two | nights", "half | past six"). Its
   backchannels leave out "Mm-hmm" and "Uh-huh", which eSpeak NG's phonemes (Piper's front end) spell out. One
-  voice only (every English voice of eSpeak, Flite and Festival is in an earlier split): 16 paused clips, 16 whole
-  ones, 32 over a reply.
+  voice only (every English voice of eSpeak, Flite and Festival is in an earlier split, and no other package carries
+  a Piper voice's weights), so it has three times as many paused sentences as a split of four voices has: 48 paused
+  clips, 48 whole ones, 32 over a reply.
 
 A sentence of ``paused`` carries its hesitation as ``|``, right after a word that leads on.
 """
@@ -202,6 +203,22 @@ FIFTH = WordsSplit(
         "Let me know if | the parcel arrives today.", "How much does it cost to | rent a car for a week?",
         "We could go for a walk or | watch a film at home.", "Tell me something interesting about | octopuses.",
         "The kids will be | back from school at four.", "My train gets in at half | past six.",
+        "Wake me up at | quarter to seven.", "I left my keys at | my sister's house.",
+        "Remind me to renew my | passport in March.", "Is there a bakery open near | the harbour?",
+        "We need to pick up | some bread on the way.", "Text Priya that | the meeting starts at ten.",
+        "Could you summarise the | article I saved yesterday?", "I've been trying to | fix the kitchen tap.",
+        "Put batteries and | lightbulbs on my list.", "The meeting was moved to | Thursday afternoon.",
+        "What's the best way to | clean a cast iron pan?", "My daughter's birthday is | next Saturday.",
+        "Suggest a dessert without | any nuts in it.", "I think the bus has | already left.",
+        "Play something relaxing by | a jazz pianist.", "How many minutes should I | steam broccoli?",
+        "Check whether the | library is open today.", "I'm hoping to find a | quiet cafe to work in.",
+        "Tell my brother that | I'll be late.", "Should I bring an | umbrella this afternoon?",
+        "Arrange a video chat with | grandma on Sunday.", "The printer in the | office is jammed again.",
+        "How do you say good night in | Portuguese?", "We're going camping near | the lake this weekend.",
+        "Turn the heating up by | two degrees.", "I can't remember where | I parked the car.",
+        "Order a curry with | extra naan bread.", "Will it snow in the | mountains on Friday?",
+        "What's a good gift for | a five year old?", "Push my haircut back | to Wednesday.",
+        "I'd love to learn how to | play the guitar.", "Please lock the back door and | close the garage.",
     ),
     voices=("piper-joe",),
     talkers=("flite-kal", "espeak-gb"),
