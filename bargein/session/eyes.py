@@ -115,12 +115,8 @@ class SessionEyes(QuietObserver):
         self._noted_turns: dict[tuple[int, str], ChatMessage] = {}
         """The note each recent turn's prompt put before its question, by (the question's place among the user's
         messages, its words); at most :data:`NOTED_TURNS_KEPT`."""
-        self._pinned_s = 0.0
-        self._newest_seen_s = 0.0
-        self._config = config
-        self._progress = progress
-        self._emit = emit
-        self._clock = clock
+        self._pinned_s = self._newest_seen_s = 0.0
+        self._config, self._progress, self._emit, self._clock = config, progress, emit, clock
         self._last_read: Frame | None = None
         self.rewarm: Callable[[str], None] | None = None
         """Warms the reply's prompt with the user's words so far (the session's executor): called with no words
@@ -306,9 +302,12 @@ class SessionEyes(QuietObserver):
         """The messages a reply's model reads: :meth:`context`, the turn's frames then taken (in ``native`` mode
         the tokens they cost go to the turn's ledger, as does the age of the note the reply quotes, as it was when
         the turn was committed, ``scene_note_age_ms``)."""
-        age_s = None if self.age_at_commit_s is None else self.age_at_commit_s[self._quoting]
+        ages = (None, None) if self.age_at_commit_s is None else self.age_at_commit_s
+        age_s, newest_s = ages[self._quoting], ages[1]
         if age_s is not None and self._progress is not None:
             self._progress(response_id, "scene_note_age_ms", round(1000 * age_s))
+            if newest_s is not None and newest_s != age_s:  # the reply quotes an older note, which the model read
+                self._progress(response_id, "scene_newest_age_ms", round(1000 * newest_s))
         self.age_at_commit_s, self._quoting = None, False
         if self._read_at_silence is not None and self._progress is not None:
             self._progress(response_id, "scene_read_at_silence", int(self._read_at_silence))

@@ -37,10 +37,12 @@ MAX_LEDGERS = 64
 STAGES = ("speech_start", "speech_end", "commit", "asr_final", "reply_start", "llm_first_token",
           "first_clause", "tts_first_audio", "first_delta_sent", "barge_in", "response_done")
 
-COUNTED = ("tokens", "image_tokens", "prompt_tokens", "cached_tokens", "scene_note_age_ms", "scene_read_at_silence")
-"""Progress reports that are counts, summed in the turn's summary, not stages (``scene_note_age_ms``: the camera's
-note's age when the turn was committed, and ``scene_read_at_silence``: 1 when a scene read was running as the
-turn's last silence began, each reported once by the reply's prompt)."""
+COUNTED = ("tokens", "image_tokens", "prompt_tokens", "cached_tokens", "scene_note_age_ms", "scene_newest_age_ms",
+           "scene_read_at_silence")
+"""Progress reports that are counts, summed in the turn's summary, not stages (``scene_note_age_ms``: the age of the
+camera's note the reply quotes when the turn was committed; ``scene_newest_age_ms``: the newest note's then, only
+where the reply quotes an older one, which the model had read; ``scene_read_at_silence``: 1 when a scene read was
+running as the turn's last silence began; each reported once by the reply's prompt)."""
 
 
 @dataclass(frozen=True)

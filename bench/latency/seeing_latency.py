@@ -66,7 +66,7 @@ STREAM_FPS, AGE_FPS, HOLD_FRAMES = 2.0, 1.0, 3
 CROWD = 3
 CAMERA_TARGET, CROWD_TARGET, AGE_TARGET_MS = 1.05, 1.2, 1000.0
 LEDGER_STAGES = ("endpoint_ms", "asr_final_ms", "llm_first_token_ms", "first_clause_ms", "tts_synth_ms",
-                 "first_audio_ms", "scene_note_age_ms")
+                 "first_audio_ms", "scene_note_age_ms", "scene_newest_age_ms")
 
 
 TOKENIZER: Tokenize | None = None

@@ -61,7 +61,8 @@ async def test_a_note_new_since_the_last_warm_is_not_read_at_the_silence_and_the
     eyes.on_action(v.CommitBuffer("item_1", 0.0, 1000.0))
     answered = eyes.prompt("resp_1", asked(session, "which exit is it"))
     assert answered == guessed
-    assert progress == [("resp_1", "scene_note_age_ms", 1300)]  # EXIT 12's frame, not GATE 7's, 1.3 s before
+    assert progress == [("resp_1", "scene_note_age_ms", 1300),  # EXIT 12's frame, not GATE 7's, 1.3 s before
+                        ("resp_1", "scene_newest_age_ms", 700)]  # what the newest note's age would have been
     assert "GATE 7" in eyes.context(asked(session, "and now"))[-2].content  # the next turn reads the newest
     await session.close()
 
