@@ -302,12 +302,12 @@ class SessionEyes(QuietObserver):
         """The messages a reply's model reads: :meth:`context`, the turn's frames then taken (in ``native`` mode
         the tokens they cost go to the turn's ledger, as does the age of the note the reply quotes, as it was when
         the turn was committed, ``scene_note_age_ms``)."""
-        ages = (None, None) if self.age_at_commit_s is None else self.age_at_commit_s
-        age_s, newest_s = ages[self._quoting], ages[1]
-        if age_s is not None and self._progress is not None:
-            self._progress(response_id, "scene_note_age_ms", round(1000 * age_s))
-            if newest_s is not None and newest_s != age_s:  # the reply quotes an older note, which the model read
-                self._progress(response_id, "scene_newest_age_ms", round(1000 * newest_s))
+        ages = [None if age is None else round(1000 * age) for age in self.age_at_commit_s or (None, None)]
+        age_ms, newest_ms = ages[self._quoting], ages[1]
+        if age_ms is not None and self._progress is not None:
+            self._progress(response_id, "scene_note_age_ms", age_ms)
+            if newest_ms is not None and newest_ms != age_ms:  # the reply quotes an older note, read already
+                self._progress(response_id, "scene_newest_age_ms", newest_ms)
         self.age_at_commit_s, self._quoting = None, False
         if self._read_at_silence is not None and self._progress is not None:
             self._progress(response_id, "scene_read_at_silence", int(self._read_at_silence))
