@@ -50,38 +50,58 @@ STALE_NOTE_S = 10.0
 """A note older than this is said to be from a while ago (the camera has sent nothing newer)."""
 
 
-CAMERA_GUIDANCE = ("The user's camera, as read by a text and face detector. Mention the camera only when the question "
-                   "needs it; when the user asks what it says, answer with its writing, word for word.")
+CAMERA_LABEL = "Camera: "
+"""How each camera message opens: a neutral label, the same for every note (the model's prompt cache keeps it), that
+names no one (a message that spoke of "the user's camera" was echoed as a reply's opening words)."""
+CAMERA_GUIDANCE = ("Camera lines say what a text and face detector sees. Use them only when asked about it; asked what "
+                   "it says, read its writing word for word.")
 """How to use the camera's readings: a system message of its own after the instructions (:data:`GUIDANCE`), from the
 session's first note on, so the model's prompt cache keeps it for the rest of the session and each turn's camera
-message holds only the note's facts (about 30 tokens with the embedded model's tokenizer, where guidance and facts
-in one message were 65 to 70, which the model read again every turn, the history having grown in front of them).
-The words are the ones that opened that one message (the model reads the fit half's frames as well with them)."""
-GUIDANCE = ChatMessage("system", CAMERA_GUIDANCE, private=True)
-"""The guidance as the prompt carries it (private: the public prefix a session may share ends with the instructions)."""
+message holds only the note's facts."""
 
 
 def camera_message(note: SceneNote, age_s: float) -> ChatMessage:
     """The scene note as a system message for just before the user's question: the question leads and stays the
-    user's own words; the note is context (the guidance before the history says how to use it, so the model answers
-    the question instead of describing the picture), after the history, so the prompt cache keeps everything before
-    it. The next turn's prompt is warmed with it when a reply completes and at the turn's start, where it changed
-    (:class:`~bargein.session.camera_warms.CameraWarms`), never because a note changed while the user speaks."""
-    if note.text:
-        writing = f'It shows writing that reads exactly: "{" ".join(note.text)}"'
-    else:
-        writing = "It shows no writing at all (if the user asks what it says, say you see no writing)"
+    user's own words; the note is context, after the history, so the prompt cache keeps everything before it, and
+    as short as the facts allow (a note that changed is read again on the turn's critical path). The guidance
+    before the history says how to use it, and its example exchange (:data:`GUIDANCE_EXAMPLE`) shows a question
+    about something else answered in its first words, so the model answers the question instead of repeating the
+    camera message. The next turn's prompt is warmed with it when a reply completes and at the turn's start, where
+    it changed (:class:`~bargein.session.camera_warms.CameraWarms`), never because a note changed while the user
+    speaks."""
+    writing = f'writing "{" ".join(note.text)}"' if note.text else "no writing"
     faces = {0: "no face", 1: "one face"}.get(note.faces, f"{note.faces} faces")
     facts = "; ".join(part for part in (writing, faces, note.light, note.motion) if part)
-    when = " (as it was a while ago: nothing newer has come)" if age_s > STALE_NOTE_S else ""
-    return ChatMessage("system", f"{facts}{when}.", private=True)
+    when = " (from a while ago: nothing newer has come)" if age_s > STALE_NOTE_S else ""
+    return ChatMessage("system", f"{CAMERA_LABEL}{facts}{when}.", private=True)
 
 
-def with_guidance(messages: list[ChatMessage]) -> list[ChatMessage]:
+GUIDANCE = ChatMessage("system", CAMERA_GUIDANCE, private=True)
+"""The guidance as the prompt carries it (private: the public prefix a session may share ends with the instructions)."""
+GUIDANCE_EXAMPLE = (camera_message(SceneNote((), 1, "dim light", (), None, 0.0), 0.0),
+                    ChatMessage("user", "What colour is grass?", private=True),
+                    ChatMessage("assistant", "Grass is green.", private=True))
+"""An exchange after the guidance where requests to read are quoted (:func:`quotes_reads`): a camera line, then a
+question about something else answered in its first words. Told in words alone, the embedded 0.5B model opened a
+third of its first replies by repeating the camera message or the guidance (later turns copied that opening from
+the history), whatever the wording; shown this exchange, about one in forty. Where the model itself is asked to
+read, it copies the example's answer instead ("Grass is green." for "what does this say?"), as it copied every
+example tried (a request to read answered with the writing gave that writing for frames with none), so the example
+is left out there. Read once per session with the guidance, it stays in the prompt cache."""
+
+
+def quotes_reads(messages: list[ChatMessage]) -> bool:
+    """Whether the prompt opens with the server's English instructions, with which a request to read what a fresh
+    note shows is answered by quoting it (:meth:`SessionEyes.quote`), so the model is not asked to read."""
+    return opens_with_instructions(messages) and messages[0].content == DEFAULT_INSTRUCTIONS
+
+
+def with_guidance(messages: list[ChatMessage], *, example: bool) -> list[ChatMessage]:
     """``messages`` with :data:`GUIDANCE` after the instructions (the first message, a system message no user
-    wrote), or first where there are none."""
+    wrote), or first where there are none; followed by its example exchange (:data:`GUIDANCE_EXAMPLE`) with
+    ``example`` (where :func:`quotes_reads`)."""
     at = 1 if opens_with_instructions(messages) else 0
-    return [*messages[:at], GUIDANCE, *messages[at:]]
+    return [*messages[:at], GUIDANCE, *(GUIDANCE_EXAMPLE if example else ()), *messages[at:]]
 
 
 class SessionEyes(QuietObserver):
@@ -213,7 +233,7 @@ class SessionEyes(QuietObserver):
         if message is not None:
             noted[last_user] = message
         prompt = [m for i, message in enumerate(stripped) for m in ((noted[i], message) if i in noted else (message,))]
-        return with_guidance(prompt) if noted else prompt
+        return with_guidance(prompt, example=quotes_reads(prompt)) if noted else prompt
 
     def _notes_before(self, messages: list[ChatMessage]) -> dict[int, ChatMessage]:
         """Where earlier turns' prompts had a note, by message index: an earlier question keeps the note it was

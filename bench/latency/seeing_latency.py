@@ -47,6 +47,7 @@ os.environ.setdefault("BARGEIN_LLM_TRACE", "1")  # the server started here logs 
 from bench.harness.llm_trace import log_size
 from bench.harness.realtime_harness import ServerProcess, percentile
 from bench.harness.spoken_session import run_session
+from bench.latency.seeing_echo import echo_count
 from bench.latency.seeing_turns import (
     MEDIANS_HEADER,
     MODEL_HEADER,
@@ -226,6 +227,8 @@ async def run(host_port: str, args: argparse.Namespace) -> None:
         print(f"\n### the LLM's jobs (its trace)\n\n{MODEL_HEADER}")
         for key in ("off", "on"):
             print(f"| camera {key} | {model_medians(jobs[key], len(accounts[key]))} |")
+        print("\nreplies opening on the camera, the picture, the user or the scene's facts (seeing_echo.py): "
+              + ", ".join(f"camera {key} {echo_count([a.reply for a in accounts[key]])}" for key in ("on", "off")))
 
 
 def report(figures: dict[str, list[float]]) -> None:

@@ -45,6 +45,8 @@ class TurnFigures:
     guess_ms: float | None = None
     """When the speculative guess came back, from the speech end (a short-tier endpoint waits for it)."""
     turn_end_probability: float | None = None
+    reply: str = ""
+    """The reply's words as sent (for the echo count, ``bench/latency/seeing_echo.py``)."""
 
     @property
     def clause_words(self) -> int:
@@ -158,7 +160,8 @@ def figures(metrics: dict[str, Any], text: str, tokenize: Tokenize | None) -> Tu
                        number("llm_first_token_ms"), clause,
                        (count if count is not None else len(pieces)) if tokenize is not None else None,
                        number("first_clause_ms"), number("tts_synth_ms"), None if tokens is None else int(tokens),
-                       None if read is None else read > 0, number("guess_ms"), number("turn_end_probability"))
+                       None if read is None else read > 0, number("guess_ms"), number("turn_end_probability"),
+                       text)
 
 
 def model_tokenizer(model: str = "qwen2.5-coder-0.5b") -> Tokenize | None:

@@ -84,7 +84,7 @@ class Echo:
     """The note alone: 'answers' with the writing the camera message quotes, as a perfect reader of it would."""
 
     async def answer(self, messages: list[ChatMessage]) -> str:
-        quoted = re.search(r'writing that reads exactly: "(.*)"', messages[-2].content, re.S)
+        quoted = re.search(r'writing "(.*)"', messages[-2].content, re.S)
         return f"It says {quoted.group(1)}" if quoted else "I see no writing."
 
 
@@ -111,7 +111,8 @@ async def run_frame(frame: BenchFrame, detectors: Detectors, llm: Echo | Embedde
     note = read_scene(decode_frame(encoded.getvalue()), None, detectors)
     read_s = time.perf_counter() - started
     messages = with_guidance([ChatMessage("system", DEFAULT_INSTRUCTIONS), camera_message(note, 1.0),
-                              ChatMessage("user", frame.question)])  # as a session's first turn with the camera on
+                              ChatMessage("user", frame.question)],  # as a session's first turn with the camera on
+                             example=quoting)  # the example exchange only where the model is not asked to read
     started = time.perf_counter()
     quoted = reading_answer(note, frame.question) if quoting else None  # as a session with these instructions does
     answer = quoted if quoted is not None else await llm.answer(messages)

@@ -129,9 +129,9 @@ async def test_the_note_reaches_the_model_as_context_after_the_question() -> Non
     prompt = llm.seen[-1]
     assert prompt[-1].role == "user" and prompt[-1].content == "which platform is this?"  # the question leads (a
     # request to read it would be answered by quoting the note: tests/see/test_quoting.py)
-    assert prompt[-2].role == "system" and prompt[-2].content.startswith("It shows writing")
+    assert prompt[-2].role == "system" and prompt[-2].content.startswith("Camera: writing")
     assert prompt[1] == GUIDANCE  # how to use the camera's readings: after the instructions, before the history
-    assert 'reads exactly: "PLATFORM' in prompt[-2].content
+    assert 'writing "PLATFORM' in prompt[-2].content
     assert all(not m.images for m in prompt)
     assert isinstance(session.eyes.note, SceneNote)
     await seeing.pool.aclose()  # type: ignore[union-attr]
@@ -152,10 +152,10 @@ def test_the_camera_message_says_how_to_use_the_note() -> None:
 
     read = camera_message(SceneNote(("EXIT 12",), 1, "dim light", (), "little motion", 0.0), 2.0)
     assert read.private  # what a user's camera saw: never the shared prefix of another session's prompt
-    assert read.role == "system" and 'writing that reads exactly: "EXIT 12"' in read.content
+    assert read.role == "system" and 'writing "EXIT 12"' in read.content
     assert "one face; dim light; little motion" in read.content and "a while ago" not in read.content
     blank = camera_message(SceneNote((), 0, "even light", (), None, 0.0), 30.0)
-    assert "no writing at all" in blank.content and "a while ago" in blank.content
+    assert "no writing" in blank.content and "a while ago" in blank.content
     assert not any(ch.isdigit() for ch in blank.content)  # nothing a model could repeat as invented text
 
 
