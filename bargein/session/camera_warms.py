@@ -45,6 +45,9 @@ class CameraWarms:
     replies_follow: Callable[[], bool]
     """Whether the session's turns get replies of their own (a client that asks for its replies itself is not
     warmed for: the core does not warm its turns either)."""
+    reach_model: Callable[[], bool] = lambda: True
+    """Whether a warm reaches a model that keeps what it read (one that cannot evaluate a prompt ahead reads
+    nothing: no message counts as read, so every reply quotes the newest note)."""
     warmed: str | None = None
     """The camera message the model last read after the history as it stands (None: none since the history last
     changed, or no warm yet)."""
@@ -64,7 +67,7 @@ class CameraWarms:
         elif isinstance(action, v.CommitBuffer):
             self.warmed = None  # the user's turn joins the history
         elif isinstance(action, v.WarmPrompt):
-            self.warmed = self.message()  # the core's warm read the newest message, with the words so far
+            self.warmed = self.message() if self.reach_model() else None  # the newest message, the words so far
         elif isinstance(action, v.SpeechStarted):
             return self._due()
         return False
@@ -75,7 +78,8 @@ class CameraWarms:
 
     def _due(self) -> bool:
         message = self.message()
-        if message is None or self.live or message == self.warmed or not self.replies_follow():
+        if (message is None or self.live or message == self.warmed or not self.replies_follow()
+                or not self.reach_model()):
             return False
         self.warmed = message
         return True

@@ -124,7 +124,6 @@ class SessionEyes(QuietObserver):
         self._encodings: dict[tuple[int, int, int], tuple[Frame, str]] = {}
         """Frames encoded at a planned size (oldest first, at most :data:`ENCODINGS_KEPT`): a speculative reply's
         prompt and the reply's own share them."""
-        self._note_arrived_s = 0.0
         self._pinned: tuple[SceneNote, float] | None = None
         """The note a reply's prompt quotes from the turn's silence, and its age then (:meth:`_pin`)."""
         self._pinned_newest: tuple[SceneNote, float] | None = None  # the same for a quoted reading: the newest
@@ -135,13 +134,15 @@ class SessionEyes(QuietObserver):
         self._noted_turns: dict[tuple[int, str], ChatMessage] = {}
         """The note each recent turn's prompt put before its question, by (the question's place among the user's
         messages, its words); at most :data:`NOTED_TURNS_KEPT`."""
-        self._pinned_s = self._newest_seen_s = 0.0
+        self._pinned_s = self._newest_seen_s = self._note_arrived_s = 0.0
         self._config, self._progress, self._emit, self._clock = config, progress, emit, clock
         self._last_read: Frame | None = None
         self.rewarm: Callable[[str], None] | None = None
         """Warms the reply's prompt with the user's words so far (the session's executor): called with no words
         when a reply completes and when a turn's speech starts, as :class:`CameraWarms` decides."""
-        self._warms = CameraWarms(self._message_text, self._replies_follow)
+        self.model_reads_warms: Callable[[], bool] = lambda: True
+        """Whether the session's warms reach a model that keeps what it read (the session's speculator says)."""
+        self._warms = CameraWarms(self._message_text, self._replies_follow, lambda: self.model_reads_warms())
         self._message: tuple[SceneNote, bool, ChatMessage] | None = None
         """The camera message last made: its note, whether that note was stale, the message (made once per note)."""
         self._read_at_silence: bool | None = None

@@ -63,3 +63,11 @@ def test_no_warm_over_a_live_reply_without_a_note_or_for_a_client_that_asks_for_
     assert not rule.on_reply_completed()
     camera.replies = True
     assert rule.on_reply_completed()
+
+
+def test_nothing_counts_as_read_where_warms_reach_no_model() -> None:
+    camera = Camera()
+    rule = CameraWarms(lambda: camera.message, lambda: camera.replies, lambda: False)
+    assert not rule.on_action(v.SpeechStarted("item_1", 0.0))
+    rule.on_action(v.WarmPrompt("item_1", "which exit"))
+    assert rule.warmed is None and not rule.on_reply_completed()

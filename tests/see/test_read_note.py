@@ -112,3 +112,18 @@ async def test_no_warm_since_the_history_changed_quotes_the_newest() -> None:
     eyes.on_action(v.SilenceBegan("item_1", 700.0))
     assert "GATE 7" in session.replies.with_memory(asked(session, "which exit"))[-2].content
     await session.close()
+
+
+async def test_with_a_model_that_cannot_read_ahead_nothing_counts_as_read_and_the_reply_quotes_the_newest() -> None:
+    from bargein.engines.fakes import FakeLanguageModel
+
+    session = RealtimeSession(Engines(FakeVad(), FakeRecognizer(("hello",)), FakeLanguageModel(), FakeSynthesizer(),
+                                      see=Seeing(VisionSettings("notes"))))
+    eyes = session.eyes
+    eyes._noted(note("EXIT 12", 0.0), frame_of(1, 0.0), eyes._clock())
+    eyes.on_action(v.SpeechStarted("item_1", 0.0))
+    warm_turn(session, "which exit")  # the core's warm reaches no model
+    eyes._noted(note("GATE 7", 500.0), frame_of(2, 500.0), eyes._clock())
+    eyes.on_action(v.SilenceBegan("item_1", 700.0))
+    assert "GATE 7" in session.replies.with_memory(asked(session, "which exit"))[-2].content
+    await session.close()
