@@ -27,8 +27,9 @@ from bargein.see.scene import SceneNote
 from bargein.see.shared import Seeing
 from bargein.see.tokens import ImageCost
 from bargein.see.vision import SentImage, VisionSettings, encode_resized, images_for_turn
-from bargein.session.camera_warms import CameraWarms, quotes_read_note
+from bargein.session.camera_warms import CameraWarms
 from bargein.session.core import vocabulary as v
+from bargein.session.note_pins import NotePins, Seen
 from bargein.session.observers import QuietObserver
 from bargein.session.outbound import Outgoing
 from bargein.values import ChatImage, ChatMessage, opens_with_instructions
@@ -40,8 +41,6 @@ DECODE_WORKERS = 2
 _decoders = ThreadPoolExecutor(max_workers=DECODE_WORKERS, thread_name_prefix="bargein-see-decode")
 
 
-MAX_PIN_S = 5.0
-"""Longest a note stays pinned for a turn's reply (a turn that led to no reply does not keep it)."""
 NOTED_TURNS_KEPT = 16
 """Earlier turns whose note stays before their question in later prompts (older ones drop out of the prompt)."""
 ENCODINGS_KEPT = 16
@@ -124,18 +123,15 @@ class SessionEyes(QuietObserver):
         self._encodings: dict[tuple[int, int, int], tuple[Frame, str]] = {}
         """Frames encoded at a planned size (oldest first, at most :data:`ENCODINGS_KEPT`): a speculative reply's
         prompt and the reply's own share them."""
-        self._pinned: tuple[SceneNote, float] | None = None
-        """The note a reply's prompt quotes from the turn's silence, and its age then (:meth:`_pin`)."""
-        self._pinned_newest: tuple[SceneNote, float] | None = None  # the same for a quoted reading: the newest
-        self._read: tuple[SceneNote, float, str] | None = None
-        """The note whose camera message the model last read after the history as it stands (``CameraWarms.warmed``),
-        when the camera last showed it (while it is the newest, :attr:`note_seen_s` says), and the message."""
         self._quoting = False
         self._noted_turns: dict[tuple[int, str], ChatMessage] = {}
         """The note each recent turn's prompt put before its question, by (the question's place among the user's
         messages, its words); at most :data:`NOTED_TURNS_KEPT`."""
-        self._pinned_s = self._newest_seen_s = self._note_arrived_s = 0.0
+        self._newest_seen_s = self._note_arrived_s = 0.0
         self._config, self._progress, self._emit, self._clock = config, progress, emit, clock
+        self.pins = NotePins(self._turn_note_now, lambda note, age_s: camera_message(note, age_s).content,
+                             lambda: self._clock())
+        """The notes pinned for the turn's reply, and the one the model last read."""
         self._last_read: Frame | None = None
         self.rewarm: Callable[[str], None] | None = None
         """Warms the reply's prompt with the user's words so far (the session's executor): called with no words
@@ -207,8 +203,7 @@ class SessionEyes(QuietObserver):
             return  # a note of an older frame than the one already noted
         # still the newest scene: the camera showed it until its last near-duplicate; else until it arrived
         shown_s = self._newest_seen_s if frame is self.sampler.newest else arrived_s
-        if self._read is not None and self._read[0] is self.note:  # the read note stops being the newest
-            self._read = (self._read[0], self.note_seen_s, self._read[2])
+        self.pins.replacing(self.note, self.note_seen_s)
         self.note, self.note_seen_s, self._note_frame, self._note_arrived_s = note, shown_s, frame, arrived_s
         if self._emit is not None:
             self._emit(Outgoing(event("bargein.see.note", note=note.line(), frame_at_ms=round(note.frame_at_ms))))
@@ -252,15 +247,15 @@ class SessionEyes(QuietObserver):
             while len(self._noted_turns) > NOTED_TURNS_KEPT:
                 self._noted_turns.pop(next(iter(self._noted_turns)))
 
-    def _turn_note_now(self) -> tuple[SceneNote, float] | None:
+    def _turn_note_now(self) -> Seen | None:
         """The newest note and its age."""
         return None if self.note is None else (self.note, self._clock() - self.note_seen_s)
 
     def turn_message(self) -> ChatMessage | None:
         """The camera message a reply's prompt would put before its question now, in ``notes`` mode (None: no note,
-        or ``native`` mode): :func:`camera_message` of :meth:`_turn_note`, made once per note (and once more when it
-        turns stale), so the turn's prompts, warms and kept notes all quote the same message."""
-        seen = self._turn_note()
+        or ``native`` mode): :func:`camera_message` of :meth:`NotePins.turn_note`, made once per note (and once more
+        when it turns stale), so the turn's prompts, warms and kept notes all quote the same message."""
+        seen = self.pins.turn_note()
         if seen is None or self.settings.mode == "native":
             return None
         note, age_s = seen
@@ -269,49 +264,12 @@ class SessionEyes(QuietObserver):
             self._message = (note, stale, camera_message(note, age_s))
         return self._message[2]
 
-    def _turn_note(self, pinned: tuple[SceneNote, float] | None = None) -> tuple[SceneNote, float] | None:
-        """The note a reply's prompt quotes, with its age: the one pinned when the user's speech fell silent (the
-        speculative reply and the reply then read the same note, so the reply adopts the speculative one even when
-        a newer note comes in between), else the newest; with ``pinned`` (:attr:`_pinned_newest`), that pin's."""
-        pinned = self._pinned if pinned is None else pinned
-        if pinned is not None and self._clock() - self._pinned_s <= MAX_PIN_S:
-            return pinned
-        return self._turn_note_now()
-
-    def _pin(self) -> None:
-        """The turn fell silent: pin the newest note for a quoted reading, and for the reply's prompt the note the
-        model has already read where :func:`quotes_read_note` says so (the silence's speculative reply and
-        end-of-sentence estimate then read only the words), else the newest."""
-        newest = self._pinned_newest = self._pinned = self._turn_note_now()
-        self._pinned_s = self._clock()
-        if newest is None or self._read is None:
-            return
-        note, shown_s, message = self._read
-        read_age_s = self._pinned_s - (self.note_seen_s if note is self.note else shown_s)
-        if quotes_read_note(camera_message(*newest).content, message, read_age_s):
-            self._pinned = (note, read_age_s)
-
-    def _age_now(self, pinned: tuple[SceneNote, float] | None) -> float | None:
-        """How old the note :meth:`_turn_note` gives for ``pinned`` is now (since the camera last showed it)."""
-        seen = self._turn_note(pinned)
-        if seen is None or seen[0] is self.note:
-            return None if seen is None else self.note_age_s()
-        return seen[1] + self._clock() - self._pinned_s  # pinned, and no longer the newest
-
-    def _sync_read(self) -> None:
-        """Follow ``CameraWarms.warmed`` (the message the model last read after this history) with its note."""
-        warmed = self._warms.warmed
-        if warmed is None:
-            self._read = None
-        elif (self._read is None or self._read[2] != warmed) and (seen := self._turn_note()) is not None:
-            self._read = (seen[0], self._clock() - seen[1], warmed)
-
     def quote(self, messages: list[ChatMessage], instructions: str) -> str | None:
         """The reply's words when the user's last message asks to read what the camera shows, in ``notes`` mode with
         the server's English instructions and a note that is not stale: the writing quoted (:mod:`bargein.see.quoting`);
         None: the model answers."""
         last_user = next((m for m in reversed(messages) if m.role == "user"), None)
-        seen = self._turn_note(self._pinned_newest)  # no model reads it: the newest at the silence
+        seen = self.pins.turn_note(self.pins.pinned_newest)  # no model reads it: the newest at the silence
         if (self.settings.mode == "native" or instructions != DEFAULT_INSTRUCTIONS or last_user is None
                 or seen is None or seen[1] > STALE_NOTE_S):
             return None
@@ -337,7 +295,7 @@ class SessionEyes(QuietObserver):
         message = self.turn_message()
         if message is not None:
             self._remember_note(messages, message)
-        self._pinned = self._pinned_newest = None  # the turn's reply has its prompt: the next turn's are not pinned
+        self.pins.unpin()  # the turn's reply has its prompt: the next turn's are not pinned
         if self.settings.mode == "native":
             tokens = sum(s.cost.tokens for s in self._turn_images())
             self.sampler.take_turn()
@@ -377,7 +335,7 @@ class SessionEyes(QuietObserver):
         start warms the message again where it changed (:class:`CameraWarms`)."""
         if status == "completed" and self._warms.on_reply_completed():
             self._warm_next_turn()
-        self._sync_read()
+        self.pins.follow_read(self._warms.warmed)
 
     def _message_text(self) -> str | None:
         message = self.turn_message()
@@ -402,14 +360,14 @@ class SessionEyes(QuietObserver):
         elif isinstance(action, v.SpeechStopped):
             self.sampler.speech_stopped()
         elif isinstance(action, v.CommitBuffer):
-            self.age_at_commit_s = (self._age_now(self._pinned), self._age_now(self._pinned_newest))
+            self.age_at_commit_s = self.pins.ages_now()
         if self._warms.on_action(action):
             self._warm_next_turn()
-        self._sync_read()
+        self.pins.follow_read(self._warms.warmed)
         if isinstance(action, v.SilenceBegan):
-            self._pin()
+            self.pins.pin()
         elif isinstance(action, v.SpeechResumed | v.SegmentAbandoned):
-            self._pinned = self._pinned_newest = None
+            self.pins.unpin()
         if self.pool is None:
             return
         if isinstance(action, v.SilenceBegan):  # the guess and the prefetched reply start: the critical path
