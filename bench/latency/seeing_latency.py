@@ -153,9 +153,11 @@ def session_args(turns: int) -> argparse.Namespace:
 async def spoken(host_port: str, turns: int, label: str,
                  alongside: Callable[[Any], Awaitable[None]] | None = None,
                  accounts: list[TurnFigures] | None = None,
-                 jobs: list[ModelJob] | None = None) -> tuple[list[float], list[float]]:
+                 jobs: list[ModelJob] | None = None,
+                 older: list[float] | None = None) -> tuple[list[float], list[float]]:
     """One session's first audio per answered turn (ms) and its ledger's note ages at commit (ms); each turn's
-    account (where its first audio went) is printed, and added to ``accounts``, and its LLM jobs to ``jobs``."""
+    account (where its first audio went) is printed, and added to ``accounts``, and its LLM jobs to ``jobs``; for
+    each reply that quoted an older note than the newest (one the model had read), how much older, to ``older``."""
     print(f"-- {label}: load average {load()}", flush=True)
     since = log_size(SERVER_LOG)
     results, observer, _ = await run_session(host_port, session_args(turns), alongside=alongside)
@@ -165,6 +167,9 @@ async def spoken(host_port: str, turns: int, label: str,
             jobs.append(job)
     firsts = [r.first_audio_ms for r in results if r.first_audio_ms is not None]
     ages = [float(m["scene_note_age_ms"]) for m in observer.turn_metrics if "scene_note_age_ms" in m]
+    if older is not None:
+        older += [float(m["scene_note_age_ms"]) - float(m["scene_newest_age_ms"]) for m in observer.turn_metrics
+                  if "scene_newest_age_ms" in m]
     replies = transcripts(observer.other)
     for metrics in observer.turn_metrics:  # where a slow turn's time went, by the server's ledger
         print("   ledger: " + " ".join(f"{key.removesuffix('_ms')} {metrics[key]:.0f}" for key in LEDGER_STAGES
@@ -201,7 +206,8 @@ async def run(host_port: str, args: argparse.Namespace) -> None:
     """The parts asked for, each condition alternating by round; then the tables."""
     images = scene_images()
     fresh, held = new_scene_urls(images), held_scene_urls(images)
-    figures: dict[str, list[float]] = {key: [] for key in ("off", "on", "on_age", "alone", "crowd", "age")}
+    figures: dict[str, list[float]] = {key: [] for key in ("off", "on", "on_age", "on_older", "alone", "crowd",
+                                                                 "age", "age_older")}
     accounts: dict[str, list[TurnFigures]] = {"off": [], "on": []}
     jobs: dict[str, list[ModelJob]] = {"off": [], "on": []}
     for round_ in range(args.rounds):
@@ -210,7 +216,7 @@ async def run(host_port: str, args: argparse.Namespace) -> None:
             order = [("off", None), ("on", camera(fresh if args.scenes == "new" else held, STREAM_FPS))]
             for key, alongside in order if round_ % 2 == 0 else order[::-1]:
                 firsts, ages = await spoken(host_port, args.turns, f"camera {key}", alongside, accounts[key],
-                                            jobs[key])
+                                            jobs[key], figures["on_older"] if key == "on" else None)
                 figures[key] += firsts
                 figures["on_age"] += ages if key == "on" else []  # the quoted note's age (the ledger's)
         if "crowd" in args.parts:
@@ -218,7 +224,8 @@ async def run(host_port: str, args: argparse.Namespace) -> None:
             figures["crowd"] += await with_crowd(host_port, args.turns, fresh)
         if "age" in args.parts:
             figures["age"] += (await spoken(host_port, args.turns, "camera at 1 fps, held scenes",
-                                            camera(held, AGE_FPS, random.Random(round_).randrange(len(held)))))[1]
+                                            camera(held, AGE_FPS, random.Random(round_).randrange(len(held))),
+                                            older=figures["age_older"]))[1]
     report(figures)
     if accounts["on"] or accounts["off"]:
         print(f"\n### where first audio went (medians per turn; the ledger's stages)\n\n{MEDIANS_HEADER}")
@@ -254,6 +261,11 @@ def report(figures: dict[str, list[float]]) -> None:
     if figures["age"]:
         p50 = statistics.median(figures["age"])
         print(f"age: p50 {p50:.0f} ms (target <= {AGE_TARGET_MS:.0f}: {'met' if p50 <= AGE_TARGET_MS else 'missed'})")
+    for ages, older_key, label in (("on_age", "on_older", "camera on"), ("age", "age_older", "1 fps")):
+        if figures[ages]:
+            older = figures[older_key]
+            print(f"{label}: {len(older)} replies quoted an older note than the newest, one the model had read"
+                  + (f" ({statistics.median(older):.0f} ms older at the median)" if older else ""))
 
 
 def main() -> None:
