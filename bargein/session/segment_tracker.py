@@ -52,6 +52,8 @@ class SegmentTracker:
         self._partial_task: asyncio.Task[None] | None = None
         self._sent: tuple[str, str] = ("", "")
         """The item last reported, and the partial transcript already sent for it (deltas extend it)."""
+        self._closed = False
+        """The session closed: an estimate its close cancelled is not fed back (the machine would act on it)."""
 
     def drop_score(self, item_id: str) -> None:
         """The silence being scored for ``item_id`` is over (speech came back, or the turn ended): its score
@@ -161,6 +163,8 @@ class SegmentTracker:
         task.add_done_callback(lambda done: self._estimated(item_id, words, done))
 
     def _estimated(self, item_id: str, words: str, task: asyncio.Future[float | None]) -> None:
+        if self._closed:
+            return
         failed = task.cancelled() or task.exception() is not None
         self.feed(v.TextEndEstimate(item_id, words, None if failed else task.result()))
 
@@ -180,6 +184,7 @@ class SegmentTracker:
 
     def close(self) -> None:
         """Stop partial recognition and speculation."""
+        self._closed = True
         for task in (self._partial_task, self._score_task):
             if task is not None:
                 task.cancel()

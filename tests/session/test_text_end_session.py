@@ -152,3 +152,20 @@ async def test_an_estimate_never_started_is_reported_lost_after_the_action_that_
     assert not fed, "not within the action that asked"
     await asyncio.sleep(0)
     assert fed == [TextEndEstimate("item_1", "Hello there.", None)]
+
+
+async def test_an_estimate_cancelled_by_the_session_closing_is_not_fed_to_the_closed_session() -> None:
+    """Closing cancels the guesses' estimates; their callbacks run after the close and must not feed the machine
+    (it could still end a turn and start its reply in a session that is gone)."""
+    fed: list[object] = []
+    speculator = Speculator(FakeRecognizer(("hello",)), Pending())
+    tracker = SegmentTracker(FakeRecognizer(), InputBuffer(), speculator, feed=fed.append, emit=lambda _: None)
+    recognition = speculator.recognise("item_1", (0.2 * np.sin(np.arange(16_000) / 3)).astype(np.float32))
+    assert recognition is not None
+    await recognition
+    estimate = speculator.prefetch("item_1", [ChatMessage("user", "hello")], GenerationOptions(), estimate_end=True)
+    tracker.follow_text_end("item_1", "hello", estimate)
+    tracker.close()
+    for _ in range(5):  # the cancelled task's last step, then its done callbacks
+        await asyncio.sleep(0)
+    assert estimate is not None and estimate.cancelled() and not fed
