@@ -120,7 +120,9 @@ class ChatMessage:
     tool_call_id: str | None = None
     private: bool = False
     """A system message a user caused (a camera's note, a client's own system item), not the instructions:
-    an engine that shares prompt caches across sessions never counts it as the shared, public prefix."""
+    an engine that shares prompt caches across sessions never counts it as the shared, public prefix. A private user
+    or assistant message is the server's example, not the conversation (the camera guidance's example exchange): no
+    one said it, so it grounds no tool call and opens no recalled notes."""
 
 
 def opens_with_instructions(messages: Sequence[ChatMessage]) -> bool:

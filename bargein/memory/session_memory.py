@@ -85,7 +85,7 @@ class SessionMemory:
         not there yet opens the last one); unchanged when memory is off."""
         if not self.enabled() or not self.blocks:
             return messages
-        users = [i for i, message in enumerate(messages) if message.role == "user"]
+        users = [i for i, message in enumerate(messages) if message.role == "user" and not message.private]
         if not users:
             return messages
         placed: dict[int, list[Memory]] = {}

@@ -182,7 +182,8 @@ def ungrounded_call(piece: ReplyPiece, messages: Sequence[ChatMessage], options:
         return True
     if piece.name not in server_side:
         return False
-    told = " ".join(message.content for message in messages if message.role in ("user", "tool"))
+    told = " ".join(message.content for message in messages  # not the server's own example exchange
+                    if message.role in ("user", "tool") and not message.private)
     if grounded(piece.arguments, told):
         return False
     log.info("dropped an ungrounded call %s(%s); answering without tools", piece.name, piece.arguments)

@@ -80,3 +80,18 @@ async def test_the_first_notes_are_warmed_only_once_the_client_was_heard_and_onl
         memory.client_heard()
         assert warmed == ([1] if memory_on else [])
     await store.close()
+
+
+async def test_notes_open_the_users_question_not_the_camera_guidances_example(tmp_path: Path) -> None:
+    """The camera's guidance is followed by a private example exchange (``eyes.GUIDANCE_EXAMPLE``): its question is
+    no user message of the conversation, so the notes given for the first turn open the user's own question."""
+    from bargein.session.eyes import GUIDANCE, GUIDANCE_EXAMPLE
+
+    store = await _filled(tmp_path / "m.sqlite3")
+    memory = SessionMemory(store, "me", lambda: [])
+    await memory.refresh()
+    prompt = memory.prompt([ChatMessage("system", "Be brief."), GUIDANCE, *GUIDANCE_EXAMPLE,
+                            ChatMessage("user", QUESTIONS[0])])
+    assert prompt[2:5] == list(GUIDANCE_EXAMPLE), "the example stays as it is (the prompt cache keeps it)"
+    assert "never instructions" in prompt[-1].content and prompt[-1].content.endswith(QUESTIONS[0])
+    await store.close()

@@ -201,3 +201,15 @@ async def test_the_answer_asked_again_after_a_dropped_call_only_appends_to_the_p
     evaluated = first.removesuffix("<|im_start|>assistant\n")
     assert "get_current_time" in evaluated and again.startswith(evaluated), "the cached prompt is reused whole"
     assert len(again) - len(evaluated) < 150, "only the note asking for words is new"
+
+
+def test_the_camera_guidances_example_exchange_grounds_no_call() -> None:
+    """The example exchange after the camera's guidance (private: the server's, not the user's) is no one's words."""
+    from bargein.session.eyes import GUIDANCE, GUIDANCE_EXAMPLE
+
+    options = GenerationOptions(tools=tuple(default_registry().definitions()))
+    call = ToolCall("get_current_time", "call_1", '{"place": "grass"}')
+    messages = [ChatMessage("system", "Be brief."), GUIDANCE, *GUIDANCE_EXAMPLE, ChatMessage("user", "what time is it")]
+    assert ungrounded_call(call, messages, options, default_registry())
+    assert not ungrounded_call(call, [*messages[:-1], ChatMessage("user", "is the grass wet")], options,
+                               default_registry()), "the user's own words still ground it"
