@@ -100,6 +100,10 @@ class ReplyPlan:
     """Speech of the first clause made privately before the commit, if it is this clause, voice and pace."""
     truncation: dict[str, Any] | None = None
     """How the LLM may cut a history too long for its context (:meth:`SessionConfig.truncation_options`)."""
+    prefetched_since: float | None = None
+    """When the adopted head start wrote its first words (``time.monotonic``), with its first clause left to this
+    reply: the early first phrase's deadline counts from then (:attr:`~bargein.session.speculation.PrefetchedReply.
+    unspoken_since`), as it would had the reply started the stream itself."""
 
 
 class ReplyPipeline:
@@ -158,7 +162,7 @@ class ReplyPipeline:
                     sink.reply_fallback(token)
                 if tokens == 0:
                     sink.reply_mark("llm_first_token")
-                    first_token_at = time.monotonic()
+                    first_token_at = plan.prefetched_since or time.monotonic()
                 tokens += 1
                 worded = worded or has_words(token)
                 if clauses is None:

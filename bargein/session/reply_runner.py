@@ -198,7 +198,8 @@ class ReplyRunner:
         return ReplyPlan(handle.response_id, messages, state.audio, state.voice, state.output_format,
                          request.max_tokens, prefetched.adopt(handle.token) if prefetched is not None else None,
                          request.tools, config.audio.output.speed,
-                         prefetched.spoken if prefetched is not None else None, truncation=config.truncation_options())
+                         prefetched.spoken if prefetched is not None else None, truncation=config.truncation_options(),
+                         prefetched_since=prefetched.unspoken_since if prefetched is not None else None)
 
     def _sink(self, handle: ReplyHandle) -> HandleSink:
         return HandleSink(handle, self.feed, self.progress)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -75,6 +76,7 @@ class PrefetchedReply:
         self._tts = tts
         self._splitter = ClauseSplitter(first_max_words=FIRST_CLAUSE_WORDS) if tts is not None else None
         self._tokens: list[ReplyPiece] = []
+        self._first_words_at: float | None = None
         self._done = asyncio.Event()
         self._grew = asyncio.Event()
         self.error: BaseException | None = None
@@ -88,6 +90,8 @@ class PrefetchedReply:
             async for token in self._pieces(llm, options):
                 self._tokens.append(token)
                 self._grew.set()
+                if self._first_words_at is None and not isinstance(token, ToolCall):
+                    self._first_words_at = time.monotonic()
                 if isinstance(token, ToolCall):
                     self._splitter = None  # a tool call: the reply's words wait for its result
                 elif self._splitter is not None and (ready := self._splitter.feed(token)):
@@ -116,6 +120,14 @@ class PrefetchedReply:
         self._splitter = None
         link = asyncio.create_task(self._follow(reply_cancel))
         return self._iterate(link)
+
+    @property
+    def unspoken_since(self) -> float | None:
+        """When the stream wrote its first words (``time.monotonic``), where its first clause is left to the reply:
+        the reply's early first phrase then waits out its deadline from that token, as it would had it started the
+        stream itself, not from the adoption. ``None``: no words yet, or the first clause was spoken privately (the
+        reply reads it whole from the buffer and must cut it where the private speech did)."""
+        return self._first_words_at if self.first_clause is None else None
 
     async def _follow(self, reply_cancel: CancelToken) -> None:
         await reply_cancel.wait()
