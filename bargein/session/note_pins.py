@@ -67,8 +67,10 @@ class NotePins:
         self.pinned = self.pinned_newest = None
 
     def ages_now(self) -> tuple[float | None, float | None]:
-        """How old the note the reply's prompt quotes and the one a quoted reading quotes are now."""
-        return self._age_now(self.pinned), self._age_now(self.pinned_newest)
+        """How old the note the reply's prompt quotes and the one a quoted reading quotes are now (one figure where
+        they are one note: read from the clock twice, they would differ, and the ledger would report both)."""
+        quoted = self._age_now(self.pinned)
+        return quoted, quoted if self.pinned is self.pinned_newest else self._age_now(self.pinned_newest)
 
     def _age_now(self, pinned: Seen | None) -> float | None:
         seen, newest = self.turn_note(pinned), self.newest()

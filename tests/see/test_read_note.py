@@ -127,3 +127,21 @@ async def test_with_a_model_that_cannot_read_ahead_nothing_counts_as_read_and_th
     eyes.on_action(v.SilenceBegan("item_1", 700.0))
     assert "GATE 7" in session.replies.with_memory(asked(session, "which exit"))[-2].content
     await session.close()
+
+
+def test_the_quoted_and_the_newest_note_are_one_age_where_the_reply_quotes_the_newest() -> None:
+    """Where the pin is the newest note, its two ages at the commit are one figure (read from the clock once), so the
+    ledger reports no ``scene_newest_age_ms`` beside it (a clock that moves between two reads made them differ)."""
+    from bargein.session.note_pins import NotePins
+
+    now = [10.0]
+
+    def ticking() -> float:
+        now[0] += 0.0007  # every read of the clock moves it on, as a real one does
+        return now[0]
+
+    shown = note("EXIT 12", 0.0)
+    pins = NotePins(lambda: (shown, ticking() - 9.0), lambda seen, age: seen.text[0], ticking)
+    pins.pin()
+    quoted, newest = pins.ages_now()
+    assert quoted is not None and quoted == newest
