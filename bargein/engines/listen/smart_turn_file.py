@@ -11,15 +11,11 @@ Run ``python -m bargein.engines.listen.smart_turn_file`` to fetch it (``scripts/
 from __future__ import annotations
 
 import argparse
-import hashlib
-import os
 import subprocess
 import sys
-import tempfile
-import zipfile
 from pathlib import Path
 
-from bargein.weights import WeightError, cache_dir, verify_sha256
+from bargein.weights import WeightError, cache_dir, extract_pinned, verify_sha256
 
 SMART_TURN_FILENAME = "smart-turn-v3.2-cpu.onnx"
 SMART_TURN_SHA256 = "2bb026316b14a660486a75b1733cd3fbab8c2fd0314dc9af7be49f8cca967e4f"
@@ -50,28 +46,8 @@ def extract_from_wheel(wheel: Path, directory: Path | None = None) -> Path:
     The file is written under a temporary name and renamed only once verified, so an interrupted or
     altered extraction never leaves a file that looks finished.
     """
-    target = (directory or cache_dir()) / SMART_TURN_FILENAME
-    target.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with zipfile.ZipFile(wheel) as archive:
-            data = archive.read(SMART_TURN_MEMBER)
-    except (KeyError, zipfile.BadZipFile, OSError) as error:
-        raise WeightError(f"cannot read {SMART_TURN_MEMBER} from {wheel} ({error}); "
-                          f"fix: delete {wheel} and run {FETCH_COMMAND}") from error
-    actual = hashlib.sha256(data).hexdigest()
-    if actual != SMART_TURN_SHA256:
-        raise WeightError(f"{SMART_TURN_MEMBER} in {wheel} has sha256 {actual}, expected the pinned "
-                          f"{SMART_TURN_SHA256}; refusing it; fix: delete {wheel} and run {FETCH_COMMAND}")
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{SMART_TURN_FILENAME}.", suffix=".part", dir=target.parent)
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        tmp.chmod(0o644)  # a model file, readable like the package files it stands beside
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return target
+    return extract_pinned(wheel, SMART_TURN_MEMBER, SMART_TURN_SHA256,
+                          (directory or cache_dir()) / SMART_TURN_FILENAME, fetch_command=FETCH_COMMAND)
 
 
 def fetch(directory: Path | None = None, wheel_dir: Path | None = None) -> Path:
