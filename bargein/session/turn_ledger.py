@@ -138,13 +138,11 @@ class TurnLedger:
             # that decides which tier the endpoint took
             "guess_ms": _round(1000.0 * (self.guess_wall_s - self.marks["speech_end"].wall_s)
                                if self.guess_wall_s is not None and "speech_end" in self.marks else None),
-            "turn_end_probability": (round(self.turn_end_probability, 3)
-                                     if self.turn_end_probability is not None else None),
+            "turn_end_probability": _round(self.turn_end_probability, 3),
             # and the language model's end-of-sentence estimate for that guess: when it came back, and what it said
             "text_end_ms": _round(1000.0 * (self.text_end_wall_s - self.marks["speech_end"].wall_s)
                                   if self.text_end_wall_s is not None and "speech_end" in self.marks else None),
-            "text_end_probability": (round(self.text_end_probability, 4)
-                                     if self.text_end_probability is not None else None),
+            "text_end_probability": _round(self.text_end_probability, 4),
             **{key: round(value, 3) for key, value in self.counters.items()},
             **{f"cpu_{stage}_s": round(value, 4) for stage, value in self.cost.cpu_s.items()},
             # False: the client still played the reply, and a follow-up tells what it heard once it is known
@@ -226,9 +224,8 @@ class TurnLedgers:
                 ledger.turn_end_probability = event.probability
             elif event.transcript is not None and ledger.guess_wall_s is None:  # the plain guess, not the primed
                 ledger.guess_wall_s = ledger.clock()
-        elif isinstance(event, v.TextEndEstimate) and event.probability is not None \
-                and (ledger := self.ledgers.get(event.item_id)) is not None \
-                and "commit" not in ledger.marks and ledger.guess_wall_s is not None:  # for this silence's guess
+        elif isinstance(event, v.TextEndEstimate) and event.probability is not None and (ledger := self.ledgers.get(
+                event.item_id)) is not None and "commit" not in ledger.marks and ledger.guess_wall_s is not None:
             ledger.text_end_wall_s, ledger.text_end_probability = ledger.clock(), event.probability
 
     def on_action(self, action: v.Action) -> None:
@@ -399,5 +396,5 @@ class TurnLedgers:
         export_turn(ledger, status, summary)
 
 
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 1)
+def _round(value: float | None, digits: int = 1) -> float | None:
+    return None if value is None else round(value, digits)
