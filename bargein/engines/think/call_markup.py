@@ -7,6 +7,7 @@ streamed reply is spoken and what is a call (or markup dropped unspoken).
 from __future__ import annotations
 
 import json
+import re
 
 OPEN_TAG = "<tool_call>"
 CLOSE_TAG = "</tool_call>"
@@ -92,3 +93,19 @@ def partial_tag_length(text: str, tag: str) -> int:
         if tag.startswith(text[-length:]):
             return length
     return 0
+
+
+_STRAY_OPENER = re.compile(r'^\{\s*"name"?\s*:?\s*"?\s*')
+_STRAY_CLOSER = re.compile(r'"?\s*\}?$')
+
+
+def without_stray_opener(text: str) -> str:
+    """``text``, a reply that began like a bare call but never became one, without the call's opening (``{"name``,
+    ``{"name": "``) and the stray quote or brace it left at the end: the words the model went on to write are the
+    reply. A small model offered tools sometimes starts a call greedily and then answers in words
+    (``{"nameA spider has eight legs."``); spoken as written the user hears the markup, and the history that keeps
+    it leads the next replies to open the same way. Text that does not open that way is returned unchanged."""
+    opened = _STRAY_OPENER.match(text)
+    if opened is None:
+        return text
+    return _STRAY_CLOSER.sub("", text[opened.end():]).strip()

@@ -29,6 +29,7 @@ from bargein.engines.think.call_markup import (
     bare_call_start,
     bare_calls,
     partial_tag_length,
+    without_stray_opener,
 )
 from bargein.engines.think.call_markup import MAX_CALL_CHARS as MAX_CALL_CHARS
 from bargein.engines.think.call_markup import OPEN_TAG as OPEN_TAG
@@ -285,8 +286,9 @@ class ToolCallSplitter:
             body, _ = parse_arguments(raw)
         except ArgumentError:
             body = {}
-        if "name" not in body:  # it only looked like JSON: it is the reply
-            return [raw] if raw else []
+        if "name" not in body:  # it only looked like JSON: its words are the reply
+            words = without_stray_opener(raw)
+            return [words] if words else []
         self._call = [raw]
         return [self._close_call()]
 

@@ -71,6 +71,17 @@ def test_json_that_is_not_a_call_stays_text() -> None:
     assert text_of(out) == '{"answer": 4}' and not calls_of(out)
 
 
+@pytest.mark.parametrize(("pieces", "spoken"), [
+    (['{"name', 'A spider', ' has eight legs."'], "A spider has eight legs."),
+    (['{"name": ', "I'm sorry, ", "could you say that again?"], "I'm sorry, could you say that again?"),
+    (['{ "name', "The bus leaves at ten.", '"}'], "The bus leaves at ten."),
+])
+def test_a_call_opened_and_then_answered_in_words_speaks_only_the_words(pieces: list[str], spoken: str) -> None:
+    # the embedded model, offered the built-in tools, sometimes opens a call greedily and then answers in words
+    out = run_splitter(pieces)
+    assert text_of(out) == spoken and not calls_of(out)
+
+
 def test_unclosed_call_is_still_read_and_a_bad_one_refused_visibly() -> None:
     [cut] = calls_of(run_splitter(['<tool_call>{"name": "calculate", "arguments": {"expression": "2*3"}']))
     assert cut.name == "calculate" and cut.refused is None and cut.repaired
