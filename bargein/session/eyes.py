@@ -249,7 +249,8 @@ class SessionEyes(QuietObserver):
 
     def _turn_note_now(self) -> Seen | None:
         """The newest note and its age."""
-        return None if self.note is None else (self.note, self._clock() - self.note_seen_s)
+        age = self.note_age_s()
+        return None if self.note is None or age is None else (self.note, age)
 
     def turn_message(self) -> ChatMessage | None:
         """The camera message a reply's prompt would put before its question now, in ``notes`` mode (None: no note,

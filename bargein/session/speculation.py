@@ -250,11 +250,17 @@ class Speculator:
         self.counts.llm_started += 1
         return guess.estimate
 
+    @property
+    def warms_reach_model(self) -> bool:
+        """Whether :meth:`warm` can reach a model that keeps what it read (speculation on, and an LLM that evaluates
+        a prompt ahead)."""
+        return self.enabled and self.llm.capabilities.prefill
+
     def warm(self, messages: Sequence[ChatMessage], options: GenerationOptions) -> None:
         """Have the LLM evaluate ``messages`` without replying (where it can), so a later prompt that begins
         the same way reuses the work; the words a partial transcript heard so far, typically. Skipped while
         the LLM is serving any reply (another session's): its tokens come first."""
-        if self.enabled and self.llm.capabilities.prefill and not self.llm.queue_depth:
+        if self.warms_reach_model and not self.llm.queue_depth:
             self.llm.prefill(messages, options)
             self.counts.prompts_warmed += 1
 
