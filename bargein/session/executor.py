@@ -166,9 +166,9 @@ class ActionExecutor:
 
     def warm_ahead(self, text: str = "") -> None:
         """Have the model evaluate the conversation so far and what opens the next user message (long-term memory's
-        newly given notes, before the user speaks; the camera message, when a reply completes and at a turn's speech
-        start, :class:`~bargein.session.camera_warms.CameraWarms`), then ``text``: a cache hint off the turn's path,
-        no turn decision."""
+        newly given notes, before the user speaks; the camera message, when a reply completes, at a turn's speech
+        start and as the session's first note comes, :class:`~bargein.session.camera_warms.CameraWarms`), then
+        ``text``: a cache hint off the turn's path, no turn decision."""
         self.speculator.warm(*self._prompt(self.config(), text))
 
     def _prompt(self, config: SessionConfig, text: str,

@@ -66,8 +66,8 @@ def camera_message(note: SceneNote, age_s: float) -> ChatMessage:
     before the history says how to use it, and its example exchange (:data:`GUIDANCE_EXAMPLE`) shows a question
     about something else answered in its first words, so the model answers the question instead of repeating the
     camera message. The next turn's prompt is warmed with it when a reply completes and at the turn's start, where
-    it changed (:class:`~bargein.session.camera_warms.CameraWarms`), never because a note changed while the user
-    speaks."""
+    it changed, and as the session's first note comes (:class:`~bargein.session.camera_warms.CameraWarms`), never
+    because a note changed while the user speaks."""
     writing = f'writing "{" ".join(note.text)}"' if note.text else "no writing"
     faces = {0: "no face", 1: "one face"}.get(note.faces, f"{note.faces} faces")
     facts = "; ".join(part for part in (writing, faces, note.light, note.motion) if part)
@@ -130,14 +130,16 @@ class SessionEyes(QuietObserver):
         self._newest_seen_s = self._note_arrived_s = 0.0
         self._config, self._progress, self._emit, self._clock = config, progress, emit, clock
         self.pins = NotePins(self._turn_note_now, lambda note, age_s: camera_message(note, age_s).content,
-                             lambda: self._clock())
+                             lambda: self._clock(), self._reader_behind)
         """The notes pinned for the turn's reply, and the one the model last read."""
         self._last_read: Frame | None = None
         self.rewarm: Callable[[str], None] | None = None
         """Warms the reply's prompt with the user's words so far (the session's executor): called with no words
-        when a reply completes and when a turn's speech starts, as :class:`CameraWarms` decides."""
+        when a reply completes, when a turn's speech starts and when the session's first note comes, as
+        :class:`CameraWarms` decides (None once the session closed)."""
         self.model_reads_warms: Callable[[], bool] = lambda: True
-        """Whether the session's warms reach a model that keeps what it read (the session's speculator says)."""
+        """Whether a warm asked for now reaches a model that keeps what it read (the session's speculator says: not
+        where the model cannot evaluate a prompt ahead, nor while it serves a reply, when the warm is skipped)."""
         self._warms = CameraWarms(self._message_text, self._replies_follow, lambda: self.model_reads_warms())
         self._message: tuple[SceneNote, bool, ChatMessage] | None = None
         """The camera message last made: its note, whether that note was stale, the message (made once per note)."""
@@ -203,8 +205,12 @@ class SessionEyes(QuietObserver):
             return  # a note of an older frame than the one already noted
         # still the newest scene: the camera showed it until its last near-duplicate; else until it arrived
         shown_s = self._newest_seen_s if frame is self.sampler.newest else arrived_s
+        first = self.note is None
         self.pins.replacing(self.note, self.note_seen_s)
         self.note, self.note_seen_s, self._note_frame, self._note_arrived_s = note, shown_s, frame, arrived_s
+        if first and self._warms.on_first_note():
+            self._warm_next_turn()
+            self.pins.follow_read(self._warms.warmed)
         if self._emit is not None:
             self._emit(Outgoing(event("bargein.see.note", note=note.line(), frame_at_ms=round(note.frame_at_ms))))
 
@@ -246,6 +252,11 @@ class SessionEyes(QuietObserver):
             self._noted_turns[(len(users) - 1, users[-1].content)] = note
             while len(self._noted_turns) > NOTED_TURNS_KEPT:
                 self._noted_turns.pop(next(iter(self._noted_turns)))
+
+    def _reader_behind(self) -> bool:
+        """Whether the camera has shown a newer scene than the newest note's (not read yet: near-duplicates of the
+        note's frame are not newer scenes)."""
+        return self.note is not None and self._note_frame is not self.sampler.newest
 
     def _turn_note_now(self) -> Seen | None:
         """The newest note and its age."""
@@ -327,13 +338,14 @@ class SessionEyes(QuietObserver):
         self._last_read = self._note_frame = None
         self._encodings.clear()
         self._noted_turns.clear()
+        self.rewarm = None  # a read still running when the session ended warms nothing
 
     def on_reply_closed(self, response_id: str, status: str, sent_ms: float, heard_ms: float, *,
                         output_queued: bool | None = None, playing: bool = False) -> None:
         """A reply completed: the next turn's prompt is known up to the user's words (the history as it now stands,
         then the camera message), so it is warmed now, while the reply plays and before the user speaks. New notes
-        after it warm nothing (with a new scene every frame they would keep the model busy): the next turn's speech
-        start warms the message again where it changed (:class:`CameraWarms`)."""
+        after it warm nothing but the session's first (with a new scene every frame they would keep the model busy):
+        the next turn's speech start warms the message again where it changed (:class:`CameraWarms`)."""
         if status == "completed" and self._warms.on_reply_completed():
             self._warm_next_turn()
         self.pins.follow_read(self._warms.warmed)

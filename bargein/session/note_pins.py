@@ -33,6 +33,8 @@ class NotePins:
     message_of: Callable[[SceneNote, float], str]
     """The camera message a note of that age makes."""
     clock: Callable[[], float]
+    reader_behind: Callable[[], bool] = lambda: False
+    """Whether the scene reader is behind the camera now: the camera has shown a newer scene than the newest note's."""
     pinned: Seen | None = None
     """The note a reply's prompt quotes from the turn's silence, and its age then."""
     pinned_newest: Seen | None = None
@@ -59,7 +61,9 @@ class NotePins:
             return
         note, shown_s, message = self.read
         read_age_s = newest[1] if note is newest[0] else self.pinned_s - shown_s
-        if quotes_read_note(self.message_of(*newest), message, read_age_s):
+        behind = self.reader_behind()
+        if (quotes_read_note(self.message_of(*newest), message, read_age_s, newest[1], reader_behind=behind)
+                and self.message_of(note, read_age_s) == message):  # not grown stale since it was read
             self.pinned = (note, read_age_s)
 
     def unpin(self) -> None:

@@ -118,7 +118,7 @@ class RealtimeSession:
             tracker=tracker, speculator=speculator, transcriber=self.transcriber, replies=self.replies,
             timers=self.timers, playing_to_end=self.machine.closed_playback.playing_to_end)
         self.eyes.rewarm = self.executor.warm_ahead  # the camera message, read before the next turn's words
-        self.eyes.model_reads_warms = lambda: speculator.warms_reach_model
+        self.eyes.model_reads_warms = lambda: speculator.warm_runs_now
 
     @property
     def stream_ms(self) -> float:

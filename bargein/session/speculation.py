@@ -256,11 +256,17 @@ class Speculator:
         a prompt ahead)."""
         return self.enabled and self.llm.capabilities.prefill
 
+    @property
+    def warm_runs_now(self) -> bool:
+        """Whether a warm asked for now reaches the model: :attr:`warms_reach_model`, and the LLM serves no reply and
+        has no job waiting (a warm then is skipped, :meth:`warm`)."""
+        return self.warms_reach_model and not self.llm.queue_depth
+
     def warm(self, messages: Sequence[ChatMessage], options: GenerationOptions) -> None:
         """Have the LLM evaluate ``messages`` without replying (where it can), so a later prompt that begins
         the same way reuses the work; the words a partial transcript heard so far, typically. Skipped while
-        the LLM is serving any reply (another session's): its tokens come first."""
-        if self.warms_reach_model and not self.llm.queue_depth:
+        the LLM is serving any reply (another session's) or has a job waiting: their tokens come first."""
+        if self.warm_runs_now:
             self.llm.prefill(messages, options)
             self.counts.prompts_warmed += 1
 

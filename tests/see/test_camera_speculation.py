@@ -11,6 +11,7 @@ from bargein.engines.fakes import FakeRecognizer, FakeSynthesizer, FakeVad
 from bargein.see.scene import SceneNote
 from bargein.see.shared import Seeing
 from bargein.see.vision import VisionSettings
+from bargein.session.core import vocabulary as v
 from tests.see.test_note_age import frame_of
 from tests.session.test_prompt_warming import PrefillingModel
 from tests.support.session_harness import Harness
@@ -35,7 +36,7 @@ async def test_a_camera_on_turn_adopts_its_head_start_though_a_newer_note_came_a
     assert counts.llm_used == 1 and counts.llm_discarded == 0, "the reply adopted the head start"
     asked = llm.seen[-1]
     assert "EXIT 12" in asked[-2].content and asked[-1].content == "how far is the exit"
-    at_start = llm.prefilled[0][0]  # the warm when the speech began, before any words
+    at_start = llm.prefilled[0][0]  # the first note's warm, before any words
     assert at_start[-1].content == "" and at_start[:-1] == asked[:-1]
     await h.session.close()
 
@@ -73,9 +74,11 @@ async def test_a_cancelled_reply_or_no_note_warms_nothing_between_turns() -> Non
     await stream(h, np.concatenate([quiet(0.3), tone(0.8), quiet(1.5)]))
     await h.drain(until="response.done")
     assert llm.prefilled == [] or all(m[-1].content for m, _ in llm.prefilled)  # no note: no message to warm
-    warms = len(llm.prefilled)
+    h.session.eyes.on_action(v.StartReply("resp_x", "turn_detected", None))
+    h.session.eyes._noted(note("EXIT 12", 0.0), frame_of(1, 0.0), 0.0)  # the first note, over a live reply
+    h.session.eyes.on_action(v.CancelReply("resp_x", "turn_detected"))
     h.session.eyes.on_reply_closed("resp_x", "cancelled", 0.0, 0.0)
-    h.session.eyes._noted(note("EXIT 12", 0.0), frame_of(1, 0.0), 0.0)
+    h.session.eyes._noted(note("GATE 7", 500.0), frame_of(2, 500.0), 0.5)
     h.session.eyes.on_reply_closed("resp_y", "cancelled", 0.0, 0.0)
-    assert len(llm.prefilled) == warms
+    assert all(m[-1].content for m, _ in llm.prefilled)  # no warm of the message without words
     await h.session.close()

@@ -1,5 +1,6 @@
-"""The camera message is warmed into the model's prompt cache at a turn's start (where it changed since the last
-warm), never because a new scene note came while the user speaks; the core's own warm reads the newest message."""
+"""The camera message is warmed into the model's prompt cache as the session's first note comes and at a turn's start
+(where it changed since the last warm), never because a later scene note came while the user speaks; the core's own
+warm reads the newest message."""
 
 from __future__ import annotations
 
@@ -45,9 +46,9 @@ async def test_a_note_changed_mid_turn_warms_nothing_and_the_reply_reads_the_not
                                       see=Seeing(VisionSettings("notes"))))
     eyes, frame = session.eyes, frame_of(1, 0.0)
     eyes._noted(note("EXIT 12", 0.0), frame, 1.0)
-    assert llm.prefilled == []  # no turn is being spoken
+    assert len(llm.prefilled) == 1  # the session's first note: the guidance and the message, no words yet
     eyes.on_action(v.SpeechStarted("item_1", 0.0))
-    assert len(llm.prefilled) == 1  # the turn's start: the message, no words yet
+    assert len(llm.prefilled) == 1  # the turn's start: the message is the one read
     eyes._noted(note("GATE 7", 500.0), frame, 2.0)  # the camera turned to a new sign mid-turn
     eyes._noted(note("PLATFORM 4", 800.0), frame, 2.5)  # and another
     assert len(llm.prefilled) == 1
@@ -66,15 +67,20 @@ async def test_a_note_changed_mid_turn_warms_nothing_and_the_reply_reads_the_not
     await session.close()
 
 
-async def test_no_note_warms_a_turn_the_core_did_not_warm() -> None:
+async def test_only_the_sessions_first_note_warms_a_turn_the_core_did_not_warm() -> None:
+    """The first note brings the guidance and its example exchange (some 70 tokens, once a session): read as it
+    comes, not at the turn's silence; a later note mid-turn warms nothing."""
     llm = PrefillingModel()
     session = RealtimeSession(Engines(FakeVad(), FakeRecognizer(("hello",)), llm, FakeSynthesizer(),
                                       see=Seeing(VisionSettings("notes"))))
     eyes, frame = session.eyes, frame_of(1, 0.0)
-    eyes.on_action(v.SpeechStarted("item_1", 0.0))  # no partial warmed it yet (or a reply is still playing)
+    eyes.on_action(v.SpeechStarted("item_1", 0.0))  # no partial warmed it yet
     eyes._noted(note("EXIT 12", 0.0), frame, 1.0)
+    assert len(llm.prefilled) == 1
+    first = llm.prefilled[0][0]
+    assert GUIDANCE in first and "EXIT 12" in first[-2].content and first[-1] == ChatMessage("user", "")
     eyes._noted(note("GATE 7", 500.0), frame, 2.0)
-    assert llm.prefilled == []
+    assert len(llm.prefilled) == 1
     await session.close()
 
 
@@ -104,8 +110,8 @@ async def test_no_warm_at_the_start_of_a_turn_over_a_live_reply_or_one_that_gets
     session = RealtimeSession(Engines(FakeVad(), FakeRecognizer(("hello",)), llm, FakeSynthesizer(),
                                       see=Seeing(VisionSettings("notes"))))
     eyes = session.eyes
-    eyes._noted(note("EXIT 12", 0.0), frame_of(1, 0.0), 1.0)
     eyes.on_action(v.StartReply("resp_1", "turn_detected", None))
+    eyes._noted(note("EXIT 12", 0.0), frame_of(1, 0.0), 1.0)  # the first note, over the live reply
     eyes.on_action(v.SpeechStarted("item_1", 0.0))  # over the live reply: its end is not known yet
     assert llm.prefilled == []
     eyes.on_action(v.CompleteReply("resp_1", "completed"))
