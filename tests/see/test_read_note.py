@@ -37,6 +37,15 @@ def asked(session: RealtimeSession, words: str) -> list[ChatMessage]:
     return [*session.conversation.chat_messages(session.config.instructions), ChatMessage("user", words)]
 
 
+def exit_then_gate(session: RealtimeSession, clock: Clock, after_s: float) -> None:
+    """EXIT 12 noted (and read: the session's first note), the turn's speech started, GATE 7 noted ``after_s``
+    later."""
+    session.eyes._noted(note("EXIT 12", 0.0), frame_of(1, 0.0), clock.now)
+    session.eyes.on_action(v.SpeechStarted("item_1", 0.0))
+    clock.now += after_s
+    session.eyes._noted(note("GATE 7", 1000.0 * after_s), frame_of(2, 1000.0 * after_s), clock.now)
+
+
 def test_the_read_note_is_quoted_only_where_it_differs_from_the_newest_and_is_young_enough() -> None:
     for behind in (False, True):
         assert quotes_read_note("GATE 7", "EXIT 12", 0.8, 0.1, reader_behind=behind)
@@ -100,10 +109,7 @@ async def test_a_request_to_read_quotes_the_newest_note_and_reports_its_age() ->
     """A quoted reading needs no model, so the newest note costs it nothing."""
     session, _llm, clock, progress = camera_session()
     eyes = session.eyes
-    eyes._noted(note("EXIT 12", 0.0), frame_of(1, 0.0), clock.now)
-    eyes.on_action(v.SpeechStarted("item_1", 0.0))
-    clock.now += 0.5
-    eyes._noted(note("GATE 7", 500.0), frame_of(2, 500.0), clock.now)
+    exit_then_gate(session, clock, 0.5)
     clock.now += 0.2
     eyes.on_action(v.SilenceBegan("item_1", 700.0))
     eyes.on_action(v.CommitBuffer("item_1", 0.0, 700.0))
@@ -147,10 +153,7 @@ async def test_a_warm_skipped_while_the_model_is_busy_leaves_what_the_model_read
     quoting it would save the silence nothing; the note read before it still saves its facts."""
     session, llm, clock, _progress = camera_session()
     eyes = session.eyes
-    eyes._noted(note("EXIT 12", 0.0), frame_of(1, 0.0), clock.now)  # the first note: read as it comes
-    eyes.on_action(v.SpeechStarted("item_1", 0.0))
-    clock.now += 0.5
-    eyes._noted(note("GATE 7", 500.0), frame_of(2, 500.0), clock.now)
+    exit_then_gate(session, clock, 0.5)  # EXIT 12, the first note, read as it came
     warms = len(llm.prefilled)
     llm.queue_depth = 1  # another session's reply is being written
     warm_turn(session, "which exit")  # the core's warm of GATE 7 and the words: skipped
@@ -205,10 +208,7 @@ async def test_a_read_note_grown_stale_is_not_quoted_however_close_the_newest() 
     now say "from a while ago", which the model never read, so the newest is quoted."""
     session, _llm, clock, _progress = camera_session()
     eyes = session.eyes
-    eyes._noted(note("EXIT 12", 0.0), frame_of(1, 0.0), clock.now)
-    eyes.on_action(v.SpeechStarted("item_1", 0.0))
-    clock.now += 1.0
-    eyes._noted(note("GATE 7", 1000.0), frame_of(2, 1000.0), clock.now)
+    exit_then_gate(session, clock, 1.0)
     clock.now += STALE_NOTE_S + 1.0
     eyes.on_action(v.SilenceBegan("item_1", 12000.0))
     assert "GATE 7" in session.replies.with_memory(asked(session, "which exit"))[-2].content
