@@ -63,8 +63,8 @@ class CameraWarms:
     warmed for: the core does not warm its turns either)."""
     reach_model: Callable[[], bool] = lambda: True
     """Whether a warm asked for now reaches a model that keeps what it read (one that cannot evaluate a prompt ahead
-    reads nothing, and a warm asked for while the model serves a reply is skipped: no message counts as read then,
-    so the reply quotes the newest note rather than an older one that saves it nothing)."""
+    reads nothing, so no message counts as read; a warm asked for while the model serves a reply is skipped and
+    changes nothing the model has read, so no reply quotes a note for a warm that never ran)."""
     warmed: str | None = None
     """The camera message the model last read after the history as it stands (None: none since the history last
     changed, or no warm yet)."""
