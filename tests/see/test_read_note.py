@@ -168,7 +168,7 @@ async def test_a_warm_skipped_while_the_model_is_busy_leaves_what_the_model_read
     await session.close()
 
 
-async def lagging_turn(*, behind: bool) -> tuple[RealtimeSession, list[ChatMessage], list[ChatMessage]]:
+def lagging_turn(*, behind: bool) -> tuple[RealtimeSession, list[ChatMessage], list[ChatMessage]]:
     """EXIT 12 read as it came; GATE 7 noted a second later; the silence a second after that, with a newer scene
     than GATE 7's waiting to be read (``behind``) or GATE 7's scene still in view. The warmed prompt and the head
     start's."""
@@ -190,7 +190,7 @@ async def lagging_turn(*, behind: bool) -> tuple[RealtimeSession, list[ChatMessa
 
 async def test_a_read_note_older_than_the_bound_is_quoted_where_the_reader_lags_and_the_newest_is_not_much_younger(
         ) -> None:
-    session, warmed, guessed = await lagging_turn(behind=True)
+    session, warmed, guessed = lagging_turn(behind=True)
     assert "EXIT 12" in guessed[-2].content and guessed[:-1] == warmed[:-1]  # only the words are new to the model
     progress: list[tuple[str, str, int]] = []
     session.eyes._progress = lambda *report: progress.append(report)
@@ -198,7 +198,7 @@ async def test_a_read_note_older_than_the_bound_is_quoted_where_the_reader_lags_
     session.eyes.prompt("resp_1", asked(session, "which exit is it"))
     assert progress == [("resp_1", "scene_note_age_ms", 2000), ("resp_1", "scene_newest_age_ms", 1000)]
     await session.close()
-    session, warmed, guessed = await lagging_turn(behind=False)  # the reader keeps up: the newest
+    session, warmed, guessed = lagging_turn(behind=False)  # the reader keeps up: the newest
     assert "GATE 7" in guessed[-2].content
     await session.close()
 
